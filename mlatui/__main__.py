@@ -1,0 +1,3 @@
+from mlatui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""mlx-lm model types that mlatui registers (the embedded model)."""

@@ -1,0 +1,1 @@
+"""Textual UI for mlatui. Never imports mlx: it renders events from any source."""
