@@ -1,0 +1,36 @@
+"""`mlatui bench attention|indexer|SCENARIO.toml ...`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+HELP = "headless benchmarks: `bench attention`, `bench indexer`, or `bench SCENARIO.toml`"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.cli import bench_targets
+
+    parser.add_argument(
+        "target", help=f"one of {', '.join(bench_targets())}, or a scenario .toml file"
+    )
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="options of that benchmark")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.cli import UserError, bench_targets
+
+    target = args.target
+    if target in bench_targets():
+        mod = importlib.import_module(f"mlatui.commands.bench_{target}")
+    elif target.endswith(".toml") or "/" in target:
+        mod = importlib.import_module("mlatui.commands._bench_scenario")
+        args.rest = [target, *args.rest]
+    else:
+        raise UserError(
+            f"unknown benchmark {target!r}: use one of {', '.join(bench_targets())} or a scenario .toml file"
+        )
+    parser = argparse.ArgumentParser(prog=f"mlatui bench {target}", description=mod.HELP)
+    mod.configure(parser)
+    sub_args = parser.parse_args(args.rest)
+    return mod.run(sub_args)

@@ -1,0 +1,241 @@
+"""The one interface between the engine and everything that shows or stores its results.
+
+Events are frozen dataclasses of plain numbers, strings, tuples and dicts (never mx.array),
+serialised one per JSONL line as {"type": <name>, ...fields}. The first line of every stream
+is a RunHeader. Times `t` are seconds since the run started (monotonic clock).
+Nothing here imports mlx or textual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 1
+ARMS = ("stock", "patched")
+
+
+@dataclass(frozen=True)
+class Event:
+    type: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"type": self.type}
+        d.update(dataclasses.asdict(self))
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"not JSON-serialisable in an event: {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class RunHeader(Event):
+    """Self-describing first record: what machine, versions and settings produced the run."""
+
+    type: ClassVar[str] = "header"
+    schema_version: int
+    mlatui_version: str
+    mlx_version: str
+    mlx_lm_version: str
+    python_version: str
+    platform: str
+    device: dict  # name, architecture, memory_bytes, blas, backend
+    model: str  # path, hub id or "embedded"/"random:<family>"
+    model_type: str
+    geometry: dict  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
+    thresholds: dict  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
+    scenario: dict  # name, path, phases [{name, kind, ...}]
+    draft: str  # "draft-model:<path>", "mtp", "none"
+    synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
+    started_at: str  # ISO-8601 wall clock
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PhaseStart(Event):
+    type: ClassVar[str] = "phase_start"
+    t: float
+    phase: str
+    kind: str  # sweep | decode | tune | indexer
+    index: int
+    total_phases: int
+    planned_steps: int
+    contexts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    type: ClassVar[str] = "progress"
+    t: float
+    phase: str
+    done: int
+    total: int
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    """One timed forward of `width` new tokens on a cache of `context` tokens."""
+
+    type: ClassVar[str] = "step"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    width: int
+    rep: int
+    ms: float
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+
+@dataclass(frozen=True)
+class SpecStep(Event):
+    """One speculative step: draft `depth` tokens, verify them at L = depth + 1."""
+
+    type: ClassVar[str] = "spec_step"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    step: int
+    draft_ms: float
+    verify_ms: float
+    accepted: int
+    accepted_by_position: tuple[int, ...]  # 1/0 per draft position, up to the first rejection
+    tokens: int  # tokens emitted this step (accepted + 1)
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+
+@dataclass(frozen=True)
+class DecodeResult(Event):
+    """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run."""
+
+    type: ClassVar[str] = "decode_result"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    tokens: int
+    seconds: float
+    tok_s: float
+    acceptance_by_position: tuple[float, ...] = ()
+    verify_ms_median: float | None = None
+    draft_ms_median: float | None = None
+
+
+@dataclass(frozen=True)
+class MemorySample(Event):
+    type: ClassVar[str] = "memory"
+    t: float
+    mlx_active_bytes: int
+    mlx_cache_bytes: int
+    mlx_peak_bytes: int
+    device_limit_bytes: int | None
+    process_rss_bytes: int
+    system_available_bytes: int
+    system_total_bytes: int
+    swap_used_bytes: int
+
+
+@dataclass(frozen=True)
+class Validity(Event):
+    """The L = 1 check: both arms take the same branch at L = 1, so their medians must agree."""
+
+    type: ClassVar[str] = "validity"
+    t: float
+    phase: str
+    context: int
+    stock_l1_ms: float
+    patched_l1_ms: float
+    diff_pct: float
+    tolerance_pct: float
+    valid: bool
+
+
+@dataclass(frozen=True)
+class PhaseSummary(Event):
+    """Medians and spreads for a phase; `rows` are flat dicts of plain values."""
+
+    type: ClassVar[str] = "phase_summary"
+    t: float
+    phase: str
+    kind: str
+    rows: tuple[dict, ...]
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
+class LogMessage(Event):
+    type: ClassVar[str] = "log"
+    t: float
+    level: str  # info | warning
+    message: str
+
+
+@dataclass(frozen=True)
+class ErrorEvent(Event):
+    type: ClassVar[str] = "error"
+    t: float
+    message: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class RunEnd(Event):
+    type: ClassVar[str] = "run_end"
+    t: float
+    status: str  # completed | interrupted | error
+    invalid_contexts: tuple[int, ...] = ()
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunHeader,
+        PhaseStart,
+        Progress,
+        Step,
+        SpecStep,
+        DecodeResult,
+        MemorySample,
+        Validity,
+        PhaseSummary,
+        LogMessage,
+        ErrorEvent,
+        RunEnd,
+    )
+}
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    kind = d.get("type")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in d.items() if k in names}
+    for f in dataclasses.fields(cls):
+        if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
+            kwargs[f.name] = tuple(kwargs[f.name])
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in kwargs
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(f"{kind} event lacks {', '.join(missing)}")
+    return cls(**kwargs)
