@@ -1,0 +1,1 @@
+"""Scenarios shipped with mlatui (installed as the package `mlatui.scenarios`)."""
