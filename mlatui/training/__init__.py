@@ -1,0 +1,1 @@
+"""Rebuild the embedded model: corpus, tokenizer, seeded training, acceptance measurement."""
