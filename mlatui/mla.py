@@ -75,7 +75,7 @@ def geometry_of(attn: nn.Module) -> Geometry:
         int(attn.kv_lora_rank),
         int(attn.qk_nope_head_dim),
         int(attn.v_head_dim),
-        int(attn.num_heads),
+        int(getattr(attn, "num_heads", None) or attn.num_attention_heads),  # longcat: num_attention_heads
     )
 
 
