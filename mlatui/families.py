@@ -365,7 +365,7 @@ _MISTRAL4_TINY = dict(
     num_experts_per_tok=2,
     routed_scaling_factor=1.0,
     norm_topk_prob=True,
-    max_position_embeddings=16384,
+    max_position_embeddings=1048576,  # = yarn factor x original length
     rms_norm_eps=1e-6,
     n_group=1,
     topk_group=1,
