@@ -1,0 +1,157 @@
+"""Arms: the stock and the patched model, each on its own worker thread.
+
+MLX streams are per thread, so an arm does all its MLX work (caches, forwards) on its worker
+and hands back plain numbers. A baton makes the arms take turns: they never compute at the
+same time, whoever calls them.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from queue import SimpleQueue
+from typing import Any, TypeVar
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlatui import mla
+
+T = TypeVar("T")
+
+
+class Baton:
+    """A lock that also remembers who held it, in order (tests check the A B B A pattern)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.history: list[str] = []
+        self.keep_history = False
+
+    def hold(self, who: str):
+        baton = self
+
+        class _Held:
+            def __enter__(self_inner):
+                baton._lock.acquire()
+                if baton.keep_history:
+                    baton.history.append(who)
+
+            def __exit__(self_inner, *exc):
+                baton._lock.release()
+
+        return _Held()
+
+
+@dataclass
+class Arm:
+    name: str
+    model: nn.Module
+    report: mla.PatchReport
+    cache: list[Any] | None = None
+    draft: Any = None
+    state: dict = field(default_factory=dict)
+
+    @property
+    def counters(self) -> mla.BranchCounters:
+        return self.report.counters
+
+
+class ArmWorker:
+    """One long-lived thread per arm; `call(fn)` runs fn(arm) there while holding the baton."""
+
+    def __init__(self, arm: Arm, baton: Baton):
+        self.arm = arm
+        self.baton = baton
+        self._queue: SimpleQueue = SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"mlatui-arm-{arm.name}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                with self.baton.hold(self.arm.name):
+                    result = fn(self.arm)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+    def call(self, fn: Callable[[Arm], T]) -> T:
+        future: Future = Future()
+        self._queue.put((fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+def build_arms(model: nn.Module, threshold: str | int = "formula") -> tuple[Arm, Arm]:
+    """Stock arm = the model, instrumented (its gate stays L == 1); patched arm = a twin sharing
+    every weight, with the gate patched. Parameters must already be evaluated."""
+    patched_model = mla.twin(model)
+    stock_report = mla.count_branches(model)
+    patched_report = mla.patch_model(patched_model, threshold)
+    set_sparse_modes(model, "stock")
+    set_sparse_modes(patched_model, "patched")
+    return Arm("stock", model, stock_report), Arm("patched", patched_model, patched_report)
+
+
+def set_sparse_modes(model: nn.Module, mode: str) -> int:
+    """Sparse MLA layers (mlatui.indexer) carry their own gates: flip both to `mode`."""
+    n = 0
+    for _, m in model.named_modules():
+        if hasattr(m, "mla_gate") and hasattr(m, "indexer"):
+            m.mla_gate = mode
+            if hasattr(m.indexer, "mode"):
+                m.indexer.mode = mode
+            n += 1
+    return n
+
+
+def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
+    """Fresh cache holding `tokens`; returns the cache length. A draft that needs the target's
+    hidden states (MTP) gets them from the same forward."""
+    arm.cache = make_prompt_cache(arm.model)
+    x = mx.array([tokens])  # (1, T)
+    needs_hidden = arm.draft is not None and arm.draft.needs_hidden
+    hidden = []
+    for start in range(0, len(tokens), chunk):
+        if needs_hidden:
+            _, h = arm.draft.target_forward(arm.model, x[:, start : start + chunk], arm.cache)
+            mx.eval(h)
+            hidden.append(h)
+        else:
+            arm.model(x[:, start : start + chunk], cache=arm.cache)
+        mx.eval([c.state for c in arm.cache])
+    if needs_hidden:
+        h = mx.concatenate(hidden, axis=1)  # (1, T, D)
+        mx.eval(h)
+        arm.state.update(context_hidden=h, last_hidden=h[:, -1:])
+    return cache_len(arm.cache)
+
+
+def copy_cache(cache: list[Any]) -> list[Any]:
+    """A bit-identical, independent copy, evaluated on the calling thread."""
+    new = copy.deepcopy(cache)
+    mx.eval([c.state for c in new])
+    return new
+
+
+def cache_len(cache: list[Any]) -> int:
+    return cache[0].offset

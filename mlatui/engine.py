@@ -1,0 +1,244 @@
+"""The engine: load, build both arms, run the scenario's phases, emit events.
+
+`run(config, emit, stop)` is the one entry point used by `bench SCENARIO`, `launch` (in a worker
+thread or a child process) and the tests. It never raises: failures become an ErrorEvent and a
+RunEnd with status "error".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable
+
+import mlx.core as mx
+
+from mlatui import mla
+from mlatui.arms import Arm, ArmWorker, Baton, build_arms
+from mlatui.draft import DraftModelSource
+from mlatui.events import SCHEMA_VERSION, ErrorEvent, Event, LogMessage, RunEnd, RunHeader
+from mlatui.loading import Loaded, LoadError, load_draft, load_target, vocab_size
+from mlatui.phases import RunContext, Stopped, run_sweep
+from mlatui.runconfig import RunConfig
+from mlatui.scenario import Scenario, ScenarioError, load_scenario
+
+HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+
+
+def _phase_runner(kind: str) -> Callable:
+    if kind == "sweep":
+        return run_sweep
+    if kind in ("decode", "tune"):
+        from mlatui.decode import run_decode
+
+        return run_decode
+    if kind == "indexer":
+        from mlatui.indexer_phase import run_indexer_phase
+
+        return run_indexer_phase
+    raise ScenarioError(f"unknown phase kind {kind!r}")
+
+
+def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
+    """Quick runs: override reps/warmup/tokens/contexts of every phase (tests, --quick)."""
+    if not overrides:
+        return scenario
+    from dataclasses import replace
+
+    phases = []
+    for p in scenario.phases:
+        changes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in overrides.items() if hasattr(p, k)}
+        phases.append(replace(p, **changes))
+    return replace(scenario, phases=tuple(phases))
+
+
+def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
+    """Context tokens: real text for a model with a tokenizer (the shipped prompts, repeated),
+    seeded random ids for random weights."""
+    vocab = vocab_size(loaded.model)
+    cache: list[int] = []
+    if loaded.tokenizer is not None:
+        from mlatui.prompts import context_text
+
+        cache = list(loaded.tokenizer.encode(context_text()))
+    rng = random.Random(seed)
+
+    def tokens_for(n: int) -> list[int]:
+        nonlocal cache
+        while len(cache) < n:
+            if loaded.tokenizer is not None and cache:
+                cache += cache[: n - len(cache)]
+            else:
+                cache.append(rng.randrange(vocab))
+        return cache[:n]
+
+    return tokens_for
+
+
+def header(config: RunConfig, scenario: Scenario, loaded: Loaded | None, report: mla.PatchReport | None, settings: dict) -> RunHeader:
+    from mlatui import __version__
+    from mlatui.records import environment
+
+    env = environment()
+    geometry, thresholds = {}, {}
+    if loaded is not None and report is not None and report.geometry is not None:
+        g = report.geometry
+        geometry = {
+            "kv_lora_rank": g.kv_lora_rank,
+            "qk_nope_head_dim": g.qk_nope_head_dim,
+            "v_head_dim": g.v_head_dim,
+            "num_heads": g.num_heads,
+            "num_mla_layers": len(report.modules),
+        }
+        calibrated = None
+        try:
+            from mlatui.calibration import load_crossovers
+
+            calibrated = load_crossovers(g)
+        except Exception:  # noqa: BLE001 - calibration is optional
+            calibrated = None
+        thresholds = {
+            "policy": report.policy,
+            "formula_inf": report.threshold,
+            "formula_at": {
+                str(t): mla.max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t)
+                for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
+            },
+            "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
+        }
+    device = {
+        "name": env["device_name"],
+        "architecture": env["architecture"],
+        "backend": env["backend"],
+        "memory_bytes": env["device_memory_bytes"],
+        "blas": env["blas"],
+        "cpu_count": env["cpu_count"],
+    }
+    return RunHeader(
+        SCHEMA_VERSION,
+        __version__,
+        env["mlx"],
+        env["mlx_lm"],
+        platform.python_version(),
+        env["platform"],
+        device,
+        loaded.name if loaded else (config.model or "embedded"),
+        loaded.model_type if loaded else "?",
+        geometry,
+        thresholds,
+        scenario.to_dict(),
+        loaded.draft_name if loaded else "none",
+        bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        settings,
+    )
+
+
+def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
+    name = loaded.draft_name
+    if name.startswith("synthetic"):
+        from mlatui.spec import SyntheticDraft
+
+        vocab = vocab_size(loaded.model)
+
+        def synthetic(arm: Arm):
+            cost = DraftModelSource(loaded.draft_model) if loaded.draft_model is not None else None
+            return SyntheticDraft(scenario.draft.acceptance, seed, vocab, cost)  # same draws in both arms
+
+        return synthetic
+    if name.startswith("mtp"):
+        try:
+            from mlatui.mtp import load_mtp_draft
+
+            probe = load_mtp_draft(loaded.path, loaded.model) if loaded.path else None
+        except Exception as e:  # noqa: BLE001
+            if name == "mtp":
+                raise LoadError(str(e).splitlines()[0]) from e
+            probe = None
+        if probe is None:
+            loaded.draft_name = "none"
+            return None
+        loaded.draft_name = "mtp"
+        first = [probe]
+
+        def mtp(arm: Arm):
+            return first.pop() if first else load_mtp_draft(loaded.path, loaded.model)
+
+        return mtp
+    if loaded.draft_model is not None:
+        return lambda arm: DraftModelSource(loaded.draft_model, name)
+    return None
+
+
+def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None) -> str:
+    """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
+    stop = stop or threading.Event()
+    t0 = time.perf_counter_ns()
+    workers: dict[str, ArmWorker] = {}
+    sampler = None
+    header_sent = False
+    scenario = None
+    ctx = None
+
+    def now() -> float:
+        return (time.perf_counter_ns() - t0) / 1e9
+
+    try:
+        scenario = apply_overrides(load_scenario(config.scenario), config.overrides)
+        loaded = load_target(config.model, scenario, config.random_weights, config.seed)
+        load_draft(config.draft_model, scenario.draft, loaded, config.seed)
+        if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
+            loaded.draft_name = "none"
+        make_draft = _draft_factory(loaded, scenario, config.seed)
+        mx.eval(loaded.model.parameters())
+        threshold: str | int = int(config.threshold) if str(config.threshold).isdigit() else config.threshold
+        stock, patched = build_arms(loaded.model, threshold)
+        for arm in (stock, patched):
+            arm.state["model_name"] = loaded.name
+        settings = {"threshold": str(config.threshold), "seed": config.seed, "overrides": config.overrides, "random_weights": loaded.random_weights}
+        emit(header(config, scenario, loaded, patched.report, settings))
+        header_sent = True
+        emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
+        baton = Baton()
+        workers = {a.name: ArmWorker(a, baton) for a in (stock, patched)}
+        if make_draft is not None:
+            for w in workers.values():
+                w.call(lambda a: setattr(a, "draft", make_draft(a)))
+        from mlatui.memory import MemorySampler
+
+        sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
+        sampler.start()
+        ctx = RunContext(workers, emit, stop, t0, text_tokens(loaded, config.seed), vocab_size(loaded.model), make_draft, loaded.draft_name)
+        for i, phase in enumerate(scenario.phases):
+            _phase_runner(phase.kind)(ctx, phase, i, len(scenario.phases))
+        status = "completed"
+    except Stopped:
+        status = "interrupted"
+    except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
+        if not header_sent:
+            try:
+                emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+            except Exception:  # noqa: BLE001
+                pass
+        if status == "error":
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            emit(ErrorEvent(now(), msg, f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if not isinstance(e, (LoadError, ScenarioError)) else ""))
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        for w in workers.values():
+            w.close()
+    emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
+    return status
+
+
+def _empty_scenario(config: RunConfig) -> Scenario:
+    from mlatui.scenario import DraftSpec, ModelSpec
+
+    return Scenario("?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ())

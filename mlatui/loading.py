@@ -1,0 +1,162 @@
+"""Load the target and the draft: real checkpoints (local folder or hub id, through `mlx_lm.load`),
+the embedded default model (same loader), or random weights built from a scenario's config."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlatui.scenario import DraftSpec, ModelSpec, Scenario
+
+DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
+
+
+class LoadError(ValueError):
+    """One line saying what could not be loaded and what to do."""
+
+
+@dataclass
+class Loaded:
+    model: nn.Module
+    tokenizer: Any | None
+    name: str
+    model_type: str
+    path: str | None
+    random_weights: bool
+    draft_model: nn.Module | None = None
+    draft_name: str = "none"
+
+
+def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]:
+    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type)."""
+    from mlx_lm import load
+
+    _register()
+    local = Path(ref).expanduser()
+    if local.exists() and not (local / "config.json").exists():
+        raise LoadError(f"{what} {ref!r}: folder has no config.json (expected an mlx-lm model folder)")
+    if not local.exists() and (ref.startswith((".", "/", "~")) or ref.count("/") != 1):
+        raise LoadError(f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)")
+    try:
+        model, tokenizer = load(str(local) if local.exists() else ref)
+    except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LoadError(f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)") from e
+    model_type = _model_type(local if local.exists() else None, model)
+    return model, tokenizer, model_type
+
+
+def _register() -> None:
+    """Make mlatui's own model types (the embedded model) loadable by mlx-lm."""
+    import mlatui.models
+
+    register = getattr(mlatui.models, "register", None)
+    if register is not None:
+        register()
+
+
+def _model_type(folder: Path | None, model: nn.Module) -> str:
+    if folder is not None and (folder / "config.json").exists():
+        return json.loads((folder / "config.json").read_text()).get("model_type", "?")
+    return getattr(getattr(model, "args", None), "model_type", type(model).__module__.rsplit(".", 1)[-1])
+
+
+def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
+    """An mlx-lm model of `spec.family` from the scenario's config values, random weights."""
+    from mlx_lm.utils import MODEL_REMAPPING
+
+    _register()
+    family = MODEL_REMAPPING.get(spec.family, spec.family)
+    try:
+        arch = importlib.import_module(f"mlx_lm.models.{family}")
+    except ImportError as e:
+        raise LoadError(f"model family {spec.family!r} is not an mlx-lm model type") from e
+    config = dict(spec.config)
+    config.setdefault("model_type", spec.family)
+    try:
+        args = arch.ModelArgs.from_dict(config)
+    except TypeError as e:
+        raise LoadError(f"model config for {spec.family}: {e}") from e
+    mx.random.seed(seed)
+    model = arch.Model(args)
+    dtype = DTYPES[spec.dtype]
+    model.set_dtype(dtype)
+    if spec.bits:
+        nn.quantize(
+            model,
+            group_size=64,
+            bits=spec.bits,
+            class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 64 == 0,
+        )
+    mx.eval(model.parameters())
+    return model, family
+
+
+def load_target(model_ref: str | None, scenario: Scenario, random_weights: bool, seed: int) -> Loaded:
+    spec = scenario.model
+    if model_ref is not None and not random_weights:
+        model, tok, mtype = load_checkpoint(model_ref)
+        return Loaded(model, tok, model_ref, mtype, model_ref, False)
+    if random_weights or spec.source == "random":
+        if not spec.family:
+            raise LoadError(f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario")
+        model, mtype = build_random(spec, seed)
+        return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
+    if spec.source == "path":
+        if not spec.path:
+            raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
+        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path))
+        return Loaded(model, tok, spec.path, mtype, spec.path, False)
+    from mlatui.embedded import load_embedded
+
+    model, tok, draft = load_embedded()
+    loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
+    loaded.draft_model, loaded.draft_name = draft, "draft-model:embedded"
+    return loaded
+
+
+def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
+    """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]."""
+    if draft_ref is not None:
+        target.draft_model, _, _ = load_checkpoint(draft_ref, what="draft model")
+        target.draft_name = f"draft-model:{draft_ref}"
+        return
+    if spec.source == "draft-model":
+        if spec.path:
+            target.draft_model, _, _ = load_checkpoint(spec.path, what="draft model")
+            target.draft_name = f"draft-model:{spec.path}"
+        elif spec.config:
+            family = spec.config.get("model_type")
+            if not family:
+                raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
+            target.draft_model, _ = build_random(ModelSpec("random", None, family, spec.config), seed + 1)
+            target.draft_name = f"draft-model:random:{family}"
+        else:
+            raise LoadError("[draft] source = \"draft-model\" needs 'path' or a [draft.config] table")
+    elif spec.source == "synthetic":
+        if spec.config:
+            family = spec.config.get("model_type")
+            target.draft_model, _ = build_random(ModelSpec("random", None, family, spec.config), seed + 1)
+        target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
+    elif spec.source == "mtp":
+        target.draft_name = "mtp"
+    elif spec.source == "none":
+        target.draft_model, target.draft_name = None, "none"
+    elif spec.source == "auto" and target.draft_model is None and target.path is not None:
+        target.draft_name = "mtp?"  # try the checkpoint's MTP head, fall back to none
+
+
+def vocab_size(model: nn.Module) -> int:
+    args = getattr(model, "args", None)
+    for obj in (args, getattr(args, "text_config", None)):
+        v = getattr(obj, "vocab_size", None) if obj is not None else None
+        if isinstance(v, int):
+            return v
+    raise LoadError("cannot tell the model's vocabulary size")
