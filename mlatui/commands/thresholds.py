@@ -1,0 +1,99 @@
+"""`mlatui thresholds`: the absorbed-path threshold of an MLA model, from its config alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = (
+    "MLA geometry and absorbed-path thresholds (T->inf and at several cache lengths) from a config"
+)
+CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+GEOMETRY_KEYS = (
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "num_attention_heads",
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", metavar="PATH", help="a model folder with config.json")
+    src.add_argument("--config", metavar="FILE", help="a config.json")
+    src.add_argument("--family", metavar="NAME", help="a built-in MLA family (its full config)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def read_config(args: argparse.Namespace) -> tuple[dict, str]:
+    from mlatui.cli import UserError
+
+    if args.family:
+        from mlatui import families
+
+        if args.family not in families.FAMILIES:
+            raise UserError(
+                f"unknown family {args.family!r}: use one of {', '.join(families.FAMILIES)}"
+            )
+        try:
+            return families.config_for(args.family, "full"), f"family {args.family} (full)"
+        except KeyError:
+            return families.config_for(
+                args.family, "tiny"
+            ), f"family {args.family} (tiny; no public config)"
+    path = Path(args.config) if args.config else Path(args.model) / "config.json"
+    if not path.is_file():
+        raise UserError(
+            f"{path}: no such file; pass --model FOLDER (with config.json) or --config FILE"
+        )
+    try:
+        return json.loads(path.read_text()), str(path)
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON ({e}); pass an mlx-lm/HF config.json") from e
+
+
+def thresholds(config: dict) -> dict:
+    from mlatui.cli import UserError
+    from mlatui.mla import max_absorbed_queries
+
+    text = config.get("text_config") or config
+    missing = [k for k in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim") if text.get(k) is None]
+    if missing:
+        raise UserError(
+            f"config has no {', '.join(missing)}: not an MLA model (model_type {config.get('model_type')!r})"
+        )
+    g = {k: text.get(k) for k in GEOMETRY_KEYS}
+    r, n, v = g["kv_lora_rank"], g["qk_nope_head_dim"], g["v_head_dim"]
+    return {
+        "model_type": config.get("model_type"),
+        "text_model_type": text.get("model_type"),
+        "geometry": g,
+        "limit": max_absorbed_queries(r, n, v),
+        "exact_limit": r * (n + v) / (2 * r - n - v) if 2 * r > n + v else None,
+        "thresholds": {str(t): max_absorbed_queries(r, n, v, t) for t in CONTEXTS},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.records import markdown_table
+
+    config, source = read_config(args)
+    out = thresholds(config)
+    if args.json:
+        print(json.dumps({"source": source, **out}, indent=2))
+        return 0
+    g = out["geometry"]
+    print(f"{source}: model_type {out['model_type']}")
+    print(
+        f"MLA geometry: kv_lora_rank {g['kv_lora_rank']}, qk_nope {g['qk_nope_head_dim']}, "
+        f"qk_rope {g['qk_rope_head_dim']}, v {g['v_head_dim']}, heads {g['num_attention_heads']}"
+    )
+    exact = f" (r*d/(2r-d) = {out['exact_limit']:.2f})" if out["exact_limit"] else ""
+    print(
+        f"absorbed path wins for L <= {out['limit']} as T -> inf{exact}; stock mlx-lm absorbs only L == 1"
+    )
+    rows = [(f"{int(t):,}", w) for t, w in out["thresholds"].items()]
+    print(markdown_table(["cache T", "max absorbed L"], rows))
+    return 0
