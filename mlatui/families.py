@@ -537,8 +537,6 @@ def _set_layers(config: dict[str, Any], layers: int) -> None:
             lac["kda_layers"] = [i for i in range(1, layers + 1) if i not in full]
         if "layer_group_size" in c:
             c["layer_group_size"] = min(c["layer_group_size"], layers)
-        if "first_k_dense_replace" in c:
-            c["first_k_dense_replace"] = min(c["first_k_dense_replace"], max(layers - 1, 0))
 
 
 def config_for(
