@@ -1,0 +1,56 @@
+"""`mlatui demo [--live]`: replay the shipped recording with an explanation, or run it live."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "show the dashboard on a shipped recording of the real engine (--live: run the default scenario)"
+DEMO_FILE = "demo.jsonl"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.commands.replay import add_view_options
+
+    parser.add_argument("--live", action="store_true", help="run the default scenario live instead")
+    add_view_options(parser)
+
+
+def demo_recording() -> Path:
+    """The shipped recording: package data of `mlatui.scenarios`, else the repo's scenarios/."""
+    from importlib import resources
+
+    try:
+        p = resources.files("mlatui.scenarios").joinpath(DEMO_FILE)
+        if p.is_file():
+            return Path(str(p))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "scenarios" / DEMO_FILE
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.cli import UserError
+
+    if args.live:
+        from mlatui.commands import launch
+
+        ns = argparse.Namespace(
+            model=None,
+            draft_model=None,
+            scenario=None,
+            record=None,
+            isolate=False,
+            ui_hz=args.ui_hz,
+            random_weights=False,
+            out_dir=args.out_dir,
+        )
+        return launch.run(ns)
+    path = demo_recording()
+    if not path.is_file():
+        raise UserError(
+            f"the demo recording {path} is missing; reinstall mlatui or run `mlatui demo --live`"
+        )
+    from mlatui.commands.replay import play
+
+    return play(path, args, "demo")

@@ -1,0 +1,86 @@
+"""`mlatui launch`: run a scenario live, stock and patched side by side, in the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = (
+    "run a scenario live in the dashboard (default: the embedded model and scenarios/default.toml)"
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", default=None, help="local folder or hub id (default: the embedded model)"
+    )
+    parser.add_argument("--draft-model", default=None, help="draft model folder or hub id")
+    parser.add_argument(
+        "--scenario", default=None, help="scenario TOML (default: scenarios/default.toml)"
+    )
+    parser.add_argument(
+        "--record",
+        default=None,
+        help="JSONL recording path (default: a new file under the user data dir)",
+    )
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run the engine in a child process (events over a pipe)",
+    )
+    parser.add_argument(
+        "--ui-hz", type=float, default=4.0, help="screen updates per second (default 4)"
+    )
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="build the scenario's model with random weights (timing only)",
+    )
+    parser.add_argument(
+        "--out-dir", default=None, help="where e/s write exports and screenshots (default: .)"
+    )
+
+
+def build_config(args: argparse.Namespace):
+    from pathlib import Path
+
+    from mlatui.cli import UserError
+    from mlatui.runconfig import RunConfig
+
+    if args.scenario and not Path(args.scenario).is_file():
+        raise UserError(f"scenario file {args.scenario} not found; pass an existing .toml")
+    if not args.ui_hz > 0:
+        raise UserError(f"--ui-hz must be > 0, got {args.ui_hz}")
+    return RunConfig(
+        model=args.model,
+        draft_model=args.draft_model,
+        scenario=args.scenario,
+        record=args.record,
+        random_weights=args.random_weights,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
+
+    config = build_config(args)
+    from mlatui.sources import LiveSource, ProcessSource
+
+    source = ProcessSource(config) if args.isolate else LiveSource(config)
+    from widgets.app import MlatuiApp
+
+    app = MlatuiApp(source, ui_hz=args.ui_hz, out_dir=args.out_dir)
+    status = 0
+    try:
+        app.run()
+    finally:
+        source.stop()  # joins the engine thread / ends the child, then closes the recording
+        print(f"mlatui: recording kept at {source.record_path}", file=sys.stderr)
+        if app.dash.error:
+            print(f"mlatui: engine error: {app.dash.error}", file=sys.stderr)
+    if not args.isolate:
+        # MLX can abort at interpreter exit after compiled mlx-lm code ran on a worker thread.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

@@ -1,0 +1,360 @@
+"""What the dashboard shows, computed from the event stream alone (no mlx, no textual).
+
+`DashboardState.apply(event)` folds one event in; the UI reads the fields and `changed` (the
+sections touched since it last looked) on its tick. Replay, live and isolated runs all feed it
+the same events, so a recording is enough to test every number on screen.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from mlatui.events import (
+    ARMS,
+    DecodeResult,
+    ErrorEvent,
+    Event,
+    LogMessage,
+    MemorySample,
+    PhaseStart,
+    PhaseSummary,
+    Progress,
+    RunEnd,
+    RunHeader,
+    SpecStep,
+    Step,
+    Validity,
+)
+
+SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
+LOG_LINES = 500
+SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
+
+
+@dataclass
+class ArmView:
+    """One arm's column: per-step verify ms, acceptance, throughput and gate branch counts."""
+
+    verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    verify_key: deque = field(  # (phase, context) of each sample
+        default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
+    drafted_by_position: list = field(default_factory=list)
+    accepted_by_position: list = field(default_factory=list)
+    spec_live: dict = field(default_factory=dict)  # depth -> [tokens, draft+verify ms], this phase
+    spec_result: dict = field(default_factory=dict)  # depth -> measured tok/s (DecodeResult)
+    plain_tok_s: float | None = None
+    result_acceptance: tuple = ()
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+    @property
+    def current_ms(self) -> float | None:
+        return self.verify_ms[-1] if self.verify_ms else None
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
+
+    @property
+    def acceptance(self) -> list[float]:
+        """Per draft position: accepted / drafted (vLLM's definition), from the live spec steps;
+        the recorded result when there were none."""
+        if self.drafted_by_position:
+            return [a / d if d else 0.0 for a, d in zip(self.accepted_by_position, self.drafted_by_position)]
+        return list(self.result_acceptance)
+
+    def tok_s_by_depth(self) -> dict[int, tuple[float, bool]]:
+        """depth -> (tok/s, is_live_estimate): measured results win over the running estimate."""
+        out = {d: (tokens / ms * 1e3, True) for d, (tokens, ms) in self.spec_live.items() if ms > 0}
+        out.update({d: (v, False) for d, v in self.spec_result.items()})
+        return dict(sorted(out.items()))
+
+    def ratio(self, depth: int) -> float | None:
+        v = self.tok_s_by_depth().get(depth)
+        return v[0] / self.plain_tok_s if v and self.plain_tok_s else None
+
+
+@dataclass
+class PhaseView:
+    name: str = ""
+    kind: str = ""
+    index: int = 0
+    total_phases: int = 0
+    done: int = 0
+    total: int = 0
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def pressure(used: float, limit: float | None) -> str:
+    """ok | high | critical for a used/limit pair (colours follow it)."""
+    if not limit:
+        return "ok"
+    f = used / limit
+    return "critical" if f >= 0.9 else "high" if f >= 0.75 else "ok"
+
+
+class DashboardState:
+    def __init__(self) -> None:
+        self.header: RunHeader | None = None
+        self.phase = PhaseView()
+        self.arms: dict[str, ArmView] = {arm: ArmView() for arm in ARMS}
+        # sweep steps: (arm, context, width) -> [ms]
+        self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
+        self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context)
+        self.memory: MemorySample | None = None
+        self.rss_history: deque = deque(maxlen=SERIES_POINTS)
+        self.log: deque = deque(maxlen=LOG_LINES)
+        self.summaries: list[PhaseSummary] = []
+        self.phase_kinds: dict[str, str] = {}
+        self.decode_results: list[DecodeResult] = []
+        self.status = "waiting"  # waiting | running | completed | interrupted | error
+        self.error: str | None = None
+        self.t = 0.0
+        self.context: int | None = None  # of the latest timed step
+        self.events = 0
+        self.changed: set[str] = set(SECTIONS)
+
+    # -- folding events ---------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        self.events += 1
+        t = getattr(event, "t", None)
+        if t is not None:
+            self.t = max(self.t, t)
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def apply_all(self, events: list[Event]) -> None:
+        for e in events:
+            self.apply(e)
+
+    def take_changed(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def _log(self, t: float | None, level: str, message: str) -> None:
+        self.log.append((t, level, message))
+        self.changed.add("log")
+
+    def _on_header(self, e: RunHeader) -> None:
+        self.header = e
+        self.status = "running"
+        self.changed |= {"header", "phase", "arms"}
+        scenario = e.scenario.get("name", "?")
+        self._log(0.0, "info", f"run started: {e.model} · scenario {scenario} · {e.started_at}")
+        if e.synthetic_acceptance:
+            self._log(0.0, "warning", "random weights: acceptance numbers are synthetic")
+
+    def _on_phase_start(self, e: PhaseStart) -> None:
+        self.phase = PhaseView(e.phase, e.kind, e.index, e.total_phases, 0, e.planned_steps)
+        self.phase_kinds[e.phase] = e.kind
+        for arm in self.arms.values():
+            arm.phase_verify_ms = []
+            if e.kind in ("decode", "tune"):
+                arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
+        self.changed |= {"phase", "arms"}
+        self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
+
+    def _on_progress(self, e: Progress) -> None:
+        if e.phase == self.phase.name:
+            self.phase.done, self.phase.total, self.phase.eta_s = e.done, e.total, e.eta_s
+            self.changed.add("phase")
+
+    def _arm(self, name: str) -> ArmView:
+        if name not in self.arms:
+            self.arms[name] = ArmView()
+        return self.arms[name]
+
+    def _on_step(self, e: Step) -> None:
+        arm = self._arm(e.arm)
+        self.context = e.context
+        self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
+        arm.absorbed_calls += e.absorbed_calls
+        arm.materialised_calls += e.materialised_calls
+        if e.width >= 2:  # a verify-shaped forward
+            arm.verify_ms.append(e.ms)
+            arm.verify_key.append((e.phase, e.context))
+            arm.phase_verify_ms.append(e.ms)
+        self.changed |= {"arms", "marginal"} if e.width <= 2 else {"arms"}
+
+    def _on_spec_step(self, e: SpecStep) -> None:
+        arm = self._arm(e.arm)
+        self.context = e.context
+        arm.verify_ms.append(e.verify_ms)
+        arm.verify_key.append((e.phase, e.context))
+        arm.phase_verify_ms.append(e.verify_ms)
+        arm.absorbed_calls += e.absorbed_calls
+        arm.materialised_calls += e.materialised_calls
+        while len(arm.drafted_by_position) < e.depth:
+            arm.drafted_by_position.append(0)
+            arm.accepted_by_position.append(0)
+        for i in range(e.depth):
+            arm.drafted_by_position[i] += 1
+        for i, ok in enumerate(e.accepted_by_position[: e.depth]):
+            arm.accepted_by_position[i] += int(bool(ok))
+        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.draft_ms + e.verify_ms
+        self.changed.add("arms")
+
+    def _on_decode_result(self, e: DecodeResult) -> None:
+        arm = self._arm(e.arm)
+        self.decode_results.append(e)
+        if e.depth == 0:
+            arm.plain_tok_s = e.tok_s
+        else:
+            arm.spec_result[e.depth] = e.tok_s
+            if e.acceptance_by_position:
+                arm.result_acceptance = tuple(e.acceptance_by_position)
+        self.changed.add("arms")
+        label = "plain decode" if e.depth == 0 else f"depth {e.depth}"
+        self._log(e.t, "info", f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s")
+
+    def _on_memory(self, e: MemorySample) -> None:
+        self.memory = e
+        self.rss_history.append(e.process_rss_bytes)
+        self.changed.add("memory")
+
+    def _on_validity(self, e: Validity) -> None:
+        self.validity[(e.phase, e.context)] = e
+        self.changed |= {"validity", "marginal", "arms"}
+        if e.valid:
+            msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%)")
+        else:
+            msg = f"L=1 check at {e.context}: ✗ INVALID {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            self._log(e.t, "warning", msg + f" ({e.diff_pct:+.1f}% > {e.tolerance_pct:g}%)")
+
+    def _on_phase_summary(self, e: PhaseSummary) -> None:
+        self.summaries.append(e)
+        self._log(e.t, "info", f"{e.phase} done" + (f": {e.verdict}" if e.verdict else ""))
+
+    def _on_log(self, e: LogMessage) -> None:
+        self._log(e.t, e.level, e.message)
+
+    def _on_error(self, e: ErrorEvent) -> None:
+        self.error = e.message + (f" (in {e.where})" if e.where else "")
+        self.status = "error"
+        self.changed |= {"header", "phase"}
+        self._log(e.t, "error", self.error)
+
+    def _on_run_end(self, e: RunEnd) -> None:
+        if self.status != "error" or e.status == "error":
+            self.status = e.status
+        self.phase.eta_s = None
+        self.changed |= {"header", "phase"}
+        extra = f"; invalid contexts: {', '.join(map(str, e.invalid_contexts))}" if e.invalid_contexts else ""
+        self._log(e.t, "error" if e.status == "error" else "info", f"run {e.status}{extra}")
+
+    # -- derived views ----------------------------------------------------------------------
+
+    def is_invalid(self, context: int, phase: str | None = None) -> bool:
+        """Failed the L = 1 check at this context (in `phase`, or in any phase)."""
+        return any(not v.valid and c == context and phase in (None, p) for (p, c), v in self.validity.items())
+
+    def verdict(self, context: int) -> Validity | None:
+        """The sweep's check at this context if there is one, else any phase's."""
+        checks = [v for (p, c), v in self.validity.items() if c == context]
+        return next((v for v in checks if not v.valid), checks[0] if checks else None)
+
+    def contexts(self) -> list[int]:
+        return sorted({c for (_, c, _) in self.sweep_ms})
+
+    def l_median(self, arm: str, context: int, width: int) -> float | None:
+        return _median(self.sweep_ms.get((arm, context, width), []))
+
+    def marginal(self, arm: str) -> list[tuple[int, float]]:
+        """(context, median(L=2) - median(L=1)) for every context that has both, in ms."""
+        out = []
+        for c in self.contexts():
+            l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
+            if l1 is not None and l2 is not None:
+                out.append((c, l2 - l1))
+        return out
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.header and self.header.synthetic_acceptance)
+
+    # -- export (used until mlatui.report is available) -------------------------------------
+
+    def summary_rows(self) -> list[dict]:
+        rows = []
+        for c in self.contexts():
+            v = self.verdict(c)
+            for arm in ARMS:
+                l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
+                rows.append(
+                    {
+                        "context": c,
+                        "arm": arm,
+                        "l1_ms_median": l1,
+                        "l2_ms_median": l2,
+                        "marginal_ms": None if l1 is None or l2 is None else l2 - l1,
+                        "valid": None if v is None else v.valid,
+                    }
+                )
+        return rows
+
+    def summary_markdown(self) -> str:
+        h = self.header
+        lines = ["# mlatui run summary", ""]
+        if h is not None:
+            g = h.geometry
+            lines += [
+                f"- model: {h.model} ({h.model_type}), r/n/v = {g.get('kv_lora_rank')}/"
+                f"{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}",
+                f"- device: {h.device.get('name', '?')} · BLAS {h.device.get('blas', '?')}",
+                f"- scenario: {h.scenario.get('name', '?')} · started {h.started_at}",
+                f"- mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}",
+            ]
+        lines += [f"- status: {self.status}" + (f" ({self.error})" if self.error else ""), ""]
+        lines += [
+            "## Marginal cost of the second query (median L=2 − median L=1)",
+            "",
+            "| context | stock L=1 ms | patched L=1 ms | stock Δ ms | patched Δ ms | L=1 check |",
+            "|---:|---:|---:|---:|---:|:---:|",
+        ]
+        for c in self.contexts():
+            cells = [str(c)]
+            for arm in ARMS:
+                cells.append(_fmt(self.l_median(arm, c, 1)))
+            marg = {arm: dict(self.marginal(arm)).get(c) for arm in ARMS}
+            cells += [_fmt(marg["stock"]), _fmt(marg["patched"])]
+            v = self.verdict(c)
+            cells.append("–" if v is None else "✓" if v.valid else f"✗ invalid ({v.diff_pct:+.1f}%)")
+            lines.append("| " + " | ".join(cells) + " |")
+        if self.decode_results:
+            acc = "acceptance (synthetic)" if self.synthetic else "acceptance"
+            lines += ["", "## Decode", "", f"| arm | context | depth | tok/s | {acc} |", "|---|---:|---:|---:|---|"]
+            for d in self.decode_results:
+                a = " ".join(f"{x:.2f}" for x in d.acceptance_by_position) or "–"
+                lines.append(f"| {d.arm} | {d.context} | {d.depth} | {d.tok_s:.1f} | {a} |")
+        return "\n".join(lines) + "\n"
+
+    def summary_csv(self) -> str:
+        buf = io.StringIO()
+        cols = ["context", "arm", "l1_ms_median", "l2_ms_median", "marginal_ms", "valid"]
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        for row in self.summary_rows():
+            w.writerow(row)
+        return buf.getvalue()
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
