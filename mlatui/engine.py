@@ -177,6 +177,7 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
 def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None) -> str:
     """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
     stop = stop or threading.Event()
+    emit = _serialized(emit)
     t0 = time.perf_counter_ns()
     workers: dict[str, ArmWorker] = {}
     sampler = None
@@ -236,6 +237,17 @@ def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event 
             w.close()
     emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status
+
+
+def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:
+    """The memory sampler emits from its own thread: keep sinks single-threaded."""
+    lock = threading.Lock()
+
+    def locked(event: Event) -> None:
+        with lock:
+            emit(event)
+
+    return locked
 
 
 def _empty_scenario(config: RunConfig) -> Scenario:

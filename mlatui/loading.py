@@ -128,6 +128,8 @@ def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int
         target.draft_model, _, _ = load_checkpoint(draft_ref, what="draft model")
         target.draft_name = f"draft-model:{draft_ref}"
         return
+    if target.random_weights and spec.source in ("auto", "mtp"):
+        spec = DraftSpec("synthetic", None, spec.config, spec.acceptance)  # no checkpoint, no MTP head
     if spec.source == "draft-model":
         if spec.path:
             target.draft_model, _, _ = load_checkpoint(spec.path, what="draft model")

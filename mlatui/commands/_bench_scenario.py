@@ -1,0 +1,111 @@
+"""`mlatui bench SCENARIO.toml`: run a scenario headless; tables on stdout, events to JSONL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML (e.g. scenarios/default.toml)")
+    parser.add_argument(
+        "--model", help="local mlx-lm folder or hub id (default: the scenario's model)"
+    )
+    parser.add_argument("--draft-model", help="local mlx-lm folder or hub id of a draft model")
+    parser.add_argument(
+        "--out", help="JSONL recording (default: a new file in the user's data dir)"
+    )
+    parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="build the scenario's model from its config values with random weights (timing only; acceptance is synthetic)",
+    )
+    parser.add_argument("--threshold", default="formula", help="formula | calibrated | an integer")
+    parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+class StderrProgress:
+    """Phase, progress and ETA on stderr. Called between steps, never inside a timed region."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def __call__(self, event) -> None:
+        kind = event.type
+        with self.lock:
+            if kind == "phase_start":
+                print(
+                    f"[mlatui] phase {event.index + 1}/{event.total_phases}: {event.phase} ({event.kind}), contexts {list(event.contexts)}",
+                    file=self.stream,
+                )
+            elif kind == "progress":
+                eta = f", ETA {event.eta_s:.0f}s" if event.eta_s is not None else ""
+                print(
+                    f"[mlatui]   {event.phase}: {event.done}/{event.total}{eta}", file=self.stream
+                )
+            elif kind == "validity" and not event.valid:
+                print(
+                    f"[mlatui]   L=1 check FAILED at context {event.context}: stock {event.stock_l1_ms:.3f} ms vs patched {event.patched_l1_ms:.3f} ms ({event.diff_pct:.1f}%)",
+                    file=self.stream,
+                )
+            elif kind in ("log", "error"):
+                level = "error" if kind == "error" else event.level
+                print(f"[mlatui] {level}: {event.message}", file=self.stream)
+            elif kind == "phase_summary" and event.verdict:
+                print(f"[mlatui]   {event.phase}: {event.verdict}", file=self.stream)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mlatui.cli import UserError
+
+    if not Path(args.scenario).exists():
+        raise UserError(f"{args.scenario}: no such scenario file (try scenarios/default.toml)")
+    from mlatui.engine import run as run_engine
+    from mlatui.recorder import Recorder
+    from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+    from mlatui.runconfig import RunConfig
+    from mlatui.runs import default_record_path, tee
+
+    out = Path(args.out) if args.out else default_record_path("bench")
+    overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
+    config = RunConfig(
+        args.model,
+        args.draft_model,
+        args.scenario,
+        str(out),
+        args.random_weights,
+        args.threshold,
+        args.seed,
+        overrides,
+    )
+    events = []
+    stop = threading.Event()
+    with Recorder(out) as recorder:
+        try:
+            status = run_engine(config, tee(recorder, events.append, StderrProgress()), stop)
+        except KeyboardInterrupt:
+            stop.set()
+            status = "interrupted"
+    print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
+    print(f"[mlatui] recording: {out}", file=sys.stderr)
+    errors = [e for e in events if e.type == "error"]
+    if errors:
+        print(f"mlatui: error: {errors[0].message}", file=sys.stderr)
+        return 1
+    bad = invalid_contexts(events)
+    if bad:
+        where = ", ".join(f"{phase} @ {ctx} ({diff:.1f}%)" for phase, ctx, diff in bad)
+        print(
+            f"mlatui: L=1 check failed (arms differ by more than 2% at L=1): {where}; those contexts are invalid",
+            file=sys.stderr,
+        )
+        return 3
+    return 0 if status == "completed" else 130

@@ -1,0 +1,230 @@
+"""The engine on a tiny random model: event order, warm-up, A B B A, rollback, the L = 1 check,
+record -> replay, and a run killed mid-way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+from mlx_lm.models.cache import make_prompt_cache
+
+import mlatui.arms
+from mlatui.arms import ArmWorker, Baton, build_arms
+from mlatui.draft import DraftModelSource
+from mlatui.engine import run
+from mlatui.events import PhaseStart, PhaseSummary, RunEnd, RunHeader, SpecStep, Step, Validity
+from mlatui.families import build_model
+from mlatui.recorder import Recorder, read_recording
+from mlatui.runconfig import RunConfig
+from mlatui.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
+
+TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+QUICK = {"reps": 3, "warmup": 1, "tokens": 8}
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    events = []
+    status = run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
+    return status, events
+
+
+def test_event_order(tiny_run):
+    status, events = tiny_run
+    assert status == "completed"
+    assert isinstance(events[0], RunHeader) and isinstance(events[-1], RunEnd)
+    assert events[0].geometry["kv_lora_rank"] == 512 and events[0].thresholds["formula_inf"] == 170
+    assert events[0].synthetic_acceptance is True
+    kinds = [e.type for e in events if e.type not in ("memory", "progress", "log")]
+    # each phase: start, its samples, its validity verdicts, then its summary
+    first_sweep_step = kinds.index("step")
+    assert kinds.index("phase_start") < first_sweep_step
+    assert kinds.index("validity") > first_sweep_step
+    assert kinds.index("phase_summary") > kinds.index("validity")
+    assert kinds.count("phase_start") == kinds.count("phase_summary") == 2
+    ts = [e.t for e in events[1:] if e.type != "memory"]  # memory samples come from their own thread
+    assert ts == sorted(ts), "event times must be monotonic"
+    assert any(e.type == "memory" for e in events)
+
+
+def test_warmup_excluded_and_abba(tiny_run):
+    _, events = tiny_run
+    steps = [e for e in events if isinstance(e, Step)]
+    # contexts [128, 256] x widths [1, 2, 3] x reps 3 x 2 arms; warm-up calls are never emitted
+    assert len(steps) == 2 * 3 * 3 * 2
+    for context in (128, 256):
+        for width in (1, 2, 3):
+            arms = [s.arm for s in steps if s.context == context and s.width == width]
+            assert arms == ["stock", "patched", "patched", "stock", "stock", "patched"]
+    # counters prove the branch: stock materialises every L >= 2 call, patched absorbs it
+    for s in steps:
+        if s.width >= 2:
+            assert (s.absorbed_calls, s.materialised_calls) == ((2, 0) if s.arm == "patched" else (0, 2))
+        else:
+            assert (s.absorbed_calls, s.materialised_calls) == (2, 0)
+
+
+def test_tune_phase_reports_every_depth(tiny_run):
+    _, events = tiny_run
+    summary = [e for e in events if isinstance(e, PhaseSummary) and e.kind == "tune"][0]
+    depths = {(r["arm"], r["depth"]) for r in summary.rows}
+    assert depths == {(a, d) for a in ("stock", "patched") for d in (0, 1, 2)}
+    specs = [e for e in events if isinstance(e, SpecStep)]
+    assert specs and all(e.tokens == e.accepted + 1 for e in specs)
+    assert all(e.verify_ms > 0 for e in specs)
+    # same synthetic draws in both arms: identical acceptance
+    acc = {(r["arm"], r["depth"]): r["acceptance_by_position"] for r in summary.rows if r["depth"]}
+    assert acc[("stock", 1)] == acc[("patched", 1)]
+    assert "stock @" in summary.verdict and "patched @" in summary.verdict
+
+
+def test_arms_never_compute_together():
+    baton = Baton()
+    baton.keep_history = True
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def work(arm):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.002)
+        with lock:
+            active[0] -= 1
+        return arm.name
+
+    model = build_model("deepseek_v3")
+    stock, patched = build_arms(model)
+    workers = [ArmWorker(stock, baton), ArmWorker(patched, baton)]
+    threads = [threading.Thread(target=lambda w=w: [w.call(work) for _ in range(20)]) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in workers:
+        w.close()
+        assert not w.alive
+    assert peak[0] == 1
+    assert sorted(baton.history) == ["patched"] * 20 + ["stock"] * 20
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_greedy_speculative_equals_plain(depth):
+    target = build_model("deepseek_v3", seed=1)
+    draft_model = build_model("deepseek_v3", seed=2, layers=1)
+    prompt = list(range(3, 67))
+    n = 24
+
+    def plain():
+        cache = make_prompt_cache(target)
+        target(mx.array([prompt[:-1]]), cache=cache)
+        last, out = prompt[-1], []
+        for _ in range(n):
+            out.append(last)
+            last, _ = plain_step(target, cache, last)
+        return out[1:] + [last]
+
+    def speculative():
+        cache = make_prompt_cache(target)
+        target(mx.array([prompt[:-1]]), cache=cache)
+        draft = DraftModelSource(draft_model)
+        draft.prefill(mx.array([prompt[:-1]]))
+        last, out, hidden = prompt[-1], [], None
+        while len(out) < n:
+            result, hidden = speculative_step(target, cache, draft, last, depth, hidden)
+            out += list(result.emitted)
+            last = result.emitted[-1]
+            # rollback keeps the caches aligned with the emitted text
+            assert cache[0].offset == len(prompt) - 1 + len(out)
+            assert draft.cache[0].offset + len(draft.pending) == cache[0].offset
+        return out[:n]
+
+    assert speculative() == plain()
+
+
+def test_injected_l1_slowdown_is_flagged(monkeypatch):
+    original = mlatui.arms.build_arms
+
+    def slow_patched(model, threshold="formula"):
+        stock, patched = original(model, threshold)
+        inner = patched.model
+
+        class Slow:
+            def __call__(self, x, cache=None):
+                start = time.perf_counter()
+                out = inner(x, cache=cache)
+                if x.shape[1] == 1:  # double every L = 1 step of this arm only
+                    mx.eval(out)
+                    time.sleep(time.perf_counter() - start)
+                return out
+
+            def __getattr__(self, name):
+                return getattr(inner, name)
+
+        patched.model = Slow()
+        return stock, patched
+
+    monkeypatch.setattr(mlatui.engine, "build_arms", slow_patched)
+    events = []
+    run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
+    verdicts = [e for e in events if isinstance(e, Validity)]
+    assert verdicts and not any(v.valid for v in verdicts)
+    assert all(v.patched_l1_ms > 1.3 * v.stock_l1_ms for v in verdicts)
+    sweep = next(e for e in events if isinstance(e, PhaseSummary) and e.kind == "sweep")
+    assert not any(r["valid"] for r in sweep.rows)
+    assert "no valid context" in sweep.verdict
+    assert set(events[-1].invalid_contexts) == {v.context for v in verdicts}
+
+
+def test_record_replay_round_trip(tmp_path, tiny_run):
+    _, events = tiny_run
+    path = tmp_path / "run.jsonl"
+    with Recorder(path) as rec:
+        for e in events:
+            rec(e)
+    back = read_recording(path)
+    assert not back.truncated
+    assert [e.to_dict() for e in [back.header, *back.events]] == [e.to_dict() for e in events]
+
+
+def test_killed_run_leaves_readable_file(tmp_path):
+    out = tmp_path / "killed.jsonl"
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(Path(TINY).read_text().replace("contexts = [128, 256]", "contexts = [128, 256, 512, 1024, 2048]").replace("reps = 3", "reps = 50"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlatui", "bench", str(scenario), "--random-weights", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and out.read_text().count('"type":"step"') >= 10:
+            break
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rec = read_recording(out)
+    steps = [e for e in rec.events if isinstance(e, Step)]
+    assert len(steps) >= 10
+    assert rec.header.scenario["name"] == "tiny"
+    assert not any(isinstance(e, RunEnd) for e in rec.events)
+
+
+def test_untrimmable_cache_is_refused_with_the_model_name():
+    model = build_model("kimi_linear")
+    cache = make_prompt_cache(model)
+    with pytest.raises(UntrimmableCacheError, match="kimi-tiny: its cache cannot be trimmed"):
+        require_trimmable(cache, "kimi-tiny")
+
+
+def test_phase_start_counts_planned_steps(tiny_run):
+    _, events = tiny_run
+    start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == "sweep")
+    assert start.planned_steps == sum(1 for e in events if isinstance(e, Step))
