@@ -72,12 +72,13 @@ def _to_hf(weights: dict[str, mx.array], cfg: dict) -> dict[str, mx.array]:
 
 
 def save_checkpoint(
-    path, model_type: str, layout: str, seed: int = 0, shared_head: bool = False
+    path, model_type: str, layout: str, seed=0, shared_head=False, overrides=None, mtp_bits=None
 ) -> dict:
     """Tiny HF-style checkpoint with random weights; layout: index | single | sidecar | none.
-    Returns the HF-named MTP tensors that were saved."""
+    `mtp_bits`: store the MTP layer mlx-quantized (every Linear whose input is a multiple of 32).
+    Returns the HF-named MTP tensors that were saved (before quantization)."""
     mx.random.seed(seed)
-    cfg = CONFIGS[model_type]
+    cfg = dict(CONFIGS[model_type], **(overrides or {}))
     model_cls, args_cls = _get_classes(cfg)
     args = args_cls.from_dict(cfg)
     model = model_cls(args)
@@ -99,6 +100,7 @@ def save_checkpoint(
     mtp_w = _to_hf(_randomize(extra, f"model.layers.{n}."), cfg)
     mtp_w[f"model.layers.{n}.embed_tokens.weight"] = main["model.embed_tokens.weight"]
     mx.eval(main, mtp_w)
+    stored = _quantize_linears(mtp_w, mtp_bits) if mtp_bits else mtp_w
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(cfg))
@@ -113,18 +115,31 @@ def save_checkpoint(
         for f, w in files.items():
             mx.save_safetensors(str(path / f), w, metadata=meta)
     elif layout == "single":
-        mx.save_safetensors(str(path / "model.safetensors"), {**main, **mtp_w}, metadata=meta)
+        mx.save_safetensors(str(path / "model.safetensors"), {**main, **stored}, metadata=meta)
     else:
         mx.save_safetensors(str(path / "model.safetensors"), main, metadata=meta)
         if layout == "sidecar":
-            mx.save_safetensors(str(path / "mtp.safetensors"), mtp_w, metadata=meta)
+            mx.save_safetensors(str(path / "mtp.safetensors"), stored, metadata=meta)
     return mtp_w
 
 
+def _quantize_linears(weights: dict[str, mx.array], bits: int) -> dict[str, mx.array]:
+    out = {}
+    for k, v in weights.items():
+        linear = k.endswith("proj.weight") and v.ndim == 2 and v.shape[-1] % 32 == 0
+        if linear:
+            w, scales, biases = mx.quantize(v, group_size=32, bits=bits)
+            base = k.removesuffix("weight")
+            out.update({base + "weight": w, base + "scales": scales, base + "biases": biases})
+        else:
+            out[k] = v
+    return out
+
+
 def load(path):
-    # deepseek_v3's sanitize drops only the hard-coded layer 61, so a tiny checkpoint with the MTP
-    # layer in its shards needs strict=False to load at all (the real one has 61 layers)
-    model, _ = load_model(path, strict=False)
+    # deepseek_v3's sanitize drops only the hard-coded layer 61, so tiny deepseek_v3 checkpoints
+    # here keep their MTP layer in a sidecar (or mlx-lm would refuse the extra layer)
+    model, _ = load_model(path)
     return model
 
 
@@ -310,3 +325,22 @@ def test_deeper_drafts_chain_on_the_heads_own_hidden(tmp_path):
         want.append(tok)
         h = draft.head(mx.array([[tok]]), h, cache)  # next slot: own hidden + own draft
     assert got == want
+
+
+def test_quantized_mtp_layer_is_dequantized_and_requantized(tmp_path):
+    wide = dict(qk_nope_head_dim=32, v_head_dim=32, moe_intermediate_size=32)  # group size 32 fits
+    saved = save_checkpoint(tmp_path, "glm4_moe_lite", "sidecar", overrides=wide, mtp_bits=8)
+    model = load(tmp_path)
+    draft = mtp.load_mtp_draft(tmp_path, model)
+    layer = draft.head.layer
+    assert isinstance(layer.eh_proj, nn.QuantizedLinear)
+    assert isinstance(layer.mlp.shared_experts.down_proj, nn.QuantizedLinear)
+    assert type(layer.self_attn.embed_q).__name__ == "QuantizedMultiLinear"  # kv_b_proj requantized
+    assert layer.self_attn.embed_q.bits == 8 and layer.self_attn.embed_q.group_size == 32
+    assert isinstance(layer.mlp.gate, nn.Module) and not hasattr(layer.mlp.gate, "scales")
+    q = layer.self_attn.embed_q
+    wk = mx.dequantize(q.weight, q.scales, q.biases, group_size=32, bits=8)
+    kv_b = saved["model.layers.2.self_attn.kv_b_proj.weight"].reshape(2, 64, 32)  # (H, nope + v, r)
+    assert mx.allclose(wk, kv_b[:, :32].swapaxes(-1, -2), atol=0.05)  # two 8-bit round trips
+    got, stats = speculative(model, draft, PROMPT, 16, 2)
+    assert got == greedy(model, PROMPT, 16)
