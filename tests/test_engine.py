@@ -160,9 +160,9 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
             def __call__(self, x, cache=None):
                 start = time.perf_counter()
                 out = inner(x, cache=cache)
-                if x.shape[1] == 1:  # double every L = 1 step of this arm only
+                if x.shape[1] == 1:  # triple every L = 1 step of this arm only
                     mx.eval(out)
-                    time.sleep(time.perf_counter() - start)
+                    time.sleep(2 * (time.perf_counter() - start))
                 return out
 
             def __getattr__(self, name):
