@@ -68,7 +68,9 @@ class ArmWorker:
         self.arm = arm
         self.baton = baton
         self._queue: SimpleQueue = SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name=f"mlatui-arm-{arm.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"mlatui-arm-{arm.name}", daemon=True
+        )
         self._thread.start()
 
     def _loop(self) -> None:

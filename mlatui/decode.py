@@ -34,7 +34,9 @@ class ArmRun:
     base_len: int = 0
 
 
-def _start(arm: Arm, ctx: RunContext, depth: int, last: int, base_len: int, oracle: list[int] | None) -> ArmRun:
+def _start(
+    arm: Arm, ctx: RunContext, depth: int, last: int, base_len: int, oracle: list[int] | None
+) -> ArmRun:
     run = ArmRun(depth, last=last, base_len=base_len)
     run.accepted_at, run.offered_at = [0] * depth, [0] * depth
     if depth > 0:
@@ -58,7 +60,9 @@ def _plain(arm: Arm, run: ArmRun) -> float:
 
 def _spec(arm: Arm, run: ArmRun):
     start = time.perf_counter_ns()
-    result, run.hidden = speculative_step(arm.model, arm.cache, arm.draft, run.last, run.depth, run.hidden)
+    result, run.hidden = speculative_step(
+        arm.model, arm.cache, arm.draft, run.last, run.depth, run.hidden
+    )
     run.step_ms.append((time.perf_counter_ns() - start) / 1e6)
     run.emitted += [run.last, *result.emitted[:-1]]
     run.last = result.emitted[-1]
@@ -75,13 +79,25 @@ def _rewind(arm: Arm, run: ArmRun) -> None:
     trim_prompt_cache(arm.cache, arm.cache[0].offset - run.base_len)
 
 
-def decode_setting(ctx: RunContext, phase: Phase, context: int, depth: int, n_tokens: int, oracle: dict[str, list[int]], progress: ProgressTracker | None) -> dict[str, ArmRun]:
+def decode_setting(
+    ctx: RunContext,
+    phase: Phase,
+    context: int,
+    depth: int,
+    n_tokens: int,
+    oracle: dict[str, list[int]],
+    progress: ProgressTracker | None,
+) -> dict[str, ArmRun]:
     """Decode n_tokens in both arms at one depth, interleaving arms step by step (A B B A)."""
     runs: dict[str, ArmRun] = {}
     for name in ARM_ORDER:
         w = ctx.workers[name]
         last, base = w.arm.state["last"], w.arm.state["base_len"]
-        runs[name] = w.call(lambda a, last=last, base=base, name=name: _start(a, ctx, depth, last, base, oracle.get(name)))
+        runs[name] = w.call(
+            lambda a, last=last, base=base, name=name: _start(
+                a, ctx, depth, last, base, oracle.get(name)
+            )
+        )
     step = 0
     while any(len(r.emitted) < n_tokens for r in runs.values()):
         order = ARM_ORDER if step % 2 == 0 else ARM_ORDER[::-1]
@@ -111,7 +127,10 @@ def decode_setting(ctx: RunContext, phase: Phase, context: int, depth: int, n_to
                     result.draft_ms,
                     result.verify_ms,
                     result.accepted,
-                    tuple(1 if i < result.accepted else 0 for i in range(min(depth, result.accepted + 1))),
+                    tuple(
+                        1 if i < result.accepted else 0
+                        for i in range(min(depth, result.accepted + 1))
+                    ),
                     len(result.emitted),
                     after[0] - before[0],
                     after[1] - before[1],
@@ -124,7 +143,9 @@ def decode_setting(ctx: RunContext, phase: Phase, context: int, depth: int, n_to
     return runs
 
 
-def _result(ctx: RunContext, phase: Phase, arm: str, context: int, run: ArmRun, n_tokens: int) -> DecodeResult:
+def _result(
+    ctx: RunContext, phase: Phase, arm: str, context: int, run: ArmRun, n_tokens: int
+) -> DecodeResult:
     steps = run.step_ms[: len(run.step_ms)]
     seconds = sum(steps) / 1e3
     emitted = min(len(run.emitted), n_tokens) if run.depth == 0 else len(run.emitted)
@@ -169,9 +190,17 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     """Plain decode and speculative decoding at each context and depth, both arms."""
     depths = list(phase.depths) if ctx.make_draft is not None else []
     if not depths:
-        ctx.emit(LogMessage(ctx.now(), "warning", f"{phase.name}: no draft source, so only plain decode is measured"))
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{phase.name}: no draft source, so only plain decode is measured",
+            )
+        )
     planned = len(phase.contexts) * phase.tokens * 2 * (1 + len(depths))
-    ctx.emit(PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts))
+    ctx.emit(
+        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+    )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     for context in phase.contexts:
@@ -181,14 +210,26 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
         plain = decode_setting(ctx, phase, length, 0, phase.tokens, {}, progress)
         oracle = {name: plain[name].emitted[1:] + [plain[name].last] for name in ARM_ORDER}
         v = validity(ctx, phase.name, length, plain["stock"].step_ms, plain["patched"].step_ms)
-        results = {(name, 0): _result(ctx, phase, name, length, plain[name], phase.tokens) for name in ARM_ORDER}
+        results = {
+            (name, 0): _result(ctx, phase, name, length, plain[name], phase.tokens)
+            for name in ARM_ORDER
+        }
         for depth in depths:
             runs = decode_setting(ctx, phase, length, depth, phase.tokens, oracle, progress)
             for name in ARM_ORDER:
                 results[(name, depth)] = _result(ctx, phase, name, length, runs[name], phase.tokens)
                 n = min(len(runs[name].emitted), len(plain[name].emitted))
-                if not isinstance(ctx.workers[name].arm.draft, SyntheticDraft) and runs[name].emitted[:n] != plain[name].emitted[:n]:
-                    ctx.emit(LogMessage(ctx.now(), "warning", f"{name} arm, context {length}, depth {depth}: speculative output diverged from plain greedy (near-tie under a different summation order)"))
+                if (
+                    not isinstance(ctx.workers[name].arm.draft, SyntheticDraft)
+                    and runs[name].emitted[:n] != plain[name].emitted[:n]
+                ):
+                    ctx.emit(
+                        LogMessage(
+                            ctx.now(),
+                            "warning",
+                            f"{name} arm, context {length}, depth {depth}: speculative output diverged from plain greedy (near-tie under a different summation order)",
+                        )
+                    )
         rows += _rows(results, length, v.valid)
     verdict = tune_verdict(rows) if phase.kind == "tune" else decode_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
@@ -228,7 +269,11 @@ def tune_verdict(rows: list[dict]) -> str:
     parts = []
     for context in sorted({r["context"] for r in rows}):
         for arm in ARM_ORDER:
-            mine = {r["depth"]: r["tok_s"] for r in rows if r["context"] == context and r["arm"] == arm and r["valid"]}
+            mine = {
+                r["depth"]: r["tok_s"]
+                for r in rows
+                if r["context"] == context and r["arm"] == arm and r["valid"]
+            }
             if not mine:
                 parts.append(f"{arm} @ {context}: invalid (L = 1 check)")
                 continue
@@ -236,7 +281,9 @@ def tune_verdict(rows: list[dict]) -> str:
             if depth == 0:
                 parts.append(f"{arm} @ {context}: speculation rejected ({mine[0]:.1f} tok/s plain)")
             else:
-                parts.append(f"{arm} @ {context}: depth {depth} wins, {mine[depth]:.1f} tok/s = {mine[depth] / mine[0]:.2f}x plain")
+                parts.append(
+                    f"{arm} @ {context}: depth {depth} wins, {mine[depth]:.1f} tok/s = {mine[depth] / mine[0]:.2f}x plain"
+                )
     return "; ".join(parts)
 
 
@@ -244,5 +291,7 @@ def decode_verdict(rows: list[dict]) -> str:
     parts = []
     for r in rows:
         if r["depth"] > 0 and r["valid"]:
-            parts.append(f"{r['arm']} @ {r['context']} depth {r['depth']}: {r['tok_s']:.1f} tok/s ({r['vs_plain']:.2f}x plain)")
+            parts.append(
+                f"{r['arm']} @ {r['context']} depth {r['depth']}: {r['tok_s']:.1f} tok/s ({r['vs_plain']:.2f}x plain)"
+            )
     return "; ".join(parts)

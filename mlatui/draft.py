@@ -34,7 +34,9 @@ class DraftSource(ABC):
         """The verify accepted `accepted` of the k drafts: roll back the rest. `hidden`
         (1, accepted + 1, D): target hidden at positions last, d1..d_accepted (MTP only)."""
 
-    def target_forward(self, model: nn.Module, inputs: mx.array, cache: list[Any]) -> tuple[mx.array, mx.array | None]:
+    def target_forward(
+        self, model: nn.Module, inputs: mx.array, cache: list[Any]
+    ) -> tuple[mx.array, mx.array | None]:
         """Target logits (1, L, V) and, if needs_hidden, hidden states (1, L, D)."""
         return model(inputs, cache=cache), None
 
@@ -60,7 +62,9 @@ class DraftModelSource(DraftSource):
     def reset(self) -> None:
         self.cache = make_prompt_cache(self.model)
         if not can_trim_prompt_cache(self.cache):
-            raise ValueError(f"draft model {self.name}: its cache cannot be trimmed, so it cannot roll back rejected drafts")
+            raise ValueError(
+                f"draft model {self.name}: its cache cannot be trimmed, so it cannot roll back rejected drafts"
+            )
         self.pending = []
 
     def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None:
@@ -92,4 +96,3 @@ class DraftModelSource(DraftSource):
         else:  # every draft accepted: d_k was never fed
             self.pending = [self._last_draft]
         self._fed = 0
-

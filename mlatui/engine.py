@@ -51,7 +51,11 @@ def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
 
     phases = []
     for p in scenario.phases:
-        changes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in overrides.items() if hasattr(p, k)}
+        changes = {
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in overrides.items()
+            if hasattr(p, k)
+        }
         phases.append(replace(p, **changes))
     return replace(scenario, phases=tuple(phases))
 
@@ -79,7 +83,13 @@ def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
     return tokens_for
 
 
-def header(config: RunConfig, scenario: Scenario, loaded: Loaded | None, report: mla.PatchReport | None, settings: dict) -> RunHeader:
+def header(
+    config: RunConfig,
+    scenario: Scenario,
+    loaded: Loaded | None,
+    report: mla.PatchReport | None,
+    settings: dict,
+) -> RunHeader:
     from mlatui import __version__
     from mlatui.records import environment
 
@@ -105,8 +115,12 @@ def header(config: RunConfig, scenario: Scenario, loaded: Loaded | None, report:
             "policy": report.policy,
             "formula_inf": report.threshold,
             "formula_at": {
-                str(t): mla.max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t)
-                for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
+                str(t): mla.max_absorbed_queries(
+                    g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t
+                )
+                for t in sorted(
+                    {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
+                )
             },
             "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
         }
@@ -146,35 +160,63 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
         vocab = vocab_size(loaded.model)
 
         def synthetic(arm: Arm):
-            cost = DraftModelSource(loaded.draft_model) if loaded.draft_model is not None else None
-            return SyntheticDraft(scenario.draft.acceptance, seed, vocab, cost)  # same draws in both arms
+            cost = (
+                DraftModelSource(_arm_draft_model(arm, loaded.draft_model))
+                if loaded.draft_model is not None
+                else None
+            )
+            return SyntheticDraft(
+                scenario.draft.acceptance, seed, vocab, cost
+            )  # same draws in both arms
 
         return synthetic
     if name.startswith("mtp"):
-        try:
-            from mlatui.mtp import load_mtp_draft
+        from mlatui.mtp import load_mtp_draft
 
-            probe = load_mtp_draft(loaded.path, loaded.model) if loaded.path else None
-        except Exception as e:  # noqa: BLE001
-            if name == "mtp":
-                raise LoadError(str(e).splitlines()[0]) from e
-            probe = None
+        probe = (
+            load_mtp_draft(loaded.path, loaded.model, required=name == "mtp")
+            if loaded.path
+            else None
+        )
         if probe is None:
             loaded.draft_name = "none"
             return None
         loaded.draft_name = "mtp"
-        first = [probe]
 
         def mtp(arm: Arm):
-            return first.pop() if first else load_mtp_draft(loaded.path, loaded.model)
+            if arm.name == "stock":
+                return probe
+            head = probe.twin()  # shares the head's weights, own cache
+            _patch_if_mla(head.head)
+            return head
 
         return mtp
     if loaded.draft_model is not None:
-        return lambda arm: DraftModelSource(loaded.draft_model, name)
+
+        def draft_model(arm: Arm):
+            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), name)
+
+        return draft_model
     return None
 
 
-def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None) -> str:
+def _arm_draft_model(arm: Arm, model):
+    """The patched arm's draft is a patched twin: the fix applies process-wide, the draft's MLA too."""
+    if arm.name != "patched":
+        return model
+    model = mla.twin(model)
+    _patch_if_mla(model)
+    return model
+
+
+def _patch_if_mla(model) -> None:
+    if mla.mla_modules(model):
+        mla.patch_model(model)
+
+
+def run(
+    config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None
+) -> str:
     """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
     stop = stop or threading.Event()
     emit = _serialized(emit)
@@ -196,11 +238,18 @@ def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event 
             loaded.draft_name = "none"
         make_draft = _draft_factory(loaded, scenario, config.seed)
         mx.eval(loaded.model.parameters())
-        threshold: str | int = int(config.threshold) if str(config.threshold).isdigit() else config.threshold
+        threshold: str | int = (
+            int(config.threshold) if str(config.threshold).isdigit() else config.threshold
+        )
         stock, patched = build_arms(loaded.model, threshold)
         for arm in (stock, patched):
             arm.state["model_name"] = loaded.name
-        settings = {"threshold": str(config.threshold), "seed": config.seed, "overrides": config.overrides, "random_weights": loaded.random_weights}
+        settings = {
+            "threshold": str(config.threshold),
+            "seed": config.seed,
+            "overrides": config.overrides,
+            "random_weights": loaded.random_weights,
+        }
         emit(header(config, scenario, loaded, patched.report, settings))
         header_sent = True
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
@@ -213,7 +262,16 @@ def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event 
 
         sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
         sampler.start()
-        ctx = RunContext(workers, emit, stop, t0, text_tokens(loaded, config.seed), vocab_size(loaded.model), make_draft, loaded.draft_name)
+        ctx = RunContext(
+            workers,
+            emit,
+            stop,
+            t0,
+            text_tokens(loaded, config.seed),
+            vocab_size(loaded.model),
+            make_draft,
+            loaded.draft_name,
+        )
         for i, phase in enumerate(scenario.phases):
             _phase_runner(phase.kind)(ctx, phase, i, len(scenario.phases))
         status = "completed"
@@ -229,7 +287,15 @@ def run(config: RunConfig, emit: Callable[[Event], None], stop: threading.Event 
         if status == "error":
             where = traceback.extract_tb(e.__traceback__)[-1]
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            emit(ErrorEvent(now(), msg, f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if not isinstance(e, (LoadError, ScenarioError)) else ""))
+            emit(
+                ErrorEvent(
+                    now(),
+                    msg,
+                    f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+                    if not isinstance(e, (LoadError, ScenarioError))
+                    else "",
+                )
+            )
     finally:
         if sampler is not None:
             sampler.stop()

@@ -41,14 +41,20 @@ def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]
     _register()
     local = Path(ref).expanduser()
     if local.exists() and not (local / "config.json").exists():
-        raise LoadError(f"{what} {ref!r}: folder has no config.json (expected an mlx-lm model folder)")
+        raise LoadError(
+            f"{what} {ref!r}: folder has no config.json (expected an mlx-lm model folder)"
+        )
     if not local.exists() and (ref.startswith((".", "/", "~")) or ref.count("/") != 1):
-        raise LoadError(f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)")
+        raise LoadError(
+            f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
+        )
     try:
         model, tokenizer = load(str(local) if local.exists() else ref)
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise LoadError(f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)") from e
+        raise LoadError(
+            f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)"
+        ) from e
     model_type = _model_type(local if local.exists() else None, model)
     return model, tokenizer, model_type
 
@@ -65,7 +71,9 @@ def _register() -> None:
 def _model_type(folder: Path | None, model: nn.Module) -> str:
     if folder is not None and (folder / "config.json").exists():
         return json.loads((folder / "config.json").read_text()).get("model_type", "?")
-    return getattr(getattr(model, "args", None), "model_type", type(model).__module__.rsplit(".", 1)[-1])
+    return getattr(
+        getattr(model, "args", None), "model_type", type(model).__module__.rsplit(".", 1)[-1]
+    )
 
 
 def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
@@ -93,20 +101,26 @@ def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
             model,
             group_size=64,
             bits=spec.bits,
-            class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 64 == 0,
+            class_predicate=lambda _, m: (
+                hasattr(m, "to_quantized") and m.weight.shape[-1] % 64 == 0
+            ),
         )
     mx.eval(model.parameters())
     return model, family
 
 
-def load_target(model_ref: str | None, scenario: Scenario, random_weights: bool, seed: int) -> Loaded:
+def load_target(
+    model_ref: str | None, scenario: Scenario, random_weights: bool, seed: int
+) -> Loaded:
     spec = scenario.model
     if model_ref is not None and not random_weights:
         model, tok, mtype = load_checkpoint(model_ref)
         return Loaded(model, tok, model_ref, mtype, model_ref, False)
     if random_weights or spec.source == "random":
         if not spec.family:
-            raise LoadError(f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario")
+            raise LoadError(
+                f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
+            )
         model, mtype = build_random(spec, seed)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
@@ -129,7 +143,9 @@ def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int
         target.draft_name = f"draft-model:{draft_ref}"
         return
     if target.random_weights and spec.source in ("auto", "mtp"):
-        spec = DraftSpec("synthetic", None, spec.config, spec.acceptance)  # no checkpoint, no MTP head
+        spec = DraftSpec(
+            "synthetic", None, spec.config, spec.acceptance
+        )  # no checkpoint, no MTP head
     if spec.source == "draft-model":
         if spec.path:
             target.draft_model, _, _ = load_checkpoint(spec.path, what="draft model")
@@ -138,14 +154,20 @@ def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int
             family = spec.config.get("model_type")
             if not family:
                 raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
-            target.draft_model, _ = build_random(ModelSpec("random", None, family, spec.config), seed + 1)
+            target.draft_model, _ = build_random(
+                ModelSpec("random", None, family, spec.config), seed + 1
+            )
             target.draft_name = f"draft-model:random:{family}"
         else:
-            raise LoadError("[draft] source = \"draft-model\" needs 'path' or a [draft.config] table")
+            raise LoadError(
+                "[draft] source = \"draft-model\" needs 'path' or a [draft.config] table"
+            )
     elif spec.source == "synthetic":
         if spec.config:
             family = spec.config.get("model_type")
-            target.draft_model, _ = build_random(ModelSpec("random", None, family, spec.config), seed + 1)
+            target.draft_model, _ = build_random(
+                ModelSpec("random", None, family, spec.config), seed + 1
+            )
         target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
     elif spec.source == "mtp":
         target.draft_name = "mtp"

@@ -67,7 +67,9 @@ class Stats:
         )
 
 
-def l1_check(stock_ms: Sequence[float], patched_ms: Sequence[float], tolerance_pct: float = L1_TOLERANCE_PCT) -> tuple[float, float, float, bool]:
+def l1_check(
+    stock_ms: Sequence[float], patched_ms: Sequence[float], tolerance_pct: float = L1_TOLERANCE_PCT
+) -> tuple[float, float, float, bool]:
     """Both arms take the identical branch at L = 1, so their medians must agree.
     Returns (stock median, patched median, |diff| % of the smaller, valid)."""
     s, p = statistics.median(stock_ms), statistics.median(patched_ms)

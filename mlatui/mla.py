@@ -75,7 +75,9 @@ def geometry_of(attn: nn.Module) -> Geometry:
         int(attn.kv_lora_rank),
         int(attn.qk_nope_head_dim),
         int(attn.v_head_dim),
-        int(getattr(attn, "num_heads", None) or attn.num_attention_heads),  # longcat: num_attention_heads
+        int(
+            getattr(attn, "num_heads", None) or attn.num_attention_heads
+        ),  # longcat: num_attention_heads
     )
 
 
@@ -231,11 +233,15 @@ def _rewrite_call(cls: type) -> types.FunctionType:
     except (OSError, TypeError) as e:
         raise PatchError(f"cannot read the source of {where}: {e}") from e
     if "max_absorbed_queries" in source:
-        raise PatchError(f"{where}: already fixed upstream (the installed mlx-lm computes its own threshold)")
+        raise PatchError(
+            f"{where}: already fixed upstream (the installed mlx-lm computes its own threshold)"
+        )
     tree = ast.parse(source)
     fn = tree.body[0]
     if not isinstance(fn, ast.FunctionDef) or fn.decorator_list:
-        raise PatchError(f"{where}.__call__ is not a plain method; mlatui cannot derive a patch from it")
+        raise PatchError(
+            f"{where}.__call__ is not a plain method; mlatui cannot derive a patch from it"
+        )
     gates = [n for n in ast.walk(fn) if _is_gate(n)]
     if not gates:
         raise PatchError(
@@ -245,7 +251,9 @@ def _rewrite_call(cls: type) -> types.FunctionType:
     length_name = gates[0].test.left.id
     latent = _latent_name(gates[0])
     if latent is None or any(g.test.left.id != length_name for g in gates):
-        raise PatchError(f"{where}: MLA gate found but its latent/length variables are not recognised")
+        raise PatchError(
+            f"{where}: MLA gate found but its latent/length variables are not recognised"
+        )
     for g in gates:
         g.test = ast.Name(id=ABSORBED_FLAG, ctx=ast.Load())
     params = {a.arg for a in fn.args.args}
@@ -259,7 +267,9 @@ def _rewrite_call(cls: type) -> types.FunctionType:
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
     code = compile(tree, filename, "exec")
-    fcode = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
+    fcode = next(
+        c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name
+    )
     if fcode.co_freevars:
         raise PatchError(f"{where}.__call__ uses closures (e.g. super()); cannot derive a patch")
     module = sys.modules[cls.__module__]
@@ -371,7 +381,9 @@ def _policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePo
             )
             return FormulaPolicy()
         return CalibratedPolicy(found)
-    raise ValueError(f"unknown threshold {threshold!r}: use 'formula', 'calibrated', 'stock' or an int >= 1")
+    raise ValueError(
+        f"unknown threshold {threshold!r}: use 'formula', 'calibrated', 'stock' or an int >= 1"
+    )
 
 
 def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport:
@@ -384,7 +396,7 @@ def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport
     policy = None
     classes = []
     upstream = []
-    for name, attn in found:
+    for _, attn in found:
         stock_cls = getattr(type(attn), "_mlatui_stock_class", type(attn))
         try:
             cls = gated_class(stock_cls)

@@ -98,7 +98,9 @@ def _forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, in
     return run
 
 
-def validity(ctx: RunContext, phase: str, context: int, stock_ms: list[float], patched_ms: list[float]) -> Validity:
+def validity(
+    ctx: RunContext, phase: str, context: int, stock_ms: list[float], patched_ms: list[float]
+) -> Validity:
     s, p, diff, ok = l1_check(stock_ms, patched_ms)
     v = Validity(ctx.now(), phase, context, s, p, diff, L1_TOLERANCE_PCT, ok)
     if not ok:
@@ -110,7 +112,9 @@ def validity(ctx: RunContext, phase: str, context: int, stock_ms: list[float], p
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
     """Step ms per arm at each context and width; the L = 1 check per context."""
     planned = len(phase.contexts) * len(phase.widths) * phase.reps * 2
-    ctx.emit(PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts))
+    ctx.emit(
+        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+    )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     max_width = max(phase.widths)
@@ -128,7 +132,19 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
                 ctx.check_stop()
                 ms, absorbed, materialised = ctx.workers[arm].call(step)
                 samples.setdefault((arm, width), []).append(ms)
-                ctx.emit(Step(ctx.now(), phase.name, arm, length, width, rep // 2, ms, absorbed, materialised))
+                ctx.emit(
+                    Step(
+                        ctx.now(),
+                        phase.name,
+                        arm,
+                        length,
+                        width,
+                        rep // 2,
+                        ms,
+                        absorbed,
+                        materialised,
+                    )
+                )
                 progress.advance()
         v = validity(ctx, phase.name, length, samples[("stock", 1)], samples[("patched", 1)])
         for (arm, width), ms in sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][0])):

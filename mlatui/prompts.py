@@ -5,7 +5,18 @@ from __future__ import annotations
 import functools
 import inspect
 
-MODULES = ("textwrap", "argparse", "json.decoder", "string", "fractions", "heapq", "bisect", "statistics", "shlex", "difflib")
+MODULES = (
+    "textwrap",
+    "argparse",
+    "json.decoder",
+    "string",
+    "fractions",
+    "heapq",
+    "bisect",
+    "statistics",
+    "shlex",
+    "difflib",
+)
 
 
 @functools.cache

@@ -71,7 +71,9 @@ def parse_line(path: Path, lineno: int, line: str) -> Event:
 
 def check_header(path: Path, event: Event) -> RunHeader:
     if not isinstance(event, RunHeader):
-        raise RecordingError(f"{path}:1: the first line must be the run header, found '{event.type}'")
+        raise RecordingError(
+            f"{path}:1: the first line must be the run header, found '{event.type}'"
+        )
     if event.schema_version > SCHEMA_VERSION:
         raise RecordingError(
             f"{path}:1: recorded with schema {event.schema_version}, newer than this mlatui "
@@ -108,7 +110,9 @@ def read_recording(path: str | os.PathLike) -> Recording:
         except RecordingError:
             if last and not ends_cleanly and i > 1:
                 truncated = True
-                warnings.append(f"{path}:{i}: last line is truncated (run stopped mid-write); ignored")
+                warnings.append(
+                    f"{path}:{i}: last line is truncated (run stopped mid-write); ignored"
+                )
                 break
             raise
         if i == 1:

@@ -88,7 +88,19 @@ def to_jsonl(records: Iterable[BenchRecord]) -> str:
     return "".join(json.dumps(r.to_dict(), separators=(",", ":")) + "\n" for r in records)
 
 
-CSV_FIELDS = ("bench", "family", "arm", "context", "width", "n", "median_ms", "p10_ms", "p90_ms", "valid", "note")
+CSV_FIELDS = (
+    "bench",
+    "family",
+    "arm",
+    "context",
+    "width",
+    "n",
+    "median_ms",
+    "p10_ms",
+    "p90_ms",
+    "valid",
+    "note",
+)
 
 
 def to_csv(records: Iterable[BenchRecord]) -> str:

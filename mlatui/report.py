@@ -25,7 +25,10 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
+    ]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -33,7 +36,11 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def describe_header(h: RunHeader) -> str:
     d = h.device
     g = h.geometry or {}
-    geo = f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}, {g.get('num_heads')} heads" if g else "geometry unknown"
+    geo = (
+        f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}, {g.get('num_heads')} heads"
+        if g
+        else "geometry unknown"
+    )
     th = h.thresholds or {}
     synthetic = " (acceptance SYNTHETIC: random weights)" if h.synthetic_acceptance else ""
     return (
@@ -64,7 +71,17 @@ def sweep_table(summary: PhaseSummary) -> str:
                 ok,
             ]
         )
-    out = _table(["context", "L", "stock ms (p10-p90)", "patched ms (p10-p90)", "stock/patched", "L=1 check"], rows)
+    out = _table(
+        [
+            "context",
+            "L",
+            "stock ms (p10-p90)",
+            "patched ms (p10-p90)",
+            "stock/patched",
+            "L=1 check",
+        ],
+        rows,
+    )
     marg = []
     for c in sorted({c for c, _ in keys}):
         vals = {}
@@ -73,7 +90,9 @@ def sweep_table(summary: PhaseSummary) -> str:
             vals[arm] = two["median_ms"] - one["median_ms"] if one and two else None
         if vals["stock"] is not None:
             valid = med[(c, 1, "stock")]["valid"]
-            marg.append([c, _fmt(vals["stock"]), _fmt(vals["patched"]), "ok" if valid else "INVALID"])
+            marg.append(
+                [c, _fmt(vals["stock"]), _fmt(vals["patched"]), "ok" if valid else "INVALID"]
+            )
     if marg:
         out += "\n\nMarginal cost of the second query, median(L=2) - median(L=1), ms:\n\n"
         out += _table(["context", "stock", "patched", "L=1 check"], marg)
@@ -97,17 +116,61 @@ def decode_table(summary: PhaseSummary) -> str:
                 "ok" if r["valid"] else "INVALID",
             ]
         )
-    return _table(["context", "arm", "depth", "tok/s", "vs plain", "acceptance by position", "verify ms", "draft ms", "L=1 check"], rows)
+    return _table(
+        [
+            "context",
+            "arm",
+            "depth",
+            "tok/s",
+            "vs plain",
+            "acceptance by position",
+            "verify ms",
+            "draft ms",
+            "L=1 check",
+        ],
+        rows,
+    )
 
 
 def indexer_table(summary: PhaseSummary) -> str:
-    rows = [[r.get("part", "indexer"), r["context"], r["width"], r["arm"], _fmt(r["median_ms"], 3), "ok" if r.get("valid", True) else "INVALID"] for r in summary.rows]
+    rows = [
+        [
+            r.get("part", "indexer"),
+            r["context"],
+            r["width"],
+            r["arm"],
+            _fmt(r["median_ms"], 3),
+            "ok" if r.get("valid", True) else "INVALID",
+        ]
+        for r in summary.rows
+    ]
     return _table(["part", "context", "S", "arm", "median ms", "S=1 check"], rows)
 
 
 def validity_table(events: Sequence[Event]) -> str:
-    rows = [[v.phase, v.context, f"{v.stock_l1_ms:.3f}", f"{v.patched_l1_ms:.3f}", f"{v.diff_pct:.2f}%", "ok" if v.valid else "INVALID"] for v in events if isinstance(v, Validity)]
-    return _table(["phase", "context", "stock L=1 ms", "patched L=1 ms", "diff", f"within {events_tolerance(events)}%"], rows)
+    rows = [
+        [
+            v.phase,
+            v.context,
+            f"{v.stock_l1_ms:.3f}",
+            f"{v.patched_l1_ms:.3f}",
+            f"{v.diff_pct:.2f}%",
+            "ok" if v.valid else "INVALID",
+        ]
+        for v in events
+        if isinstance(v, Validity)
+    ]
+    return _table(
+        [
+            "phase",
+            "context",
+            "stock L=1 ms",
+            "patched L=1 ms",
+            "diff",
+            f"within {events_tolerance(events)}%",
+        ],
+        rows,
+    )
 
 
 def events_tolerance(events: Sequence[Event]) -> float:
@@ -115,7 +178,9 @@ def events_tolerance(events: Sequence[Event]) -> float:
 
 
 def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float]]:
-    return [(v.phase, v.context, v.diff_pct) for v in events if isinstance(v, Validity) and not v.valid]
+    return [
+        (v.phase, v.context, v.diff_pct) for v in events if isinstance(v, Validity) and not v.valid
+    ]
 
 
 def summary_markdown(events: Sequence[Event]) -> str:
@@ -139,20 +204,50 @@ def summary_markdown(events: Sequence[Event]) -> str:
         parts += ["## L = 1 validity check", "", validity_table(events), ""]
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     if end:
-        parts.append(f"Run {end.status}" + (f"; invalid contexts: {', '.join(map(str, end.invalid_contexts))}" if end.invalid_contexts else "") + ".")
+        parts.append(
+            f"Run {end.status}"
+            + (
+                f"; invalid contexts: {', '.join(map(str, end.invalid_contexts))}"
+                if end.invalid_contexts
+                else ""
+            )
+            + "."
+        )
     return "\n".join(parts).rstrip() + "\n"
 
 
-CSV_FIELDS = ("phase", "kind", "context", "width", "depth", "arm", "median_ms", "p10_ms", "p90_ms", "n", "tok_s", "vs_plain", "acceptance_by_position", "verify_ms_median", "valid")
+CSV_FIELDS = (
+    "phase",
+    "kind",
+    "context",
+    "width",
+    "depth",
+    "arm",
+    "median_ms",
+    "p10_ms",
+    "p90_ms",
+    "n",
+    "tok_s",
+    "vs_plain",
+    "acceptance_by_position",
+    "verify_ms_median",
+    "valid",
+)
 
 
 def summary_rows(events: Sequence[Event]) -> list[dict]:
     out = []
     for s in (e for e in events if isinstance(e, PhaseSummary)):
         for r in s.rows:
-            row = {"phase": s.phase, "kind": s.kind, **{k: v for k, v in r.items() if k != "samples_ms"}}
+            row = {
+                "phase": s.phase,
+                "kind": s.kind,
+                **{k: v for k, v in r.items() if k != "samples_ms"},
+            }
             if isinstance(row.get("acceptance_by_position"), list):
-                row["acceptance_by_position"] = " ".join(f"{a:.3f}" for a in row["acceptance_by_position"])
+                row["acceptance_by_position"] = " ".join(
+                    f"{a:.3f}" for a in row["acceptance_by_position"]
+                )
             out.append(row)
     return out
 
@@ -172,7 +267,11 @@ def summary_json(events: Sequence[Event]) -> str:
     return json.dumps(
         {
             "header": h.to_dict() if h else None,
-            "phases": [{"phase": s.phase, "kind": s.kind, "verdict": s.verdict, "rows": list(s.rows)} for s in events if isinstance(s, PhaseSummary)],
+            "phases": [
+                {"phase": s.phase, "kind": s.kind, "verdict": s.verdict, "rows": list(s.rows)}
+                for s in events
+                if isinstance(s, PhaseSummary)
+            ],
             "validity": [v.to_dict() for v in events if isinstance(v, Validity)],
         },
         indent=1,

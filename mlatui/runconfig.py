@@ -9,10 +9,14 @@ from dataclasses import asdict, dataclass, field
 @dataclass
 class RunConfig:
     model: str | None = None  # local folder or hub id; None = the embedded default model
-    draft_model: str | None = None  # local folder or hub id; None = the scenario's / model's own draft
+    draft_model: str | None = (
+        None  # local folder or hub id; None = the scenario's / model's own draft
+    )
     scenario: str | None = None  # TOML path; None = scenarios/default.toml
     record: str | None = None  # JSONL path; None = a new file under the user's data dir
-    random_weights: bool = False  # build the scenario's model from its config values, random weights
+    random_weights: bool = (
+        False  # build the scenario's model from its config values, random weights
+    )
     threshold: str = "formula"  # formula | calibrated | <int>
     seed: int = 0
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests

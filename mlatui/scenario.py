@@ -93,8 +93,14 @@ def shipped(name: str) -> Path:
 def _ints(where: str, key: str, value: Any, minimum: int = 1) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value):
-        raise ScenarioError(f"{where}: '{key}' must be a non-empty list of integers >= {minimum}, got {value!r}")
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+    ):
+        raise ScenarioError(
+            f"{where}: '{key}' must be a non-empty list of integers >= {minimum}, got {value!r}"
+        )
     return tuple(value)
 
 
@@ -115,7 +121,9 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
     _check_keys(where, raw, allowed)
     kind = raw.get("kind")
     if kind not in PHASE_KINDS:
-        raise ScenarioError(f"{where}: 'kind' must be one of {', '.join(PHASE_KINDS)}, got {kind!r}")
+        raise ScenarioError(
+            f"{where}: 'kind' must be one of {', '.join(PHASE_KINDS)}, got {kind!r}"
+        )
     if "contexts" not in raw:
         raise ScenarioError(f"{where}: 'contexts' is required (a list of cache lengths in tokens)")
     widths = _ints(where, "widths", raw.get("widths", [1, 2, 3, 4]))
@@ -123,7 +131,9 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
         widths = (1, *widths)  # the L = 1 control is never optional
     depths = _ints(where, "depths", raw.get("depths", [1, 2, 3]))
     if kind == "decode" and len(depths) != 1:
-        raise ScenarioError(f"{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = \"tune\" to compare depths")
+        raise ScenarioError(
+            f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
+        )
     return Phase(
         name=str(raw.get("name", f"{kind}-{index + 1}")),
         kind=kind,
@@ -139,38 +149,63 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
 def load_scenario(path: str | Path | None = None) -> Scenario:
     path = Path(path) if path is not None else shipped("default")
     if not path.exists():
-        raise ScenarioError(f"{path}: no such scenario file (shipped ones: default, glm47-flash, deepseek-v3, glm53-flash-sparse)")
+        raise ScenarioError(
+            f"{path}: no such scenario file (shipped ones: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
+        )
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML ({e})") from e
     _check_keys(str(path), raw, ("name", "description", "seed", "model", "draft", "phase"))
     model_raw = raw.get("model", {})
-    _check_keys(f"{path} [model]", model_raw, ("source", "path", "family", "config", "bits", "dtype"))
+    _check_keys(
+        f"{path} [model]", model_raw, ("source", "path", "family", "config", "bits", "dtype")
+    )
     source = model_raw.get("source", "embedded")
     if source not in MODEL_SOURCES:
-        raise ScenarioError(f"{path} [model]: 'source' must be one of {', '.join(MODEL_SOURCES)}, got {source!r}")
+        raise ScenarioError(
+            f"{path} [model]: 'source' must be one of {', '.join(MODEL_SOURCES)}, got {source!r}"
+        )
     if model_raw.get("dtype", "float32") not in ("float32", "bfloat16", "float16"):
         raise ScenarioError(f"{path} [model]: 'dtype' must be float32, bfloat16 or float16")
-    if source == "random" and not (model_raw.get("family") and isinstance(model_raw.get("config"), dict)):
-        raise ScenarioError(f"{path} [model]: source = \"random\" needs 'family' (an mlx-lm model_type) and a [model.config] table")
+    if source == "random" and not (
+        model_raw.get("family") and isinstance(model_raw.get("config"), dict)
+    ):
+        raise ScenarioError(
+            f"{path} [model]: source = \"random\" needs 'family' (an mlx-lm model_type) and a [model.config] table"
+        )
     bits = model_raw.get("bits")
     if bits is not None and bits not in (2, 3, 4, 5, 6, 8):
         raise ScenarioError(f"{path} [model]: 'bits' must be one of 2, 3, 4, 5, 6, 8, got {bits!r}")
-    model = ModelSpec(source, model_raw.get("path"), model_raw.get("family"), dict(model_raw.get("config", {})), bits, model_raw.get("dtype", "float32"))
+    model = ModelSpec(
+        source,
+        model_raw.get("path"),
+        model_raw.get("family"),
+        dict(model_raw.get("config", {})),
+        bits,
+        model_raw.get("dtype", "float32"),
+    )
     draft_raw = raw.get("draft", {})
     _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))
     dsource = draft_raw.get("source", "auto")
     if dsource not in DRAFT_SOURCES:
-        raise ScenarioError(f"{path} [draft]: 'source' must be one of {', '.join(DRAFT_SOURCES)}, got {dsource!r}")
+        raise ScenarioError(
+            f"{path} [draft]: 'source' must be one of {', '.join(DRAFT_SOURCES)}, got {dsource!r}"
+        )
     acceptance = draft_raw.get("acceptance", 0.7)
     if not isinstance(acceptance, (int, float)) or not 0 <= acceptance <= 1:
         raise ScenarioError(f"{path} [draft]: 'acceptance' must be a number in [0, 1]")
-    draft = DraftSpec(dsource, draft_raw.get("path"), dict(draft_raw.get("config", {})), float(acceptance))
+    draft = DraftSpec(
+        dsource, draft_raw.get("path"), dict(draft_raw.get("config", {})), float(acceptance)
+    )
     phases_raw = raw.get("phase", [])
     if not isinstance(phases_raw, list) or not phases_raw:
-        raise ScenarioError(f"{path}: needs at least one [[phase]] table (kinds: {', '.join(PHASE_KINDS)})")
-    phases = tuple(parse_phase(f"{path} [[phase]] #{i + 1}", p, i) for i, p in enumerate(phases_raw))
+        raise ScenarioError(
+            f"{path}: needs at least one [[phase]] table (kinds: {', '.join(PHASE_KINDS)})"
+        )
+    phases = tuple(
+        parse_phase(f"{path} [[phase]] #{i + 1}", p, i) for i, p in enumerate(phases_raw)
+    )
     return Scenario(
         name=str(raw.get("name", path.stem)),
         path=str(path),

@@ -70,7 +70,12 @@ def _sample(probs: mx.array, rng: random.Random) -> int:
 
 
 def speculative_step(
-    model: nn.Module, cache: list[Any], draft: DraftSource, last: int, depth: int, hidden: mx.array | None
+    model: nn.Module,
+    cache: list[Any],
+    draft: DraftSource,
+    last: int,
+    depth: int,
+    hidden: mx.array | None,
 ) -> tuple[StepResult, mx.array | None]:
     """One greedy speculative step from a cache covering every token but `last`.
     Returns the result and the target hidden state at the position before the new `last`."""
@@ -115,7 +120,9 @@ class SyntheticDraft(DraftSource):
 
     needs_hidden = False
 
-    def __init__(self, acceptance: float, seed: int, vocab_size: int, cost_model: DraftSource | None = None):
+    def __init__(
+        self, acceptance: float, seed: int, vocab_size: int, cost_model: DraftSource | None = None
+    ):
         self.name = f"synthetic(acceptance={acceptance:g})"
         self.acceptance = acceptance
         self.rng = random.Random(seed)

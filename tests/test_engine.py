@@ -49,7 +49,9 @@ def test_event_order(tiny_run):
     assert kinds.index("validity") > first_sweep_step
     assert kinds.index("phase_summary") > kinds.index("validity")
     assert kinds.count("phase_start") == kinds.count("phase_summary") == 2
-    ts = [e.t for e in events[1:] if e.type != "memory"]  # memory samples come from their own thread
+    ts = [
+        e.t for e in events[1:] if e.type != "memory"
+    ]  # memory samples come from their own thread
     assert ts == sorted(ts), "event times must be monotonic"
     assert any(e.type == "memory" for e in events)
 
@@ -66,7 +68,9 @@ def test_warmup_excluded_and_abba(tiny_run):
     # counters prove the branch: stock materialises every L >= 2 call, patched absorbs it
     for s in steps:
         if s.width >= 2:
-            assert (s.absorbed_calls, s.materialised_calls) == ((2, 0) if s.arm == "patched" else (0, 2))
+            assert (s.absorbed_calls, s.materialised_calls) == (
+                (2, 0) if s.arm == "patched" else (0, 2)
+            )
         else:
             assert (s.absorbed_calls, s.materialised_calls) == (2, 0)
 
@@ -103,7 +107,9 @@ def test_arms_never_compute_together():
     model = build_model("deepseek_v3")
     stock, patched = build_arms(model)
     workers = [ArmWorker(stock, baton), ArmWorker(patched, baton)]
-    threads = [threading.Thread(target=lambda w=w: [w.call(work) for _ in range(20)]) for w in workers]
+    threads = [
+        threading.Thread(target=lambda w=w: [w.call(work) for _ in range(20)]) for w in workers
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -197,9 +203,23 @@ def test_record_replay_round_trip(tmp_path, tiny_run):
 def test_killed_run_leaves_readable_file(tmp_path):
     out = tmp_path / "killed.jsonl"
     scenario = tmp_path / "long.toml"
-    scenario.write_text(Path(TINY).read_text().replace("contexts = [128, 256]", "contexts = [128, 256, 512, 1024, 2048]").replace("reps = 3", "reps = 50"))
+    scenario.write_text(
+        Path(TINY)
+        .read_text()
+        .replace("contexts = [128, 256]", "contexts = [128, 256, 512, 1024, 2048]")
+        .replace("reps = 3", "reps = 50")
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlatui", "bench", str(scenario), "--random-weights", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "mlatui",
+            "bench",
+            str(scenario),
+            "--random-weights",
+            "--out",
+            str(out),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
