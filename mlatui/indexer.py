@@ -99,7 +99,8 @@ def pool_windows(
     w = mx.softmax(g, axis=-1, precise=True)
     w = mx.where(mx.isnan(w), 0.0, w)  # a window with no valid token pools to zero
     k = keys.reshape(B, H, P, kpool, D).astype(mx.float32)  # (B, H, P, kpool, D)
-    return (w[..., None] * k).sum(axis=-2).astype(keys.dtype)  # (B, H, P, D)
+    pooled = w[..., None, :] @ k  # (B, H, P, 1, D): no (B, H, P, kpool, D) temporary
+    return pooled.reshape(B, H, P, D).astype(keys.dtype)  # (B, H, P, D)
 
 
 def select_tokens(
@@ -240,8 +241,7 @@ class IndexerCache:
             tail = pool_windows(keys[:, :, s0:], gates[:, :, s0:], kpool, ape)
             w0 = s0 // kpool
             if self.pooled.shape[2] < P:
-                cap = (P + self.step - 1) // self.step * self.step
-                grown = mx.zeros((B, H, cap, D), self.pooled.dtype)
+                grown = mx.zeros((B, H, P + self.step, D), self.pooled.dtype)
                 grown[:, :, :w0] = self.pooled[:, :, :w0]
                 self.pooled = grown
             self.pooled[:, :, w0:P] = tail
@@ -249,8 +249,8 @@ class IndexerCache:
             self.last_reused = True
         else:
             full = pool_windows(keys, gates, kpool, ape, valid)
-            cap = (P + self.step - 1) // self.step * self.step
-            self.pooled = mx.zeros((B, H, cap, D), full.dtype)
+            if self.pooled is None or self.pooled.shape[0] != B or self.pooled.shape[2] < P:
+                self.pooled = mx.zeros((B, H, P + self.step, D), full.dtype)
             self.pooled[:, :, :P] = full
             self.rebuilds += 1
             self.last_reused = False
@@ -258,9 +258,15 @@ class IndexerCache:
         self.pool_batch = B
         return self.pooled[:, :, :P]
 
-    def prefill(self, keys: mx.array, gates: mx.array) -> None:
-        """Fill the cache directly with index keys (B, H, T, D) and gates (B, H, T): benchmarks
-        and tests start from a long context without running the projections for it."""
+    def prefill(self, keys: mx.array, gates: mx.array, reserve: int = 0) -> None:
+        """Fill the cache directly with index keys (B, H, T, D) and gates (B, H, T), with room for
+        `reserve` more tokens: benchmarks start from a long context without running the
+        projections over it, and never reallocate while timing."""
+        B, H, T, D = keys.shape
+        cap = (T + reserve + self.step - 1) // self.step * self.step
+        self.keys = mx.zeros((B, H, cap, D), keys.dtype)
+        self.gates = mx.zeros((B, H, cap), gates.dtype)
+        self.offset = 0
         self.append(keys, gates)
 
     def copy(self) -> IndexerCache:

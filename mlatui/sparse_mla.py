@@ -67,11 +67,18 @@ class SparseMLACache(_BaseCache):
         index_keys: mx.array,
         index_gates: mx.array,
         pe: mx.array | None = None,
+        reserve: int = 0,
     ) -> None:
         """Start from a long context without running the layer over it: latent (B, 1, T, r),
-        index keys (B, H, T, D), gates (B, H, T). For benchmarks and tests."""
+        index keys (B, H, T, D), gates (B, H, T); room for `reserve` more tokens so timed steps
+        never reallocate. For benchmarks and tests."""
+        B, _, T, r = latent.shape
+        cap = (T + reserve + self.step - 1) // self.step * self.step
+        self.latent = mx.zeros((B, 1, cap, r), latent.dtype)
+        self.pe = None if pe is None else mx.zeros((B, 1, cap, pe.shape[-1]), pe.dtype)
+        self.offset = 0
         self.update_and_fetch(latent, pe)
-        self.index.append(index_keys, index_gates)
+        self.index.prefill(index_keys, index_gates, reserve)
 
     def size(self) -> int:
         return self.offset
