@@ -41,7 +41,8 @@ class ArmView:
 
     verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
     verify_key: deque = field(  # (phase, context) of each sample
-        default_factory=lambda: deque(maxlen=SERIES_POINTS))
+        default_factory=lambda: deque(maxlen=SERIES_POINTS)
+    )
     phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
     drafted_by_position: list = field(default_factory=list)
     accepted_by_position: list = field(default_factory=list)
@@ -65,7 +66,10 @@ class ArmView:
         """Per draft position: accepted / drafted (vLLM's definition), from the live spec steps;
         the recorded result when there were none."""
         if self.drafted_by_position:
-            return [a / d if d else 0.0 for a, d in zip(self.accepted_by_position, self.drafted_by_position)]
+            return [
+                a / d if d else 0.0
+                for a, d in zip(self.accepted_by_position, self.drafted_by_position)
+            ]
         return list(self.result_acceptance)
 
     def tok_s_by_depth(self) -> dict[int, tuple[float, bool]]:
@@ -257,14 +261,28 @@ class DashboardState:
             self.status = e.status
         self.phase.eta_s = None
         self.changed |= {"header", "phase"}
-        extra = f"; invalid contexts: {', '.join(map(str, e.invalid_contexts))}" if e.invalid_contexts else ""
+        extra = (
+            f"; invalid contexts: {', '.join(map(str, e.invalid_contexts))}"
+            if e.invalid_contexts
+            else ""
+        )
         self._log(e.t, "error" if e.status == "error" else "info", f"run {e.status}{extra}")
 
     # -- derived views ----------------------------------------------------------------------
 
     def is_invalid(self, context: int, phase: str | None = None) -> bool:
         """Failed the L = 1 check at this context (in `phase`, or in any phase)."""
-        return any(not v.valid and c == context and phase in (None, p) for (p, c), v in self.validity.items())
+        return any(
+            not v.valid and c == context and phase in (None, p)
+            for (p, c), v in self.validity.items()
+        )
+
+    def sweep_invalid(self, context: int) -> bool:
+        """Failed the L = 1 check of a sweep phase at this context (the marginal-cost figure)."""
+        return any(
+            not v.valid and c == context and self.phase_kinds.get(p, "sweep") == "sweep"
+            for (p, c), v in self.validity.items()
+        )
 
     def verdict(self, context: int) -> Validity | None:
         """The sweep's check at this context if there is one, else any phase's."""
@@ -336,11 +354,19 @@ class DashboardState:
             marg = {arm: dict(self.marginal(arm)).get(c) for arm in ARMS}
             cells += [_fmt(marg["stock"]), _fmt(marg["patched"])]
             v = self.verdict(c)
-            cells.append("–" if v is None else "✓" if v.valid else f"✗ invalid ({v.diff_pct:+.1f}%)")
+            cells.append(
+                "–" if v is None else "✓" if v.valid else f"✗ invalid ({v.diff_pct:+.1f}%)"
+            )
             lines.append("| " + " | ".join(cells) + " |")
         if self.decode_results:
             acc = "acceptance (synthetic)" if self.synthetic else "acceptance"
-            lines += ["", "## Decode", "", f"| arm | context | depth | tok/s | {acc} |", "|---|---:|---:|---:|---|"]
+            lines += [
+                "",
+                "## Decode",
+                "",
+                f"| arm | context | depth | tok/s | {acc} |",
+                "|---|---:|---:|---:|---|",
+            ]
             for d in self.decode_results:
                 a = " ".join(f"{x:.2f}" for x in d.acceptance_by_position) or "–"
                 lines.append(f"| {d.arm} | {d.context} | {d.depth} | {d.tok_s:.1f} | {a} |")

@@ -87,7 +87,11 @@ class ReplaySource(Source):
         return self.recording.warnings
 
     def _now(self) -> float:
-        return self._pos if self.paused or not self._started else self._pos + (time.monotonic() - self._anchor) * self.speed
+        return (
+            self._pos
+            if self.paused or not self._started
+            else self._pos + (time.monotonic() - self._anchor) * self.speed
+        )
 
     @property
     def position_s(self) -> float:
@@ -209,7 +213,9 @@ class LiveSource(_Buffered):
     def start(self) -> None:
         engine = self._engine or load_engine()
         self._recorder = Recorder(self.record_path)
-        self._thread = threading.Thread(target=self._run, args=(engine,), name="mlatui-engine", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(engine,), name="mlatui-engine", daemon=True
+        )
         self._thread.start()
 
     def _run(self, engine: Engine) -> None:
@@ -248,7 +254,9 @@ class ProcessSource(_Buffered):
 
     kind = "isolated"
 
-    def __init__(self, config: RunConfig, engine: str = ENGINE, record=None, env: dict | None = None):
+    def __init__(
+        self, config: RunConfig, engine: str = ENGINE, record=None, env: dict | None = None
+    ):
         super().__init__(record if record is not None else config.record)
         self.config = config
         self.engine = engine
@@ -261,7 +269,15 @@ class ProcessSource(_Buffered):
     def start(self) -> None:
         self._recorder = Recorder(self.record_path)
         self._t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "mlatui.child", "--engine", self.engine, "--config", self.config.to_json()]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlatui.child",
+            "--engine",
+            self.engine,
+            "--config",
+            self.config.to_json(),
+        ]
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -293,7 +309,13 @@ class ProcessSource(_Buffered):
         if not self._saw_end:
             t = time.monotonic() - self._t0
             tail = next((s for s in reversed(self.stderr_tail) if s.strip()), "")
-            self._emit(ErrorEvent(t, f"engine process exited with status {code}" + (f": {tail}" if tail else ""), "child"))
+            self._emit(
+                ErrorEvent(
+                    t,
+                    f"engine process exited with status {code}" + (f": {tail}" if tail else ""),
+                    "child",
+                )
+            )
             self._emit(RunEnd(t, "error"))
             self.status = "error"
 

@@ -34,12 +34,33 @@ def header(synthetic: bool = True) -> RunHeader:
         mlx_lm_version="0.32.2",
         python_version="3.12",
         platform="linux",
-        device={"name": "cpu", "architecture": "x86_64", "memory_bytes": 24 << 30, "blas": "openblas", "backend": "cpu"},
+        device={
+            "name": "cpu",
+            "architecture": "x86_64",
+            "memory_bytes": 24 << 30,
+            "blas": "openblas",
+            "backend": "cpu",
+        },
         model="random:deepseek_v3",
         model_type="deepseek_v3",
-        geometry={"kv_lora_rank": 512, "qk_nope_head_dim": 128, "v_head_dim": 128, "num_heads": 4, "num_layers": 2},
-        thresholds={"formula_inf": 170, "formula_at": {"2048": 160}, "calibrated": None, "policy": "formula"},
-        scenario={"name": "ui-test", "path": "tests/ui_events.py", "phases": [{"name": "sweep", "kind": "sweep"}, {"name": "decode", "kind": "decode"}]},
+        geometry={
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "v_head_dim": 128,
+            "num_heads": 4,
+            "num_layers": 2,
+        },
+        thresholds={
+            "formula_inf": 170,
+            "formula_at": {"2048": 160},
+            "calibrated": None,
+            "policy": "formula",
+        },
+        scenario={
+            "name": "ui-test",
+            "path": "tests/ui_events.py",
+            "phases": [{"name": "sweep", "kind": "sweep"}, {"name": "decode", "kind": "decode"}],
+        },
         draft="none",
         synthetic_acceptance=synthetic,
         started_at="2026-11-30T00:00:00",
@@ -58,26 +79,73 @@ def events(error: bool = False) -> list:
                 for arm in ("stock", "patched", "patched", "stock")[rep * 2 : rep * 2 + 2]:
                     t += 0.05
                     base = 1.0 + c / 1000
-                    ms = base * (1 + 0.1 * (width - 1)) if arm == "patched" or width == 1 else base + width * c / 500
+                    ms = (
+                        base * (1 + 0.1 * (width - 1))
+                        if arm == "patched" or width == 1
+                        else base + width * c / 500
+                    )
                     if c == INVALID and width == 1 and arm == "stock":
                         ms *= 1.2
                     absorbed = 2 if (width == 1 or arm == "patched") else 0
-                    out.append(Step(t, "sweep", arm, c, width, rep, round(ms, 4), absorbed, 2 - absorbed))
+                    out.append(
+                        Step(t, "sweep", arm, c, width, rep, round(ms, 4), absorbed, 2 - absorbed)
+                    )
                     done += 1
         out.append(Progress(t, "sweep", done, steps, round((steps - done) * 0.05, 2)))
         s1 = 1.0 + c / 1000
         p1 = s1 * (1.2 if c == INVALID else 1.0)
         pct = (s1 - p1) / p1 * 100 if c != INVALID else 20.0
-        out.append(Validity(t, "sweep", c, round(p1 if c == INVALID else s1, 4), round(s1, 4), round(pct, 2), 2.0, c != INVALID))
-        out.append(MemorySample(t, 100 << 20, 10 << 20, 120 << 20, None, (300 + c // 10) << 20, 20 << 30, 24 << 30, 0))
-    out.append(PhaseSummary(t, "sweep", "sweep", ({"context": 256, "arm": "stock"},), "patched flat"))
+        out.append(
+            Validity(
+                t,
+                "sweep",
+                c,
+                round(p1 if c == INVALID else s1, 4),
+                round(s1, 4),
+                round(pct, 2),
+                2.0,
+                c != INVALID,
+            )
+        )
+        out.append(
+            MemorySample(
+                t,
+                100 << 20,
+                10 << 20,
+                120 << 20,
+                None,
+                (300 + c // 10) << 20,
+                20 << 30,
+                24 << 30,
+                0,
+            )
+        )
+    out.append(
+        PhaseSummary(t, "sweep", "sweep", ({"context": 256, "arm": "stock"},), "patched flat")
+    )
     out.append(LogMessage(t, "warning", "test warning"))
     out.append(PhaseStart(t, "decode", "decode", 1, 2, 20))
     for i in range(10):
         for arm in ("stock", "patched"):
             t += 0.05
             acc = (1, 1, 0) if i % 2 else (1, 0)
-            out.append(SpecStep(t, "decode", arm, 512, 3, i, 0.5, 4.0 if arm == "stock" else 1.5, sum(acc), acc, sum(acc) + 1, 0 if arm == "stock" else 2, 2 if arm == "stock" else 0))
+            out.append(
+                SpecStep(
+                    t,
+                    "decode",
+                    arm,
+                    512,
+                    3,
+                    i,
+                    0.5,
+                    4.0 if arm == "stock" else 1.5,
+                    sum(acc),
+                    acc,
+                    sum(acc) + 1,
+                    0 if arm == "stock" else 2,
+                    2 if arm == "stock" else 0,
+                )
+            )
         out.append(Progress(t, "decode", 2 * (i + 1), 20, round((9 - i) * 0.1, 2)))
         if error and i == 4:
             out.append(ErrorEvent(t, "RuntimeError: boom in arm", "patched"))

@@ -44,8 +44,10 @@ class MlatuiApp(App):
         Binding("space", "step", "step", id="step"),
         Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster"),
         Binding("minus", "slower", "slower", key_display="-", id="slower"),
-        Binding("left", "seek_back", "seek −", key_display="←", id="seek-back"),
-        Binding("right", "seek_forward", "seek +", key_display="→", id="seek-forward"),
+        Binding("left", "seek_back", "seek −", key_display="←", priority=True, id="seek-back"),
+        Binding(
+            "right", "seek_forward", "seek +", key_display="→", priority=True, id="seek-forward"
+        ),
         Binding("e", "export", "export", id="export"),
         Binding("s", "screenshot", "screenshot", id="screenshot"),
         Binding("t", "next_theme", "theme", id="theme"),
@@ -89,12 +91,16 @@ class MlatuiApp(App):
         yield HeaderPane(id="header")
         if self.mode == "demo":
             yield ExplainPane(id="explain", title="what you are looking at")
-        yield Tabs(*(Tab(label, id=f"tab-{pid}") for pid, label in PAGES), id="pages")
+        tabs = Tabs(*(Tab(label, id=f"tab-{pid}") for pid, label in PAGES), id="pages")
+        tabs.can_focus = False  # 1/2/3 or a click switch pages; ←/→ stay replay seeks
+        yield tabs
         with Horizontal(id="page-arms", classes="page"):
             yield ArmPane("stock", id="arm-stock", title="stock · mlx-lm as installed")
             yield ArmPane("patched", id="arm-patched", title="patched · gate L ≤ L*")
         with Horizontal(id="page-cost", classes="page"):
-            yield MarginalPane(id="marginal", title="marginal cost of a 2nd query: L=2 − L=1 (ms, log)")
+            yield MarginalPane(
+                id="marginal", title="marginal cost of a 2nd query: L=2 − L=1 (ms, log)"
+            )
             yield ValidityPane(id="validity", title="L=1 check per context")
         with Horizontal(id="page-sys", classes="page"):
             yield MemoryPane(id="memory", title="memory")
@@ -139,8 +145,18 @@ class MlatuiApp(App):
     def view_info(self) -> ViewInfo:
         src = self.source
         if isinstance(src, ReplaySource):
-            return ViewInfo(self.mode, src.speed, src.paused, src.position_s, src.duration_s, None, src.finished)
-        return ViewInfo(self.mode, 1.0, self.paused, None, None, str(getattr(src, "record_path", "") or ""), src.finished)
+            return ViewInfo(
+                self.mode, src.speed, src.paused, src.position_s, src.duration_s, None, src.finished
+            )
+        return ViewInfo(
+            self.mode,
+            1.0,
+            self.paused,
+            None,
+            None,
+            str(getattr(src, "record_path", "") or ""),
+            src.finished,
+        )
 
     def _tick(self) -> None:
         self.ticks += 1
@@ -187,7 +203,9 @@ class MlatuiApp(App):
             self.notify(f"run {message.status}; recording kept at {where}", title="done")
 
     def on_run_failed(self, message: RunFailed) -> None:
-        self.notify(message.message, title="engine error: arms stopped", severity="error", timeout=30)
+        self.notify(
+            message.message, title="engine error: arms stopped", severity="error", timeout=30
+        )
 
     def on_exported(self, message: Exported) -> None:
         self.notify("\n".join(message.paths), title="summary exported")
@@ -298,19 +316,35 @@ class MlatuiApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         replay = isinstance(self.source, ReplaySource)
-        yield SystemCommand("Pause / resume", "Freeze the display (replay: stop the clock) [p]", self.action_toggle_pause)
+        yield SystemCommand(
+            "Pause / resume",
+            "Freeze the display (replay: stop the clock) [p]",
+            self.action_toggle_pause,
+        )
         if replay:
-            yield SystemCommand("Single step", "Pause and show the next timed step [space]", self.action_step)
+            yield SystemCommand(
+                "Single step", "Pause and show the next timed step [space]", self.action_step
+            )
             yield SystemCommand("Faster replay", "Double the replay speed [+]", self.action_faster)
             yield SystemCommand("Slower replay", "Halve the replay speed [-]", self.action_slower)
-            yield SystemCommand("Seek back", "Jump back in the recording [←]", self.action_seek_back)
-            yield SystemCommand("Seek forward", "Jump forward in the recording [→]", self.action_seek_forward)
-        yield SystemCommand("Export summary", "Write the summary as markdown and CSV [e]", self.action_export)
+            yield SystemCommand(
+                "Seek back", "Jump back in the recording [←]", self.action_seek_back
+            )
+            yield SystemCommand(
+                "Seek forward", "Jump forward in the recording [→]", self.action_seek_forward
+            )
+        yield SystemCommand(
+            "Export summary", "Write the summary as markdown and CSV [e]", self.action_export
+        )
         yield SystemCommand("Save screenshot", "Save the screen as SVG [s]", self.action_screenshot)
         yield SystemCommand("Next theme", "Cycle the colour theme [t]", self.action_next_theme)
         yield SystemCommand("Help: keys", "List every key binding [?]", self.action_help)
         for i, (_, label) in enumerate(PAGES):
-            yield SystemCommand(f"Show {label}", f"Switch the compact view to {label} [{i + 1}]", lambda i=i: self._show_page(i))
+            yield SystemCommand(
+                f"Show {label}",
+                f"Switch the compact view to {label} [{i + 1}]",
+                lambda i=i: self._show_page(i),
+            )
 
     def on_unmount(self) -> None:
         self.source.stop()

@@ -44,7 +44,15 @@ def fmt_ms(ms: float | None) -> str:
     if ms is None:
         return "–"
     a = abs(ms)
-    return f"{ms:.0f}" if a >= 100 else f"{ms:.1f}" if a >= 10 else f"{ms:.2f}" if a >= 1 else f"{ms:.3f}"
+    return (
+        f"{ms:.0f}"
+        if a >= 100
+        else f"{ms:.1f}"
+        if a >= 10
+        else f"{ms:.2f}"
+        if a >= 1
+        else f"{ms:.3f}"
+    )
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -77,7 +85,9 @@ def bar(fraction: float, width: int, style: str = "") -> Text:
     return Text(s.ljust(width, "░"), style=style)
 
 
-def sparkline(values: list[float], greyed: list[bool], width: int, height: int = 1, style: str = "") -> Text:
+def sparkline(
+    values: list[float], greyed: list[bool], width: int, height: int = 1, style: str = ""
+) -> Text:
     """Multi-row block sparkline of the last `width` values; greyed columns are drawn grey."""
     width, height = max(1, width), max(1, height)
     vals, grey = list(values)[-width:], list(greyed)[-width:]
@@ -138,7 +148,12 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     t.append(f" │ {h.model}", style="bold")
     if width >= 100:
         t.append(f" ({h.model_type})")
-    t.append(f" │ MLA r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}")
+    t.append(
+        f" │ MLA r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
+    )
+    if h.synthetic_acceptance:
+        t.append(" │ ")
+        t.append("random weights: acceptance synthetic", style="yellow")
     t.append("\n")
     t.append(thresholds_text(h.thresholds, state.context))
     d = h.device
@@ -149,9 +164,6 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     t.append(f" │ scenario {h.scenario.get('name', '?')}")
     if width >= 100:
         t.append(f" │ draft {h.draft}")
-    if h.synthetic_acceptance:
-        t.append(" │ ")
-        t.append("synthetic acceptance", style="yellow")
     t.append("\n")
     t.append_text(phase_text(state, max(20, width)))
     return t
@@ -174,7 +186,9 @@ def phase_text(state: DashboardState, width: int) -> Text:
         tail += f" · run {state.status}"
     bar_w = max(5, min(40, width - len(label) - len(tail) - 2))
     t.append(label)
-    style = {"completed": "green", "error": "red", "interrupted": "yellow"}.get(state.status, "cyan")
+    style = {"completed": "green", "error": "red", "interrupted": "yellow"}.get(
+        state.status, "cyan"
+    )
     t.append_text(bar(p.fraction, bar_w, style))
     t.append(tail)
     return t
@@ -230,31 +244,37 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
     return t
 
 
-def marginal_series(state: DashboardState) -> dict[str, tuple[list, list, list, list]]:
-    """Per arm: valid xs, ys and invalid xs, ys of the marginal cost (ms, > 0 only: log axis)."""
-    out = {}
+def marginal_series(state: DashboardState) -> tuple[dict[str, tuple[list, list, list, list]], int]:
+    """Per arm: valid xs, ys and invalid xs, ys of the marginal cost (ms); and how many points
+    were <= 0 (noise at small contexts), which a log axis cannot show."""
+    out, dropped = {}, 0
     for arm in state.arms:
         vx, vy, ix, iy = [], [], [], []
         for c, d in state.marginal(arm):
             if d <= 0:
+                dropped += 1
                 continue
-            (ix if state.is_invalid(c) else vx).append(c)
-            (iy if state.is_invalid(c) else vy).append(d)
+            bad = state.sweep_invalid(c)
+            (ix if bad else vx).append(c)
+            (iy if bad else vy).append(d)
         out[arm] = (vx, vy, ix, iy)
-    return out
+    return out, dropped
 
 
 def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
     """The key figure: median(L=2) − median(L=1) against context, log y, both arms."""
     if width < 20 or height < 5:
         return Text("(too small)")
-    series = marginal_series(state)
+    series, dropped = marginal_series(state)
     if not any(s[0] or s[2] for s in series.values()):
-        return Text("marginal cost of the 2nd query (L=2 − L=1) vs context\nwaiting for sweep steps…", style="dim")
+        return Text(
+            "marginal cost of the 2nd query (L=2 − L=1) vs context\nwaiting for sweep steps…",
+            style="dim",
+        )
     import plotext as plt  # plotext keeps global state: build on the UI thread only
 
     plt.clf()
-    plt.plotsize(width, height)
+    plt.plotsize(width, height - (1 if dropped else 0))
     plt.theme("clear")
     plt.yscale("log")
     plt.xscale("log")
@@ -269,13 +289,21 @@ def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
         plt.xticks(contexts, [fmt_context(c) for c in contexts])
     plt.xlabel("context (tokens)")
     plt.ylabel("Δ ms")
-    return Text.from_ansi(plt.build(), no_wrap=True)
+    text = Text.from_ansi(plt.build(), no_wrap=True)
+    if dropped:
+        text.append(
+            f"\n{dropped} point(s) ≤ 0 ms not on the log axis (see the L=1 table)", style="dim"
+        )
+    return text
 
 
 def validity_text(state: DashboardState, width: int) -> Text:
     """Per (phase, context): both arms' L = 1 medians and the verdict; the sweep's marginal costs."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f"{'phase':<7}{'ctx':>5} {'L1 stock':>8} {'L1 patch':>8}  {'check':<9}{'Δ2 stock':>8} {'Δ2 patch':>8}\n", style="bold")
+    t.append(
+        f"{'phase':<7}{'ctx':>5} {'L1 stock':>8} {'L1 patch':>8}  {'check':<9}{'Δ2 stock':>8} {'Δ2 patch':>8}\n",
+        style="bold",
+    )
     marg = {arm: dict(state.marginal(arm)) for arm in state.arms}
     checked = {c for (_, c) in state.validity}
     rows = sorted(state.validity.items(), key=lambda kv: (kv[1].t, kv[0][1]))
@@ -284,7 +312,9 @@ def validity_text(state: DashboardState, width: int) -> Text:
         s1 = v.stock_l1_ms if v else state.l_median("stock", c, 1)
         p1 = v.patched_l1_ms if v else state.l_median("patched", c, 1)
         row_style = GREY if v is not None and not v.valid else ""
-        t.append(f"{phase[:6]:<7}{fmt_context(c):>5} {fmt_ms(s1):>8} {fmt_ms(p1):>8}  ", style=row_style)
+        t.append(
+            f"{phase[:6]:<7}{fmt_context(c):>5} {fmt_ms(s1):>8} {fmt_ms(p1):>8}  ", style=row_style
+        )
         if v is None:
             t.append(f"{'…':<9}", style="dim")
         elif v.valid:
@@ -298,7 +328,10 @@ def validity_text(state: DashboardState, width: int) -> Text:
     invalid = sorted({c for (_, c), v in state.validity.items() if not v.valid})
     if invalid:
         tol = next(iter(state.validity.values())).tolerance_pct
-        t.append(f"✗ invalid (L=1 medians differ > {tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts", style="red")
+        t.append(
+            f"✗ invalid (L=1 medians differ > {tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts",
+            style="red",
+        )
     elif state.validity:
         t.append("✓ every checked context valid", style="green")
     return t
@@ -317,11 +350,19 @@ def memory_text(state: DashboardState, width: int) -> Text:
     t.append("MLX active+cache ", style="bold")
     t.append_text(bar(mlx / limit if limit else 0, bar_w, PRESSURE_STYLE[level]))
     t.append(f" {fmt_bytes(mlx)} / {fmt_bytes(limit)} {limit_name}\n")
-    t.append(f"  active {fmt_bytes(m.mlx_active_bytes)} · cache {fmt_bytes(m.mlx_cache_bytes)} · peak {fmt_bytes(m.mlx_peak_bytes)}\n")
+    t.append(
+        f"  active {fmt_bytes(m.mlx_active_bytes)} · cache {fmt_bytes(m.mlx_cache_bytes)} · peak {fmt_bytes(m.mlx_peak_bytes)}\n"
+    )
     used = m.system_total_bytes - m.system_available_bytes
     sys_level = pressure(used, m.system_total_bytes)
     t.append("system used      ", style="bold")
-    t.append_text(bar(used / m.system_total_bytes if m.system_total_bytes else 0, bar_w, PRESSURE_STYLE[sys_level]))
+    t.append_text(
+        bar(
+            used / m.system_total_bytes if m.system_total_bytes else 0,
+            bar_w,
+            PRESSURE_STYLE[sys_level],
+        )
+    )
     t.append(f" {fmt_bytes(m.system_available_bytes)} free of {fmt_bytes(m.system_total_bytes)}\n")
     t.append("process RSS ", style="bold")
     t.append(f"{fmt_bytes(m.process_rss_bytes)} ")

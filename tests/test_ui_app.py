@@ -1,0 +1,248 @@
+"""The dashboard under Pilot: replay of a real engine recording, controls, export, layouts,
+errors, and a short live run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import ui_events
+
+from mlatui.runconfig import RunConfig
+from mlatui.sources import LiveSource, ReplaySource
+from widgets.app import MlatuiApp
+from widgets.help import HelpScreen
+from widgets.panes import Pane
+
+FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
+TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+PANES = ("header", "arm-stock", "arm-patched", "marginal", "validity", "memory", "log")
+
+
+async def until(pilot, cond, timeout_s=60.0):
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+def replay_app(tmp_path, speed=1024.0, **kw) -> MlatuiApp:
+    return MlatuiApp(ReplaySource(FIXTURE, speed=speed), ui_hz=20, out_dir=tmp_path, **kw)
+
+
+def pane_text(app, pane_id) -> str:
+    pane = app.query_one(f"#{pane_id}", Pane)
+    return pane.render().plain
+
+
+async def test_replay_fills_every_pane(tmp_path):
+    app = replay_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: app._done)
+        assert app.dash.status == "completed"
+        assert "r/n/v 512/128/128" in pane_text(app, "header")
+        for arm in ("stock", "patched"):
+            text = pane_text(app, f"arm-{arm}")
+            assert "median" in text and "(synthetic)" in text and "×" in text and "absorbed" in text
+        assert "context (tokens)" in pane_text(app, "marginal")
+        assert "✓" in pane_text(app, "validity") and "✗" in pane_text(app, "validity")
+        assert "RSS" in pane_text(app, "memory")
+        assert "run completed" in pane_text(app, "log")
+        for pid in PANES:  # wide layout: every pane on screen with room to draw
+            region = app.query_one(f"#{pid}").region
+            assert region.width >= 20 and region.height >= 3, pid
+
+
+def no_overlap(app) -> list[str]:
+    visible = [p for p in app.query(Pane) if p.display and p.region.area and p.parent.display]
+    screen = app.screen.region
+    problems = [p.id for p in visible if not screen.contains_region(p.region)]
+    for i, a in enumerate(visible):
+        for b in visible[i + 1 :]:
+            if a.region.overlaps(b.region):
+                problems.append(f"{a.id}/{b.id}")
+    return problems
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50), (120, 40)])
+async def test_layout_readable_without_overlap(tmp_path, size):
+    app = replay_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app._done)
+        compact = size == (80, 24)
+        assert app.compact == compact
+        for page in range(3 if compact else 1):
+            await pilot.press(str(page + 1)) if compact else None
+            await pilot.pause()
+            assert no_overlap(app) == []
+            shown = [p.id for p in app.query(Pane) if p.region.area and p.parent.display]
+            assert shown, page
+            for pid in shown:
+                assert app.query_one(f"#{pid}").region.height >= 3, pid
+        if compact:  # every pane reachable from some page
+            seen = set()
+            for key in "123":
+                await pilot.press(key)
+                await pilot.pause()
+                seen |= {p.id for p in app.query(Pane) if p.region.area and p.parent.display}
+            assert set(PANES) <= seen
+
+
+async def test_pause_single_step_speed_and_seek(tmp_path):
+    app = replay_app(tmp_path, speed=1.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        src = app.source
+        await pilot.press("p")
+        assert src.paused
+        n = app.dash.events
+        await pilot.pause(0.2)
+        assert app.dash.events == n  # frozen
+        await pilot.press("space")
+        await pilot.pause()
+        assert app.dash.events > n and src.paused
+        await pilot.press("plus")
+        assert src.speed == 2.0
+        await pilot.press("minus", "minus")
+        assert src.speed == 0.5
+        await pilot.press("right", "right")
+        await pilot.pause()
+        ahead = app.dash.events
+        assert src.position_s >= 5.0 and ahead > n
+        await pilot.press("left", "left", "left")
+        await pilot.pause(0.1)
+        assert src.position_s < 1.0 and app.dash.events < ahead  # rebuilt from the header
+        assert app.dash.header is not None
+        await pilot.press("p")
+        assert not src.paused
+
+
+async def test_export_and_screenshot_write_files(tmp_path):
+    app = replay_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app._done)
+        await pilot.press("e")
+        await pilot.pause()
+        md = list(tmp_path.glob("mlatui-summary-*.md"))
+        csv = list(tmp_path.glob("mlatui-summary-*.csv"))
+        assert md and csv
+        text = md[0].read_text()
+        assert "INVALID" in text or "invalid" in text
+        assert "128" in csv[0].read_text()
+        await pilot.press("s")
+        await pilot.pause()
+        assert list(tmp_path.glob("*.svg"))
+
+
+async def test_help_lists_every_binding_and_theme_cycles(tmp_path):
+    app = replay_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        theme = app.theme
+        await pilot.press("t")
+        assert app.theme != theme
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.query_one("#help-text").render().plain
+        for bid in (
+            "pause",
+            "step",
+            "faster",
+            "slower",
+            "seek-back",
+            "seek-forward",
+            "export",
+            "screenshot",
+            "theme",
+            "help",
+            "quit",
+        ):
+            assert f"[{bid}]" in text, bid
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_every_action_is_in_the_command_palette(tmp_path):
+    app = replay_app(tmp_path, speed=1.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in (
+            "Pause / resume",
+            "Single step",
+            "Faster replay",
+            "Slower replay",
+            "Seek back",
+            "Seek forward",
+            "Export summary",
+            "Save screenshot",
+            "Next theme",
+            "Help: keys",
+        ):
+            assert title in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Faster replay")
+        await pilot.pause(0.3)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.source.speed == 2.0
+
+
+async def test_engine_error_is_shown_and_recording_kept(tmp_path):
+    rec = tmp_path / "err.jsonl"
+    src = LiveSource(RunConfig(overrides={"error": True}), engine=ui_events.fake_engine, record=rec)
+    app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app._done)
+        assert app.dash.status == "error"
+        assert "ERROR: RuntimeError: boom in arm" in pane_text(app, "header")
+        assert any("boom" in n.message for n in app._notifications)
+    assert not src.alive
+    assert rec.exists() and "boom in arm" in rec.read_text()
+
+
+async def test_live_pause_freezes_display_but_keeps_recording(tmp_path):
+    rec = tmp_path / "live.jsonl"
+    src = LiveSource(
+        RunConfig(overrides={"delay_s": 0.01}), engine=ui_events.fake_engine, record=rec
+    )
+    app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("p")
+        n = app.dash.events
+        await until(pilot, lambda: not src.alive)
+        assert app.dash.events == n and app.paused
+        await pilot.press("p")
+        await until(pilot, lambda: app._done)
+        assert app.dash.status == "completed"
+    assert len(rec.read_text().splitlines()) == len(ui_events.events())
+
+
+async def test_quitting_mid_run_stops_the_engine(tmp_path):
+    src = LiveSource(
+        RunConfig(overrides={"delay_s": 0.05}),
+        engine=ui_events.fake_engine,
+        record=tmp_path / "q.jsonl",
+    )
+    app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.dash.events > 3)
+        await pilot.press("q")
+        await asyncio.sleep(0)
+    assert not src.alive
+    assert (tmp_path / "q.jsonl").read_text().splitlines()[-1].startswith('{"type":"run_end"')
+
+
+async def test_short_live_run_on_a_tiny_model(tmp_path):
+    config = RunConfig(
+        scenario=TINY, random_weights=True, overrides={"reps": 1, "contexts": [64], "tokens": 4}
+    )
+    src = LiveSource(config, record=tmp_path / "live.jsonl")
+    app = MlatuiApp(src, ui_hz=4, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app._done, 240)
+        assert app.dash.status == "completed"
+        assert app.dash.marginal("stock") and app.dash.arms["patched"].verify_ms
+        assert "random weights: acceptance synthetic" in pane_text(app, "header")

@@ -1,0 +1,183 @@
+"""DashboardState and the pure renderers, on a real engine recording and on hand-built events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import ui_events
+
+from mlatui.dashboard_state import DashboardState, pressure
+from mlatui.events import RunEnd
+from mlatui.recorder import read_recording
+from widgets import render as r
+from widgets.help import bindings_text
+
+FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
+
+
+def state_of(events) -> DashboardState:
+    s = DashboardState()
+    s.apply_all(events)
+    return s
+
+
+@pytest.fixture(scope="module")
+def real() -> DashboardState:
+    rec = read_recording(FIXTURE)
+    return state_of([rec.header, *rec.events])
+
+
+def test_marginal_cost_is_median_l2_minus_median_l1():
+    s = state_of(ui_events.events())
+    stock = dict(s.marginal("stock"))
+    # stock at 2048: L=1 1+2.048 = 3.048 ms, L=2 base + 2*2048/500 = 11.24 ms
+    assert stock[2048] == pytest.approx(11.24 - 3.048)
+    patched = dict(s.marginal("patched"))
+    assert patched[2048] == pytest.approx(3.048 * 0.1)
+    assert list(stock) == list(ui_events.CONTEXTS)
+
+
+def test_validity_acceptance_throughput_and_counts():
+    s = state_of(ui_events.events())
+    assert s.is_invalid(ui_events.INVALID) and not s.is_invalid(256)
+    assert s.sweep_invalid(ui_events.INVALID)
+    a = s.arms["stock"]
+    # depth 3, steps alternate (1,0) and (1,1,0): position 1 always accepted, 2 half the time
+    assert a.acceptance == [1.0, 0.5, 0.0]
+    assert a.plain_tok_s == 150.0
+    assert a.tok_s_by_depth() == {3: (80.0, False)}
+    assert a.ratio(3) == pytest.approx(80 / 150)
+    assert s.arms["patched"].ratio(3) == pytest.approx(210 / 150)
+    assert a.materialised_calls > 0 and s.arms["patched"].materialised_calls < a.materialised_calls
+    assert s.status == "completed" and s.phase.fraction == 1.0
+
+
+def test_live_tok_s_estimate_before_results():
+    evts = [e for e in ui_events.events() if e.type not in ("decode_result", "run_end")]
+    a = state_of(evts).arms["stock"]
+    tok_s, live = a.tok_s_by_depth()[3]
+    assert live and tok_s == pytest.approx(25 / (10 * 4.5) * 1e3)  # 25 tokens in 10 steps of 4.5 ms
+
+
+def test_error_event_sets_status_and_log():
+    s = state_of(ui_events.events(error=True))
+    assert s.status == "error" and "boom" in s.error
+    assert s.log[-1][1] == "error"
+    assert "ERROR: RuntimeError: boom" in r.phase_text(s, 80).plain
+
+
+def test_changed_sections_are_reported_once():
+    s = DashboardState()
+    s.take_changed()
+    s.apply(RunEnd(1.0, "completed"))
+    assert {"header", "phase", "log"} <= s.take_changed()
+    assert s.take_changed() == set()
+
+
+def test_pressure_levels():
+    assert pressure(1, None) == "ok"
+    assert (
+        pressure(70, 100) == "ok"
+        and pressure(80, 100) == "high"
+        and pressure(95, 100) == "critical"
+    )
+
+
+def test_real_recording_fills_every_section(real):
+    assert real.header.synthetic_acceptance
+    assert real.status == "completed"
+    assert real.contexts() == [128, 256, 512]
+    assert all(real.marginal(arm) for arm in ("stock", "patched"))
+    assert real.memory is not None and real.validity and real.log
+    for arm in ("stock", "patched"):
+        a = real.arms[arm]
+        assert a.verify_ms and a.acceptance and a.plain_tok_s and a.tok_s_by_depth()
+    # the patched arm never materialises; stock does at every verify width
+    assert real.arms["patched"].materialised_calls == 0 < real.arms["stock"].materialised_calls
+
+
+def test_header_names_geometry_threshold_device_and_synthetic(real):
+    text = r.header_text(real, r.ViewInfo("replay", 4.0, True, 1.0, 6.0), 160).plain
+    for needle in (
+        "REPLAY ×4",
+        "PAUSED",
+        "r/n/v 512/128/128",
+        "L* formula 170",
+        "not calibrated",
+        "openblas",
+        "scenario tiny",
+        "acceptance synthetic",
+        "phase 2/2",
+    ):
+        assert needle in text, needle
+
+
+def test_threshold_shown_for_current_context():
+    t = {"formula_inf": 170, "formula_at": {"128": 73, "1024": 146}, "calibrated": {"1024": 900}}
+    assert (
+        r.thresholds_text(t, 2000) == "L* formula 170 (T→∞) · 146 at T=1K · calibrated 900 at T=1K"
+    )
+    assert "73 at T=128" in r.thresholds_text(t, 200)
+
+
+def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
+    for width in (36, 70):
+        t = r.arm_text(real, "stock", width, 14)
+        assert "(synthetic)" in t.plain
+        assert "materialised" in t.plain and "plain" in t.plain
+        assert len(t.plain.split("\n")) == 14
+
+
+def test_sparkline_scales_and_greys():
+    t = r.sparkline([1.0, 2.0, 3.0], [False, True, False], 3, 1, "red")
+    assert t.plain == "▁▅█"
+    grey = [span for span in t.spans if span.style == r.GREY]
+    assert [(g.start, g.end) for g in grey] == [(1, 2)]
+    assert r.sparkline([1.0] * 10, [False] * 10, 4, 2).plain.count("\n") == 1
+
+
+def test_marginal_plot_greys_invalid_contexts():
+    s = state_of(ui_events.events())
+    series, dropped = r.marginal_series(s)
+    vx, _, ix, _ = series["stock"]
+    assert ui_events.INVALID in ix and ui_events.INVALID not in vx and dropped == 0
+    plot = r.marginal_plot(s, 60, 16).plain
+    assert "stock (invalid)" in plot and "context" in plot
+
+
+def test_marginal_plot_waits_for_data():
+    assert "waiting" in r.marginal_plot(DashboardState(), 60, 16).plain
+
+
+def test_validity_table_marks_verdicts(real):
+    text = r.validity_text(real, 80).plain
+    assert "✓" in text and "✗" in text and "greyed" in text
+    assert text.count("\n") >= 6
+
+
+def test_memory_and_log_text(real):
+    mem = r.memory_text(real, 80).plain
+    assert "MLX active+cache" in mem and "RSS" in mem and "swap" in mem
+    log = r.log_text(real, 5).plain
+    assert len(log.split("\n")) == 5 and "run completed" in log
+
+
+def test_formatters():
+    assert r.fmt_ms(None) == "–" and r.fmt_ms(123.4) == "123" and r.fmt_ms(0.1234) == "0.123"
+    assert r.fmt_bytes(2.5e9) == "2.5 GB" and r.fmt_duration(75) == "1m15s"
+    assert r.fmt_context(2048) == "2K" and r.fmt_context(300) == "300"
+    assert r.bar(0.5, 10).plain == "█████░░░░░"
+
+
+def test_summary_fallback_export_marks_invalid():
+    s = state_of(ui_events.events())
+    md, csv_text = s.summary_markdown(), s.summary_csv()
+    assert "✗ invalid" in md and "acceptance (synthetic)" in md
+    assert csv_text.splitlines()[0] == "context,arm,l1_ms_median,l2_ms_median,marginal_ms,valid"
+    assert len(csv_text.splitlines()) == 1 + 2 * len(ui_events.CONTEXTS)
+
+
+def test_bindings_text_lists_ids():
+    t = bindings_text([("p", "pause", "pause"), ("?", "help", "help")]).plain
+    assert "p  pause  [pause]" in t
