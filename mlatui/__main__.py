@@ -1,3 +1,3 @@
-from mlatui.cli import main
+from mlatui.cli import entry
 
-raise SystemExit(main())
+entry()

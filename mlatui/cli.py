@@ -64,3 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mlatui: interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """Console-script entry. Exits with os._exit after flushing: MLX can abort at interpreter
+    exit once compiled mlx-lm code has run in a worker thread (exit code 134 instead of ours)."""
+    import os
+
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
