@@ -68,7 +68,7 @@ class ArmView:
         if self.drafted_by_position:
             return [
                 a / d if d else 0.0
-                for a, d in zip(self.accepted_by_position, self.drafted_by_position)
+                for a, d in zip(self.accepted_by_position, self.drafted_by_position, strict=True)
             ]
         return list(self.result_acceptance)
 

@@ -98,7 +98,7 @@ def sparkline(
     span = hi - lo or 1.0
     levels = [1 + round((v - lo) / span * (height * 8 - 1)) for v in vals]  # 1..8h
     for row in range(height - 1, -1, -1):
-        for lvl, g in zip(levels, grey):
+        for lvl, g in zip(levels, grey, strict=True):
             eighths = max(0, min(8, lvl - row * 8))
             text.append(BLOCKS[eighths], style=GREY if g else style)
         if row:

@@ -1,0 +1,62 @@
+"""mlatui's core never pulls in textual; widgets and replay never pull in mlx."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ui_events
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
+CORE = ["mlatui", "mlatui.events", "mlatui.recorder", "mlatui.sources", "mlatui.dashboard_state", "mlatui.cli", "mlatui.mla", "mlatui.report", "mlatui.engine"]
+
+
+def run_py(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_core_does_not_import_textual():
+    mods = ", ".join(repr(m) for m in CORE)
+    code = f"import importlib, sys\nfor m in [{mods}]: importlib.import_module(m)\nimport mlatui.cli as c; c.build_parser()\nprint('textual' in sys.modules, 'mlx.core' in sys.modules)"
+    out = run_py(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "False"
+
+
+def test_widgets_do_not_import_mlx():
+    code = "import sys, widgets.app, widgets.render, widgets.panes, widgets.help, mlatui.commands.replay, mlatui.commands.demo, mlatui.commands.launch\nprint('mlx' in sys.modules, 'textual' in sys.modules)"
+    out = run_py(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
+def no_mlx_env(tmp_path) -> dict:
+    broken = tmp_path / "nomlx" / "mlx"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('mlx is not installed on this machine (test)')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def test_replay_runs_where_mlx_cannot_be_imported(tmp_path):
+    env = no_mlx_env(tmp_path)
+    assert "mlx is not installed" in run_py("import mlx", env).stderr  # the trap works
+    out = subprocess.run(
+        [sys.executable, "-m", "mlatui", "replay", str(FIXTURE), "--dump"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    n = len(FIXTURE.read_text().splitlines())
+    assert f"replayed {n} events through the dashboard; status completed" in out.stdout
+    assert "Marginal cost" in out.stdout
+
+
+def test_bad_recording_gets_one_line_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(ui_events.header().to_json() + "\n[1, 2]\n")
+    out = subprocess.run([sys.executable, "-m", "mlatui", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"mlatui: error: {bad}:2: not an mlatui event (no 'type' field)"]
