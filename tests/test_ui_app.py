@@ -246,3 +246,30 @@ async def test_short_live_run_on_a_tiny_model(tmp_path):
         assert app.dash.status == "completed"
         assert app.dash.marginal("stock") and app.dash.arms["patched"].verify_ms
         assert "random weights: acceptance synthetic" in pane_text(app, "header")
+
+
+async def test_demo_explains_and_x_hides_it(tmp_path):
+    app = MlatuiApp(ReplaySource(FIXTURE, speed=1024.0), mode="demo", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app._done)
+        explain = app.query_one("#explain")
+        assert explain.region.height >= 4 and "x hide" in explain.render().plain
+        assert "DEMO" in pane_text(app, "header")
+        await pilot.press("x")
+        await pilot.pause()
+        assert not explain.display
+        assert no_overlap(app) == []
+
+
+def test_demo_command_replays_the_shipped_recording():
+    import subprocess
+    import sys
+
+    from mlatui.commands.demo import demo_recording
+
+    path = demo_recording()
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped yet")
+    out = subprocess.run([sys.executable, "-m", "mlatui", "demo", "--dump"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "replayed" in out.stdout and "status completed" in out.stdout

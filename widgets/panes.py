@@ -73,4 +73,4 @@ class LogPane(Pane):
 
 class ExplainPane(Pane):
     def render(self) -> Text:
-        return Text(r.DEMO_TEXT)
+        return Text(r.DEMO_SHORT if self.app.compact else r.DEMO_TEXT)  # type: ignore[attr-defined]

@@ -27,6 +27,13 @@ DEMO_TEXT = (
 )
 
 
+DEMO_SHORT = (
+    "A recorded run. Left: stock mlx-lm re-expands the whole MLA cache on every verify step (L ≥ 2). "
+    "Right: the patched gate keeps the cheap absorbed path. Page 2: the cost of a 2nd query vs "
+    "context, and the L=1 fairness check. ? keys · x hide"
+)
+
+
 @dataclass
 class ViewInfo:
     """What the header says about the source rather than the run."""

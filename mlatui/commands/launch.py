@@ -41,13 +41,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from pathlib import Path
-
     from mlatui.cli import UserError
     from mlatui.runconfig import RunConfig
+    from mlatui.scenario import ScenarioError, load_scenario
 
-    if args.scenario and not Path(args.scenario).is_file():
-        raise UserError(f"scenario file {args.scenario} not found; pass an existing .toml")
+    try:
+        load_scenario(args.scenario)  # fail before the screen opens, with the file's own message
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
     if not args.ui_hz > 0:
         raise UserError(f"--ui-hz must be > 0, got {args.ui_hz}")
     return RunConfig(
