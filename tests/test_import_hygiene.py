@@ -11,11 +11,23 @@ import ui_events
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
-CORE = ["mlatui", "mlatui.events", "mlatui.recorder", "mlatui.sources", "mlatui.dashboard_state", "mlatui.cli", "mlatui.mla", "mlatui.report", "mlatui.engine"]
+CORE = [
+    "mlatui",
+    "mlatui.events",
+    "mlatui.recorder",
+    "mlatui.sources",
+    "mlatui.dashboard_state",
+    "mlatui.cli",
+    "mlatui.mla",
+    "mlatui.report",
+    "mlatui.engine",
+]
 
 
 def run_py(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
 
 
 def test_core_does_not_import_textual():
@@ -36,9 +48,13 @@ def test_widgets_do_not_import_mlx():
 def no_mlx_env(tmp_path) -> dict:
     broken = tmp_path / "nomlx" / "mlx"
     broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('mlx is not installed on this machine (test)')\n")
+    (broken / "__init__.py").write_text(
+        "raise ImportError('mlx is not installed on this machine (test)')\n"
+    )
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(broken.parent), *filter(None, [env.get("PYTHONPATH")])]
+    )
     return env
 
 
@@ -46,7 +62,12 @@ def test_replay_runs_where_mlx_cannot_be_imported(tmp_path):
     env = no_mlx_env(tmp_path)
     assert "mlx is not installed" in run_py("import mlx", env).stderr  # the trap works
     out = subprocess.run(
-        [sys.executable, "-m", "mlatui", "replay", str(FIXTURE), "--dump"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+        [sys.executable, "-m", "mlatui", "replay", str(FIXTURE), "--dump"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     n = len(FIXTURE.read_text().splitlines())
@@ -57,6 +78,14 @@ def test_replay_runs_where_mlx_cannot_be_imported(tmp_path):
 def test_bad_recording_gets_one_line_error(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(ui_events.header().to_json() + "\n[1, 2]\n")
-    out = subprocess.run([sys.executable, "-m", "mlatui", "replay", str(bad)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "mlatui", "replay", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [f"mlatui: error: {bad}:2: not an mlatui event (no 'type' field)"]
+    assert out.stderr.strip().splitlines() == [
+        f"mlatui: error: {bad}:2: not an mlatui event (no 'type' field)"
+    ]

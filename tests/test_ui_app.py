@@ -165,7 +165,7 @@ async def test_help_lists_every_binding_and_theme_cycles(tmp_path):
 
 
 async def test_every_action_is_in_the_command_palette(tmp_path):
-    app = replay_app(tmp_path, speed=1.0)
+    app = replay_app(tmp_path, speed=256.0)
     async with app.run_test(size=(120, 40)) as pilot:
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title in (
@@ -183,11 +183,11 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
             assert title in titles
         await pilot.press("ctrl+p")
         await pilot.pause()
-        await pilot.press(*"Faster replay")
+        await pilot.press(*"faster")
         await pilot.pause(0.3)
         await pilot.press("down", "enter")
         await pilot.pause()
-        assert app.source.speed == 2.0
+        assert app.source.speed == 512.0
 
 
 async def test_engine_error_is_shown_and_recording_kept(tmp_path):
@@ -270,6 +270,11 @@ def test_demo_command_replays_the_shipped_recording():
     path = demo_recording()
     if not path.is_file():
         pytest.skip(f"{path} not shipped yet")
-    out = subprocess.run([sys.executable, "-m", "mlatui", "demo", "--dump"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "mlatui", "demo", "--dump"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "replayed" in out.stdout and "status completed" in out.stdout
