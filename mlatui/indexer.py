@@ -120,12 +120,14 @@ def select_tokens(
     k_pools = min(topk // kpool, P)
     pos = mx.arange(start, start + S)
     pool_ids = mx.arange(P)
-    w = weights.astype(mx.float32).transpose(0, 2, 1)[..., None]  # (B, H, S, 1)
+    w = weights.astype(mx.float32).transpose(0, 2, 1)[:, :, None]  # (B, H, 1, S)
     chosen = []
     for c0 in range(0, S, chunk):
         c1 = min(S, c0 + chunk)
-        s = q[:, :, c0:c1] @ pooled.swapaxes(-1, -2)  # (B, H, C, P)
-        s = (mx.maximum(s.astype(mx.float32), 0) * w[:, :, c0:c1]).sum(axis=1)  # (B, C, P)
+        # pooled @ q^T reads the big operand row-major; q @ pooled^T makes BLAS transpose it.
+        s = pooled @ q[:, :, c0:c1].swapaxes(-1, -2)  # (B, H, P, C)
+        s = (mx.maximum(s.astype(mx.float32), 0) * w[..., c0:c1]).sum(axis=1)  # (B, P, C)
+        s = s.swapaxes(-1, -2)  # (B, C, P)
         visible = pool_ids[None] < ((pos[c0:c1] + 1) // kpool)[:, None]  # (C, P)
         s = mx.where(visible, s, -math.inf)
         top = mx.argpartition(-s, kth=k_pools - 1, axis=-1)[..., :k_pools]  # (B, C, k)
