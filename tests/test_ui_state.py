@@ -181,3 +181,12 @@ def test_summary_fallback_export_marks_invalid():
 def test_bindings_text_lists_ids():
     t = bindings_text([("p", "pause", "pause"), ("?", "help", "help")]).plain
     assert "p  pause  [pause]" in t
+
+
+def test_observer_bench_counts_verify_shaped_forwards():
+    from mlatui.commands.bench_observer import verify_samples
+
+    evts = ui_events.events()
+    got = verify_samples(evts)
+    widths_ge2 = sum(1 for e in evts if e.type == "step" and e.width >= 2 and e.arm == "stock")
+    assert len(got["stock"]) == widths_ge2 + 10  # plus the 10 speculative verify steps
