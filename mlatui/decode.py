@@ -112,6 +112,7 @@ def decode_setting(
                     progress.advance()
                 continue
             before = ctx.workers[name].arm.counters.total()
+            emitted_before = len(run.emitted)
             result = ctx.workers[name].call(lambda a, run=run: _spec(a, run))
             after = ctx.workers[name].arm.counters.total()
             if progress is None:  # warm-up: nothing is recorded
@@ -136,7 +137,7 @@ def decode_setting(
                     after[1] - before[1],
                 )
             )
-            progress.advance(len(result.emitted))
+            progress.advance(min(len(run.emitted), n_tokens) - emitted_before)
         step += 1
     for name in ARM_ORDER:
         ctx.workers[name].call(lambda a, run=runs[name]: _rewind(a, run))
