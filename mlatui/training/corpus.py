@@ -60,3 +60,16 @@ def build_corpus(root: Path | None = None, seed: int = 0, valid_fraction: float 
     random.Random(seed).shuffle(docs)
     n_valid = max(1, int(len(docs) * valid_fraction))
     return Corpus(docs[n_valid:], docs[:n_valid], len(docs), sum(map(len, docs)))
+
+
+def make_prompts(corpus: Corpus, count: int = 8, max_chars: int = 1600) -> list[str]:
+    """Prompts from held-out files (never trained on): each file's opening, cut at a line end."""
+    out = []
+    for doc in corpus.valid + corpus.train:
+        if len(doc) < max_chars:
+            continue
+        cut = doc.rfind("\n", 0, max_chars)
+        out.append(doc[: cut + 1])
+        if len(out) == count:
+            break
+    return out

@@ -1,0 +1,77 @@
+"""Install a training run's output as the embedded model (package data) and write its manifest.
+
+    python -m mlatui.training.ship --run OUT --data .corpus
+
+Copies OUT/model and OUT/draft (config + safetensors) and the tokenizer into mlatui/embedded/,
+rebuilds prompts.json from the held-out files, and writes MANIFEST.json (sha256 of every
+shipped file, plus the run's final record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from mlatui.embedded import EMBEDDED_DIR, MANIFEST_PATH, PROMPTS_PATH, manifest
+from mlatui.training.corpus import build_corpus, make_prompts
+
+
+def write_prompts(seed: int = 0) -> None:
+    prompts = make_prompts(build_corpus(seed=seed))
+    PROMPTS_PATH.write_text(
+        json.dumps(
+            {
+                "source": "openings of held-out files of the Python standard library (PSF License): "
+                f"mlatui.training.corpus.make_prompts(build_corpus(seed={seed}))",
+                "prompts": prompts,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+
+
+def write_manifest(run_record: dict | None = None) -> dict:
+    data = manifest()
+    if run_record is not None:
+        data["training"] = run_record
+    elif MANIFEST_PATH.exists():
+        data["training"] = json.loads(MANIFEST_PATH.read_text()).get("training")
+    MANIFEST_PATH.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--run", type=Path, required=True, help="the --out folder of mlatui.training.train"
+    )
+    p.add_argument(
+        "--data", type=Path, required=True, help="the --out folder of mlatui.training.prepare"
+    )
+    a = p.parse_args(argv)
+    for name in ("model", "draft"):
+        dest = EMBEDDED_DIR / name
+        dest.mkdir(parents=True, exist_ok=True)
+        for old in dest.glob("*"):
+            old.unlink()
+        for f in sorted((a.run / name).glob("*")):
+            if f.suffix in (".json", ".safetensors"):
+                shutil.copyfile(f, dest / f.name)
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(a.data / "tokenizer" / f, dest / f)
+    lines = [json.loads(x) for x in (a.run / "train.jsonl").read_text().splitlines() if x.strip()]
+    start = next(x for x in lines if x.get("event") == "start")
+    done = next(x for x in reversed(lines) if x.get("event") == "done")
+    record = {
+        k: start[k] for k in ("device", "mlx", "target_params", "draft_params", "args")
+    } | done
+    write_prompts()
+    print(json.dumps(write_manifest(record), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
