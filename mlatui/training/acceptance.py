@@ -9,6 +9,7 @@ at i (position i is only proposed when 1..i-1 were accepted). Also checks that t
 equal plain greedy decoding's.
 """
 
+# isort: skip_file
 from __future__ import annotations
 
 import argparse
