@@ -85,7 +85,10 @@ class SparseDecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         dense = args.dense_args()
-        self.self_attn = SparseMLAttention(args.sparse_args())
+        # Loaded as stock (mlx-lm's L == 1 gate, S == 1 pool reuse); the patched arm flips both.
+        self.self_attn = SparseMLAttention(
+            args.sparse_args(), mla_gate="stock", indexer_mode="stock"
+        )
         self.mlp = dsv3.DeepseekV3MLP(dense)
         self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
