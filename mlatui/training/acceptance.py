@@ -122,14 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=1, help="draft tokens per verify")
     p.add_argument("--check", action="store_true", help="also compare with plain greedy output")
     a = p.parse_args(argv)
-    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, prompts
+    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, load_embedded, prompts
     from mlatui.models import register
 
-    register()
-    import mlx_lm
+    if a.model is None and a.draft is None:
+        model, tok, draft = load_embedded()
+    else:
+        register()
+        import mlx_lm
 
-    model, tok = mlx_lm.load(str(a.model or MODEL_PATH))
-    draft, _ = mlx_lm.load(str(a.draft or DRAFT_PATH))
+        model, tok = mlx_lm.load(str(a.model or MODEL_PATH))
+        draft, _ = mlx_lm.load(str(a.draft or DRAFT_PATH))
     print(json.dumps(measure(model, draft, tok, prompts(), a.tokens, a.depth, a.check)))
     return 0
 
