@@ -67,18 +67,19 @@ class ProgressTracker:
 
 
 def share_context(ctx: RunContext, tokens: list[int]) -> int:
-    """Prefill once in the stock arm; the patched arm gets a bit-identical copy."""
-    stock, patched = ctx.workers["stock"], ctx.workers["patched"]
+    """Prefill once (on the stock arm's thread) into a base cache; each arm then takes its own
+    bit-identical copy on its own thread, so neither arm runs on the prefill's buffers."""
+    stock = ctx.workers["stock"]
     length = stock.call(lambda a: prefill(a, tokens))
-    source = stock.arm
+    base = stock.arm.cache
+    hidden = {k: stock.arm.state[k] for k in ("context_hidden", "last_hidden") if k in stock.arm.state}
 
     def take(a: Arm) -> None:
-        a.cache = copy_cache(source.cache)
-        for key in ("context_hidden", "last_hidden"):
-            if key in source.state:
-                a.state[key] = source.state[key]
+        a.cache = copy_cache(base)
+        a.state.update(hidden)
 
-    patched.call(take)
+    for name in ARM_ORDER:
+        ctx.workers[name].call(take)
     return length
 
 

@@ -26,6 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threshold", default="formula", help="formula | calibrated | an integer")
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
+    parser.add_argument("--reps", type=int, help="override every phase's reps")
+    parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -76,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else default_record_path("bench")
     overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
+    if args.reps:
+        overrides["reps"] = args.reps
+    if args.tokens:
+        overrides["tokens"] = args.tokens
     config = RunConfig(
         args.model,
         args.draft_model,
