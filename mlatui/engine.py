@@ -68,7 +68,12 @@ def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
     if loaded.tokenizer is not None:
         from mlatui.prompts import context_text
 
-        cache = list(loaded.tokenizer.encode(context_text()))
+        text = context_text()
+        if loaded.name == "embedded":  # its held-out prompts first: text it never trained on
+            from mlatui.embedded import prompts
+
+            text = "\n\n".join(prompts()) + "\n\n" + text
+        cache = list(loaded.tokenizer.encode(text))
     rng = random.Random(seed)
 
     def tokens_for(n: int) -> list[int]:
