@@ -105,25 +105,46 @@ class ArmWorker:
 
 def build_arms(model: nn.Module, threshold: str | int = "formula") -> tuple[Arm, Arm]:
     """Stock arm = the model, instrumented (its gate stays L == 1); patched arm = a twin sharing
-    every weight, with the gate patched. Parameters must already be evaluated."""
+    every weight, with the gate patched. mlatui's own sparse MLA layers carry both gates as
+    switches. Parameters must already be evaluated."""
     patched_model = mla.twin(model)
-    stock_report = mla.count_branches(model)
-    patched_report = mla.patch_model(patched_model, threshold)
-    set_sparse_modes(model, "stock")
-    set_sparse_modes(patched_model, "patched")
+    sparse = sparse_layers(model)
+    if mla.mla_modules(model):
+        stock_report = mla.count_branches(model)
+        patched_report = mla.patch_model(patched_model, threshold)
+    elif sparse:
+        stock_report = _sparse_report(sparse, "stock", 1)
+        geometry = stock_report.geometry
+        limit = mla.max_absorbed_queries(
+            geometry.kv_lora_rank, geometry.qk_nope_head_dim, geometry.v_head_dim
+        )
+        patched_report = _sparse_report(sparse, "formula", limit)
+    else:
+        raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
+    for report, m, mode in (
+        (stock_report, model, "stock"),
+        (patched_report, patched_model, "patched"),
+    ):
+        for name, layer in sparse_layers(m):
+            layer.set_modes(mode, mode)
+            layer.counters = report.counters  # per arm: twin() copied the stock arm's reference
+            if name not in report.modules:
+                report.modules.append(name)
     return Arm("stock", model, stock_report), Arm("patched", patched_model, patched_report)
 
 
-def set_sparse_modes(model: nn.Module, mode: str) -> int:
-    """Sparse MLA layers (mlatui.indexer) carry their own gates: flip both to `mode`."""
-    n = 0
-    for _, m in model.named_modules():
-        if hasattr(m, "mla_gate") and hasattr(m, "indexer"):
-            m.mla_gate = mode
-            if hasattr(m.indexer, "mode"):
-                m.indexer.mode = mode
-            n += 1
-    return n
+def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """mlatui's sparse MLA layers (mlatui.sparse_mla.SparseMLAttention)."""
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if hasattr(m, "set_modes") and hasattr(m, "indexer")
+    ]
+
+
+def _sparse_report(layers: list[tuple[str, nn.Module]], policy: str, limit: int) -> mla.PatchReport:
+    geometry = mla.geometry_of(layers[0][1])
+    return mla.PatchReport(policy, [], ["SparseMLAttention"], geometry, limit, mla.BranchCounters())
 
 
 def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:

@@ -116,8 +116,7 @@ class MlatuiModel(nn.Module):
         h = self.embed_tokens(inputs)
         if cache is None:
             cache = [None] * len(self.layers)
-        dense_cache = next((c for i, c in enumerate(cache) if i not in self.sparse_layers), None)
-        mask = create_attention_mask(h, dense_cache, return_array=True)
+        mask = create_attention_mask(h, cache[0], return_array=True)  # sparse caches make masks too
         for layer, c in zip(self.layers, cache, strict=True):
             h = layer(h, mask, c)
         return self.norm(h)
