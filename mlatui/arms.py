@@ -8,6 +8,7 @@ same time, whoever calls them.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,13 +25,38 @@ from mlatui import mla
 T = TypeVar("T")
 
 
+def arm_cpus() -> set[int] | None:
+    """The CPUs every arm thread runs on: one CPU by default (the last one this process may
+    use); MLATUI_ARM_CPUS="off" disables pinning, "3" or "2,3" picks. None where there is no
+    affinity API (macOS) or pinning is off."""
+    setting = os.environ.get("MLATUI_ARM_CPUS", "").strip().lower()
+    if not hasattr(os, "sched_setaffinity") or setting in ("off", "none", "all"):
+        return None
+    allowed = os.sched_getaffinity(0)
+    if setting:
+        try:
+            cpus = {int(c) for c in setting.split(",")}
+        except ValueError:
+            raise ValueError(
+                f'MLATUI_ARM_CPUS={setting!r}: give CPU numbers like "3" or "2,3", or "off"'
+            ) from None
+        if not cpus <= allowed:
+            raise ValueError(
+                f"MLATUI_ARM_CPUS={setting!r}: this process may only use CPUs {sorted(allowed)}"
+            )
+        return cpus
+    return {max(allowed)}
+
+
 class Baton:
-    """A lock that also remembers who held it, in order (tests check the A B B A pattern)."""
+    """A lock that also remembers who held it, in order (tests check the A B B A pattern).
+    It also carries the CPUs that every arm sharing it is pinned to."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.history: list[str] = []
         self.keep_history = False
+        self.cpus = arm_cpus()
 
     def hold(self, who: str):
         baton = self
@@ -74,6 +100,17 @@ class ArmWorker:
         self._thread.start()
 
     def _loop(self) -> None:
+        # Pin before the first MLX call: this thread's stream (and its executor thread, which
+        # MLX creates lazily from here and which inherits the affinity) then runs on the same
+        # CPU for both arms. Unpinned, the kernel placed each arm's Python thread and executor
+        # thread anew (same or different CPUs, beside or away from other load), which on a
+        # 2-vCPU VM made one arm 5-15% slower than the other for a whole trial (L = 1 check
+        # passed 1 in 10 vs 9 in 12 pinned) and cost ~1 ms per step in cross-CPU wake-ups.
+        if self.baton.cpus:
+            try:
+                os.sched_setaffinity(0, self.baton.cpus)
+            except OSError:  # e.g. the CPU went offline: run unpinned rather than hang callers
+                pass
         while True:
             item = self._queue.get()
             if item is None:
