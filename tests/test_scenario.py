@@ -1,0 +1,95 @@
+"""Scenario files: every shipped one parses; errors name the file, the key and what is allowed."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from mlatui.scenario import ScenarioError, load_scenario, shipped
+from mlatui.spec import accept_greedy, accept_sampled
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = """
+name = "t"
+[model]
+source = "embedded"
+[[phase]]
+kind = "sweep"
+contexts = [256]
+"""
+
+
+@pytest.mark.parametrize("name", ["default", "glm47-flash", "deepseek-v3", "glm53-flash-sparse"])
+def test_shipped_scenarios_parse(name):
+    s = load_scenario(shipped(name))
+    assert s.phases and all(1 in p.widths for p in s.phases if p.kind in ("sweep", "indexer"))
+    if name != "default":
+        assert s.model.family and s.model.config, (
+            "random-weight runs need the config in the scenario"
+        )
+
+
+def test_sweep_always_measures_the_l1_control(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text(GOOD.replace("contexts = [256]", "contexts = [256]\nwidths = [2, 3]"))
+    assert load_scenario(f).phases[0].widths == (1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            ('kind = "sweep"', 'kind = "sweeep"'),
+            "'kind' must be one of sweep, decode, tune, indexer",
+        ),
+        (
+            ("contexts = [256]", "contexts = [0]"),
+            "'contexts' must be a non-empty list of integers >= 16",
+        ),
+        (("contexts = [256]", "contexts = [256]\nrepz = 3"), "unknown key 'repz'"),
+        (
+            ('source = "embedded"', 'source = "hub"'),
+            "'source' must be one of embedded, random, path",
+        ),
+        (('source = "embedded"', 'source = "random"'), "needs 'family'"),
+        (("contexts = [256]", ""), "'contexts' is required"),
+        (('name = "t"', 'name = "t'), "invalid TOML"),
+    ],
+)
+def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(GOOD.replace(*edit))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(f)
+    assert str(f) in str(e.value) and message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_file_says_what_exists(tmp_path):
+    with pytest.raises(ScenarioError, match="shipped ones: default"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_greedy_acceptance_stops_at_first_mismatch():
+    assert accept_greedy([5, 6, 7], [5, 6, 9, 1]) == 2
+    assert accept_greedy([5, 6, 7], [4, 6, 7, 1]) == 0
+    assert accept_greedy([5, 6, 7], [5, 6, 7, 1]) == 3
+
+
+def test_rejection_sampling_preserves_the_target_distribution():
+    # One draft position over a 4-token vocabulary: whatever q is, the first emitted token must
+    # be distributed as p (Leviathan et al., Theorem 1).
+    p = mx.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    q = mx.array([[0.7, 0.1, 0.1, 0.1]])
+    rng = random.Random(0)
+    counts = [0, 0, 0, 0]
+    n = 4000
+    for _ in range(n):
+        d = rng.choices(range(4), weights=[0.7, 0.1, 0.1, 0.1])[0]
+        accepted, nxt = accept_sampled([d], p, q, rng)
+        counts[d if accepted == 1 else nxt] += 1
+    freq = [c / n for c in counts]
+    assert all(abs(f - t) < 0.03 for f, t in zip(freq, [0.1, 0.2, 0.3, 0.4], strict=True)), freq
