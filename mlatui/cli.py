@@ -75,4 +75,3 @@ def entry() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-

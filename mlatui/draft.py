@@ -40,7 +40,7 @@ class DraftSource(ABC):
         """Target logits (1, L, V) and, if needs_hidden, hidden states (1, L, D)."""
         return model(inputs, cache=cache), None
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027 - optional hook; stateless sources need nothing
         """Forget all state (a new context follows)."""
 
     def sync_arrays(self) -> list[mx.array]:
