@@ -227,6 +227,7 @@ def run(
     emit = _serialized(emit)
     t0 = time.perf_counter_ns()
     workers: dict[str, ArmWorker] = {}
+    workers_all: list[ArmWorker] = []
     sampler = None
     header_sent = False
     scenario = None
@@ -263,6 +264,11 @@ def run(
         if make_draft is not None:
             for w in workers.values():
                 w.call(lambda a: setattr(a, "draft", make_draft(a)))
+        # prefills run the stock model on a third thread; it hands copies to both arms
+        prefill_worker = ArmWorker(
+            Arm("prefill", stock.model, stock.report, draft=stock.draft), baton
+        )
+        workers_all = [*workers.values(), prefill_worker]
         from mlatui.memory import MemorySampler
 
         sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
@@ -276,6 +282,7 @@ def run(
             vocab_size(loaded.model),
             make_draft,
             loaded.draft_name,
+            prefill_worker=prefill_worker,
         )
         for i, phase in enumerate(scenario.phases):
             _phase_runner(phase.kind)(ctx, phase, i, len(scenario.phases))
@@ -304,7 +311,7 @@ def run(
     finally:
         if sampler is not None:
             sampler.stop()
-        for w in workers.values():
+        for w in workers_all or workers.values():
             w.close()
     emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status

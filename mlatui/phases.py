@@ -37,6 +37,7 @@ class RunContext:
     vocab_size: int
     make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
     draft_name: str = "none"
+    prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
 
     def now(self) -> float:
@@ -67,12 +68,17 @@ class ProgressTracker:
 
 
 def share_context(ctx: RunContext, tokens: list[int]) -> int:
-    """Prefill once (on the stock arm's thread) into a base cache; each arm then takes its own
-    bit-identical copy on its own thread, so neither arm runs on the prefill's buffers."""
-    stock = ctx.workers["stock"]
-    length = stock.call(lambda a: prefill(a, tokens))
-    base = stock.arm.cache
-    hidden = {k: stock.arm.state[k] for k in ("context_hidden", "last_hidden") if k in stock.arm.state}
+    """Prefill once, with the stock model on a thread of its own, into a base cache; each arm
+    then takes its own bit-identical copy on its own thread. Neither arm's stream ever holds
+    the prefill's graphs or buffers (on CUDA each thread's stream keeps its own caches)."""
+    source = ctx.prefill_worker or ctx.workers["stock"]
+    length = source.call(lambda a: prefill(a, tokens))
+    base = source.arm.cache
+    hidden = {
+        k: source.arm.state.pop(k)
+        for k in ("context_hidden", "last_hidden")
+        if k in source.arm.state
+    }
 
     def take(a: Arm) -> None:
         a.cache = copy_cache(base)
@@ -80,6 +86,8 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
 
     for name in ARM_ORDER:
         ctx.workers[name].call(take)
+    if source is ctx.prefill_worker:
+        source.arm.cache = None  # the base is no longer needed: free it
     return length
 
 
@@ -110,9 +118,18 @@ def validity(
     return v
 
 
+CONTROL_REPS_FACTOR = 3
+
+
+def reps_for(phase: Phase, width: int) -> int:
+    """The L = 1 control gets 3x the samples: it is the cheapest step, and the 2% check needs a
+    median that sample noise alone does not move by 2% (per-step jitter is ~5-9% on a small CPU)."""
+    return phase.reps * CONTROL_REPS_FACTOR if width == 1 else phase.reps
+
+
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
     """Step ms per arm at each context and width; the L = 1 check per context."""
-    planned = len(phase.contexts) * len(phase.widths) * phase.reps * 2
+    planned = len(phase.contexts) * sum(reps_for(phase, w) for w in phase.widths) * 2
     ctx.emit(
         PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
     )
@@ -129,7 +146,7 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
             for _ in range(phase.warmup):  # first call at a new L compiles; never timed
                 for arm in ARM_ORDER:
                     ctx.workers[arm].call(step)
-            for rep, arm in enumerate(abba(ARM_ORDER, phase.reps)):
+            for rep, arm in enumerate(abba(ARM_ORDER, reps_for(phase, width))):
                 ctx.check_stop()
                 ms, absorbed, materialised = ctx.workers[arm].call(step)
                 samples.setdefault((arm, width), []).append(ms)

@@ -59,12 +59,14 @@ def test_event_order(tiny_run):
 def test_warmup_excluded_and_abba(tiny_run):
     _, events = tiny_run
     steps = [e for e in events if isinstance(e, Step)]
-    # contexts [128, 256] x widths [1, 2, 3] x reps 3 x 2 arms; warm-up calls are never emitted
-    assert len(steps) == 2 * 3 * 3 * 2
+    # contexts [128, 256] x widths [1 (3x reps: the control), 2, 3] x reps 3 x 2 arms;
+    # warm-up calls are never emitted
+    assert len(steps) == 2 * (9 + 3 + 3) * 2
     for context in (128, 256):
         for width in (1, 2, 3):
             arms = [s.arm for s in steps if s.context == context and s.width == width]
-            assert arms == ["stock", "patched", "patched", "stock", "stock", "patched"]
+            reps = 9 if width == 1 else 3
+            assert arms == (["stock", "patched", "patched", "stock"] * reps)[: 2 * reps]
     # counters prove the branch: stock materialises every L >= 2 call, patched absorbs it
     for s in steps:
         if s.width >= 2:
