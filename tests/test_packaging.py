@@ -30,6 +30,7 @@ def test_wheel_contents(tmp_path):
         "mlatui/scenarios/glm47-flash.toml",
         "mlatui/scenarios/deepseek-v3.toml",
         "mlatui/scenarios/glm53-flash-sparse.toml",
+        "mlatui/scenarios/demo.jsonl",
         "mlatui/embedded/model/config.json",
         "mlatui/embedded/draft/model.safetensors",
         "mlatui/embedded/MANIFEST.json",
