@@ -50,7 +50,16 @@ def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
     from dataclasses import replace
 
     phases = []
+    only = overrides.get("only_phases")
+    if only:
+        unknown = set(only) - {p.name for p in scenario.phases}
+        if unknown:
+            raise ScenarioError(
+                f"{scenario.path}: no phase named {', '.join(sorted(unknown))} (phases: {', '.join(p.name for p in scenario.phases)})"
+            )
     for p in scenario.phases:
+        if only and p.name not in only:
+            continue
         changes = {
             k: (tuple(v) if isinstance(v, list) else v)
             for k, v in overrides.items()

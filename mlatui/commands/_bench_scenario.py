@@ -28,6 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
     parser.add_argument("--reps", type=int, help="override every phase's reps")
     parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
+    parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -82,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["reps"] = args.reps
     if args.tokens:
         overrides["tokens"] = args.tokens
+    if args.phases:
+        overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
     config = RunConfig(
         args.model,
         args.draft_model,
