@@ -88,11 +88,16 @@ class Arm:
 
 
 class ArmWorker:
-    """One long-lived thread per arm; `call(fn)` runs fn(arm) there while holding the baton."""
+    """One long-lived thread per arm; `call(fn)` runs fn(arm) there while holding the baton.
+    With `host`, the arm has no thread of its own and runs on the host's (a diagnostic: both
+    arms on one thread and one MLX stream, to tell thread effects from the gate's)."""
 
-    def __init__(self, arm: Arm, baton: Baton):
+    def __init__(self, arm: Arm, baton: Baton, host: ArmWorker | None = None):
         self.arm = arm
         self.baton = baton
+        self.host = host
+        if host is not None:
+            return
         self._queue: SimpleQueue = SimpleQueue()
         self._thread = threading.Thread(
             target=self._loop, name=f"mlatui-arm-{arm.name}", daemon=True
@@ -115,12 +120,12 @@ class ArmWorker:
             item = self._queue.get()
             if item is None:
                 return
-            fn, future = item
+            fn, future, arm = item
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with self.baton.hold(self.arm.name):
-                    result = fn(self.arm)
+                with self.baton.hold(arm.name):
+                    result = fn(arm)
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 future.set_exception(e)
             else:
@@ -128,16 +133,17 @@ class ArmWorker:
 
     def call(self, fn: Callable[[Arm], T]) -> T:
         future: Future = Future()
-        self._queue.put((fn, future))
+        (self.host or self)._queue.put((fn, future, self.arm))
         return future.result()
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+        if self.host is None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return (self.host or self)._thread.is_alive()
 
 
 def build_arms(model: nn.Module, threshold: str | int = "formula") -> tuple[Arm, Arm]:

@@ -264,12 +264,15 @@ def run(
             "seed": config.seed,
             "overrides": config.overrides,
             "random_weights": loaded.random_weights,
+            "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
         }
         emit(header(config, scenario, loaded, patched.report, settings))
         header_sent = True
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
         baton = Baton()
-        workers = {a.name: ArmWorker(a, baton) for a in (stock, patched)}
+        workers = {"stock": ArmWorker(stock, baton)}
+        host = workers["stock"] if config.shared_arm_thread else None
+        workers["patched"] = ArmWorker(patched, baton, host=host)
         if make_draft is not None:
             for w in workers.values():
                 w.call(lambda a: setattr(a, "draft", make_draft(a)))

@@ -19,6 +19,7 @@ class RunConfig:
     )
     threshold: str = "formula"  # formula | calibrated | <int>
     seed: int = 0
+    shared_arm_thread: bool = False  # diagnostic: both arms on one worker thread
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
 
     def to_json(self) -> str:

@@ -250,3 +250,18 @@ def test_phase_start_counts_planned_steps(tiny_run):
     _, events = tiny_run
     start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == "sweep")
     assert start.planned_steps == sum(1 for e in events if isinstance(e, Step))
+
+
+def test_shared_arm_thread_runs_both_arms_on_one_thread():
+    model = build_model("deepseek_v3")
+    stock, patched = build_arms(model)
+    baton = Baton()
+    host = ArmWorker(stock, baton)
+    guest = ArmWorker(patched, baton, host=host)
+    names = {w.call(lambda a: (a.name, threading.current_thread().name)) for w in (host, guest)}
+    assert {n for n, _ in names} == {"stock", "patched"}
+    assert len({t for _, t in names}) == 1
+    guest.close()
+    assert host.alive
+    host.close()
+    assert not host.alive

@@ -28,6 +28,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
     parser.add_argument("--reps", type=int, help="override every phase's reps")
     parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
+    parser.add_argument(
+        "--shared-arm-thread",
+        action="store_true",
+        help="diagnostic: run both arms on one worker thread (one MLX stream) instead of one thread each",
+    )
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -86,14 +91,15 @@ def run(args: argparse.Namespace) -> int:
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
     config = RunConfig(
-        args.model,
-        args.draft_model,
-        args.scenario,
-        str(out),
-        args.random_weights,
-        args.threshold,
-        args.seed,
-        overrides,
+        model=args.model,
+        draft_model=args.draft_model,
+        scenario=args.scenario,
+        record=str(out),
+        random_weights=args.random_weights,
+        threshold=args.threshold,
+        seed=args.seed,
+        shared_arm_thread=args.shared_arm_thread,
+        overrides=overrides,
     )
     events = []
     stop = threading.Event()
