@@ -82,7 +82,7 @@ def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
             from mlatui.embedded import prompts
 
             text = "\n\n".join(prompts()) + "\n\n" + text
-        cache = list(loaded.tokenizer.encode(text))
+        cache = _encode_quietly(loaded.tokenizer, text)
     rng = random.Random(seed)
 
     def tokens_for(n: int) -> list[int]:
@@ -95,6 +95,21 @@ def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
         return cache[:n]
 
     return tokens_for
+
+
+def _encode_quietly(tokenizer, text: str) -> list[int]:
+    """Tokenize the whole context text without transformers' warning that it is longer than the
+    model's maximum (we only ever feed it up to each context length)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return list(tokenizer.encode(text))
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return list(tokenizer.encode(text))
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def header(

@@ -15,22 +15,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 
 from mlatui.events import ErrorEvent, Event, RunEnd, SpecStep, Step
 from mlatui.recorder import Recorder, parse_line, read_recording
 from mlatui.runconfig import RunConfig
+from mlatui.runs import default_record_path
 
 Engine = Callable[[RunConfig, Callable[[Event], None], threading.Event], str]
 ENGINE = "mlatui.engine:run"
-
-
-def default_record_path() -> Path:
-    import platformdirs
-
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(platformdirs.user_data_dir("mlatui")) / "runs" / f"run-{stamp}.jsonl"
 
 
 def load_engine(spec: str = ENGINE) -> Engine:

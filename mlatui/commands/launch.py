@@ -28,7 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="run the engine in a child process (events over a pipe)",
     )
     parser.add_argument(
-        "--ui-hz", type=float, default=4.0, help="screen updates per second (default 4)"
+        "--ui-hz",
+        type=float,
+        default=1.0,
+        help="screen updates per second (default 1: the lowest observer effect measured, see docs/performance.md)",
     )
     parser.add_argument(
         "--random-weights",
