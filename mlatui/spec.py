@@ -82,8 +82,8 @@ def speculative_step(
     t0 = time.perf_counter_ns()
     drafts = draft.propose(last, depth, hidden)
     mx.eval(draft.sync_arrays())
-    t1 = time.perf_counter_ns()
     inputs = mx.array([[last, *drafts]])  # (1, depth + 1)
+    t1 = time.perf_counter_ns()
     logits, new_hidden = draft.target_forward(model, inputs, cache)
     greedy = mx.argmax(logits[0], axis=-1)  # (depth + 1,)
     mx.eval(greedy, new_hidden) if new_hidden is not None else mx.eval(greedy)
@@ -105,11 +105,13 @@ def speculative_step(
 
 def plain_step(model: nn.Module, cache: list[Any], last: int) -> tuple[int, float]:
     """One greedy decode step (L = 1). Returns (next token, ms)."""
+    x = mx.array([[last]])  # (1, 1)
     t0 = time.perf_counter_ns()
-    logits = model(mx.array([[last]]), cache=cache)  # (1, 1, V)
+    logits = model(x, cache=cache)  # (1, 1, V)
     tok = mx.argmax(logits[0, -1])
     mx.eval(tok)
-    return int(tok.item()), (time.perf_counter_ns() - t0) / 1e6
+    ms = (time.perf_counter_ns() - t0) / 1e6
+    return int(tok.item()), ms
 
 
 class SyntheticDraft(DraftSource):
