@@ -207,8 +207,9 @@ def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
         mx.eval([c.state for c in arm.cache])
     if needs_hidden:
         h = mx.concatenate(hidden, axis=1)  # (1, T, D)
-        mx.eval(h)
-        arm.state.update(context_hidden=h, last_hidden=h[:, -1:])
+        last = h[:, -1:]  # (1, 1, D)
+        mx.eval(h, last)  # other threads use these: nothing lazy may cross (per-thread streams)
+        arm.state.update(context_hidden=h, last_hidden=last)
     return cache_len(arm.cache)
 
 

@@ -265,3 +265,26 @@ def test_shared_arm_thread_runs_both_arms_on_one_thread():
     assert host.alive
     host.close()
     assert not host.alive
+
+
+def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
+    """`--model` on a checkpoint that carries an MTP layer: the engine finds it (draft "auto"),
+    speculates with it in both arms, and the emitted text equals plain greedy decoding."""
+    from mlatui.checkpoint import save_tokenizer
+    from tests.test_mtp import save_checkpoint
+
+    folder = tmp_path / "glm-mtp"
+    save_checkpoint(folder, "glm4_moe_lite", "index", overrides={"vocab_size": 64})
+    save_tokenizer(folder, 64)
+    scenario = tmp_path / "mtp.toml"
+    scenario.write_text(
+        '[model]\nsource = "path"\n[draft]\nsource = "auto"\n'
+        '[[phase]]\nkind = "decode"\ncontexts = [64]\ndepths = [2]\ntokens = 12\nwarmup = 1\n'
+    )
+    events = []
+    status = run(RunConfig(model=str(folder), scenario=str(scenario)), events.append)
+    assert status == "completed", [e for e in events if e.type == "error"]
+    assert events[0].draft == "mtp" and events[0].synthetic_acceptance is False
+    specs = [e for e in events if isinstance(e, SpecStep)]
+    assert {e.arm for e in specs} == {"stock", "patched"} and all(e.depth == 2 for e in specs)
+    assert not [e for e in events if e.type == "log" and "diverged" in e.message]
