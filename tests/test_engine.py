@@ -288,3 +288,34 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     specs = [e for e in events if isinstance(e, SpecStep)]
     assert {e.arm for e in specs} == {"stock", "patched"} and all(e.depth == 2 for e in specs)
     assert not [e for e in events if e.type == "log" and "diverged" in e.message]
+
+
+def test_engine_with_local_model_and_draft_model_folders(tmp_path):
+    """The real-checkpoint path: `--model` and `--draft-model` are local mlx-lm folders, loaded
+    by mlx_lm.load; a bad path is one line that says what to do."""
+    from mlatui.checkpoint import save_random_checkpoint
+
+    target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
+    draft = save_random_checkpoint(tmp_path / "draft", "deepseek_v3", layers=1, seed=2)
+    scenario = tmp_path / "d.toml"
+    scenario.write_text(
+        '[model]\nsource = "path"\n'
+        '[[phase]]\nkind = "decode"\ncontexts = [80]\ndepths = [1]\ntokens = 10\nwarmup = 1\n'
+    )
+    events = []
+    config = RunConfig(model=str(target), draft_model=str(draft), scenario=str(scenario))
+    assert run(config, events.append) == "completed"
+    assert events[0].draft == f"draft-model:{draft}" and events[0].model == str(target)
+    results = [e for e in events if e.type == "decode_result"]
+    assert {(r.arm, r.depth) for r in results} == {
+        (a, d) for a in ("stock", "patched") for d in (0, 1)
+    }
+    assert not [
+        e for e in events if e.type == "log" and "diverged" in e.message and "stock" in e.message
+    ]
+
+    events = []
+    config = RunConfig(model=str(tmp_path / "missing"), scenario=str(scenario))
+    assert run(config, events.append) == "error"
+    error = next(e for e in events if e.type == "error")
+    assert "no such folder" in error.message and "\n" not in error.message
