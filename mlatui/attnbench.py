@@ -43,14 +43,19 @@ class ForcedArms:
     materialised: nn.Module
     hidden: int
     takes_scale: bool  # mistral4: __call__(x, attn_scale, mask, cache)
+    dtype: mx.Dtype = mx.float32
 
 
 def forced_arms(
-    family: str, size: str = "full", bits: int | None = None, seed: int = 0
+    family: str,
+    size: str = "full",
+    bits: int | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
 ) -> ForcedArms:
     """One random-weight attention layer of the family's geometry, as two twins that always take
     the absorbed / the materialised branch (they share the weights)."""
-    attn = families.attention_layer(family, size, bits=bits, seed=seed)
+    attn = families.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype)
     arms = []
     for force in (True, False):
         t = mla.twin(attn)
@@ -58,24 +63,24 @@ def forced_arms(
         arms.append(t)
     takes_scale = "attn_scale" in inspect.signature(type(attn).__call__).parameters
     hidden = attn.o_proj.weight.shape[0]
-    return ForcedArms(mla.geometry_of(attn), arms[0], arms[1], hidden, takes_scale)
+    return ForcedArms(mla.geometry_of(attn), arms[0], arms[1], hidden, takes_scale, dtype)
 
 
-def random_cache(attn: nn.Module, context: int, seed: int = 0) -> Any:
+def random_cache(attn: nn.Module, context: int, seed: int = 0, dtype: mx.Dtype = mx.float32) -> Any:
     """A cache holding `context` random latents (normalised like kv_a_layernorm's output); filling it
     through the layer would cost a materialised prefill per chunk and buys nothing for timing."""
     mx.random.seed(seed)
     r, rope = attn.kv_lora_rank, attn.qk_rope_head_dim
     latent = KVCache()
     latent.update_and_fetch(
-        mx.random.normal((1, 1, context, r)),  # (B, 1, T, r)
-        mx.random.normal((1, 1, context, rope)),  # (B, 1, T, rope)
+        mx.random.normal((1, 1, context, r)).astype(dtype),  # (B, 1, T, r)
+        mx.random.normal((1, 1, context, rope)).astype(dtype),  # (B, 1, T, rope)
     )
     if not hasattr(attn, "indexer"):
         mx.eval(latent.state)
         return latent
     index = KVCache()
-    k = mx.random.normal((1, 1, context, attn.indexer.head_dim))  # (B, 1, T, index_head_dim)
+    k = mx.random.normal((1, 1, context, attn.indexer.head_dim)).astype(dtype)  # (B, 1, T, Di)
     index.update_and_fetch(k, k)
     cache = CacheList(latent, index)
     mx.eval(cache.state)
@@ -90,8 +95,8 @@ def attention_step(
     arms: ForcedArms, width: int, seed: int = 0
 ) -> Callable[[nn.Module, Any], mx.array]:
     mx.random.seed(seed)
-    x = mx.random.normal((1, width, arms.hidden))  # (B, L, D)
-    scale = mx.ones((width, 1))
+    x = mx.random.normal((1, width, arms.hidden)).astype(arms.dtype)  # (B, L, D)
+    scale = mx.ones((width, 1), dtype=arms.dtype)
     mx.eval(x, scale)
 
     def step(attn: nn.Module, cache: Any) -> mx.array:
@@ -132,13 +137,16 @@ def forced_sweep(
     bits: int | None = None,
     env: dict | None = None,
     progress: Callable[[str], None] = lambda s: None,
+    dtype: mx.Dtype = mx.float32,
 ) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
-    arms = forced_arms(family, size, bits)
+    arms = forced_arms(family, size, bits, dtype=dtype)
     g = arms.geometry
-    settings = dict(size=size, bits=bits, reps=reps, geometry=g.key, heads=g.num_heads)
+    settings = dict(
+        size=size, bits=bits, dtype=str(dtype), reps=reps, geometry=g.key, heads=g.num_heads
+    )
     records, summary = [], {}
     for context in contexts:
-        cache = random_cache(arms.absorbed, context)
+        cache = random_cache(arms.absorbed, context, dtype=dtype)
         medians = {}
         for width in widths:
             s = time_forced(arms, cache, width, reps)
@@ -192,9 +200,10 @@ def model_sweep(
     bits: int | None = None,
     env: dict | None = None,
     progress: Callable[[str], None] = lambda s: None,
+    dtype: mx.Dtype = mx.float32,
 ) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
     """Stock vs patched twin (shared weights), each with its own copy of one prefilled cache."""
-    stock = families.build_model(family, size, layers, bits=bits)
+    stock = families.build_model(family, size, layers, bits=bits, dtype=dtype)
     patched = mla.twin(stock)
     report = mla.patch_model(patched)
     mla.count_branches(stock)
@@ -203,7 +212,14 @@ def model_sweep(
             f"{family} has a non-trimmable cache (linear-attention layers); part (b) needs trim"
         )
     vocab = families.text_config(families.config_for(family, size))["vocab_size"]
-    settings = dict(size=size, bits=bits, layers=layers, reps=reps, geometry=report.geometry.key)
+    settings = dict(
+        size=size,
+        bits=bits,
+        dtype=str(dtype),
+        layers=layers,
+        reps=reps,
+        geometry=report.geometry.key,
+    )
     widths = sorted(set(widths) | {1})
     arms = {"stock": stock, "patched": patched}
     records, summary = [], {}

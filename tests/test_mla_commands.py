@@ -154,3 +154,17 @@ def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="mlatui calibrate"):
         report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "formula" and report.threshold == 170
+
+
+def test_bench_attention_dtype_bfloat16_forced_branches(tmp_path, capsys):
+    from mlatui.cli import main
+
+    out = tmp_path / "bf16.jsonl"
+    args = ["bench", "attention", "--family", "glm4_moe_lite", "--size", "tiny", "--part", "a"]
+    args += ["--contexts", "128", "--widths", "1,2", "--reps", "3", "--dtype", "bfloat16"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert "bfloat16" in capsys.readouterr().out
+    import json
+
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records and all(r["settings"]["dtype"] == "mlx.core.bfloat16" for r in records)

@@ -53,6 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--bits", type=int, default=None, help="quantize weights (e.g. 4); default float32"
     )
     parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default="float32",
+        help="weights and activations (default float32: fastest on CPU; real checkpoints run bf16 on GPUs)",
+    )
+    parser.add_argument(
         "--layers",
         type=int,
         default=None,
@@ -93,17 +99,29 @@ def run(args: argparse.Namespace) -> int:
 
     env = environment()
 
+    import mlx.core as mx
+
+    dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}[args.dtype]
+
     def log(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
 
     print(
         f"# bench attention: {args.family} ({args.size} geometry, random weights, "
-        f"{f'{args.bits}-bit' if args.bits else 'float32'})\n{env_line(env)}\n"
+        f"{f'{args.bits}-bit weights, ' if args.bits else ''}{args.dtype})\n{env_line(env)}\n"
     )
     records = []
     if args.part in ("a", "both"):
         recs, summary = attnbench.forced_sweep(
-            args.family, args.contexts, args.widths, args.reps, args.size, args.bits, env, log
+            args.family,
+            args.contexts,
+            args.widths,
+            args.reps,
+            args.size,
+            args.bits,
+            env,
+            log,
+            dtype=dtype,
         )
         records += recs
         print("## (a) one attention layer, forced branch: median ms\n")
@@ -155,9 +173,17 @@ def run(args: argparse.Namespace) -> int:
                 args.bits,
                 env,
                 log,
+                dtype=dtype,
             )
         except ValueError as e:
             raise UserError(str(e)) from e
+        except RuntimeError as e:
+            if "GatherMM" in str(e):
+                raise UserError(
+                    f"{args.family}: MLX on CPU runs unquantized MoE experts in float32 only "
+                    "(GatherMM); use --dtype float32 here (bf16 works on Metal and CUDA)"
+                ) from e
+            raise
         records += recs
         layers = f"{args.layers} layer(s)" if args.layers else "all layers"
         print(f"## (b) whole model ({layers}), stock vs patched step: median ms\n")
