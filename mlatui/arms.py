@@ -221,4 +221,15 @@ def copy_cache(cache: list[Any]) -> list[Any]:
 
 
 def cache_len(cache: list[Any]) -> int:
-    return cache[0].offset
+    """Tokens held by a model's cache: the first layer cache that counts them (hybrid models put
+    recurrent ArraysCaches, which do not, beside their KV caches)."""
+    for c in cache:
+        if hasattr(c, "offset"):
+            return c.offset
+        inner = getattr(c, "caches", None)
+        if inner:
+            try:
+                return cache_len(list(inner))
+            except ValueError:
+                continue
+    raise ValueError("cannot tell how many tokens this cache holds")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.arms import Arm
+from mlatui.arms import Arm, cache_len
 from mlatui.events import DecodeResult, LogMessage, PhaseStart, PhaseSummary, SpecStep
 from mlatui.phases import ARM_ORDER, ProgressTracker, RunContext, share_context, validity
 from mlatui.scenario import Phase
@@ -76,7 +76,7 @@ def _spec(arm: Arm, run: ArmRun):
 
 
 def _rewind(arm: Arm, run: ArmRun) -> None:
-    trim_prompt_cache(arm.cache, arm.cache[0].offset - run.base_len)
+    trim_prompt_cache(arm.cache, cache_len(arm.cache) - run.base_len)
 
 
 def decode_setting(
@@ -147,8 +147,7 @@ def decode_setting(
 def _result(
     ctx: RunContext, phase: Phase, arm: str, context: int, run: ArmRun, n_tokens: int
 ) -> DecodeResult:
-    steps = run.step_ms[: len(run.step_ms)]
-    seconds = sum(steps) / 1e3
+    seconds = sum(run.step_ms) / 1e3  # whole steps: draft + verify + accept + rollback
     emitted = min(len(run.emitted), n_tokens) if run.depth == 0 else len(run.emitted)
     acceptance = tuple(a / o for a, o in zip(run.accepted_at, run.offered_at, strict=True) if o)
     r = DecodeResult(
@@ -169,7 +168,7 @@ def _result(
 
 
 def _prepare_context(ctx: RunContext, context: int) -> int:
-    """Prefill `context` tokens once (stock), copy to patched; the next text token is `last`."""
+    """Prefill `context` tokens once, a copy per arm; the next text token is `last`."""
     text = ctx.tokens_for(context + 1)
     length = share_context(ctx, text[:-1])
     for name in ARM_ORDER:

@@ -19,6 +19,7 @@ from mlatui.arms import Arm, ArmWorker, cache_len, copy_cache, prefill
 from mlatui.events import Event, PhaseStart, PhaseSummary, Progress, Step, Validity
 from mlatui.measure import L1_TOLERANCE_PCT, Stats, abba, l1_check
 from mlatui.scenario import Phase
+from mlatui.spec import require_trimmable
 
 ARM_ORDER = ("stock", "patched")
 
@@ -140,6 +141,8 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
         ctx.check_stop()
         text = ctx.tokens_for(context + max_width)
         length = share_context(ctx, text[:context])
+        stock = ctx.workers["stock"].arm
+        require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
         samples: dict[tuple[str, int], list[float]] = {}
         for width in phase.widths:
             step = _forward_and_trim(text[context : context + width])

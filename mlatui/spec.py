@@ -19,12 +19,13 @@ class UntrimmableCacheError(ValueError):
     pass
 
 
-def require_trimmable(cache: list[Any], model_name: str) -> None:
+def require_trimmable(
+    cache: list[Any], model_name: str, purpose: str = "speculative decoding"
+) -> None:
     if not can_trim_prompt_cache(cache):
         raise UntrimmableCacheError(
             f"{model_name}: its cache cannot be trimmed (hybrid linear-attention layers keep a "
-            "recurrent state), so rejected drafts cannot be rolled back; speculative decoding is "
-            "not possible on this model — use a sweep phase only"
+            f"recurrent state), so {purpose} cannot roll back its steps on this model"
         )
 
 

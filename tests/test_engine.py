@@ -246,6 +246,27 @@ def test_untrimmable_cache_is_refused_with_the_model_name():
         require_trimmable(cache, "kimi-tiny")
 
 
+def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
+    """kimi_linear's linear-attention state cannot be trimmed back after a timed step: the sweep
+    says so in one line instead of silently growing the context sample after sample."""
+    from mlatui.loading import Loaded
+
+    model = build_model("kimi_linear")
+    monkeypatch.setattr(
+        mlatui.engine,
+        "load_target",
+        lambda *a, **k: Loaded(model, None, "kimi-tiny", "kimi_linear", None, True),
+    )
+    events = []
+    assert (
+        run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
+        == "error"
+    )
+    error = next(e for e in events if e.type == "error")
+    assert error.message.startswith("kimi-tiny: its cache cannot be trimmed")
+    assert "a sweep" in error.message
+
+
 def test_phase_start_counts_planned_steps(tiny_run):
     _, events = tiny_run
     start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == "sweep")
