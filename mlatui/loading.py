@@ -3,7 +3,6 @@ the embedded default model (same loader), or random weights built from a scenari
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -78,35 +77,23 @@ def _model_type(folder: Path | None, model: nn.Module) -> str:
 
 def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights."""
-    from mlx_lm.utils import MODEL_REMAPPING
+    from mlatui.families import model_from_config, quantize
 
     _register()
-    family = MODEL_REMAPPING.get(spec.family, spec.family)
-    try:
-        arch = importlib.import_module(f"mlx_lm.models.{family}")
-    except ImportError as e:
-        raise LoadError(f"model family {spec.family!r} is not an mlx-lm model type") from e
     config = dict(spec.config)
     config.setdefault("model_type", spec.family)
+    mx.random.seed(seed)
     try:
-        args = arch.ModelArgs.from_dict(config)
+        model = model_from_config(config)
+    except ValueError as e:  # mlx-lm: "Model type X not supported."
+        raise LoadError(f"model family {spec.family!r} is not an mlx-lm model type") from e
     except TypeError as e:
         raise LoadError(f"model config for {spec.family}: {e}") from e
-    mx.random.seed(seed)
-    model = arch.Model(args)
-    dtype = DTYPES[spec.dtype]
-    model.set_dtype(dtype)
+    model.set_dtype(DTYPES[spec.dtype])
     if spec.bits:
-        nn.quantize(
-            model,
-            group_size=64,
-            bits=spec.bits,
-            class_predicate=lambda _, m: (
-                hasattr(m, "to_quantized") and m.weight.shape[-1] % 64 == 0
-            ),
-        )
+        quantize(model, spec.bits)
     mx.eval(model.parameters())
-    return model, family
+    return model, config["model_type"]
 
 
 def load_target(

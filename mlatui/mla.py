@@ -19,7 +19,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import mlx.core as mx
 import mlx.nn as nn
 
 GATE_MARKERS = ("embed_q", "unembed_out")
@@ -442,14 +441,6 @@ def branch_counters(model: nn.Module) -> BranchCounters | None:
     return None
 
 
-def unpatch_model(model: nn.Module) -> None:
-    for _, m in mla_modules(model):
-        stock = getattr(type(m), "_mlatui_stock_class", None)
-        if stock is not None:
-            m.__class__ = stock
-            m.__dict__.pop("_mlatui_gate_state", None)
-
-
 def twin(model: nn.Module) -> nn.Module:
     """A structurally separate copy of `model` that shares every array (no weight is copied)."""
 
@@ -474,14 +465,3 @@ def twin(model: nn.Module) -> nn.Module:
         return obj
 
     return clone(model)
-
-
-def model_geometry(model: nn.Module) -> Geometry:
-    found = mla_modules(model)
-    if not found:
-        raise PatchError(f"{type(model).__module__}: no MLA attention found")
-    return geometry_of(found[0][1])
-
-
-def eval_model(model: nn.Module) -> None:
-    mx.eval(model.parameters())

@@ -15,7 +15,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.arms import Arm, ArmWorker, cache_len, copy_cache, prefill
+from mlatui.arms import Arm, ArmWorker, copy_cache, prefill
 from mlatui.events import Event, PhaseStart, PhaseSummary, Progress, Step, Validity
 from mlatui.measure import L1_TOLERANCE_PCT, Stats, abba, l1_check
 from mlatui.scenario import Phase
@@ -189,16 +189,6 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
     return summary
 
 
-def marginal_cost(rows: list[dict]) -> dict[tuple[int, str], float]:
-    """median(L=2) - median(L=1) per (context, arm): the price of the second query."""
-    med = {(r["context"], r["width"], r["arm"]): r["median_ms"] for r in rows}
-    out = {}
-    for (context, width, arm), m in med.items():
-        if width == 2 and (context, 1, arm) in med:
-            out[(context, arm)] = m - med[(context, 1, arm)]
-    return out
-
-
 def sweep_verdict(rows: list[dict]) -> str:
     valid = [r for r in rows if r["valid"]]
     if not valid:
@@ -211,7 +201,3 @@ def sweep_verdict(rows: list[dict]) -> str:
     w = max(widths)
     ratio = med[(w, "stock")] / med[(w, "patched")]
     return f"at context {top}, L = {w}: stock {med[(w, 'stock')]:.2f} ms vs patched {med[(w, 'patched')]:.2f} ms ({ratio:.2f}x)"
-
-
-def cache_length(arm: Arm) -> int:
-    return cache_len(arm.cache)

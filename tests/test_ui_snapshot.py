@@ -18,6 +18,7 @@ def test_main_screen_snapshot(snap_compare, tmp_path):
         while not pilot.app._done:
             assert time.monotonic() < end
             await pilot.pause(0.02)
+        await pilot.pause()  # RunFinished is posted with _done: let its notification arrive first
         pilot.app.clear_notifications()
         await pilot.pause()
 
