@@ -99,8 +99,15 @@ def attention_step(
     scale = mx.ones((width, 1), dtype=arms.dtype)
     mx.eval(x, scale)
 
+    masks: dict[int, mx.array | None] = {}  # every sample sees the same offset: build it once
+
     def step(attn: nn.Module, cache: Any) -> mx.array:
-        mask = create_causal_mask(width, _offset(cache)) if width > 1 else None
+        offset = _offset(cache)
+        if offset not in masks:  # first (warm-up) call only
+            masks[offset] = create_causal_mask(width, offset) if width > 1 else None
+            if masks[offset] is not None:
+                mx.eval(masks[offset])
+        mask = masks[offset]
         if arms.takes_scale:
             return attn(x, scale, mask, cache)
         return attn(x, mask=mask, cache=cache)

@@ -87,7 +87,7 @@ def speculative_step(
     t1 = time.perf_counter_ns()
     logits, new_hidden = draft.target_forward(model, inputs, cache)
     greedy = mx.argmax(logits[0], axis=-1)  # (depth + 1,)
-    mx.eval(greedy, new_hidden) if new_hidden is not None else mx.eval(greedy)
+    mx.eval(greedy, *([] if new_hidden is None else [new_hidden]))
     t2 = time.perf_counter_ns()
     targets = greedy.tolist()
     n = accept_greedy(drafts, targets)
