@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from enum import StrEnum
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
@@ -73,14 +74,44 @@ class Baton:
         return _Held()
 
 
+class Variant(StrEnum):
+    """What an arm runs: stock mlx-lm gates, or the patched ones. The two slots of a run are
+    named "stock" and "patched"; in an A/A (null) run both slots run the same variant."""
+
+    STOCK = "stock"
+    PATCHED = "patched"
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The patched variant's choices, applied alike to every gated layer, dense and sparse, and
+    to every draft that has MLA: the MLA gate's threshold and the sparse indexer's pooling."""
+
+    threshold: str | int = "formula"  # formula | calibrated | stock | an int >= 1
+    indexer: str = "patched"  # patched | stock
+
+    @classmethod
+    def parse(cls, threshold: str | int = "formula", indexer: str = "patched") -> Gates:
+        if isinstance(threshold, str) and threshold.strip().isdigit():
+            threshold = int(threshold)
+        if indexer not in ("patched", "stock"):
+            raise ValueError(f"indexer mode must be 'patched' or 'stock', got {indexer!r}")
+        return cls(threshold, indexer)
+
+
+ARM_SLOTS = ("stock", "patched")
+
+
 @dataclass
 class Arm:
-    name: str
+    name: str  # the slot: "stock" or "patched" (in an A/A run both slots run one variant)
     model: nn.Module
     report: mla.PatchReport
     cache: list[Any] | None = None
     draft: Any = None
     state: dict = field(default_factory=dict)
+    variant: Variant | None = None  # None: the prefill arm (stock model, uninstrumented)
+    gates: Gates | None = None
 
     @property
     def counters(self) -> mla.BranchCounters:
@@ -146,34 +177,66 @@ class ArmWorker:
         return (self.host or self)._thread.is_alive()
 
 
-def build_arms(model: nn.Module, threshold: str | int = "formula") -> tuple[Arm, Arm]:
-    """Stock arm = the model, instrumented (its gate stays L == 1); patched arm = a twin sharing
-    every weight, with the gate patched. mlatui's own sparse MLA layers carry both gates as
-    switches. Parameters must already be evaluated."""
-    patched_model = mla.twin(model)
+def gate_model(model: nn.Module, variant: Variant, gates: Gates = Gates()) -> mla.PatchReport:
+    """Instrument (stock) or patch (patched) every gated layer of `model` in place."""
     sparse = sparse_layers(model)
+    threshold = "stock" if variant is Variant.STOCK else gates.threshold
+    indexer = "stock" if variant is Variant.STOCK else gates.indexer
     if mla.mla_modules(model):
-        stock_report = mla.count_branches(model)
-        patched_report = mla.patch_model(patched_model, threshold)
-    elif sparse:
-        stock_report = _sparse_report(sparse, "stock", 1)
-        geometry = stock_report.geometry
-        limit = mla.max_absorbed_queries(
-            geometry.kv_lora_rank, geometry.qk_nope_head_dim, geometry.v_head_dim
+        report = (
+            mla.count_branches(model)
+            if variant is Variant.STOCK
+            else mla.patch_model(model, threshold)
         )
-        patched_report = _sparse_report(sparse, "formula", limit)
+    elif sparse:
+        geometry = mla.geometry_of(sparse[0][1])
+        policy = mla.policy_for(threshold, geometry)
+        report = mla.PatchReport(
+            policy.name,
+            [],
+            ["SparseMLAttention"],
+            geometry,
+            policy.limit(geometry),
+            mla.BranchCounters(),
+        )
     else:
         raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
-    for report, m, mode in (
-        (stock_report, model, "stock"),
-        (patched_report, patched_model, "patched"),
-    ):
-        for name, layer in sparse_layers(m):
-            layer.set_modes(mode, mode)
-            layer.counters = report.counters  # per arm: twin() copied the stock arm's reference
+    if sparse:
+        geometry = mla.geometry_of(sparse[0][1])
+        policy = mla.policy_for(threshold, geometry)
+        for name, layer in sparse:
+            layer.set_modes(policy, indexer)
+            layer.counters = report.counters  # per arm: twin() copied the source's reference
             if name not in report.modules:
                 report.modules.append(name)
-    return Arm("stock", model, stock_report), Arm("patched", patched_model, patched_report)
+        report.indexer = indexer
+    return report
+
+
+def build_arms(
+    model: nn.Module,
+    threshold: str | int = "formula",
+    variants: tuple[Variant, Variant] = (Variant.STOCK, Variant.PATCHED),
+    indexer: str = "patched",
+) -> tuple[Arm, Arm]:
+    """Two arms, each a twin of `model` sharing every weight (no weight is copied), each gated
+    as its variant says; `model` itself stays stock and uninstrumented (prefills run on it).
+    Both slots are built the same way, so nothing but the variant differs between them.
+    Parameters must already be evaluated."""
+    gates = Gates.parse(threshold, indexer)
+    arms = []
+    for slot, variant in zip(ARM_SLOTS, variants, strict=True):
+        twin = mla.twin(model)
+        arms.append(
+            Arm(
+                slot,
+                twin,
+                gate_model(twin, Variant(variant), gates),
+                variant=Variant(variant),
+                gates=gates,
+            )
+        )
+    return arms[0], arms[1]
 
 
 def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -183,11 +246,6 @@ def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
         for n, m in model.named_modules()
         if hasattr(m, "set_modes") and hasattr(m, "indexer")
     ]
-
-
-def _sparse_report(layers: list[tuple[str, nn.Module]], policy: str, limit: int) -> mla.PatchReport:
-    geometry = mla.geometry_of(layers[0][1])
-    return mla.PatchReport(policy, [], ["SparseMLAttention"], geometry, limit, mla.BranchCounters())
 
 
 def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
@@ -210,6 +268,44 @@ def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
         last = h[:, -1:]  # (1, 1, D)
         mx.eval(h, last)  # other threads use these: nothing lazy may cross (per-thread streams)
         arm.state.update(context_hidden=h, last_hidden=last)
+    return cache_len(arm.cache)
+
+
+def fill_random_latents(arm: Arm, length: int, seed: int) -> int:
+    """Timing-only fill: every layer's cache holds `length` random latents (unit-scale, like
+    kv_a_layernorm's output) instead of a prefill, which at 32K-128K on a full-size model takes
+    minutes. The branch costs do not depend on the values; outputs and acceptance mean nothing."""
+    from mlatui.sparse_mla import SparseMLACache
+
+    arm.cache = make_prompt_cache(arm.model)
+    mx.random.seed(seed)
+    layers = getattr(arm.model, "layers", None) or []
+    if len(layers) != len(arm.cache):
+        raise ValueError("random-latents fill: cannot pair this model's layers with its caches")
+    for layer, cache in zip(layers, arm.cache, strict=True):
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not hasattr(attn, "kv_lora_rank"):
+            raise ValueError(
+                f'random-latents fill: layer {type(layer).__name__} is not MLA attention; use fill = "prefill"'
+            )
+        dtype = attn.kv_a_layernorm.weight.dtype
+        r, rope = attn.kv_lora_rank, attn.qk_rope_head_dim
+        latent = mx.random.normal((1, 1, length, r)).astype(dtype)  # (B, 1, T, r)
+        pe = mx.random.normal((1, 1, length, rope)).astype(dtype)  # (B, 1, T, rope)
+        if isinstance(cache, SparseMLACache):
+            idx = attn.indexer
+            keys = mx.random.normal((1, idx.n_heads, length, idx.head_dim)).astype(
+                dtype
+            )  # (B, H, T, D)
+            gates = mx.random.normal((1, idx.n_heads, length)).astype(dtype)  # (B, H, T)
+            cache.prefill(latent, keys, gates, pe if rope else None)
+        elif hasattr(cache, "update_and_fetch") and hasattr(cache, "offset"):
+            cache.update_and_fetch(latent, pe)
+        else:
+            raise ValueError(
+                f'random-latents fill: unsupported cache {type(cache).__name__}; use fill = "prefill"'
+            )
+        mx.eval(cache.state)
     return cache_len(arm.cache)
 
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from mlatui.events import (
     ARMS,
     DecodeResult,
+    DriftEvent,
     ErrorEvent,
+    Estimate,
     Event,
     LogMessage,
     MemorySample,
@@ -118,6 +120,8 @@ class DashboardState:
         # sweep steps: (arm, context, width) -> [ms]
         self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
         self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context)
+        self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
+        self.drifts: list[DriftEvent] = []
         self.memory: MemorySample | None = None
         self.rss_history: deque = deque(maxlen=SERIES_POINTS)
         self.log: deque = deque(maxlen=LOG_LINES)
@@ -236,12 +240,29 @@ class DashboardState:
     def _on_validity(self, e: Validity) -> None:
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
+        ci = (
+            f" paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}], {e.rounds} rounds"
+            if e.ratio is not None
+            else ""
+        )
         if e.valid:
             msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
-            self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%)")
+            self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")
         else:
-            msg = f"L=1 check at {e.context}: ✗ INVALID {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
-            self._log(e.t, "warning", msg + f" ({e.diff_pct:+.1f}% > {e.tolerance_pct:g}%)")
+            word = "INCONCLUSIVE" if e.verdict == "inconclusive" else "INVALID"
+            msg = f"L=1 check at {e.context}: ✗ {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            self._log(
+                e.t,
+                "warning",
+                msg + f" ({e.diff_pct:+.1f}%{ci}; CI not inside ±{e.tolerance_pct:g}%)",
+            )
+
+    def _on_estimate(self, e: Estimate) -> None:
+        self.estimates[(e.phase, e.context)] = e
+        self.changed |= {"marginal", "arms"}
+
+    def _on_drift(self, e: DriftEvent) -> None:
+        self.drifts.append(e)
 
     def _on_phase_summary(self, e: PhaseSummary) -> None:
         self.summaries.append(e)
@@ -292,17 +313,62 @@ class DashboardState:
     def contexts(self) -> list[int]:
         return sorted({c for (_, c, _) in self.sweep_ms})
 
+    def _sweep_estimate(self, context: int) -> Estimate | None:
+        found = [
+            e
+            for (p, c), e in self.estimates.items()
+            if c == context and self.phase_kinds.get(p, "sweep") == "sweep"
+        ]
+        return found[-1] if found else None
+
+    def estimate(self, quantity: str, arm: str, context: int, width: int) -> dict | None:
+        """The latest paired estimate row {median, low, high, n} of a sweep context, if any."""
+        e = self._sweep_estimate(context)
+        if e is None:
+            return None
+        return next(
+            (
+                r
+                for r in e.rows
+                if r["quantity"] == quantity and r["arm"] == arm and r["width"] == width
+            ),
+            None,
+        )
+
     def l_median(self, arm: str, context: int, width: int) -> float | None:
+        """Step ms: the sampler's median over rounds when estimates exist (schema 2), else the
+        plain median of the samples (older recordings)."""
+        row = self.estimate("step_ms", arm, context, width)
+        if row is not None:
+            return row["median"]
         return _median(self.sweep_ms.get((arm, context, width), []))
 
     def marginal(self, arm: str) -> list[tuple[int, float]]:
-        """(context, median(L=2) - median(L=1)) for every context that has both, in ms."""
+        """(context, marginal cost of the second query, ms) for every context that has one: the
+        paired per-round estimate when the recording has it, else median(L=2) - median(L=1)."""
+        return [(c, m) for c, m, _, _ in self.marginal_ci(arm)]
+
+    def marginal_ci(self, arm: str) -> list[tuple[int, float, float | None, float | None]]:
+        """(context, median, CI low, CI high) of the marginal cost; CI None for older recordings."""
         out = []
         for c in self.contexts():
+            row = self.estimate("marginal_ms", arm, c, 2)
+            if row is not None:
+                out.append((c, row["median"], row["low"], row["high"]))
+                continue
             l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
             if l1 is not None and l2 is not None:
-                out.append((c, l2 - l1))
+                out.append((c, l2 - l1, None, None))
         return out
+
+    @property
+    def harness_bias(self) -> str:
+        """'harness bias ±0.4% (...)' from the header, when an A/A run was stored for this device."""
+        from mlatui.harness_bias import describe
+
+        if self.header is None:
+            return ""
+        return describe((self.header.settings or {}).get("harness_bias"))
 
     @property
     def synthetic(self) -> bool:
@@ -342,7 +408,7 @@ class DashboardState:
             ]
         lines += [f"- status: {self.status}" + (f" ({self.error})" if self.error else ""), ""]
         lines += [
-            "## Marginal cost of the second query (median L=2 − median L=1)",
+            "## Marginal cost of the second query (paired per round, median over rounds)",
             "",
             "| context | stock L=1 ms | patched L=1 ms | stock Δ ms | patched Δ ms | L=1 check |",
             "|---:|---:|---:|---:|---:|:---:|",

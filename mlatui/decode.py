@@ -10,7 +10,9 @@ import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.arms import Arm, cache_len
+from mlatui.estimates import ContextEstimates, Timing, estimate_context, stable_seed
 from mlatui.events import DecodeResult, LogMessage, PhaseStart, PhaseSummary, SpecStep
+from mlatui.measure import L1_TOLERANCE_PCT
 from mlatui.phases import ARM_ORDER, ProgressTracker, RunContext, share_context, validity
 from mlatui.scenario import Phase
 from mlatui.spec import SyntheticDraft, plain_step, require_trimmable, speculative_step
@@ -144,6 +146,21 @@ def decode_setting(
     return runs
 
 
+def plain_estimates(plain: dict[str, ArmRun], seed: int, context: int) -> ContextEstimates:
+    """Plain decode alternates the arms per step (A B, then B A), so steps 2j and 2j + 1 of both
+    arms form one A B B A quad: round j of the sampler's paired L = 1 estimate."""
+    timings = [
+        Timing(i // 2, 1, name, ms)
+        for name in ARM_ORDER
+        for i, ms in enumerate(plain[name].step_ms)
+    ]
+    n = min(len(plain[name].step_ms) for name in ARM_ORDER) // 2 * 2
+    timings = [t for t in timings if t.round < n // 2]
+    return estimate_context(
+        timings, ARM_ORDER, 1, L1_TOLERANCE_PCT, stable_seed(seed, "decode", context)
+    )
+
+
 def _result(
     ctx: RunContext, phase: Phase, arm: str, context: int, run: ArmRun, n_tokens: int
 ) -> DecodeResult:
@@ -209,7 +226,7 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
         _warm_up(ctx, phase, length, depths)
         plain = decode_setting(ctx, phase, length, 0, phase.tokens, {}, progress)
         oracle = {name: plain[name].emitted[1:] + [plain[name].last] for name in ARM_ORDER}
-        v = validity(ctx, phase.name, length, plain["stock"].step_ms, plain["patched"].step_ms)
+        v = validity(ctx, phase.name, length, plain_estimates(plain, ctx.seed, length))
         results = {
             (name, 0): _result(ctx, phase, name, length, plain[name], phase.tokens)
             for name in ARM_ORDER

@@ -14,13 +14,22 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 
 import mlx.core as mx
 
 from mlatui import mla
-from mlatui.arms import Arm, ArmWorker, Baton, build_arms
+from mlatui.arms import Arm, ArmWorker, Baton, Gates, Variant, build_arms, gate_model, sparse_layers
 from mlatui.draft import DraftModelSource
-from mlatui.events import SCHEMA_VERSION, ErrorEvent, Event, LogMessage, RunEnd, RunHeader
+from mlatui.events import (
+    SCHEMA_VERSION,
+    ErrorEvent,
+    Estimate,
+    Event,
+    LogMessage,
+    RunEnd,
+    RunHeader,
+)
 from mlatui.loading import Loaded, LoadError, load_draft, load_target, vocab_size
 from mlatui.phases import RunContext, Stopped, run_sweep
 from mlatui.runconfig import RunConfig
@@ -213,10 +222,8 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
         loaded.draft_name = "mtp"
 
         def mtp(arm: Arm):
-            if arm.name == "stock":
-                return probe
-            head = probe.twin()  # shares the head's weights, own cache
-            _patch_if_mla(head.head)
+            head = probe.twin()  # shares the head's weights, own cache; gated like its arm
+            _gate_if_mla(head.head, arm)
             return head
 
         return mtp
@@ -230,17 +237,31 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
 
 
 def _arm_draft_model(arm: Arm, model):
-    """The patched arm's draft is a patched twin: the fix applies process-wide, the draft's MLA too."""
-    if arm.name != "patched":
-        return model
+    """Each arm's draft is a twin gated like the arm (the fix applies process-wide, so the
+    patched variant's draft has the patched gates too; an A/A gives both arms the same draft)."""
     model = mla.twin(model)
-    _patch_if_mla(model)
+    _gate_if_mla(model, arm)
     return model
 
 
-def _patch_if_mla(model) -> None:
-    if mla.mla_modules(model):
-        mla.patch_model(model)
+def _gate_if_mla(model, arm: Arm) -> None:
+    if mla.mla_modules(model) or sparse_layers(model):
+        gate_model(model, arm.variant or Variant.STOCK, arm.gates or Gates())
+
+
+NULL_PASSES = ((Variant.STOCK, Variant.STOCK), (Variant.PATCHED, Variant.PATCHED))
+
+
+def pass_name(variants: tuple[Variant, Variant], null: bool) -> str:
+    """'' for a real run; 'aa-stock' / 'aa-patched' for the passes of an A/A run."""
+    return f"aa-{variants[0].value}" if null else ""
+
+
+def _prefill_draft(arm: Arm):
+    """The prefill needs the target's hidden states when the draft is an MTP head."""
+    return (
+        arm.draft if arm.draft is not None and getattr(arm.draft, "needs_hidden", False) else None
+    )
 
 
 def run(
@@ -248,7 +269,8 @@ def run(
 ) -> str:
     """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
     stop = stop or threading.Event()
-    emit = _serialized(emit)
+    finals: list[Estimate] = []
+    emit = _collecting(_serialized(emit), finals)
     t0 = time.perf_counter_ns()
     workers: dict[str, ArmWorker] = {}
     workers_all: list[ArmWorker] = []
@@ -268,51 +290,108 @@ def run(
             loaded.draft_name = "none"
         make_draft = _draft_factory(loaded, scenario, config.seed)
         mx.eval(loaded.model.parameters())
-        threshold: str | int = (
-            int(config.threshold) if str(config.threshold).isdigit() else config.threshold
-        )
-        stock, patched = build_arms(loaded.model, threshold)
-        for arm in (stock, patched):
-            arm.state["model_name"] = loaded.name
+        gates = Gates.parse(config.threshold, config.indexer)
+        null = config.null or scenario.null
+        fill = config.fill or scenario.model.fill
+        if fill == "random-latents" and not loaded.random_weights:
+            raise ScenarioError(
+                "fill = random-latents is a timing-only fill for random weights; add --random-weights"
+            )
+        passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
+        stock, patched = build_arms(loaded.model, gates.threshold, passes[0], gates.indexer)
         settings = {
-            "threshold": str(config.threshold),
+            "threshold": str(gates.threshold),
+            "indexer": gates.indexer,
+            "null": null,
+            "passes": [pass_name(p, null) for p in passes],
+            "fill": fill,
             "seed": config.seed,
             "overrides": config.overrides,
             "random_weights": loaded.random_weights,
             "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
+            "arm_cpus": sorted(Baton().cpus or []),
         }
+        from mlatui.harness_bias import lookup
+
+        bias = lookup(scenario.name)
+        if bias is not None:
+            settings["harness_bias"] = bias
         emit(header(config, scenario, loaded, patched.report, settings))
         header_sent = True
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
-        baton = Baton()
-        workers = {"stock": ArmWorker(stock, baton)}
-        host = workers["stock"] if config.shared_arm_thread else None
-        workers["patched"] = ArmWorker(patched, baton, host=host)
-        if make_draft is not None:
-            for w in workers.values():
-                w.call(lambda a: setattr(a, "draft", make_draft(a)))
-        # prefills run the stock model on a third thread; it hands copies to both arms
-        prefill_worker = ArmWorker(
-            Arm("prefill", stock.model, stock.report, draft=stock.draft), baton
-        )
-        workers_all = [*workers.values(), prefill_worker]
+        if null:
+            emit(
+                LogMessage(
+                    now(),
+                    "info",
+                    "A/A null run: both arms run the same variant (every gated layer, dense and "
+                    "sparse, and every draft); any difference is the harness's own bias",
+                )
+            )
+        if fill == "random-latents":
+            emit(
+                LogMessage(
+                    now(),
+                    "warning",
+                    "caches filled with random latents (timing only: branch costs do not depend "
+                    "on the values; outputs and acceptance mean nothing)",
+                )
+            )
         from mlatui.memory import MemorySampler
 
         sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
         sampler.start()
-        ctx = RunContext(
-            workers,
-            emit,
-            stop,
-            t0,
-            text_tokens(loaded, config.seed),
-            vocab_size(loaded.model),
-            make_draft,
-            loaded.draft_name,
-            prefill_worker=prefill_worker,
-        )
-        for i, phase in enumerate(scenario.phases):
-            _phase_runner(phase.kind)(ctx, phase, i, len(scenario.phases))
+        for n, variants in enumerate(passes):
+            if n:
+                stock, patched = build_arms(loaded.model, gates.threshold, variants, gates.indexer)
+            for arm in (stock, patched):
+                arm.state["model_name"] = loaded.name
+            baton = Baton()
+            workers = {"stock": ArmWorker(stock, baton)}
+            host = workers["stock"] if config.shared_arm_thread else None
+            workers["patched"] = ArmWorker(patched, baton, host=host)
+            if make_draft is not None:
+                for w in workers.values():
+                    w.call(lambda a: setattr(a, "draft", make_draft(a)))
+            # prefills run the uninstrumented stock model on a third thread; both arms copy it
+            prefill_arm = Arm("prefill", loaded.model, patched.report, draft=_prefill_draft(stock))
+            prefill_worker = ArmWorker(prefill_arm, baton)
+            workers_all = [*workers.values(), prefill_worker]
+            invalid = ctx.invalid_contexts if ctx else set()
+            ctx = RunContext(
+                workers,
+                emit,
+                stop,
+                t0,
+                text_tokens(loaded, config.seed),
+                vocab_size(loaded.model),
+                make_draft,
+                loaded.draft_name,
+                prefill_worker=prefill_worker,
+                invalid_contexts=invalid,
+                seed=scenario.seed + config.seed,
+                fill=fill,
+            )
+            tag = pass_name(variants, null)
+            for i, phase in enumerate(scenario.phases):
+                if tag:
+                    phase = replace(phase, name=f"{phase.name}/{tag}")
+                _phase_runner(phase.kind)(
+                    ctx, phase, i + n * len(scenario.phases), len(scenario.phases) * len(passes)
+                )
+            for w in workers_all:
+                w.close()
+            workers_all = []
+        if null:
+            from mlatui.harness_bias import store
+
+            where = store(scenario.name, finals)
+            if where:
+                emit(
+                    LogMessage(
+                        now(), "info", f"harness bias stored for this device and scenario: {where}"
+                    )
+                )
         status = "completed"
     except Stopped:
         status = "interrupted"
@@ -342,6 +421,17 @@ def run(
             w.close()
     emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status
+
+
+def _collecting(emit: Callable[[Event], None], finals: list) -> Callable[[Event], None]:
+    """Keep the final estimates (an A/A run stores its harness bias from them)."""
+
+    def keep(event: Event) -> None:
+        if isinstance(event, Estimate) and event.final:
+            finals.append(event)
+        emit(event)
+
+    return keep
 
 
 def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 ARMS = ("stock", "patched")
 
 
@@ -83,7 +83,8 @@ class Progress(Event):
 
 @dataclass(frozen=True)
 class Step(Event):
-    """One timed forward of `width` new tokens on a cache of `context` tokens."""
+    """One timed forward of `width` new tokens on a cache of `context` tokens. `rep` is the
+    sampler's round (every width and arm is measured in every round, A B B A)."""
 
     type: ClassVar[str] = "step"
     t: float
@@ -151,7 +152,11 @@ class MemorySample(Event):
 
 @dataclass(frozen=True)
 class Validity(Event):
-    """The L = 1 check: both arms take the same branch at L = 1, so their medians must agree."""
+    """The L = 1 check: both arms take the same branch at L = 1, so their paired ratio must be 1
+    within the tolerance. `outcome` is valid (95% CI inside), invalid (wholly outside) or
+    inconclusive (straddles a bound after the most rounds allowed); only valid counts.
+    `stock_l1_ms`/`patched_l1_ms` are per-arm medians over rounds, `diff_pct` the signed paired
+    difference (ratio - 1) in %."""
 
     type: ClassVar[str] = "validity"
     t: float
@@ -162,6 +167,47 @@ class Validity(Event):
     diff_pct: float
     tolerance_pct: float
     valid: bool
+    outcome: str = ""  # valid | invalid | inconclusive ("" in schema 1: valid decides)
+    ratio: float | None = None  # paired stock/patched at L = 1, median over rounds
+    ratio_low: float | None = None  # its 95% bootstrap CI
+    ratio_high: float | None = None
+    rounds: int = 0
+
+    @property
+    def verdict(self) -> str:
+        return self.outcome or ("valid" if self.valid else "invalid")
+
+
+@dataclass(frozen=True)
+class Estimate(Event):
+    """A context's paired estimates after `rounds` rounds (`final` after the last). Each row:
+    {"quantity": step_ms | ratio | marginal_ms, "arm", "width", "median", "low", "high", "n"},
+    a median over rounds with its 95% bootstrap CI; `estimators` names how each was made."""
+
+    type: ClassVar[str] = "estimate"
+    t: float
+    phase: str
+    context: int
+    rounds: int
+    final: bool
+    outcome: str  # the L = 1 check so far ("" without a control width)
+    rows: tuple[dict, ...]
+    drifting_rounds: int = 0
+    estimators: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DriftEvent(Event):
+    """The L = 1 level (both arms) stepped by more than 10% between two rounds of a context."""
+
+    type: ClassVar[str] = "drift"
+    t: float
+    phase: str
+    context: int
+    round: int
+    before_ms: float
+    after_ms: float
+    change_pct: float
 
 
 @dataclass(frozen=True)
@@ -211,6 +257,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         DecodeResult,
         MemorySample,
         Validity,
+        Estimate,
+        DriftEvent,
         PhaseSummary,
         LogMessage,
         ErrorEvent,

@@ -346,18 +346,20 @@ class PatchReport:
     counters: BranchCounters
     upstream_fixed: bool = False
     message: str = ""
+    indexer: str | None = None  # sparse layers' pooling: patched | stock (None: no sparse layer)
 
     def summary(self) -> str:
         if self.upstream_fixed:
             return self.message
         g = self.geometry
+        indexer = f" indexer={self.indexer}" if self.indexer else ""
         return (
-            f"{len(self.modules)} MLA modules ({', '.join(self.classes)}) gate={self.policy} "
+            f"{len(self.modules)} MLA modules ({', '.join(self.classes)}) gate={self.policy}{indexer} "
             f"r/n/v={g.kv_lora_rank}/{g.qk_nope_head_dim}/{g.v_head_dim} max_absorbed_queries(T->inf)={self.threshold}"
         )
 
 
-def _policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePolicy:
+def policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePolicy:
     if isinstance(threshold, GatePolicy):
         return threshold
     if isinstance(threshold, bool):
@@ -405,7 +407,7 @@ def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport
                 continue
             raise
         geometry = geometry_of(attn)
-        policy = policy or _policy_for(threshold, geometry)
+        policy = policy or policy_for(threshold, geometry)
         attn.__class__ = cls
         attn.__dict__["_mlatui_gate_state"] = _GateState(geometry, policy, counters)
         if stock_cls.__name__ not in classes:

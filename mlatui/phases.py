@@ -6,6 +6,7 @@ numbers; events are emitted here, after the timed region has closed.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -15,9 +16,29 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.arms import Arm, ArmWorker, copy_cache, prefill
-from mlatui.events import Event, PhaseStart, PhaseSummary, Progress, Step, Validity
-from mlatui.measure import L1_TOLERANCE_PCT, Stats, abba, l1_check
+from mlatui.arms import Arm, ArmWorker, copy_cache, fill_random_latents, prefill
+from mlatui.estimates import (
+    CI_METHOD,
+    ESTIMATORS,
+    ContextEstimates,
+    Interval,
+    Outcome,
+    Timing,
+    stable_seed,
+)
+from mlatui.events import (
+    DriftEvent,
+    Estimate,
+    Event,
+    LogMessage,
+    PhaseStart,
+    PhaseSummary,
+    Progress,
+    Step,
+    Validity,
+)
+from mlatui.measure import L1_TOLERANCE_PCT, Stats
+from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.scenario import Phase
 from mlatui.spec import require_trimmable
 
@@ -40,6 +61,8 @@ class RunContext:
     draft_name: str = "none"
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
+    seed: int = 0
+    fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -73,7 +96,11 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
     then takes its own bit-identical copy on its own thread. Neither arm's stream ever holds
     the prefill's graphs or buffers (on CUDA each thread's stream keeps its own caches)."""
     source = ctx.prefill_worker or ctx.workers["stock"]
-    length = source.call(lambda a: prefill(a, tokens))
+    if ctx.fill == "random-latents":
+        seed = stable_seed(ctx.seed, "latents", len(tokens))
+        length = source.call(lambda a: fill_random_latents(a, len(tokens), seed))
+    else:
+        length = source.call(lambda a: prefill(a, tokens))
     base = source.arm.cache
     hidden = {
         k: source.arm.state.pop(k)
@@ -108,96 +135,245 @@ def _forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, in
     return run
 
 
-def validity(
-    ctx: RunContext, phase: str, context: int, stock_ms: list[float], patched_ms: list[float]
-) -> Validity:
-    s, p, diff, ok = l1_check(stock_ms, patched_ms)
-    v = Validity(ctx.now(), phase, context, s, p, diff, L1_TOLERANCE_PCT, ok)
-    if not ok:
+def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstimates) -> Validity:
+    """The L = 1 check of one context, from its paired estimates; invalid and inconclusive
+    contexts are kept out of every verdict."""
+    ratio = estimates.control_ratio
+    outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
+    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARM_ORDER}
+    v = Validity(
+        ctx.now(),
+        phase,
+        context,
+        one["stock"].median if one["stock"] else math.nan,
+        one["patched"].median if one["patched"] else math.nan,
+        (ratio.median - 1) * 100 if ratio else math.nan,
+        estimates.tolerance_pct,
+        outcome is Outcome.VALID,
+        outcome.value,
+        ratio.median if ratio else None,
+        ratio.low if ratio else None,
+        ratio.high if ratio else None,
+        estimates.rounds,
+    )
+    if outcome is not Outcome.VALID:
         ctx.invalid_contexts.add(context)
     ctx.emit(v)
     return v
 
 
-CONTROL_REPS_FACTOR = 3
+def estimate_rows(estimates: ContextEstimates) -> tuple[dict, ...]:
+    rows = []
+    for (arm, width), iv in sorted(estimates.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append(_row("step_ms", arm, width, iv))
+    for width, iv in sorted(estimates.ratio.items()):
+        rows.append(_row("ratio", "", width, iv))
+    for arm, iv in estimates.marginal_ms.items():
+        rows.append(_row("marginal_ms", arm, 2, iv))
+    return tuple(rows)
 
 
-def reps_for(phase: Phase, width: int) -> int:
-    """The L = 1 control gets 3x the samples: it is the cheapest step, and the 2% check needs a
-    median that sample noise alone does not move by 2% (per-step jitter is ~5-9% on a small CPU)."""
-    return phase.reps * CONTROL_REPS_FACTOR if width == 1 else phase.reps
+def _row(quantity: str, arm: str, width: int, iv: Interval) -> dict:
+    return {
+        "quantity": quantity,
+        "arm": arm,
+        "width": width,
+        "median": iv.median,
+        "low": iv.low,
+        "high": iv.high,
+        "n": iv.n,
+    }
+
+
+class EstimateEmitter:
+    """Hands a context's estimates to the stream after every round (the dashboard's first point
+    appears after the first round, then tightens) and each new drift event once."""
+
+    def __init__(self, ctx: RunContext, phase: str, context: int):
+        self.ctx, self.phase, self.context = ctx, phase, context
+        self.drifts_seen = 0
+
+    def __call__(self, estimates: ContextEstimates, final: bool = False) -> None:
+        for d in estimates.drifts[self.drifts_seen :]:
+            self.ctx.emit(
+                DriftEvent(
+                    self.ctx.now(),
+                    self.phase,
+                    self.context,
+                    d.round,
+                    d.before_ms,
+                    d.after_ms,
+                    d.change_pct,
+                )
+            )
+            self.ctx.emit(
+                LogMessage(
+                    self.ctx.now(),
+                    "warning",
+                    f"{self.phase} @ {self.context}: device drift at round {d.round + 1}, "
+                    f"L=1 level {d.before_ms:.2f} -> {d.after_ms:.2f} ms ({d.change_pct:+.0f}%, "
+                    "both arms; paired figures cancel it)",
+                )
+            )
+        self.drifts_seen = len(estimates.drifts)
+        self.ctx.emit(
+            Estimate(
+                self.ctx.now(),
+                self.phase,
+                self.context,
+                estimates.rounds,
+                final,
+                estimates.control_outcome.value if estimates.control_outcome else "",
+                estimate_rows(estimates),
+                estimates.drifting_rounds,
+                dict(ESTIMATORS, ci=CI_METHOD),
+            )
+        )
+
+
+def plan_for(phase: Phase, widths: tuple[int, ...], seed: int, context: int) -> SamplerPlan:
+    return SamplerPlan(
+        widths,
+        min_rounds=phase.reps,
+        max_rounds=phase.max_rounds or 3 * phase.reps,
+        warmup=phase.warmup,
+        control_width=1 if 1 in widths else None,
+        control_quads=CONTROL_QUADS if len(widths) > 1 else 1,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, context),
+    )
+
+
+# The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
+# the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
+CONTROL_QUADS = 3
 
 
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
-    """Step ms per arm at each context and width; the L = 1 check per context."""
-    planned = len(phase.contexts) * sum(reps_for(phase, w) for w in phase.widths) * 2
+    """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
+    CIs; the L = 1 check per context."""
+    widths = tuple(sorted(set(phase.widths)))
+    plans = {c: plan_for(phase, widths, ctx.seed, c) for c in phase.contexts}
+    planned = sum(p.timed_calls() for p in plans.values())
     ctx.emit(
         PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
-    max_width = max(phase.widths)
     for context in phase.contexts:
         ctx.check_stop()
-        text = ctx.tokens_for(context + max_width)
-        length = share_context(ctx, text[:context])
-        stock = ctx.workers["stock"].arm
-        require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
-        samples: dict[tuple[str, int], list[float]] = {}
-        for width in phase.widths:
-            step = _forward_and_trim(text[context : context + width])
-            for _ in range(phase.warmup):  # first call at a new L compiles; never timed
-                for arm in ARM_ORDER:
-                    ctx.workers[arm].call(step)
-            for rep, arm in enumerate(abba(ARM_ORDER, reps_for(phase, width))):
-                ctx.check_stop()
-                ms, absorbed, materialised = ctx.workers[arm].call(step)
-                samples.setdefault((arm, width), []).append(ms)
-                ctx.emit(
-                    Step(
-                        ctx.now(),
-                        phase.name,
-                        arm,
-                        length,
-                        width,
-                        rep // 2,
-                        ms,
-                        absorbed,
-                        materialised,
-                    )
-                )
-                progress.advance()
-        v = validity(ctx, phase.name, length, samples[("stock", 1)], samples[("patched", 1)])
-        for (arm, width), ms in sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            s = Stats.of(ms)
-            rows.append(
-                {
-                    "context": length,
-                    "width": width,
-                    "arm": arm,
-                    "median_ms": s.median,
-                    "p10_ms": s.p10,
-                    "p90_ms": s.p90,
-                    "n": s.n,
-                    "valid": v.valid,
-                    "samples_ms": ms,
-                }
-            )
+        rows += _sweep_context(ctx, phase, context, plans[context], progress)
     verdict = sweep_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
 
 
+def _sweep_context(
+    ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
+) -> list[dict]:
+    text = ctx.tokens_for(context + max(plan.widths))
+    length = share_context(ctx, text[:context])
+    stock = ctx.workers["stock"].arm
+    require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
+    steps = {w: _forward_and_trim(text[context : context + w]) for w in plan.widths}
+    emitter = EstimateEmitter(ctx, phase.name, length)
+    pending: list[tuple[str, int, float, int, int]] = []
+
+    def measure(arm: str, width: int) -> float:
+        ms, absorbed, materialised = ctx.workers[arm].call(steps[width])
+        pending.append((arm, width, ms, absorbed, materialised))
+        return ms
+
+    def on_timing(timing: Timing) -> None:  # after the timed region has closed
+        arm, width, ms, absorbed, materialised = pending.pop()
+        ctx.emit(
+            Step(
+                ctx.now(),
+                phase.name,
+                arm,
+                length,
+                width,
+                timing.round,
+                ms,
+                absorbed,
+                materialised,
+            )
+        )
+        progress.advance()
+
+    def on_round(estimates: ContextEstimates) -> None:
+        emitter(estimates)
+        r = estimates.rounds
+        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
+            if estimates.control_outcome is Outcome.INCONCLUSIVE:  # two more rounds come
+                progress.total += plan.timed_calls(2)
+
+    run = sample_context(
+        plan,
+        measure,
+        warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
+        clock=ctx.now,
+        on_timing=on_timing,
+        on_round=on_round,
+        check_stop=ctx.check_stop,
+    )
+    emitter(run.estimates, final=True)
+    v = validity(ctx, phase.name, length, run.estimates)
+    return sweep_rows(length, run, v)
+
+
+def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
+    """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
+    est = run.estimates
+    samples: dict[tuple[str, int], list[float]] = {}
+    for t in run.timings:
+        samples.setdefault((t.arm, t.width), []).append(t.ms)
+    rows = []
+    for (arm, width), iv in sorted(est.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ratio = est.ratio.get(width)
+        marginal = est.marginal_ms.get(arm)
+        s = Stats.of(samples[(arm, width)])
+        rows.append(
+            {
+                "context": length,
+                "width": width,
+                "arm": arm,
+                "median_ms": iv.median,
+                "ci_low_ms": iv.low,
+                "ci_high_ms": iv.high,
+                "p10_ms": s.p10,
+                "p90_ms": s.p90,
+                "rounds": run.rounds,
+                "n": s.n,
+                "ratio": ratio.median if ratio else None,
+                "ratio_low": ratio.low if ratio else None,
+                "ratio_high": ratio.high if ratio else None,
+                "marginal_ms": marginal.median if marginal else None,
+                "marginal_low_ms": marginal.low if marginal else None,
+                "marginal_high_ms": marginal.high if marginal else None,
+                "valid": v.valid,
+                "outcome": v.verdict,
+                "drifting_rounds": est.drifting_rounds,
+                "samples_ms": samples[(arm, width)],
+            }
+        )
+    return rows
+
+
 def sweep_verdict(rows: list[dict]) -> str:
+    """The largest valid context's widest width: paired stock/patched with its CI."""
     valid = [r for r in rows if r["valid"]]
     if not valid:
-        return "no valid context (L = 1 check failed everywhere)"
+        return "no valid context (the L = 1 check was invalid or inconclusive everywhere)"
     top = max(r["context"] for r in valid)
-    med = {(r["width"], r["arm"]): r["median_ms"] for r in valid if r["context"] == top}
-    widths = sorted({w for w, _ in med if w > 1})
+    cell = {(r["width"], r["arm"]): r for r in valid if r["context"] == top}
+    widths = sorted({w for w, _ in cell if w > 1})
     if not widths:
         return f"largest valid context {top}"
     w = max(widths)
-    ratio = med[(w, "stock")] / med[(w, "patched")]
-    return f"at context {top}, L = {w}: stock {med[(w, 'stock')]:.2f} ms vs patched {med[(w, 'patched')]:.2f} ms ({ratio:.2f}x)"
+    s, p = cell[(w, "stock")], cell[(w, "patched")]
+    return (
+        f"at context {top}, L = {w}: stock {s['median_ms']:.2f} ms vs patched {p['median_ms']:.2f} ms, "
+        f"paired stock/patched {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+    )

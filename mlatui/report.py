@@ -43,60 +43,151 @@ def describe_header(h: RunHeader) -> str:
     )
     th = h.thresholds or {}
     synthetic = " (acceptance SYNTHETIC: random weights)" if h.synthetic_acceptance else ""
+    st = h.settings or {}
+    if st.get("fill") == "random-latents":
+        synthetic += "; caches filled with RANDOM LATENTS (timing only)"
+    if st.get("null"):
+        synthetic += "; A/A NULL RUN (both arms the same variant)"
+    gates = (
+        f"patched arm: MLA gate {st.get('threshold', '-')}, indexer {st.get('indexer', 'patched')}"
+    )
+    from mlatui.harness_bias import describe
+
+    bias = describe(st.get("harness_bias"))
     return (
-        f"model {h.model} ({h.model_type}; {geo}; threshold T->inf {th.get('formula_inf', '-')}, policy {th.get('policy', '-')}), "
+        f"model {h.model} ({h.model_type}; {geo}; threshold T->inf {th.get('formula_inf', '-')}, policy {th.get('policy', '-')}; {gates}), "
         f"draft {h.draft}{synthetic}; scenario {h.scenario.get('name')}; "
         f"device {d.get('name')} ({d.get('backend')}, blas: {d.get('blas')}); "
         f"mlx {h.mlx_version}, mlx-lm {h.mlx_lm_version}, mlatui {h.mlatui_version}, python {h.python_version}; {h.started_at}"
+        + (f"; {bias}" if bias else "")
     )
 
 
-def sweep_table(summary: PhaseSummary) -> str:
+def _ci(median: float | None, low: float | None, high: float | None, digits: int = 2) -> str:
+    if median is None:
+        return "-"
+    return f"{median:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _check(row: dict) -> str:
+    outcome = row.get("outcome") or ("valid" if row.get("valid") else "invalid")
+    return "ok" if outcome == "valid" else outcome.upper()
+
+
+def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
+    """Per context and width: each arm's step ms and the paired stock/patched ratio, medians over
+    rounds with 95% bootstrap CIs; then the marginal cost of the second query per arm."""
     med = {(r["context"], r["width"], r["arm"]): r for r in summary.rows}
     keys = sorted({(c, w) for c, w, _ in med})
+    if keys and "ratio" not in next(iter(med.values())):
+        return _legacy_sweep_table(summary)
+    a, b = ("A", "B") if null else ("stock", "patched")
     rows = []
     for c, w in keys:
         s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
         if not s or not p:
             continue
-        ratio = s["median_ms"] / p["median_ms"] if p["median_ms"] else float("nan")
-        ok = "ok" if s["valid"] else "INVALID"
         rows.append(
             [
                 c,
                 w,
-                f"{s['median_ms']:.2f} ({s['p10_ms']:.2f}-{s['p90_ms']:.2f})",
-                f"{p['median_ms']:.2f} ({p['p10_ms']:.2f}-{p['p90_ms']:.2f})",
-                f"{ratio:.2f}x",
-                ok,
+                _ci(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"]),
+                _ci(p["median_ms"], p["ci_low_ms"], p["ci_high_ms"]),
+                _ci(s["ratio"], s["ratio_low"], s["ratio_high"], 3) + ("" if null else "x"),
+                s["rounds"],
+                s.get("drifting_rounds", 0),
+                _check(s),
             ]
         )
     out = _table(
         [
             "context",
             "L",
-            "stock ms (p10-p90)",
-            "patched ms (p10-p90)",
-            "stock/patched",
+            f"{a} ms [95% CI]",
+            f"{b} ms [95% CI]",
+            f"{a}/{b} paired [95% CI]",
+            "rounds",
+            "drifting",
             "L=1 check",
         ],
         rows,
     )
     marg = []
     for c in sorted({c for c, _ in keys}):
-        vals = {}
-        for arm in ("stock", "patched"):
-            one, two = med.get((c, 1, arm)), med.get((c, 2, arm))
-            vals[arm] = two["median_ms"] - one["median_ms"] if one and two else None
-        if vals["stock"] is not None:
-            valid = med[(c, 1, "stock")]["valid"]
+        s, p = med.get((c, 2, "stock")), med.get((c, 2, "patched"))
+        if s and p and s.get("marginal_ms") is not None:
             marg.append(
-                [c, _fmt(vals["stock"]), _fmt(vals["patched"]), "ok" if valid else "INVALID"]
+                [
+                    c,
+                    _ci(s["marginal_ms"], s["marginal_low_ms"], s["marginal_high_ms"]),
+                    _ci(p["marginal_ms"], p["marginal_low_ms"], p["marginal_high_ms"]),
+                    _check(s),
+                ]
             )
     if marg:
-        out += "\n\nMarginal cost of the second query, median(L=2) - median(L=1), ms:\n\n"
-        out += _table(["context", "stock", "patched", "L=1 check"], marg)
+        out += (
+            "\n\nMarginal cost of the second query, per round mean(L=2) - mean(L=1), median over "
+            "rounds [95% CI], ms:\n\n"
+        )
+        out += _table(["context", a, b, "L=1 check"], marg)
     return out
+
+
+def _legacy_sweep_table(summary: PhaseSummary) -> str:
+    """Schema-1 recordings: unpaired medians (kept readable; never a verdict of this version)."""
+    med = {(r["context"], r["width"], r["arm"]): r for r in summary.rows}
+    rows = []
+    for c, w in sorted({(c, w) for c, w, _ in med}):
+        s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
+        if s and p:
+            rows.append(
+                [
+                    c,
+                    w,
+                    f"{s['median_ms']:.2f} ({s['p10_ms']:.2f}-{s['p90_ms']:.2f})",
+                    f"{p['median_ms']:.2f} ({p['p10_ms']:.2f}-{p['p90_ms']:.2f})",
+                    f"{s['median_ms'] / p['median_ms']:.2f}x" if p["median_ms"] else "-",
+                    "ok" if s["valid"] else "INVALID",
+                ]
+            )
+    return "(recorded by an older mlatui: unpaired medians, no CIs)\n\n" + _table(
+        [
+            "context",
+            "L",
+            "stock ms (p10-p90)",
+            "patched ms (p10-p90)",
+            "ratio of medians",
+            "L=1 check",
+        ],
+        rows,
+    )
+
+
+def null_bias_table(events: Sequence[Event]) -> str:
+    """A/A runs: the harness's own bias per pass, context and width (paired ratio - 1)."""
+    from mlatui.events import Estimate
+
+    rows = []
+    for e in events:
+        if isinstance(e, Estimate) and e.final and "/aa-" in e.phase:
+            for r in e.rows:
+                if r["quantity"] == "ratio":
+                    lo, hi = (r["low"] - 1) * 100, (r["high"] - 1) * 100
+                    rows.append(
+                        [
+                            e.phase.rsplit("/", 1)[1],
+                            e.context,
+                            r["width"],
+                            f"{(r['median'] - 1) * 100:+.2f}% [{lo:+.2f}, {hi:+.2f}]",
+                            "yes" if lo <= 0 <= hi else "NO",
+                            r["n"],
+                        ]
+                    )
+    if not rows:
+        return ""
+    return _table(
+        ["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "rounds"], rows
+    )
 
 
 def decode_table(summary: PhaseSummary) -> str:
@@ -148,26 +239,36 @@ def indexer_table(summary: PhaseSummary) -> str:
 
 
 def validity_table(events: Sequence[Event]) -> str:
-    rows = [
-        [
-            v.phase,
-            v.context,
-            f"{v.stock_l1_ms:.3f}",
-            f"{v.patched_l1_ms:.3f}",
-            f"{v.diff_pct:.2f}%",
-            "ok" if v.valid else "INVALID",
-        ]
-        for v in events
-        if isinstance(v, Validity)
-    ]
+    rows = []
+    for v in events:
+        if not isinstance(v, Validity):
+            continue
+        paired = (
+            f"{v.ratio:.4f} [{v.ratio_low:.4f}, {v.ratio_high:.4f}]" if v.ratio is not None else "-"
+        )
+        rows.append(
+            [
+                v.phase,
+                v.context,
+                f"{v.stock_l1_ms:.3f}",
+                f"{v.patched_l1_ms:.3f}",
+                paired,
+                f"{v.diff_pct:+.2f}%",
+                v.rounds or "-",
+                v.verdict.upper() if v.verdict != "valid" else "valid",
+            ]
+        )
+    tol = events_tolerance(events)
     return _table(
         [
             "phase",
             "context",
             "stock L=1 ms",
             "patched L=1 ms",
+            "paired ratio [95% CI]",
             "diff",
-            f"within {events_tolerance(events)}%",
+            "rounds",
+            f"CI within ±{tol:g}%",
         ],
         rows,
     )
@@ -177,9 +278,12 @@ def events_tolerance(events: Sequence[Event]) -> float:
     return next((v.tolerance_pct for v in events if isinstance(v, Validity)), 2.0)
 
 
-def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float]]:
+def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float, str]]:
+    """(phase, context, signed diff %, outcome) of every context whose L = 1 check was not valid."""
     return [
-        (v.phase, v.context, v.diff_pct) for v in events if isinstance(v, Validity) and not v.valid
+        (v.phase, v.context, v.diff_pct, v.verdict)
+        for v in events
+        if isinstance(v, Validity) and not v.valid
     ]
 
 
@@ -192,7 +296,7 @@ def summary_markdown(events: Sequence[Event]) -> str:
         parts.append(f"## {s.phase} ({s.kind})")
         parts.append("")
         if s.kind == "sweep":
-            parts.append(sweep_table(s))
+            parts.append(sweep_table(s, null="/aa-" in s.phase))
         elif s.kind in ("decode", "tune"):
             parts.append(decode_table(s))
         elif s.kind == "indexer":
@@ -202,6 +306,25 @@ def summary_markdown(events: Sequence[Event]) -> str:
         parts.append("")
     if any(isinstance(e, Validity) for e in events):
         parts += ["## L = 1 validity check", "", validity_table(events), ""]
+    bias = null_bias_table(events)
+    if bias:
+        parts += [
+            "## A/A: harness bias (both arms the same variant; the true ratio is 1)",
+            "",
+            bias,
+            "",
+        ]
+    drifts = [e for e in events if e.type == "drift"]
+    if drifts:
+        parts += [
+            f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
+            f"(both arms; paired figures cancel them): "
+            + ", ".join(
+                f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%"
+                for d in drifts[:12]
+            ),
+            "",
+        ]
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     if end:
         parts.append(

@@ -17,7 +17,10 @@ class RunConfig:
     random_weights: bool = (
         False  # build the scenario's model from its config values, random weights
     )
-    threshold: str = "formula"  # formula | calibrated | <int>
+    threshold: str = "formula"  # the patched arm's MLA gate: formula | calibrated | stock | <int>
+    indexer: str = "patched"  # the patched arm's indexer pooling: patched | stock
+    null: bool = False  # A/A: both arms identical (both stock, then both patched)
+    fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0
     shared_arm_thread: bool = False  # diagnostic: both arms on one worker thread
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests

@@ -14,6 +14,7 @@ from typing import Any
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 DRAFT_SOURCES = ("auto", "draft-model", "mtp", "synthetic", "none")
+FILLS = ("prefill", "random-latents")
 
 
 class ScenarioError(ValueError):
@@ -26,10 +27,13 @@ class Phase:
     kind: str
     contexts: tuple[int, ...]
     widths: tuple[int, ...] = (1, 2, 3, 4)
-    reps: int = 9
+    reps: int = 9  # rounds before the L = 1 check may decide (each round: every width, A B B A)
     warmup: int = 2
     tokens: int = 32
     depths: tuple[int, ...] = (1, 2, 3)
+    max_rounds: int | None = (
+        None  # while the check is inconclusive, add rounds up to this (3x reps)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +45,7 @@ class Phase:
             "warmup": self.warmup,
             "tokens": self.tokens,
             "depths": list(self.depths),
+            "max_rounds": self.max_rounds or 3 * self.reps,
         }
 
 
@@ -52,6 +57,7 @@ class ModelSpec:
     config: dict = field(default_factory=dict)  # config values for random weights
     bits: int | None = None
     dtype: str = "float32"
+    fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class Scenario:
     draft: DraftSpec
     phases: tuple[Phase, ...]
     seed: int = 0
+    null: bool = False  # A/A: both arms the same (both stock, then both patched)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +88,9 @@ class Scenario:
             "model_family": self.model.family,
             "draft_source": self.draft.source,
             "phases": [p.to_dict() for p in self.phases],
+            "seed": self.seed,
+            "null": self.null,
+            "fill": self.model.fill,
         }
 
 
@@ -117,7 +127,17 @@ def _check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
 
 
 def parse_phase(where: str, raw: dict, index: int) -> Phase:
-    allowed = ("name", "kind", "contexts", "widths", "reps", "warmup", "tokens", "depths")
+    allowed = (
+        "name",
+        "kind",
+        "contexts",
+        "widths",
+        "reps",
+        "warmup",
+        "tokens",
+        "depths",
+        "max_rounds",
+    )
     _check_keys(where, raw, allowed)
     kind = raw.get("kind")
     if kind not in PHASE_KINDS:
@@ -134,12 +154,17 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
         raise ScenarioError(
             f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
         )
+    reps = _int(where, "reps", raw.get("reps", 9), 3)
+    max_rounds = raw.get("max_rounds")
+    if max_rounds is not None:
+        max_rounds = _int(where, "max_rounds", max_rounds, reps)
     return Phase(
+        max_rounds=max_rounds,
         name=str(raw.get("name", f"{kind}-{index + 1}")),
         kind=kind,
         contexts=_ints(where, "contexts", raw["contexts"], minimum=16),
         widths=widths,
-        reps=_int(where, "reps", raw.get("reps", 9), 3),
+        reps=reps,
         warmup=_int(where, "warmup", raw.get("warmup", 2), 1),
         tokens=_int(where, "tokens", raw.get("tokens", 32), 4),
         depths=depths,
@@ -156,11 +181,21 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML ({e})") from e
-    _check_keys(str(path), raw, ("name", "description", "seed", "model", "draft", "phase"))
+    _check_keys(str(path), raw, ("name", "description", "seed", "null", "model", "draft", "phase"))
+    null = raw.get("null", False)
+    if not isinstance(null, bool):
+        raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
     model_raw = raw.get("model", {})
     _check_keys(
-        f"{path} [model]", model_raw, ("source", "path", "family", "config", "bits", "dtype")
+        f"{path} [model]",
+        model_raw,
+        ("source", "path", "family", "config", "bits", "dtype", "fill"),
     )
+    fill = model_raw.get("fill", "prefill")
+    if fill not in FILLS:
+        raise ScenarioError(
+            f"{path} [model]: 'fill' must be one of {', '.join(FILLS)}, got {fill!r}"
+        )
     source = model_raw.get("source", "embedded")
     if source not in MODEL_SOURCES:
         raise ScenarioError(
@@ -184,6 +219,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         dict(model_raw.get("config", {})),
         bits,
         model_raw.get("dtype", "float32"),
+        fill,
     )
     draft_raw = raw.get("draft", {})
     _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))
@@ -214,4 +250,5 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         draft=draft,
         phases=phases,
         seed=_int(str(path), "seed", raw.get("seed", 0), 0),
+        null=null,
     )

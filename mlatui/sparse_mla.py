@@ -4,7 +4,8 @@ Shaped like mlx-lm's MLA attention modules (`__call__(x, mask=None, cache=None)`
 attribute names q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, embed_q,
 unembed_out, o_proj, indexer.*). Two independent switches:
   mla_gate      "stock": absorbed only when L == 1; "patched": absorbed while L is within
-                mla.max_absorbed_queries over the tokens actually attended (the selected ones).
+                mla.max_absorbed_queries over the tokens actually attended (the selected ones);
+                or any mla.GatePolicy (a fixed threshold, a calibration), decided the same way.
   indexer.mode  "stock": pool cache reused only when S == 1; "patched": any S, guarded.
 """
 
@@ -20,11 +21,19 @@ from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
 
 from mlatui.indexer import INDEXER_MODES, Indexer, IndexerCache, SparseMLAConfig
-from mlatui.mla import BranchCounters, max_absorbed_queries
+from mlatui.mla import BranchCounters, FormulaPolicy, GatePolicy, Geometry
 
 MLA_GATES = ("stock", "patched")
 
 __all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "MLA_GATES", "INDEXER_MODES"]
+
+
+def _gate_policy(gate: str | GatePolicy) -> GatePolicy:
+    if isinstance(gate, GatePolicy):
+        return gate
+    if gate not in MLA_GATES:
+        raise ValueError(f"mla_gate must be one of {MLA_GATES} or a GatePolicy, got {gate!r}")
+    return GatePolicy() if gate == "stock" else FormulaPolicy()
 
 
 class SparseMLACache(_BaseCache):
@@ -143,10 +152,8 @@ class SparseMLAttention(nn.Module):
         indexer_mode: str = "patched",
     ):
         super().__init__()
-        if mla_gate not in MLA_GATES:
-            raise ValueError(f"mla_gate must be one of {MLA_GATES}, got {mla_gate!r}")
         self.config = config
-        self.mla_gate = mla_gate
+        self.gate_policy = _gate_policy(mla_gate)
         self.counters: BranchCounters | None = None
         self.hidden_size = config.hidden_size
         self.num_heads = config.num_attention_heads
@@ -182,11 +189,19 @@ class SparseMLAttention(nn.Module):
     def indexer_mode(self) -> str:
         return self.indexer.mode
 
-    def set_modes(self, mla_gate: str | None = None, indexer_mode: str | None = None) -> None:
+    @property
+    def mla_gate(self) -> str:
+        return self.gate_policy.name
+
+    @property
+    def geometry(self) -> Geometry:
+        return Geometry(self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim, self.num_heads)
+
+    def set_modes(
+        self, mla_gate: str | GatePolicy | None = None, indexer_mode: str | None = None
+    ) -> None:
         if mla_gate is not None:
-            if mla_gate not in MLA_GATES:
-                raise ValueError(f"mla_gate must be one of {MLA_GATES}, got {mla_gate!r}")
-            self.mla_gate = mla_gate
+            self.gate_policy = _gate_policy(mla_gate)
         if indexer_mode is not None:
             if indexer_mode not in INDEXER_MODES:
                 raise ValueError(
@@ -200,12 +215,7 @@ class SparseMLAttention(nn.Module):
     def absorbed(self, length: int, n_keys: int) -> bool:
         """The MLA gate. n_keys: tokens each query attends to (T when dense, the selection
         width when sparse), which is what the materialised path would have to expand."""
-        if self.mla_gate == "stock":
-            return length == 1
-        limit = max_absorbed_queries(
-            self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim, n_keys
-        )
-        return length == 1 or length <= limit
+        return self.gate_policy.absorbed(self.geometry, length, n_keys)
 
     def __call__(
         self, x: mx.array, mask: Any = None, cache: SparseMLACache | None = None

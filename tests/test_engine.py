@@ -19,7 +19,17 @@ import mlatui.arms
 from mlatui.arms import ArmWorker, Baton, build_arms
 from mlatui.draft import DraftModelSource
 from mlatui.engine import run
-from mlatui.events import PhaseStart, PhaseSummary, RunEnd, RunHeader, SpecStep, Step, Validity
+from mlatui.events import (
+    Estimate,
+    PhaseStart,
+    PhaseSummary,
+    RunEnd,
+    RunHeader,
+    SpecStep,
+    Step,
+    Validity,
+)
+from mlatui.sampler import round_schedule
 from mlatui.families import build_model
 from mlatui.recorder import Recorder, read_recording
 from mlatui.runconfig import RunConfig
@@ -56,17 +66,20 @@ def test_event_order(tiny_run):
     assert any(e.type == "memory" for e in events)
 
 
-def test_warmup_excluded_and_abba(tiny_run):
+def test_warmup_excluded_and_rounds_of_abba_quads(tiny_run):
     _, events = tiny_run
     steps = [e for e in events if isinstance(e, Step)]
-    # contexts [128, 256] x widths [1 (3x reps: the control), 2, 3] x reps 3 x 2 arms;
-    # warm-up calls are never emitted
-    assert len(steps) == 2 * (9 + 3 + 3) * 2
+    finals = {e.context: e for e in events if isinstance(e, Estimate) and e.final}
     for context in (128, 256):
-        for width in (1, 2, 3):
-            arms = [s.arm for s in steps if s.context == context and s.width == width]
-            reps = 9 if width == 1 else 3
-            assert arms == (["stock", "patched", "patched", "stock"] * reps)[: 2 * reps]
+        mine = [s for s in steps if s.context == context]
+        rounds = finals[context].rounds
+        # reps 3 -> at least 4 rounds (whole mirrored pairs), more only while inconclusive
+        assert rounds >= 4 and rounds % 2 == 0
+        # warm-up calls are never emitted: every Step belongs to a round's schedule
+        for r in range(rounds):
+            in_round = [(s.width, s.arm) for s in mine if s.rep == r]
+            assert in_round == round_schedule((1, 2, 3), r, control_quads=3)
+        assert len(mine) == rounds * (3 * 4 + 2 * 4)
     # counters prove the branch: stock materialises every L >= 2 call, patched absorbs it
     for s in steps:
         if s.width >= 2:
@@ -160,8 +173,8 @@ def test_greedy_speculative_equals_plain(depth):
 def test_injected_l1_slowdown_is_flagged(monkeypatch):
     original = mlatui.arms.build_arms
 
-    def slow_patched(model, threshold="formula"):
-        stock, patched = original(model, threshold)
+    def slow_patched(model, threshold="formula", *args, **kwargs):
+        stock, patched = original(model, threshold, *args, **kwargs)
         inner = patched.model
 
         class Slow:
@@ -184,7 +197,9 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
     run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
     verdicts = [e for e in events if isinstance(e, Validity)]
     assert verdicts and not any(v.valid for v in verdicts)
+    assert all(v.outcome == "invalid" for v in verdicts)
     assert all(v.patched_l1_ms > 1.3 * v.stock_l1_ms for v in verdicts)
+    assert all(v.ratio_high < 0.98 for v in verdicts)  # stock/patched CI wholly below 1 - 2%
     sweep = next(e for e in events if isinstance(e, PhaseSummary) and e.kind == "sweep")
     assert not any(r["valid"] for r in sweep.rows)
     assert "no valid context" in sweep.verdict
@@ -270,7 +285,13 @@ def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
 def test_phase_start_counts_planned_steps(tiny_run):
     _, events = tiny_run
     start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == "sweep")
-    assert start.planned_steps == sum(1 for e in events if isinstance(e, Step))
+    steps = sum(1 for e in events if isinstance(e, Step))
+    finals = [e for e in events if isinstance(e, Estimate) and e.final]
+    # planned: the first rounds; rounds added while the L = 1 check is inconclusive raise the total
+    assert start.planned_steps == 2 * 4 * (3 * 4 + 2 * 4)
+    last = [e for e in events if e.type == "progress" and e.phase == "sweep"][-1]
+    assert last.done == last.total == steps
+    assert steps == sum(e.rounds for e in finals) * (3 * 4 + 2 * 4)
 
 
 def test_shared_arm_thread_runs_both_arms_on_one_thread():

@@ -161,6 +161,13 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     if h.synthetic_acceptance:
         t.append(" │ ")
         t.append("random weights: acceptance synthetic", style="yellow")
+    settings = h.settings or {}
+    if settings.get("fill") == "random-latents":
+        t.append(" │ ")
+        t.append("random latents: timing only", style="yellow")
+    if settings.get("null"):
+        t.append(" │ ")
+        t.append("A/A null run: both arms identical", style="bold yellow")
     t.append("\n")
     t.append(thresholds_text(h.thresholds, state.context))
     d = h.device
@@ -169,6 +176,10 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
         t.append(f" {d['architecture']}")
     t.append(f" · BLAS {str(d.get('blas', '?')).split(' ')[0]}")
     t.append(f" │ scenario {h.scenario.get('name', '?')}")
+    bias = state.harness_bias
+    if bias:
+        t.append(" │ ")
+        t.append(bias if width >= 140 else bias.split(" (")[0], style="cyan")
     if width >= 100:
         t.append(f" │ draft {h.draft}")
     t.append("\n")
@@ -326,19 +337,29 @@ def validity_text(state: DashboardState, width: int) -> Text:
             t.append(f"{'…':<9}", style="dim")
         elif v.valid:
             t.append(f"{'✓ ' + format(v.diff_pct, '+.1f') + '%':<9}", style="green")
+        elif v.verdict == "inconclusive":
+            t.append(f"{'? ' + format(v.diff_pct, '+.1f') + '%':<9}", style="bold yellow")
         else:
             t.append(f"{'✗ ' + format(v.diff_pct, '+.1f') + '%':<9}", style="bold red")
         ms, mp = marg.get("stock", {}).get(c), marg.get("patched", {}).get(c)
         if state.phase_kinds.get(phase, "sweep") != "sweep":
             ms = mp = None
         t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>8}\n", style=row_style)
-    invalid = sorted({c for (_, c), v in state.validity.items() if not v.valid})
+    invalid = sorted({c for (_, c), v in state.validity.items() if v.verdict == "invalid"})
+    unsure = sorted({c for (_, c), v in state.validity.items() if v.verdict == "inconclusive"})
+    tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
     if invalid:
-        tol = next(iter(state.validity.values())).tolerance_pct
         t.append(
-            f"✗ invalid (L=1 medians differ > {tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts",
+            f"✗ invalid (paired L=1 CI outside ±{tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts\n",
             style="red",
         )
+    if unsure:
+        t.append(
+            f"? inconclusive (CI straddles ±{tol:g}%): {', '.join(map(fmt_context, unsure))}; greyed in charts",
+            style="yellow",
+        )
+    if invalid or unsure:
+        pass
     elif state.validity:
         t.append("✓ every checked context valid", style="green")
     return t

@@ -6,6 +6,8 @@ import argparse
 import sys
 import threading
 
+from mlatui.commands._gate_options import add_gate_options, gate_settings
+
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
 
 
@@ -24,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build the scenario's model from its config values with random weights (timing only; acceptance is synthetic)",
     )
-    parser.add_argument("--threshold", default="formula", help="formula | calibrated | an integer")
+    add_gate_options(parser)
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
     parser.add_argument("--reps", type=int, help="override every phase's reps")
     parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
@@ -96,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
         scenario=args.scenario,
         record=str(out),
         random_weights=args.random_weights,
-        threshold=args.threshold,
         seed=args.seed,
         shared_arm_thread=args.shared_arm_thread,
         overrides=overrides,
+        **gate_settings(args),
     )
     events = []
     stop = threading.Event()
@@ -117,9 +119,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     bad = invalid_contexts(events)
     if bad:
-        where = ", ".join(f"{phase} @ {ctx} ({diff:.1f}%)" for phase, ctx, diff in bad)
+        where = ", ".join(
+            f"{phase} @ {ctx} {outcome} ({diff:+.1f}%)" for phase, ctx, diff, outcome in bad
+        )
         print(
-            f"mlatui: L=1 check failed (arms differ by more than 2% at L=1): {where}; those contexts are invalid",
+            "mlatui: L=1 check not passed (the paired L=1 ratio's 95% CI is not inside ±2%): "
+            f"{where}; those contexts are left out of every verdict",
             file=sys.stderr,
         )
         return 3

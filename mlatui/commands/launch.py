@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.commands._gate_options import add_gate_options, gate_settings
+
 HELP = (
     "run a scenario live in the dashboard (default: the embedded model and scenarios/default.toml)"
 )
@@ -38,6 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build the scenario's model with random weights (timing only)",
     )
+    add_gate_options(parser)
     parser.add_argument(
         "--out-dir", default=None, help="where e/s write exports and screenshots (default: .)"
     )
@@ -60,6 +63,7 @@ def build_config(args: argparse.Namespace):
         scenario=args.scenario,
         record=args.record,
         random_weights=args.random_weights,
+        **gate_settings(args),
     )
 
 

@@ -1,0 +1,206 @@
+"""Paired estimates with confidence intervals, from the sampler's rounds. Pure Python.
+
+Every figure is a median over rounds of a per-round quantity, with a seeded 95% percentile
+bootstrap interval over rounds, so a replay of a recording reproduces it exactly:
+
+- step ms of an arm at a width: the mean of that arm's samples at that width in the round;
+- stock/patched at a width: the sum of the stock samples over the sum of the patched samples of
+  that width in the round (the A B B A quad: a linear drift within it cancels);
+- marginal cost of an arm: its round mean at L = 2 minus its round mean at L = 1.
+
+Medians of blocks measured at different times are never compared.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+DRIFT_STEP = 0.10  # a round-to-round change of the L = 1 level larger than this is a drift event
+
+ESTIMATORS = {
+    "step_ms": "median over rounds of the arm's per-round mean",
+    "ratio": "median over rounds of the per-round quad-sum ratio stock/patched",
+    "marginal_ms": "median over rounds of the arm's per-round mean(L=2) - mean(L=1)",
+}
+CI_METHOD = (
+    f"{CONFIDENCE:.0%} percentile bootstrap over rounds ({BOOTSTRAP_RESAMPLES} resamples, seeded)"
+)
+
+
+class Outcome(StrEnum):
+    VALID = "valid"
+    INVALID = "invalid"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed step: round index, width, arm, milliseconds, and when (run seconds)."""
+
+    round: int
+    width: int
+    arm: str
+    ms: float
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
+class Interval:
+    median: float
+    low: float
+    high: float
+    n: int  # rounds
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    @property
+    def half_width_pct(self) -> float:
+        return (self.high - self.low) / 2 / abs(self.median) * 100 if self.median else math.inf
+
+
+def stable_seed(*parts: object) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def bootstrap_median(values: Sequence[float], seed: int) -> Interval:
+    """Median with a seeded percentile bootstrap interval."""
+    xs = [v for v in values if math.isfinite(v)]
+    n = len(xs)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    med = statistics.median(xs)
+    if n == 1:
+        return Interval(med, med, med, 1)
+    rng = random.Random(seed)
+    draws = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1 - CONFIDENCE) / 2
+    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
+    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
+    return Interval(med, lo, hi, n)
+
+
+def control_outcome(ratio: Interval, tolerance_pct: float) -> Outcome:
+    """The L = 1 check: both arms take the same branch, so the paired ratio must be 1 within the
+    tolerance. Valid: the whole CI inside; invalid: wholly outside; otherwise inconclusive."""
+    lo_bound, hi_bound = 1 - tolerance_pct / 100, 1 + tolerance_pct / 100
+    if ratio.n == 0 or not math.isfinite(ratio.median):
+        return Outcome.INCONCLUSIVE
+    if lo_bound <= ratio.low and ratio.high <= hi_bound:
+        return Outcome.VALID
+    if ratio.high < lo_bound or ratio.low > hi_bound:
+        return Outcome.INVALID
+    return Outcome.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Drift:
+    round: int
+    t: float
+    before_ms: float
+    after_ms: float
+
+    @property
+    def change_pct(self) -> float:
+        return (self.after_ms / self.before_ms - 1) * 100
+
+
+@dataclass
+class ContextEstimates:
+    rounds: int
+    step_ms: dict[tuple[str, int], Interval] = field(default_factory=dict)  # (arm, width)
+    ratio: dict[int, Interval] = field(default_factory=dict)  # width -> stock/patched
+    marginal_ms: dict[str, Interval] = field(default_factory=dict)  # arm -> L=2 - L=1
+    control_width: int | None = 1
+    control_outcome: Outcome | None = None
+    tolerance_pct: float = 2.0
+    drifts: list[Drift] = field(default_factory=list)
+    drifting_rounds: int = 0
+    control_level_ms: list[float] = field(default_factory=list)  # per round, both arms
+
+    @property
+    def control_ratio(self) -> Interval | None:
+        return self.ratio.get(self.control_width) if self.control_width is not None else None
+
+
+def _by_round(timings: Iterable[Timing]) -> dict[int, dict[tuple[str, int], list[float]]]:
+    rounds: dict[int, dict[tuple[str, int], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for t in timings:
+        rounds[t.round][(t.arm, t.width)].append(t.ms)
+    return rounds
+
+
+def estimate_context(
+    timings: Sequence[Timing],
+    arms: Sequence[str] = ("stock", "patched"),
+    control_width: int | None = 1,
+    tolerance_pct: float = 2.0,
+    seed: int = 0,
+) -> ContextEstimates:
+    """Every estimate of one context from its timings (complete quads only)."""
+    a, b = arms
+    rounds = _by_round(timings)
+    widths = sorted({t.width for t in timings})
+    out = ContextEstimates(len(rounds), control_width=control_width, tolerance_pct=tolerance_pct)
+    per_round_mean: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for r, cells in sorted(rounds.items()):
+        for (arm, width), ms in cells.items():
+            per_round_mean[(arm, width)][r] = statistics.fmean(ms)
+    for (arm, width), by_r in per_round_mean.items():
+        out.step_ms[(arm, width)] = bootstrap_median(
+            list(by_r.values()), stable_seed(seed, "step", arm, width)
+        )
+    for width in widths:
+        ratios = []
+        for cells in (rounds[r] for r in sorted(rounds)):
+            sa, sb = cells.get((a, width)), cells.get((b, width))
+            if sa and sb and len(sa) == len(sb) and sum(sb) > 0:
+                ratios.append(sum(sa) / sum(sb))
+        if ratios:
+            out.ratio[width] = bootstrap_median(ratios, stable_seed(seed, "ratio", width))
+    if 1 in widths and 2 in widths:
+        for arm in arms:
+            one, two = per_round_mean[(arm, 1)], per_round_mean[(arm, 2)]
+            diffs = [two[r] - one[r] for r in sorted(one) if r in two]
+            if diffs:
+                out.marginal_ms[arm] = bootstrap_median(diffs, stable_seed(seed, "marginal", arm))
+    if control_width is not None and control_width in out.ratio:
+        out.control_outcome = control_outcome(out.ratio[control_width], tolerance_pct)
+        level = [
+            statistics.fmean(
+                [*rounds[r].get((a, control_width), []), *rounds[r].get((b, control_width), [])]
+            )
+            for r in sorted(rounds)
+            if rounds[r].get((a, control_width)) or rounds[r].get((b, control_width))
+        ]
+        starts = {}
+        for t in timings:
+            if t.width == control_width:
+                starts.setdefault(t.round, t.t)
+        out.control_level_ms = level
+        out.drifts, out.drifting_rounds = drift_of(level, [starts[r] for r in sorted(starts)])
+    return out
+
+
+def drift_of(level: Sequence[float], starts: Sequence[float]) -> tuple[list[Drift], int]:
+    """Drift events (round-to-round steps > DRIFT_STEP) and how many rounds sit more than
+    DRIFT_STEP away from the context's median level (the drifting stretches)."""
+    drifts = [
+        Drift(i, starts[i] if i < len(starts) else 0.0, level[i - 1], level[i])
+        for i in range(1, len(level))
+        if level[i - 1] > 0 and abs(level[i] / level[i - 1] - 1) > DRIFT_STEP
+    ]
+    if not level:
+        return drifts, 0
+    med = statistics.median(level)
+    drifting = sum(1 for x in level if med > 0 and abs(x / med - 1) > DRIFT_STEP)
+    return drifts, drifting

@@ -1,0 +1,168 @@
+"""blas_in_use() names the library that provides the cblas_sgemm libmlx really calls.
+
+Every scenario runs in a fresh interpreter: the preload must happen before mlx.core is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mlatui.blas import OPENBLAS_DIRS, describe
+from mlatui.calibration import device_key
+
+ROOT = Path(__file__).resolve().parents[1]
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF/glibc only")
+
+PROBE = """
+import json, os, sys, time
+{before}
+import mlatui, mlatui.blas as b
+{preload}
+import mlx.core as mx
+out = {{"blas": b.blas_in_use(), "provider": b.cblas_provider(), "preloaded": b._preloaded}}
+with open("/proc/self/maps") as f:
+    out["mapped"] = sorted({{l.split()[-1] for l in f if "blas" in l.lower() and "/" in l}})
+if {gflops}:
+    a = mx.random.normal((512, 512)); mx.eval(a @ a)
+    t, k = time.perf_counter(), 0
+    while time.perf_counter() - t < 0.3:
+        mx.eval(a @ a); k += 1
+    out["gflops"] = 2 * 512**3 * k / (time.perf_counter() - t) / 1e9
+print(json.dumps(out))
+"""
+
+
+def probe(before: str = "", preload: str = "", gflops: bool = False, **env: str) -> dict:
+    full = {k: v for k, v in os.environ.items() if k != "MLATUI_BLAS"} | env
+    code = textwrap.dedent(PROBE).format(before=before, preload=preload, gflops=gflops)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def is_bundled(blas: str) -> bool:
+    return blas.startswith("bundled reference BLAS (") and "mlx_cpu.libs" in blas
+
+
+def system_openblas() -> str | None:
+    for folder in OPENBLAS_DIRS:
+        if os.path.exists(os.path.join(folder, "libblas.so.3")):
+            return os.path.join(folder, "libblas.so.3")
+    return None
+
+
+def test_describe_labels_and_calibration_key_agree():
+    cases = {
+        "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3": "openblas",
+        "/v/site-packages/mlx_cpu.libs/libblas-bd8a282c.so.3.10.0": "refblas",
+    }
+    for path, key in cases.items():
+        label = describe(path)
+        assert path in label
+        env = {"backend": "cpu", "device_name": "x", "blas": label}
+        assert device_key(env).endswith("-" + key), (label, device_key(env))
+    bundled = describe("/v/site-packages/mlx_cpu.libs/libblas-bd8a282c.so.3.10.0")
+    assert bundled.startswith("bundled reference BLAS (") and "libopenblas0-pthread" in bundled
+
+
+@linux_only
+def test_unknown_without_mlx_even_when_an_openblas_is_mapped():
+    pytest.importorskip("numpy")  # numpy's wheel maps libscipy_openblas64_
+    code = "import numpy, mlatui.blas as b, sys; print(b.blas_in_use()); print('mlx.core' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "MLATUI_BLAS"} | {"MLATUI_BLAS": "reference"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    blas, imported = out.stdout.strip().splitlines()
+    assert imported == "False"
+    assert blas.startswith("unknown (") and "openblas" not in blas
+
+
+@linux_only
+def test_default_run_reports_what_libmlx_resolved():
+    r = probe()
+    path, how = r["provider"]
+    assert how == "got"  # read from libmlx's relocated GOT slot, not guessed
+    if system_openblas():
+        assert r["preloaded"], "system OpenBLAS exists but preload_fast_blas() did not load it"
+    if r["preloaded"]:
+        assert r["blas"] == f"openblas ({os.path.realpath(r['preloaded'])})"
+    else:
+        assert is_bundled(r["blas"]) and path in r["blas"]
+
+
+@linux_only
+def test_reference_with_numpy_openblas_mapped_says_bundled():
+    pytest.importorskip("numpy")
+    r = probe(before="import numpy", MLATUI_BLAS="reference")
+    # numpy's OpenBLAS is mapped (the old name-based logic reported it) ...
+    assert any("openblas" in p.lower() for p in r["mapped"]), r["mapped"]
+    # ... but libmlx calls the wheel's reference BLAS.
+    assert r["preloaded"] is None
+    assert is_bundled(r["blas"]), r["blas"]
+    assert not r["blas"].startswith("openblas")
+    assert device_key({"backend": "cpu", "device_name": "x", "blas": r["blas"]}).endswith("refblas")
+
+
+FAKE_BLAS = """
+void cblas_sgemm(void) {}
+%s
+"""
+
+
+@linux_only
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler")
+@pytest.mark.parametrize("openblas", [True, False])
+def test_globally_preloaded_blas_wins_over_libmlx_dependencies(tmp_path, openblas):
+    """A library loaded RTLD_GLOBAL before mlx.core provides libmlx's cblas_sgemm even though
+    dlsym(libmlx handle) would find the bundled one first. (It is never called here.)"""
+    src = tmp_path / "fake.c"
+    extra = 'const char *openblas_get_config(void) { return "fake"; }' if openblas else ""
+    src.write_text(FAKE_BLAS % extra)
+    lib = tmp_path / "libfastblas.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    preload = f"import ctypes; ctypes.CDLL({str(lib)!r}, mode=ctypes.RTLD_GLOBAL)"
+    r = probe(preload=preload, MLATUI_BLAS="reference")
+    real = os.path.realpath(lib)
+    assert r["provider"] == [real, "got"]
+    assert r["blas"] == (f"openblas ({real})" if openblas else f"other BLAS ({real})")
+
+
+@linux_only
+def test_real_openblas_preload_is_reported_and_fast():
+    """With MLATUI_TEST_OPENBLAS_DIR (e.g. an extracted libopenblas0-pthread .deb, with
+    LD_LIBRARY_PATH reaching its libgfortran.so.5) or a system OpenBLAS: the preload is reported as openblas, MLATUI_BLAS=reference as bundled, and the
+    reported one is the fast one."""
+    folder = os.environ.get("MLATUI_TEST_OPENBLAS_DIR")
+    if not folder:
+        system = system_openblas()
+        if not system:
+            pytest.skip("no OpenBLAS (set MLATUI_TEST_OPENBLAS_DIR to an openblas-pthread dir)")
+        folder = os.path.dirname(system)
+    # MLATUI_BLAS=reference keeps `import mlatui` from preloading a system copy first.
+    preload = (
+        f"os.environ.pop('MLATUI_BLAS'); b.OPENBLAS_DIRS = ({folder!r},); b._preloaded = None\n"
+        "assert b.preload_fast_blas()"
+    )
+    fast = probe(preload=preload, gflops=True, MLATUI_BLAS="reference")
+    slow = probe(gflops=True, MLATUI_BLAS="reference")
+    expected = os.path.realpath(os.path.join(folder, "libblas.so.3"))
+    assert fast["blas"] == f"openblas ({expected})"
+    assert is_bundled(slow["blas"])
+    assert fast["gflops"] > 3 * slow["gflops"], (fast["gflops"], slow["gflops"])

@@ -1,0 +1,192 @@
+"""The arms' gate choices reach every gated layer, dense and sparse, and every draft; an A/A
+(null) run gives both slots the same variant; its bias is stored and shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlatui.arms import Variant, build_arms, sparse_layers
+from mlatui.engine import run
+from mlatui.events import Estimate, PhaseSummary, RunHeader, Step, Validity
+from mlatui.models.mlatui_mla import Model, ModelArgs
+from mlatui.runconfig import RunConfig
+
+TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+
+
+def sparse_model() -> Model:
+    """The embedded model's shape at test size: real MLA ranks (threshold 170), layer 1 sparse
+    with top-k 16 so a 64-token cache really takes the sparse path."""
+    args = ModelArgs(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        sparse_layers=[1],
+        index_n_heads=2,
+        index_head_dim=16,
+        index_topk=16,
+        qk_rope_head_dim=16,
+    )
+    mx.random.seed(0)
+    model = Model(args)
+    mx.eval(model.parameters())
+    return model
+
+
+def branches_at(arm, width: int) -> tuple[dict, dict]:
+    """One forward of `width` tokens on a 64-token cache: (absorbed, materialised) counts by L."""
+    cache = make_prompt_cache(arm.model)
+    arm.model(mx.arange(64)[None] % 128, cache=cache)
+    arm.counters.reset()
+    mx.eval(arm.model(mx.arange(width)[None], cache=cache))
+    return dict(arm.counters.absorbed), dict(arm.counters.materialised)
+
+
+def test_threshold_reaches_the_sparse_layer():
+    model = sparse_model()
+    _, formula = build_arms(model, "formula")
+    _, four = build_arms(model, 4)
+    # formula: 5 <= 170 -> absorbed in both layers (dense and sparse)
+    assert branches_at(formula, 5) == ({5: 2}, {})
+    # --threshold 4: L = 5 materialises in the sparse layer too, not only the dense one
+    assert branches_at(four, 5) == ({}, {5: 2})
+    assert branches_at(four, 4) == ({4: 2}, {})
+    layer = sparse_layers(four.model)[0][1]
+    assert layer.gate_policy.name == "fixed:4"
+
+
+def test_threshold_one_makes_every_layer_take_the_stock_branch():
+    model = sparse_model()
+    stock, one = build_arms(model, 1, indexer="stock")
+    for width in (1, 2, 3):
+        assert branches_at(stock, width) == branches_at(one, width)
+    assert sparse_layers(one.model)[0][1].indexer_mode == "stock"
+
+
+@pytest.mark.parametrize("variant", [Variant.STOCK, Variant.PATCHED])
+def test_null_arms_are_the_same_variant_in_every_layer(variant):
+    model = sparse_model()
+    a, b = build_arms(model, "formula", (variant, variant))
+    assert (a.name, b.name) == ("stock", "patched")  # the slots keep their names
+    assert a.variant is b.variant is variant
+    for width in (1, 2, 5):
+        assert branches_at(a, width) == branches_at(b, width)
+    la, lb = sparse_layers(a.model)[0][1], sparse_layers(b.model)[0][1]
+    assert la.indexer_mode == lb.indexer_mode == variant.value
+    assert la.mla_gate == lb.mla_gate
+    # twins share every weight: no second copy of the model
+    assert la.wq_b.weight is lb.wq_b.weight if hasattr(la, "wq_b") else True
+    assert a.model.model.embed_tokens.weight is b.model.model.embed_tokens.weight
+
+
+@pytest.fixture(scope="module")
+def null_run(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    import os
+
+    old = os.environ.get("MLATUI_CACHE_DIR")
+    os.environ["MLATUI_CACHE_DIR"] = str(cache)
+    try:
+        events = []
+        config = RunConfig(
+            scenario=TINY,
+            random_weights=True,
+            null=True,
+            overrides={"reps": 3, "max_rounds": 4, "warmup": 1, "only_phases": ["sweep"]},
+        )
+        status = run(config, events.append)
+        later = []
+        run(
+            RunConfig(
+                scenario=TINY,
+                random_weights=True,
+                overrides={
+                    "reps": 3,
+                    "max_rounds": 4,
+                    "warmup": 1,
+                    "only_phases": ["sweep"],
+                    "contexts": [64],
+                },
+            ),
+            later.append,
+        )
+    finally:
+        if old is None:
+            os.environ.pop("MLATUI_CACHE_DIR")
+        else:
+            os.environ["MLATUI_CACHE_DIR"] = old
+    return status, events, later
+
+
+def test_null_run_has_both_passes_with_identical_branches(null_run):
+    status, events, _ = null_run
+    assert status == "completed"
+    header = events[0]
+    assert isinstance(header, RunHeader)
+    assert header.settings["null"] is True
+    assert header.settings["passes"] == ["aa-stock", "aa-patched"]
+    summaries = [e for e in events if isinstance(e, PhaseSummary)]
+    assert [s.phase for s in summaries] == ["sweep/aa-stock", "sweep/aa-patched"]
+    for phase, materialises in (("sweep/aa-stock", True), ("sweep/aa-patched", False)):
+        steps = [e for e in events if isinstance(e, Step) and e.phase == phase and e.width >= 2]
+        for arm in ("stock", "patched"):
+            mine = [s for s in steps if s.arm == arm]
+            assert mine and all((s.materialised_calls > 0) == materialises for s in mine)
+    finals = [e for e in events if isinstance(e, Estimate) and e.final]
+    assert {e.phase for e in finals} == {"sweep/aa-stock", "sweep/aa-patched"}
+    assert sum(isinstance(e, Validity) for e in events) == 4  # 2 passes x 2 contexts
+
+
+def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
+    from mlatui.harness_bias import describe
+
+    _, events, later = null_run
+    bias = later[0].settings.get("harness_bias")
+    assert bias is not None
+    finals = [e for e in events if isinstance(e, Estimate) and e.final]
+    worst = max(
+        abs(r["median"] - 1) * 100 for e in finals for r in e.rows if r["quantity"] == "ratio"
+    )
+    assert bias["max_abs_bias_pct"] == pytest.approx(worst)
+    assert describe(bias).startswith(f"harness bias ±{worst:.1f}%")
+
+
+def test_bench_null_prints_the_bias_table(tmp_path, monkeypatch, capsys):
+    from mlatui.cli import main
+
+    monkeypatch.setenv("MLATUI_CACHE_DIR", str(tmp_path))
+    scenario = tmp_path / "tiny-null.toml"
+    text = Path(TINY).read_text().replace("contexts = [128, 256]", "contexts = [64]")
+    scenario.write_text(text.replace("reps = 3\n", "reps = 3\nmax_rounds = 4\n", 1))
+    code = main(
+        [
+            "bench",
+            str(scenario),
+            "--random-weights",
+            "--null",
+            "--phases",
+            "sweep",
+            "--reps",
+            "3",
+            "--out",
+            str(tmp_path / "aa.jsonl"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code in (0, 3)
+    assert "## A/A: harness bias" in out
+    assert "aa-stock" in out and "aa-patched" in out
+    assert "A/A NULL RUN" in out
+
+
+def test_random_latents_fill_needs_random_weights(capsys):
+    from mlatui.cli import main
+
+    assert main(["bench", TINY, "--fill", "random-latents"]) == 2
+    assert "--random-weights" in capsys.readouterr().err

@@ -1,0 +1,141 @@
+"""The sampler and its estimates, with injected effects: a simulated device whose step time
+depends on (arm, width, regime, noise), so the true answers are known."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from mlatui.estimates import (
+    Outcome,
+    Timing,
+    bootstrap_median,
+    control_outcome,
+    estimate_context,
+)
+from mlatui.sampler import SamplerPlan, round_schedule, sample_context
+
+
+class Device:
+    """Step ms = base(width) * arm factor * regime(t) * (1 + noise). `calls` counts time."""
+
+    def __init__(self, slowdown=None, drift_at=None, drift=2.0, noise=0.03, seed=1):
+        self.slowdown = slowdown or {}
+        self.drift_at, self.drift = drift_at, drift
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.calls = 0
+
+    def measure(self, arm: str, width: int) -> float:
+        self.calls += 1
+        regime = self.drift if self.drift_at is not None and self.calls > self.drift_at else 1.0
+        base = 10.0 + 3.0 * (width - 1)
+        return base * self.slowdown.get(arm, 1.0) * regime * (1 + self.rng.gauss(0, self.noise))
+
+
+def test_schedule_is_balanced_quads_and_rotates():
+    widths = (1, 2, 3, 4)
+    first = Counter()
+    orders = []
+    for r in range(8):
+        sched = round_schedule(widths, r)
+        assert Counter(w for w, _ in sched) == Counter({1: 4, 2: 4, 3: 4, 4: 4})
+        for i in range(0, len(sched), 4):
+            arms = [a for _, a in sched[i : i + 4]]
+            assert arms in (["stock", "patched", "patched", "stock"], ["patched", "stock", "stock", "patched"])
+            first[(sched[i][0], arms[0])] += 1
+        orders.append(tuple(w for w, _ in sched[::4]))
+    for w in widths:  # each arm first equally often per width
+        assert first[(w, "stock")] == first[(w, "patched")] == 4
+    assert len(set(orders)) == 4  # the width order rotates
+    assert {o[0] for o in orders} == set(widths)
+
+
+def test_control_quads_are_spread_through_the_round():
+    sched = round_schedule((1, 2, 3), 0, control_quads=3)
+    widths = [w for w, _ in sched[::4]]
+    assert widths.count(1) == 3 and widths.count(2) == widths.count(3) == 1
+    assert widths != [1, 1, 1, 2, 3]
+
+
+def test_identical_arms_come_out_null():
+    dev = Device(noise=0.03)
+    run = sample_context(SamplerPlan((1, 2, 3), min_rounds=10, max_rounds=30), dev.measure)
+    est = run.estimates
+    for w in (1, 2, 3):
+        assert est.ratio[w].contains(1.0), (w, est.ratio[w])
+    assert est.control_outcome is Outcome.VALID
+
+
+def test_a_five_percent_slowdown_of_one_arm_is_detected():
+    dev = Device(slowdown={"stock": 1.05}, noise=0.03)
+    run = sample_context(SamplerPlan((1, 2), min_rounds=10, max_rounds=30), dev.measure)
+    ratio = run.estimates.ratio[1]
+    assert not ratio.contains(1.0)
+    assert ratio.low > 1.0 and abs(ratio.median - 1.05) < 0.02
+    assert run.estimates.control_outcome is Outcome.INVALID
+
+
+def test_drift_in_the_middle_does_not_move_the_paired_ratio_and_is_reported():
+    plan = SamplerPlan((1, 2, 3), min_rounds=12, max_rounds=12)
+    per_round = plan.timed_calls(1)
+    dev = Device(drift_at=per_round * 6 + 5, drift=2.0, noise=0.01)  # mid-round 7
+    run = sample_context(plan, dev.measure)
+    est = run.estimates
+    for w in (1, 2, 3):
+        assert abs(est.ratio[w].median - 1.0) < 0.01
+    assert len(est.drifts) == 1
+    assert est.drifts[0].round == 6 and est.drifts[0].change_pct > 50
+    # marginal cost stays the true 3 ms per arm only if taken within rounds
+    for arm in ("stock", "patched"):
+        assert 2.5 < est.marginal_ms[arm].median < 6.5
+
+
+def test_unpaired_medians_would_have_been_fooled_by_the_same_drift():
+    """The reason for rounds: measuring each width as a block across a regime change."""
+    dev = Device(drift_at=40, drift=2.0, noise=0.0)
+    block = {w: [dev.measure("stock", w) for _ in range(40)] for w in (1, 2)}
+    naive = sorted(block[2])[20] - sorted(block[1])[20]
+    assert naive > 10  # true marginal cost is 3 ms
+
+
+def test_inconclusive_adds_rounds_up_to_the_limit():
+    dev = Device(slowdown={"stock": 1.02}, noise=0.05)
+    plan = SamplerPlan((1, 2), min_rounds=4, max_rounds=10)
+    run = sample_context(plan, dev.measure)
+    assert run.rounds == 10
+    assert run.estimates.control_outcome is Outcome.INCONCLUSIVE
+
+
+def test_rounds_are_whole_pairs_and_warmup_is_not_timed():
+    dev = Device(noise=0.0)
+    warmed = []
+    plan = SamplerPlan((1, 2), min_rounds=3, max_rounds=3, warmup=2)
+    run = sample_context(plan, dev.measure, warm=lambda a, w: warmed.append((a, w)))
+    assert run.rounds == 4
+    assert len(warmed) == 2 * 2 * 2
+    assert len(run.timings) == plan.timed_calls(4)
+
+
+def test_outcome_bounds():
+    from mlatui.estimates import Interval
+
+    assert control_outcome(Interval(1.0, 0.99, 1.01, 8), 2.0) is Outcome.VALID
+    assert control_outcome(Interval(1.05, 1.03, 1.07, 8), 2.0) is Outcome.INVALID
+    assert control_outcome(Interval(1.02, 1.0, 1.04, 8), 2.0) is Outcome.INCONCLUSIVE
+
+
+def test_estimates_are_reproducible_from_timings():
+    timings = [Timing(r, w, a, 10 + r + w + (a == "stock")) for r in range(6) for w in (1, 2) for a in ("stock", "patched") for _ in range(2)]
+    e1 = estimate_context(timings, seed=3)
+    e2 = estimate_context(list(timings), seed=3)
+    assert e1.ratio == e2.ratio and e1.step_ms == e2.step_ms
+    assert bootstrap_median([1.0, 2.0, 3.0], 5) == bootstrap_median([1.0, 2.0, 3.0], 5)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_bootstrap_degenerate(n):
+    iv = bootstrap_median([2.0] * n, 0)
+    assert iv.n == n
