@@ -235,7 +235,7 @@ def plan_for(phase: Phase, widths: tuple[int, ...], seed: int, context: int) -> 
     return SamplerPlan(
         widths,
         min_rounds=phase.reps,
-        max_rounds=phase.max_rounds or 3 * phase.reps,
+        max_rounds=max(phase.max_rounds or 3 * phase.reps, phase.reps),
         warmup=phase.warmup,
         control_width=1 if 1 in widths else None,
         control_quads=CONTROL_QUADS if len(widths) > 1 else 1,

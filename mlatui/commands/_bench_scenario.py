@@ -35,6 +35,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="diagnostic: run both arms on one worker thread (one MLX stream) instead of one thread each",
     )
+    parser.add_argument(
+        "--contexts", help="override every phase's contexts, e.g. 2048,8192,16k (tokens)"
+    )
+    parser.add_argument("--widths", help="override every sweep/indexer phase's widths, e.g. 1,2,4")
+    parser.add_argument(
+        "--max-rounds", type=int, help="override every phase's round limit (inconclusive checks)"
+    )
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -75,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mlatui.cli import UserError
+    from mlatui.commands.bench_attention import int_list
 
     if not Path(args.scenario).exists():
         raise UserError(f"{args.scenario}: no such scenario file (try scenarios/default.toml)")
@@ -90,6 +98,17 @@ def run(args: argparse.Namespace) -> int:
         overrides["reps"] = args.reps
     if args.tokens:
         overrides["tokens"] = args.tokens
+    if args.contexts:
+        overrides["contexts"] = int_list(args.contexts)
+    if args.widths:
+        widths = int_list(args.widths)
+        overrides["widths"] = sorted({1, *widths})  # the L = 1 control is never optional
+    if args.max_rounds is not None:
+        if args.max_rounds < 2:
+            raise UserError("--max-rounds must be >= 2")
+        overrides["max_rounds"] = args.max_rounds
+    if args.reps is not None and args.reps < 3:
+        raise UserError("--reps must be >= 3 (rounds before the L = 1 check may decide)")
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
     config = RunConfig(

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# H200 call B (issue 9): long contexts with the timing-only random-latent fill (1K/32K/128K,
+# widths 1, 2, 4, real patch and A/A), the shared-thread A/A diagnostic, and calibrate in bf16 4-bit.
+set -u
+mkdir -p "$OUT/r"
+export MLATUI_CACHE_DIR="$OUT/r/cache"
+S=scenarios/glm47-flash.toml
+run() {
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m mlatui bench $S --random-weights --phases sweep "$@" \
+    --out "$OUT/r/$name.jsonl" > "$OUT/r/$name.md" 2> "$OUT/r/$name.log"
+  echo "$name exit $? at $(date +%T)"
+  tar czf "$OUT/h200-5.tgz" -C "$OUT" r
+}
+run long 170 --fill random-latents --contexts 1024,32768,131072 --widths 1,2,4 --reps 8 --max-rounds 16
+run long-aa 200 --null --fill random-latents --contexts 1024,32768,131072 --widths 1,2,4 --reps 6 --max-rounds 12
+run aa-shared 150 --null --shared-arm-thread --fill random-latents --contexts 2048,16384 --widths 1,2,3,4 --reps 8 --max-rounds 16
+timeout 60 python3 -m mlatui calibrate --family glm4_moe_lite --contexts 8192 --dtype bfloat16 --bits 4 \
+  > "$OUT/r/calibrate.md" 2> "$OUT/r/calibrate.log"; echo "calibrate exit $?"
+tar czf "$OUT/h200-5.tgz" -C "$OUT" r
