@@ -1,12 +1,15 @@
-"""MLA attention benchmarks: (a) forced branches on one attention layer, (b) whole model stock vs
-patched. Single-threaded, arms interleaved A B B A, every sample at the same cache length (the
-step's tokens are trimmed off again), warm-up excluded, raw samples kept."""
+"""MLA attention benchmark (a): forced absorbed vs materialised branches on one attention layer.
+
+Timed through the one sampler (`mlatui.sampler`): per context, rounds in which every width is
+measured once per branch as an A B B A quad (mirrored on odd rounds, widths rotating), every sample
+at the same cache length (the step's tokens are trimmed off again), warm-up excluded, raw samples
+kept. Figures are medians over rounds with seeded 95% bootstrap CIs; the per-width figure is the
+paired ratio absorbed/materialised. Part (b), whole model stock vs patched, is the engine's sweep
+(`mlatui bench SCENARIO.toml --random-weights`), see `mlatui.commands.bench_attention`."""
 
 from __future__ import annotations
 
-import copy
 import inspect
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,26 +17,23 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.base import create_causal_mask
-from mlx_lm.models.cache import (
-    CacheList,
-    KVCache,
-    can_trim_prompt_cache,
-    make_prompt_cache,
-    trim_prompt_cache,
-)
+from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
 from mlatui import families, mla
-from mlatui.measure import abba, l1_check, timed_ms
+from mlatui.estimates import Interval, stable_seed
+from mlatui.measure import timed_ms
 from mlatui.records import BenchRecord
+from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 
-PREFILL_CHUNK = 512
+ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
+DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
 
 def _sync(out: Any) -> None:
     mx.eval(out)
 
 
-# ---- (a) one attention layer, forced branches ----------------------------------------------
+# ---- one attention layer, two forced branches -----------------------------------------------
 
 
 @dataclass
@@ -92,22 +92,17 @@ def _offset(cache: Any) -> int:
 
 
 def attention_step(
-    arms: ForcedArms, width: int, seed: int = 0
+    arms: ForcedArms, width: int, offset: int, seed: int = 0
 ) -> Callable[[nn.Module, Any], mx.array]:
+    """One forward of `width` new tokens on a cache holding `offset` tokens. The inputs and the
+    causal mask are built and evaluated here, once, so the timed call holds only the forward."""
     mx.random.seed(seed)
     x = mx.random.normal((1, width, arms.hidden)).astype(arms.dtype)  # (B, L, D)
     scale = mx.ones((width, 1), dtype=arms.dtype)
-    mx.eval(x, scale)
-
-    masks: dict[int, mx.array | None] = {}  # every sample sees the same offset: build it once
+    mask = create_causal_mask(width, offset) if width > 1 else None
+    mx.eval(x, scale, *([mask] if mask is not None else []))
 
     def step(attn: nn.Module, cache: Any) -> mx.array:
-        offset = _offset(cache)
-        if offset not in masks:  # first (warm-up) call only
-            masks[offset] = create_causal_mask(width, offset) if width > 1 else None
-            if masks[offset] is not None:
-                mx.eval(masks[offset])
-        mask = masks[offset]
         if arms.takes_scale:
             return attn(x, scale, mask, cache)
         return attn(x, mask=mask, cache=cache)
@@ -115,24 +110,73 @@ def attention_step(
     return step
 
 
-def time_forced(arms: ForcedArms, cache: Any, width: int, reps: int) -> dict[str, list[float]]:
-    """ABBA samples (ms) of both branches at `width`, each on the same cache length: the step's
-    tokens are trimmed off after every call. One untimed call per branch first (compiles)."""
-    step = attention_step(arms, width)
+def forced_measure(
+    arms: ForcedArms, cache: Any, widths: Sequence[int]
+) -> Callable[[str, int], float]:
+    """The sampler's `measure(arm, width)`: one timed forward of that branch at that width on the
+    shared cache (the timed region holds the forward and its `mx.eval` sync only), then the
+    width's tokens are trimmed off again, so every sample sees the same cache length."""
+    offset = _offset(cache)
+    steps = {w: attention_step(arms, w, offset) for w in widths}
     modules = {"absorbed": arms.absorbed, "materialised": arms.materialised}
-    samples: dict[str, list[float]] = {k: [] for k in modules}
-    for i, name in enumerate([*modules, *abba(list(modules), reps)]):
-        ms = timed_ms(lambda m=modules[name]: step(m, cache), _sync)
+
+    def measure(arm: str, width: int) -> float:
+        step, module = steps[width], modules[arm]
+        if _offset(cache) != offset:  # checked before the timed region opens
+            raise RuntimeError(f"cache holds {_offset(cache)} tokens, the steps expect {offset}")
+        ms = timed_ms(lambda: step(module, cache), _sync)
         trim_prompt_cache([cache], width)
-        if i >= len(modules):
-            samples[name].append(ms)
-    return samples
+        return ms
+
+    return measure
 
 
-def crossover(medians: dict[int, tuple[float, float]]) -> int | None:
-    """Largest width where the absorbed branch was faster (None if it never was)."""
-    wins = [w for w, (a, m) in sorted(medians.items()) if a < m]
+def forced_plan(widths: Sequence[int], rounds: int, seed: int) -> SamplerPlan:
+    """Forced branches: no L = 1 check (the branches differ at every width), a fixed number of
+    rounds (odd counts are rounded up to whole pairs by the sampler)."""
+    return SamplerPlan(
+        tuple(dict.fromkeys(widths)),
+        min_rounds=rounds,
+        max_rounds=rounds,
+        warmup=1,
+        control_width=None,
+        arms=ARMS,
+        seed=seed,
+    )
+
+
+def time_forced(
+    arms: ForcedArms,
+    cache: Any,
+    plan: SamplerPlan,
+    on_round: Callable[[Any], None] = lambda e: None,
+) -> SamplerRun:
+    """Both forced branches at every width of `plan`, through the sampler."""
+    return sample_context(plan, forced_measure(arms, cache, plan.widths), on_round=on_round)
+
+
+ABSORBED_FASTER = "absorbed faster"
+MATERIALISED_FASTER = "materialised faster"
+TIE = "tie (within noise)"
+
+
+def verdict(ratio: Interval) -> str:
+    """From the paired ratio absorbed/materialised and its 95% CI."""
+    if ratio.n and ratio.high < 1:
+        return ABSORBED_FASTER
+    if ratio.n and ratio.low > 1:
+        return MATERIALISED_FASTER
+    return TIE
+
+
+def crossover(ratios: dict[int, Interval]) -> int | None:
+    """Largest width where the absorbed branch was significantly faster (None if it never was)."""
+    wins = [w for w, r in ratios.items() if verdict(r) == ABSORBED_FASTER]
     return max(wins) if wins else None
+
+
+def interval_dict(iv: Interval) -> dict[str, float | int]:
+    return {"median": iv.median, "low": iv.low, "high": iv.high, "rounds": iv.n}
 
 
 def forced_sweep(
@@ -144,27 +188,48 @@ def forced_sweep(
     bits: int | None = None,
     env: dict | None = None,
     progress: Callable[[str], None] = lambda s: None,
-    dtype: mx.Dtype = mx.float32,
+    dtype: str = "float32",
+    seed: int = 0,
 ) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
-    arms = forced_arms(family, size, bits, dtype=dtype)
+    """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
+    run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples and
+    their round indices, and per context: the estimates, the verdict per width, the measured
+    crossover and the formula's."""
+    arms = forced_arms(family, size, bits, dtype=DTYPES[dtype])
     g = arms.geometry
+    widths = sorted(set(widths))
     settings = dict(
-        size=size, bits=bits, dtype=str(dtype), reps=reps, geometry=g.key, heads=g.num_heads
+        size=size,
+        bits=bits,
+        dtype=dtype,
+        reps=reps,
+        geometry=g.key,
+        heads=g.num_heads,
+        sampler="rounds of A B B A quads (mirrored on odd rounds), widths rotating",
+        estimator="median over rounds, 95% seeded bootstrap CI",
     )
     records, summary = [], {}
     for context in contexts:
-        cache = random_cache(arms.absorbed, context, dtype=dtype)
-        medians = {}
+        cache = random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
+        plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
+
+        def on_round(est, context=context, plan=plan) -> None:
+            progress(f"T={context}: round {est.rounds}/{plan.first_rounds}")
+
+        run = time_forced(arms, cache, plan, on_round)
+        est = run.estimates
+        per_width = {}
         for width in widths:
-            s = time_forced(arms, cache, width, reps)
-            medians[width] = (
-                statistics.median(s["absorbed"]),
-                statistics.median(s["materialised"]),
-            )
+            ratio = est.ratio[width]
+            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
+            per_width[width] = dict(absorbed=a, materialised=m, ratio=ratio, verdict=verdict(ratio))
             progress(
-                f"T={context} L={width}: absorbed {medians[width][0]:.2f} ms, materialised {medians[width][1]:.2f} ms"
+                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
+                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]: "
+                f"{verdict(ratio)}"
             )
-            for arm, samples in s.items():
+            for arm in ARMS:
+                mine = [t for t in run.timings if t.arm == arm and t.width == width]
                 records.append(
                     BenchRecord(
                         "attention-forced",
@@ -172,104 +237,27 @@ def forced_sweep(
                         arm,
                         context,
                         width,
-                        samples,
-                        settings,
+                        [t.ms for t in mine],
+                        {
+                            **settings,
+                            "rounds": run.rounds,
+                            "sample_rounds": [t.round for t in mine],
+                            "step_ms": interval_dict(est.step_ms[arm, width]),
+                            "ratio_absorbed_over_materialised": interval_dict(ratio),
+                            "seed": plan.seed,
+                        },
                         env or {},
+                        note=verdict(ratio),
                     )
                 )
         formula = mla.max_absorbed_queries(
             g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, context
         )
-        summary[context] = dict(medians=medians, measured=crossover(medians), formula=formula)
-        del cache
-    return records, summary
-
-
-# ---- (b) whole model, stock vs patched -------------------------------------------------------
-
-
-def prefill(model: nn.Module, cache: list, context: int, vocab: int, seed: int = 0) -> None:
-    mx.random.seed(seed)
-    tokens = mx.random.randint(0, vocab, (1, context))
-    for start in range(0, context, PREFILL_CHUNK):
-        model(tokens[:, start : start + PREFILL_CHUNK], cache=cache)
-        mx.eval([c.state for c in cache])
-        mx.clear_cache()
-
-
-def model_sweep(
-    family: str,
-    contexts: Sequence[int],
-    widths: Sequence[int],
-    reps: int,
-    size: str = "full",
-    layers: int | None = None,
-    bits: int | None = None,
-    env: dict | None = None,
-    progress: Callable[[str], None] = lambda s: None,
-    dtype: mx.Dtype = mx.float32,
-) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
-    """Stock vs patched twin (shared weights), each with its own copy of one prefilled cache."""
-    stock = families.build_model(family, size, layers, bits=bits, dtype=dtype)
-    patched = mla.twin(stock)
-    report = mla.patch_model(patched)
-    mla.count_branches(stock)
-    if not can_trim_prompt_cache(make_prompt_cache(stock)):
-        raise ValueError(
-            f"{family} has a non-trimmable cache (linear-attention layers); part (b) needs trim"
-        )
-    vocab = families.text_config(families.config_for(family, size))["vocab_size"]
-    settings = dict(
-        size=size,
-        bits=bits,
-        dtype=str(dtype),
-        layers=layers,
-        reps=reps,
-        geometry=report.geometry.key,
-    )
-    widths = sorted(set(widths) | {1})
-    arms = {"stock": stock, "patched": patched}
-    records, summary = [], {}
-    for context in contexts:
-        base = make_prompt_cache(stock)
-        prefill(stock, base, context, vocab)
-        caches = {k: copy.deepcopy(base) for k in arms}
-        del base
-        samples: dict[tuple[str, int], list[float]] = {}
-        for width in widths:
-            mx.random.seed(100 + width)
-            tokens = mx.random.randint(0, vocab, (1, width))
-            for i, name in enumerate([*arms, *abba(list(arms), reps)]):
-                ms = timed_ms(lambda n=name, t=tokens, c=caches: arms[n](t, cache=c[n]), _sync)
-                trim_prompt_cache(caches[name], width)
-                if i >= len(arms):  # the first call per arm and width is the warm-up
-                    samples.setdefault((name, width), []).append(ms)
-            progress(
-                f"T={context} L={width}: stock {statistics.median(samples['stock', width]):.1f} ms, "
-                f"patched {statistics.median(samples['patched', width]):.1f} ms"
-            )
-        s1, p1, diff, valid = l1_check(samples["stock", 1], samples["patched", 1])
         summary[context] = dict(
-            l1_diff_pct=diff,
-            valid=valid,
-            medians={k: statistics.median(v) for k, v in samples.items()},
+            widths=per_width,
+            rounds=run.rounds,
+            measured=crossover({w: s["ratio"] for w, s in per_width.items()}),
+            formula=formula,
         )
-        note = "" if valid else f"L=1 medians differ by {diff:.1f}% (> 2%): invalid"
-        for (name, width), ms in samples.items():
-            records.append(
-                BenchRecord(
-                    "attention-model",
-                    family,
-                    name,
-                    context,
-                    width,
-                    ms,
-                    settings,
-                    env or {},
-                    valid,
-                    note,
-                )
-            )
-        del caches
-        mx.clear_cache()
+        del cache
     return records, summary

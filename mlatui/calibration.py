@@ -2,7 +2,10 @@
 
 `mlatui calibrate` writes them; `patch_model(threshold="calibrated")` reads them through
 `load_crossovers`. One JSON file per device in the user's cache folder:
-{geometry key: {"crossovers": {context: max absorbed width}, "family": ..., "env": ...}}.
+{geometry key: {"crossovers": {context: max absorbed width}, "family": ..., "dtype": ...,
+"bits": ..., "env": ...}}. Each probe of the bisection is one width timed through the sampler
+(`mlatui.sampler`): rounds of A B B A quads of the two forced branches, decided by the median of
+the per-round paired ratio absorbed/materialised.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mlatui.estimates import Interval, stable_seed
 
 CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
 
@@ -56,7 +61,17 @@ def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, in
     return {int(t): int(w) for t, w in entry["crossovers"].items()}
 
 
-def save_crossovers(geometry, crossovers: dict[int, int], family: str, env: dict[str, Any]) -> Path:
+def save_crossovers(
+    geometry,
+    crossovers: dict[int, int],
+    family: str,
+    env: dict[str, Any],
+    dtype: str | None = None,
+    bits: int | None = None,
+    rounds: int | None = None,
+) -> Path:
+    """Store the crossovers with what they were measured in: dtype and quantisation (None: the
+    layer's weights were not quantised), and the sampler rounds per probe."""
     path = calibration_path(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = _read(path)
@@ -64,6 +79,9 @@ def save_crossovers(geometry, crossovers: dict[int, int], family: str, env: dict
         "crossovers": {str(t): int(w) for t, w in sorted(crossovers.items())},
         "family": family,
         "num_heads": geometry.num_heads,
+        "dtype": dtype,
+        "bits": bits,
+        "rounds_per_probe": rounds,
         "env": env,
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -87,30 +105,59 @@ def find_crossover(
     return lo
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One bisection probe: per-branch step ms and the paired ratio absorbed/materialised."""
+
+    width: int
+    absorbed: Interval
+    materialised: Interval
+    ratio: Interval
+    faster: bool  # absorbed faster: the ratio's median < 1
+
+    @property
+    def within_noise(self) -> bool:
+        return self.ratio.low <= 1 <= self.ratio.high
+
+
 def calibrate(
     family: str,
     contexts: Sequence[int],
-    reps: int = 5,
+    reps: int = 6,
     max_width: int = 2048,
     size: str = "full",
     bits: int | None = None,
     progress: Callable[[str], None] = lambda s: None,
-) -> tuple[Any, dict[int, int], dict[int, list[tuple[int, float, float]]]]:
-    """Forced-branch timing of one attention layer; returns (geometry, crossovers, probes)."""
+    dtype: str = "float32",
+) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
+    """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
+    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width."""
     from mlatui import attnbench
 
-    arms = attnbench.forced_arms(family, size, bits)
+    arms = attnbench.forced_arms(family, size, bits, dtype=attnbench.DTYPES[dtype])
     crossovers, probes = {}, {}
     for context in contexts:
-        cache = attnbench.random_cache(arms.absorbed, context)
+        cache = attnbench.random_cache(arms.absorbed, context, dtype=attnbench.DTYPES[dtype])
         probes[context] = []
 
         def faster(width: int, context=context, cache=cache) -> bool:
-            s = attnbench.time_forced(arms, cache, width, reps)
-            a, m = statistics.median(s["absorbed"]), statistics.median(s["materialised"])
-            probes[context].append((width, a, m))
-            progress(f"T={context} L={width}: absorbed {a:.2f} ms, materialised {m:.2f} ms")
-            return a < m
+            plan = attnbench.forced_plan(
+                (width,), reps, stable_seed("calibrate", family, context, width)
+            )
+            run = attnbench.time_forced(arms, cache, plan)
+            est = run.estimates
+            ratio = est.ratio[width]
+            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
+            probe = Probe(width, a, m, ratio, ratio.median < 1)
+            probes[context].append(probe)
+            noise = "; CI straddles 1: within noise" if probe.within_noise else ""
+            progress(
+                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
+                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
+                f"over {run.rounds} rounds: {'absorbed' if probe.faster else 'materialised'} "
+                f"faster{noise}"
+            )
+            return probe.faster
 
         crossovers[context] = find_crossover(faster, max_width)
         del cache

@@ -4,8 +4,12 @@ Every figure is a median over rounds of a per-round quantity, with a seeded 95% 
 bootstrap interval over rounds, so a replay of a recording reproduces it exactly:
 
 - step ms of an arm at a width: the mean of that arm's samples at that width in the round;
-- stock/patched at a width: the sum of the stock samples over the sum of the patched samples of
-  that width in the round (the A B B A quad: a linear drift within it cancels);
+- stock/patched at a width: per A B B A quad, the sum of its stock samples over the sum of its
+  patched samples (a linear drift within the quad cancels); the median is over all quads of the
+  width, so the L = 1 control's several quads per round each count. On the H200 the device
+  switches clock regimes (~20 -> ~38 ms at L = 1) within a fraction of a second, inside rounds:
+  a quad that straddles a switch is an outlier the median ignores, where a per-round sum
+  absorbed it;
 - marginal cost of an arm: its round mean at L = 2 minus its round mean at L = 1.
 
 Medians of blocks measured at different times are never compared.
@@ -28,7 +32,7 @@ DRIFT_STEP = 0.10  # a round-to-round change of the L = 1 level larger than this
 
 ESTIMATORS = {
     "step_ms": "median over rounds of the arm's per-round mean",
-    "ratio": "median over rounds of the per-round quad-sum ratio stock/patched",
+    "ratio": "median over A B B A quads of the quad-sum ratio stock/patched",
     "marginal_ms": "median over rounds of the arm's per-round mean(L=2) - mean(L=1)",
 }
 CI_METHOD = (
@@ -139,6 +143,22 @@ def _by_round(timings: Iterable[Timing]) -> dict[int, dict[tuple[str, int], list
     return rounds
 
 
+def _quads(timings: Iterable[Timing]) -> dict[int, list[list[Timing]]]:
+    """Complete quads per width: in the sampler's order, a round's samples of one width come in
+    runs of four (A B B A or B A A B), two per arm."""
+    runs: dict[tuple[int, int], list[Timing]] = defaultdict(list)
+    for t in timings:
+        runs[(t.round, t.width)].append(t)
+    out: dict[int, list[list[Timing]]] = defaultdict(list)
+    for (_, width), ts in sorted(runs.items()):
+        for i in range(0, len(ts) - 3, 4):
+            quad = ts[i : i + 4]
+            arms = [t.arm for t in quad]
+            if len(set(arms)) == 2 and all(arms.count(x) == 2 for x in arms):
+                out[width].append(quad)
+    return out
+
+
 def estimate_context(
     timings: Sequence[Timing],
     arms: Sequence[str] = ("stock", "patched"),
@@ -159,12 +179,14 @@ def estimate_context(
         out.step_ms[(arm, width)] = bootstrap_median(
             list(by_r.values()), stable_seed(seed, "step", arm, width)
         )
+    quads = _quads(timings)
     for width in widths:
         ratios = []
-        for cells in (rounds[r] for r in sorted(rounds)):
-            sa, sb = cells.get((a, width)), cells.get((b, width))
-            if sa and sb and len(sa) == len(sb) and sum(sb) > 0:
-                ratios.append(sum(sa) / sum(sb))
+        for quad in quads.get(width, []):
+            sa = sum(t.ms for t in quad if t.arm == a)
+            sb = sum(t.ms for t in quad if t.arm == b)
+            if sb > 0:
+                ratios.append(sa / sb)
         if ratios:
             out.ratio[width] = bootstrap_median(ratios, stable_seed(seed, "ratio", width))
     if 1 in widths and 2 in widths:

@@ -234,8 +234,8 @@ class EstimateEmitter:
 def plan_for(phase: Phase, widths: tuple[int, ...], seed: int, context: int) -> SamplerPlan:
     return SamplerPlan(
         widths,
-        min_rounds=phase.reps,
-        max_rounds=max(phase.max_rounds or 3 * phase.reps, phase.reps),
+        min_rounds=max(2, phase.reps),  # rounds come in mirrored pairs
+        max_rounds=max(phase.max_rounds or 3 * phase.reps, phase.reps, 2),
         warmup=phase.warmup,
         control_width=1 if 1 in widths else None,
         control_quads=CONTROL_QUADS if len(widths) > 1 else 1,

@@ -150,7 +150,7 @@ def _legacy_sweep_table(summary: PhaseSummary) -> str:
                     "ok" if s["valid"] else "INVALID",
                 ]
             )
-    return "(recorded by an older mlatui: unpaired medians, no CIs)\n\n" + _table(
+    out = "(recorded by an older mlatui: unpaired medians, no CIs)\n\n" + _table(
         [
             "context",
             "L",
@@ -161,6 +161,19 @@ def _legacy_sweep_table(summary: PhaseSummary) -> str:
         ],
         rows,
     )
+    marg = []
+    for c in sorted({c for c, _, _ in med}):
+        vals = []
+        for arm in ("stock", "patched"):
+            one, two = med.get((c, 1, arm)), med.get((c, 2, arm))
+            vals.append(_fmt(two["median_ms"] - one["median_ms"]) if one and two else "-")
+        marg.append([c, *vals])
+    if marg:
+        out += (
+            "\n\nMarginal cost of the second query, median(L=2) - median(L=1) (unpaired), ms:\n\n"
+        )
+        out += _table(["context", "stock", "patched"], marg)
+    return out
 
 
 def null_bias_table(events: Sequence[Event]) -> str:
@@ -399,3 +412,29 @@ def summary_json(events: Sequence[Event]) -> str:
         },
         indent=1,
     )
+
+
+def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
+    """Every sweep context's estimates recomputed from the recorded Step events alone, with the
+    seeds the run used: a replay reproduces the recorded summary and CIs exactly (and an older
+    recording can be read with this version's estimator)."""
+    from mlatui.estimates import Timing, estimate_context, stable_seed
+    from mlatui.events import Step
+
+    h = _header(events)
+    st = (h.settings or {}) if h else {}
+    base = int((h.scenario or {}).get("seed", 0) if h else 0) + int(st.get("seed", 0))
+    kinds = {e.phase: e.kind for e in events if e.type == "phase_start"}
+    steps: dict[tuple[str, int], list[Timing]] = {}
+    for e in events:
+        if isinstance(e, Step) and kinds.get(e.phase) == "sweep":
+            steps.setdefault((e.phase, e.context), []).append(
+                Timing(e.rep, e.width, e.arm, e.ms, e.t)
+            )
+    out = {}
+    for (phase, context), timings in steps.items():
+        control = 1 if any(t.width == 1 for t in timings) else None
+        out[(phase, context)] = estimate_context(
+            timings, ("stock", "patched"), control, 2.0, stable_seed(base, phase, context)
+        )
+    return out

@@ -22,7 +22,9 @@ class RunConfig:
     null: bool = False  # A/A: both arms identical (both stock, then both patched)
     fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0
-    shared_arm_thread: bool = False  # diagnostic: both arms on one worker thread
+    # Both arms on one worker thread (one MLX stream) by default: with a thread per arm, the
+    # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/performance.md).
+    shared_arm_thread: bool = True
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
 
     def to_json(self) -> str:

@@ -29,10 +29,10 @@ from mlatui.events import (
     Step,
     Validity,
 )
-from mlatui.sampler import round_schedule
 from mlatui.families import build_model
 from mlatui.recorder import Recorder, read_recording
 from mlatui.runconfig import RunConfig
+from mlatui.sampler import round_schedule
 from mlatui.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
@@ -361,3 +361,22 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     assert run(config, events.append) == "error"
     error = next(e for e in events if e.type == "error")
     assert "no such folder" in error.message and "\n" not in error.message
+
+
+def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
+    from mlatui.phases import estimate_rows
+    from mlatui.report import reestimate
+
+    _, events = tiny_run
+    path = tmp_path / "run.jsonl"
+    with Recorder(path) as rec:
+        for e in events:
+            rec(e)
+    back = read_recording(path)
+    again = reestimate([back.header, *back.events])
+    finals = {(e.phase, e.context): e for e in back.events if isinstance(e, Estimate) and e.final}
+    assert set(again) == set(finals) and finals
+    for key, est in again.items():
+        assert estimate_rows(est) == finals[key].rows
+        v = next(e for e in back.events if isinstance(e, Validity) and (e.phase, e.context) == key)
+        assert est.control_outcome.value == v.outcome

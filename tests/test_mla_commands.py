@@ -1,11 +1,18 @@
 """`mlatui thresholds`, `mlatui bench attention`, `mlatui calibrate` at tiny sizes."""
 
 import json
+import statistics
 
 import pytest
 
-from mlatui import calibration, families, mla
+# Imported before any test swaps sys.stderr: StderrProgress binds `stream=sys.stderr` when its
+# module is imported, so a first import inside one capsys test would leave it writing to that
+# test's closed stream in the next.
+import mlatui.commands._bench_scenario  # noqa: F401
+from mlatui import attnbench, calibration, families, mla
 from mlatui.cli import main
+from mlatui.estimates import Interval
+from mlatui.sampler import round_schedule
 
 
 def test_thresholds_family_json(capsys):
@@ -55,48 +62,224 @@ def test_thresholds_not_mla(tmp_path, capsys):
     assert "not an MLA model" in capsys.readouterr().err
 
 
-def test_bench_attention_writes_records_and_tables(tmp_path, capsys):
+def _attention(*args):
+    return ["bench", "attention", "--family", "glm4_moe_lite", "--size", "tiny", *args]
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _events(path):
+    from mlatui.recorder import read_recording
+
+    return read_recording(path)
+
+
+def test_bench_attention_part_a_pairs_through_the_sampler(tmp_path, capsys):
     out = tmp_path / "run.jsonl"
-    argv = [
-        "bench",
-        "attention",
-        "--family",
-        "glm4_moe_lite",
-        "--size",
-        "tiny",
-        "--contexts",
-        "96",
-        "--widths",
-        "1,2,4",
-        "--model-widths",
-        "1,3",
-        "--layers",
-        "1",
-        "--reps",
-        "2",
-        "--out",
-        str(out),
-    ]
-    assert main(argv) == 0
+    argv = _attention("--part", "a", "--contexts", "96", "--widths", "1,2,4", "--reps", "2")
+    assert main([*argv, "--bits", "4", "--dtype", "float32", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert (
-        "## (a)" in text
-        and "## (b)" in text
-        and "formula: " + str(mla.max_absorbed_queries(512, 192, 256, 96)) in text
-    )
-    records = [json.loads(line) for line in out.read_text().splitlines()]
-    forced = [r for r in records if r["bench"] == "attention-forced"]
-    model = [r for r in records if r["bench"] == "attention-model"]
-    assert {(r["arm"], r["width"]) for r in forced} == {
+    assert "float32, 4-bit weights; (a): 2 rounds per context)" in text.splitlines()[0]
+    assert "| absorbed ms | materialised ms | absorbed/materialised | faster |" in text
+    assert "formula: " + str(mla.max_absorbed_queries(512, 192, 256, 96)) in text
+    records = _records(out)
+    assert {(r["arm"], r["width"]) for r in records} == {
         (a, w) for a in ("absorbed", "materialised") for w in (1, 2, 4)
     }
-    assert {(r["arm"], r["width"]) for r in model} == {
-        (a, w) for a in ("stock", "patched") for w in (1, 3)
-    }
     for r in records:
-        assert len(r["samples_ms"]) == 2 and all(x > 0 for x in r["samples_ms"])
-        assert r["context"] == 96 and r["env"]["backend"] == "cpu" and r["median_ms"] > 0
-    assert all(r["settings"]["geometry"] == "r512-n192-v256" for r in records)
+        s = r["settings"]
+        assert r["bench"] == "attention-forced" and r["context"] == 96
+        assert s["dtype"] == "float32" and s["bits"] == 4 and s["rounds"] == 2
+        # one A B B A quad per width and round: two samples per arm and round, rounds 0 and 1
+        assert s["sample_rounds"] == [0, 0, 1, 1] and len(r["samples_ms"]) == 4
+        assert all(x > 0 for x in r["samples_ms"])
+        # the estimate is the median over rounds of the per-round means of these raw samples
+        means = [statistics.fmean(r["samples_ms"][i : i + 2]) for i in (0, 2)]
+        assert s["step_ms"]["median"] == pytest.approx(statistics.median(means))
+        ratio = s["ratio_absorbed_over_materialised"]
+        assert ratio["low"] <= ratio["median"] <= ratio["high"] and ratio["rounds"] == 2
+        assert r["note"] in ("absorbed faster", "materialised faster", "tie (within noise)")
+        row = next(line for line in text.splitlines() if line.startswith(f"| 96 | {r['width']} |"))
+        assert r["note"] in row and f"{ratio['median']:.3f} [" in row
+
+
+def _fake_measure(ms_of, calls):
+    """A stand-in for attnbench.forced_measure: deterministic times, every call recorded."""
+
+    def factory(arms, cache, widths):
+        def measure(arm, width):
+            calls.append((width, arm))
+            return ms_of(arm, width)
+
+        return measure
+
+    return factory
+
+
+def test_bench_attention_part_a_verdicts_crossover_and_schedule(monkeypatch, capsys):
+    def ms_of(arm, width):  # absorbed 2x faster up to L=2, equal at 4, 3x slower at 8
+        absorbed = {1: 1.0, 2: 1.0, 4: 2.0, 8: 3.0}[width]
+        return absorbed if arm == "absorbed" else {1: 2.0, 2: 2.0, 4: 2.0, 8: 1.0}[width]
+
+    calls = []
+    monkeypatch.setattr(attnbench, "forced_measure", _fake_measure(ms_of, calls))
+    argv = _attention("--part", "a", "--contexts", "64", "--widths", "8,1,4,2", "--reps", "3")
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    rows = {
+        w: next(x for x in text.splitlines() if x.startswith(f"| 64 | {w} |")) for w in (1, 2, 4, 8)
+    }
+    assert "absorbed faster" in rows[1] and "absorbed faster" in rows[2]
+    assert "tie (within noise)" in rows[4] and "materialised faster" in rows[8]
+    assert "0.500 [0.500, 0.500]" in rows[1] and "3.000 [3.000, 3.000]" in rows[8]
+    assert (
+        "measured crossover (largest L where absorbed is significantly faster, 4 rounds): 2;"
+        in text
+    )
+    # warm-up (one untimed call per arm and width), then 3 rounds rounded up to 4, each round
+    # exactly the sampler's schedule: every width, an A B B A quad (mirrored on odd rounds)
+    widths = (1, 2, 4, 8)
+    warmup = [(w, a) for w in widths for a in ("absorbed", "materialised")]
+    rounds = [
+        round_schedule(widths, r, ("absorbed", "materialised"), control_width=None)
+        for r in range(4)
+    ]
+    assert calls == warmup + [c for r in rounds for c in r]
+    a, m = "absorbed", "materialised"
+    assert rounds[0][:4] == [(1, a), (1, m), (1, m), (1, a)]
+    assert rounds[1][:4] == [(2, m), (2, a), (2, a), (2, m)]  # mirrored, widths rotated
+
+
+def test_verdict_and_crossover_from_the_ratio_ci():
+    def iv(lo, med, hi):
+        return Interval(med, lo, hi, 6)
+
+    assert attnbench.verdict(iv(0.90, 0.95, 0.99)) == "absorbed faster"
+    assert attnbench.verdict(iv(0.97, 0.99, 1.01)) == "tie (within noise)"
+    assert attnbench.verdict(iv(1.01, 1.05, 1.10)) == "materialised faster"
+    assert attnbench.verdict(Interval(float("nan"), float("nan"), float("nan"), 0)) == (
+        "tie (within noise)"
+    )
+    ratios = {
+        1: iv(0.5, 0.6, 0.7),
+        4: iv(0.8, 0.9, 0.95),
+        8: iv(0.9, 0.99, 1.05),
+        16: iv(1.1, 1.2, 1.3),
+    }
+    assert attnbench.crossover(ratios) == 4  # 8 is a tie: not significantly faster
+    assert attnbench.crossover({16: iv(1.1, 1.2, 1.3)}) is None
+
+
+def test_bench_attention_both_parts(tmp_path, capsys):
+    out = tmp_path / "run.jsonl"
+    # --model-widths 1: the stock arm's L > 1 steps (materialised) cost ~40 ms each on a small CPU
+    argv = _attention("--contexts", "96", "--widths", "1,2", "--model-widths", "1")
+    assert main([*argv, "--layers", "1", "--reps", "3", "--out", str(out)]) in (0, 3)
+    text = capsys.readouterr().out
+    assert "## (a)" in text and "## (b)" in text and "## sweep (sweep)" in text
+    assert {r["bench"] for r in _records(out)} == {"attention-forced"}
+    rec = _events(tmp_path / "attention-glm4_moe_lite.events.jsonl")
+    assert rec.header.scenario["model_source"] == "random"
+    assert rec.header.scenario["fill"] == "prefill"
+    assert rec.header.geometry["num_mla_layers"] == 1  # --layers 1 (the tiny config has 2)
+    assert any(e.type == "run_end" and e.status == "completed" for e in rec.events)
+
+
+def test_bench_attention_part_b_runs_the_engine_sweep(tmp_path, capsys):
+    from mlatui.scenario import load_scenario
+
+    out = tmp_path / "run.jsonl"
+    argv = _attention("--part", "b", "--layers", "2", "--contexts", "64,128")
+    argv += ["--model-widths", "1", "--reps", "3", "--fill", "random-latents", "--out", str(out)]
+    assert main(argv) in (0, 3)  # 3: the L = 1 check was not decided valid on a busy CPU
+    text = capsys.readouterr().out
+    toml = tmp_path / "attention-glm4_moe_lite.toml"
+    record = tmp_path / "attention-glm4_moe_lite.events.jsonl"
+    assert f"rerun: mlatui bench {toml} --random-weights" in text
+    assert f"recording: {record}" in text and "## sweep (sweep)" in text
+    assert not out.exists()  # part (a) did not run
+    scenario = load_scenario(toml)
+    assert scenario.model.source == "random" and scenario.model.family == "glm4_moe_lite"
+    assert scenario.model.dtype == "float32" and scenario.model.fill == "random-latents"
+    assert scenario.model.config == families.config_for("glm4_moe_lite", "tiny", layers=2)
+    (phase,) = scenario.phases
+    assert (phase.kind, phase.contexts, phase.widths, phase.reps) == ("sweep", (64, 128), (1,), 3)
+    rec = _events(record)
+    assert rec.header.scenario["model_source"] == "random"
+    assert rec.header.scenario["fill"] == "random-latents"
+    assert rec.header.model == "random:glm4_moe_lite"
+    assert rec.header.geometry["num_mla_layers"] == 2
+    steps = {(e.arm, e.context, e.width) for e in rec.events if e.type == "step"}
+    assert steps == {(a, t, 1) for a in ("stock", "patched") for t in (64, 128)}
+    assert any(e.type == "run_end" and e.status == "completed" for e in rec.events)
+
+
+def test_part_b_scenarios_round_trip_for_every_trimmable_family(tmp_path):
+    import tomllib
+
+    from mlatui.commands.bench_attention import _check_round_trip, scenario_toml
+    from mlatui.scenario import load_scenario
+
+    for name, fam in families.FAMILIES.items():
+        if fam.hybrid:
+            continue
+        text, config = scenario_toml(name, "tiny", 2, "bfloat16", 4, "prefill", [64], [4, 2], 3)
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        scenario = load_scenario(path)
+        assert scenario.phases[0].widths == (1, 2, 4), name  # the L = 1 control is always in
+        assert scenario.model.config == config and scenario.model.bits == 4, name
+        assert scenario.model.dtype == "bfloat16" and scenario.draft.source == "none", name
+        _check_round_trip(name, config, tomllib.loads(text)["model"]["config"])
+
+
+def test_part_b_refuses_a_config_toml_cannot_express(capsys):
+    # kimi_vl's full text config has q_lora_rank = None; mlx-lm's default is 1536
+    argv = ["bench", "attention", "--family", "kimi_vl", "--part", "b", "--layers", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "q_lora_rank=None" in err and "use --part a" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--reps", "0"], "--reps must be an integer >= 3"),
+        (["--part", "a", "--reps", "1"], "--reps must be an integer >= 2"),
+        (["--reps", "x"], "--reps must be an integer"),
+        (["--contexts", "inf"], "--contexts 'inf': expected comma-separated integers"),
+        (["--contexts", "infk"], "--contexts 'infk': expected comma-separated integers"),
+        (["--contexts", "0"], "expected positive integers"),
+        (["--part", "b", "--contexts", "8"], "part (b) needs contexts >= 16"),
+        (["--layers", "0"], "--layers must be an integer >= 1"),
+        (["--bits", "7"], "--bits must be one of 2, 3, 4, 5, 6, 8"),
+        (["--widths", "1,x"], "--widths '1,x'"),
+    ],
+)
+def test_bench_attention_bad_args_are_one_line_errors(argv, needle, capsys):
+    assert main(_attention(*argv)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert needle in err and "\n" not in err and err.startswith("mlatui: error: ")
+    assert captured.out == ""  # refused before anything ran
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--reps", "1"], "--reps must be an integer >= 2"),
+        (["--contexts", "inf"], "--contexts 'inf'"),
+        (["--max-width", "1"], "--max-width must be an integer >= 2"),
+        (["--bits", "16"], "--bits must be one of 2, 3, 4, 5, 6, 8"),
+    ],
+)
+def test_calibrate_bad_args_are_one_line_errors(argv, needle, capsys):
+    assert main(["calibrate", "--family", "deepseek_v3", "--size", "tiny", *argv]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert needle in err and "\n" not in err and captured.out == ""
 
 
 def test_bench_attention_rejects_hybrid_part_b(capsys):
@@ -111,28 +294,46 @@ def test_calibrate_stores_and_loads(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
     geometry = mla.Geometry(512, 128, 128, 2)
     assert calibration.load_crossovers(geometry) is None
-    argv = [
-        "calibrate",
-        "--family",
-        "deepseek_v3",
-        "--size",
-        "tiny",
-        "--contexts",
-        "64,128",
-        "--max-width",
-        "8",
-        "--reps",
-        "1",
-    ]
+    argv = ["calibrate", "--family", "deepseek_v3", "--size", "tiny", "--contexts", "64,128"]
+    argv += ["--max-width", "8", "--reps", "2", "--dtype", "bfloat16", "--bits", "4"]
     assert main(argv) == 0
-    assert "stored for r512-n128-v128" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "bfloat16, 4-bit weights, 2 rounds per probe" in text.splitlines()[0]
+    assert "stored for r512-n128-v128 (bfloat16, 4-bit)" in text
     found = calibration.load_crossovers(geometry)
     assert set(found) == {64, 128} and all(1 <= w <= 8 for w in found.values())
     files = list((tmp_path / "calibration").glob("*.json"))
-    assert len(files) == 1 and "r512-n128-v128" in json.loads(files[0].read_text())
+    assert len(files) == 1
+    entry = json.loads(files[0].read_text())["r512-n128-v128"]
+    assert entry["dtype"] == "bfloat16" and entry["bits"] == 4 and entry["rounds_per_probe"] == 2
     model = families.build_model("deepseek_v3", layers=1)
     report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "calibrated" and report.threshold == found[128]
+
+
+def test_calibrate_bisects_on_the_paired_ratio(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
+
+    def ms_of(arm, width):  # absorbed faster up to 5, equal at 6 (within noise), slower above
+        if width <= 5:
+            return 1.0 if arm == "absorbed" else 2.0
+        if width == 6:
+            return 1.0
+        return 2.0 if arm == "absorbed" else 1.0
+
+    calls = []
+    monkeypatch.setattr(attnbench, "forced_measure", _fake_measure(ms_of, calls))
+    argv = ["calibrate", "--family", "deepseek_v3", "--size", "tiny", "--contexts", "64"]
+    assert main([*argv, "--max-width", "16", "--reps", "2", "--dtype", "float32"]) == 0
+    captured = capsys.readouterr()
+    assert "| 64 | 5 | 46 | 5 | 6 |" in captured.out  # probes 16, 8, 4, 6, 5; 6 within noise
+    assert "T=64 L=6:" in captured.err and "CI straddles 1: within noise" in captured.err
+    assert calibration.load_crossovers(mla.Geometry(512, 128, 128, 2)) == {64: 5}
+    # each probe: one warm-up call per arm, then 2 rounds of one quad (A B B A, then B A A B)
+    assert [w for w, _ in calls[::10]] == [16, 8, 4, 6, 5] and len(calls) == 5 * 10
+    a, m = "absorbed", "materialised"
+    assert [arm for _, arm in calls[:10]] == [a, m, a, m, m, a, m, a, a, m]
+    assert {w for w, _ in calls[:10]} == {16}
 
 
 def test_find_crossover_bisects():
@@ -157,14 +358,11 @@ def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):
 
 
 def test_bench_attention_dtype_bfloat16_forced_branches(tmp_path, capsys):
-    from mlatui.cli import main
-
     out = tmp_path / "bf16.jsonl"
-    args = ["bench", "attention", "--family", "glm4_moe_lite", "--size", "tiny", "--part", "a"]
-    args += ["--contexts", "128", "--widths", "1,2", "--reps", "3", "--dtype", "bfloat16"]
-    assert main([*args, "--out", str(out)]) == 0
-    assert "bfloat16" in capsys.readouterr().out
-    import json
-
-    records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert records and all(r["settings"]["dtype"] == "mlx.core.bfloat16" for r in records)
+    args = _attention("--part", "a", "--contexts", "128", "--widths", "1,2", "--reps", "3")
+    assert main([*args, "--dtype", "bfloat16", "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "bfloat16, unquantised weights; (a): 4 rounds per context)" in first  # 3 -> 4
+    records = _records(out)
+    assert records and all(r["settings"]["dtype"] == "bfloat16" for r in records)
+    assert all(r["settings"]["bits"] is None for r in records)

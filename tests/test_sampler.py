@@ -44,7 +44,10 @@ def test_schedule_is_balanced_quads_and_rotates():
         assert Counter(w for w, _ in sched) == Counter({1: 4, 2: 4, 3: 4, 4: 4})
         for i in range(0, len(sched), 4):
             arms = [a for _, a in sched[i : i + 4]]
-            assert arms in (["stock", "patched", "patched", "stock"], ["patched", "stock", "stock", "patched"])
+            assert arms in (
+                ["stock", "patched", "patched", "stock"],
+                ["patched", "stock", "stock", "patched"],
+            )
             first[(sched[i][0], arms[0])] += 1
         orders.append(tuple(w for w, _ in sched[::4]))
     for w in widths:  # each arm first equally often per width
@@ -128,7 +131,13 @@ def test_outcome_bounds():
 
 
 def test_estimates_are_reproducible_from_timings():
-    timings = [Timing(r, w, a, 10 + r + w + (a == "stock")) for r in range(6) for w in (1, 2) for a in ("stock", "patched") for _ in range(2)]
+    timings = [
+        Timing(r, w, a, 10 + r + w + (a == "stock"))
+        for r in range(6)
+        for w in (1, 2)
+        for a in ("stock", "patched")
+        for _ in range(2)
+    ]
     e1 = estimate_context(timings, seed=3)
     e2 = estimate_context(list(timings), seed=3)
     assert e1.ratio == e2.ratio and e1.step_ms == e2.step_ms

@@ -350,7 +350,8 @@ def validity_text(state: DashboardState, width: int) -> Text:
     tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
     if invalid:
         t.append(
-            f"✗ invalid (paired L=1 CI outside ±{tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts\n",
+            f"✗ invalid (L=1 check, ±{tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts"
+            + ("\n" if unsure else ""),
             style="red",
         )
     if unsure:
@@ -358,9 +359,7 @@ def validity_text(state: DashboardState, width: int) -> Text:
             f"? inconclusive (CI straddles ±{tol:g}%): {', '.join(map(fmt_context, unsure))}; greyed in charts",
             style="yellow",
         )
-    if invalid or unsure:
-        pass
-    elif state.validity:
+    if state.validity and not invalid and not unsure:
         t.append("✓ every checked context valid", style="green")
     return t
 

@@ -31,10 +31,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, help="override every phase's reps")
     parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
     parser.add_argument(
-        "--shared-arm-thread",
-        action="store_true",
-        help="diagnostic: run both arms on one worker thread (one MLX stream) instead of one thread each",
+        "--arm-threads",
+        choices=("shared", "per-arm"),
+        default="shared",
+        help="shared (default): both arms take turns on one worker thread and MLX stream; "
+        "per-arm: a thread (and stream) each, the diagnostic that showed a slot bias on GPUs",
     )
+    parser.add_argument("--shared-arm-thread", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--contexts", help="override every phase's contexts, e.g. 2048,8192,16k (tokens)"
     )
@@ -49,8 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class StderrProgress:
     """Phase, progress and ETA on stderr. Called between steps, never inside a timed region."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
         self.lock = threading.Lock()
 
     def __call__(self, event) -> None:
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         record=str(out),
         random_weights=args.random_weights,
         seed=args.seed,
-        shared_arm_thread=args.shared_arm_thread,
+        shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides,
         **gate_settings(args),
     )

@@ -1,30 +1,110 @@
 """`mlatui bench attention`: (a) forced absorbed vs materialised branch on one real-geometry
-attention layer, (b) whole model stock vs patched step time at L = 1..4 with the L = 1 check."""
+attention layer, through the sampler; (b) whole model stock vs patched: the engine's sweep on a
+random-weight model of the family, from a scenario written next to the output."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+BITS = (2, 3, 4, 5, 6, 8)
+FILLS = ("prefill", "random-latents")
 
-def int_list(text: str) -> list[int]:
+
+# ---- argument parsing: every bad value is a one-line UserError (exit status 2) ----------------
+
+
+def int_list(text: str, flag: str = "") -> list[int]:
+    """Comma-separated positive integers; `k` multiplies by 1024 (1k,8k)."""
     from mlatui.cli import UserError
 
-    try:
-        out = [
-            int(float(x[:-1]) * 1024) if x.lower().endswith("k") else int(x)
-            for x in text.split(",")
-            if x
-        ]
-    except ValueError:
-        raise UserError(
-            f"{text!r}: expected comma-separated integers, e.g. 1024,8192 or 1k,8k"
-        ) from None
+    where = f"{flag} " if flag else ""
+    out = []
+    for x in (x.strip() for x in str(text).split(",")):
+        if not x:
+            continue
+        try:
+            if x.lower().endswith("k"):
+                value = float(x[:-1]) * 1024
+                if not math.isfinite(value):
+                    raise ValueError(x)
+                out.append(int(value))
+            else:
+                out.append(int(x))
+        except (ValueError, OverflowError):
+            raise UserError(
+                f"{where}{text!r}: expected comma-separated integers, e.g. 1024,8192 or 1k,8k"
+            ) from None
     if not out or min(out) < 1:
-        raise UserError(f"{text!r}: expected positive integers")
+        raise UserError(f"{where}{text!r}: expected positive integers")
     return out
+
+
+def int_arg(text: str | int | None, flag: str, minimum: int, why: str = "") -> int | None:
+    """An integer option >= minimum (None stays None)."""
+    from mlatui.cli import UserError
+
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < minimum:
+        raise UserError(f"{flag} must be an integer >= {minimum}{why}, got {text!r}")
+    return value
+
+
+def bits_arg(text: str | int | None) -> int | None:
+    from mlatui.cli import UserError
+
+    if text is None:
+        return None
+    try:
+        bits = int(text)
+    except (TypeError, ValueError):
+        bits = None
+    if bits not in BITS:
+        raise UserError(
+            f"--bits must be one of {', '.join(map(str, BITS))} (weight quantisation), got {text!r}"
+        )
+    return bits
+
+
+def default_dtype() -> str:
+    """float32 on the CPU (fastest there; MoE experts are float32-only on CPU), bfloat16 on a GPU
+    (what real checkpoints run)."""
+    import mlx.core as mx
+
+    return "bfloat16" if mx.default_device() == mx.gpu else "float32"
+
+
+def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        default=None,
+        help="weights and activations (default: float32 on CPU, bfloat16 on GPU)",
+    )
+    parser.add_argument(
+        "--bits",
+        default=None,
+        metavar="N",
+        help=f"quantise the weights to N bits ({', '.join(map(str, BITS))}); default: not quantised",
+    )
+
+
+def describe(size: str, dtype: str, bits: int | None) -> str:
+    quant = f"{bits}-bit weights" if bits else "unquantised weights"
+    return f"{size} geometry, random weights, {dtype}, {quant}"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,37 +112,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--family", required=True, help="MLA family, e.g. glm4_moe_lite, deepseek_v3"
     )
     parser.add_argument(
-        "--contexts",
-        type=int_list,
-        default=[1024, 8192],
-        help="cache lengths T (default 1024,8192)",
+        "--contexts", default="1024,8192", help="cache lengths T (default 1024,8192)"
     )
     parser.add_argument(
         "--widths",
-        type=int_list,
-        default=[1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512],
+        default="1,2,3,4,8,16,32,64,128,256,512",
         help="query widths L for part (a) (default 1,2,3,4,8,...,512)",
     )
     parser.add_argument(
-        "--model-widths",
-        type=int_list,
-        default=[1, 2, 3, 4],
-        help="widths for part (b) (default 1,2,3,4)",
+        "--model-widths", default="1,2,3,4", help="widths for part (b) (default 1,2,3,4; 1 always)"
     )
-    parser.add_argument(
-        "--bits", type=int, default=None, help="quantize weights (e.g. 4); default float32"
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=("float32", "bfloat16", "float16"),
-        default="float32",
-        help="weights and activations (default float32: fastest on CPU; real checkpoints run bf16 on GPUs)",
-    )
+    add_dtype_bits(parser)
     parser.add_argument(
         "--layers",
-        type=int,
         default=None,
+        metavar="N",
         help="part (b): number of layers (default: the full model)",
+    )
+    parser.add_argument(
+        "--fill",
+        choices=FILLS,
+        default="prefill",
+        help="part (b): fill the caches by a prefill (default) or with random latents (timing only)",
     )
     parser.add_argument(
         "--random-weights",
@@ -71,10 +142,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="random weights at the family's real geometry (the only mode for now)",
     )
     parser.add_argument(
-        "--reps", type=int, default=9, help="timed samples per arm (after one warm-up)"
+        "--reps",
+        default="9",
+        metavar="N",
+        help="sampler rounds per context (each round: every width, A B B A per arm; odd counts "
+        "round up to whole pairs); part (b): rounds before the L = 1 check decides (default 9)",
     )
     parser.add_argument(
-        "--out", metavar="FILE", help="append JSONL records (raw samples + env) here"
+        "--out",
+        metavar="FILE",
+        help="append part (a)'s JSONL records (raw samples + env) here; part (b)'s scenario and "
+        "recording go next to it",
     )
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
@@ -87,125 +165,300 @@ def run(args: argparse.Namespace) -> int:
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
     fam = family(args.family)
+    part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
+    contexts = int_list(args.contexts, "--contexts")
+    widths = int_list(args.widths, "--widths")
+    model_widths = int_list(args.model_widths, "--model-widths")
+    bits = bits_arg(args.bits)
+    layers = int_arg(args.layers, "--layers", 1)
+    if part_b:
+        reps = int_arg(args.reps, "--reps", 3, " (part (b): the engine's sweep minimum)")
+        if min(contexts) < 16:
+            raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
+    else:
+        reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
-    if args.part in ("b", "both") and fam.hybrid:
+    if part_b and fam.hybrid:
         raise UserError(
             f"{args.family}: part (b) trims caches and its linear-attention cache cannot be trimmed; use --part a"
         )
 
-    from mlatui import attnbench
-    from mlatui.records import env_line, environment, markdown_table, to_jsonl
+    dtype = args.dtype or default_dtype()
+    scenario = None
+    if part_b:  # checked before anything runs
+        scenario = part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers)
+
+    from mlatui.records import env_line, environment
 
     env = environment()
-
-    import mlx.core as mx
-
-    dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}[args.dtype]
-
-    def log(line: str) -> None:
-        print(f"  {line}", file=sys.stderr, flush=True)
-
+    rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""
+    if part_b:
+        rounds += f"{'; ' if rounds else ''}(b): {reps} to {3 * reps} rounds per context"
     print(
-        f"# bench attention: {args.family} ({args.size} geometry, random weights, "
-        f"{f'{args.bits}-bit weights, ' if args.bits else ''}{args.dtype})\n{env_line(env)}\n"
+        f"# bench attention: {args.family} ({describe(args.size, dtype, bits)}; {rounds})\n"
+        f"{env_line(env)}\n"
     )
-    records = []
-    if args.part in ("a", "both"):
-        recs, summary = attnbench.forced_sweep(
-            args.family,
-            args.contexts,
-            args.widths,
-            args.reps,
-            args.size,
-            args.bits,
-            env,
-            log,
-            dtype=dtype,
-        )
-        records += recs
-        print("## (a) one attention layer, forced branch: median ms\n")
-        by_key = {(r.context, r.width, r.arm): r for r in recs}
-        rows = []
-        for t in args.contexts:
-            for w in args.widths:
-                a, m = by_key[t, w, "absorbed"].stats, by_key[t, w, "materialised"].stats
-                rows.append(
-                    (
-                        t,
-                        w,
-                        f"{a.median:.2f}",
-                        f"{m.median:.2f}",
-                        f"{m.median / a.median:.2f}x",
-                        "absorbed" if a.median < m.median else "materialised",
-                    )
+    if part_a:
+        _part_a(args, contexts, widths, reps, dtype, bits, env)
+    if scenario is not None:
+        return _part_b(scenario, args.family, layers)
+    return 0
+
+
+def _log(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
+def _ci(iv: Any, digits: int = 3) -> str:
+    return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+
+
+def _part_a(args, contexts, widths, reps, dtype, bits, env) -> None:
+    from mlatui import attnbench
+    from mlatui.records import markdown_table, to_jsonl
+
+    records, summary = attnbench.forced_sweep(
+        args.family, contexts, widths, reps, args.size, bits, env, _log, dtype=dtype
+    )
+    print(
+        "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
+        "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
+        "is the per-round paired ratio (< 1: absorbed faster).\n"
+    )
+    rows = []
+    for t, s in summary.items():
+        for w, cell in sorted(s["widths"].items()):
+            rows.append(
+                (
+                    t,
+                    w,
+                    _ci(cell["absorbed"]),
+                    _ci(cell["materialised"]),
+                    _ci(cell["ratio"]),
+                    cell["verdict"],
                 )
+            )
+    print(
+        markdown_table(
+            [
+                "cache T",
+                "L",
+                "absorbed ms",
+                "materialised ms",
+                "absorbed/materialised",
+                "faster",
+            ],
+            rows,
+        )
+    )
+    print()
+    largest = max(widths)
+    for t, s in summary.items():
+        measured = s["measured"]
+        if measured is None:
+            shown = "never"
+        elif measured == largest:
+            shown = f">= {measured} (largest width tried)"
+        else:
+            shown = str(measured)
         print(
-            markdown_table(
-                ["cache T", "L", "absorbed ms", "materialised ms", "mat/abs", "faster"], rows
-            )
+            f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
+            f"{s['rounds']} rounds): {shown}; formula: {s['formula']}"
         )
-        print()
-        for t, s in summary.items():
-            measured = s["measured"]
-            shown = (
-                "never"
-                if measured is None
-                else (
-                    f">= {measured} (largest width tried)"
-                    if measured == max(args.widths)
-                    else str(measured)
-                )
-            )
-            print(
-                f"T={t}: measured crossover (largest L where absorbed is faster): {shown}; formula: {s['formula']}"
-            )
-        print()
-    if args.part in ("b", "both"):
-        try:
-            recs, summary = attnbench.model_sweep(
-                args.family,
-                args.contexts,
-                args.model_widths,
-                args.reps,
-                args.size,
-                args.layers,
-                args.bits,
-                env,
-                log,
-                dtype=dtype,
-            )
-        except ValueError as e:
-            raise UserError(str(e)) from e
-        except RuntimeError as e:
-            if "GatherMM" in str(e):
-                raise UserError(
-                    f"{args.family}: MLX on CPU runs unquantized MoE experts in float32 only "
-                    "(GatherMM); use --dtype float32 here (bf16 works on Metal and CUDA)"
-                ) from e
-            raise
-        records += recs
-        layers = f"{args.layers} layer(s)" if args.layers else "all layers"
-        print(f"## (b) whole model ({layers}), stock vs patched step: median ms\n")
-        rows = []
-        for t, s in summary.items():
-            med = s["medians"]
-            for w in sorted({w for (_, w) in med}):
-                st, pa = med["stock", w], med["patched", w]
-                check = (
-                    (f"L=1 diff {s['l1_diff_pct']:.1f}% {'ok' if s['valid'] else 'INVALID'}")
-                    if w == 1
-                    else ""
-                )
-                rows.append((t, w, f"{st:.2f}", f"{pa:.2f}", f"{st / pa:.2f}x", check))
-        print(
-            markdown_table(
-                ["cache T", "L", "stock ms", "patched ms", "stock/patched", "check"], rows
-            )
-        )
-        print()
+    print()
     if args.out:
         with open(args.out, "a") as f:
             f.write(to_jsonl(records))
-        print(f"{len(records)} records appended to {args.out}")
-    return 0
+        print(f"{len(records)} records appended to {args.out}\n")
+
+
+def scenario_toml(
+    family_name: str,
+    size: str,
+    layers: int | None,
+    dtype: str,
+    bits: int | None,
+    fill: str,
+    contexts: list[int],
+    widths: list[int],
+    reps: int,
+) -> tuple[str, dict[str, Any]]:
+    """The scenario of part (b): random weights from the family's config, one sweep phase.
+    Returns (TOML text, the model config it holds)."""
+    from mlatui.families import config_for, family
+
+    fam = family(family_name)
+    config = config_for(family_name, size, layers)
+    model: dict[str, Any] = {"source": "random", "family": fam.model_type, "dtype": dtype}
+    if bits:
+        model["bits"] = bits
+    if fill != "prefill":
+        model["fill"] = fill
+    shown_layers = f"{layers} layer(s)" if layers else "all layers"
+    lines = [
+        f"name = {_toml_value(f'attention-{family_name}')}",
+        "description = "
+        + _toml_value(
+            f"bench attention part (b): {family_name} ({size} geometry, {shown_layers}), random "
+            f"{dtype} weights{f' quantised to {bits} bits' if bits else ''}, stock vs patched "
+            "sweep. Rerun with: mlatui bench THIS.toml --random-weights"
+        ),
+        "seed = 0",
+        "",
+        *_toml_table("model", model),
+        *_toml_table("model.config", config),
+        *_toml_table("draft", {"source": "none"}),
+        "[[phase]]",
+        'name = "sweep"',
+        'kind = "sweep"',
+        f"contexts = {_toml_value(contexts)}",
+        f"widths = {_toml_value(sorted(set(widths) | {1}))}",
+        f"reps = {reps}",
+        "",
+    ]
+    return "\n".join(lines), config
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} {v!r} to TOML")
+
+
+def _toml_table(name: str, table: dict[str, Any]) -> list[str]:
+    """`[name]` with its scalar keys, then its sub-tables. None values are left out (TOML has
+    no null): the caller checks the written config round-trips."""
+    lines = [f"[{name}]"]
+    subtables = []
+    for key, value in table.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            subtables.append((key, value))
+            continue
+        lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    lines.append("")
+    for key, value in subtables:
+        lines += _toml_table(f"{name}.{_toml_key(key)}", value)
+    return lines
+
+
+def _toml_key(key: str) -> str:
+    bare = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
+    return key if bare else json.dumps(key)
+
+
+def _check_round_trip(family_name: str, config: dict[str, Any], written: dict[str, Any]) -> None:
+    """The scenario must build the same model as the family's config: TOML cannot say None, so a
+    None that differs from mlx-lm's default would silently change the model."""
+    from dataclasses import asdict
+
+    from mlx_lm.utils import _get_classes
+
+    from mlatui.cli import UserError
+
+    _, args_cls = _get_classes(config)
+    changed = _changed(asdict(args_cls.from_dict(config)), asdict(args_cls.from_dict(written)))
+    if changed:
+        raise UserError(
+            f"{family_name}: a scenario cannot express its config ({', '.join(changed)}: None "
+            "in the config, TOML has no null and mlx-lm's default differs); use --part a"
+        )
+
+
+def _changed(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _changed(x, y, f"{prefix}{k}.")
+        elif x != y:
+            out.append(f"{prefix}{k}={x!r} would be {y!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class PartB:
+    text: str  # the scenario TOML
+    scenario_path: Path
+    record: Path
+
+
+def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
+    """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
+    import tomllib
+
+    from mlatui.runs import default_record_path
+
+    text, config = scenario_toml(
+        args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
+    )
+    _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
+    if args.out:
+        where = Path(args.out).resolve().parent
+        scenario_path = where / f"attention-{args.family}.toml"
+        record = where / f"attention-{args.family}.events.jsonl"
+    else:
+        record = default_record_path(f"attention-{args.family}")
+        scenario_path = record.with_suffix(".toml")
+    return PartB(text, scenario_path, record)
+
+
+def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
+    """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
+    does (same parser, same engine run, recorder, printers and exit codes)."""
+    from mlatui.cli import UserError
+    from mlatui.commands import _bench_scenario
+    from mlatui.scenario import ScenarioError, load_scenario
+
+    b.scenario_path.parent.mkdir(parents=True, exist_ok=True)
+    b.scenario_path.write_text(b.text, encoding="utf-8")
+    try:
+        load_scenario(b.scenario_path)
+    except ScenarioError as e:
+        raise UserError(str(e)) from e
+
+    layers_shown = f"{layers} layer(s)" if layers else "all layers"
+    print(
+        f"## (b) whole model ({layers_shown}), stock vs patched: the engine's sweep "
+        "(more rounds while the L = 1 check is inconclusive)\n\n"
+        f"scenario: {b.scenario_path}\nrecording: {b.record}\n"
+        f"rerun: mlatui bench {b.scenario_path} --random-weights\n",
+        flush=True,
+    )
+    parser = argparse.ArgumentParser(prog="mlatui bench", description=_bench_scenario.HELP)
+    _bench_scenario.configure(parser)
+    status = _bench_scenario.run(
+        parser.parse_args([str(b.scenario_path), "--random-weights", "--out", str(b.record)])
+    )
+    print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
+    if status == 1 and _gathermm_failed(b.record):
+        print(
+            f"mlatui: hint: MLX on the CPU runs MoE experts that are not quantised in float32 only "
+            f"(GatherMM); use --dtype float32 for {family_name} here (bf16 works on Metal and CUDA)",
+            file=sys.stderr,
+        )
+    return status
+
+
+def _gathermm_failed(record: Path) -> bool:
+    from mlatui.recorder import RecordingError, read_recording
+
+    try:
+        events = read_recording(record).events
+    except (OSError, RecordingError):
+        return False
+    return any(e.type == "error" and "GatherMM" in e.message for e in events)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 
@@ -31,8 +32,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="contexts for the whole sparse layer (default: same as --contexts; 'none' to skip)",
     )
-    parser.add_argument("--reps", type=int, default=9, help="timed samples per arm (default 9)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed samples per arm (default 2)")
+    parser.add_argument(
+        "--rounds",
+        "--reps",
+        dest="rounds",
+        type=int,
+        default=6,
+        help="rounds before the S=1 check may decide (default 6); each round measures every S "
+        "once per arm as an A B B A quad, S=1 three times",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help="while the S=1 check is inconclusive, add rounds up to this (default 3x --rounds)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed steps per arm and S (default 1)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="weights, inputs and bootstrap seed")
     parser.add_argument(
         "--dtype",
         default=None,
@@ -42,57 +60,118 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
 
 
+def _ci(median: float | None, low: float | None, high: float | None, digits: int = 3) -> str:
+    if median is None or not math.isfinite(median):
+        return "-"
+    return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+
 def summary_table(records) -> str:
+    """One row per (bench, context, S): each arm's median over rounds with its 95% CI, the paired
+    stock/patched with its CI, patched S over patched S=1 (paired within rounds), the S=1 check."""
     from mlatui.records import markdown_table
 
     by = {(r.bench, r.context, r.width, r.arm): r for r in records}
     rows = []
     for bench, context, width in sorted({(r.bench, r.context, r.width) for r in records}):
-        s = by[(bench, context, width, "stock")].stats.median
-        p = by[(bench, context, width, "patched")].stats.median
-        base = by.get((bench, context, 1, "patched"))
-        ratio = p / base.stats.median if base else float("nan")
-        ok = "yes" if by[(bench, context, width, "stock")].valid else "INVALID"
-        rows.append((bench, context, width, s, p, s / p, ratio, ok))
+        s, p = by[(bench, context, width, "stock")], by[(bench, context, width, "patched")]
+        rows.append(
+            (
+                bench,
+                context,
+                width,
+                _ci(s.median_ms, s.ci_low_ms, s.ci_high_ms),
+                _ci(p.median_ms, p.ci_low_ms, p.ci_high_ms),
+                _ci(s.ratio, s.ratio_low, s.ratio_high, 2 if width > 1 else 4),
+                _ci(p.vs_s1, p.vs_s1_low, p.vs_s1_high, 2) if width > 1 else "1",
+                s.n_rounds,
+                s.outcome if s.outcome == "valid" else s.outcome.upper(),
+            )
+        )
     return markdown_table(
         (
             "bench",
             "context",
             "S",
-            "stock ms",
-            "patched ms",
-            "stock/patched",
-            "patched / patched S=1",
-            "S=1 control",
+            "stock ms (95% CI)",
+            "patched ms (95% CI)",
+            "stock/patched paired (95% CI)",
+            "patched / patched S=1 (95% CI)",
+            "rounds",
+            "S=1 check",
         ),
         rows,
     )
 
 
 def verdict(records) -> list[str]:
-    """The issue's bar: patched S=2..4 within 1.5x of S=1 at every context; stock S=2 grows."""
+    """The issue's bar, on contexts whose S=1 check is valid: patched S=2..4 within 1.5x of its
+    S=1 (the CI's upper end decides), and stock S=2 grows with the context."""
     lines = []
-    idx = {(r.context, r.width, r.arm): r.stats.median for r in records if r.bench == "indexer"}
+    idx = {(r.context, r.width, r.arm): r for r in records if r.bench == "indexer"}
     contexts = sorted({c for c, _, _ in idx})
     for c in contexts:
-        base = idx.get((c, 1, "patched"))
+        one = idx.get((c, 1, "stock"))
+        if one is None or not one.valid:
+            outcome = one.outcome if one else "missing"
+            lines.append(f"T={c}: excluded, S=1 check {outcome}")
+            continue
         for w in (2, 3, 4):
-            if (c, w, "patched") in idx and base:
-                ratio = idx[(c, w, "patched")] / base
-                lines.append(
-                    f"T={c} S={w}: patched {ratio:.2f}x of S=1 ({'ok' if ratio <= 1.5 else 'OVER 1.5x'})"
-                )
-    s2 = [(c, idx[(c, 2, "stock")]) for c in contexts if (c, 2, "stock") in idx]
+            r = idx.get((c, w, "patched"))
+            if r is None or r.vs_s1 is None:
+                continue
+            ok = "ok" if r.vs_s1_high <= 1.5 else ("OVER 1.5x" if r.vs_s1_low > 1.5 else "unsure")
+            lines.append(
+                f"T={c} S={w}: patched {_ci(r.vs_s1, r.vs_s1_low, r.vs_s1_high, 2)}x of S=1 ({ok})"
+            )
+    s2 = [
+        idx[(c, 2, "stock")]
+        for c in contexts
+        if (c, 2, "stock") in idx and idx[(c, 1, "stock")].valid
+    ]
     if len(s2) > 1:
-        grows = all(b[1] > a[1] for a, b in zip(s2, s2[1:], strict=False))
-        trend = ", ".join(f"{c}: {ms:.2f} ms" for c, ms in s2)
-        lines.append(f"stock S=2 by context: {trend} ({'grows' if grows else 'does NOT grow'})")
+        grows = all(b.ci_low_ms > a.ci_high_ms for a, b in zip(s2, s2[1:], strict=False))
+        trend = ", ".join(
+            f"{r.context}: {_ci(r.median_ms, r.ci_low_ms, r.ci_high_ms, 2)} ms" for r in s2
+        )
+        lines.append(
+            f"stock S=2 by context: {trend} ({'grows' if grows else 'does NOT clearly grow'})"
+        )
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
+def _printer(quiet: bool):
     import sys
 
+    from mlatui.indexer_bench import BenchHooks
+
+    class Printer(BenchHooks):
+        def warmup(self, part, context, arm, width, ms):
+            if not quiet:
+                print(
+                    f"{part} T={context} S={width} {arm}: {ms:.2f} ms (warm-up)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        def timing(self, part, context, timing):
+            if not quiet:
+                print(
+                    f"{part} T={context} round {timing.round + 1} S={timing.width} "
+                    f"{timing.arm}: {timing.ms:.2f} ms",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        def done(self, result):
+            from mlatui.indexer_bench import control_note
+
+            print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)
+
+    return Printer()
+
+
+def run(args: argparse.Namespace) -> int:
     from mlatui.cli import UserError
 
     contexts = _ints(args.contexts, "contexts")
@@ -103,8 +182,10 @@ def run(args: argparse.Namespace) -> int:
         layer_contexts = []
     else:
         layer_contexts = _ints(args.layer_contexts, "layer-contexts")
-    if args.reps < 1 or args.warmup < 0:
-        raise UserError("--reps must be >= 1 and --warmup >= 0")
+    if args.rounds < 2 or args.warmup < 0:
+        raise UserError("--rounds must be >= 2 and --warmup >= 0")
+    if args.max_rounds is not None and args.max_rounds < args.rounds:
+        raise UserError("--max-rounds must be >= --rounds")
     if args.dtype not in (None, "float32", "bfloat16", "float16"):
         raise UserError(f"--dtype must be float32, bfloat16 or float16; got {args.dtype!r}")
     from mlatui.indexer import SparseMLAConfig
@@ -119,34 +200,30 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.indexer_bench import run_indexer_bench
     from mlatui.records import env_line, to_jsonl
 
-    def emit(d: dict) -> None:
-        if not args.quiet:
-            tag = " (warm-up)" if d["warmup"] else ""
-            print(
-                f"{d['bench']} T={d['context']} S={d['width']} {d['arm']}: {d['ms']:.2f} ms{tag}",
-                file=sys.stderr,
-                flush=True,
-            )
-
     records = run_indexer_bench(
         contexts,
         widths,
-        args.reps,
+        args.rounds,
         args.warmup,
-        emit,
+        _printer(args.quiet),
         layer_contexts=layer_contexts,
         dtype=args.dtype,
+        max_rounds=args.max_rounds,
+        seed=args.seed,
     )
+    first = records[0].settings
     print(
-        f"# mlatui bench indexer\n\n{env_line(records[0].env)}, dtype {records[0].settings['dtype']}, "
-        f"reps {args.reps}, warm-up {args.warmup}, ABBA\n"
+        f"# mlatui bench indexer\n\n{env_line(records[0].env)}, dtype {first['dtype']}, "
+        f"rounds {first['min_rounds']} (up to {first['max_rounds']} while the S=1 check is "
+        f"inconclusive), warm-up {first['warmup']}; {first['order']}; medians over rounds, "
+        f"{first['estimators'].removeprefix('median over rounds with ')}\n"
     )
     print(summary_table(records))
     print()
     for line in verdict(records):
         print(f"- {line}")
     for r in records:
-        if not r.valid and r.width == 1 and r.arm == "stock":
+        if r.width == 1 and r.arm == "stock":
             print(f"- {r.bench} T={r.context}: {r.note}")
     if args.out:
         with open(args.out, "w") as f:

@@ -9,61 +9,106 @@ HELP = "measure the MLA absorbed/materialised crossover on this device (used by 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from mlatui.commands.bench_attention import int_list
+    from mlatui.commands.bench_attention import add_dtype_bits
 
     parser.add_argument(
         "--family", required=True, help="MLA family whose attention geometry to calibrate"
     )
     parser.add_argument(
         "--contexts",
-        type=int_list,
-        default=[1024, 4096, 16384],
+        default="1024,4096,16384",
         help="cache lengths (default 1024,4096,16384)",
     )
     parser.add_argument(
-        "--max-width", type=int, default=2048, help="largest width searched (default 2048)"
+        "--max-width", default="2048", metavar="N", help="largest width searched (default 2048)"
     )
-    parser.add_argument("--reps", type=int, default=5, help="timed samples per branch and probe")
     parser.add_argument(
-        "--bits", type=int, default=None, help="quantize the layer's weights (e.g. 4)"
+        "--reps",
+        default="6",
+        metavar="N",
+        help="sampler rounds per probe (each round: one A B B A quad of the two branches; odd "
+        "counts round up to whole pairs; default 6)",
     )
+    add_dtype_bits(parser)
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     from mlatui.cli import UserError
-    from mlatui.families import FAMILIES
+    from mlatui.commands.bench_attention import (
+        bits_arg,
+        default_dtype,
+        describe,
+        int_arg,
+        int_list,
+    )
+    from mlatui.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    if args.max_width < 2:
-        raise UserError("--max-width must be >= 2")
+    contexts = int_list(args.contexts, "--contexts")
+    max_width = int_arg(args.max_width, "--max-width", 2)
+    reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
+    bits = bits_arg(args.bits)
+    fam = family(args.family)
+    if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
+        raise UserError(f"{args.family}: no public full-size config known; pick another family")
 
     from mlatui import calibration
     from mlatui.mla import max_absorbed_queries
     from mlatui.records import env_line, environment, markdown_table
 
     env = environment()
-    print(f"# calibrate {args.family}: {env_line(env)}")
-    geometry, crossovers, _ = calibration.calibrate(
+    dtype = args.dtype or default_dtype()
+    print(
+        f"# calibrate {args.family} ({describe(args.size, dtype, bits)}, {reps + reps % 2} rounds per probe): "
+        f"{env_line(env)}"
+    )
+    geometry, crossovers, probes = calibration.calibrate(
         args.family,
-        args.contexts,
-        args.reps,
-        args.max_width,
+        contexts,
+        reps,
+        max_width,
         args.size,
-        args.bits,
+        bits,
         lambda s: print(f"  {s}", file=sys.stderr, flush=True),
+        dtype=dtype,
     )
     g = geometry
-    rows = [
-        (
-            t,
-            w if w < args.max_width else f">= {w}",
-            max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t),
+    rows = []
+    for t, w in crossovers.items():
+        noisy = [p.width for p in probes[t] if p.within_noise]
+        rows.append(
+            (
+                t,
+                w if w < max_width else f">= {w}",
+                max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t),
+                f"{len(probes[t])}",
+                ", ".join(map(str, noisy)) if noisy else "none",
+            )
         )
-        for t, w in crossovers.items()
-    ]
-    print(markdown_table(["cache T", "measured max absorbed L", "formula"], rows))
-    path = calibration.save_crossovers(geometry, crossovers, args.family, env)
-    print(f"stored for {g.key} on {calibration.device_key(env)}: {path}")
+    print(
+        markdown_table(
+            [
+                "cache T",
+                "measured max absorbed L",
+                "formula",
+                "probes",
+                "probes within noise (CI straddles 1)",
+            ],
+            rows,
+        )
+    )
+    if any(p.within_noise for ps in probes.values() for p in ps):
+        print(
+            "A probe within noise was decided by the median of the paired ratio alone; "
+            "more --reps narrow its CI."
+        )
+    path = calibration.save_crossovers(
+        geometry, crossovers, args.family, env, dtype=dtype, bits=bits, rounds=reps + reps % 2
+    )
+    print(
+        f"stored for {g.key} ({dtype}, {f'{bits}-bit' if bits else 'unquantised'}) on "
+        f"{calibration.device_key(env)}: {path}"
+    )
     return 0
