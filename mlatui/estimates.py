@@ -34,6 +34,7 @@ ESTIMATORS = {
     "step_ms": "median over rounds of the arm's per-round mean",
     "ratio": "median over A B B A quads of the quad-sum ratio stock/patched",
     "marginal_ms": "median over rounds of the arm's per-round mean(L=2) - mean(L=1)",
+    "vs_l1": "median over rounds of the arm's per-round mean(L) / mean(L=1) (flat = 1)",
 }
 CI_METHOD = (
     f"{CONFIDENCE:.0%} percentile bootstrap over rounds ({BOOTSTRAP_RESAMPLES} resamples, seeded)"
@@ -124,6 +125,7 @@ class ContextEstimates:
     step_ms: dict[tuple[str, int], Interval] = field(default_factory=dict)  # (arm, width)
     ratio: dict[int, Interval] = field(default_factory=dict)  # width -> stock/patched
     marginal_ms: dict[str, Interval] = field(default_factory=dict)  # arm -> L=2 - L=1
+    vs_l1: dict[tuple[str, int], Interval] = field(default_factory=dict)  # (arm, L) -> L / L=1
     control_width: int | None = 1
     control_outcome: Outcome | None = None
     tolerance_pct: float = 2.0
@@ -195,6 +197,18 @@ def estimate_context(
             diffs = [two[r] - one[r] for r in sorted(one) if r in two]
             if diffs:
                 out.marginal_ms[arm] = bootstrap_median(diffs, stable_seed(seed, "marginal", arm))
+    if 1 in widths:
+        for arm in arms:
+            one = per_round_mean[(arm, 1)]
+            for width in widths:
+                if width == 1:
+                    continue
+                wide = per_round_mean[(arm, width)]
+                rel = [wide[r] / one[r] for r in sorted(one) if r in wide and one[r] > 0]
+                if rel:
+                    out.vs_l1[(arm, width)] = bootstrap_median(
+                        rel, stable_seed(seed, "vs_l1", arm, width)
+                    )
     if control_width is not None and control_width in out.ratio:
         out.control_outcome = control_outcome(out.ratio[control_width], tolerance_pct)
         level = [

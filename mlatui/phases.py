@@ -170,6 +170,8 @@ def estimate_rows(estimates: ContextEstimates) -> tuple[dict, ...]:
         rows.append(_row("ratio", "", width, iv))
     for arm, iv in estimates.marginal_ms.items():
         rows.append(_row("marginal_ms", arm, 2, iv))
+    for (arm, width), iv in sorted(estimates.vs_l1.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append(_row("vs_l1", arm, width, iv))
     return tuple(rows)
 
 
@@ -333,6 +335,7 @@ def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
     for (arm, width), iv in sorted(est.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ratio = est.ratio.get(width)
         marginal = est.marginal_ms.get(arm)
+        flat = est.vs_l1.get((arm, width))
         s = Stats.of(samples[(arm, width)])
         rows.append(
             {
@@ -352,6 +355,9 @@ def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
                 "marginal_ms": marginal.median if marginal else None,
                 "marginal_low_ms": marginal.low if marginal else None,
                 "marginal_high_ms": marginal.high if marginal else None,
+                "vs_l1": flat.median if flat else (1.0 if width == 1 else None),
+                "vs_l1_low": flat.low if flat else (1.0 if width == 1 else None),
+                "vs_l1_high": flat.high if flat else (1.0 if width == 1 else None),
                 "valid": v.valid,
                 "outcome": v.verdict,
                 "drifting_rounds": est.drifting_rounds,

@@ -83,6 +83,12 @@ class SamplerPlan:
     tolerance_pct: float = 2.0
     arms: tuple[str, str] = ARMS
     seed: int = 0
+    # Before every quad, one untimed step per arm at the smallest width (the opening arm last).
+    # Without it each arm's first sample of a quad follows its own step of the previous slot's
+    # width: on the H200 an arm's step after its own L >= 2 materialised step ran 5-11% slower,
+    # so the real patch's L = 1 ratio read 1.02-1.09 (stock "slower") where an A/A, symmetric by
+    # construction, could not see it.
+    settle: bool = True
 
     def __post_init__(self) -> None:
         if self.min_rounds < 2 or self.max_rounds < self.min_rounds:
@@ -134,11 +140,17 @@ def sample_context(
             for arm in quad(plan.arms, False)[:2]:
                 check_stop()
                 warm(arm, width)
+    settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
     while True:
-        for width, arm in round_schedule(
+        schedule = round_schedule(
             plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
-        ):
+        )
+        for i, (width, arm) in enumerate(schedule):
             check_stop()
+            if plan.settle and i % 4 == 0:  # untimed: every arm's last step is a light one
+                for other in (a for a in plan.arms if a != arm):
+                    warm(other, settle_width)
+                warm(arm, settle_width)
             ms = measure(arm, width)
             timing = Timing(run.rounds, width, arm, ms, clock())
             run.timings.append(timing)

@@ -146,8 +146,16 @@ def test_bench_attention_part_a_verdicts_crossover_and_schedule(monkeypatch, cap
         round_schedule(widths, r, ("absorbed", "materialised"), control_width=None)
         for r in range(4)
     ]
-    assert calls == warmup + [c for r in rounds for c in r]
     a, m = "absorbed", "materialised"
+
+    def settled(schedule):  # before each quad: an untimed step per arm at the smallest width
+        out = []
+        for i in range(0, len(schedule), 4):
+            opening = schedule[i][1]
+            out += [(1, m if opening == a else a), (1, opening), *schedule[i : i + 4]]
+        return out
+
+    assert calls == warmup + [c for r in rounds for c in settled(r)]
     assert rounds[0][:4] == [(1, a), (1, m), (1, m), (1, a)]
     assert rounds[1][:4] == [(2, m), (2, a), (2, a), (2, m)]  # mirrored, widths rotated
 
@@ -329,11 +337,12 @@ def test_calibrate_bisects_on_the_paired_ratio(tmp_path, monkeypatch, capsys):
     assert "| 64 | 5 | 46 | 5 | 6 |" in captured.out  # probes 16, 8, 4, 6, 5; 6 within noise
     assert "T=64 L=6:" in captured.err and "CI straddles 1: within noise" in captured.err
     assert calibration.load_crossovers(mla.Geometry(512, 128, 128, 2)) == {64: 5}
-    # each probe: one warm-up call per arm, then 2 rounds of one quad (A B B A, then B A A B)
-    assert [w for w, _ in calls[::10]] == [16, 8, 4, 6, 5] and len(calls) == 5 * 10
+    # each probe: one warm-up call per arm, then 2 rounds of one quad (A B B A, then B A A B),
+    # each quad after an untimed settle step per arm (the opening arm last)
+    assert [w for w, _ in calls[::14]] == [16, 8, 4, 6, 5] and len(calls) == 5 * 14
     a, m = "absorbed", "materialised"
-    assert [arm for _, arm in calls[:10]] == [a, m, a, m, m, a, m, a, a, m]
-    assert {w for w, _ in calls[:10]} == {16}
+    assert [arm for _, arm in calls[:14]] == [a, m, m, a, a, m, m, a, a, m, m, a, a, m]
+    assert {w for w, _ in calls[:14]} == {16}
 
 
 def test_find_crossover_bisects():
