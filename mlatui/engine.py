@@ -305,6 +305,7 @@ def run(
             "null": null,
             "passes": [pass_name(p, null) for p in passes],
             "fill": fill,
+            "settle": config.settle,
             "seed": config.seed,
             "overrides": config.overrides,
             "random_weights": loaded.random_weights,
@@ -371,6 +372,7 @@ def run(
                 invalid_contexts=invalid,
                 seed=scenario.seed + config.seed,
                 fill=fill,
+                settle=config.settle,
             )
             tag = pass_name(variants, null)
             for i, phase in enumerate(scenario.phases):

@@ -132,7 +132,7 @@ def run_indexer_phase(
     widths = tuple(sorted(set(phase.widths) | {1}))
     plans = {
         (part, context): replace(
-            plan_for(phase, widths, ctx.seed, context),
+            plan_for(phase, widths, ctx.seed, context, ctx.settle),
             seed=stable_seed(ctx.seed, part_phase(phase, part), context),
         )
         for part in PART_TAGS

@@ -63,6 +63,7 @@ class RunContext:
     invalid_contexts: set[int] = field(default_factory=set)
     seed: int = 0
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
+    settle: bool = True
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -233,7 +234,9 @@ class EstimateEmitter:
         )
 
 
-def plan_for(phase: Phase, widths: tuple[int, ...], seed: int, context: int) -> SamplerPlan:
+def plan_for(
+    phase: Phase, widths: tuple[int, ...], seed: int, context: int, settle: bool = True
+) -> SamplerPlan:
     return SamplerPlan(
         widths,
         min_rounds=max(2, phase.reps),  # rounds come in mirrored pairs
@@ -243,6 +246,7 @@ def plan_for(phase: Phase, widths: tuple[int, ...], seed: int, context: int) -> 
         control_quads=CONTROL_QUADS if len(widths) > 1 else 1,
         tolerance_pct=L1_TOLERANCE_PCT,
         seed=stable_seed(seed, phase.name, context),
+        settle=settle,
     )
 
 
@@ -255,7 +259,7 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
     """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
     CIs; the L = 1 check per context."""
     widths = tuple(sorted(set(phase.widths)))
-    plans = {c: plan_for(phase, widths, ctx.seed, c) for c in phase.contexts}
+    plans = {c: plan_for(phase, widths, ctx.seed, c, ctx.settle) for c in phase.contexts}
     planned = sum(p.timed_calls() for p in plans.values())
     ctx.emit(
         PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)

@@ -25,6 +25,7 @@ class RunConfig:
     # Both arms on one worker thread (one MLX stream) by default: with a thread per arm, the
     # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/performance.md).
     shared_arm_thread: bool = True
+    settle: bool = True  # the sampler's untimed settle steps before each quad (off: diagnostic)
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
 
     def to_json(self) -> str:

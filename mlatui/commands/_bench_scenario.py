@@ -39,6 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--shared-arm-thread", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="diagnostic: no untimed settle steps before each quad (shows the carry-over bias)",
+    )
+    parser.add_argument(
         "--contexts", help="override every phase's contexts, e.g. 2048,8192,16k (tokens)"
     )
     parser.add_argument("--widths", help="override every sweep/indexer phase's widths, e.g. 1,2,4")
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides,
+        settle=not args.no_settle,
         **gate_settings(args),
     )
     events = []
