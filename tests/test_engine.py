@@ -206,13 +206,18 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
     assert set(events[-1].invalid_contexts) == {v.context for v in verdicts}
 
 
-def test_record_replay_round_trip(tmp_path, tiny_run):
-    _, events = tiny_run
+def recorded(tmp_path, events):
+    """The events written by the recorder and read back."""
     path = tmp_path / "run.jsonl"
     with Recorder(path) as rec:
         for e in events:
             rec(e)
-    back = read_recording(path)
+    return read_recording(path)
+
+
+def test_record_replay_round_trip(tmp_path, tiny_run):
+    _, events = tiny_run
+    back = recorded(tmp_path, events)
     assert not back.truncated
     assert [e.to_dict() for e in [back.header, *back.events]] == [e.to_dict() for e in events]
 
@@ -368,11 +373,7 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     from mlatui.report import reestimate
 
     _, events = tiny_run
-    path = tmp_path / "run.jsonl"
-    with Recorder(path) as rec:
-        for e in events:
-            rec(e)
-    back = read_recording(path)
+    back = recorded(tmp_path, events)
     again = reestimate([back.header, *back.events])
     finals = {(e.phase, e.context): e for e in back.events if isinstance(e, Estimate) and e.final}
     assert set(again) == set(finals) and finals

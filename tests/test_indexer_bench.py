@@ -17,7 +17,7 @@ from mlatui import indexer_bench
 from mlatui.arms import Gates, Variant
 from mlatui.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
 from mlatui.events import Estimate, PhaseStart, PhaseSummary, Step, Validity
-from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig, pool_windows
+from mlatui.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.indexer_bench import (
     CONTROL_QUADS,
     IndexerRecord,
@@ -30,28 +30,9 @@ from mlatui.indexer_phase import arm_modes, indexer_verdict, run_indexer_phase
 from mlatui.phases import RunContext
 from mlatui.sampler import round_schedule
 from mlatui.scenario import Phase
+from tests.test_indexer import KPOOL, small_config
 
-KPOOL, TOPK = 4, 16
 OUTCOMES = {o.value for o in Outcome}
-
-
-def small_config(**kw) -> SparseMLAConfig:
-    base = dict(
-        hidden_size=32,
-        num_attention_heads=4,
-        kv_lora_rank=32,
-        q_lora_rank=24,
-        qk_nope_head_dim=16,
-        qk_rope_head_dim=0,
-        v_head_dim=16,
-        index_n_heads=3,
-        index_head_dim=8,
-        index_kpool=KPOOL,
-        index_topk=TOPK,
-        index_query_chunk=5,
-    )
-    base.update(kw)
-    return SparseMLAConfig(**base)
 
 
 def slow_stock_at_s1(monkeypatch, extra_s: float = 0.005) -> None:
