@@ -290,7 +290,10 @@ def run(
             loaded.draft_name = "none"
         make_draft = _draft_factory(loaded, scenario, config.seed)
         mx.eval(loaded.model.parameters())
-        gates = Gates.parse(config.threshold, config.indexer)
+        gates = Gates.parse(
+            config.threshold or scenario.threshold or "formula",
+            config.indexer or scenario.indexer or "patched",
+        )
         null = config.null or scenario.null
         fill = config.fill or scenario.model.fill
         if fill == "random-latents" and not loaded.random_weights:

@@ -17,8 +17,10 @@ class RunConfig:
     random_weights: bool = (
         False  # build the scenario's model from its config values, random weights
     )
-    threshold: str = "formula"  # the patched arm's MLA gate: formula | calibrated | stock | <int>
-    indexer: str = "patched"  # the patched arm's indexer pooling: patched | stock
+    # the patched arm's MLA gate (formula | calibrated | stock | <int>) and indexer pooling
+    # (patched | stock); None: the scenario's, else formula / patched
+    threshold: str | None = None
+    indexer: str | None = None
     null: bool = False  # A/A: both arms identical (both stock, then both patched)
     fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0

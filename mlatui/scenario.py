@@ -78,6 +78,8 @@ class Scenario:
     phases: tuple[Phase, ...]
     seed: int = 0
     null: bool = False  # A/A: both arms the same (both stock, then both patched)
+    threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
+    indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,8 @@ class Scenario:
             "phases": [p.to_dict() for p in self.phases],
             "seed": self.seed,
             "null": self.null,
+            "threshold": self.threshold,
+            "indexer": self.indexer,
             "fill": self.model.fill,
         }
 
@@ -181,7 +185,24 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML ({e})") from e
-    _check_keys(str(path), raw, ("name", "description", "seed", "null", "model", "draft", "phase"))
+    _check_keys(
+        str(path),
+        raw,
+        ("name", "description", "seed", "null", "threshold", "indexer", "model", "draft", "phase"),
+    )
+    threshold = raw.get("threshold")
+    if threshold is not None:
+        ok = (
+            isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
+        ) or (threshold in ("formula", "calibrated", "stock"))
+        if not ok:
+            raise ScenarioError(
+                f'{path}: \'threshold\' must be "formula", "calibrated", "stock" or an integer >= 1, got {threshold!r}'
+            )
+        threshold = str(threshold)
+    indexer = raw.get("indexer")
+    if indexer is not None and indexer not in ("patched", "stock"):
+        raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
     null = raw.get("null", False)
     if not isinstance(null, bool):
         raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
@@ -251,4 +272,6 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         phases=phases,
         seed=_int(str(path), "seed", raw.get("seed", 0), 0),
         null=null,
+        threshold=threshold,
+        indexer=indexer,
     )

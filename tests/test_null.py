@@ -190,3 +190,33 @@ def test_random_latents_fill_needs_random_weights(capsys):
 
     assert main(["bench", TINY, "--fill", "random-latents"]) == 2
     assert "--random-weights" in capsys.readouterr().err
+
+
+def test_scenario_threshold_reaches_the_arms_and_the_cli_wins(tmp_path):
+    text = Path(TINY).read_text().replace("contexts = [128, 256]", "contexts = [64]")
+    scenario = tmp_path / "t1.toml"
+    scenario.write_text('threshold = 1\nindexer = "stock"\n' + text)
+    overrides = {"reps": 2, "max_rounds": 2, "warmup": 1, "only_phases": ["sweep"]}
+    for cli, materialises in ((None, True), ("formula", False)):
+        events = []
+        run(
+            RunConfig(
+                scenario=str(scenario), random_weights=True, threshold=cli, overrides=overrides
+            ),
+            events.append,
+        )
+        header = events[0]
+        assert (
+            header.settings["threshold"] == (cli or "1") and header.settings["indexer"] == "stock"
+        )
+        wide = [e for e in events if isinstance(e, Step) and e.arm == "patched" and e.width >= 2]
+        assert wide and all((e.materialised_calls > 0) == materialises for e in wide)
+
+
+def test_scenario_rejects_a_bad_threshold(tmp_path):
+    from mlatui.scenario import ScenarioError, load_scenario
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('threshold = "fast"\n' + Path(TINY).read_text())
+    with pytest.raises(ScenarioError, match="'threshold' must be"):
+        load_scenario(bad)

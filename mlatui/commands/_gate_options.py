@@ -9,15 +9,16 @@ import argparse
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
-        default="formula",
+        default=None,
         help="the patched arm's MLA gate, in every gated layer (dense and sparse) and draft: "
-        "formula | calibrated | stock | an integer (max absorbed queries)",
+        "formula | calibrated | stock | an integer (max absorbed queries); default: the "
+        "scenario's `threshold`, else formula",
     )
     parser.add_argument(
         "--indexer",
         choices=("patched", "stock"),
-        default="patched",
-        help="the patched arm's sparse indexer pooling (default patched)",
+        default=None,
+        help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
     )
     parser.add_argument(
         "--null",
@@ -38,12 +39,17 @@ def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
     from mlatui.cli import UserError
 
-    threshold = str(args.threshold).strip()
-    if not (threshold in ("formula", "calibrated", "stock") or threshold.isdigit()):
+    if args.threshold is None:
+        threshold = None
+    else:
+        threshold = str(args.threshold).strip()
+    if threshold is not None and not (
+        threshold in ("formula", "calibrated", "stock") or threshold.isdigit()
+    ):
         raise UserError(
             f"--threshold {args.threshold!r}: use formula, calibrated, stock or an integer >= 1"
         )
-    if threshold.isdigit() and int(threshold) < 1:
+    if threshold is not None and threshold.isdigit() and int(threshold) < 1:
         raise UserError("--threshold must be >= 1 (1 = the stock gate)")
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):
         raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
