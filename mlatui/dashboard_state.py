@@ -187,10 +187,15 @@ class DashboardState:
             self.arms[name] = ArmView()
         return self.arms[name]
 
+    def _kind(self, phase: str) -> str:
+        """A phase's kind; the indexer phase's parts ("indexer:layer") take their phase's."""
+        return self.phase_kinds.get(phase, self.phase_kinds.get(phase.split(":")[0], "sweep"))
+
     def _on_step(self, e: Step) -> None:
         arm = self._arm(e.arm)
         self.context = e.context
-        self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
+        if self._kind(e.phase) == "sweep":  # indexer timings are not sweep cells
+            self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
         if e.width >= 2:  # a verify-shaped forward
@@ -315,9 +320,7 @@ class DashboardState:
 
     def _sweep_estimate(self, context: int) -> Estimate | None:
         found = [
-            e
-            for (p, c), e in self.estimates.items()
-            if c == context and self.phase_kinds.get(p, "sweep") == "sweep"
+            e for (p, c), e in self.estimates.items() if c == context and self._kind(p) == "sweep"
         ]
         return found[-1] if found else None
 

@@ -149,13 +149,18 @@ def decode_setting(
 def plain_estimates(plain: dict[str, ArmRun], seed: int, context: int) -> ContextEstimates:
     """Plain decode alternates the arms per step (A B, then B A), so steps 2j and 2j + 1 of both
     arms form one A B B A quad: round j of the sampler's paired L = 1 estimate."""
-    timings = [
-        Timing(i // 2, 1, name, ms)
-        for name in ARM_ORDER
-        for i, ms in enumerate(plain[name].step_ms)
-    ]
     n = min(len(plain[name].step_ms) for name in ARM_ORDER) // 2 * 2
-    timings = [t for t in timings if t.round < n // 2]
+    a, b = ARM_ORDER
+    sa, sb = plain[a].step_ms, plain[b].step_ms
+    timings = []
+    for i in range(0, n, 2):  # the order they ran: A B (step i), then B A (step i + 1)
+        r = i // 2
+        timings += [
+            Timing(r, 1, a, sa[i]),
+            Timing(r, 1, b, sb[i]),
+            Timing(r, 1, b, sb[i + 1]),
+            Timing(r, 1, a, sa[i + 1]),
+        ]
     return estimate_context(
         timings, ARM_ORDER, 1, L1_TOLERANCE_PCT, stable_seed(seed, "decode", context)
     )

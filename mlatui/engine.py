@@ -315,9 +315,10 @@ def run(
             "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
             "arm_cpus": sorted(Baton().cpus or []),
         }
-        from mlatui.harness_bias import lookup
+        from mlatui.harness_bias import bias_key, lookup
 
-        bias = lookup(scenario.name)
+        key = bias_key(scenario.name, settings, loaded.name)
+        bias = lookup(key)
         if bias is not None:
             settings["harness_bias"] = bias
         emit(header(config, scenario, loaded, patched.report, settings))
@@ -390,7 +391,7 @@ def run(
         if null:
             from mlatui.harness_bias import store
 
-            where = store(scenario.name, finals)
+            where = store(key, finals)
             if where:
                 emit(
                     LogMessage(

@@ -94,6 +94,29 @@ def bootstrap_median(values: Sequence[float], seed: int) -> Interval:
     return Interval(med, lo, hi, n)
 
 
+def bootstrap_median_blocks(blocks: Sequence[Sequence[float]], seed: int) -> Interval:
+    """Median of all values with a block bootstrap: rounds are resampled whole, with all their
+    quads, because quads of one round share its device regime and are not independent. `n` is
+    the number of values (quads)."""
+    blocks = [[v for v in b if math.isfinite(v)] for b in blocks]
+    blocks = [b for b in blocks if b]
+    xs = [v for b in blocks for v in b]
+    if not xs:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    med = statistics.median(xs)
+    if len(blocks) == 1:
+        return bootstrap_median(xs, seed)
+    rng = random.Random(seed)
+    draws = sorted(
+        statistics.median([v for b in rng.choices(blocks, k=len(blocks)) for v in b])
+        for _ in range(BOOTSTRAP_RESAMPLES)
+    )
+    tail = (1 - CONFIDENCE) / 2
+    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
+    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
+    return Interval(med, lo, hi, len(xs))
+
+
 def control_outcome(ratio: Interval, tolerance_pct: float) -> Outcome:
     """The L = 1 check: both arms take the same branch, so the paired ratio must be 1 within the
     tolerance. Valid: the whole CI inside; invalid: wholly outside; otherwise inconclusive."""
@@ -155,8 +178,8 @@ def _quads(timings: Iterable[Timing]) -> dict[int, list[list[Timing]]]:
     for (_, width), ts in sorted(runs.items()):
         for i in range(0, len(ts) - 3, 4):
             quad = ts[i : i + 4]
-            arms = [t.arm for t in quad]
-            if len(set(arms)) == 2 and all(arms.count(x) == 2 for x in arms):
+            x = [t.arm for t in quad]
+            if x[0] == x[3] != x[1] == x[2]:  # A B B A or B A A B, nothing else
                 out[width].append(quad)
     return out
 
@@ -183,14 +206,16 @@ def estimate_context(
         )
     quads = _quads(timings)
     for width in widths:
-        ratios = []
+        by_round: dict[int, list[float]] = defaultdict(list)
         for quad in quads.get(width, []):
             sa = sum(t.ms for t in quad if t.arm == a)
             sb = sum(t.ms for t in quad if t.arm == b)
             if sb > 0:
-                ratios.append(sa / sb)
-        if ratios:
-            out.ratio[width] = bootstrap_median(ratios, stable_seed(seed, "ratio", width))
+                by_round[quad[0].round].append(sa / sb)
+        if by_round:
+            out.ratio[width] = bootstrap_median_blocks(
+                [by_round[r] for r in sorted(by_round)], stable_seed(seed, "ratio", width)
+            )
     if 1 in widths and 2 in widths:
         for arm in arms:
             one, two = per_round_mean[(arm, 1)], per_round_mean[(arm, 2)]

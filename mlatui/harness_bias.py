@@ -68,6 +68,20 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def bias_key(scenario: str, settings: dict[str, Any], model: str = "") -> str:
+    """What a harness bias is valid for: the scenario, the model and every setting that changes
+    how the arms are measured (an A/A on random latents says nothing about a real prefill)."""
+    parts = [
+        scenario,
+        model,
+        f"fill={settings.get('fill', 'prefill')}",
+        f"threads={settings.get('arm_threads', '')}",
+        f"settle={settings.get('settle', True)}",
+        f"random={bool(settings.get('random_weights'))}",
+    ]
+    return " | ".join(parts)
+
+
 def store(
     scenario: str, finals: Sequence[Estimate], env: dict[str, Any] | None = None
 ) -> Path | None:

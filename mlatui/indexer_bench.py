@@ -62,7 +62,7 @@ from mlatui.estimates import (
 from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig
 from mlatui.measure import L1_TOLERANCE_PCT, timed_ms
 from mlatui.records import BenchRecord, environment
-from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.sampler import ARMS, SamplerPlan, SamplerRun, sample_context
 from mlatui.sparse_mla import SparseMLACache, SparseMLAttention
 
 FAMILY = "glm5.3-flash"
@@ -224,8 +224,10 @@ def _indexer_part(
     first = ix(*_inputs(config, 1, dtype, seed), base)  # builds the pool once
     mx.eval(first, base.keys, base.gates, base.pooled)
     _rewind(base, base, context)
-    caches = {"stock": base, "patched": base.copy()}
-    mx.eval(caches["patched"].keys, caches["patched"].gates, caches["patched"].pooled)
+    caches = {arm: base.copy() for arm in ARMS}  # both slots copies: neither owns the original
+    del base
+    for c in caches.values():
+        mx.eval(c.keys, c.gates, c.pooled)
     inputs = {
         w: [_inputs(config, w, dtype, seed + 1 + i) for i in range(INPUTS_PER_WIDTH)]
         for w in widths
@@ -270,8 +272,10 @@ def _layer_part(
     layer.set_modes("patched", "patched")
     mx.eval(layer(x0, cache=base), base.latent, base.index.keys, base.index.pooled)  # pool once
     _rewind(base, base.index, context)
-    caches = {"stock": base, "patched": base.copy()}
-    mx.eval(caches["patched"].latent, caches["patched"].index.keys, caches["patched"].index.pooled)
+    caches = {arm: base.copy() for arm in ARMS}  # both slots copies: neither owns the original
+    del base
+    for c in caches.values():
+        mx.eval(c.latent, c.index.keys, c.index.pooled)
     xs = {
         w: [
             mx.random.normal((1, w, config.hidden_size), key=mx.random.key(seed + 1 + i)).astype(
@@ -281,7 +285,9 @@ def _layer_part(
         ]
         for w in widths
     }
-    masks = {w: base.make_mask(w, return_array=True) for w in widths}  # every sample is at context
+    masks = {
+        w: caches["stock"].make_mask(w, return_array=True) for w in widths
+    }  # every sample is at context
     mx.eval(xs, [m for m in masks.values() if isinstance(m, mx.array)])
 
     policies = {arm: mla.policy_for(gate, layer.geometry) for arm, (gate, _) in modes.items()}

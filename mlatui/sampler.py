@@ -42,7 +42,7 @@ def round_slots(
     widths: Sequence[int], round_index: int, control_width: int | None, control_quads: int
 ) -> list[int]:
     """The widths of one round's quads, in order: the control width's quads spread between the
-    other widths, the whole order rotated by the round index."""
+    other widths, the whole order rotated every pair of rounds."""
     others = [w for w in widths if w != control_width]
     controls = control_quads if control_width in widths else 0
     slots: list[int] = []
@@ -51,7 +51,8 @@ def round_slots(
             slots.append(control_width)  # type: ignore[arg-type]
         if i < len(others):
             slots.append(others[i])
-    return _rotate(slots, round_index)
+    # a round and its mirror share one order, so each order runs once in each orientation
+    return _rotate(slots, round_index // 2)
 
 
 def round_schedule(

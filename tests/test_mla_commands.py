@@ -157,7 +157,8 @@ def test_bench_attention_part_a_verdicts_crossover_and_schedule(monkeypatch, cap
 
     assert calls == warmup + [c for r in rounds for c in settled(r)]
     assert rounds[0][:4] == [(1, a), (1, m), (1, m), (1, a)]
-    assert rounds[1][:4] == [(2, m), (2, a), (2, a), (2, m)]  # mirrored, widths rotated
+    assert rounds[1][:4] == [(1, m), (1, a), (1, a), (1, m)]  # the mirror, same order
+    assert rounds[2][:4] == [(2, a), (2, m), (2, m), (2, a)]  # the next pair: widths rotated
 
 
 def test_verdict_and_crossover_from_the_ratio_ci():
