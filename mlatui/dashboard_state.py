@@ -255,7 +255,7 @@ class DashboardState:
             self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")
         else:
             word = "INCONCLUSIVE" if e.verdict == "inconclusive" else "INVALID"
-            msg = f"L=1 check at {e.context}: ✗ {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            msg = f"L=1 check at {e.context}: {'?' if word == 'INCONCLUSIVE' else '✗'} {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
             self._log(
                 e.t,
                 "warning",
@@ -288,7 +288,7 @@ class DashboardState:
         self.phase.eta_s = None
         self.changed |= {"header", "phase"}
         extra = (
-            f"; invalid contexts: {', '.join(map(str, e.invalid_contexts))}"
+            f"; left out of verdicts (L=1 check invalid or inconclusive): {', '.join(map(str, e.invalid_contexts))}"
             if e.invalid_contexts
             else ""
         )

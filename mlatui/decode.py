@@ -252,14 +252,16 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
                             f"{name} arm, context {length}, depth {depth}: speculative output diverged from plain greedy (near-tie under a different summation order)",
                         )
                     )
-        rows += _rows(results, length, v.valid)
+        rows += _rows(results, length, v.valid, v.verdict)
     verdict = tune_verdict(rows) if phase.kind == "tune" else decode_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
 
 
-def _rows(results: dict[tuple[str, int], DecodeResult], context: int, valid: bool) -> list[dict]:
+def _rows(
+    results: dict[tuple[str, int], DecodeResult], context: int, valid: bool, outcome: str
+) -> list[dict]:
     rows = []
     for (arm, depth), r in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         plain = results[(arm, 0)].tok_s
@@ -275,6 +277,7 @@ def _rows(results: dict[tuple[str, int], DecodeResult], context: int, valid: boo
                 "draft_ms_median": r.draft_ms_median,
                 "tokens": r.tokens,
                 "valid": valid,
+                "outcome": outcome,
             }
         )
     return rows
@@ -289,6 +292,7 @@ def pick_depth(tok_s_by_depth: dict[int, float], tie_pct: float = TIE_PCT) -> in
 
 def tune_verdict(rows: list[dict]) -> str:
     parts = []
+    outcomes = {r["context"]: r.get("outcome", "invalid") for r in rows}
     for context in sorted({r["context"] for r in rows}):
         for arm in ARM_ORDER:
             mine = {
@@ -297,7 +301,9 @@ def tune_verdict(rows: list[dict]) -> str:
                 if r["context"] == context and r["arm"] == arm and r["valid"]
             }
             if not mine:
-                parts.append(f"{arm} @ {context}: invalid (L = 1 check)")
+                parts.append(
+                    f"{arm} @ {context}: left out (L = 1 check {outcomes.get(context, 'not valid')})"
+                )
                 continue
             depth = pick_depth(mine)
             if depth == 0:

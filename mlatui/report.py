@@ -219,7 +219,7 @@ def decode_table(summary: PhaseSummary) -> str:
                 acc,
                 _fmt(r.get("verify_ms_median")),
                 _fmt(r.get("draft_ms_median")),
-                "ok" if r["valid"] else "INVALID",
+                _check(r),
             ]
         )
     return _table(
@@ -345,7 +345,7 @@ def summary_markdown(events: Sequence[Event]) -> str:
         parts.append(
             f"Run {end.status}"
             + (
-                f"; invalid contexts: {', '.join(map(str, end.invalid_contexts))}"
+                f"; left out of verdicts (L=1 check invalid or inconclusive): {', '.join(map(str, end.invalid_contexts))}"
                 if end.invalid_contexts
                 else ""
             )

@@ -76,7 +76,13 @@ class StderrProgress:
                 )
             elif kind == "validity" and not event.valid:
                 print(
-                    f"[mlatui]   L=1 check FAILED at context {event.context}: stock {event.stock_l1_ms:.3f} ms vs patched {event.patched_l1_ms:.3f} ms ({event.diff_pct:.1f}%)",
+                    f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: paired stock/patched {event.diff_pct:+.1f}%"
+                    + (
+                        f" [{(event.ratio_low - 1) * 100:+.1f}, {(event.ratio_high - 1) * 100:+.1f}]"
+                        if event.ratio is not None
+                        else ""
+                    )
+                    + " (95% CI must lie inside ±2%)",
                     file=self.stream,
                 )
             elif kind in ("log", "error"):
