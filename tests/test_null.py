@@ -222,3 +222,11 @@ def test_scenario_rejects_a_bad_threshold(tmp_path):
     bad.write_text('threshold = "fast"\n' + Path(TINY).read_text())
     with pytest.raises(ScenarioError, match="'threshold' must be"):
         load_scenario(bad)
+
+
+def test_unknown_phase_is_a_one_line_error_before_anything_loads(capsys):
+    from mlatui.cli import main
+
+    assert main(["bench", TINY, "--phases", "bogus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no phase named bogus" in err[0]

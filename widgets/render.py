@@ -174,7 +174,12 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     t.append(f" │ {d.get('name', '?')}")
     if width >= 100 and d.get("architecture"):
         t.append(f" {d['architecture']}")
-    t.append(f" · BLAS {str(d.get('blas', '?')).split(' ')[0]}")
+    blas = str(d.get("blas", "?"))
+    t.append(" · BLAS ")
+    if blas.startswith("bundled"):
+        t.append("reference (slow)", style="yellow")
+    else:
+        t.append(blas.split(" ")[0])
     t.append(f" │ scenario {h.scenario.get('name', '?')}")
     bias = state.harness_bias
     if bias:

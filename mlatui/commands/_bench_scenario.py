@@ -125,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--reps must be >= 3 (rounds before the L = 1 check may decide)")
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
+    from mlatui.engine import apply_overrides
+    from mlatui.scenario import ScenarioError, load_scenario
+
+    try:  # a bad scenario or --phases fails here, in one line, before anything loads
+        apply_overrides(load_scenario(args.scenario), overrides)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
     config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,
