@@ -2,17 +2,8 @@
 # H200 call B (issue 9): long contexts with the timing-only random-latent fill (1K/32K/128K,
 # widths 1, 2, 4, real patch), the thread diagnostic (A/A with one thread per arm vs both arms on
 # one thread, same fill and contexts), and calibrate in bf16 4-bit.
-set -u
-mkdir -p "$OUT/r"
-export MLATUI_CACHE_DIR="$OUT/r/cache"
-S=scenarios/glm47-flash.toml
-run() {
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" python3 -m mlatui bench $S --random-weights --phases sweep "$@" \
-    --out "$OUT/r/$name.jsonl" > "$OUT/r/$name.md" 2> "$OUT/r/$name.log"
-  echo "$name exit $? at $(date +%T)"
-  tar czf "$OUT/h200-5.tgz" -C "$OUT" r
-}
+TARBALL=h200-5.tgz FILL=""
+source "$(dirname "$0")/h200-common.sh"
 run long 170 --fill random-latents --contexts 1024,32768,131072 --widths 1,2,4 --reps 8 --max-rounds 12
 run aa-threads 125 --null --fill random-latents --contexts 2048,16384 --widths 1,2,4 --reps 8 --max-rounds 10
 run aa-shared 125 --null --shared-arm-thread --fill random-latents --contexts 2048,16384 --widths 1,2,4 --reps 8 --max-rounds 10
