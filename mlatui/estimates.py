@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 BOOTSTRAP_RESAMPLES = 2000
+INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000
 CONFIDENCE = 0.95
 DRIFT_STEP = 0.10  # a round-to-round change of the L = 1 level larger than this is a drift event
 
@@ -37,7 +38,9 @@ ESTIMATORS = {
     "vs_l1": "median over rounds of the arm's per-round mean(L) / mean(L=1) (flat = 1)",
 }
 CI_METHOD = (
-    f"{CONFIDENCE:.0%} percentile bootstrap over rounds ({BOOTSTRAP_RESAMPLES} resamples, seeded)"
+    f"{CONFIDENCE:.0%} percentile bootstrap over rounds (ratios: rounds resampled whole, median "
+    f"over their quads), {BOOTSTRAP_RESAMPLES} resamples ({INTERIM_RESAMPLES} before the final "
+    "estimate), seeded"
 )
 
 
@@ -77,7 +80,9 @@ def stable_seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
 
-def bootstrap_median(values: Sequence[float], seed: int) -> Interval:
+def bootstrap_median(
+    values: Sequence[float], seed: int, resamples: int = BOOTSTRAP_RESAMPLES
+) -> Interval:
     """Median with a seeded percentile bootstrap interval."""
     xs = [v for v in values if math.isfinite(v)]
     n = len(xs)
@@ -87,14 +92,16 @@ def bootstrap_median(values: Sequence[float], seed: int) -> Interval:
     if n == 1:
         return Interval(med, med, med, 1)
     rng = random.Random(seed)
-    draws = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(BOOTSTRAP_RESAMPLES))
+    draws = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(resamples))
     tail = (1 - CONFIDENCE) / 2
     lo = draws[int(math.floor(tail * (len(draws) - 1)))]
     hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
     return Interval(med, lo, hi, n)
 
 
-def bootstrap_median_blocks(blocks: Sequence[Sequence[float]], seed: int) -> Interval:
+def bootstrap_median_blocks(
+    blocks: Sequence[Sequence[float]], seed: int, resamples: int = BOOTSTRAP_RESAMPLES
+) -> Interval:
     """Median of all values with a block bootstrap: rounds are resampled whole, with all their
     quads, because quads of one round share its device regime and are not independent. `n` is
     the number of values (quads)."""
@@ -105,11 +112,11 @@ def bootstrap_median_blocks(blocks: Sequence[Sequence[float]], seed: int) -> Int
         return Interval(math.nan, math.nan, math.nan, 0)
     med = statistics.median(xs)
     if len(blocks) == 1:
-        return bootstrap_median(xs, seed)
+        return bootstrap_median(xs, seed, resamples)
     rng = random.Random(seed)
     draws = sorted(
         statistics.median([v for b in rng.choices(blocks, k=len(blocks)) for v in b])
-        for _ in range(BOOTSTRAP_RESAMPLES)
+        for _ in range(resamples)
     )
     tail = (1 - CONFIDENCE) / 2
     lo = draws[int(math.floor(tail * (len(draws) - 1)))]
@@ -184,12 +191,39 @@ def _quads(timings: Iterable[Timing]) -> dict[int, list[list[Timing]]]:
     return out
 
 
+def _ratio(
+    quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str], seed: int, resamples: int
+) -> Interval | None:
+    """stock/patched at `width`: per-quad sum ratios, median over quads, rounds resampled whole."""
+    a, b = arms
+    by_round: dict[int, list[float]] = defaultdict(list)
+    for quad in quads.get(width, []):
+        sa = sum(t.ms for t in quad if t.arm == a)
+        sb = sum(t.ms for t in quad if t.arm == b)
+        if sb > 0:
+            by_round[quad[0].round].append(sa / sb)
+    if not by_round:
+        return None
+    return bootstrap_median_blocks(
+        [by_round[r] for r in sorted(by_round)], stable_seed(seed, "ratio", width), resamples
+    )
+
+
+def control_ratio(
+    timings: Sequence[Timing], arms: Sequence[str], control_width: int, seed: int
+) -> Interval | None:
+    """The L = 1 control's paired ratio alone, exactly as the final estimate computes it (same
+    seed, full resamples): what the sampler decides on after each pair of rounds."""
+    return _ratio(_quads(timings), control_width, arms, seed, BOOTSTRAP_RESAMPLES)
+
+
 def estimate_context(
     timings: Sequence[Timing],
     arms: Sequence[str] = ("stock", "patched"),
     control_width: int | None = 1,
     tolerance_pct: float = 2.0,
     seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> ContextEstimates:
     """Every estimate of one context from its timings (complete quads only)."""
     a, b = arms
@@ -202,26 +236,21 @@ def estimate_context(
             per_round_mean[(arm, width)][r] = statistics.fmean(ms)
     for (arm, width), by_r in per_round_mean.items():
         out.step_ms[(arm, width)] = bootstrap_median(
-            list(by_r.values()), stable_seed(seed, "step", arm, width)
+            list(by_r.values()), stable_seed(seed, "step", arm, width), resamples
         )
     quads = _quads(timings)
     for width in widths:
-        by_round: dict[int, list[float]] = defaultdict(list)
-        for quad in quads.get(width, []):
-            sa = sum(t.ms for t in quad if t.arm == a)
-            sb = sum(t.ms for t in quad if t.arm == b)
-            if sb > 0:
-                by_round[quad[0].round].append(sa / sb)
-        if by_round:
-            out.ratio[width] = bootstrap_median_blocks(
-                [by_round[r] for r in sorted(by_round)], stable_seed(seed, "ratio", width)
-            )
+        ratio = _ratio(quads, width, arms, seed, resamples)
+        if ratio is not None:
+            out.ratio[width] = ratio
     if 1 in widths and 2 in widths:
         for arm in arms:
             one, two = per_round_mean[(arm, 1)], per_round_mean[(arm, 2)]
             diffs = [two[r] - one[r] for r in sorted(one) if r in two]
             if diffs:
-                out.marginal_ms[arm] = bootstrap_median(diffs, stable_seed(seed, "marginal", arm))
+                out.marginal_ms[arm] = bootstrap_median(
+                    diffs, stable_seed(seed, "marginal", arm), resamples
+                )
     if 1 in widths:
         for arm in arms:
             one = per_round_mean[(arm, 1)]
@@ -232,7 +261,7 @@ def estimate_context(
                 rel = [wide[r] / one[r] for r in sorted(one) if r in wide and one[r] > 0]
                 if rel:
                     out.vs_l1[(arm, width)] = bootstrap_median(
-                        rel, stable_seed(seed, "vs_l1", arm, width)
+                        rel, stable_seed(seed, "vs_l1", arm, width), resamples
                     )
     if control_width is not None and control_width in out.ratio:
         out.control_outcome = control_outcome(out.ratio[control_width], tolerance_pct)

@@ -17,9 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mlatui.estimates import (
+    BOOTSTRAP_RESAMPLES,
+    INTERIM_RESAMPLES,
     ContextEstimates,
     Outcome,
     Timing,
+    control_outcome,
+    control_ratio,
     estimate_context,
 )
 
@@ -157,20 +161,35 @@ def sample_context(
             run.timings.append(timing)
             on_timing(timing)
         run.rounds += 1
-        run.estimates = estimate_context(
-            run.timings, plan.arms, plan.control_width, plan.tolerance_pct, plan.seed
+        control = (
+            control_ratio(run.timings, plan.arms, plan.control_width, plan.seed)
+            if plan.control_width in plan.widths
+            else None
         )
-        on_round(run.estimates)
-        wants_more = _wants_more(plan, run)
+        decision = control_outcome(control, plan.tolerance_pct) if control else None
+        wants_more = _wants_more(plan, run.rounds, decision)
         if decide_more is not None:
             wants_more = decide_more(wants_more)
+        # interim estimates (fewer resamples) for the live view; the final one in full, once
+        run.estimates = estimate_context(
+            run.timings,
+            plan.arms,
+            plan.control_width,
+            plan.tolerance_pct,
+            plan.seed,
+            BOOTSTRAP_RESAMPLES if not wants_more else INTERIM_RESAMPLES,
+        )
+        if control is not None:  # the check shown is the one decided on, at full resamples
+            run.estimates.ratio[plan.control_width] = control
+            run.estimates.control_outcome = decision
+        on_round(run.estimates)
         if not wants_more:
             return run
 
 
-def _wants_more(plan: SamplerPlan, run: SamplerRun) -> bool:
-    if run.rounds < plan.first_rounds or run.rounds % 2:
+def _wants_more(plan: SamplerPlan, rounds: int, decision: Outcome | None) -> bool:
+    if rounds < plan.first_rounds or rounds % 2:
         return True  # always whole pairs of rounds: each arm first equally often
-    if run.rounds >= plan.max_rounds:
+    if rounds >= plan.max_rounds:
         return False
-    return run.outcome is Outcome.INCONCLUSIVE
+    return decision is Outcome.INCONCLUSIVE
