@@ -22,6 +22,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui import mla
+from mlatui.runconfig import parse_threshold
 
 T = TypeVar("T")
 
@@ -92,8 +93,7 @@ class Gates:
 
     @classmethod
     def parse(cls, threshold: str | int = "formula", indexer: str = "patched") -> Gates:
-        if isinstance(threshold, str) and threshold.strip().isdigit():
-            threshold = int(threshold)
+        threshold = parse_threshold(threshold)
         if indexer not in ("patched", "stock"):
             raise ValueError(f"indexer mode must be 'patched' or 'stock', got {indexer!r}")
         return cls(threshold, indexer)
@@ -182,6 +182,9 @@ def gate_model(model: nn.Module, variant: Variant, gates: Gates = Gates()) -> ml
     sparse = sparse_layers(model)
     threshold = "stock" if variant is Variant.STOCK else gates.threshold
     indexer = "stock" if variant is Variant.STOCK else gates.indexer
+    if sparse:  # one policy for every sparse layer (they share the geometry)
+        geometry = mla.geometry_of(sparse[0][1])
+        policy = mla.policy_for(threshold, geometry)
     if mla.mla_modules(model):
         report = (
             mla.count_branches(model)
@@ -189,8 +192,6 @@ def gate_model(model: nn.Module, variant: Variant, gates: Gates = Gates()) -> ml
             else mla.patch_model(model, threshold)
         )
     elif sparse:
-        geometry = mla.geometry_of(sparse[0][1])
-        policy = mla.policy_for(threshold, geometry)
         report = mla.PatchReport(
             policy.name,
             [],
@@ -202,8 +203,6 @@ def gate_model(model: nn.Module, variant: Variant, gates: Gates = Gates()) -> ml
     else:
         raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
     if sparse:
-        geometry = mla.geometry_of(sparse[0][1])
-        policy = mla.policy_for(threshold, geometry)
         for name, layer in sparse:
             layer.set_modes(policy, indexer)
             layer.counters = report.counters  # per arm: twin() copied the source's reference

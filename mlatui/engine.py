@@ -19,7 +19,17 @@ from dataclasses import replace
 import mlx.core as mx
 
 from mlatui import mla
-from mlatui.arms import Arm, ArmWorker, Baton, Gates, Variant, build_arms, gate_model, sparse_layers
+from mlatui.arms import (
+    Arm,
+    ArmWorker,
+    Baton,
+    Gates,
+    Variant,
+    arm_cpus,
+    build_arms,
+    gate_model,
+    sparse_layers,
+)
 from mlatui.draft import DraftModelSource
 from mlatui.events import (
     SCHEMA_VERSION,
@@ -257,13 +267,6 @@ def pass_name(variants: tuple[Variant, Variant], null: bool) -> str:
     return f"aa-{variants[0].value}" if null else ""
 
 
-def _prefill_draft(arm: Arm):
-    """The prefill needs the target's hidden states when the draft is an MTP head."""
-    return (
-        arm.draft if arm.draft is not None and getattr(arm.draft, "needs_hidden", False) else None
-    )
-
-
 def run(
     config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None
 ) -> str:
@@ -313,7 +316,7 @@ def run(
             "overrides": config.overrides,
             "random_weights": loaded.random_weights,
             "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
-            "arm_cpus": sorted(Baton().cpus or []),
+            "arm_cpus": sorted(arm_cpus() or []),
         }
         from mlatui.harness_bias import bias_key, lookup
 
@@ -346,6 +349,7 @@ def run(
 
         sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
         sampler.start()
+        tokens_for = text_tokens(loaded, config.seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
                 stock, patched = build_arms(loaded.model, gates.threshold, variants, gates.indexer)
@@ -359,7 +363,8 @@ def run(
                 for w in workers.values():
                     w.call(lambda a: setattr(a, "draft", make_draft(a)))
             # prefills run the uninstrumented stock model on a third thread; both arms copy it
-            prefill_arm = Arm("prefill", loaded.model, patched.report, draft=_prefill_draft(stock))
+            # (an MTP draft: the prefill also computes the target's hidden states for it)
+            prefill_arm = Arm("prefill", loaded.model, patched.report, draft=stock.draft)
             prefill_worker = ArmWorker(prefill_arm, baton)
             workers_all = [*workers.values(), prefill_worker]
             invalid = ctx.invalid_contexts if ctx else set()
@@ -368,7 +373,7 @@ def run(
                 emit,
                 stop,
                 t0,
-                text_tokens(loaded, config.seed),
+                tokens_for,
                 vocab_size(loaded.model),
                 make_draft,
                 loaded.draft_name,

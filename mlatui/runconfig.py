@@ -36,3 +36,25 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls(**json.loads(text))
+
+
+THRESHOLD_WORDS = ("formula", "calibrated", "stock")
+
+
+def parse_threshold(value: object) -> str | int:
+    """The one parser of a threshold setting (CLI, scenario, run config): a word or an int >= 1."""
+    if isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip() in THRESHOLD_WORDS:
+        return value.strip()
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        number = 0
+    if number < 1:
+        raise ValueError(
+            f"threshold {value!r}: use formula, calibrated, stock or an integer >= 1 (1 = the stock gate)"
+        )
+    return number

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlatui.runconfig import parse_threshold
+
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 DRAFT_SOURCES = ("auto", "draft-model", "mtp", "synthetic", "none")
@@ -192,14 +194,12 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     )
     threshold = raw.get("threshold")
     if threshold is not None:
-        ok = (
-            isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
-        ) or (threshold in ("formula", "calibrated", "stock"))
-        if not ok:
+        try:
+            threshold = str(parse_threshold(threshold))
+        except ValueError as e:
             raise ScenarioError(
-                f'{path}: \'threshold\' must be "formula", "calibrated", "stock" or an integer >= 1, got {threshold!r}'
-            )
-        threshold = str(threshold)
+                f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
+            ) from None
     indexer = raw.get("indexer")
     if indexer is not None and indexer not in ("patched", "stock"):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')

@@ -38,19 +38,14 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
     from mlatui.cli import UserError
+    from mlatui.runconfig import parse_threshold
 
-    if args.threshold is None:
-        threshold = None
-    else:
-        threshold = str(args.threshold).strip()
-    if threshold is not None and not (
-        threshold in ("formula", "calibrated", "stock") or threshold.isdigit()
-    ):
-        raise UserError(
-            f"--threshold {args.threshold!r}: use formula, calibrated, stock or an integer >= 1"
-        )
-    if threshold is not None and threshold.isdigit() and int(threshold) < 1:
-        raise UserError("--threshold must be >= 1 (1 = the stock gate)")
+    threshold = None
+    if args.threshold is not None:
+        try:
+            threshold = str(parse_threshold(args.threshold))
+        except ValueError as e:
+            raise UserError(f"--{e}") from None
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):
         raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
     return {"threshold": threshold, "indexer": args.indexer, "null": args.null, "fill": args.fill}
