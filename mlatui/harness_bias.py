@@ -31,7 +31,7 @@ def summarise(finals: Iterable[Estimate]) -> dict[str, Any] | None:
                         "bias_pct": (row["median"] - 1) * 100,
                         "low_pct": (row["low"] - 1) * 100,
                         "high_pct": (row["high"] - 1) * 100,
-                        "rounds": row["n"],
+                        "quads": row["n"],
                     }
                 )
     if not cells:

@@ -200,9 +200,7 @@ def null_bias_table(events: Sequence[Event]) -> str:
                     )
     if not rows:
         return ""
-    return _table(
-        ["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "rounds"], rows
-    )
+    return _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
 
 
 def decode_table(summary: PhaseSummary) -> str:
