@@ -1,216 +1,365 @@
-"""Decode and tune phases: plain decode vs speculative decoding, per arm, measured in one run."""
+"""Decode and tune phases: plain decode vs speculative decoding, per arm, as mlx-lm runs them.
+
+At each context, two measurements:
+
+1. verify ms: the sampler's synced steps at L = 1 .. max depth + 1 (like the sweep), so the
+   verify cost of every depth is known apart from the runtime's overlap;
+2. throughput: the sampler schedules decode *blocks* (an arm decodes `tokens` tokens at one
+   setting without interruption, through mlx-lm's generate_step / speculative_generate_step or
+   the MTP loop; see mlatui.runtime). A setting is a sampler "width" (depth + 1; plain decode is
+   width 1, the L = 1 control): blocks run A B B A per setting, settings rotate within rounds,
+   and tok/s, the speedup over plain decode (paired within rounds) and the stock/patched check of
+   plain decode all come with CIs from the same rounds.
+"""
 
 from __future__ import annotations
 
-import statistics
-import time
-from dataclasses import dataclass, field
-
-import mlx.core as mx
-from mlx_lm.models.cache import trim_prompt_cache
-
-from mlatui.arms import Arm, cache_len
-from mlatui.estimates import ContextEstimates, Timing, estimate_context, stable_seed
-from mlatui.events import DecodeResult, LogMessage, PhaseStart, PhaseSummary, SpecStep
+from mlatui.acceptance import AcceptanceCounts
+from mlatui.arms import Arm
+from mlatui.decode_stream import (
+    DecodeStream,
+    SyntheticDraft,
+    ensure_oracle,
+    open_stream,
+    rewind,
+    run_block,
+)
+from mlatui.decode_verdict import (
+    Guard,
+    GuardSettings,
+    decode_verdict,
+    first_divergence,
+    guard_warnings,
+    tune_verdict,
+)
+from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
+from mlatui.events import DecodeBlock, DecodeResult, LogMessage, PhaseStart, PhaseSummary, Step
 from mlatui.measure import L1_TOLERANCE_PCT
-from mlatui.phases import ARM_ORDER, ProgressTracker, RunContext, share_context, validity
+from mlatui.mtp import MTPDraft
+from mlatui.phases import (
+    ARM_ORDER,
+    EstimateEmitter,
+    ProgressTracker,
+    RunContext,
+    _forward_and_trim,
+    share_context,
+    validity,
+)
+from mlatui.runtime import BlockResult, Sampling
+from mlatui.sampler import SamplerPlan, sample_context
 from mlatui.scenario import Phase
-from mlatui.spec import SyntheticDraft, plain_step, require_trimmable, speculative_step
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
+VERIFY_ROUNDS = 2
 
 
-@dataclass
-class ArmRun:
-    """One arm's decode of `tokens` new tokens at one setting (depth 0 = plain)."""
-
-    depth: int
-    emitted: list[int] = field(default_factory=list)
-    step_ms: list[float] = field(default_factory=list)
-    verify_ms: list[float] = field(default_factory=list)
-    draft_ms: list[float] = field(default_factory=list)
-    accepted_at: list[int] = field(default_factory=list)  # per position: times accepted
-    offered_at: list[int] = field(default_factory=list)  # per position: times drafted
-    last: int = 0
-    hidden: object = None
-    base_len: int = 0
+def sampling_of(phase: Phase) -> Sampling:
+    return Sampling(phase.temperature, phase.top_p)
 
 
-def _start(
-    arm: Arm, ctx: RunContext, depth: int, last: int, base_len: int, oracle: list[int] | None
-) -> ArmRun:
-    run = ArmRun(depth, last=last, base_len=base_len)
-    run.accepted_at, run.offered_at = [0] * depth, [0] * depth
-    if depth > 0:
-        require_trimmable(arm.cache, arm.state.get("model_name", "model"))
-        if isinstance(arm.draft, SyntheticDraft):
-            arm.draft.set_oracle(oracle or [])
-        context = arm.state["context_tokens"]
-        hidden = arm.state.get("context_hidden") if arm.draft.needs_hidden else None
-        arm.draft.prefill(mx.array([context]), hidden)  # (1, T - 1)
-        run.hidden = arm.state.get("last_hidden")
-    return run
-
-
-def _plain(arm: Arm, run: ArmRun) -> float:
-    tok, ms = plain_step(arm.model, arm.cache, run.last)
-    run.emitted.append(run.last)
-    run.last = tok
-    run.step_ms.append(ms)
-    return ms
-
-
-def _spec(arm: Arm, run: ArmRun):
-    start = time.perf_counter_ns()
-    result, run.hidden = speculative_step(
-        arm.model, arm.cache, arm.draft, run.last, run.depth, run.hidden
-    )
-    run.step_ms.append((time.perf_counter_ns() - start) / 1e6)
-    run.emitted += [run.last, *result.emitted[:-1]]
-    run.last = result.emitted[-1]
-    run.verify_ms.append(result.verify_ms)
-    run.draft_ms.append(result.draft_ms)
-    for i in range(run.depth):
-        run.offered_at[i] += 1
-        if i < result.accepted:
-            run.accepted_at[i] += 1
-    return result
-
-
-def _rewind(arm: Arm, run: ArmRun) -> None:
-    trim_prompt_cache(arm.cache, cache_len(arm.cache) - run.base_len)
-
-
-def decode_setting(
-    ctx: RunContext,
-    phase: Phase,
-    context: int,
-    depth: int,
-    n_tokens: int,
-    oracle: dict[str, list[int]],
-    progress: ProgressTracker | None,
-) -> dict[str, ArmRun]:
-    """Decode n_tokens in both arms at one depth, interleaving arms step by step (A B B A)."""
-    runs: dict[str, ArmRun] = {}
-    for name in ARM_ORDER:
-        w = ctx.workers[name]
-        last, base = w.arm.state["last"], w.arm.state["base_len"]
-        runs[name] = w.call(
-            lambda a, last=last, base=base, name=name: _start(
-                a, ctx, depth, last, base, oracle.get(name)
-            )
-        )
-    step = 0
-    while any(len(r.emitted) < n_tokens for r in runs.values()):
-        order = ARM_ORDER if step % 2 == 0 else ARM_ORDER[::-1]
-        for name in order:
-            run = runs[name]
-            if len(run.emitted) >= n_tokens:
-                continue
-            ctx.check_stop()
-            if depth == 0:
-                ctx.workers[name].call(lambda a, run=run: _plain(a, run))
-                if progress:
-                    progress.advance()
-                continue
-            before = ctx.workers[name].arm.counters.total()
-            emitted_before = len(run.emitted)
-            result = ctx.workers[name].call(lambda a, run=run: _spec(a, run))
-            after = ctx.workers[name].arm.counters.total()
-            if progress is None:  # warm-up: nothing is recorded
-                continue
-            ctx.emit(
-                SpecStep(
-                    ctx.now(),
-                    phase.name,
-                    name,
-                    context,
-                    depth,
-                    step,
-                    result.draft_ms,
-                    result.verify_ms,
-                    result.accepted,
-                    tuple(
-                        1 if i < result.accepted else 0
-                        for i in range(min(depth, result.accepted + 1))
-                    ),
-                    len(result.emitted),
-                    after[0] - before[0],
-                    after[1] - before[1],
-                )
-            )
-            progress.advance(min(len(run.emitted), n_tokens) - emitted_before)
-        step += 1
-    for name in ARM_ORDER:
-        ctx.workers[name].call(lambda a, run=runs[name]: _rewind(a, run))
-    return runs
-
-
-def plain_estimates(plain: dict[str, ArmRun], seed: int, context: int) -> ContextEstimates:
-    """Plain decode alternates the arms per step (A B, then B A), so steps 2j and 2j + 1 of both
-    arms form one A B B A quad: round j of the sampler's paired L = 1 estimate."""
-    n = min(len(plain[name].step_ms) for name in ARM_ORDER) // 2 * 2
-    a, b = ARM_ORDER
-    sa, sb = plain[a].step_ms, plain[b].step_ms
-    timings = []
-    for i in range(0, n, 2):  # the order they ran: A B (step i), then B A (step i + 1)
-        r = i // 2
-        timings += [
-            Timing(r, 1, a, sa[i]),
-            Timing(r, 1, b, sb[i]),
-            Timing(r, 1, b, sb[i + 1]),
-            Timing(r, 1, a, sa[i + 1]),
-        ]
-    return estimate_context(
-        timings, ARM_ORDER, 1, L1_TOLERANCE_PCT, stable_seed(seed, "decode", context)
+def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
+    rounds = max(2, phase.reps)
+    return SamplerPlan(
+        (1, *[d + 1 for d in depths]),
+        min_rounds=rounds,
+        max_rounds=max(phase.max_rounds or 2 * rounds, rounds),
+        warmup=phase.warmup,
+        control_width=1,
+        control_quads=1,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, "blocks", context),
+        settle=False,  # a block is many steps: one arm's carry-over is spread over all of them
     )
 
 
-def _result(
-    ctx: RunContext, phase: Phase, arm: str, context: int, run: ArmRun, n_tokens: int
-) -> DecodeResult:
-    seconds = sum(run.step_ms) / 1e3  # whole steps: draft + verify + accept + rollback
-    emitted = min(len(run.emitted), n_tokens) if run.depth == 0 else len(run.emitted)
-    acceptance = tuple(a / o for a, o in zip(run.accepted_at, run.offered_at, strict=True) if o)
-    r = DecodeResult(
-        ctx.now(),
-        phase.name,
-        arm,
-        context,
-        run.depth,
-        emitted,
-        seconds,
-        emitted / seconds if seconds > 0 else 0.0,
-        acceptance,
-        statistics.median(run.verify_ms) if run.verify_ms else None,
-        statistics.median(run.draft_ms) if run.draft_ms else None,
+def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
+    return SamplerPlan(
+        tuple(range(1, max(depths) + 2)),
+        min_rounds=VERIFY_ROUNDS,
+        max_rounds=VERIFY_ROUNDS,
+        warmup=phase.warmup,
+        control_width=1,
+        control_quads=1,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, "verify", context),
+        settle=settle,
     )
-    ctx.emit(r)
-    return r
 
 
-def _prepare_context(ctx: RunContext, context: int) -> int:
-    """Prefill `context` tokens once, a copy per arm; the next text token is `last`."""
+def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, DecodeStream]]:
+    """Prefill `context` tokens once, a copy per arm; open each arm's stream there."""
     text = ctx.tokens_for(context + 1)
     length = share_context(ctx, text[:-1])
-    for name in ARM_ORDER:
-
-        def remember(a: Arm, length=length) -> None:
-            a.state.update(last=text[-1], base_len=length, context_tokens=text[:-1])
-
-        ctx.workers[name].call(remember)
-    return length
+    streams = {
+        name: ctx.workers[name].call(lambda a: open_stream(a, length, text[-1], text[:-1]))
+        for name in ARM_ORDER
+    }
+    return length, streams
 
 
-def _warm_up(ctx: RunContext, phase: Phase, context: int, depths: list[int]) -> None:
-    """Compile every width once in both arms; nothing here is timed or emitted."""
+def _verify_ms(
+    ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
+) -> ContextEstimates:
+    """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms."""
+    plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
+    label = f"{phase.name}:verify"
+    text = ctx.tokens_for(length + max(plan.widths))
+    steps = {w: _forward_and_trim(text[length : length + w]) for w in plan.widths}
+    pending: list[tuple[str, int, float, int, int]] = []
+
+    def measure(arm: str, width: int) -> float:
+        ms, absorbed, materialised = ctx.workers[arm].call(steps[width])
+        pending.append((arm, width, ms, absorbed, materialised))
+        return ms
+
+    def on_timing(t: Timing) -> None:
+        arm, width, ms, absorbed, materialised = pending.pop()
+        ctx.emit(Step(ctx.now(), label, arm, length, width, t.round, ms, absorbed, materialised))
+        progress.advance()
+
+    emitter = EstimateEmitter(ctx, label, length)
+    run = sample_context(
+        plan,
+        measure,
+        warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
+        clock=ctx.now,
+        on_timing=on_timing,
+        check_stop=ctx.check_stop,
+    )
+    emitter(run.estimates, final=True)
+    return run.estimates
+
+
+class BlockRunner:
+    """The sampler's `measure` for decode blocks: runs one block on an arm's thread, keeps its
+    acceptance counts (timed blocks only), rewinds both streams at every round's start."""
+
+    def __init__(self, ctx: RunContext, phase: Phase, length: int, streams, depths: list[int]):
+        self.ctx, self.phase, self.length, self.streams = ctx, phase, length, streams
+        self.sampling = sampling_of(phase)
+        self.n = phase.tokens
+        self.round = 0
+        self.fresh_round = True
+        self.blocks_in_round: dict[tuple[str, int], int] = {}
+        self.counts = {(a, d): AcceptanceCounts(d) for a in ARM_ORDER for d in depths}
+        self.pending: list[tuple[str, int, BlockResult]] = []
+        self.divergence: tuple[int, int] | None = None  # (token, round)
+        self.round_length = (1 + len(depths)) * 2 * self.n
+        self.timings: list[Timing] = []
+
+    def _block(self, arm: str, width: int) -> BlockResult:
+        depth = width - 1
+        key = (arm, depth)
+        index = self.blocks_in_round.get(key, 0)
+        self.blocks_in_round[key] = index + 1
+        seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, depth, index)
+        stream = self.streams[arm]
+        n = self.n
+
+        def go(a: Arm) -> BlockResult:
+            if depth > 0:
+                ensure_oracle(a, stream, n + depth + 1)
+            return run_block(a, stream, depth, n, self.sampling, seed)
+
+        return self.ctx.workers[arm].call(go)
+
+    def warm(self, arm: str, width: int) -> None:
+        self._block(arm, width)
+
+    def measure(self, arm: str, width: int) -> float:
+        if self.fresh_round:
+            self.fresh_round = False
+            self.blocks_in_round = {}
+            for name in ARM_ORDER:
+                s = self.streams[name]
+                self.ctx.workers[name].call(
+                    lambda a, s=s: (rewind(a, s), ensure_oracle(a, s, self.round_length + 8))
+                )
+        result = self._block(arm, width)
+        self.pending.append((arm, width - 1, result))
+        return result.ms
+
+    def on_timing(self, t: Timing) -> None:
+        arm, depth, r = self.pending.pop()
+        if depth > 0:
+            for step in r.steps:
+                self.counts[(arm, depth)].add(step)
+        self.ctx.emit(
+            DecodeBlock(
+                self.ctx.now(),
+                self.phase.name,
+                arm,
+                self.length,
+                depth,
+                t.round,
+                len(r.tokens),
+                r.ms,
+                tuple(s.drafted for s in r.steps),
+                tuple(s.accepted for s in r.steps),
+                tuple(s.emitted for s in r.steps),
+                tuple(r.tokens),
+            )
+        )
+
+    def end_round(self) -> None:
+        a, b = (self.streams[name].tokens for name in ARM_ORDER)
+        at = first_divergence(a, b)
+        if at is not None and self.divergence is None and self.sampling.greedy:
+            self.divergence = (at, self.round)
+        self.round += 1
+        self.fresh_round = True
+
+
+def _runtime_name(arm: Arm, depth: int) -> str:
+    if depth == 0:
+        return "mlx_lm.generate_step"
+    if isinstance(arm.draft, MTPDraft):
+        return "mlatui MTP loop (pipelined)"
+    return "mlx_lm.speculative_generate_step"
+
+
+def _results(
+    ctx: RunContext,
+    phase: Phase,
+    length: int,
+    est: ContextEstimates,
+    runner: BlockRunner,
+    verify: ContextEstimates | None,
+    depths: list[int],
+    v_valid: bool,
+    v_outcome: str,
+) -> list[dict]:
+    n = runner.n
+    guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
+    synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+    rows = []
     for depth in [0, *depths]:
-        decode_setting(ctx, phase, context, depth, phase.warmup + depth, {}, None)
+        for arm in ARM_ORDER:
+            ms = est.step_ms.get((arm, depth + 1))
+            if ms is None:
+                continue
+            flat = est.vs_l1.get((arm, depth + 1))
+            speedup = (1.0, 1.0, 1.0) if depth == 0 else None
+            if flat is not None and flat.median > 0:
+                speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
+            counts = runner.counts.get((arm, depth))
+            warnings = (
+                guard_warnings(counts, speedup[1] if speedup else None, guards) if depth else []
+            )
+            if depth and runner.divergence is not None and not synthetic:
+                at, rnd = runner.divergence
+                warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
+            worker_arm = ctx.workers[arm].arm
+            verify_iv = verify.step_ms.get((arm, depth + 1)) if verify and depth else None
+            timed = [t for t in runner.timings if t.arm == arm and t.width == depth + 1]
+            r = DecodeResult(
+                ctx.now(),
+                phase.name,
+                arm,
+                length,
+                depth,
+                n * len(timed),
+                sum(t.ms for t in timed) / 1e3,
+                n / ms.median * 1e3,
+                counts.unconditional if counts else (),
+                verify_iv.median if verify_iv else None,
+                None,
+                n / ms.high * 1e3,
+                n / ms.low * 1e3 if ms.low > 0 else None,
+                speedup[0] if speedup else None,
+                speedup[1] if speedup else None,
+                speedup[2] if speedup else None,
+                counts.conditional if counts else (),
+                counts.mean_accepted if counts else None,
+                counts.to_dict() if counts else {},
+                runner.sampling.rule(isinstance(worker_arm.draft, MTPDraft)).value if depth else "",
+                runner.sampling.to_dict(),
+                tuple(warnings),
+                est.rounds,
+                n,
+                _runtime_name(worker_arm, depth),
+            )
+            ctx.emit(r)
+            rows.append(_row(r, v_valid, v_outcome))
+    return rows
+
+
+def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
+    return {
+        "context": r.context,
+        "arm": r.arm,
+        "depth": r.depth,
+        "tok_s": r.tok_s,
+        "tok_s_low": r.tok_s_low,
+        "tok_s_high": r.tok_s_high,
+        "vs_plain": r.vs_plain,
+        "vs_plain_low": r.vs_plain_low,
+        "vs_plain_high": r.vs_plain_high,
+        "acceptance_conditional": list(r.acceptance_conditional),
+        "acceptance_by_position": list(r.acceptance_by_position),
+        "mean_accepted": r.mean_accepted,
+        "verify_ms_median": r.verify_ms_median,
+        "tokens": r.tokens,
+        "rounds": r.rounds,
+        "acceptance_rule": r.acceptance_rule,
+        "warnings": list(r.warnings),
+        "valid": valid,
+        "outcome": outcome,
+    }
+
+
+def decode_context(
+    ctx: RunContext, phase: Phase, context: int, depths: list[int], progress: ProgressTracker
+) -> list[dict]:
+    length, streams = _prepare_context(ctx, context)
+    verify = _verify_ms(ctx, phase, length, depths, progress) if depths else None
+    plan = block_plan(phase, depths, ctx.seed, length)
+    runner = BlockRunner(ctx, phase, length, streams, depths)
+
+    def on_timing(t: Timing) -> None:
+        runner.on_timing(t)
+        progress.advance()
+
+    def on_round(e: ContextEstimates) -> None:
+        runner.end_round()
+        r = e.rounds
+        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
+            if e.control_outcome is Outcome.INCONCLUSIVE:
+                progress.total += plan.timed_calls(2)
+
+    run = sample_context(
+        plan,
+        runner.measure,
+        warm=runner.warm,
+        clock=ctx.now,
+        on_timing=on_timing,
+        on_round=on_round,
+        check_stop=ctx.check_stop,
+    )
+    runner.timings = run.timings
+    if runner.divergence is not None:
+        at, rnd = runner.divergence
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{phase.name} @ {length}: arms diverged at token {at} (round {rnd + 1}, greedy): "
+                "their acceptance may differ for reasons unrelated to the gate",
+            )
+        )
+    v = validity(ctx, phase.name, length, run.estimates)
+    return _results(ctx, phase, length, run.estimates, runner, verify, depths, v.valid, v.verdict)
+
+
+def planned_calls(phase: Phase, depths: list[int], seed: int, settle: bool) -> int:
+    blocks = block_plan(phase, depths, seed, 0).timed_calls()
+    verify = verify_plan(phase, depths, seed, 0, settle).timed_calls() if depths else 0
+    return len(phase.contexts) * (blocks + verify)
 
 
 def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
     """Plain decode and speculative decoding at each context and depth, both arms."""
-    depths = list(phase.depths) if ctx.make_draft is not None else []
+    depths = sorted(set(phase.depths)) if ctx.make_draft is not None else []
     if not depths:
         ctx.emit(
             LogMessage(
@@ -219,7 +368,15 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
                 f"{phase.name}: no draft source, so only plain decode is measured",
             )
         )
-    planned = len(phase.contexts) * phase.tokens * 2 * (1 + len(depths))
+    sampling = sampling_of(phase)
+    if not sampling.greedy and any(
+        isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values()
+    ):
+        raise ValueError(
+            f"{phase.name}: temperature {sampling.temperature:g} with a synthetic draft (random "
+            "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
+        )
+    planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
     ctx.emit(
         PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
     )
@@ -227,99 +384,8 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     rows: list[dict] = []
     for context in phase.contexts:
         ctx.check_stop()
-        length = _prepare_context(ctx, context)
-        _warm_up(ctx, phase, length, depths)
-        plain = decode_setting(ctx, phase, length, 0, phase.tokens, {}, progress)
-        oracle = {name: plain[name].emitted[1:] + [plain[name].last] for name in ARM_ORDER}
-        v = validity(ctx, phase.name, length, plain_estimates(plain, ctx.seed, length))
-        results = {
-            (name, 0): _result(ctx, phase, name, length, plain[name], phase.tokens)
-            for name in ARM_ORDER
-        }
-        for depth in depths:
-            runs = decode_setting(ctx, phase, length, depth, phase.tokens, oracle, progress)
-            for name in ARM_ORDER:
-                results[(name, depth)] = _result(ctx, phase, name, length, runs[name], phase.tokens)
-                n = min(len(runs[name].emitted), len(plain[name].emitted))
-                if (
-                    not isinstance(ctx.workers[name].arm.draft, SyntheticDraft)
-                    and runs[name].emitted[:n] != plain[name].emitted[:n]
-                ):
-                    ctx.emit(
-                        LogMessage(
-                            ctx.now(),
-                            "warning",
-                            f"{name} arm, context {length}, depth {depth}: speculative output diverged from plain greedy (near-tie under a different summation order)",
-                        )
-                    )
-        rows += _rows(results, length, v.valid, v.verdict)
-    verdict = tune_verdict(rows) if phase.kind == "tune" else decode_verdict(rows)
+        rows += decode_context(ctx, phase, context, depths, progress)
+    verdict = tune_verdict(rows, TIE_PCT) if phase.kind == "tune" else decode_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
-
-
-def _rows(
-    results: dict[tuple[str, int], DecodeResult], context: int, valid: bool, outcome: str
-) -> list[dict]:
-    rows = []
-    for (arm, depth), r in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        plain = results[(arm, 0)].tok_s
-        rows.append(
-            {
-                "context": context,
-                "arm": arm,
-                "depth": depth,
-                "tok_s": r.tok_s,
-                "vs_plain": r.tok_s / plain if plain else None,
-                "acceptance_by_position": list(r.acceptance_by_position),
-                "verify_ms_median": r.verify_ms_median,
-                "draft_ms_median": r.draft_ms_median,
-                "tokens": r.tokens,
-                "valid": valid,
-                "outcome": outcome,
-            }
-        )
-    return rows
-
-
-def pick_depth(tok_s_by_depth: dict[int, float], tie_pct: float = TIE_PCT) -> int:
-    """Fastest setting; a deeper depth within tie_pct of the fastest wins. 0 = plain decode."""
-    best = max(tok_s_by_depth.values())
-    close = [d for d, v in tok_s_by_depth.items() if v >= best * (1 - tie_pct / 100)]
-    return max(close)
-
-
-def tune_verdict(rows: list[dict]) -> str:
-    parts = []
-    outcomes = {r["context"]: r.get("outcome", "invalid") for r in rows}
-    for context in sorted({r["context"] for r in rows}):
-        for arm in ARM_ORDER:
-            mine = {
-                r["depth"]: r["tok_s"]
-                for r in rows
-                if r["context"] == context and r["arm"] == arm and r["valid"]
-            }
-            if not mine:
-                parts.append(
-                    f"{arm} @ {context}: left out (L = 1 check {outcomes.get(context, 'not valid')})"
-                )
-                continue
-            depth = pick_depth(mine)
-            if depth == 0:
-                parts.append(f"{arm} @ {context}: speculation rejected ({mine[0]:.1f} tok/s plain)")
-            else:
-                parts.append(
-                    f"{arm} @ {context}: depth {depth} wins, {mine[depth]:.1f} tok/s = {mine[depth] / mine[0]:.2f}x plain"
-                )
-    return "; ".join(parts)
-
-
-def decode_verdict(rows: list[dict]) -> str:
-    parts = []
-    for r in rows:
-        if r["depth"] > 0 and r["valid"]:
-            parts.append(
-                f"{r['arm']} @ {r['context']} depth {r['depth']}: {r['tok_s']:.1f} tok/s ({r['vs_plain']:.2f}x plain)"
-            )
-    return "; ".join(parts)

@@ -203,13 +203,13 @@ def header(
 def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
     name = loaded.draft_name
     if name.startswith("synthetic"):
-        from mlatui.spec import SyntheticDraft
+        from mlatui.decode_stream import SyntheticDraft
 
         vocab = vocab_size(loaded.model)
 
         def synthetic(arm: Arm):
             cost = (
-                DraftModelSource(_arm_draft_model(arm, loaded.draft_model))
+                _arm_draft_model(arm, loaded.draft_model)
                 if loaded.draft_model is not None
                 else None
             )

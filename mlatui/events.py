@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 2  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 3  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+# 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 ARMS = ("stock", "patched")
 
 
@@ -119,8 +120,35 @@ class SpecStep(Event):
 
 
 @dataclass(frozen=True)
+class DecodeBlock(Event):
+    """One arm decoding `tokens` tokens at one setting without interruption (depth 0 = plain
+    decode through mlx-lm's generate_step; depth k through speculative_generate_step or the MTP
+    loop). `accepted` lists each verify step's accepted drafts; `drafted` its drafted count."""
+
+    type: ClassVar[str] = "decode_block"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    round: int
+    tokens: int
+    ms: float
+    drafted: tuple[int, ...] = ()
+    accepted: tuple[int, ...] = ()
+    emitted: tuple[int, ...] = ()
+    token_ids: tuple[
+        int, ...
+    ] = ()  # the block's emitted tokens (divergence and seeds can be checked)
+
+
+@dataclass(frozen=True)
 class DecodeResult(Event):
-    """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run."""
+    """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run.
+    tok/s and the speedup over plain decode are medians over rounds with 95% CIs (the speedup is
+    paired within rounds). Acceptance: `acceptance_conditional` P(accept i | 1..i-1 accepted),
+    `acceptance_by_position` the unconditional share per position, `mean_accepted` accepted
+    drafts per verify step; `counts` the raw per-position counts (mlatui.acceptance)."""
 
     type: ClassVar[str] = "decode_result"
     t: float
@@ -131,9 +159,23 @@ class DecodeResult(Event):
     tokens: int
     seconds: float
     tok_s: float
-    acceptance_by_position: tuple[float, ...] = ()
+    acceptance_by_position: tuple[float | None, ...] = ()
     verify_ms_median: float | None = None
     draft_ms_median: float | None = None
+    tok_s_low: float | None = None
+    tok_s_high: float | None = None
+    vs_plain: float | None = None
+    vs_plain_low: float | None = None
+    vs_plain_high: float | None = None
+    acceptance_conditional: tuple[float | None, ...] = ()
+    mean_accepted: float | None = None
+    counts: dict = field(default_factory=dict)
+    acceptance_rule: str = ""
+    sampling: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    rounds: int = 0
+    block_tokens: int = 0
+    runtime: str = ""  # what decoded: "mlx_lm.generate_step", "mlx_lm.speculative_generate_step", "mlatui MTP loop"
 
 
 @dataclass(frozen=True)
@@ -254,6 +296,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Progress,
         Step,
         SpecStep,
+        DecodeBlock,
         DecodeResult,
         MemorySample,
         Validity,

@@ -185,11 +185,71 @@ class MTPDraft(DraftSource):
         self._drafts = drafts
         return drafts
 
-    def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
+    def propose_lazy(
+        self, last: mx.array, k: int, hidden: mx.array | None, sampling: Any = None
+    ) -> tuple[mx.array, mx.array | None]:
+        """`propose` without a sync: drafts (k,) uint32, and when `sampling` is given (a
+        `runtime.Sampling`) the drafts are sampled and their distributions (k, V) returned too."""
+        h_last = hidden if hidden is not None else self._last_hidden
+        if h_last is None:
+            raise MTPError("MTP propose needs the target hidden state before `last`; prefill first")
+        tokens = mx.concatenate([mx.array(self.pending, mx.uint32), last.astype(mx.uint32)])[None]
+        h_in = (  # (1, P + 1, D)
+            h_last[:, -1:]
+            if self._pending_hidden is None
+            else mx.concatenate([self._pending_hidden, h_last[:, -1:]], axis=1)
+        )
+        self.pending, self._pending_hidden = [], None
+        drafts, probs = [], []
+        for i in range(k):
+            h = self.head(tokens, h_in, self.cache)[:, -1:]  # (1, 1, D)
+            if i == 0:
+                self._base = self.offset
+            logits = self.head.logits(h)[:, -1, :]  # (1, V)
+            if sampling is None:
+                tok = mx.argmax(logits, axis=-1).astype(mx.uint32)  # (1,)
+            else:
+                p = sampling.probs(logits)  # (1, V)
+                tok = mx.random.categorical(mx.log(p)).astype(mx.uint32)  # (1,)
+                probs.append(p)
+            drafts.append(tok)
+            tokens, h_in = tok[None], h  # (1, 1), (1, 1, D)
+        return mx.concatenate(drafts), mx.concatenate(probs) if probs else None
+
+    def catch_up(self, tokens: list[int], hidden: mx.array) -> None:
+        """The stream moved on without the head (plain decode): `tokens` are the new stream tokens
+        before the new last one, `hidden` (1, m, D) the target's hidden states at them. They are
+        queued and fed with the next propose."""
+        if hidden.shape[1] != len(tokens):
+            raise MTPError("MTP catch-up needs one target hidden state per token")
+        if not tokens:
+            return
+        before = [self._last_hidden] if self._last_hidden is not None else []
+        queued = mx.concatenate([*before, hidden[:, :-1]], axis=1)  # (1, m, D)
+        self.pending = [*self.pending, *tokens]
+        self._pending_hidden = (
+            queued
+            if self._pending_hidden is None
+            else mx.concatenate([self._pending_hidden, queued], axis=1)
+        )
+        self._last_hidden = hidden[:, -1:]
+
+    def rewind(self, consumed: int, last_hidden: mx.array) -> None:
+        """Back to an earlier aligned state: `consumed` cached slots, `last_hidden` (1, 1, D)."""
+        trim_prompt_cache(self.cache, self.offset - consumed)
+        self.pending, self._pending_hidden = [], None
+        self._last_hidden = last_hidden
+        self._base = self.offset
+
+    def commit(
+        self, accepted: int, hidden: mx.array | None = None, drafts: list[int] | None = None
+    ) -> None:
         if hidden is None or hidden.shape[1] != accepted + 1:
             raise MTPError(
                 f"MTP commit needs the target hidden states at last + {accepted} accepted drafts"
             )
+        if drafts is not None:
+            self._drafts = drafts
         trim_prompt_cache(self.cache, self.offset - self._base)  # drop the chained slots
         self.pending = self._drafts[:accepted]
         self._pending_hidden = hidden[:, :accepted] if accepted else None

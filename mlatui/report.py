@@ -6,31 +6,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mlatui.events import Event, PhaseSummary, RunEnd, RunHeader, Validity
+from mlatui.mdtable import check as _check
+from mlatui.mdtable import fmt as _fmt
+from mlatui.mdtable import table as _table
+from mlatui.report_decode import decode_table
 
 
 def _header(events: Sequence[Event]) -> RunHeader | None:
     return next((e for e in events if isinstance(e, RunHeader)), None)
-
-
-def _fmt(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = [
-        "| " + " | ".join(headers) + " |",
-        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
-    ]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def describe_header(h: RunHeader) -> str:
@@ -67,11 +54,6 @@ def _ci(median: float | None, low: float | None, high: float | None, digits: int
     if median is None:
         return "-"
     return f"{median:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def _check(row: dict) -> str:
-    outcome = row.get("outcome") or ("valid" if row.get("valid") else "invalid")
-    return "ok" if outcome == "valid" else outcome.upper()
 
 
 def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
@@ -203,39 +185,6 @@ def null_bias_table(events: Sequence[Event]) -> str:
     return _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
 
 
-def decode_table(summary: PhaseSummary) -> str:
-    rows = []
-    for r in summary.rows:
-        acc = ", ".join(f"{a:.2f}" for a in r.get("acceptance_by_position") or []) or "-"
-        rows.append(
-            [
-                r["context"],
-                r["arm"],
-                "plain" if r["depth"] == 0 else r["depth"],
-                _fmt(r["tok_s"], 1),
-                _fmt(r["vs_plain"]) + "x" if r["vs_plain"] is not None else "-",
-                acc,
-                _fmt(r.get("verify_ms_median")),
-                _fmt(r.get("draft_ms_median")),
-                _check(r),
-            ]
-        )
-    return _table(
-        [
-            "context",
-            "arm",
-            "depth",
-            "tok/s",
-            "vs plain",
-            "acceptance by position",
-            "verify ms",
-            "draft ms",
-            "L=1 check",
-        ],
-        rows,
-    )
-
-
 def indexer_table(summary: PhaseSummary) -> str:
     rows = [
         [
@@ -364,9 +313,17 @@ CSV_FIELDS = (
     "p90_ms",
     "n",
     "tok_s",
+    "tok_s_low",
+    "tok_s_high",
     "vs_plain",
+    "vs_plain_low",
+    "vs_plain_high",
+    "acceptance_conditional",
     "acceptance_by_position",
+    "mean_accepted",
+    "acceptance_rule",
     "verify_ms_median",
+    "warnings",
     "valid",
 )
 
@@ -380,10 +337,11 @@ def summary_rows(events: Sequence[Event]) -> list[dict]:
                 "kind": s.kind,
                 **{k: v for k, v in r.items() if k != "samples_ms"},
             }
-            if isinstance(row.get("acceptance_by_position"), list):
-                row["acceptance_by_position"] = " ".join(
-                    f"{a:.3f}" for a in row["acceptance_by_position"]
-                )
+            for key in ("acceptance_by_position", "acceptance_conditional"):
+                if isinstance(row.get(key), list):
+                    row[key] = " ".join("" if a is None else f"{a:.3f}" for a in row[key])
+            if isinstance(row.get("warnings"), list):
+                row["warnings"] = "; ".join(row["warnings"])
             out.append(row)
     return out
 

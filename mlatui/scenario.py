@@ -6,6 +6,7 @@ Errors name the file, the key and what is allowed, in one line.
 from __future__ import annotations
 
 import importlib.resources
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,11 @@ class Phase:
     max_rounds: int | None = (
         None  # while the check is inconclusive, add rounds up to this (3x reps)
     )
+    # decode / tune: `tokens` per block, `reps` rounds of two blocks per arm and setting
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 0.0  # 0 or 1: off
+    min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
+    min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +54,10 @@ class Phase:
             "tokens": self.tokens,
             "depths": list(self.depths),
             "max_rounds": self.max_rounds or 3 * self.reps,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "min_draft_share": self.min_draft_share,
+            "min_verify_steps": self.min_verify_steps,
         }
 
 
@@ -132,7 +142,24 @@ def _check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
             raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
 
 
-def parse_phase(where: str, raw: dict, index: int) -> Phase:
+def _fraction(where: str, key: str, value: Any, closed_low: bool = True) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0 <= value <= 1 if closed_low else 0 < value <= 1):
+        raise ScenarioError(f"{where}: '{key}' must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _temperature(where: str, value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value <= 10:
+        raise ScenarioError(
+            f"{where}: 'temperature' must be a number in [0, 10] (0 = greedy), got {value!r}"
+        )
+    return float(value)
+
+
+def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | None = None) -> Phase:
+    defaults = defaults or {}
     allowed = (
         "name",
         "kind",
@@ -143,6 +170,10 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
         "tokens",
         "depths",
         "max_rounds",
+        "temperature",
+        "top_p",
+        "min_draft_share",
+        "min_verify_steps",
     )
     _check_keys(where, raw, allowed)
     kind = raw.get("kind")
@@ -160,7 +191,8 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
         raise ScenarioError(
             f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
         )
-    reps = _int(where, "reps", raw.get("reps", 9), 3)
+    decoding = kind in ("decode", "tune")
+    reps = _int(where, "reps", raw.get("reps", 4 if decoding else 9), 2 if decoding else 3)
     max_rounds = raw.get("max_rounds")
     if max_rounds is not None:
         max_rounds = _int(where, "max_rounds", max_rounds, reps)
@@ -174,6 +206,10 @@ def parse_phase(where: str, raw: dict, index: int) -> Phase:
         warmup=_int(where, "warmup", raw.get("warmup", 2), 1),
         tokens=_int(where, "tokens", raw.get("tokens", 32), 4),
         depths=depths,
+        temperature=_temperature(where, raw.get("temperature", defaults.get("temperature", 0.0))),
+        top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
+        min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
+        min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
     )
 
 
@@ -190,8 +226,24 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     _check_keys(
         str(path),
         raw,
-        ("name", "description", "seed", "null", "threshold", "indexer", "model", "draft", "phase"),
+        (
+            "name",
+            "description",
+            "seed",
+            "null",
+            "threshold",
+            "indexer",
+            "temperature",
+            "top_p",
+            "model",
+            "draft",
+            "phase",
+        ),
     )
+    sampling = {
+        "temperature": _temperature(str(path), raw.get("temperature", 0.0)),
+        "top_p": _fraction(str(path), "top_p", raw.get("top_p", 0.0)),
+    }
     threshold = raw.get("threshold")
     if threshold is not None:
         try:
@@ -260,8 +312,13 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raise ScenarioError(
             f"{path}: needs at least one [[phase]] table (kinds: {', '.join(PHASE_KINDS)})"
         )
+    for i, p in enumerate(phases_raw):
+        if not isinstance(p, dict):
+            raise ScenarioError(
+                f"{path} [[phase]] #{i + 1}: must be a table (keys name, kind, contexts, ...), got {p!r}"
+            )
     phases = tuple(
-        parse_phase(f"{path} [[phase]] #{i + 1}", p, i) for i, p in enumerate(phases_raw)
+        parse_phase(f"{path} [[phase]] #{i + 1}", p, i, sampling) for i, p in enumerate(phases_raw)
     )
     return Scenario(
         name=str(raw.get("name", path.stem)),

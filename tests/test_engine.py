@@ -25,10 +25,12 @@ from mlatui.events import (
     PhaseSummary,
     RunEnd,
     RunHeader,
-    SpecStep,
+    DecodeBlock,
+    DecodeResult,
     Step,
     Validity,
 )
+from mlatui.acceptance import AcceptanceCounts
 from mlatui.families import build_model
 from mlatui.recorder import Recorder, read_recording
 from mlatui.runconfig import RunConfig
@@ -68,8 +70,10 @@ def test_event_order(tiny_run):
 
 def test_warmup_excluded_and_rounds_of_abba_quads(tiny_run):
     _, events = tiny_run
-    steps = [e for e in events if isinstance(e, Step)]
-    finals = {e.context: e for e in events if isinstance(e, Estimate) and e.final}
+    steps = [e for e in events if isinstance(e, Step) and e.phase == "sweep"]
+    finals = {
+        e.context: e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"
+    }
     for context in (128, 256):
         mine = [s for s in steps if s.context == context]
         rounds = finals[context].rounds
@@ -95,12 +99,29 @@ def test_tune_phase_reports_every_depth(tiny_run):
     summary = [e for e in events if isinstance(e, PhaseSummary) and e.kind == "tune"][0]
     depths = {(r["arm"], r["depth"]) for r in summary.rows}
     assert depths == {(a, d) for a in ("stock", "patched") for d in (0, 1, 2)}
-    specs = [e for e in events if isinstance(e, SpecStep)]
-    assert specs and all(e.tokens == e.accepted + 1 for e in specs)
-    assert all(e.verify_ms > 0 for e in specs)
+    blocks = [e for e in events if isinstance(e, DecodeBlock)]
+    results = {(e.arm, e.depth): e for e in events if isinstance(e, DecodeResult)}
+    for (arm, depth), r in results.items():
+        mine = [b for b in blocks if (b.arm, b.depth) == (arm, depth)]
+        # every timed block: `tokens` tokens, two per round (A B B A), no warm-up block emitted
+        assert all(b.tokens == 8 == len(b.token_ids) for b in mine)
+        assert len(mine) == 2 * r.rounds and r.tokens == 8 * len(mine)
+        if depth:
+            assert r.runtime == "mlx_lm.speculative_generate_step"
+            # the verify steps rebuilt from mlx-lm's from_draft flags add up to the block
+            assert all(sum(b.emitted) == b.tokens for b in mine)
+            assert r.counts["accepted_tokens"] == sum(sum(b.accepted) for b in mine)
+            assert r.verify_ms_median and r.verify_ms_median > 0
+            assert r.tok_s_low <= r.tok_s <= r.tok_s_high
+            assert r.vs_plain_low <= r.vs_plain <= r.vs_plain_high
+            assert len(r.acceptance_conditional) == depth == len(r.acceptance_by_position)
+        else:
+            assert r.runtime == "mlx_lm.generate_step" and r.vs_plain == 1.0
     # same synthetic draws in both arms: identical acceptance
-    acc = {(r["arm"], r["depth"]): r["acceptance_by_position"] for r in summary.rows if r["depth"]}
-    assert acc[("stock", 1)] == acc[("patched", 1)]
+    assert results[("stock", 2)].counts == results[("patched", 2)].counts
+    # the synthetic draft accepts each reached position with probability 0.75
+    counts = AcceptanceCounts.from_dict(results[("stock", 1)].counts)
+    assert 0.55 < counts.conditional[0] < 0.95
     assert "stock @" in summary.verdict and "patched @" in summary.verdict
 
 
@@ -290,8 +311,8 @@ def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
 def test_phase_start_counts_planned_steps(tiny_run):
     _, events = tiny_run
     start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == "sweep")
-    steps = sum(1 for e in events if isinstance(e, Step))
-    finals = [e for e in events if isinstance(e, Estimate) and e.final]
+    steps = sum(1 for e in events if isinstance(e, Step) and e.phase == "sweep")
+    finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     # planned: the first rounds; rounds added while the L = 1 check is inconclusive raise the total
     assert start.planned_steps == 2 * 4 * (3 * 4 + 2 * 4)
     last = [e for e in events if e.type == "progress" and e.phase == "sweep"][-1]
@@ -332,8 +353,11 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     status = run(RunConfig(model=str(folder), scenario=str(scenario)), events.append)
     assert status == "completed", [e for e in events if e.type == "error"]
     assert events[0].draft == "mtp" and events[0].synthetic_acceptance is False
-    specs = [e for e in events if isinstance(e, SpecStep)]
-    assert {e.arm for e in specs} == {"stock", "patched"} and all(e.depth == 2 for e in specs)
+    blocks = [e for e in events if isinstance(e, DecodeBlock) and e.depth == 2]
+    assert {e.arm for e in blocks} == {"stock", "patched"}
+    results = [e for e in events if isinstance(e, DecodeResult) and e.depth == 2]
+    assert {r.runtime for r in results} == {"mlatui MTP loop (pipelined)"}
+    assert all(r.acceptance_rule == "exact-match" for r in results)
     assert not [e for e in events if e.type == "log" and "diverged" in e.message]
 
 
@@ -375,7 +399,11 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     _, events = tiny_run
     back = recorded(tmp_path, events)
     again = reestimate([back.header, *back.events])
-    finals = {(e.phase, e.context): e for e in back.events if isinstance(e, Estimate) and e.final}
+    finals = {
+        (e.phase, e.context): e
+        for e in back.events
+        if isinstance(e, Estimate) and e.final and e.phase == "sweep"
+    }
     assert set(again) == set(finals) and finals
     for key, est in again.items():
         assert estimate_rows(est) == finals[key].rows

@@ -143,7 +143,7 @@ def test_live_source_runs_the_real_engine_on_a_tiny_model(tmp_path):
     src.stop()
     assert src.status == "completed", [e for e in events if e.type == "error"]
     kinds = {e.type for e in events}
-    assert {"header", "phase_start", "step", "spec_step", "validity", "run_end"} <= kinds
+    assert {"header", "phase_start", "step", "decode_block", "validity", "run_end"} <= kinds
     assert len(read_recording(rec).events) == len(events) - 1
 
 
@@ -204,4 +204,4 @@ def test_process_source_runs_the_real_engine(tmp_path):
     assert events[-1].type == "run_end" and events[-1].status == "completed", list(src.stderr_tail)[
         -5:
     ]
-    assert any(e.type == "spec_step" for e in events)
+    assert any(e.type == "decode_block" and e.depth > 0 for e in events)

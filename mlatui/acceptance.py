@@ -1,0 +1,158 @@
+"""Draft acceptance, counted one way and reported three ways (pure Python).
+
+A verify step drafts `drafted` tokens (the depth, or fewer at the end of a budget) and accepts
+the longest prefix the target agrees with, `accepted` of them; it then emits accepted + 1 tokens
+(the target's correction or bonus token), or only the accepted ones when the budget ends there.
+Position i (1-based) is *reached* in a step when positions 1..i-1 were accepted and i was drafted.
+
+- conditional, per position: P(accept i | 1..i-1 accepted) = accepted_i / reached_i. The figure
+  the reference write-up quotes (0.84, 0.73, 0.63, 0.62 on GLM's MTP head).
+- unconditional, per position: P(position i accepted in a step) = accepted_i / drafted_i, where
+  drafted_i counts every step that drafted position i (the share vLLM's per-position metric gives).
+- mean accepted drafts per verify step (serving runtimes quote the mean acceptance *length*,
+  which also counts the emitted correction/bonus token: mean accepted + 1).
+
+Counts are kept per depth: a depth-3 step's position 2 and a depth-2 step's position 2 are not the
+same experiment, so nothing here mixes depths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class VerifyStep:
+    drafted: int
+    accepted: int
+    emitted: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.accepted <= self.drafted or self.emitted not in (
+            self.accepted,
+            self.accepted + 1,
+        ):
+            raise ValueError(f"inconsistent verify step {self}")
+
+
+@dataclass
+class AcceptanceCounts:
+    """Per-position counts of one depth's verify steps."""
+
+    depth: int
+    drafted_at: list[int] = field(default_factory=list)
+    reached_at: list[int] = field(default_factory=list)
+    accepted_at: list[int] = field(default_factory=list)
+    verify_steps: int = 0
+    accepted_tokens: int = 0
+    emitted_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for counts in (self.drafted_at, self.reached_at, self.accepted_at):
+            counts.extend([0] * (self.depth - len(counts)))
+
+    def add(self, step: VerifyStep) -> None:
+        if step.drafted > self.depth:
+            raise ValueError(f"a depth-{self.depth} count got a step that drafted {step.drafted}")
+        self.verify_steps += 1
+        self.accepted_tokens += step.accepted
+        self.emitted_tokens += step.emitted
+        for i in range(step.drafted):
+            self.drafted_at[i] += 1
+        for i in range(min(step.accepted + 1, step.drafted)):
+            self.reached_at[i] += 1
+        for i in range(step.accepted):
+            self.accepted_at[i] += 1
+
+    def add_all(self, steps: list[VerifyStep]) -> AcceptanceCounts:
+        for s in steps:
+            self.add(s)
+        return self
+
+    def merged(self, other: AcceptanceCounts) -> AcceptanceCounts:
+        if other.depth != self.depth:
+            raise ValueError("acceptance counts of different depths do not merge")
+        return AcceptanceCounts(
+            self.depth,
+            [a + b for a, b in zip(self.drafted_at, other.drafted_at, strict=True)],
+            [a + b for a, b in zip(self.reached_at, other.reached_at, strict=True)],
+            [a + b for a, b in zip(self.accepted_at, other.accepted_at, strict=True)],
+            self.verify_steps + other.verify_steps,
+            self.accepted_tokens + other.accepted_tokens,
+            self.emitted_tokens + other.emitted_tokens,
+        )
+
+    @property
+    def conditional(self) -> tuple[float | None, ...]:
+        return tuple(
+            a / r if r else None for a, r in zip(self.accepted_at, self.reached_at, strict=True)
+        )
+
+    @property
+    def unconditional(self) -> tuple[float | None, ...]:
+        return tuple(
+            a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
+        )
+
+    @property
+    def mean_accepted(self) -> float | None:
+        """Accepted drafts per verify step (add 1 for the mean acceptance length)."""
+        return self.accepted_tokens / self.verify_steps if self.verify_steps else None
+
+    @property
+    def draft_share(self) -> float | None:
+        """Share of the emitted tokens that were accepted drafts."""
+        return self.accepted_tokens / self.emitted_tokens if self.emitted_tokens else None
+
+    @property
+    def emitted_per_verify(self) -> float | None:
+        return self.emitted_tokens / self.verify_steps if self.verify_steps else None
+
+    def to_dict(self) -> dict:
+        return {
+            "depth": self.depth,
+            "drafted_at": list(self.drafted_at),
+            "reached_at": list(self.reached_at),
+            "accepted_at": list(self.accepted_at),
+            "verify_steps": self.verify_steps,
+            "accepted_tokens": self.accepted_tokens,
+            "emitted_tokens": self.emitted_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AcceptanceCounts:
+        return cls(
+            int(d["depth"]),
+            list(d["drafted_at"]),
+            list(d["reached_at"]),
+            list(d["accepted_at"]),
+            int(d["verify_steps"]),
+            int(d["accepted_tokens"]),
+            int(d["emitted_tokens"]),
+        )
+
+
+def steps_from_flags(from_draft: list[bool], depth: int, budget: int) -> list[VerifyStep]:
+    """Rebuild mlx-lm's verify steps from `speculative_generate_step`'s per-token `from_draft`
+    flags: each step yields its accepted drafts (True), then its correction/bonus token (False),
+    except the last step when the token budget runs out after an accepted draft. A step drafts
+    min(depth, tokens still to emit), as mlx-lm's loop does."""
+    steps: list[VerifyStep] = []
+    emitted, i = 0, 0
+    while i < len(from_draft):
+        drafted = min(depth, budget - emitted)
+        accepted = 0
+        while i < len(from_draft) and from_draft[i] and accepted < drafted:
+            accepted += 1
+            i += 1
+        if i < len(from_draft) and not from_draft[i]:
+            i += 1
+            steps.append(VerifyStep(drafted, accepted, accepted + 1))
+        else:
+            steps.append(VerifyStep(drafted, accepted, accepted))
+        emitted += steps[-1].emitted
+    return steps
+
+
+def format_positions(values: tuple[float | None, ...]) -> str:
+    return " ".join("–" if v is None else f"{v:.2f}" for v in values) or "–"
