@@ -16,21 +16,21 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
 import mlatui.arms
+from mlatui.acceptance import AcceptanceCounts
 from mlatui.arms import ArmWorker, Baton, build_arms
 from mlatui.draft import DraftModelSource
 from mlatui.engine import run
 from mlatui.events import (
+    DecodeBlock,
+    DecodeResult,
     Estimate,
     PhaseStart,
     PhaseSummary,
     RunEnd,
     RunHeader,
-    DecodeBlock,
-    DecodeResult,
     Step,
     Validity,
 )
-from mlatui.acceptance import AcceptanceCounts
 from mlatui.families import build_model
 from mlatui.recorder import Recorder, read_recording
 from mlatui.runconfig import RunConfig
