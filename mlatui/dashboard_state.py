@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
-import statistics
 from collections import deque
-from dataclasses import dataclass, field
 
+from mlatui.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.dashboard_views import SERIES_POINTS, ArmView, PhaseView, _median
 from mlatui.events import (
     ARMS,
+    DecodeBlock,
     DecodeResult,
     DriftEvent,
     ErrorEvent,
@@ -32,84 +33,8 @@ from mlatui.events import (
     Validity,
 )
 
-SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 LOG_LINES = 500
 SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
-
-
-@dataclass
-class ArmView:
-    """One arm's column: per-step verify ms, acceptance, throughput and gate branch counts."""
-
-    verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
-    verify_key: deque = field(  # (phase, context) of each sample
-        default_factory=lambda: deque(maxlen=SERIES_POINTS)
-    )
-    phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
-    drafted_by_position: list = field(default_factory=list)
-    accepted_by_position: list = field(default_factory=list)
-    spec_live: dict = field(default_factory=dict)  # depth -> [tokens, draft+verify ms], this phase
-    spec_result: dict = field(default_factory=dict)  # depth -> measured tok/s (DecodeResult)
-    plain_tok_s: float | None = None
-    result_acceptance: tuple = ()
-    absorbed_calls: int = 0
-    materialised_calls: int = 0
-
-    @property
-    def current_ms(self) -> float | None:
-        return self.verify_ms[-1] if self.verify_ms else None
-
-    @property
-    def median_ms(self) -> float | None:
-        return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
-
-    @property
-    def acceptance(self) -> list[float]:
-        """Per draft position: accepted / drafted (vLLM's definition), from the live spec steps;
-        the recorded result when there were none."""
-        if self.drafted_by_position:
-            return [
-                a / d if d else 0.0
-                for a, d in zip(self.accepted_by_position, self.drafted_by_position, strict=True)
-            ]
-        return list(self.result_acceptance)
-
-    def tok_s_by_depth(self) -> dict[int, tuple[float, bool]]:
-        """depth -> (tok/s, is_live_estimate): measured results win over the running estimate."""
-        out = {d: (tokens / ms * 1e3, True) for d, (tokens, ms) in self.spec_live.items() if ms > 0}
-        out.update({d: (v, False) for d, v in self.spec_result.items()})
-        return dict(sorted(out.items()))
-
-    def ratio(self, depth: int) -> float | None:
-        v = self.tok_s_by_depth().get(depth)
-        return v[0] / self.plain_tok_s if v and self.plain_tok_s else None
-
-
-@dataclass
-class PhaseView:
-    name: str = ""
-    kind: str = ""
-    index: int = 0
-    total_phases: int = 0
-    done: int = 0
-    total: int = 0
-    eta_s: float | None = None
-
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.done / self.total) if self.total else 0.0
-
-
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
-def pressure(used: float, limit: float | None) -> str:
-    """ok | high | critical for a used/limit pair (colours follow it)."""
-    if not limit:
-        return "ok"
-    f = used / limit
-    return "critical" if f >= 0.9 else "high" if f >= 0.75 else "ok"
 
 
 class DashboardState:
@@ -174,6 +99,7 @@ class DashboardState:
             arm.phase_verify_ms = []
             if e.kind in ("decode", "tune"):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
+                arm.counts, arm.depth, arm.spec_vs_plain = {}, None, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 
@@ -204,7 +130,7 @@ class DashboardState:
             arm.phase_verify_ms.append(e.ms)
         self.changed |= {"arms", "marginal"} if e.width <= 2 else {"arms"}
 
-    def _on_spec_step(self, e: SpecStep) -> None:
+    def _on_spec_step(self, e: SpecStep) -> None:  # recordings before schema 3
         arm = self._arm(e.arm)
         self.context = e.context
         arm.verify_ms.append(e.verify_ms)
@@ -212,16 +138,27 @@ class DashboardState:
         arm.phase_verify_ms.append(e.verify_ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
-        while len(arm.drafted_by_position) < e.depth:
-            arm.drafted_by_position.append(0)
-            arm.accepted_by_position.append(0)
-        for i in range(e.depth):
-            arm.drafted_by_position[i] += 1
-        for i, ok in enumerate(e.accepted_by_position[: e.depth]):
-            arm.accepted_by_position[i] += int(bool(ok))
+        arm.add_steps(e.depth, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
         live = arm.spec_live.setdefault(e.depth, [0, 0.0])
         live[0] += e.tokens
         live[1] += e.draft_ms + e.verify_ms
+        self.changed.add("arms")
+
+    def _on_decode_block(self, e: DecodeBlock) -> None:
+        arm = self._arm(e.arm)
+        self.context = e.context
+        if arm.counts_context != e.context:
+            arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
+        if e.depth:
+            arm.add_steps(
+                e.depth,
+                [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
+            )
+            arm.acceptance_rule = e.acceptance_rule
+        arm.temperature = e.temperature
+        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.ms
         self.changed.add("arms")
 
     def _on_decode_result(self, e: DecodeResult) -> None:
@@ -231,11 +168,30 @@ class DashboardState:
             arm.plain_tok_s = e.tok_s
         else:
             arm.spec_result[e.depth] = e.tok_s
-            if e.acceptance_by_position:
-                arm.result_acceptance = tuple(e.acceptance_by_position)
+            if e.vs_plain is not None:
+                arm.spec_vs_plain[e.depth] = e.vs_plain
+            if e.counts:
+                arm.counts[e.depth] = AcceptanceCounts.from_dict(e.counts)
         self.changed.add("arms")
         label = "plain decode" if e.depth == 0 else f"depth {e.depth}"
-        self._log(e.t, "info", f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s")
+        ci = (
+            f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
+            if e.tok_s_low is not None and e.tok_s_high is not None
+            else ""
+        )
+        msg = f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
+        if e.depth and e.vs_plain is not None:
+            lo, hi = e.vs_plain_low, e.vs_plain_high
+            msg += (
+                f", ×{e.vs_plain:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
+            )
+        self._log(e.t, "warning" if e.warnings else "info", msg)
+        for w in e.warnings:
+            self._log(
+                e.t,
+                "warning",
+                f"{e.arm} depth {e.depth} at {e.context}: {w} (left out of verdicts)",
+            )
 
     def _on_memory(self, e: MemorySample) -> None:
         self.memory = e
@@ -433,12 +389,14 @@ class DashboardState:
                 "",
                 "## Decode",
                 "",
-                f"| arm | context | depth | tok/s | {acc} |",
-                "|---|---:|---:|---:|---|",
+                f"| arm | context | depth | tok/s | {acc} P(i ∣ 1..i-1) | accepted / verify |",
+                "|---|---:|---:|---:|---|---:|",
             ]
             for d in self.decode_results:
-                a = " ".join(f"{x:.2f}" for x in d.acceptance_by_position) or "–"
-                lines.append(f"| {d.arm} | {d.context} | {d.depth} | {d.tok_s:.1f} | {a} |")
+                cond = d.acceptance_conditional or d.acceptance_by_position
+                a = " ".join("–" if x is None else f"{x:.2f}" for x in cond) or "–"
+                m = "–" if d.mean_accepted is None else f"{d.mean_accepted:.2f}"
+                lines.append(f"| {d.arm} | {d.context} | {d.depth} | {d.tok_s:.1f} | {a} | {m} |")
         return "\n".join(lines) + "\n"
 
     def summary_csv(self) -> str:

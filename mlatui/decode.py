@@ -198,8 +198,13 @@ class BlockRunner:
                 tuple(s.accepted for s in r.steps),
                 tuple(s.emitted for s in r.steps),
                 tuple(r.tokens),
+                self.rule_of(arm).value if depth else "",
+                self.sampling.temperature,
             )
         )
+
+    def rule_of(self, arm: str):
+        return self.sampling.rule(isinstance(self.ctx.workers[arm].arm.draft, MTPDraft))
 
     def end_round(self) -> None:
         a, b = (self.streams[name].tokens for name in ARM_ORDER)

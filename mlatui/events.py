@@ -137,9 +137,9 @@ class DecodeBlock(Event):
     drafted: tuple[int, ...] = ()
     accepted: tuple[int, ...] = ()
     emitted: tuple[int, ...] = ()
-    token_ids: tuple[
-        int, ...
-    ] = ()  # the block's emitted tokens (divergence and seeds can be checked)
+    token_ids: tuple[int, ...] = ()  # the block's tokens: divergence and seeds can be checked
+    acceptance_rule: str = ""  # exact-match | rejection-sampling (runtime.AcceptanceRule)
+    temperature: float = 0.0
 
 
 @dataclass(frozen=True)

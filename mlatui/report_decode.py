@@ -64,7 +64,7 @@ def decode_table(summary: PhaseSummary) -> str:
             "depth",
             "tok/s [95% CI]",
             "vs plain [95% CI]",
-            "acceptance P(i | <i) by position",
+            "acceptance P(i ∣ 1..i-1) by position",
             "acceptance P(i) by position",
             "accepted / verify",
             "verify ms",

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.dashboard_state import DashboardState, pressure
+from mlatui.dashboard_state import DashboardState
+from mlatui.dashboard_views import pressure
 from mlatui.events import RunEnd
 from mlatui.recorder import read_recording
 from widgets import render as r

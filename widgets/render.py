@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from mlatui.dashboard_state import DashboardState, pressure
+from mlatui.dashboard_state import DashboardState
+from mlatui.dashboard_views import pressure
 
 GREY = "grey42"
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -232,14 +233,29 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
     acc = a.acceptance
     line = Text()
     line.append("acceptance" if not narrow else "accept", style="bold")
+    if a.depth is not None:
+        line.append(f" d{a.depth}")
     if state.synthetic:
         line.append(" (synthetic)", style="yellow")
-    line.append(" by position: " if not narrow else ": ")
-    line.append("  ".join(f"{i + 1}:{x:.0%}" for i, x in enumerate(acc)) if acc else "–")
+    line.append(" P(i∣<i): " if not narrow else ": ")
+    cells = ("–" if x is None else f"{x:.0%}" for x in acc)
+    line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
+    if a.mean_accepted is not None:
+        line.append(
+            f"  ā {a.mean_accepted:.2f}/{a.depth}" if not narrow else f" ā{a.mean_accepted:.2f}"
+        )
+    if a.acceptance_rule and not narrow:
+        rule = "exact match" if a.acceptance_rule == "exact-match" else "rejection sampling"
+        line.append(
+            f"  ({rule}" + (f", T={a.temperature:g})" if a.temperature else ", greedy)"),
+            style="dim",
+        )
     lines.append(line)
     line = Text()
     line.append("tok/s ", style="bold")
-    line.append(f"plain {a.plain_tok_s:.1f}" if a.plain_tok_s else "plain –")
+    plain = a.plain_tok_s or a.plain_live
+    live = a.plain_tok_s is None and plain is not None
+    line.append(f"plain {'~' if live else ''}{plain:.1f}" if plain else "plain –")
     for i, (depth, (tok_s, live)) in enumerate(a.tok_s_by_depth().items()):
         if narrow and i % 2 == 0:
             lines.append(line)
