@@ -26,7 +26,7 @@ def _modules() -> dict[str, str]:
 
 def bench_targets() -> list[str]:
     return sorted(
-        info.name[len("bench_") :]
+        info.name[len("bench_") :].replace("_", "-")
         for info in pkgutil.iter_modules(commands_pkg.__path__)
         if info.name.startswith("bench_")
     )

@@ -145,6 +145,8 @@ def run_block(
     """Decode `n` tokens at one setting (depth 0 = plain), continuing the stream; timed inside."""
     mx.random.seed(seed)  # both arms draw the same sampler stream for the same block
     s.rng.seed(seed)
+    if isinstance(arm.draft, SyntheticDraft):
+        arm.draft.model.rng.seed(seed)
     before = s.covered
     if depth > 0:
         _catch_up_draft(arm, s)

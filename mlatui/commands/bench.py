@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     target = args.target
     if target in bench_targets():
-        mod = importlib.import_module(f"mlatui.commands.bench_{target}")
+        mod = importlib.import_module(f"mlatui.commands.bench_{target.replace('-', '_')}")
     elif target.endswith(".toml") or "/" in target:
         mod = importlib.import_module("mlatui.commands._bench_scenario")
         args.rest = [target, *args.rest]

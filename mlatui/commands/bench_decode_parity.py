@@ -1,0 +1,174 @@
+"""`mlatui bench decode-parity`: mlatui's decode beside a direct mlx-lm call (see mlatui.parity)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = (
+    "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
+    "and settings: tok/s ratio with its 95% CI (parity: within ±3%)"
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
+    )
+    parser.add_argument("--scenario", dest="scenario_opt", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model", default=None, help="a local mlx-lm folder or hub id")
+    parser.add_argument("--draft-model", default=None, help="a draft model folder or hub id")
+    parser.add_argument(
+        "--random-weights", action="store_true", help="the scenario's config, random weights"
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="prefilled tokens (default: the scenario's first tune context)",
+    )
+    parser.add_argument("--tokens", type=int, default=32, help="tokens per block (default 32)")
+    parser.add_argument("--depth", type=int, default=2, help="draft depth (default 2)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of A B B A (default 6)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="write the records as JSONL here")
+
+
+def _check(args: argparse.Namespace) -> None:
+    from mlatui.cli import UserError
+
+    if args.context is not None and args.context < 16:
+        raise UserError(f"--context must be >= 16, got {args.context}")
+    if args.tokens < 4 or args.depth < 1 or args.rounds < 2:
+        raise UserError("--tokens must be >= 4, --depth >= 1 and --rounds >= 2")
+    if not 0 <= args.temperature <= 10:
+        raise UserError(f"--temperature must be in [0, 10], got {args.temperature}")
+    if args.out:
+        from pathlib import Path
+
+        if Path(args.out).exists():
+            raise UserError(
+                f"--out {args.out} exists — choose a new file name (nothing is overwritten)"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.cli import UserError
+
+    _check(args)
+    import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
+    from mlatui.engine import _draft_factory, text_tokens
+    from mlatui.loading import LoadError, load_draft, load_target
+    from mlatui.parity import TOLERANCE_PCT, run_parity
+    from mlatui.records import BenchRecord, env_line, environment, markdown_table, to_jsonl
+    from mlatui.runtime import Sampling
+    from mlatui.scenario import ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(args.scenario or args.scenario_opt)
+        loaded = load_target(args.model, scenario, args.random_weights, args.seed)
+        load_draft(args.draft_model, scenario.draft, loaded, args.seed)
+    except (ScenarioError, LoadError) as e:
+        raise UserError(str(e)) from None
+    sampling = Sampling(args.temperature)
+    make_draft = _draft_factory(loaded, scenario, args.seed)
+    if not sampling.greedy and loaded.draft_name.startswith("synthetic"):
+        raise UserError("a synthetic draft (random weights) decodes greedily: use --temperature 0")
+    tunes = [p for p in scenario.phases if p.kind in ("tune", "decode")]
+    context = args.context or (tunes[0].contexts[0] if tunes else 2048)
+    text = text_tokens(loaded, args.seed)(context + 1)
+    env = environment()
+    print(f"# mlatui bench decode-parity\n\n{env_line(env)}", flush=True)
+    print(
+        f"model {loaded.name}, draft {loaded.draft_name}, context {context}, {args.tokens} tokens "
+        f"per block, {args.rounds} rounds, temperature {args.temperature:g}\n",
+        flush=True,
+    )
+    results = run_parity(
+        loaded.model,
+        make_draft,
+        text[:-1],
+        text[-1],
+        args.tokens,
+        args.depth,
+        args.rounds,
+        args.seed,
+        sampling,
+        lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+    )
+    settings = {
+        "model": loaded.name,
+        "draft": loaded.draft_name,
+        "tokens": args.tokens,
+        "rounds": args.rounds,
+        "temperature": args.temperature,
+        "tolerance_pct": TOLERANCE_PCT,
+    }
+    records, rows = [], []
+    for r in results:
+        for side, samples in r.samples_ms.items():
+            records.append(
+                BenchRecord(
+                    "decode-parity",
+                    loaded.model_type,
+                    side,
+                    context,
+                    r.depth + 1,
+                    samples,
+                    dict(
+                        settings,
+                        versus=r.other,
+                        depth=r.depth,
+                        tok_s=r.tok_s[side],
+                        ratio=r.ratio.median,
+                        ratio_low=r.ratio.low,
+                        ratio_high=r.ratio.high,
+                        outcome=r.outcome.value,
+                    ),
+                    env,
+                    r.outcome.value == "valid",
+                )
+            )
+        rows.append(
+            [
+                "plain" if r.depth == 0 else f"depth {r.depth}",
+                r.other,
+                f"{r.tok_s['mlatui']:.1f}",
+                f"{r.tok_s[r.other]:.1f}",
+                f"{r.ratio.median:.3f} [{r.ratio.low:.3f}, {r.ratio.high:.3f}]",
+                r.rounds,
+                {"valid": "yes", "invalid": "NO", "inconclusive": "inconclusive"}[r.outcome.value]
+                if r.other == "mlx_lm"
+                else "-",
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "decode",
+                "versus",
+                "mlatui tok/s",
+                "other tok/s",
+                "mlatui / other [95% CI]",
+                "rounds",
+                f"within ±{TOLERANCE_PCT:g}%",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\nmlatui: run_block on an arm worker thread, as the decode phases run it; mlx_lm: a "
+        "direct generate_step / speculative_generate_step call on the main thread from a copy of "
+        "the same cache; sync-loop: one synced step per token (mlatui before pipelining)."
+    )
+    if args.out:
+        try:
+            with open(args.out, "x", encoding="utf-8") as f:
+                f.write(to_jsonl(records))
+        except OSError as e:
+            raise UserError(
+                f"cannot write --out {args.out}: {e.strerror} — choose a writable path"
+            ) from None
+    bad = [r for r in results if r.other == "mlx_lm" and r.outcome.value != "valid"]
+    return 3 if bad else 0

@@ -1,0 +1,204 @@
+"""The tune phase end to end on tiny models: guards, divergence, sampled reproducibility."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+
+import mlatui.engine
+from mlatui.arms import cache_len
+from mlatui.engine import run
+from mlatui.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
+from mlatui.runconfig import RunConfig
+
+TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
+
+
+def _tiny_tune(tmp_path: Path, acceptance: float, extra: str = "") -> Path:
+    text = TINY.read_text()
+    text = text.replace("acceptance = 0.75", f"acceptance = {acceptance}")
+    text = text[: text.index("[[phase]]")]
+    text += (
+        '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
+        f"tokens = 8\nreps = 2\nwarmup = 1\n{extra}"
+    )
+    path = tmp_path / "tune.toml"
+    path.write_text(text)
+    return path
+
+
+def test_an_injected_barely_speculating_run_is_flagged_and_excluded(tmp_path):
+    events = []
+    scenario = _tiny_tune(tmp_path, 0.02)
+    assert run(RunConfig(scenario=str(scenario), random_weights=True), events.append) in (
+        "completed",
+        "invalid",
+    )
+    results = [e for e in events if isinstance(e, DecodeResult) and e.depth > 0]
+    assert results and all(any("barely speculated" in w for w in r.warnings) for r in results)
+    summary = next(e for e in events if isinstance(e, PhaseSummary))
+    assert "wins" not in summary.verdict
+    assert all(
+        "left out" in part or "no usable speculative result" in part
+        for part in summary.verdict.split("; ")
+    ), summary.verdict
+    # the same run with real drafting is not flagged
+    events = []
+    run(RunConfig(scenario=str(_tiny_tune(tmp_path, 0.9)), random_weights=True), events.append)
+    good = [e for e in events if isinstance(e, DecodeResult) and e.depth > 0]
+    assert good and not any("barely" in w for r in good for w in r.warnings)
+
+
+FORCED_TOKEN = 3  # the patched arm's stream is made to differ at this emitted token
+
+
+def test_a_forced_divergence_is_reported_at_its_position(tmp_path, monkeypatch):
+    original = mlatui.engine.build_arms
+
+    def diverging(model, *args, **kwargs):
+        stock, patched = original(model, *args, **kwargs)
+        inner = patched.model
+
+        class Flip:
+            """Negates the logits predicting stream token FORCED_TOKEN after a 64-token context:
+            the argmax becomes the former argmin, so the arms must differ exactly there."""
+
+            def __call__(self, x, cache=None):
+                start = cache_len(cache)
+                out = inner(x, cache=cache)
+                row = 64 + FORCED_TOKEN - 1 - start
+                if 0 <= row < x.shape[1]:
+                    flip = (mx.arange(x.shape[1]) == row)[None, :, None]  # (1, L, 1)
+                    out = mx.where(flip, -out, out)
+                return out
+
+            def __getattr__(self, name):
+                return getattr(inner, name)
+
+        patched.model = Flip()
+        return stock, patched
+
+    monkeypatch.setattr(mlatui.engine, "build_arms", diverging)
+    events = []
+    run(RunConfig(scenario=str(_tiny_tune(tmp_path, 0.8)), random_weights=True), events.append)
+    (msg,) = [e.message for e in events if isinstance(e, LogMessage) and "diverged" in e.message]
+    assert f"arms diverged at token {FORCED_TOKEN} (round 1" in msg
+    blocks = [e for e in events if isinstance(e, DecodeBlock) and e.round == 0]
+    first = {e.arm: e for e in reversed(blocks)}  # each arm's first timed block of round 1
+    s, p = first["stock"].token_ids, first["patched"].token_ids
+    assert (
+        s[: FORCED_TOKEN - 1] == p[: FORCED_TOKEN - 1]
+        and s[FORCED_TOKEN - 1] != p[FORCED_TOKEN - 1]
+    )
+
+
+SAMPLED = """name = "sampled"
+seed = 3
+temperature = 0.8
+top_p = 0.95
+[model]
+source = "embedded"
+[draft]
+source = "auto"
+[[phase]]
+name = "tune"
+kind = "tune"
+contexts = [64]
+depths = [2]
+tokens = 6
+reps = 2
+warmup = 1
+"""
+
+
+def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
+    streams = []
+    for seed in (3, 3, 4):
+        path = tmp_path / f"s{seed}.toml"
+        path.write_text(SAMPLED.replace("seed = 3", f"seed = {seed}"))
+        events = []
+        run(RunConfig(scenario=str(path)), events.append)
+        blocks = [e for e in events if isinstance(e, DecodeBlock)]
+        assert blocks and all(b.temperature == 0.8 for b in blocks)
+        assert {b.acceptance_rule for b in blocks if b.depth} == {"exact-match"}
+        streams.append([(b.arm, b.depth, b.round, b.token_ids, b.accepted) for b in blocks])
+        result = next(e for e in events if isinstance(e, DecodeResult) and e.depth == 2)
+        assert result.sampling == {"temperature": 0.8, "top_p": 0.95}
+    assert streams[0] == streams[1]
+    assert streams[0] != streams[2]
+
+
+def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "parity.jsonl"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlatui",
+            "bench",
+            "decode-parity",
+            str(TINY),
+            "--random-weights",
+            "--context",
+            "64",
+            "--tokens",
+            "6",
+            "--depth",
+            "2",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode in (0, 3), p.stderr[-2000:]
+    assert "| plain | mlx_lm |" in p.stdout and "| depth 2 | mlx_lm |" in p.stdout
+    assert "| plain | sync-loop |" in p.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    sides = {(r["arm"], r["settings"]["versus"], r["width"]) for r in records}
+    assert sides == {
+        ("mlatui", "mlx_lm", 1),
+        ("mlx_lm", "mlx_lm", 1),
+        ("mlatui", "mlx_lm", 3),
+        ("mlx_lm", "mlx_lm", 3),
+        ("mlatui", "sync-loop", 1),
+        ("sync-loop", "sync-loop", 1),
+    }
+    # raw samples beside the summary: 2 rounds x 2 blocks per side, plus the ratio and its CI
+    assert all(len(r["samples_ms"]) == 4 for r in records)
+    assert all(
+        r["settings"]["ratio_low"] <= r["settings"]["ratio"] <= r["settings"]["ratio_high"]
+        for r in records
+    )
+    # `--out` never overwrites
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlatui",
+            "bench",
+            "decode-parity",
+            str(TINY),
+            "--random-weights",
+            "--context",
+            "64",
+            "--tokens",
+            "6",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 2 and "exists" in again.stderr and "Traceback" not in again.stderr
