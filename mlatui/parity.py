@@ -159,7 +159,7 @@ def run_parity(
         for other, widths in pairs:
             blocks: dict[tuple[str, int], int] = {}
 
-            def measure(side: str, width: int, other=other) -> float:
+            def measure(side: str, width: int, other=other, blocks=blocks) -> float:
                 k = blocks[(side, width)] = blocks.get((side, width), -1) + 1
                 block_seed = stable_seed(seed, "parity", width, k)  # the k-th block of each side
                 d = width - 1
