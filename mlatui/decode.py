@@ -19,7 +19,6 @@ from mlatui.arms import Arm
 from mlatui.decode_stream import (
     DecodeStream,
     SyntheticDraft,
-    ensure_oracle,
     open_stream,
     rewind,
     run_block,
@@ -144,7 +143,6 @@ class BlockRunner:
         self.counts = {(a, d): AcceptanceCounts(d) for a in ARM_ORDER for d in depths}
         self.pending: list[tuple[str, int, BlockResult]] = []
         self.divergence: tuple[int, int] | None = None  # (token, round)
-        self.round_length = (1 + len(depths)) * 2 * self.n
         self.timings: list[Timing] = []
 
     def _block(self, arm: str, width: int) -> BlockResult:
@@ -156,12 +154,9 @@ class BlockRunner:
         stream = self.streams[arm]
         n = self.n
 
-        def go(a: Arm) -> BlockResult:
-            if depth > 0:
-                ensure_oracle(a, stream, n + depth + 1)
-            return run_block(a, stream, depth, n, self.sampling, seed)
-
-        return self.ctx.workers[arm].call(go)
+        return self.ctx.workers[arm].call(
+            lambda a: run_block(a, stream, depth, n, self.sampling, seed)
+        )
 
     def warm(self, arm: str, width: int) -> None:
         self._block(arm, width)
@@ -172,9 +167,7 @@ class BlockRunner:
             self.blocks_in_round = {}
             for name in ARM_ORDER:
                 s = self.streams[name]
-                self.ctx.workers[name].call(
-                    lambda a, s=s: (rewind(a, s), ensure_oracle(a, s, self.round_length + 8))
-                )
+                self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
         result = self._block(arm, width)
         self.pending.append((arm, width - 1, result))
         return result.ms

@@ -51,7 +51,6 @@ class SyntheticDraft:
             source = DraftModelSource(cost)
             source.prefill(tokens)
             self.cache = source.cache
-        self.model.base = tokens.shape[1]
 
 
 @dataclass
@@ -60,7 +59,6 @@ class DecodeStream:
     first: int  # the context's next text token: the stream's token 0
     tokens: list[int] = field(default_factory=list)
     draft_len: int = 0  # stream positions the draft has consumed (aligned: == covered)
-    oracle: list[int] = field(default_factory=list)  # synthetic drafts: the greedy continuation
     hidden: Any = None  # MTP: the target hidden state before the last token
     base_hidden: Any = None
     head_base: int = 0
@@ -122,23 +120,6 @@ def _catch_up_draft(arm: Arm, s: DecodeStream) -> None:
     s.draft_len = s.covered
 
 
-def ensure_oracle(arm: Arm, s: DecodeStream, ahead: int) -> None:
-    """Synthetic drafts propose the arm's greedy continuation: make sure it is known `ahead`
-    tokens past the stream's end and still agrees with the stream (untimed)."""
-    draft = arm.draft
-    if not isinstance(draft, SyntheticDraft):
-        return
-    n = len(s.tokens)
-    if len(s.oracle) >= n + ahead and s.oracle[:n] == s.tokens:
-        draft.model.oracle = s.oracle
-        return
-    before = cache_len(arm.cache)
-    more = plain_block(arm.model, arm.cache, s.tokens[-1], ahead, Sampling())
-    trim_prompt_cache(arm.cache, cache_len(arm.cache) - before)
-    s.oracle = [*s.tokens, *more.tokens]
-    draft.model.oracle = s.oracle
-
-
 def run_block(
     arm: Arm, s: DecodeStream, depth: int, n: int, sampling: Sampling, seed: int
 ) -> BlockResult:
@@ -157,6 +138,7 @@ def run_block(
             arm.model, arm.cache, arm.draft, s.tokens[-1], s.hidden, depth, n, sampling, s.rng
         )
     else:
+        synthetic = isinstance(arm.draft, SyntheticDraft)
         result = draft_model_block(
             arm.model,
             arm.draft.model,
@@ -165,7 +147,7 @@ def run_block(
             s.tokens[-1],
             depth,
             n,
-            sampling,
+            arm.draft.model.verify_sampler() if synthetic else sampling.sampler(),
         )
     s.tokens += result.tokens
     expected = before + len(result.tokens)

@@ -3,7 +3,7 @@
 Three ways to decode `n` tokens from one prefilled context, paired by the sampler (A B B A):
 
 - "mlatui": `decode_stream.run_block` on an arm worker thread, exactly as the decode and tune
-  phases run it (stream rewind, draft catch-up, oracle, worker hand-off, CPU pinning);
+  phases run it (stream rewind, draft catch-up, worker hand-off, CPU pinning);
 - "mlx_lm": a direct call of `mlx_lm.generate.generate_step` (plain) or
   `speculative_generate_step` (draft model) on the main thread, as `mlx_lm.generate` runs it,
   from a copy of the same prefilled cache;
@@ -27,7 +27,7 @@ from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.arms import Arm, ArmWorker, Baton, build_arms, cache_len, copy_cache, prefill
-from mlatui.decode_stream import SyntheticDraft, ensure_oracle, open_stream, rewind, run_block
+from mlatui.decode_stream import SyntheticDraft, open_stream, rewind, run_block
 from mlatui.estimates import Interval, Outcome, control_outcome, stable_seed
 from mlatui.mtp import MTPDraft
 from mlatui.runtime import Sampling
@@ -66,7 +66,7 @@ def _direct_plain(model, cache, last: int, n: int, sampling: Sampling) -> float:
     return ms
 
 
-def _direct_speculative(model, draft_model, caches, last, depth, n, sampling) -> float:
+def _direct_speculative(model, draft_model, caches, last, depth, n, sampler) -> float:
     start = time.perf_counter_ns()
     got = 0
     for _ in speculative_generate_step(
@@ -75,7 +75,7 @@ def _direct_speculative(model, draft_model, caches, last, depth, n, sampling) ->
         draft_model,
         num_draft_tokens=depth,
         max_tokens=n,
-        sampler=sampling.sampler(),
+        sampler=sampler,
         prompt_cache=caches,
     ):
         got += 1
@@ -120,7 +120,12 @@ class Direct:
             ms = _direct_plain(self.model, self.cache, last, n, sampling)
         else:
             caches = [*self.cache, *self.draft.cache]
-            ms = _direct_speculative(self.model, self.draft.model, caches, last, depth, n, sampling)
+            sampler = (
+                self.draft.model.verify_sampler()
+                if isinstance(self.draft, SyntheticDraft)
+                else sampling.sampler()
+            )
+            ms = _direct_speculative(self.model, self.draft.model, caches, last, depth, n, sampler)
         self._rewind()
         return ms
 
@@ -149,10 +154,6 @@ def run_parity(
     direct = Direct(arm, make_draft(arm) if depth else None, context_tokens, base_len)
     worker = ArmWorker(arm, Baton())
     stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
-    if isinstance(direct.draft, SyntheticDraft):
-        worker.call(lambda a: ensure_oracle(a, stream, n + depth + 8))
-        direct.draft.model.oracle = stream.oracle
-        direct.draft.model.base = base_len
     results = []
     try:
         pairs = [("mlx_lm", (1, depth + 1) if depth else (1,)), ("sync-loop", (1,))]

@@ -109,7 +109,7 @@ def draft_model_block(
     last: int,
     depth: int,
     n: int,
-    sampling: Sampling,
+    sampler: Callable[[mx.array], mx.array],
 ) -> BlockResult:
     if len(cache) != len(model.layers):
         raise ValueError(
@@ -122,7 +122,7 @@ def draft_model_block(
         draft_model,
         num_draft_tokens=depth,
         max_tokens=n,
-        sampler=sampling.sampler(),
+        sampler=sampler,
         prompt_cache=[*cache, *draft_cache],
     )
     out, ms = _timed(gen, n)
@@ -203,18 +203,23 @@ class CounterCache:
 
 
 class SyntheticDraftModel:
-    """A draft 'model' for random-weight targets, called by mlx-lm's speculative loop like any
-    draft: it proposes the arm's own greedy continuation (`oracle`, by stream position) with a
-    fixed per-position acceptance, while a real small model runs on the same inputs so the
-    draft's cost is measured. Acceptance from it is synthetic and labelled so everywhere."""
+    """A draft 'model' for random-weight targets, run by mlx-lm's own speculative loop.
+
+    Random weights give flat logits, so which token a bf16 verify picks at width L differs from
+    an L = 1 pass by near-ties: a draft that guesses the target's greedy continuation saw its
+    acceptance collapse from 0.7 to ~0.06 on the H200. So the acceptance is decided where mlx-lm
+    decides it, in the sampler it is given (`verify_sampler`): each drafted position is kept with
+    probability `acceptance` (up to the first rejection) by making the verify's sampled token
+    equal to the draft's. Every forward still runs: the target's verify (its logits stay in the
+    graph), and a real small model for each proposal, so the draft's cost is measured. Tokens
+    and acceptance are synthetic and labelled so everywhere; timing is real."""
 
     def __init__(self, acceptance: float, seed: int, vocab_size: int, cost_model: nn.Module | None):
         self.acceptance = acceptance
         self.rng = random.Random(seed)
         self.vocab_size = vocab_size
         self.cost_model = cost_model
-        self.oracle: list[int] = []
-        self.base = 0  # the cache position of stream token 0
+        self.proposed: list[int] = []  # this step's drafts, in order
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         length = inputs.shape[1]
@@ -224,11 +229,33 @@ class SyntheticDraftModel:
         else:
             cache[0].offset += length
             anchor = mx.zeros((1, length, 1))
-        position = cache[0].offset - self.base  # the stream index of the token predicted
-        true = self.oracle[position] if position < len(self.oracle) else 0
-        token = true if self.rng.random() < self.acceptance else (true + 1) % self.vocab_size
+        token = self.rng.randrange(self.vocab_size)
+        self.proposed.append(token)
         hot = mx.arange(self.vocab_size) == token  # (V,)
         return anchor + mx.where(hot, 0.0, -1e4)[None, None]  # (1, L, V)
+
+    def verify_sampler(self) -> Callable[[mx.array], mx.array]:
+        """mlx-lm's sampler for both the draft's steps (one row: the draft's own one-hot choice)
+        and the verify (k + 1 rows: the synthetic acceptance of the k proposals)."""
+
+        def sample(logprobs: mx.array) -> mx.array:
+            greedy = mx.argmax(logprobs, axis=-1)  # keeps the logits in the graph
+            rows = logprobs.shape[0]
+            if rows == 1:  # a draft step: its own one-hot choice
+                return greedy
+            drafts, self.proposed = self.proposed[-(rows - 1) :], []
+            out = []
+            for d in drafts:
+                if self.rng.random() < self.acceptance:
+                    out.append(d)
+                else:
+                    out.append((d + 1) % self.vocab_size)
+                    break
+            while len(out) < rows:
+                out.append(self.rng.randrange(self.vocab_size))
+            return mx.array(out, mx.uint32) + (greedy * 0).astype(mx.uint32)
+
+        return sample
 
     def catch_up(self, tokens: list[int], cache: list[Any]) -> None:
         """Feed stream tokens the draft has not seen (untimed; no acceptance draws)."""

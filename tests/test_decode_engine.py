@@ -108,6 +108,7 @@ contexts = [64]
 depths = [2]
 tokens = 6
 reps = 2
+max_rounds = 2  # no adaptive rounds: their number depends on timing, the tokens must not
 warmup = 1
 """
 
