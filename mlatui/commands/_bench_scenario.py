@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 
+from mlatui.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands._gate_options import add_gate_options, gate_settings
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
@@ -28,8 +29,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_gate_options(parser)
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
-    parser.add_argument("--reps", type=int, help="override every phase's reps")
-    parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
+    parser.add_argument(
+        "--reps",
+        type=int_at_least(3, " (rounds before the L = 1 check may decide)"),
+        help="override every phase's reps",
+    )
+    parser.add_argument(
+        "--tokens", type=int_at_least(4), help="override every decode/tune phase's token count"
+    )
     parser.add_argument(
         "--arm-threads",
         choices=("shared", "per-arm"),
@@ -44,14 +51,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="diagnostic: no untimed settle steps before each quad (shows the carry-over bias)",
     )
     parser.add_argument(
-        "--contexts", help="override every phase's contexts, e.g. 2048,8192,16k (tokens)"
+        "--contexts",
+        type=int_list,
+        help="override every phase's contexts, e.g. 2048,8192,16k (tokens)",
     )
-    parser.add_argument("--widths", help="override every sweep/indexer phase's widths, e.g. 1,2,4")
     parser.add_argument(
-        "--max-rounds", type=int, help="override every phase's round limit (inconclusive checks)"
+        "--widths", type=int_list, help="override every sweep/indexer phase's widths, e.g. 1,2,4"
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int_at_least(2),
+        help="override every phase's round limit (inconclusive checks)",
     )
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
 
 
 class StderrProgress:
@@ -95,11 +108,10 @@ class StderrProgress:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mlatui.cli import UserError
-    from mlatui.commands.bench_attention import int_list
+    from mlatui.errors import UserError
+    from mlatui.inputs import read_scenario
 
-    if not Path(args.scenario).exists():
-        raise UserError(f"{args.scenario}: no such scenario file (try scenarios/default.toml)")
+    scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
     from mlatui.engine import run as run_engine
     from mlatui.recorder import Recorder
     from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
@@ -113,23 +125,19 @@ def run(args: argparse.Namespace) -> int:
     if args.tokens:
         overrides["tokens"] = args.tokens
     if args.contexts:
-        overrides["contexts"] = int_list(args.contexts)
+        overrides["contexts"] = args.contexts
     if args.widths:
-        widths = int_list(args.widths)
+        widths = args.widths
         overrides["widths"] = sorted({1, *widths})  # the L = 1 control is never optional
     if args.max_rounds is not None:
-        if args.max_rounds < 2:
-            raise UserError("--max-rounds must be >= 2")
         overrides["max_rounds"] = args.max_rounds
-    if args.reps is not None and args.reps < 3:
-        raise UserError("--reps must be >= 3 (rounds before the L = 1 check may decide)")
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
     from mlatui.engine import apply_overrides
-    from mlatui.scenario import ScenarioError, load_scenario
+    from mlatui.scenario import ScenarioError
 
-    try:  # a bad scenario or --phases fails here, in one line, before anything loads
-        apply_overrides(load_scenario(args.scenario), overrides)
+    try:  # a bad --phases fails here, in one line, before anything loads
+        apply_overrides(scenario, overrides)
     except ScenarioError as e:
         raise UserError(str(e)) from None
     config = RunConfig(

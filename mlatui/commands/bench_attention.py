@@ -12,71 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlatui.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
+
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
-BITS = (2, 3, 4, 5, 6, 8)
+BITS = BIT_WIDTHS
 FILLS = ("prefill", "random-latents")
 
 
-# ---- argument parsing: every bad value is a one-line UserError (exit status 2) ----------------
-
-
-def int_list(text: str, flag: str = "") -> list[int]:
-    """Comma-separated positive integers; `k` multiplies by 1024 (1k,8k)."""
-    from mlatui.cli import UserError
-
-    where = f"{flag} " if flag else ""
-    out = []
-    for x in (x.strip() for x in str(text).split(",")):
-        if not x:
-            continue
-        try:
-            if x.lower().endswith("k"):
-                value = float(x[:-1]) * 1024
-                if not math.isfinite(value):
-                    raise ValueError(x)
-                out.append(int(value))
-            else:
-                out.append(int(x))
-        except (ValueError, OverflowError):
-            raise UserError(
-                f"{where}{text!r}: expected comma-separated integers, e.g. 1024,8192 or 1k,8k"
-            ) from None
-    if not out or min(out) < 1:
-        raise UserError(f"{where}{text!r}: expected positive integers")
-    return out
-
-
-def int_arg(text: str | int | None, flag: str, minimum: int, why: str = "") -> int | None:
-    """An integer option >= minimum (None stays None)."""
-    from mlatui.cli import UserError
-
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value < minimum:
-        raise UserError(f"{flag} must be an integer >= {minimum}{why}, got {text!r}")
-    return value
-
-
-def bits_arg(text: str | int | None) -> int | None:
-    from mlatui.cli import UserError
-
-    if text is None:
-        return None
-    try:
-        bits = int(text)
-    except (TypeError, ValueError):
-        bits = None
-    if bits not in BITS:
-        raise UserError(
-            f"--bits must be one of {', '.join(map(str, BITS))} (weight quantisation), got {text!r}"
-        )
-    return bits
+# ---- argument parsing: argparse types (mlatui/argtypes.py), one-line errors, exit status 2 --
 
 
 def default_dtype() -> str:
@@ -96,6 +41,7 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bits",
+        type=bit_width,
         default=None,
         metavar="N",
         help=f"quantise the weights to N bits ({', '.join(map(str, BITS))}); default: not quantised",
@@ -112,19 +58,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--family", required=True, help="MLA family, e.g. glm4_moe_lite, deepseek_v3"
     )
     parser.add_argument(
-        "--contexts", default="1024,8192", help="cache lengths T (default 1024,8192)"
+        "--contexts",
+        type=int_list,
+        default="1024,8192",
+        help="cache lengths T (default 1024,8192)",
     )
     parser.add_argument(
         "--widths",
+        type=int_list,
         default="1,2,3,4,8,16,32,64,128,256,512",
         help="query widths L for part (a) (default 1,2,3,4,8,...,512)",
     )
     parser.add_argument(
-        "--model-widths", default="1,2,3,4", help="widths for part (b) (default 1,2,3,4; 1 always)"
+        "--model-widths",
+        type=int_list,
+        default="1,2,3,4",
+        help="widths for part (b) (default 1,2,3,4; 1 always)",
     )
     add_dtype_bits(parser)
     parser.add_argument(
         "--layers",
+        type=positive_int,
         default=None,
         metavar="N",
         help="part (b): number of layers (default: the full model)",
@@ -143,6 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reps",
+        type=int_at_least(2, " (a round and its mirror)"),
         default="9",
         metavar="N",
         help="sampler rounds per context (each round: every width, A B B A per arm; odd counts "
@@ -159,24 +114,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
     from mlatui.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
     fam = family(args.family)
     part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
-    contexts = int_list(args.contexts, "--contexts")
-    widths = int_list(args.widths, "--widths")
-    model_widths = int_list(args.model_widths, "--model-widths")
-    bits = bits_arg(args.bits)
-    layers = int_arg(args.layers, "--layers", 1)
+    contexts, widths, model_widths = args.contexts, args.widths, args.model_widths
+    bits, layers, reps = args.bits, args.layers, args.reps
     if part_b:
-        reps = int_arg(args.reps, "--reps", 3, " (part (b): the engine's sweep minimum)")
+        if reps < 3:
+            raise UserError(
+                f"--reps: expected an integer >= 3 (part (b): the engine's sweep minimum), got {reps}",
+                "use --part a for fewer rounds",
+            )
         if min(contexts) < 16:
             raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
-    else:
-        reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
     if part_b and fam.hybrid:
@@ -368,7 +322,7 @@ def _check_round_trip(family_name: str, config: dict[str, Any], written: dict[st
 
     from mlx_lm.utils import _get_classes
 
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
     _, args_cls = _get_classes(config)
     changed = _changed(asdict(args_cls.from_dict(config)), asdict(args_cls.from_dict(written)))
@@ -420,8 +374,8 @@ def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
 def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
-    from mlatui.cli import UserError
     from mlatui.commands import _bench_scenario
+    from mlatui.errors import UserError
     from mlatui.scenario import ScenarioError, load_scenario
 
     b.scenario_path.parent.mkdir(parents=True, exist_ok=True)
@@ -439,7 +393,9 @@ def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
         f"rerun: mlatui bench {b.scenario_path} --random-weights\n",
         flush=True,
     )
-    parser = argparse.ArgumentParser(prog="mlatui bench", description=_bench_scenario.HELP)
+    from mlatui.argtypes import OneLineParser
+
+    parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
     _bench_scenario.configure(parser)
     status = _bench_scenario.run(
         parser.parse_args([str(b.scenario_path), "--random-weights", "--out", str(b.record)])

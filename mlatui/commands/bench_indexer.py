@@ -5,30 +5,24 @@ from __future__ import annotations
 import argparse
 import math
 
+from mlatui.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
+
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 
 
-def _ints(text: str, what: str) -> list[int]:
-    from mlatui.cli import UserError
-
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(
-            f"--{what} takes comma-separated integers, e.g. 8192,32768; got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise UserError(f"--{what} needs at least one positive integer; got {text!r}")
-    return values
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--contexts", default="8192,32768,131072", help="cache lengths (> 2048)")
     parser.add_argument(
-        "--widths", default="1,2,4", help="new tokens per step; 1 is always run (control)"
+        "--contexts", type=int_list, default="8192,32768,131072", help="cache lengths (> 2048)"
+    )
+    parser.add_argument(
+        "--widths",
+        type=int_list,
+        default="1,2,4",
+        help="new tokens per step; 1 is always run (control)",
     )
     parser.add_argument(
         "--layer-contexts",
+        type=int_list_or_none,
         default=None,
         help="contexts for the whole sparse layer (default: same as --contexts; 'none' to skip)",
     )
@@ -36,25 +30,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--rounds",
         "--reps",
         dest="rounds",
-        type=int,
+        type=int_at_least(2, " (a round and its mirror)"),
         default=6,
         help="rounds before the S=1 check may decide (default 6); each round measures every S "
         "once per arm as an A B B A quad, S=1 three times",
     )
     parser.add_argument(
         "--max-rounds",
-        type=int,
+        type=int_at_least(2),
         default=None,
         help="while the S=1 check is inconclusive, add rounds up to this (default 3x --rounds)",
     )
     parser.add_argument(
-        "--warmup", type=int, default=1, help="untimed steps per arm and S (default 1)"
+        "--warmup", type=non_negative_int, default=1, help="untimed steps per arm and S (default 1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="weights, inputs and bootstrap seed")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="weights, inputs and bootstrap seed"
+    )
     parser.add_argument(
         "--dtype",
+        choices=("float32", "bfloat16", "float16"),
         default=None,
-        help="float32 | bfloat16 | float16 (default: float32 on CPU, bfloat16 on GPU)",
+        help="default: float32 on CPU, bfloat16 on GPU",
     )
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
@@ -172,22 +169,15 @@ def _printer(quiet: bool):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
-    contexts = _ints(args.contexts, "contexts")
-    widths = _ints(args.widths, "widths")
-    if args.layer_contexts is None:
-        layer_contexts = contexts
-    elif args.layer_contexts.strip().lower() in ("none", ""):
-        layer_contexts = []
-    else:
-        layer_contexts = _ints(args.layer_contexts, "layer-contexts")
-    if args.rounds < 2 or args.warmup < 0:
-        raise UserError("--rounds must be >= 2 and --warmup >= 0")
+    contexts, widths = args.contexts, args.widths
+    layer_contexts = contexts if args.layer_contexts is None else args.layer_contexts
     if args.max_rounds is not None and args.max_rounds < args.rounds:
-        raise UserError("--max-rounds must be >= --rounds")
-    if args.dtype not in (None, "float32", "bfloat16", "float16"):
-        raise UserError(f"--dtype must be float32, bfloat16 or float16; got {args.dtype!r}")
+        raise UserError(
+            f"--max-rounds {args.max_rounds} is below --rounds {args.rounds}",
+            "pass a --max-rounds >= --rounds",
+        )
     from mlatui.indexer import SparseMLAConfig
 
     topk = SparseMLAConfig().index_topk

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.argtypes import positive_float, positive_int
+
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
 
@@ -20,8 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", default=None)
     parser.add_argument("--random-weights", action="store_true")
-    parser.add_argument("--rounds", type=int, default=2, help="H/T/I rounds (default 2)")
-    parser.add_argument("--ui-hz", type=float, default=4.0)
+    parser.add_argument("--rounds", type=positive_int, default=2, help="H/T/I rounds (default 2)")
+    parser.add_argument("--ui-hz", type=positive_float, default=4.0)
     parser.add_argument("--out", default="observer.jsonl", help="per-mode results as JSONL")
 
 
@@ -76,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
+    from mlatui.inputs import read_scenario
     from mlatui.runconfig import RunConfig
 
-    if args.rounds < 1:
-        raise UserError("--rounds must be >= 1")
+    read_scenario(args.scenario)  # a bad file: one line, before anything loads
     config = RunConfig(model=args.model, scenario=args.scenario, random_weights=args.random_weights)
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     tmp = Path(tempfile.mkdtemp(prefix="mlatui-observer-"))

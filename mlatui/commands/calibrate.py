@@ -9,6 +9,7 @@ HELP = "measure the MLA absorbed/materialised crossover on this device (used by 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.argtypes import int_at_least, int_list
     from mlatui.commands.bench_attention import add_dtype_bits
 
     parser.add_argument(
@@ -16,14 +17,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--contexts",
+        type=int_list,
         default="1024,4096,16384",
         help="cache lengths (default 1024,4096,16384)",
     )
     parser.add_argument(
-        "--max-width", default="2048", metavar="N", help="largest width searched (default 2048)"
+        "--max-width",
+        type=int_at_least(2),
+        default="2048",
+        metavar="N",
+        help="largest width searched (default 2048)",
     )
     parser.add_argument(
         "--reps",
+        type=int_at_least(2, " (a round and its mirror)"),
         default="6",
         metavar="N",
         help="sampler rounds per probe (each round: one A B B A quad of the two branches; odd "
@@ -34,22 +41,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
-    from mlatui.commands.bench_attention import (
-        bits_arg,
-        default_dtype,
-        describe,
-        int_arg,
-        int_list,
-    )
+    from mlatui.commands.bench_attention import default_dtype, describe
+    from mlatui.errors import UserError
     from mlatui.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    contexts = int_list(args.contexts, "--contexts")
-    max_width = int_arg(args.max_width, "--max-width", 2)
-    reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
-    bits = bits_arg(args.bits)
+    contexts, max_width, reps, bits = args.contexts, args.max_width, args.reps, args.bits
     fam = family(args.family)
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")

@@ -30,7 +30,7 @@ def demo_recording() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
     if args.live:
         from mlatui.commands import launch

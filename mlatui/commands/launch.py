@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.argtypes import positive_float
 from mlatui.commands._gate_options import add_gate_options, gate_settings
 
 HELP = (
@@ -31,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ui-hz",
-        type=float,
+        type=positive_float,
         default=1.0,
         help="screen updates per second (default 1: the lowest observer effect measured, see docs/performance.md)",
     )
@@ -47,16 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from mlatui.cli import UserError
+    from mlatui.inputs import read_scenario
     from mlatui.runconfig import RunConfig
-    from mlatui.scenario import ScenarioError, load_scenario
 
-    try:
-        load_scenario(args.scenario)  # fail before the screen opens, with the file's own message
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
-    if not args.ui_hz > 0:
-        raise UserError(f"--ui-hz must be > 0, got {args.ui_hz}")
+    read_scenario(args.scenario)  # fail before the screen opens, as `bench` does
     return RunConfig(
         model=args.model,
         draft_model=args.draft_model,
