@@ -129,10 +129,15 @@ def calibrate(
     bits: int | None = None,
     progress: Callable[[str], None] = lambda s: None,
     dtype: str = "float32",
+    on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
+    check_stop: Callable[[], None] = lambda: None,
 ) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
     """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
-    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width."""
+    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
+    `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
+    crossovers of the contexts completed so far are returned (probes: every completed one)."""
     from mlatui import attnbench
+    from mlatui.signals import Interrupted
 
     arms = attnbench.forced_arms(family, size, bits, dtype=attnbench.DTYPES[dtype])
     crossovers, probes = {}, {}
@@ -144,12 +149,13 @@ def calibrate(
             plan = attnbench.forced_plan(
                 (width,), reps, stable_seed("calibrate", family, context, width)
             )
-            run = attnbench.time_forced(arms, cache, plan)
+            run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
             est = run.estimates
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
             probe = Probe(width, a, m, ratio, ratio.median < 1)
             probes[context].append(probe)
+            on_probe(context, probe)
             noise = "; CI straddles 1: within noise" if probe.within_noise else ""
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
@@ -159,6 +165,9 @@ def calibrate(
             )
             return probe.faster
 
-        crossovers[context] = find_crossover(faster, max_width)
+        try:
+            crossovers[context] = find_crossover(faster, max_width)
+        except Interrupted:
+            break
         del cache
     return arms.geometry, crossovers, probes

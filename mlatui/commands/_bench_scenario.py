@@ -21,6 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="JSONL recording (default: a new file in the user's data dir)"
     )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
     parser.add_argument(
         "--random-weights",
@@ -106,10 +107,11 @@ class StderrProgress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
-    from mlatui.errors import UserError
+    from mlatui.errors import ExitStatus, UserError, error_line
     from mlatui.inputs import read_scenario
+    from mlatui.outputs import claim_output
+    from mlatui.signals import StopOnSignals
 
     scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
     from mlatui.engine import run as run_engine
@@ -118,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.runconfig import RunConfig
     from mlatui.runs import default_record_path, tee
 
-    out = Path(args.out) if args.out else default_record_path("bench")
     overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
     if args.reps:
         overrides["reps"] = args.reps
@@ -140,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         apply_overrides(scenario, overrides)
     except ScenarioError as e:
         raise UserError(str(e)) from None
+    gates = gate_settings(args)
+    # the output last: a refused argument leaves no empty file behind
+    out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
     config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,
@@ -150,22 +154,38 @@ def run(args: argparse.Namespace) -> int:
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides,
         settle=not args.no_settle,
-        **gate_settings(args),
+        **gates,
     )
     events = []
     stop = threading.Event()
-    with Recorder(out) as recorder:
+    progress = StderrProgress()
+
+    def recording_failed(message: str) -> None:
+        print(f"[mlatui] error: {message}", file=progress.stream, flush=True)
+
+    with (
+        Recorder(out, on_error=recording_failed) as recorder,
+        StopOnSignals(stop) as signals,
+    ):
         try:
-            status = run_engine(config, tee(recorder, events.append, StderrProgress()), stop)
+            status = run_engine(config, tee(recorder, events.append, progress), stop)
         except KeyboardInterrupt:
             stop.set()
             status = "interrupted"
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
     print(f"[mlatui] recording: {out}", file=sys.stderr)
+    if signals.received is not None:
+        print(f"[mlatui] stopped by {signals.received.name}", file=sys.stderr)
     errors = [e for e in events if e.type == "error"]
-    if errors:
-        print(f"mlatui: error: {errors[0].message}", file=sys.stderr)
-        return 1
+    if errors or recorder.error:
+        if errors:
+            print(
+                error_line(f"{errors[0].message} — the recording {out} keeps what ran"),
+                file=sys.stderr,
+            )
+        if recorder.error:
+            print(error_line(recorder.error), file=sys.stderr)
+        return ExitStatus.FAILED
     bad = invalid_contexts(events)
     if bad:
         where = ", ".join(
@@ -177,4 +197,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
-    return 0 if status == "completed" else 130
+    if status == "completed":
+        return ExitStatus.OK
+    return signals.exit_status or ExitStatus.INTERRUPTED

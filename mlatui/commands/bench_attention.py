@@ -106,9 +106,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
-        help="append part (a)'s JSONL records (raw samples + env) here; part (b)'s scenario and "
-        "recording go next to it",
+        help="write part (a)'s JSONL records (raw samples + env) here, streamed context by "
+        "context; part (b)'s scenario and recording go next to it",
     )
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
@@ -142,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
     scenario = None
     if part_b:  # checked before anything runs
         scenario = part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers)
+    from mlatui.outputs import claim_output
+
+    out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
 
     from mlatui.records import env_line, environment
 
@@ -154,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         f"{env_line(env)}\n"
     )
     if part_a:
-        _part_a(args, contexts, widths, reps, dtype, bits, env)
+        status = _part_a(args, contexts, widths, reps, dtype, bits, env, out_a)
+        if status:
+            return status
     if scenario is not None:
         return _part_b(scenario, args.family, layers)
     return 0
@@ -168,13 +174,35 @@ def _ci(iv: Any, digits: int = 3) -> str:
     return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
 
 
-def _part_a(args, contexts, widths, reps, dtype, bits, env) -> None:
-    from mlatui import attnbench
-    from mlatui.records import markdown_table, to_jsonl
+def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) -> int:
+    """Part (a); its records stream to `out` context by context. 0, or the status to exit with
+    (a stop signal, a failed write)."""
+    import threading
 
-    records, summary = attnbench.forced_sweep(
-        args.family, contexts, widths, reps, args.size, bits, env, _log, dtype=dtype
-    )
+    from mlatui import attnbench
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.outputs import JsonlSink
+    from mlatui.records import markdown_table
+    from mlatui.signals import StopOnSignals, raise_if_set
+
+    stop = threading.Event()
+    sink = JsonlSink(out) if out else None
+    with StopOnSignals(stop) as signals:
+        records, summary = attnbench.forced_sweep(
+            args.family,
+            contexts,
+            widths,
+            reps,
+            args.size,
+            bits,
+            env,
+            _log,
+            dtype=dtype,
+            on_records=sink.write_records if sink else lambda records: None,
+            check_stop=raise_if_set(stop),
+        )
+    if sink is not None:
+        sink.close()
     print(
         "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
         "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
@@ -221,10 +249,19 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env) -> None:
             f"{s['rounds']} rounds): {shown}; formula: {s['formula']}"
         )
     print()
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(to_jsonl(records))
-        print(f"{len(records)} records appended to {args.out}\n")
+    if sink is not None:
+        print(f"{len(records)} records written to {out}\n")
+        if sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+            return ExitStatus.FAILED
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name} after {len(summary)} of {len(contexts)} "
+            "contexts; the table holds the completed ones",
+            file=sys.stderr,
+        )
+        return signals.exit_status
+    return 0
 
 
 def scenario_toml(
@@ -361,13 +398,17 @@ def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
         args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
     )
     _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
+    from mlatui.outputs import claim_output
+
     if args.out:
         where = Path(args.out).resolve().parent
         scenario_path = where / f"attention-{args.family}.toml"
         record = where / f"attention-{args.family}.events.jsonl"
+        claim_output(scenario_path, force=args.force, flag="part (b)'s scenario")
+        claim_output(record, force=args.force, flag="part (b)'s recording")
     else:
         record = default_record_path(f"attention-{args.family}")
-        scenario_path = record.with_suffix(".toml")
+        scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
     return PartB(text, scenario_path, record)
 
 
@@ -397,8 +438,10 @@ def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
 
     parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
     _bench_scenario.configure(parser)
-    status = _bench_scenario.run(
-        parser.parse_args([str(b.scenario_path), "--random-weights", "--out", str(b.record)])
+    status = _bench_scenario.run(  # --force: the (empty) recording was claimed up front
+        parser.parse_args(
+            [str(b.scenario_path), "--random-weights", "--out", str(b.record), "--force"]
+        )
     )
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):

@@ -53,7 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="default: float32 on CPU, bfloat16 on GPU",
     )
-    parser.add_argument("--out", default=None, help="write the records as JSONL here")
+    parser.add_argument(
+        "--out", default=None, help="write the records as JSONL here, streamed part by part"
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
 
 
@@ -137,12 +140,15 @@ def verdict(records) -> list[str]:
     return lines
 
 
-def _printer(quiet: bool):
+def _printer(quiet: bool, check_stop=lambda: None):
     import sys
 
     from mlatui.indexer_bench import BenchHooks
 
     class Printer(BenchHooks):
+        def check_stop(self) -> None:
+            check_stop()
+
         def warmup(self, part, context, arm, width, ms):
             if not quiet:
                 print(
@@ -187,20 +193,40 @@ def run(args: argparse.Namespace) -> int:
             f"contexts must be above index_topk ({topk}); the indexer is bypassed at {small[0]}"
         )
 
-    from mlatui.indexer_bench import run_indexer_bench
-    from mlatui.records import env_line, to_jsonl
+    import sys
+    import threading
 
-    records = run_indexer_bench(
-        contexts,
-        widths,
-        args.rounds,
-        args.warmup,
-        _printer(args.quiet),
-        layer_contexts=layer_contexts,
-        dtype=args.dtype,
-        max_rounds=args.max_rounds,
-        seed=args.seed,
-    )
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.indexer_bench import run_indexer_bench
+    from mlatui.outputs import JsonlSink, claim_output
+    from mlatui.records import env_line
+    from mlatui.signals import StopOnSignals, raise_if_set
+
+    out = claim_output(args.out, force=args.force) if args.out else None
+    sink = JsonlSink(out) if out else None
+    stop = threading.Event()
+    with StopOnSignals(stop) as signals:
+        records = run_indexer_bench(
+            contexts,
+            widths,
+            args.rounds,
+            args.warmup,
+            _printer(args.quiet, raise_if_set(stop)),
+            layer_contexts=layer_contexts,
+            dtype=args.dtype,
+            max_rounds=args.max_rounds,
+            seed=args.seed,
+            on_records=sink.write_records if sink else lambda records: None,
+        )
+    if sink is not None:
+        sink.close()
+    if not records:
+        if sink is not None and sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+        print(
+            f"mlatui: stopped by {signals.received.name} before a part completed", file=sys.stderr
+        )
+        return signals.exit_status or ExitStatus.INTERRUPTED
     first = records[0].settings
     print(
         f"# mlatui bench indexer\n\n{env_line(records[0].env)}, dtype {first['dtype']}, "
@@ -215,8 +241,14 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         if r.width == 1 and r.arm == "stock":
             print(f"- {r.bench} T={r.context}: {r.note}")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(to_jsonl(records))
-        print(f"\nwrote {len(records)} records to {args.out}")
+    if sink is not None:
+        print(f"\nwrote {len(records)} records to {out}")
+        if sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+            return ExitStatus.FAILED
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name}; the parts done are above", file=sys.stderr
+        )
+        return signals.exit_status
     return 0

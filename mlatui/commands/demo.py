@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
             draft_model=None,
             scenario=None,
             record=None,
+            force=False,
             isolate=False,
             ui_hz=args.ui_hz,
             random_weights=False,

@@ -71,9 +71,7 @@ def _positive_int(value: object) -> bool:
 
 def thresholds(config: dict) -> dict:
     from mlatui.errors import UserError
-    from mlatui.mla import max_absorbed_queries
-
-    from mlatui.mla import UNBOUNDED
+    from mlatui.mla import UNBOUNDED, max_absorbed_queries
 
     text = config.get("text_config") or config
     if not isinstance(text, dict):
