@@ -59,7 +59,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
         ) from None
     if not isinstance(config, dict):
         raise UserError(
-            f"{path}: a config.json holds a JSON object, got {type(config).__name__}",
+            f"{path}: a config.json must be a JSON object, got {type(config).__name__}",
             "pass an mlx-lm/HF config.json",
         )
     return config, str(path)
