@@ -381,7 +381,7 @@ def policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePol
         found = load_crossovers(geometry)
         if not found:
             warnings.warn(
-                f"no calibration stored for {geometry.key} on this device; using the formula "
+                f"no usable calibration stored for {geometry.key} on this device; using the formula "
                 "(run `mlatui calibrate` to measure one)",
                 stacklevel=3,
             )
