@@ -11,6 +11,8 @@ from mlatui.errors import UserError
 from mlatui.scenario import Scenario, ScenarioError, load_scenario, shipped
 
 MAX_SCENARIO_BYTES = 1 << 20  # the shipped ones are a few KB
+MAX_DEPTH = 32
+INT64 = (-(2**63), 2**63 - 1)
 SHIPPED_HINT = "pass a TOML file such as scenarios/default.toml (shipped: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
 SHAPE_HINT = "compare it with scenarios/default.toml"
 
@@ -75,6 +77,26 @@ def _check_shapes(path: Path, raw: dict) -> None:
                 )
 
 
+def _check_integers(path: Path, value: object, key: str = "", depth: int = 0) -> None:
+    """TOML integers are 64-bit; tomllib reads any size, and a huge one would be taken as a
+    context or a count."""
+    if depth > MAX_DEPTH:
+        raise UserError(f"{path}: nested too deeply to be a scenario", SHAPE_HINT)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_integers(path, v, f"{key}.{k}" if key else str(k), depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_integers(path, v, key, depth + 1)
+    elif (
+        isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]
+    ):
+        raise UserError(
+            f"{path}: '{key}' = {str(value)[:24]}… is beyond a 64-bit integer (TOML's limit)",
+            SHAPE_HINT,
+        )
+
+
 def read_scenario(path: str | Path | None) -> Scenario:
     """The scenario at `path` (None: the shipped default), or a UserError in one line."""
     where = Path(path) if path is not None else shipped("default")
@@ -85,6 +107,9 @@ def read_scenario(path: str | Path | None) -> Scenario:
         raise UserError(f"{where}: invalid TOML ({e})", SHAPE_HINT) from None
     except RecursionError:
         raise UserError(f"{where}: nested too deeply to be a scenario", SHAPE_HINT) from None
+    except ValueError as e:  # e.g. an integer of thousands of digits
+        raise UserError(f"{where}: invalid TOML ({e})", SHAPE_HINT) from None
+    _check_integers(where, raw)
     _check_shapes(where, raw)
     try:
         return load_scenario(where)

@@ -141,11 +141,13 @@ def run(args: argparse.Namespace) -> int:
 
     dtype = args.dtype or default_dtype()
     scenario = None
-    if part_b:  # checked before anything runs
+    if part_b:  # checked before anything runs or is written
         scenario = part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers)
     from mlatui.outputs import claim_output
 
     out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
+    if scenario is not None:
+        scenario = claim_part_b(scenario, args)
 
     from mlatui.records import env_line, environment
 
@@ -384,32 +386,42 @@ def _changed(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str
 @dataclass(frozen=True)
 class PartB:
     text: str  # the scenario TOML
-    scenario_path: Path
-    record: Path
+    scenario_path: Path | None  # None until claimed (default names)
+    record: Path | None
 
 
 def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
 
-    from mlatui.runs import default_record_path
 
     text, config = scenario_toml(
         args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
     )
     _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
-    from mlatui.outputs import claim_output
-
     if args.out:
         where = Path(args.out).resolve().parent
         scenario_path = where / f"attention-{args.family}.toml"
         record = where / f"attention-{args.family}.events.jsonl"
-        claim_output(scenario_path, force=args.force, flag="part (b)'s scenario")
-        claim_output(record, force=args.force, flag="part (b)'s recording")
     else:
-        record = default_record_path(f"attention-{args.family}")
-        scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
+        scenario_path = record = None  # new, unique names when claimed
     return PartB(text, scenario_path, record)
+
+
+def claim_part_b(b: PartB, args) -> PartB:
+    """Create part (b)'s scenario and recording files (refused: one line, before any run)."""
+    from dataclasses import replace
+
+    from mlatui.outputs import claim_output
+    from mlatui.runs import default_record_path
+
+    if b.record is not None:
+        claim_output(b.scenario_path, force=args.force, flag="part (b)'s scenario")
+        claim_output(b.record, force=args.force, flag="part (b)'s recording")
+        return b
+    record = default_record_path(f"attention-{args.family}")
+    scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
+    return replace(b, scenario_path=scenario_path, record=record)
 
 
 def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
