@@ -107,16 +107,12 @@ class StderrProgress:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from mlatui.errors import ExitStatus, UserError, error_line
     from mlatui.inputs import read_scenario
     from mlatui.outputs import claim_output
     from mlatui.signals import StopOnSignals
 
     scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
-    from mlatui.engine import run as run_engine
-    from mlatui.recorder import Recorder
-    from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
     from mlatui.runconfig import RunConfig
     from mlatui.runs import default_record_path, tee
 
@@ -134,16 +130,19 @@ def run(args: argparse.Namespace) -> int:
         overrides["max_rounds"] = args.max_rounds
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
-    from mlatui.engine import apply_overrides
-    from mlatui.scenario import ScenarioError
-
-    try:  # a bad --phases fails here, in one line, before anything loads
-        apply_overrides(scenario, overrides)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
+    unknown = set(overrides.get("only_phases", ())) - {p.name for p in scenario.phases}
+    if unknown:  # checked here, before mlx is imported (engine.apply_overrides says the same)
+        raise UserError(
+            f"{scenario.path}: no phase named {', '.join(sorted(unknown))}",
+            f"phases: {', '.join(p.name for p in scenario.phases)}",
+        )
     gates = gate_settings(args)
     # the output last: a refused argument leaves no empty file behind
     out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    from mlatui.engine import run as run_engine  # imports mlx: after every check
+    from mlatui.recorder import Recorder
+    from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+
     config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,

@@ -139,14 +139,21 @@ def run(args: argparse.Namespace) -> int:
         )
 
     dtype = args.dtype or default_dtype()
-    scenario = None
-    if part_b:  # checked before anything runs or is written
-        scenario = part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers)
     from mlatui.outputs import claim_output
 
+    # outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
+    # scenario takes back the file claimed for part (a)
     out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
-    if scenario is not None:
-        scenario = claim_part_b(scenario, args)
+    scenario = None
+    if part_b:
+        try:
+            scenario = claim_part_b(
+                part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers), args
+            )
+        except UserError:
+            if out_a is not None:
+                out_a.unlink(missing_ok=True)
+            raise
 
     from mlatui.records import env_line, environment
 

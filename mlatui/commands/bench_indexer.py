@@ -197,12 +197,13 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.indexer_bench import run_indexer_bench
     from mlatui.outputs import JsonlSink, claim_output
-    from mlatui.records import env_line
     from mlatui.signals import StopOnSignals, raise_if_set
 
     out = claim_output(args.out, force=args.force) if args.out else None
+    from mlatui.indexer_bench import run_indexer_bench
+    from mlatui.records import env_line
+
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
     with StopOnSignals(stop) as signals:
