@@ -269,3 +269,39 @@ def test_recording_from_a_killed_bench_is_still_readable_after_refusal(tmp_path)
     assert not out.exists()
     with pytest.raises(Exception, match="no such recording"):
         read_recording(out)
+
+
+class _FullAfter:
+    """A file that fills up after `lines` writes (ENOSPC), like a disk that runs full."""
+
+    def __init__(self, file, lines: int):
+        self.file, self.left = file, lines
+
+    def write(self, text: str) -> int:
+        import errno
+
+        if self.left <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.left -= 1
+        return self.file.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+def test_disk_full_mid_run_is_reported_and_the_exit_status_says_it(monkeypatch, tmp_path, capsys):
+    original = Recorder.__init__
+
+    def filling(self, path, on_error=None):
+        original(self, path, on_error)
+        self._file = _FullAfter(self._file, 5)
+
+    monkeypatch.setattr(Recorder, "__init__", filling)
+    out = tmp_path / "run.jsonl"
+    assert main(["bench", TINY, "--random-weights", "--phases", "sweep", "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    line = one_error_line(captured)
+    assert "write failed after 5 lines" in line and "No space left" in line
+    # the run went on: every context of the sweep is in the summary, though not in the file
+    assert "| 128 | 2 |" in captured.out and "| 256 | 2 |" in captured.out
+    assert len(out.read_text().splitlines()) == 5
