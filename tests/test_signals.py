@@ -223,3 +223,29 @@ def test_launch_exits_non_zero_after_an_engine_error(tmp_path):
     tail = bytes(seen).rsplit(b"\x1b[?1049l", 1)[-1].decode(errors="replace")
     last = [x for x in tail.splitlines() if x.strip()][-1]
     assert last.startswith("mlatui: error: engine error:") and "no such folder" in last
+
+
+def test_bench_observer_keeps_the_completed_and_the_stopped_mode_runs(tmp_path):
+    scenario = tmp_path / "obs.toml"
+    sweep_only = TINY.read_text().split('[[phase]]\nname = "tune"')[0]
+    scenario.write_text(sweep_only.replace("contexts = [128, 256]", "contexts = [64, 128, 256]"))
+    out = tmp_path / "o.jsonl"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its per-mode recordings land here
+    proc = mlatui(
+        *("bench", "observer", "--scenario", str(scenario), "--random-weights", "--out", str(out)),
+        env=env,
+    )
+
+    def tui_steps() -> int:
+        return sum(
+            '"type":"step"' in x
+            for p in tmp_path.glob("mlatui-observer-*/tui-0.jsonl")
+            for x in lines(p)
+        )
+
+    wait_for(lambda: tui_steps() >= 8)  # headless done, the in-process dashboard measuring
+    stop_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM
+    runs = [json.loads(x) for x in lines(out)]
+    assert [(r["mode"], r["completed"]) for r in runs] == [("headless", True), ("tui", False)]
+    assert runs[1]["samples_ms"]  # the dashboard's run kept what it measured

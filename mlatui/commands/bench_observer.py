@@ -84,6 +84,15 @@ def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) 
     return app.events
 
 
+def _recorded(path, fallback: list) -> list:
+    from mlatui.recorder import RecordingError, read_recording
+
+    try:
+        return read_recording(path).events
+    except (OSError, RecordingError):
+        return fallback
+
+
 def _completed(events) -> bool:
     return bool(events) and events[-1].type == "run_end" and events[-1].status == "completed"
 
@@ -123,23 +132,27 @@ def run(args: argparse.Namespace) -> int:
             for mode in MODES:
                 record = tmp / f"{mode}-{r}.jsonl"
                 events = run_mode(mode, config, args.ui_hz, str(record), stop, current)
-                if signals.received is not None:
-                    break
-                if not _completed(events):
+                stopped = signals.received is not None
+                if stopped:  # the recording has every step, the dashboard only what it drew
+                    events = _recorded(record, events)
+                if not stopped and not _completed(events):
                     raise UserError(f"{mode} run did not complete", f"see {record}")
                 measured = verify_samples(events)
-                for arm, xs in measured.items():
-                    samples[mode].setdefault(arm, []).extend(xs)
                 sink.write(
                     {
                         "type": "mode_run",
                         "round": r,
                         "mode": mode,
+                        "completed": not stopped,  # a stopped run: the steps it measured
                         "ui_hz": args.ui_hz,
                         "recording": str(record),
                         "samples_ms": measured,
                     }
                 )
+                if stopped:
+                    break
+                for arm, xs in measured.items():
+                    samples[mode].setdefault(arm, []).extend(xs)
                 print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
             if signals.received is not None:
                 break
