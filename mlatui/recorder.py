@@ -116,10 +116,16 @@ def read_recording(path: str | os.PathLike) -> Recording:
     path = Path(path)
     if not path.exists():
         raise RecordingError(f"{path}: no such recording")
+    if path.is_dir():
+        raise RecordingError(f"{path}: is a directory, not a JSONL recording")
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise RecordingError(f"{path}: not a regular file (a FIFO or a device?)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise RecordingError(f"{path}: not a text JSONL recording ({e.reason})") from e
+    except OSError as e:
+        raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
     lines = text.split("\n")
     ends_cleanly = text.endswith("\n")
     if ends_cleanly:

@@ -235,6 +235,8 @@ WORDS = (
     ("attention-no-family", ("bench", "attention")),
     ("unknown-option", ("launch", "--colour", "blue")),
     ("replay-missing", ("replay", "{dir}/none.jsonl")),
+    ("replay-directory", ("replay", "{dir}", "--dump")),
+    ("replay-device", ("replay", "/dev/zero", "--dump")),
 )
 
 CONFIGS = (
