@@ -150,9 +150,13 @@ def time_forced(
     cache: Any,
     plan: SamplerPlan,
     on_round: Callable[[Any], None] = lambda e: None,
+    check_stop: Callable[[], None] = lambda: None,
 ) -> SamplerRun:
-    """Both forced branches at every width of `plan`, through the sampler."""
-    return sample_context(plan, forced_measure(arms, cache, plan.widths), on_round=on_round)
+    """Both forced branches at every width of `plan`, through the sampler; `check_stop` runs
+    before every step (it raises to stop)."""
+    return sample_context(
+        plan, forced_measure(arms, cache, plan.widths), on_round=on_round, check_stop=check_stop
+    )
 
 
 ABSORBED_FASTER = "absorbed faster"
@@ -190,11 +194,17 @@ def forced_sweep(
     progress: Callable[[str], None] = lambda s: None,
     dtype: str = "float32",
     seed: int = 0,
+    on_records: Callable[[list[BenchRecord]], None] = lambda records: None,
+    check_stop: Callable[[], None] = lambda: None,
 ) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
     """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
     run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples and
     their round indices, and per context: the estimates, the verdict per width, the measured
-    crossover and the formula's."""
+    crossover and the formula's. `on_records` gets each context's records as soon as it is done
+    (streamed to JSONL); `check_stop` runs before every step and may raise Interrupted: the
+    contexts done so far are returned."""
+    from mlatui.signals import Interrupted
+
     arms = forced_arms(family, size, bits, dtype=DTYPES[dtype])
     g = arms.geometry
     widths = sorted(set(widths))
@@ -216,9 +226,13 @@ def forced_sweep(
         def on_round(est, context=context, plan=plan) -> None:
             progress(f"T={context}: round {est.rounds}/{plan.first_rounds}")
 
-        run = time_forced(arms, cache, plan, on_round)
+        try:
+            run = time_forced(arms, cache, plan, on_round, check_stop)
+        except Interrupted:  # keep the contexts already done; this one is incomplete
+            break
         est = run.estimates
         per_width = {}
+        done = len(records)
         for width in widths:
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
@@ -259,5 +273,6 @@ def forced_sweep(
             measured=crossover({w: s["ratio"] for w, s in per_width.items()}),
             formula=formula,
         )
+        on_records(records[done:])
         del cache
     return records, summary

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,10 +54,85 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+class CalibrationWarning(UserWarning):
+    """A calibration file (or entry) that was ignored or partly ignored; it names the file."""
+
+
+ENTRY_KEYS = ("crossovers", "family", "num_heads", "dtype", "bits", "rounds_per_probe", "env")
+GEOMETRY_KEY = re.compile(r"^r[1-9][0-9]*-n[1-9][0-9]*-v[1-9][0-9]*$")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _int_text(text: Any) -> int | None:
+    try:
+        value = int(str(text))
+    except ValueError:
+        return None
+    return value if value > 0 and str(value) == str(text) else None
+
+
+def entry_problems(entry: Any, geometry, file_device: str) -> list[str]:
+    """Why an entry cannot be used for `geometry` on this device (empty: it can)."""
+    if not isinstance(entry, dict):
+        return [f"the entry is a {type(entry).__name__}, not a table"]
+    problems = []
+    env = entry.get("env")
+    if env is not None:
+        if not isinstance(env, dict):
+            problems.append("'env' is not a table")
+        elif device_key(env) != file_device:
+            problems.append(f"it was measured on another device ({device_key(env)})")
+    heads = entry.get("num_heads")
+    if heads is not None and not _positive_int(heads):
+        problems.append(f"'num_heads' {heads!r} is not a positive integer")
+    crossovers = entry.get("crossovers")
+    if not isinstance(crossovers, dict) or not crossovers:
+        problems.append("'crossovers' must be a non-empty table {context: max absorbed width}")
+        return problems
+    for context, width in crossovers.items():
+        if _int_text(context) is None:
+            problems.append(f"context {context!r} is not a positive integer")
+        if not _positive_int(width):
+            problems.append(f"crossover {width!r} at context {context} is not a positive integer")
+    return problems
+
+
+def _warn(path: Path, what: str) -> None:
+    warnings.warn(f"{path}: {what}", CalibrationWarning, stacklevel=3)
+
+
 def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, int] | None:
-    """context -> max absorbed width measured on this device for `geometry` (an mla.Geometry), or None."""
-    entry = _read(calibration_path(env)).get(geometry.key)
-    if not entry or not entry.get("crossovers"):
+    """context -> max absorbed width measured on this device for `geometry` (an mla.Geometry), or
+    None. A file or entry that cannot be used is reported (a CalibrationWarning naming the file)
+    and ignored: the caller falls back to the formula."""
+    path = calibration_path(env)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        _warn(path, f"unreadable calibration file ({type(e).__name__}: {e}); using the formula")
+        return None
+    if not isinstance(data, dict):
+        _warn(
+            path, f"a calibration file holds a table, got {type(data).__name__}; using the formula"
+        )
+        return None
+    unknown = [k for k in data if not GEOMETRY_KEY.match(str(k))]
+    if unknown:
+        _warn(path, f"unknown keys ignored (not geometry keys like r512-n128-v128): {unknown}")
+    entry = data.get(geometry.key)
+    if entry is None:
+        return None
+    extra = sorted(set(entry) - set(ENTRY_KEYS)) if isinstance(entry, dict) else []
+    if extra:
+        _warn(path, f"{geometry.key}: unknown keys ignored: {', '.join(map(str, extra))}")
+    problems = entry_problems(entry, geometry, path.stem)
+    if problems:
+        _warn(path, f"{geometry.key}: ignored ({'; '.join(problems)}); using the formula")
         return None
     return {int(t): int(w) for t, w in entry["crossovers"].items()}
 
@@ -129,10 +205,15 @@ def calibrate(
     bits: int | None = None,
     progress: Callable[[str], None] = lambda s: None,
     dtype: str = "float32",
+    on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
+    check_stop: Callable[[], None] = lambda: None,
 ) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
     """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
-    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width."""
+    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
+    `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
+    crossovers of the contexts completed so far are returned (probes: every completed one)."""
     from mlatui import attnbench
+    from mlatui.signals import Interrupted
 
     arms = attnbench.forced_arms(family, size, bits, dtype=attnbench.DTYPES[dtype])
     crossovers, probes = {}, {}
@@ -144,12 +225,13 @@ def calibrate(
             plan = attnbench.forced_plan(
                 (width,), reps, stable_seed("calibrate", family, context, width)
             )
-            run = attnbench.time_forced(arms, cache, plan)
+            run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
             est = run.estimates
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
             probe = Probe(width, a, m, ratio, ratio.median < 1)
             probes[context].append(probe)
+            on_probe(context, probe)
             noise = "; CI straddles 1: within noise" if probe.within_noise else ""
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
@@ -159,6 +241,9 @@ def calibrate(
             )
             return probe.faster
 
-        crossovers[context] = find_crossover(faster, max_width)
+        try:
+            crossovers[context] = find_crossover(faster, max_width)
+        except Interrupted:
+            break
         del cache
     return arms.geometry, crossovers, probes

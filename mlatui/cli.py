@@ -1,19 +1,21 @@
 """`mlatui` command line. Subcommands live in mlatui/commands/<name>.py, each with
 `HELP`, `configure(parser)` and `run(args) -> int`; they import mlx/textual only inside `run`.
-`mlatui bench <what>` dispatches to mlatui/commands/bench_<what>.py, or runs a scenario file."""
+`mlatui bench <what>` dispatches to mlatui/commands/bench_<what>.py, or runs a scenario file.
+
+Every error leaves here as one line on stderr (mlatui/errors.py): user errors exit 2, anything
+unexpected exits 1 with the path of a crash log holding the traceback."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pkgutil
 import sys
 
 import mlatui.commands as commands_pkg
+from mlatui.argtypes import OneLineParser
+from mlatui.errors import ExitStatus, UserError, crash_line, error_line
 
-
-class UserError(Exception):
-    """Bad input: printed as one line, exit status 2."""
+__all__ = ["UserError", "bench_targets", "build_parser", "entry", "main"]
 
 
 def _modules() -> dict[str, str]:
@@ -32,10 +34,10 @@ def bench_targets() -> list[str]:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     from mlatui import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="mlatui",
         description="Stock vs patched MLA models side by side: what speculative decoding costs, live.",
     )
@@ -49,21 +51,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _known_input_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that describe bad input (a scenario, a recording) in their own words."""
+    from mlatui.recorder import RecordingError
+    from mlatui.scenario import ScenarioError
+
+    return (UserError, ScenarioError, RecordingError)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help(sys.stderr)
+            print(error_line("no command given — pick one of the commands above"), file=sys.stderr)
+            return ExitStatus.USAGE
         return int(args._run(args) or 0)
-    except UserError as e:
-        print(f"mlatui: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("mlatui: interrupted", file=sys.stderr)
-        return 130
+        return ExitStatus.INTERRUPTED
+    except SystemExit:
+        raise  # --help, --version, and commands that chose their own status
+    except BaseException as e:  # noqa: BLE001 - the one top-level handler
+        if isinstance(e, _known_input_errors()):
+            print(error_line(e), file=sys.stderr)
+            return ExitStatus.USAGE
+        print(crash_line(e, argv), file=sys.stderr)
+        return ExitStatus.FAILED
 
 
 def entry() -> None:
@@ -71,7 +87,13 @@ def entry() -> None:
     exit once compiled mlx-lm code has run in a worker thread (exit code 134 instead of ours)."""
     import os
 
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        code = main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(code)

@@ -495,12 +495,17 @@ def run_indexer_bench(
     seed: int = 0,
     plan: Callable[[str, int], SamplerPlan] | None = None,
     modes: Modes | None = None,
+    on_records: Callable[[list[IndexerRecord]], None] = lambda records: None,
 ) -> list[IndexerRecord]:
     """Indexer ms per step at every context x width, and the whole sparse layer's step ms at
     `layer_contexts` (default: the same contexts; pass [] to skip), each context sampled in
     rounds with S = 1 as the control. `plan(part, context)` overrides the sampler plan (the
     engine's phase builds it from the scenario); otherwise `rounds` / `max_rounds` / `warmup`.
-    `modes` says what each slot runs (default: stock vs patched gates and pooling)."""
+    `modes` says what each slot runs (default: stock vs patched gates and pooling).
+    `on_records` gets each part's records as soon as it is done; when `hooks.check_stop` raises
+    Interrupted, the parts done so far are returned."""
+    from mlatui.signals import Interrupted
+
     modes = dict(modes or DEFAULT_MODES)
     config = config or SparseMLAConfig()
     dtype = dtype or default_dtype()
@@ -549,8 +554,13 @@ def run_indexer_bench(
             control_quads=p.control_quads,
             tolerance_pct=p.tolerance_pct,
         )
-        result = measure_part(part, config, context, p, DTYPES[dtype], hooks, seed, modes)
+        try:
+            result = measure_part(part, config, context, p, DTYPES[dtype], hooks, seed, modes)
+        except Interrupted:
+            break
         hooks.done(result)
-        records += part_records(result, settings, env)
+        done = part_records(result, settings, env)
+        records += done
+        on_records(done)
         mx.clear_cache()
     return records

@@ -355,7 +355,12 @@ class PatchReport:
         indexer = f" indexer={self.indexer}" if self.indexer else ""
         return (
             f"{len(self.modules)} MLA modules ({', '.join(self.classes)}) gate={self.policy}{indexer} "
-            f"r/n/v={g.kv_lora_rank}/{g.qk_nope_head_dim}/{g.v_head_dim} max_absorbed_queries(T->inf)={self.threshold}"
+            f"r/n/v={g.kv_lora_rank}/{g.qk_nope_head_dim}/{g.v_head_dim} "
+            + (
+                "always absorbed (d >= 2r)"
+                if self.threshold == UNBOUNDED
+                else f"max_absorbed_queries(T->inf)={self.threshold}"
+            )
         )
 
 
@@ -376,7 +381,7 @@ def policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePol
         found = load_crossovers(geometry)
         if not found:
             warnings.warn(
-                f"no calibration stored for {geometry.key} on this device; using the formula "
+                f"no usable calibration stored for {geometry.key} on this device; using the formula "
                 "(run `mlatui calibrate` to measure one)",
                 stacklevel=3,
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,27 +18,54 @@ class RecordingError(ValueError):
 
 class Recorder:
     """A sink that appends each event as one JSON line and flushes it, so a crash loses nothing
-    already completed."""
+    already completed. A failed write (disk full, a device that refuses) never raises into the
+    run: the first failure is kept in `error`, reported once through `on_error`, and later events
+    are not written (the run goes on; its caller reports the failure and exits non-zero)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, on_error: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
+        self.on_error = on_error
+        self.error: str | None = None
+        self.lines = 0
+
+    def _failed(self, e: OSError) -> None:
+        self.error = (
+            f"recording {self.path}: write failed after {self.lines} lines "
+            f"({e.strerror or e}) — free some space or record elsewhere; the run went on, "
+            "later events were not saved"
+        )
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        if self.on_error is not None:
+            self.on_error(self.error)
 
     def __call__(self, event: Event) -> None:
         line = event.to_json()
         with self._lock:
             if self._file.closed:
                 return
-            self._file.write(line + "\n")
-            self._file.flush()
+            try:
+                self._file.write(line + "\n")
+                self._file.flush()
+            except OSError as e:
+                self._failed(e)
+                return
+            self.lines += 1
 
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.flush()
-                os.fsync(self._file.fileno())
+                try:
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                except OSError as e:
+                    self._failed(e)
+                    return
                 self._file.close()
 
     def __enter__(self) -> Recorder:
@@ -88,10 +116,16 @@ def read_recording(path: str | os.PathLike) -> Recording:
     path = Path(path)
     if not path.exists():
         raise RecordingError(f"{path}: no such recording")
+    if path.is_dir():
+        raise RecordingError(f"{path}: is a directory, not a JSONL recording")
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise RecordingError(f"{path}: not a regular file (a FIFO or a device?)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise RecordingError(f"{path}: not a text JSONL recording ({e.reason})") from e
+    except OSError as e:
+        raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
     lines = text.split("\n")
     ends_cleanly = text.endswith("\n")
     if ends_cleanly:

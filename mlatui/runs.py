@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,10 +9,11 @@ from mlatui.events import Event
 
 
 def default_record_path(prefix: str = "run") -> Path:
-    import platformdirs
+    """A new, empty recording under the user's data dir, unique (sub-second stamp + pid, created
+    with O_EXCL); a one-line UserError when that folder is unusable."""
+    from mlatui.outputs import new_record_path
 
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(platformdirs.user_data_dir("mlatui")) / "runs" / f"{prefix}-{stamp}.jsonl"
+    return new_record_path(prefix)
 
 
 def tee(*sinks: Callable[[Event], None]) -> Callable[[Event], None]:

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from mlatui.events import ErrorEvent, Event, RunEnd, SpecStep, Step
+from mlatui.events import ErrorEvent, Event, LogMessage, RunEnd, SpecStep, Step
 from mlatui.recorder import Recorder, parse_line, read_recording
 from mlatui.runconfig import RunConfig
 from mlatui.runs import default_record_path
@@ -169,6 +169,20 @@ class _Buffered(Source):
         self._recorder: Recorder | None = None
         self._saw_end = False
         self.status: str | None = None
+        self._t0 = time.monotonic()
+
+    def _open_recorder(self) -> Recorder:
+        self._t0 = time.monotonic()
+        self._recorder = Recorder(self.record_path, on_error=self._recording_failed)
+        return self._recorder
+
+    def _recording_failed(self, message: str) -> None:
+        # Shown in the dashboard (log + notification); the run goes on, the exit status says it.
+        self._buffer.append(LogMessage(time.monotonic() - self._t0, "error", message))
+
+    @property
+    def recording_error(self) -> str | None:
+        return self._recorder.error if self._recorder is not None else None
 
     def _emit(self, event: Event) -> None:
         # Called on the producer's thread: append and record, nothing else.
@@ -205,7 +219,7 @@ class LiveSource(_Buffered):
 
     def start(self) -> None:
         engine = self._engine or load_engine()
-        self._recorder = Recorder(self.record_path)
+        self._open_recorder()
         self._thread = threading.Thread(
             target=self._run, args=(engine,), name="mlatui-engine", daemon=True
         )
@@ -260,8 +274,7 @@ class ProcessSource(_Buffered):
         self._t0 = 0.0
 
     def start(self) -> None:
-        self._recorder = Recorder(self.record_path)
-        self._t0 = time.monotonic()
+        self._open_recorder()
         cmd = [
             sys.executable,
             "-m",

@@ -255,16 +255,17 @@ def test_part_b_refuses_a_config_toml_cannot_express(capsys):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--reps", "0"], "--reps must be an integer >= 3"),
-        (["--part", "a", "--reps", "1"], "--reps must be an integer >= 2"),
-        (["--reps", "x"], "--reps must be an integer"),
-        (["--contexts", "inf"], "--contexts 'inf': expected comma-separated integers"),
-        (["--contexts", "infk"], "--contexts 'infk': expected comma-separated integers"),
+        (["--reps", "0"], "--reps: expected an integer >= 2"),
+        (["--part", "a", "--reps", "1"], "--reps: expected an integer >= 2"),
+        (["--reps", "2"], "--reps: expected an integer >= 3 (part (b)"),
+        (["--reps", "x"], "--reps: expected an integer"),
+        (["--contexts", "inf"], "--contexts: 'inf': expected comma-separated integers"),
+        (["--contexts", "infk"], "--contexts: 'infk': expected comma-separated integers"),
         (["--contexts", "0"], "expected positive integers"),
         (["--part", "b", "--contexts", "8"], "part (b) needs contexts >= 16"),
-        (["--layers", "0"], "--layers must be an integer >= 1"),
-        (["--bits", "7"], "--bits must be one of 2, 3, 4, 5, 6, 8"),
-        (["--widths", "1,x"], "--widths '1,x'"),
+        (["--layers", "0"], "--layers: expected an integer >= 1"),
+        (["--bits", "7"], "--bits: expected one of 2, 3, 4, 5, 6, 8"),
+        (["--widths", "1,x"], "--widths: '1,x'"),
     ],
 )
 def test_bench_attention_bad_args_are_one_line_errors(argv, needle, capsys):
@@ -278,10 +279,10 @@ def test_bench_attention_bad_args_are_one_line_errors(argv, needle, capsys):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--reps", "1"], "--reps must be an integer >= 2"),
-        (["--contexts", "inf"], "--contexts 'inf'"),
-        (["--max-width", "1"], "--max-width must be an integer >= 2"),
-        (["--bits", "16"], "--bits must be one of 2, 3, 4, 5, 6, 8"),
+        (["--reps", "1"], "--reps: expected an integer >= 2"),
+        (["--contexts", "inf"], "--contexts: 'inf'"),
+        (["--max-width", "1"], "--max-width: expected an integer >= 2"),
+        (["--bits", "16"], "--bits: expected one of 2, 3, 4, 5, 6, 8"),
     ],
 )
 def test_calibrate_bad_args_are_one_line_errors(argv, needle, capsys):

@@ -84,6 +84,20 @@ class MlatuiApp(App):
         self.compact = False
         self.page = 0
         self.ticks = 0
+        self.unexpected: BaseException | None = None  # the command line reports it in one line
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual would print a traceback at exit; the command line prints one line and writes
+        # the traceback to a crash log instead (mlatui/errors.py).
+        if self.unexpected is None:
+            self.unexpected = error
+        super()._handle_exception(error)
+
+    def _print_error_renderables(self) -> None:
+        if self.unexpected is not None:
+            self._exit_renderables.clear()
+            return
+        super()._print_error_renderables()
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -191,6 +205,8 @@ class MlatuiApp(App):
         for e in events:
             if e.type == "error":
                 self.post_message(RunFailed(e.message))
+            elif e.type == "log" and e.level == "error":  # e.g. the recording failed
+                self.notify(e.message, title="error", severity="error", timeout=30)
 
     def on_run_finished(self, message: RunFinished) -> None:
         if self.exit_when_done:
@@ -291,8 +307,12 @@ class MlatuiApp(App):
             self.notify(f"export failed: {e}", severity="error")
 
     def action_screenshot(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        path = self.save_screenshot(path=str(self.out_dir))
+        try:  # an unwritable --out-dir is a notification, as for export; the run goes on
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(self.out_dir))
+        except OSError as e:
+            self.notify(f"screenshot failed: {e}", severity="error")
+            return
         self.notify(path, title="screenshot saved (SVG)")
 
     def action_next_theme(self) -> None:

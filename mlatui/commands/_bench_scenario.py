@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 
+from mlatui.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands._gate_options import add_gate_options, gate_settings
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
@@ -20,6 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="JSONL recording (default: a new file in the user's data dir)"
     )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
     parser.add_argument(
         "--random-weights",
@@ -28,8 +30,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_gate_options(parser)
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
-    parser.add_argument("--reps", type=int, help="override every phase's reps")
-    parser.add_argument("--tokens", type=int, help="override every decode/tune phase's token count")
+    parser.add_argument(
+        "--reps",
+        type=int_at_least(3, " (rounds before the L = 1 check may decide)"),
+        help="override every phase's reps",
+    )
+    parser.add_argument(
+        "--tokens", type=int_at_least(4), help="override every decode/tune phase's token count"
+    )
     parser.add_argument(
         "--arm-threads",
         choices=("shared", "per-arm"),
@@ -44,14 +52,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="diagnostic: no untimed settle steps before each quad (shows the carry-over bias)",
     )
     parser.add_argument(
-        "--contexts", help="override every phase's contexts, e.g. 2048,8192,16k (tokens)"
+        "--contexts",
+        type=int_list,
+        help="override every phase's contexts, e.g. 2048,8192,16k (tokens)",
     )
-    parser.add_argument("--widths", help="override every sweep/indexer phase's widths, e.g. 1,2,4")
     parser.add_argument(
-        "--max-rounds", type=int, help="override every phase's round limit (inconclusive checks)"
+        "--widths", type=int_list, help="override every sweep/indexer phase's widths, e.g. 1,2,4"
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int_at_least(2),
+        help="override every phase's round limit (inconclusive checks)",
     )
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
 
 
 class StderrProgress:
@@ -93,45 +107,42 @@ class StderrProgress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from mlatui.errors import ExitStatus, UserError, error_line
+    from mlatui.inputs import read_scenario
+    from mlatui.outputs import claim_output
+    from mlatui.signals import StopOnSignals
 
-    from mlatui.cli import UserError
-    from mlatui.commands.bench_attention import int_list
-
-    if not Path(args.scenario).exists():
-        raise UserError(f"{args.scenario}: no such scenario file (try scenarios/default.toml)")
-    from mlatui.engine import run as run_engine
-    from mlatui.recorder import Recorder
-    from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+    scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
     from mlatui.runconfig import RunConfig
     from mlatui.runs import default_record_path, tee
 
-    out = Path(args.out) if args.out else default_record_path("bench")
     overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
     if args.reps:
         overrides["reps"] = args.reps
     if args.tokens:
         overrides["tokens"] = args.tokens
     if args.contexts:
-        overrides["contexts"] = int_list(args.contexts)
+        overrides["contexts"] = args.contexts
     if args.widths:
-        widths = int_list(args.widths)
+        widths = args.widths
         overrides["widths"] = sorted({1, *widths})  # the L = 1 control is never optional
     if args.max_rounds is not None:
-        if args.max_rounds < 2:
-            raise UserError("--max-rounds must be >= 2")
         overrides["max_rounds"] = args.max_rounds
-    if args.reps is not None and args.reps < 3:
-        raise UserError("--reps must be >= 3 (rounds before the L = 1 check may decide)")
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
-    from mlatui.engine import apply_overrides
-    from mlatui.scenario import ScenarioError, load_scenario
+    unknown = set(overrides.get("only_phases", ())) - {p.name for p in scenario.phases}
+    if unknown:  # checked here, before mlx is imported (engine.apply_overrides says the same)
+        raise UserError(
+            f"{scenario.path}: no phase named {', '.join(sorted(unknown))}",
+            f"phases: {', '.join(p.name for p in scenario.phases)}",
+        )
+    gates = gate_settings(args)
+    # the output last: a refused argument leaves no empty file behind
+    out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    from mlatui.engine import run as run_engine  # imports mlx: after every check
+    from mlatui.recorder import Recorder
+    from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
 
-    try:  # a bad scenario or --phases fails here, in one line, before anything loads
-        apply_overrides(load_scenario(args.scenario), overrides)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
     config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,
@@ -142,22 +153,38 @@ def run(args: argparse.Namespace) -> int:
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides,
         settle=not args.no_settle,
-        **gate_settings(args),
+        **gates,
     )
     events = []
     stop = threading.Event()
-    with Recorder(out) as recorder:
+    progress = StderrProgress()
+
+    def recording_failed(message: str) -> None:
+        print(f"[mlatui] error: {message}", file=progress.stream, flush=True)
+
+    with (
+        Recorder(out, on_error=recording_failed) as recorder,
+        StopOnSignals(stop) as signals,
+    ):
         try:
-            status = run_engine(config, tee(recorder, events.append, StderrProgress()), stop)
+            status = run_engine(config, tee(recorder, events.append, progress), stop)
         except KeyboardInterrupt:
             stop.set()
             status = "interrupted"
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
     print(f"[mlatui] recording: {out}", file=sys.stderr)
+    if signals.received is not None:
+        print(f"[mlatui] stopped by {signals.received.name}", file=sys.stderr)
     errors = [e for e in events if e.type == "error"]
-    if errors:
-        print(f"mlatui: error: {errors[0].message}", file=sys.stderr)
-        return 1
+    if errors or recorder.error:
+        if errors:
+            print(
+                error_line(f"{errors[0].message} — the recording {out} keeps what ran"),
+                file=sys.stderr,
+            )
+        if recorder.error:
+            print(error_line(recorder.error), file=sys.stderr)
+        return ExitStatus.FAILED
     bad = invalid_contexts(events)
     if bad:
         where = ", ".join(
@@ -169,4 +196,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
-    return 0 if status == "completed" else 130
+    if status == "completed":
+        return ExitStatus.OK
+    return signals.exit_status or ExitStatus.INTERRUPTED

@@ -37,7 +37,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
 
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
     from mlatui.runconfig import parse_threshold
 
     threshold = None

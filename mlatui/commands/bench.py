@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"unknown benchmark {target!r}: use one of {', '.join(bench_targets())} or a scenario .toml file"
         )
-    parser = argparse.ArgumentParser(prog=f"mlatui bench {target}", description=mod.HELP)
+    from mlatui.argtypes import OneLineParser
+
+    parser = OneLineParser(prog=f"mlatui bench {target}", description=mod.HELP)
     mod.configure(parser)
     sub_args = parser.parse_args(args.rest)
     return mod.run(sub_args)

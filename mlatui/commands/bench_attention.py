@@ -5,78 +5,22 @@ random-weight model of the family, from a scenario written next to the output.""
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlatui.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
+from mlatui.commands._attention_scenario import _check_round_trip, scenario_toml
+
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
-BITS = (2, 3, 4, 5, 6, 8)
+BITS = BIT_WIDTHS
 FILLS = ("prefill", "random-latents")
 
 
-# ---- argument parsing: every bad value is a one-line UserError (exit status 2) ----------------
-
-
-def int_list(text: str, flag: str = "") -> list[int]:
-    """Comma-separated positive integers; `k` multiplies by 1024 (1k,8k)."""
-    from mlatui.cli import UserError
-
-    where = f"{flag} " if flag else ""
-    out = []
-    for x in (x.strip() for x in str(text).split(",")):
-        if not x:
-            continue
-        try:
-            if x.lower().endswith("k"):
-                value = float(x[:-1]) * 1024
-                if not math.isfinite(value):
-                    raise ValueError(x)
-                out.append(int(value))
-            else:
-                out.append(int(x))
-        except (ValueError, OverflowError):
-            raise UserError(
-                f"{where}{text!r}: expected comma-separated integers, e.g. 1024,8192 or 1k,8k"
-            ) from None
-    if not out or min(out) < 1:
-        raise UserError(f"{where}{text!r}: expected positive integers")
-    return out
-
-
-def int_arg(text: str | int | None, flag: str, minimum: int, why: str = "") -> int | None:
-    """An integer option >= minimum (None stays None)."""
-    from mlatui.cli import UserError
-
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value < minimum:
-        raise UserError(f"{flag} must be an integer >= {minimum}{why}, got {text!r}")
-    return value
-
-
-def bits_arg(text: str | int | None) -> int | None:
-    from mlatui.cli import UserError
-
-    if text is None:
-        return None
-    try:
-        bits = int(text)
-    except (TypeError, ValueError):
-        bits = None
-    if bits not in BITS:
-        raise UserError(
-            f"--bits must be one of {', '.join(map(str, BITS))} (weight quantisation), got {text!r}"
-        )
-    return bits
+# ---- argument parsing: argparse types (mlatui/argtypes.py), one-line errors, exit status 2 --
 
 
 def default_dtype() -> str:
@@ -96,6 +40,7 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bits",
+        type=bit_width,
         default=None,
         metavar="N",
         help=f"quantise the weights to N bits ({', '.join(map(str, BITS))}); default: not quantised",
@@ -112,19 +57,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--family", required=True, help="MLA family, e.g. glm4_moe_lite, deepseek_v3"
     )
     parser.add_argument(
-        "--contexts", default="1024,8192", help="cache lengths T (default 1024,8192)"
+        "--contexts",
+        type=int_list,
+        default="1024,8192",
+        help="cache lengths T (default 1024,8192)",
     )
     parser.add_argument(
         "--widths",
+        type=int_list,
         default="1,2,3,4,8,16,32,64,128,256,512",
         help="query widths L for part (a) (default 1,2,3,4,8,...,512)",
     )
     parser.add_argument(
-        "--model-widths", default="1,2,3,4", help="widths for part (b) (default 1,2,3,4; 1 always)"
+        "--model-widths",
+        type=int_list,
+        default="1,2,3,4",
+        help="widths for part (b) (default 1,2,3,4; 1 always)",
     )
     add_dtype_bits(parser)
     parser.add_argument(
         "--layers",
+        type=positive_int,
         default=None,
         metavar="N",
         help="part (b): number of layers (default: the full model)",
@@ -143,6 +96,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reps",
+        type=int_at_least(2, " (a round and its mirror)"),
         default="9",
         metavar="N",
         help="sampler rounds per context (each round: every width, A B B A per arm; odd counts "
@@ -151,32 +105,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
-        help="append part (a)'s JSONL records (raw samples + env) here; part (b)'s scenario and "
-        "recording go next to it",
+        help="write part (a)'s JSONL records (raw samples + env) here, streamed context by "
+        "context; part (b)'s scenario and recording go next to it",
     )
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
     from mlatui.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
     fam = family(args.family)
     part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
-    contexts = int_list(args.contexts, "--contexts")
-    widths = int_list(args.widths, "--widths")
-    model_widths = int_list(args.model_widths, "--model-widths")
-    bits = bits_arg(args.bits)
-    layers = int_arg(args.layers, "--layers", 1)
+    contexts, widths, model_widths = args.contexts, args.widths, args.model_widths
+    bits, layers, reps = args.bits, args.layers, args.reps
     if part_b:
-        reps = int_arg(args.reps, "--reps", 3, " (part (b): the engine's sweep minimum)")
+        if reps < 3:
+            raise UserError(
+                f"--reps: expected an integer >= 3 (part (b): the engine's sweep minimum), got {reps}",
+                "use --part a for fewer rounds",
+            )
         if min(contexts) < 16:
             raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
-    else:
-        reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
     if part_b and fam.hybrid:
@@ -185,9 +139,21 @@ def run(args: argparse.Namespace) -> int:
         )
 
     dtype = args.dtype or default_dtype()
+    from mlatui.outputs import claim_output
+
+    # outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
+    # scenario takes back the file claimed for part (a)
+    out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
     scenario = None
-    if part_b:  # checked before anything runs
-        scenario = part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers)
+    if part_b:
+        try:
+            scenario = claim_part_b(
+                part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers), args
+            )
+        except UserError:
+            if out_a is not None:
+                out_a.unlink(missing_ok=True)
+            raise
 
     from mlatui.records import env_line, environment
 
@@ -200,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         f"{env_line(env)}\n"
     )
     if part_a:
-        _part_a(args, contexts, widths, reps, dtype, bits, env)
+        status = _part_a(args, contexts, widths, reps, dtype, bits, env, out_a)
+        if status:
+            return status
     if scenario is not None:
         return _part_b(scenario, args.family, layers)
     return 0
@@ -214,13 +182,35 @@ def _ci(iv: Any, digits: int = 3) -> str:
     return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
 
 
-def _part_a(args, contexts, widths, reps, dtype, bits, env) -> None:
-    from mlatui import attnbench
-    from mlatui.records import markdown_table, to_jsonl
+def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) -> int:
+    """Part (a); its records stream to `out` context by context. 0, or the status to exit with
+    (a stop signal, a failed write)."""
+    import threading
 
-    records, summary = attnbench.forced_sweep(
-        args.family, contexts, widths, reps, args.size, bits, env, _log, dtype=dtype
-    )
+    from mlatui import attnbench
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.outputs import JsonlSink
+    from mlatui.records import markdown_table
+    from mlatui.signals import StopOnSignals, raise_if_set
+
+    stop = threading.Event()
+    sink = JsonlSink(out) if out else None
+    with StopOnSignals(stop) as signals:
+        records, summary = attnbench.forced_sweep(
+            args.family,
+            contexts,
+            widths,
+            reps,
+            args.size,
+            bits,
+            env,
+            _log,
+            dtype=dtype,
+            on_records=sink.write_records if sink else lambda records: None,
+            check_stop=raise_if_set(stop),
+        )
+    if sink is not None:
+        sink.close()
     print(
         "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
         "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
@@ -267,141 +257,31 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env) -> None:
             f"{s['rounds']} rounds): {shown}; formula: {s['formula']}"
         )
     print()
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(to_jsonl(records))
-        print(f"{len(records)} records appended to {args.out}\n")
-
-
-def scenario_toml(
-    family_name: str,
-    size: str,
-    layers: int | None,
-    dtype: str,
-    bits: int | None,
-    fill: str,
-    contexts: list[int],
-    widths: list[int],
-    reps: int,
-) -> tuple[str, dict[str, Any]]:
-    """The scenario of part (b): random weights from the family's config, one sweep phase.
-    Returns (TOML text, the model config it holds)."""
-    from mlatui.families import config_for, family
-
-    fam = family(family_name)
-    config = config_for(family_name, size, layers)
-    model: dict[str, Any] = {"source": "random", "family": fam.model_type, "dtype": dtype}
-    if bits:
-        model["bits"] = bits
-    if fill != "prefill":
-        model["fill"] = fill
-    shown_layers = f"{layers} layer(s)" if layers else "all layers"
-    lines = [
-        f"name = {_toml_value(f'attention-{family_name}')}",
-        "description = "
-        + _toml_value(
-            f"bench attention part (b): {family_name} ({size} geometry, {shown_layers}), random "
-            f"{dtype} weights{f' quantised to {bits} bits' if bits else ''}, stock vs patched "
-            "sweep. Rerun with: mlatui bench THIS.toml --random-weights"
-        ),
-        "seed = 0",
-        "",
-        *_toml_table("model", model),
-        *_toml_table("model.config", config),
-        *_toml_table("draft", {"source": "none"}),
-        "[[phase]]",
-        'name = "sweep"',
-        'kind = "sweep"',
-        f"contexts = {_toml_value(contexts)}",
-        f"widths = {_toml_value(sorted(set(widths) | {1}))}",
-        f"reps = {reps}",
-        "",
-    ]
-    return "\n".join(lines), config
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} {v!r} to TOML")
-
-
-def _toml_table(name: str, table: dict[str, Any]) -> list[str]:
-    """`[name]` with its scalar keys, then its sub-tables. None values are left out (TOML has
-    no null): the caller checks the written config round-trips."""
-    lines = [f"[{name}]"]
-    subtables = []
-    for key, value in table.items():
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            subtables.append((key, value))
-            continue
-        lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    lines.append("")
-    for key, value in subtables:
-        lines += _toml_table(f"{name}.{_toml_key(key)}", value)
-    return lines
-
-
-def _toml_key(key: str) -> str:
-    bare = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
-    return key if bare else json.dumps(key)
-
-
-def _check_round_trip(family_name: str, config: dict[str, Any], written: dict[str, Any]) -> None:
-    """The scenario must build the same model as the family's config: TOML cannot say None, so a
-    None that differs from mlx-lm's default would silently change the model."""
-    from dataclasses import asdict
-
-    from mlx_lm.utils import _get_classes
-
-    from mlatui.cli import UserError
-
-    _, args_cls = _get_classes(config)
-    changed = _changed(asdict(args_cls.from_dict(config)), asdict(args_cls.from_dict(written)))
-    if changed:
-        raise UserError(
-            f"{family_name}: a scenario cannot express its config ({', '.join(changed)}: None "
-            "in the config, TOML has no null and mlx-lm's default differs); use --part a"
+    if sink is not None:
+        print(f"{len(records)} records written to {out}\n")
+        if sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+            return ExitStatus.FAILED
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name} after {len(summary)} of {len(contexts)} "
+            "contexts; the table holds the completed ones",
+            file=sys.stderr,
         )
-
-
-def _changed(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for k in sorted(set(a) | set(b)):
-        x, y = a.get(k), b.get(k)
-        if isinstance(x, dict) and isinstance(y, dict):
-            out += _changed(x, y, f"{prefix}{k}.")
-        elif x != y:
-            out.append(f"{prefix}{k}={x!r} would be {y!r}")
-    return out
+        return signals.exit_status
+    return 0
 
 
 @dataclass(frozen=True)
 class PartB:
     text: str  # the scenario TOML
-    scenario_path: Path
-    record: Path
+    scenario_path: Path | None  # None until claimed (default names)
+    record: Path | None
 
 
 def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
-
-    from mlatui.runs import default_record_path
 
     text, config = scenario_toml(
         args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
@@ -412,16 +292,31 @@ def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
         scenario_path = where / f"attention-{args.family}.toml"
         record = where / f"attention-{args.family}.events.jsonl"
     else:
-        record = default_record_path(f"attention-{args.family}")
-        scenario_path = record.with_suffix(".toml")
+        scenario_path = record = None  # new, unique names when claimed
     return PartB(text, scenario_path, record)
+
+
+def claim_part_b(b: PartB, args) -> PartB:
+    """Create part (b)'s scenario and recording files (refused: one line, before any run)."""
+    from dataclasses import replace
+
+    from mlatui.outputs import claim_output
+    from mlatui.runs import default_record_path
+
+    if b.record is not None:
+        claim_output(b.scenario_path, force=args.force, flag="part (b)'s scenario")
+        claim_output(b.record, force=args.force, flag="part (b)'s recording")
+        return b
+    record = default_record_path(f"attention-{args.family}")
+    scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
+    return replace(b, scenario_path=scenario_path, record=record)
 
 
 def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
-    from mlatui.cli import UserError
     from mlatui.commands import _bench_scenario
+    from mlatui.errors import UserError
     from mlatui.scenario import ScenarioError, load_scenario
 
     b.scenario_path.parent.mkdir(parents=True, exist_ok=True)
@@ -439,10 +334,14 @@ def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
         f"rerun: mlatui bench {b.scenario_path} --random-weights\n",
         flush=True,
     )
-    parser = argparse.ArgumentParser(prog="mlatui bench", description=_bench_scenario.HELP)
+    from mlatui.argtypes import OneLineParser
+
+    parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
     _bench_scenario.configure(parser)
-    status = _bench_scenario.run(
-        parser.parse_args([str(b.scenario_path), "--random-weights", "--out", str(b.record)])
+    status = _bench_scenario.run(  # --force: the (empty) recording was claimed up front
+        parser.parse_args(
+            [str(b.scenario_path), "--random-weights", "--out", str(b.record), "--force"]
+        )
     )
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):

@@ -5,30 +5,24 @@ from __future__ import annotations
 import argparse
 import math
 
+from mlatui.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
+
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 
 
-def _ints(text: str, what: str) -> list[int]:
-    from mlatui.cli import UserError
-
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(
-            f"--{what} takes comma-separated integers, e.g. 8192,32768; got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise UserError(f"--{what} needs at least one positive integer; got {text!r}")
-    return values
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--contexts", default="8192,32768,131072", help="cache lengths (> 2048)")
     parser.add_argument(
-        "--widths", default="1,2,4", help="new tokens per step; 1 is always run (control)"
+        "--contexts", type=int_list, default="8192,32768,131072", help="cache lengths (> 2048)"
+    )
+    parser.add_argument(
+        "--widths",
+        type=int_list,
+        default="1,2,4",
+        help="new tokens per step; 1 is always run (control)",
     )
     parser.add_argument(
         "--layer-contexts",
+        type=int_list_or_none,
         default=None,
         help="contexts for the whole sparse layer (default: same as --contexts; 'none' to skip)",
     )
@@ -36,27 +30,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--rounds",
         "--reps",
         dest="rounds",
-        type=int,
+        type=int_at_least(2, " (a round and its mirror)"),
         default=6,
         help="rounds before the S=1 check may decide (default 6); each round measures every S "
         "once per arm as an A B B A quad, S=1 three times",
     )
     parser.add_argument(
         "--max-rounds",
-        type=int,
+        type=int_at_least(2),
         default=None,
         help="while the S=1 check is inconclusive, add rounds up to this (default 3x --rounds)",
     )
     parser.add_argument(
-        "--warmup", type=int, default=1, help="untimed steps per arm and S (default 1)"
+        "--warmup", type=non_negative_int, default=1, help="untimed steps per arm and S (default 1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="weights, inputs and bootstrap seed")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="weights, inputs and bootstrap seed"
+    )
     parser.add_argument(
         "--dtype",
+        choices=("float32", "bfloat16", "float16"),
         default=None,
-        help="float32 | bfloat16 | float16 (default: float32 on CPU, bfloat16 on GPU)",
+        help="default: float32 on CPU, bfloat16 on GPU",
     )
-    parser.add_argument("--out", default=None, help="write the records as JSONL here")
+    parser.add_argument(
+        "--out", default=None, help="write the records as JSONL here, streamed part by part"
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
 
 
@@ -140,12 +140,15 @@ def verdict(records) -> list[str]:
     return lines
 
 
-def _printer(quiet: bool):
+def _printer(quiet: bool, check_stop=lambda: None):
     import sys
 
     from mlatui.indexer_bench import BenchHooks
 
     class Printer(BenchHooks):
+        def check_stop(self) -> None:
+            check_stop()
+
         def warmup(self, part, context, arm, width, ms):
             if not quiet:
                 print(
@@ -172,22 +175,15 @@ def _printer(quiet: bool):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
-    contexts = _ints(args.contexts, "contexts")
-    widths = _ints(args.widths, "widths")
-    if args.layer_contexts is None:
-        layer_contexts = contexts
-    elif args.layer_contexts.strip().lower() in ("none", ""):
-        layer_contexts = []
-    else:
-        layer_contexts = _ints(args.layer_contexts, "layer-contexts")
-    if args.rounds < 2 or args.warmup < 0:
-        raise UserError("--rounds must be >= 2 and --warmup >= 0")
+    contexts, widths = args.contexts, args.widths
+    layer_contexts = contexts if args.layer_contexts is None else args.layer_contexts
     if args.max_rounds is not None and args.max_rounds < args.rounds:
-        raise UserError("--max-rounds must be >= --rounds")
-    if args.dtype not in (None, "float32", "bfloat16", "float16"):
-        raise UserError(f"--dtype must be float32, bfloat16 or float16; got {args.dtype!r}")
+        raise UserError(
+            f"--max-rounds {args.max_rounds} is below --rounds {args.rounds}",
+            "pass a --max-rounds >= --rounds",
+        )
     from mlatui.indexer import SparseMLAConfig
 
     topk = SparseMLAConfig().index_topk
@@ -197,20 +193,41 @@ def run(args: argparse.Namespace) -> int:
             f"contexts must be above index_topk ({topk}); the indexer is bypassed at {small[0]}"
         )
 
-    from mlatui.indexer_bench import run_indexer_bench
-    from mlatui.records import env_line, to_jsonl
+    import sys
+    import threading
 
-    records = run_indexer_bench(
-        contexts,
-        widths,
-        args.rounds,
-        args.warmup,
-        _printer(args.quiet),
-        layer_contexts=layer_contexts,
-        dtype=args.dtype,
-        max_rounds=args.max_rounds,
-        seed=args.seed,
-    )
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.outputs import JsonlSink, claim_output
+    from mlatui.signals import StopOnSignals, raise_if_set
+
+    out = claim_output(args.out, force=args.force) if args.out else None
+    from mlatui.indexer_bench import run_indexer_bench
+    from mlatui.records import env_line
+
+    sink = JsonlSink(out) if out else None
+    stop = threading.Event()
+    with StopOnSignals(stop) as signals:
+        records = run_indexer_bench(
+            contexts,
+            widths,
+            args.rounds,
+            args.warmup,
+            _printer(args.quiet, raise_if_set(stop)),
+            layer_contexts=layer_contexts,
+            dtype=args.dtype,
+            max_rounds=args.max_rounds,
+            seed=args.seed,
+            on_records=sink.write_records if sink else lambda records: None,
+        )
+    if sink is not None:
+        sink.close()
+    if not records:
+        if sink is not None and sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+        print(
+            f"mlatui: stopped by {signals.received.name} before a part completed", file=sys.stderr
+        )
+        return signals.exit_status or ExitStatus.INTERRUPTED
     first = records[0].settings
     print(
         f"# mlatui bench indexer\n\n{env_line(records[0].env)}, dtype {first['dtype']}, "
@@ -225,8 +242,14 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         if r.width == 1 and r.arm == "stock":
             print(f"- {r.bench} T={r.context}: {r.note}")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(to_jsonl(records))
-        print(f"\nwrote {len(records)} records to {args.out}")
+    if sink is not None:
+        print(f"\nwrote {len(records)} records to {out}")
+        if sink.error:
+            print(error_line(sink.error), file=sys.stderr)
+            return ExitStatus.FAILED
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name}; the parts done are above", file=sys.stderr
+        )
+        return signals.exit_status
     return 0

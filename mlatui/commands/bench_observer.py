@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.argtypes import positive_float, positive_int
+
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
 
@@ -20,9 +22,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", default=None)
     parser.add_argument("--random-weights", action="store_true")
-    parser.add_argument("--rounds", type=int, default=2, help="H/T/I rounds (default 2)")
-    parser.add_argument("--ui-hz", type=float, default=4.0)
-    parser.add_argument("--out", default="observer.jsonl", help="per-mode results as JSONL")
+    parser.add_argument("--rounds", type=positive_int, default=2, help="H/T/I rounds (default 2)")
+    parser.add_argument("--ui-hz", type=positive_float, default=4.0)
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="per-mode results as JSONL, streamed run by run (default: a new "
+        "observer-<time>-<pid>.jsonl here)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
 def verify_samples(events) -> dict[str, list[float]]:
@@ -41,9 +49,9 @@ def _p95(xs: list[float]) -> float:
     return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
 
 
-def run_mode(mode: str, config, ui_hz: float, record: str) -> list:
-    import threading
-
+def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
+    """One run of the scenario in `mode`; `stop` ends a headless run after its step, and the
+    app running a dashboard mode is kept in `current` (a signal asks it to exit)."""
     from mlatui.sources import LiveSource, ProcessSource
 
     if mode == "headless":
@@ -57,7 +65,7 @@ def run_mode(mode: str, config, ui_hz: float, record: str) -> list:
                 rec(e)
                 events.append(e)
 
-            run(config, emit, threading.Event())
+            run(config, emit, stop)
         return events
     from widgets.app import MlatuiApp
 
@@ -65,54 +73,111 @@ def run_mode(mode: str, config, ui_hz: float, record: str) -> list:
         LiveSource(config, record=record) if mode == "tui" else ProcessSource(config, record=record)
     )
     app = MlatuiApp(source, ui_hz=ui_hz, exit_when_done=True)
-    app.run(headless=True, size=(160, 50))
-    source.stop()
+    current[:] = [app]
+    try:
+        app.run(headless=True, size=(160, 50))
+    finally:
+        current.clear()
+        source.stop()
+    if app.unexpected is not None:
+        raise app.unexpected
     return app.events
 
 
+def _recorded(path, fallback: list) -> list:
+    from mlatui.recorder import RecordingError, read_recording
+
+    try:
+        return read_recording(path).events
+    except (OSError, RecordingError):
+        return fallback
+
+
+def _completed(events) -> bool:
+    return bool(events) and events[-1].type == "run_end" and events[-1].status == "completed"
+
+
 def run(args: argparse.Namespace) -> int:
-    import json
     import statistics
+    import sys
     import tempfile
+    import threading
     from pathlib import Path
 
-    from mlatui.cli import UserError
+    from mlatui.commands.launch import _exit_app
+    from mlatui.errors import ExitStatus, UserError, error_line
+    from mlatui.inputs import read_scenario
+    from mlatui.outputs import JsonlSink, claim_output, new_record_path
     from mlatui.runconfig import RunConfig
+    from mlatui.signals import StopOnSignals
 
-    if args.rounds < 1:
-        raise UserError("--rounds must be >= 1")
+    read_scenario(args.scenario)  # a bad file: one line, before anything loads
+    out = (
+        claim_output(args.out, force=args.force)
+        if args.out
+        else new_record_path("observer", Path.cwd())
+    )
     config = RunConfig(model=args.model, scenario=args.scenario, random_weights=args.random_weights)
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     tmp = Path(tempfile.mkdtemp(prefix="mlatui-observer-"))
-    for r in range(args.rounds):
+    stop = threading.Event()
+    current: list = []
+
+    def on_first(sig) -> None:
+        for app in list(current):
+            threading.Thread(target=_exit_app, args=(app, sig.exit_status), daemon=True).start()
+
+    with JsonlSink(out) as sink, StopOnSignals(stop, on_first=on_first) as signals:
+        for r in range(args.rounds):
+            for mode in MODES:
+                record = tmp / f"{mode}-{r}.jsonl"
+                events = run_mode(mode, config, args.ui_hz, str(record), stop, current)
+                stopped = signals.received is not None
+                if stopped:  # the recording has every step, the dashboard only what it drew
+                    events = _recorded(record, events)
+                if not stopped and not _completed(events):
+                    raise UserError(f"{mode} run did not complete", f"see {record}")
+                measured = verify_samples(events)
+                sink.write(
+                    {
+                        "type": "mode_run",
+                        "round": r,
+                        "mode": mode,
+                        "completed": not stopped,  # a stopped run: the steps it measured
+                        "ui_hz": args.ui_hz,
+                        "recording": str(record),
+                        "samples_ms": measured,
+                    }
+                )
+                if stopped:
+                    break
+                for arm, xs in measured.items():
+                    samples[mode].setdefault(arm, []).extend(xs)
+                print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
+            if signals.received is not None:
+                break
+        rows = []
         for mode in MODES:
-            events = run_mode(mode, config, args.ui_hz, str(tmp / f"{mode}-{r}.jsonl"))
-            if not events or events[-1].type != "run_end" or events[-1].status != "completed":
-                raise UserError(f"{mode} run did not complete; see {tmp / f'{mode}-{r}.jsonl'}")
-            for arm, xs in verify_samples(events).items():
-                samples[mode].setdefault(arm, []).extend(xs)
-            print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
-    rows = []
-    for mode in MODES:
-        for arm, xs in sorted(samples[mode].items()):
-            base = samples["headless"].get(arm) or xs
-            med, p95 = statistics.median(xs), _p95(xs)
-            rows.append(
-                {
-                    "mode": mode,
-                    "arm": arm,
-                    "n": len(xs),
-                    "median_ms": med,
-                    "p95_ms": p95,
-                    "median_ratio": med / statistics.median(base),
-                    "p95_ratio": p95 / _p95(base),
-                    "ui_hz": args.ui_hz,
-                    "samples_ms": xs,
-                }
-            )
-    with open(args.out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+            for arm, xs in sorted(samples[mode].items()):
+                base = samples["headless"].get(arm) or xs
+                med, p95 = statistics.median(xs), _p95(xs)
+                rows.append(
+                    {
+                        "type": "summary",
+                        "mode": mode,
+                        "arm": arm,
+                        "n": len(xs),
+                        "median_ms": med,
+                        "p95_ms": p95,
+                        "median_ratio": med / statistics.median(base),
+                        "p95_ratio": p95 / _p95(base),
+                        "ui_hz": args.ui_hz,
+                        "samples_ms": xs,
+                    }
+                )
+        if signals.received is None:
+            for row in rows:
+                sink.write(row)
     print("| mode | arm | n | median ms | p95 ms | median / headless | p95 / headless |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -120,5 +185,14 @@ def run(args: argparse.Namespace) -> int:
             f"| {r['mode']} | {r['arm']} | {r['n']} | {r['median_ms']:.2f} | {r['p95_ms']:.2f} | "
             f"{r['median_ratio']:.3f} | {r['p95_ratio']:.3f} |"
         )
-    print(f"\nraw samples: {args.out}; recordings: {tmp}")
+    print(f"\nper-mode samples: {out}; recordings: {tmp}")
+    if sink.error:
+        print(error_line(sink.error), file=sys.stderr)
+        return ExitStatus.FAILED
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name}; the completed mode runs are in {out}",
+            file=sys.stderr,
+        )
+        return signals.exit_status
     return 0

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
 HELP = "measure the MLA absorbed/materialised crossover on this device (used by threshold='calibrated')"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.argtypes import int_at_least, int_list
     from mlatui.commands.bench_attention import add_dtype_bits
 
     parser.add_argument(
@@ -16,47 +18,56 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--contexts",
+        type=int_list,
         default="1024,4096,16384",
         help="cache lengths (default 1024,4096,16384)",
     )
     parser.add_argument(
-        "--max-width", default="2048", metavar="N", help="largest width searched (default 2048)"
+        "--max-width",
+        type=int_at_least(2),
+        default="2048",
+        metavar="N",
+        help="largest width searched (default 2048)",
     )
     parser.add_argument(
         "--reps",
+        type=int_at_least(2, " (a round and its mirror)"),
         default="6",
         metavar="N",
         help="sampler rounds per probe (each round: one A B B A quad of the two branches; odd "
         "counts round up to whole pairs; default 6)",
     )
     add_dtype_bits(parser)
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="every probe as a JSON line, streamed as measured (default: a new file in the "
+        "user's data dir)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
-    from mlatui.commands.bench_attention import (
-        bits_arg,
-        default_dtype,
-        describe,
-        int_arg,
-        int_list,
-    )
+    from mlatui.commands.bench_attention import default_dtype, describe
+    from mlatui.errors import UserError
     from mlatui.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    contexts = int_list(args.contexts, "--contexts")
-    max_width = int_arg(args.max_width, "--max-width", 2)
-    reps = int_arg(args.reps, "--reps", 2, " (a round and its mirror)")
-    bits = bits_arg(args.bits)
+    contexts, max_width, reps, bits = args.contexts, args.max_width, args.reps, args.bits
     fam = family(args.family)
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
 
+    import threading
+
     from mlatui import calibration
+    from mlatui.errors import ExitStatus, error_line
     from mlatui.mla import max_absorbed_queries
+    from mlatui.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.records import env_line, environment, markdown_table
+    from mlatui.signals import StopOnSignals, raise_if_set
 
     env = environment()
     dtype = args.dtype or default_dtype()
@@ -64,16 +75,37 @@ def run(args: argparse.Namespace) -> int:
         f"# calibrate {args.family} ({describe(args.size, dtype, bits)}, {reps + reps % 2} rounds per probe): "
         f"{env_line(env)}"
     )
-    geometry, crossovers, probes = calibration.calibrate(
-        args.family,
-        contexts,
-        reps,
-        max_width,
-        args.size,
-        bits,
-        lambda s: print(f"  {s}", file=sys.stderr, flush=True),
-        dtype=dtype,
-    )
+    store = calibration.calibration_path(env)
+    ensure_folder(store.parent, "the calibration store", CACHE_HINT)  # before any probe
+    out = claim_output(args.out, force=args.force) if args.out else new_record_path("calibrate")
+    settings = {"family": args.family, "dtype": dtype, "bits": bits, "rounds": reps + reps % 2}
+    stop = threading.Event()
+    with JsonlSink(out) as sink, StopOnSignals(stop) as signals:
+        geometry, crossovers, probes = calibration.calibrate(
+            args.family,
+            contexts,
+            reps,
+            max_width,
+            args.size,
+            bits,
+            lambda s: print(f"  {s}", file=sys.stderr, flush=True),
+            dtype=dtype,
+            on_probe=lambda context, probe: sink.write(probe_line(context, probe, settings)),
+            check_stop=raise_if_set(stop),
+        )
+        for t, w in crossovers.items():
+            sink.write({"type": "crossover", "context": t, "max_absorbed": w, **settings})
+    print(f"probes: {out}")
+    if sink.error:
+        print(error_line(sink.error), file=sys.stderr)
+        return ExitStatus.FAILED
+    if signals.received is not None and not crossovers:
+        print(
+            f"mlatui: stopped by {signals.received.name} before a context completed; nothing "
+            f"stored (the probes done are in {out})",
+            file=sys.stderr,
+        )
+        return signals.exit_status
     g = geometry
     rows = []
     for t, w in crossovers.items():
@@ -104,11 +136,40 @@ def run(args: argparse.Namespace) -> int:
             "A probe within noise was decided by the median of the paired ratio alone; "
             "more --reps narrow its CI."
         )
-    path = calibration.save_crossovers(
-        geometry, crossovers, args.family, env, dtype=dtype, bits=bits, rounds=reps + reps % 2
-    )
+    try:
+        path = calibration.save_crossovers(
+            geometry, crossovers, args.family, env, dtype=dtype, bits=bits, rounds=reps + reps % 2
+        )
+    except OSError as e:
+        print(
+            error_line(f"cannot store the calibration in {store} ({e.strerror}) — {CACHE_HINT}"),
+            file=sys.stderr,
+        )
+        return ExitStatus.FAILED
     print(
         f"stored for {g.key} ({dtype}, {f'{bits}-bit' if bits else 'unquantised'}) on "
         f"{calibration.device_key(env)}: {path}"
     )
+    if signals.received is not None:
+        print(
+            f"mlatui: stopped by {signals.received.name}: stored the {len(crossovers)} of "
+            f"{len(contexts)} contexts completed",
+            file=sys.stderr,
+        )
+        return signals.exit_status
     return 0
+
+
+def probe_line(context: int, probe, settings: dict) -> dict:
+    from mlatui.attnbench import interval_dict
+
+    return {
+        "type": "probe",
+        "context": context,
+        "width": probe.width,
+        "absorbed_ms": interval_dict(probe.absorbed),
+        "materialised_ms": interval_dict(probe.materialised),
+        "ratio_absorbed_over_materialised": interval_dict(probe.ratio),
+        "absorbed_faster": probe.faster,
+        **settings,
+    }

@@ -30,7 +30,7 @@ def demo_recording() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
     if args.live:
         from mlatui.commands import launch
@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
             draft_model=None,
             scenario=None,
             record=None,
+            force=False,
             isolate=False,
             ui_hz=args.ui_hz,
             random_weights=False,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 
+from mlatui.argtypes import positive_float
 from mlatui.commands._gate_options import add_gate_options, gate_settings
 
 HELP = (
@@ -24,6 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="JSONL recording path (default: a new file under the user data dir)",
     )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --record file")
     parser.add_argument(
         "--isolate",
         action="store_true",
@@ -31,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ui-hz",
-        type=float,
+        type=positive_float,
         default=1.0,
         help="screen updates per second (default 1: the lowest observer effect measured, see docs/performance.md)",
     )
@@ -47,16 +50,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from mlatui.cli import UserError
+    from mlatui.inputs import read_scenario
     from mlatui.runconfig import RunConfig
-    from mlatui.scenario import ScenarioError, load_scenario
 
-    try:
-        load_scenario(args.scenario)  # fail before the screen opens, with the file's own message
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
-    if not args.ui_hz > 0:
-        raise UserError(f"--ui-hz must be > 0, got {args.ui_hz}")
+    read_scenario(args.scenario)  # fail before the screen opens, as `bench` does
     return RunConfig(
         model=args.model,
         draft_model=args.draft_model,
@@ -67,25 +64,121 @@ def build_config(args: argparse.Namespace):
     )
 
 
+class TerminalState:
+    """The tty settings before the dashboard starts, to put back if we must exit at once (a
+    second signal) without Textual's own shutdown."""
+
+    RESET = (
+        "\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1016l"  # mouse reporting off
+        "\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?7h"  # paste, focus events, keyboard protocol
+        "\x1b[?1049l\x1b[?25h"  # leave the alternate screen, show the cursor
+    )
+
+    def __init__(self) -> None:
+        import sys
+
+        self.attrs = None
+        self.fd = None
+        try:
+            import termios
+
+            fd = sys.__stdin__.fileno()
+            if os.isatty(fd):
+                self.fd, self.attrs = fd, termios.tcgetattr(fd)
+        except (ImportError, OSError, ValueError, AttributeError):
+            pass
+
+    def restore(self) -> None:
+        import sys
+
+        try:
+            sys.__stderr__.write(self.RESET)
+            sys.__stderr__.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        if self.attrs is not None:
+            try:
+                import termios
+
+                termios.tcsetattr(self.fd, termios.TCSANOW, self.attrs)
+            except (OSError, ValueError):
+                pass
+
+
+def _exit_app(app, status: int) -> None:
+    """From a helper thread (a signal handler must not block): ask the running app to exit."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if app.is_running:
+            try:
+                app.call_from_thread(app.exit, None, status)
+                return
+            except RuntimeError:  # stopping already
+                return
+        time.sleep(0.05)
+
+
+def outcome(source, app, signals) -> tuple[int, list[str]]:
+    """The exit status and the closing lines on stderr (an error last, in one line)."""
+    from mlatui.errors import ExitStatus, error_line
+
+    lines = [f"mlatui: recording kept at {source.record_path}"]
+    status = ExitStatus.OK
+    if signals.received is not None:
+        status = signals.exit_status
+        lines.append(f"mlatui: stopped by {signals.received.name}")
+    problems = []
+    if app.dash.error:
+        problems.append(
+            f"engine error: {app.dash.error} — the recording keeps what ran; fix the input and "
+            "run again"
+        )
+    if getattr(source, "recording_error", None):
+        problems.append(source.recording_error)
+    for problem in problems:
+        lines.append(error_line(problem))
+    if problems and status == ExitStatus.OK:
+        status = ExitStatus.FAILED
+    return int(status), lines
+
+
 def run(args: argparse.Namespace) -> int:
-    import os
     import sys
 
+    from mlatui.outputs import check_out_dir, claim_output
+    from mlatui.signals import StopOnSignals
+
     config = build_config(args)
+    check_out_dir(args.out_dir)
+    if config.record:  # a default name is created (unique) by the source
+        claim_output(config.record, force=args.force, flag="--record")
     from mlatui.sources import LiveSource, ProcessSource
 
     source = ProcessSource(config) if args.isolate else LiveSource(config)
     from widgets.app import MlatuiApp
 
     app = MlatuiApp(source, ui_hz=args.ui_hz, out_dir=args.out_dir)
-    status = 0
-    try:
-        app.run()
-    finally:
-        source.stop()  # joins the engine thread / ends the child, then closes the recording
-        print(f"mlatui: recording kept at {source.record_path}", file=sys.stderr)
-        if app.dash.error:
-            print(f"mlatui: engine error: {app.dash.error}", file=sys.stderr)
+    terminal = TerminalState()
+
+    def on_first(sig) -> None:
+        import threading
+
+        threading.Thread(target=_exit_app, args=(app, sig.exit_status), daemon=True).start()
+
+    with StopOnSignals(
+        on_first=on_first, on_second=lambda sig: terminal.restore(), announce=False
+    ) as signals:
+        try:
+            app.run()
+        finally:
+            source.stop()  # joins the engine thread / ends the child, then closes the recording
+    if app.unexpected is not None:
+        raise app.unexpected  # the top-level handler: one line and a crash log
+    status, lines = outcome(source, app, signals)
+    for line in lines:
+        print(line, file=sys.stderr)
     if not args.isolate:
         # MLX can abort at interpreter exit after compiled mlx-lm code ran on a worker thread.
         sys.stdout.flush()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.argtypes import positive_float
+
 HELP = "replay a recorded run in the dashboard (no MLX needed)"
 
 
@@ -13,9 +15,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def add_view_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--speed", type=float, default=1.0, help="replay speed factor (default 1)")
     parser.add_argument(
-        "--ui-hz", type=float, default=4.0, help="screen updates per second (default 4)"
+        "--speed", type=positive_float, default=1.0, help="replay speed factor (default 1)"
+    )
+    parser.add_argument(
+        "--ui-hz", type=positive_float, default=4.0, help="screen updates per second (default 4)"
     )
     parser.add_argument(
         "--out-dir", default=None, help="where e/s write exports and screenshots (default: .)"
@@ -28,14 +32,10 @@ def add_view_options(parser: argparse.ArgumentParser) -> None:
 
 
 def play(path, args: argparse.Namespace, mode: str) -> int:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
     from mlatui.recorder import RecordingError
     from mlatui.sources import ReplaySource
 
-    if not args.speed > 0:
-        raise UserError(f"--speed must be > 0, got {args.speed}")
-    if not args.ui_hz > 0:
-        raise UserError(f"--ui-hz must be > 0, got {args.ui_hz}")
     try:
         source = ReplaySource(path, speed=1e6 if args.dump else args.speed)
     except RecordingError as e:

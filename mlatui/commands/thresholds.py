@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def read_config(args: argparse.Namespace) -> tuple[dict, str]:
-    from mlatui.cli import UserError
+    from mlatui.errors import UserError
 
     if args.family:
         from mlatui import families
@@ -44,35 +44,69 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
                 args.family, "tiny"
             ), f"family {args.family} (tiny; no public config)"
     path = Path(args.config) if args.config else Path(args.model) / "config.json"
+    hint = "pass --model FOLDER (with config.json) or --config FILE"
+    if not path.exists():
+        raise UserError(f"{path}: no such file", hint)
     if not path.is_file():
-        raise UserError(
-            f"{path}: no such file; pass --model FOLDER (with config.json) or --config FILE"
-        )
+        raise UserError(f"{path}: not a regular file", hint)
     try:
-        return json.loads(path.read_text()), str(path)
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON ({e}); pass an mlx-lm/HF config.json") from e
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{path}: cannot read it ({e.strerror})", hint) from None
+    except (ValueError, RecursionError) as e:
+        raise UserError(
+            f"{path}: not valid JSON ({type(e).__name__}: {e})", "pass an mlx-lm/HF config.json"
+        ) from None
+    if not isinstance(config, dict):
+        raise UserError(
+            f"{path}: a config.json must be a JSON object, got {type(config).__name__}",
+            "pass an mlx-lm/HF config.json",
+        )
+    return config, str(path)
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def thresholds(config: dict) -> dict:
-    from mlatui.cli import UserError
-    from mlatui.mla import max_absorbed_queries
+    from mlatui.errors import UserError
+    from mlatui.mla import UNBOUNDED, max_absorbed_queries
 
     text = config.get("text_config") or config
+    if not isinstance(text, dict):
+        raise UserError(
+            f"config 'text_config' must be a JSON object, got {type(text).__name__}",
+            "pass an mlx-lm/HF config.json",
+        )
     missing = [k for k in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim") if text.get(k) is None]
     if missing:
         raise UserError(
             f"config has no {', '.join(missing)}: not an MLA model (model_type {config.get('model_type')!r})"
         )
     g = {k: text.get(k) for k in GEOMETRY_KEYS}
+    bad = [
+        f"{k}={g[k]!r}" for k in GEOMETRY_KEYS[:4] if g[k] is not None and not _positive_int(g[k])
+    ]
+    if bad:
+        raise UserError(
+            f"config geometry must be positive integers, got {', '.join(bad)}",
+            "pass an mlx-lm/HF config.json",
+        )
     r, n, v = g["kv_lora_rank"], g["qk_nope_head_dim"], g["v_head_dim"]
+    limit = max_absorbed_queries(r, n, v)
     return {
         "model_type": config.get("model_type"),
         "text_model_type": text.get("model_type"),
         "geometry": g,
-        "limit": max_absorbed_queries(r, n, v),
+        "limit": None if limit == UNBOUNDED else limit,
+        "always_absorbed": limit == UNBOUNDED,
         "exact_limit": r * (n + v) / (2 * r - n - v) if 2 * r > n + v else None,
-        "thresholds": {str(t): max_absorbed_queries(r, n, v, t) for t in CONTEXTS},
+        "thresholds": {
+            str(t): (None if w == UNBOUNDED else w)
+            for t in CONTEXTS
+            for w in [max_absorbed_queries(r, n, v, t)]
+        },
     }
 
 
@@ -91,9 +125,17 @@ def run(args: argparse.Namespace) -> int:
         f"qk_rope {g['qk_rope_head_dim']}, v {g['v_head_dim']}, heads {g['num_attention_heads']}"
     )
     exact = f" (r*d/(2r-d) = {out['exact_limit']:.2f})" if out["exact_limit"] else ""
-    print(
-        f"absorbed path wins for L <= {out['limit']} as T -> inf{exact}; stock mlx-lm absorbs only L == 1"
-    )
-    rows = [(f"{int(t):,}", w) for t, w in out["thresholds"].items()]
+    if out["always_absorbed"]:
+        print(
+            "always absorbed: with d = nope + v >= 2r the materialised path never wins, at any "
+            "L and T; stock mlx-lm absorbs only L == 1"
+        )
+    else:
+        print(
+            f"absorbed path wins for L <= {out['limit']} as T -> inf{exact}; stock mlx-lm absorbs only L == 1"
+        )
+    rows = [
+        (f"{int(t):,}", "always absorbed" if w is None else w) for t, w in out["thresholds"].items()
+    ]
     print(markdown_table(["cache T", "max absorbed L"], rows))
     return 0

@@ -1,0 +1,111 @@
+"""Every case of the bad-input corpus (tests/badinput.py) through the CLI in a subprocess: a
+non-zero exit, a last stderr line `mlatui: error: ...`, no traceback, no crash log (an
+unexpected exception), and files that must be kept left as they were. The default run takes the
+quick sample of every class; `pytest -m slow` runs the whole corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import badinput
+import pytest
+
+TIMEOUT_S = 60
+WORKERS = 4
+
+
+@dataclass
+class Outcome:
+    case: badinput.Case
+    code: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    problems: list[str]
+
+
+def run_case(case: badinput.Case, root: Path) -> Outcome:
+    folder = Path(tempfile.mkdtemp(dir=root))
+    argv, extra = case.materialise(folder)
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(folder / "data"),  # nothing lands in the user's own folders
+        "XDG_STATE_HOME": str(folder / "state"),
+        "MLATUI_CRASH_DIR": str(folder / "crashes"),
+        "MLATUI_CACHE_DIR": str(folder / "cache"),
+        **extra,
+    }
+    if "no-cache-override" in case.tags:
+        env.pop("MLATUI_CACHE_DIR")
+    before = {rel: (folder / rel).read_bytes() for rel in case.unchanged}
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mlatui", *argv],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        code, out, err = None, str(e.stdout or ""), str(e.stderr or "")
+    seconds = time.monotonic() - t0
+    problems = []
+    lines = [x for x in err.splitlines() if x.strip()]
+    if code is None:
+        problems.append(f"no exit within {TIMEOUT_S} s")
+    elif code == 0:
+        problems.append("exit status 0")
+    if not lines or not lines[-1].startswith("mlatui: error: "):
+        problems.append(f"last stderr line is {lines[-1] if lines else ''!r}")
+    if "Traceback" in out + err:
+        problems.append("a traceback was printed")
+    if "unexpected " in (lines[-1] if lines else "") or list((folder / "crashes").glob("*")):
+        problems.append("an unexpected exception (crash log written)")
+    for rel, content in before.items():
+        if (folder / rel).read_bytes() != content:
+            problems.append(f"{rel} was changed")
+    return Outcome(case, code, out, err, seconds, problems)
+
+
+def check(cases: list[badinput.Case], root: Path) -> None:
+    with ThreadPoolExecutor(WORKERS) as pool:
+        outcomes = list(pool.map(lambda c: run_case(c, root), cases))
+    failed = [o for o in outcomes if o.problems]
+    report = "\n".join(
+        f"{o.case.name}: {'; '.join(o.problems)} (exit {o.code}; stderr tail: "
+        f"{o.stderr.strip()[-300:]!r})"
+        for o in failed
+    )
+    assert not failed, f"{len(failed)} of {len(outcomes)} cases failed:\n{report}"
+
+
+def test_corpus_covers_every_class():
+    cases = badinput.cases()
+    kinds = {c.kind for c in cases}
+    assert kinds == set(badinput.CaseClass)
+    assert {c.kind for c in cases if c.quick} == kinds
+    assert len(cases) > 300
+
+
+def test_bad_input_quick_sample(tmp_path):
+    check([c for c in badinput.cases() if c.quick], tmp_path)
+
+
+@pytest.mark.slow
+def test_bad_input_whole_corpus(tmp_path):
+    check(badinput.cases(), tmp_path)
+
+
+def test_the_checker_flags_a_command_that_succeeds(tmp_path):
+    good = badinput.Case("good", badinput.CaseClass.CLI, ("thresholds", "--family", "deepseek_v3"))
+    assert run_case(good, tmp_path).problems[:1] == ["exit status 0"]
