@@ -15,7 +15,7 @@ At each context, two measurements:
 from __future__ import annotations
 
 from mlatui.acceptance import AcceptanceCounts
-from mlatui.arms import Arm
+from mlatui.arms import Arm, unpinned
 from mlatui.decode_stream import (
     DecodeStream,
     SyntheticDraft,
@@ -325,15 +325,16 @@ def decode_context(
             if e.control_outcome is Outcome.INCONCLUSIVE:
                 progress.total += plan.timed_calls(2)
 
-    run = sample_context(
-        plan,
-        runner.measure,
-        warm=runner.warm,
-        clock=ctx.now,
-        on_timing=on_timing,
-        on_round=on_round,
-        check_stop=ctx.check_stop,
-    )
+    with unpinned():  # as users run mlx-lm: the next step is built while this one computes
+        run = sample_context(
+            plan,
+            runner.measure,
+            warm=runner.warm,
+            clock=ctx.now,
+            on_timing=on_timing,
+            on_round=on_round,
+            check_stop=ctx.check_stop,
+        )
     runner.timings = run.timings
     if runner.divergence is not None:
         at, rnd = runner.divergence

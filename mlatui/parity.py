@@ -26,7 +26,16 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.arms import Arm, ArmWorker, Baton, build_arms, cache_len, copy_cache, prefill
+from mlatui.arms import (
+    Arm,
+    ArmWorker,
+    Baton,
+    build_arms,
+    cache_len,
+    copy_cache,
+    prefill,
+    unpinned,
+)
 from mlatui.decode_stream import SyntheticDraft, open_stream, rewind, run_block
 from mlatui.estimates import Interval, Outcome, control_outcome, stable_seed
 from mlatui.mtp import MTPDraft
@@ -185,7 +194,8 @@ def run_parity(
                 seed=stable_seed(seed, "parity", other),
                 settle=False,
             )
-            run = sample_context(plan, measure)
+            with unpinned():  # as the decode phases run their blocks
+                run = sample_context(plan, measure)
             for width in widths:
                 ms_ratio = run.estimates.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(

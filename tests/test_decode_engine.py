@@ -202,4 +202,8 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
         text=True,
         timeout=300,
     )
-    assert again.returncode == 2 and "exists" in again.stderr and "Traceback" not in again.stderr
+    assert (
+        again.returncode == 2
+        and "already exists" in again.stderr
+        and "Traceback" not in again.stderr
+    )

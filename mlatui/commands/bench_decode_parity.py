@@ -12,6 +12,8 @@ HELP = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.argtypes import finite_float, int_at_least, non_negative_int
+
     parser.add_argument(
         "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
     )
@@ -23,34 +25,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--context",
-        type=int,
+        type=int_at_least(16),
         default=None,
         help="prefilled tokens (default: the scenario's first tune context)",
     )
-    parser.add_argument("--tokens", type=int, default=32, help="tokens per block (default 32)")
-    parser.add_argument("--depth", type=int, default=2, help="draft depth (default 2)")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds of A B B A (default 6)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--tokens", type=int_at_least(4), default=32, help="tokens per block (default 32)"
+    )
+    parser.add_argument("--depth", type=int_at_least(1), default=2, help="draft depth (default 2)")
+    parser.add_argument(
+        "--rounds", type=int_at_least(2), default=6, help="rounds of A B B A (default 6)"
+    )
+    parser.add_argument("--temperature", type=finite_float, default=0.0, help="0 = greedy")
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out")
 
 
 def _check(args: argparse.Namespace) -> None:
     from mlatui.cli import UserError
+    from mlatui.outputs import claim_output
 
-    if args.context is not None and args.context < 16:
-        raise UserError(f"--context must be >= 16, got {args.context}")
-    if args.tokens < 4 or args.depth < 1 or args.rounds < 2:
-        raise UserError("--tokens must be >= 4, --depth >= 1 and --rounds >= 2")
     if not 0 <= args.temperature <= 10:
-        raise UserError(f"--temperature must be in [0, 10], got {args.temperature}")
+        raise UserError(f"--temperature must be in [0, 10], got {args.temperature}", "0 = greedy")
     if args.out:
-        from pathlib import Path
-
-        if Path(args.out).exists():
-            raise UserError(
-                f"--out {args.out} exists — choose a new file name (nothing is overwritten)"
-            )
+        claim_output(args.out, force=args.force)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.out:
         try:
-            with open(args.out, "x", encoding="utf-8") as f:
+            with open(args.out, "w", encoding="utf-8") as f:
                 f.write(to_jsonl(records))
         except OSError as e:
             raise UserError(
