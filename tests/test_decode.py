@@ -223,3 +223,18 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
     again = run_block(stock, s, 2, 12, Sampling(0.8), seed=5)
     assert first.tokens == again.tokens and first.steps == again.steps
     assert cache_len(stock.cache) == s.covered
+
+
+def test_training_acceptance_uses_the_same_definitions():
+    """training/acceptance.py's counts are mlatui.acceptance's: its per-position 'proposed' is the
+    conditional denominator (reached), and the three forms come from one AcceptanceCounts."""
+    from mlatui.training.acceptance import speculative
+
+    target = build_model("deepseek_v3", seed=1)
+    draft = build_model("deepseek_v3", seed=1, layers=2)  # shares the first layers' seed
+    r = speculative(target, draft, CONTEXT, 40, 3)
+    assert r.counts.reached_at == r.proposed and r.counts.accepted_at == r.accepted
+    assert r.counts.conditional == tuple(
+        a / p if p else None for a, p in zip(r.accepted, r.proposed, strict=True)
+    )
+    assert r.counts.verify_steps == r.rounds

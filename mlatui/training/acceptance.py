@@ -5,8 +5,10 @@
 Runs real greedy speculative decoding: the draft proposes `depth` tokens, the target verifies
 them in one forward of width depth + 1, the longest agreeing prefix is kept plus the target's
 own next token, and both caches are trimmed back. Acceptance at draft position i = accepted / proposed
-at i (position i is only proposed when 1..i-1 were accepted). Also checks that the emitted tokens
-equal plain greedy decoding's.
+at i (position i is only proposed when 1..i-1 were accepted): the conditional acceptance of
+mlatui.acceptance, printed beside the unconditional one and the mean accepted drafts per verify
+step (the same definitions the decode phases report). Also checks that the emitted tokens equal
+plain greedy decoding's.
 """
 
 # isort: skip_file
@@ -20,16 +22,18 @@ from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
+from mlatui.acceptance import AcceptanceCounts, VerifyStep
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 
 @dataclass
 class SpecResult:
     tokens: list[int]
-    proposed: list[int]
+    proposed: list[int]  # per position: reached (1..i-1 accepted, i drafted)
     accepted: list[int]
     rounds: int = 0
     verify_widths: list[int] = field(default_factory=list)
+    counts: AcceptanceCounts | None = None
 
     def acceptance(self) -> list[float]:
         return [
@@ -59,7 +63,7 @@ def speculative(model: Any, draft: Any, prompt: list[int], n: int, depth: int) -
     model(ctx, cache=tc)
     draft(ctx, cache=dc)
     last, pending = prompt[-1], []
-    res = SpecResult([], [0] * depth, [0] * depth)
+    res = SpecResult([], [0] * depth, [0] * depth, counts=AcceptanceCounts(depth))
     while len(res.tokens) < n:
         feed, drafts = pending + [last], []
         for _ in range(depth):
@@ -74,6 +78,7 @@ def speculative(model: Any, draft: Any, prompt: list[int], n: int, depth: int) -
             res.proposed[i] += 1
             res.accepted[i] += i < a
         res.tokens += drafts[:a] + [want[a]]
+        res.counts.add(VerifyStep(depth, a, a + 1))
         res.rounds += 1
         res.verify_widths.append(depth + 1)
         trim_prompt_cache(tc, depth - a)
@@ -91,6 +96,7 @@ def measure(
     model: Any, draft: Any, tokenizer: Any, prompts: list[str], n: int, depth: int, check: bool
 ) -> dict:
     proposed, accepted = [0] * depth, [0] * depth
+    counts = AcceptanceCounts(depth)
     same = True
     t0 = time.perf_counter()
     for text in prompts:
@@ -98,15 +104,19 @@ def measure(
         r = speculative(model, draft, ids, n, depth)
         proposed = [x + y for x, y in zip(proposed, r.proposed, strict=True)]
         accepted = [x + y for x, y in zip(accepted, r.accepted, strict=True)]
+        counts = counts.merged(r.counts)
         if check:
             same &= r.tokens == greedy(model, ids, n)
     return {
         "prompts": len(prompts),
         "tokens_per_prompt": n,
         "depth": depth,
-        "acceptance_by_position": [
-            round(a / p, 4) if p else None for a, p in zip(accepted, proposed, strict=True)
+        "acceptance_conditional": [None if v is None else round(v, 4) for v in counts.conditional],
+        "acceptance_unconditional": [
+            None if v is None else round(v, 4) for v in counts.unconditional
         ],
+        "mean_accepted_per_verify": round(counts.mean_accepted or 0.0, 4),
+        "counts": counts.to_dict(),
         "proposed": proposed,
         "accepted": accepted,
         "matches_plain_greedy": same if check else None,
