@@ -50,6 +50,9 @@ from mlatui.scenario import Phase
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
 VERIFY_ROUNDS = 2
+# Plain decode gets two A B B A quads per round: it is the L = 1 check of these phases, and with
+# one quad per round 8 rounds of 16-token blocks left it inconclusive (CI ±3-5%) on an idle CPU.
+PLAIN_QUADS = 2
 
 
 def sampling_of(phase: Phase) -> Sampling:
@@ -64,7 +67,7 @@ def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> Samp
         max_rounds=max(phase.max_rounds or 2 * rounds, rounds),
         warmup=phase.warmup,
         control_width=1,
-        control_quads=1,
+        control_quads=PLAIN_QUADS,
         tolerance_pct=L1_TOLERANCE_PCT,
         seed=stable_seed(seed, phase.name, "blocks", context),
         settle=False,  # a block is many steps: one arm's carry-over is spread over all of them

@@ -103,9 +103,10 @@ def test_tune_phase_reports_every_depth(tiny_run):
     results = {(e.arm, e.depth): e for e in events if isinstance(e, DecodeResult)}
     for (arm, depth), r in results.items():
         mine = [b for b in blocks if (b.arm, b.depth) == (arm, depth)]
-        # every timed block: `tokens` tokens, two per round (A B B A), no warm-up block emitted
+        # every timed block: `tokens` tokens, A B B A quads per round, no warm-up block emitted
         assert all(b.tokens == 8 == len(b.token_ids) for b in mine)
-        assert len(mine) == 2 * r.rounds and r.tokens == 8 * len(mine)
+        per_round = 4 if depth == 0 else 2  # plain decode: two quads per round (the L = 1 check)
+        assert len(mine) == per_round * r.rounds and r.tokens == 8 * len(mine)
         if depth:
             assert r.runtime == "mlx_lm.speculative_generate_step"
             # the verify steps rebuilt from mlx-lm's from_draft flags add up to the block
