@@ -89,3 +89,26 @@ def test_bad_recording_gets_one_line_error(tmp_path):
     assert out.stderr.strip().splitlines() == [
         f"mlatui: error: {bad}:2: not an mlatui event (no 'type' field)"
     ]
+
+
+PURE = [
+    "mlatui.acceptance",
+    "mlatui.decode_verdict",
+    "mlatui.estimates",
+    "mlatui.sampler",
+    "mlatui.report",
+    "mlatui.report_decode",
+    "mlatui.dashboard_state",
+    "mlatui.dashboard_views",
+]
+
+
+def test_pure_modules_import_without_mlx(tmp_path):
+    """Statistics, acceptance, verdicts and printers are pure Python: they run (and are tested)
+    where mlx cannot even be imported."""
+    env = no_mlx_env(tmp_path)
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in PURE)
+    code += "print('mlx' in sys.modules)"
+    out = run_py(code, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False"]
