@@ -124,7 +124,27 @@ def load_target(
 
 
 def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
-    """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]."""
+    """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]; a
+    draft model is checked against the target before any step."""
+    _load_draft(draft_ref, spec, target, seed)
+    if target.draft_model is not None and target.draft_name.startswith("draft-model"):
+        check_draft_vocabulary(target)
+
+
+def check_draft_vocabulary(target: Loaded) -> None:
+    """A draft model proposes token ids the target verifies: both must use one vocabulary. A
+    larger draft vocabulary made mlx-lm index past the target's logits (a segfault late in tune);
+    a smaller one silently never proposes the rest."""
+    mine, theirs = vocab_size(target.model), vocab_size(target.draft_model)
+    if mine != theirs:
+        name = target.draft_name.removeprefix("draft-model:")
+        raise LoadError(
+            f"draft model {name}: vocabulary of {theirs} tokens, the target's has {mine} — "
+            "use a draft trained with the target's tokenizer"
+        )
+
+
+def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
     if draft_ref is not None:
         target.draft_model, _, _ = load_checkpoint(draft_ref, what="draft model")
         target.draft_name = f"draft-model:{draft_ref}"

@@ -207,3 +207,23 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
         and "already exists" in again.stderr
         and "Traceback" not in again.stderr
     )
+
+
+def test_a_draft_with_another_vocabulary_is_refused_in_one_line(tmp_path):
+    from mlatui.checkpoint import save_random_checkpoint
+
+    target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
+    draft = save_random_checkpoint(
+        tmp_path / "draft", "deepseek_v3", layers=1, seed=2, vocab_size=1024
+    )
+    scenario = tmp_path / "d.toml"
+    scenario.write_text(
+        '[model]\nsource = "path"\n'
+        '[[phase]]\nkind = "decode"\ncontexts = [80]\ndepths = [1]\ntokens = 8\nwarmup = 1\n'
+    )
+    events = []
+    config = RunConfig(model=str(target), draft_model=str(draft), scenario=str(scenario))
+    assert run(config, events.append) == "error"
+    (error,) = [e for e in events if e.type == "error"]
+    assert "vocabulary of 1024 tokens" in error.message and "\n" not in error.message
+    assert not [e for e in events if e.type in ("step", "decode_block")]  # refused before any step
