@@ -146,6 +146,10 @@ async def test_help_lists_every_binding_and_theme_cycles(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = app.screen.query_one("#help-text").render().plain
+        # what a person sees: the box is big enough to show every line of the list, not 4 x 2
+        box = app.screen.query_one("#help-box").region
+        lines = text.splitlines()
+        assert box.height >= min(len(lines) + 2, 36) and box.width >= max(map(len, lines)) + 2
         for bid in (
             "pause",
             "step",
@@ -181,6 +185,20 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
             "Help: keys",
         ):
             assert title in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"export")
+        await pilot.pause(0.3)
+        # the key hint is on screen (square brackets used to be eaten as markup)
+        from textual.command import CommandList
+
+        assert app.screen.query_one(CommandList).option_count >= 1
+        import html
+
+        svg = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "Write the summary as markdown and CSV · key e" in svg
+        await pilot.press("escape")
+        await pilot.pause()
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"faster")

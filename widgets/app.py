@@ -338,31 +338,37 @@ class MlatuiApp(App):
         replay = isinstance(self.source, ReplaySource)
         yield SystemCommand(
             "Pause / resume",
-            "Freeze the display (replay: stop the clock) [p]",
+            "Freeze the display (replay: stop the clock) · key p",
             self.action_toggle_pause,
         )
         if replay:
             yield SystemCommand(
-                "Single step", "Pause and show the next timed step [space]", self.action_step
-            )
-            yield SystemCommand("Faster replay", "Double the replay speed [+]", self.action_faster)
-            yield SystemCommand("Slower replay", "Halve the replay speed [-]", self.action_slower)
-            yield SystemCommand(
-                "Seek back", "Jump back in the recording [←]", self.action_seek_back
+                "Single step", "Pause and show the next timed step · key space", self.action_step
             )
             yield SystemCommand(
-                "Seek forward", "Jump forward in the recording [→]", self.action_seek_forward
+                "Faster replay", "Double the replay speed · key +", self.action_faster
+            )
+            yield SystemCommand(
+                "Slower replay", "Halve the replay speed · key -", self.action_slower
+            )
+            yield SystemCommand(
+                "Seek back", "Jump back in the recording · key ←", self.action_seek_back
+            )
+            yield SystemCommand(
+                "Seek forward", "Jump forward in the recording · key →", self.action_seek_forward
             )
         yield SystemCommand(
-            "Export summary", "Write the summary as markdown and CSV [e]", self.action_export
+            "Export summary", "Write the summary as markdown and CSV · key e", self.action_export
         )
-        yield SystemCommand("Save screenshot", "Save the screen as SVG [s]", self.action_screenshot)
-        yield SystemCommand("Next theme", "Cycle the colour theme [t]", self.action_next_theme)
-        yield SystemCommand("Help: keys", "List every key binding [?]", self.action_help)
+        yield SystemCommand(
+            "Save screenshot", "Save the screen as SVG · key s", self.action_screenshot
+        )
+        yield SystemCommand("Next theme", "Cycle the colour theme · key t", self.action_next_theme)
+        yield SystemCommand("Help: keys", "List every key binding · key ?", self.action_help)
         for i, (_, label) in enumerate(PAGES):
             yield SystemCommand(
                 f"Show {label}",
-                f"Switch the compact view to {label} [{i + 1}]",
+                f"Switch the compact view to {label} · key {i + 1}",
                 lambda i=i: self._show_page(i),
             )
 

@@ -29,8 +29,9 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close help", id="help-close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: auto; max-width: 90%; height: auto; max-height: 90%;
+    HelpScreen > VerticalScroll { width: auto; max-width: 95%; height: auto; max-height: 90%;
         border: round $accent; background: $panel; padding: 0 1; }
+    HelpScreen #help-text { width: auto; height: auto; }
     """
 
     def __init__(self, rows: list[tuple[str, str, str]]):
@@ -38,5 +39,5 @@ class HelpScreen(ModalScreen):
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with VerticalScroll(id="help-box"):
             yield Static(bindings_text(self.rows), id="help-text")
