@@ -7,6 +7,10 @@ Three ways to decode `n` tokens from one prefilled context, paired by the sample
 - "mlx_lm": a direct call of `mlx_lm.generate.generate_step` (plain) or
   `speculative_generate_step` (draft model) on the main thread, as `mlx_lm.generate` runs it,
   from a copy of the same prefilled cache;
+- "mlx_lm-thread": the same direct call made from a second, plain Python thread. On the 2-core
+  CPU mlx-lm decode ran 5-10% slower on the main thread than on any other thread (embedded
+  model, 32-token blocks: 383 vs 361 ms), and mlatui's arms run on worker threads: this pair
+  separates the harness from that thread effect;
 - "sync-loop" (plain only): the synchronous loop mlatui used before (one `mx.eval` and `.item()`
   per token, no overlap), to show what pipelining is worth on the device.
 
@@ -17,6 +21,8 @@ a block-bootstrap CI; parity holds when the CI lies inside ±tolerance.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,6 +108,34 @@ def _sync_loop(model, cache, last: int, n: int) -> float:
     return (time.perf_counter_ns() - start) / 1e6
 
 
+class PlainThread:
+    """A second Python thread that runs what it is handed (no pinning, no baton)."""
+
+    def __init__(self) -> None:
+        self._in: queue.SimpleQueue = queue.SimpleQueue()
+        self._out: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="mlatui-parity", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while (fn := self._in.get()) is not None:
+            try:
+                self._out.put((fn(), None))
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                self._out.put((None, e))
+
+    def call(self, fn: Callable[[], float]) -> float:
+        self._in.put(fn)
+        value, error = self._out.get()
+        if error is not None:
+            raise error
+        return value
+
+    def close(self) -> None:
+        self._in.put(None)
+        self._thread.join(timeout=10)
+
+
 class Direct:
     """The main thread's side: its own copy of the prefilled cache (and draft), rewound after
     every block."""
@@ -162,10 +196,12 @@ def run_parity(
     base_len = cache_len(arm.cache)
     direct = Direct(arm, make_draft(arm) if depth else None, context_tokens, base_len)
     worker = ArmWorker(arm, Baton())
+    side_thread = PlainThread()
     stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
     results = []
     try:
-        pairs = [("mlx_lm", (1, depth + 1) if depth else (1,)), ("sync-loop", (1,))]
+        both = (1, depth + 1) if depth else (1,)
+        pairs = [("mlx_lm", both), ("mlx_lm-thread", both), ("sync-loop", (1,))]
         for other, widths in pairs:
             blocks: dict[tuple[str, int], int] = {}
 
@@ -180,6 +216,8 @@ def run_parity(
                         return run_block(a, stream, d, n, sampling, block_seed).ms
 
                     return worker.call(go)
+                if other == "mlx_lm-thread":
+                    return side_thread.call(lambda: direct.block(first, d, n, sampling, block_seed))
                 return direct.block(first, d, n, sampling, block_seed, sync=other == "sync-loop")
 
             plan = SamplerPlan(
@@ -227,4 +265,5 @@ def run_parity(
                 )
     finally:
         worker.close()
+        side_thread.close()
     return results

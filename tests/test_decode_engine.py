@@ -162,7 +162,7 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
     )
     assert p.returncode in (0, 3), p.stderr[-2000:]
     assert "| plain | mlx_lm |" in p.stdout and "| depth 2 | mlx_lm |" in p.stdout
-    assert "| plain | sync-loop |" in p.stdout
+    assert "| plain | sync-loop |" in p.stdout and "| plain | mlx_lm-thread |" in p.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     sides = {(r["arm"], r["settings"]["versus"], r["width"]) for r in records}
     assert sides == {
@@ -170,6 +170,10 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
         ("mlx_lm", "mlx_lm", 1),
         ("mlatui", "mlx_lm", 3),
         ("mlx_lm", "mlx_lm", 3),
+        ("mlatui", "mlx_lm-thread", 1),
+        ("mlx_lm-thread", "mlx_lm-thread", 1),
+        ("mlatui", "mlx_lm-thread", 3),
+        ("mlx_lm-thread", "mlx_lm-thread", 3),
         ("mlatui", "sync-loop", 1),
         ("sync-loop", "sync-loop", 1),
     }

@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{r.ratio.median:.3f} [{r.ratio.low:.3f}, {r.ratio.high:.3f}]",
                 r.rounds,
                 {"valid": "yes", "invalid": "NO", "inconclusive": "inconclusive"}[r.outcome.value]
-                if r.other == "mlx_lm"
+                if r.other.startswith("mlx_lm")
                 else "-",
             ]
         )
@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         "\nmlatui: run_block on an arm worker thread, as the decode phases run it; mlx_lm: a "
         "direct generate_step / speculative_generate_step call on the main thread from a copy of "
-        "the same cache; sync-loop: one synced step per token (mlatui before pipelining)."
+        "the same cache (mlx_lm-thread: the same call from a second plain thread); sync-loop: one "
+        "synced step per token (mlatui before pipelining)."
     )
     if args.out:
         try:
@@ -169,5 +170,5 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(
                 f"cannot write --out {args.out}: {e.strerror} — choose a writable path"
             ) from None
-    bad = [r for r in results if r.other == "mlx_lm" and r.outcome.value != "valid"]
+    bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
     return 3 if bad else 0
