@@ -249,11 +249,22 @@ def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float, str
     ]
 
 
+def run_verdict(events: Sequence[Event]) -> str:
+    """The dashboard's verdict strip, from the same events (mlatui.verdict_strip)."""
+    from mlatui.dashboard_state import DashboardState
+    from mlatui.verdict_strip import verdict_line
+
+    state = DashboardState()
+    state.apply_all(list(events))
+    return verdict_line(state)
+
+
 def summary_markdown(events: Sequence[Event]) -> str:
     h = _header(events)
     parts = ["# mlatui run summary", ""]
     if h:
         parts += [describe_header(h), ""]
+    parts += [f"**Verdict:** {run_verdict(events)}", ""]
     for s in (e for e in events if isinstance(e, PhaseSummary)):
         parts.append(f"## {s.phase} ({s.kind})")
         parts.append("")

@@ -189,7 +189,29 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     if width >= 100:
         t.append(f" │ draft {h.draft}")
     t.append("\n")
+    t.append_text(verdict_text(state, width))
+    t.append("\n")
     t.append_text(phase_text(state, max(20, width)))
+    return t
+
+
+TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
+
+
+def verdict_text(state: DashboardState, width: int) -> Text:
+    """The verdict strip (mlatui.verdict_strip: the same line `--dump` and exports print)."""
+    from mlatui.verdict_strip import verdict_parts
+
+    parts = verdict_parts(state)
+    t = Text()
+    t.append("verdict ", style="bold reverse")
+    if not parts:
+        t.append(" no result yet", style="dim")
+        return t
+    long = sum(len(p.text) + 3 for p in parts) + 9 <= width
+    for i, p in enumerate(parts):
+        t.append(" · " if i else " ")
+        t.append(p.text if long else p.short, style=TONE_STYLES[p.tone.value])
     return t
 
 
