@@ -249,6 +249,12 @@ def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float, str
     ]
 
 
+# The event types summary_markdown / summary_csv read: a replay keeps only these (not every step).
+SUMMARY_EVENT_TYPES = frozenset(
+    {"header", "phase_summary", "validity", "estimate", "drift", "run_end"}
+)
+
+
 def summary_markdown(events: Sequence[Event]) -> str:
     h = _header(events)
     parts = ["# mlatui run summary", ""]
