@@ -110,8 +110,27 @@ def _lookup(line: bytes, path: str) -> Any:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, str) else repr(value)
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+class _Kind(msgspec.Struct):
+    type: str = "event"
+
+
+_KIND_DECODER = msgspec.json.Decoder(_Kind)
+
+
+def _kind_of(line: bytes) -> str:
+    """The line's event type, for the field name ("event" when it has none we know)."""
+    try:
+        kind = _KIND_DECODER.decode(line).type
+    except (msgspec.DecodeError, RecursionError):
+        return "event"
+    return kind if kind in MIRRORS else "event"
 
 
 def _field_name(kind: str, path: str) -> str:
@@ -123,8 +142,7 @@ def _explain(line: bytes, message: str) -> LineError:
     at = _AT.search(message)
     path = at.group("path") if at else ""
     message = message[: at.start()] if at else message
-    kind = _lookup(line, ".type")
-    kind = kind if isinstance(kind, str) and kind in MIRRORS else "event"
+    kind = _kind_of(line)
     if path == ".type":
         return LineError("type", f"unknown event type {_shown(_lookup(line, '.type'))}")
     missing = re.match(r"Object missing required field `(\w+)`", message)
