@@ -272,7 +272,9 @@ class DashboardState:
         return next((v for v in checks if not v.valid), checks[0] if checks else None)
 
     def contexts(self) -> list[int]:
-        return sorted({c for (_, c, _) in self.sweep_ms})
+        """Sweep contexts: from their steps, or from their estimates when only those were kept."""
+        from_estimates = {c for (p, c) in self.estimates if self._kind(p) == "sweep"}
+        return sorted({c for (_, c, _) in self.sweep_ms} | from_estimates)
 
     def _sweep_estimate(self, context: int) -> Estimate | None:
         found = [

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlatui.events import SCHEMA_VERSION, Event, RunHeader, event_from_dict
+from mlatui.errors import UserError
+from mlatui.events import SCHEMA_VERSION, Event, RunHeader
+from mlatui.recording_schema import LineError, decode_event
+
+MAX_LINE_BYTES = 16 * 2**20  # one event; a longer line is refused before it is decoded
+SKIP_HINT = "fix or delete that line, or replay with --skip-bad to leave bad lines out"
 
 
-class RecordingError(ValueError):
-    """A recording that cannot be read; the message names the file and line."""
+class RecordingError(UserError, ValueError):
+    """A recording that cannot be read; the message names the file and line
+    (`FILE:LINE: <field>: <problem>`), the hint what to do."""
+
+    def __init__(self, what: str, hint: str = ""):
+        super().__init__(what, hint)
 
 
 class Recorder:
@@ -82,19 +90,17 @@ class Recording:
     events: list[Event]
     truncated: bool = False
     warnings: list[str] = field(default_factory=list)
+    skipped: int = 0  # bad lines left out (skip_bad)
 
 
-def parse_line(path: Path, lineno: int, line: str) -> Event:
+def parse_line(path: Path, lineno: int, line: str | bytes) -> Event:
+    """One line as its event; RecordingError naming `path:lineno` and the field otherwise."""
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise RecordingError(f"{path}:{lineno}: not a JSON line ({e.msg})") from e
-    if not isinstance(data, dict) or "type" not in data:
-        raise RecordingError(f"{path}:{lineno}: not an mlatui event (no 'type' field)")
-    try:
-        return event_from_dict(data)
-    except (TypeError, ValueError) as e:
-        raise RecordingError(f"{path}:{lineno}: {e}") from e
+        return decode_event(line)
+    except LineError as e:
+        raise RecordingError(f"{path}:{lineno}: {e}", SKIP_HINT) from None
+    except ValueError as e:  # msgspec.DecodeError: not JSON, or not UTF-8
+        raise RecordingError(f"{path}:{lineno}: not a JSON line ({e})", SKIP_HINT) from None
 
 
 def check_header(path: Path, event: Event) -> RunHeader:
@@ -104,16 +110,15 @@ def check_header(path: Path, event: Event) -> RunHeader:
         )
     if event.schema_version > SCHEMA_VERSION:
         raise RecordingError(
-            f"{path}:1: recorded with schema {event.schema_version}, newer than this mlatui "
-            f"reads ({SCHEMA_VERSION}); upgrade mlatui to replay it"
+            f"{path}:1: header.schema_version: recorded with schema {event.schema_version}, "
+            f"newer than this mlatui reads ({SCHEMA_VERSION})",
+            "upgrade mlatui to replay it",
         )
     return event
 
 
-def read_recording(path: str | os.PathLike) -> Recording:
-    """Read a whole recording. A truncated last line (a run killed mid-write) is dropped with a
-    warning; any other bad line is an error naming the file and line."""
-    path = Path(path)
+def open_recording(path: Path):
+    """The file opened for binary reading, after refusing what is not a regular file."""
     if not path.exists():
         raise RecordingError(f"{path}: no such recording")
     if path.is_dir():
@@ -121,36 +126,90 @@ def read_recording(path: str | os.PathLike) -> Recording:
     if not path.is_file():  # a FIFO or a device would block or never end
         raise RecordingError(f"{path}: not a regular file (a FIFO or a device?)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise RecordingError(f"{path}: not a text JSONL recording ({e.reason})") from e
+        return open(path, "rb")
     except OSError as e:
         raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
-    lines = text.split("\n")
-    ends_cleanly = text.endswith("\n")
-    if ends_cleanly:
-        lines = lines[:-1]
-    if not lines or not lines[0].strip():
-        raise RecordingError(f"{path}:1: empty recording")
-    events: list[Event] = []
-    truncated = False
-    warnings: list[str] = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = i == len(lines)
+
+
+def read_lines(path: Path, file) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line) for each non-blank line, one at a time."""
+    offset = 0
+    lineno = 0
+    while True:
         try:
-            event = parse_line(path, i, line)
-        except RecordingError:
-            if last and not ends_cleanly and i > 1:
-                truncated = True
-                warnings.append(
-                    f"{path}:{i}: last line is truncated (run stopped mid-write); ignored"
-                )
-                break
-            raise
-        if i == 1:
-            event = check_header(path, event)
-        events.append(event)
-    header = events[0]
-    return Recording(path, header, events[1:], truncated, warnings)
+            line = file.readline(MAX_LINE_BYTES + 1)
+        except OSError as e:
+            raise RecordingError(f"{path}:{lineno + 1}: cannot read it ({e.strerror})") from e
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            raise RecordingError(
+                f"{path}:{lineno}: line: longer than {MAX_LINE_BYTES >> 20} MiB "
+                "(not an mlatui event)"
+            )
+        if line.strip():
+            yield lineno, offset, line
+        elif lineno == 1:
+            raise RecordingError(f"{path}:1: empty recording")
+        offset += len(line)
+
+
+@dataclass
+class RecordingScan:
+    """What a streamed read found besides the events: filled in as the events are read."""
+
+    path: Path
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    skipped: int = 0
+    first_bad: str = ""
+
+    def skipped_note(self) -> str:
+        """The one line that reports skipped lines ("" when none were)."""
+        if not self.skipped:
+            return ""
+        lines = "line" if self.skipped == 1 else "lines"
+        return f"{self.path}: skipped {self.skipped} bad {lines} (first: {self.first_bad})"
+
+
+def iter_recording(
+    path: str | os.PathLike, skip_bad: bool = False, scan: RecordingScan | None = None
+) -> Iterator[tuple[int, Event]]:
+    """(byte offset, event) for each line, streamed: the header first (checked), then the
+    events. A bad line raises RecordingError naming the file, line and field, or with
+    `skip_bad` is counted in `scan` and left out. A truncated last line (a run killed
+    mid-write) is dropped with a warning. The header itself is never skipped."""
+    path = Path(path)
+    scan = scan if scan is not None else RecordingScan(path)
+    with open_recording(path) as file:
+        seen_any = False
+        for lineno, offset, line in read_lines(path, file):
+            seen_any = True
+            try:
+                event = parse_line(path, lineno, line)
+            except RecordingError as e:
+                if lineno > 1 and not line.endswith(b"\n"):
+                    scan.truncated = True
+                    scan.warnings.append(
+                        f"{path}:{lineno}: last line is truncated (run stopped mid-write); ignored"
+                    )
+                    return
+                if not skip_bad or lineno == 1:
+                    raise
+                scan.skipped += 1
+                scan.first_bad = scan.first_bad or e.what
+                continue
+            if lineno == 1:
+                event = check_header(path, event)
+            yield offset, event
+        if not seen_any:
+            raise RecordingError(f"{path}:1: empty recording")
+
+
+def read_recording(path: str | os.PathLike, skip_bad: bool = False) -> Recording:
+    """Read a whole recording into memory (for small ones: the replay streams instead)."""
+    path = Path(path)
+    scan = RecordingScan(path)
+    events = [event for _, event in iter_recording(path, skip_bad, scan)]
+    return Recording(path, events[0], events[1:], scan.truncated, scan.warnings, scan.skipped)

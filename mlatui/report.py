@@ -259,12 +259,28 @@ def run_verdict(events: Sequence[Event]) -> str:
     return verdict_line(state)
 
 
-def summary_markdown(events: Sequence[Event]) -> str:
+# The event types summary_markdown / summary_csv read: a replay keeps only these (not every step).
+SUMMARY_EVENT_TYPES = frozenset(
+    {
+        "header",
+        "phase_start",
+        "phase_summary",
+        "validity",
+        "estimate",
+        "drift",
+        "decode_result",
+        "run_end",
+    }
+)
+
+
+def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str:
+    """`verdict`: the strip as the dashboard computed it (it saw every event); else folded here."""
     h = _header(events)
     parts = ["# mlatui run summary", ""]
     if h:
         parts += [describe_header(h), ""]
-    parts += [f"**Verdict:** {run_verdict(events)}", ""]
+    parts += [f"**Verdict:** {verdict or run_verdict(events)}", ""]
     for s in (e for e in events if isinstance(e, PhaseSummary)):
         parts.append(f"## {s.phase} ({s.kind})")
         parts.append("")

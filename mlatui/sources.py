@@ -6,7 +6,6 @@ Nothing here imports mlx or textual (the live source imports the engine only whe
 
 from __future__ import annotations
 
-import bisect
 import importlib
 import os
 import subprocess
@@ -17,8 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from mlatui.events import ErrorEvent, Event, LogMessage, RunEnd, SpecStep, Step
-from mlatui.recorder import Recorder, parse_line, read_recording
+from mlatui.events import ErrorEvent, Event, LogMessage, RunEnd
+from mlatui.recorder import Recorder, parse_line
+from mlatui.replay_source import ReplaySource
 from mlatui.runconfig import RunConfig
 from mlatui.runs import default_record_path
 
@@ -47,117 +47,6 @@ class Source:
     @property
     def finished(self) -> bool:
         raise NotImplementedError
-
-
-class ReplaySource(Source):
-    """Plays a recording back on the recording's own clock (`t / speed`), with pause, single
-    step, seek and speed changes. Seeking backwards bumps `epoch`: the consumer must rebuild its
-    state from the events drained next (they start again at the header)."""
-
-    kind = "replay"
-
-    def __init__(self, path: str | os.PathLike, speed: float = 1.0):
-        if not speed > 0:
-            raise ValueError("speed must be > 0")
-        self.recording = read_recording(path)  # RecordingError: one line naming file and line
-        self.path = Path(path)
-        self.events: list[Event] = [self.recording.header, *self.recording.events]
-        self._times = [0.0] + [getattr(e, "t", 0.0) for e in self.recording.events]
-        for i in range(1, len(self._times)):  # keep the clock monotonic for bisect
-            self._times[i] = max(self._times[i], self._times[i - 1])
-        self.duration_s = self._times[-1]
-        self.speed = speed
-        self.paused = False
-        self.epoch = 0
-        self._next = 0  # index of the next event to hand out
-        self._pos = 0.0  # recording seconds at the anchor
-        self._anchor = 0.0  # wall clock at the anchor
-        self._started = False
-        self._lock = threading.Lock()
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.recording.warnings
-
-    def _now(self) -> float:
-        return (
-            self._pos
-            if self.paused or not self._started
-            else self._pos + (time.monotonic() - self._anchor) * self.speed
-        )
-
-    @property
-    def position_s(self) -> float:
-        with self._lock:
-            return min(self._now(), self.duration_s)
-
-    def start(self) -> None:
-        with self._lock:
-            self._started = True
-            self._anchor = time.monotonic()
-
-    def _reanchor(self, pos: float) -> None:
-        self._pos = max(0.0, min(pos, self.duration_s))
-        self._anchor = time.monotonic()
-
-    def drain(self) -> list[Event]:
-        with self._lock:
-            if not self._started:
-                return []
-            end = bisect.bisect_right(self._times, self._now())
-            end = max(end, 1)  # the header is always out first
-            out = self.events[self._next : end]
-            self._next = max(self._next, end)
-            return out
-
-    def set_speed(self, speed: float) -> None:
-        with self._lock:
-            self._reanchor(self._now())
-            self.speed = max(0.0625, min(float(speed), 1024.0))
-
-    def pause(self) -> None:
-        with self._lock:
-            self._reanchor(self._now())
-            self.paused = True
-
-    def resume(self) -> None:
-        with self._lock:
-            self._reanchor(self._pos)  # no catching up after a pause
-            self.paused = False
-
-    def toggle_pause(self) -> bool:
-        (self.resume if self.paused else self.pause)()
-        return self.paused
-
-    def step(self) -> None:
-        """Pause, then move the clock to the next timed step (Step or SpecStep) event."""
-        with self._lock:
-            self._reanchor(self._now())
-            self.paused = True
-            for i in range(self._next, len(self.events)):
-                if isinstance(self.events[i], (Step, SpecStep)):
-                    self._pos = max(self._pos, self._times[i])
-                    break
-            else:
-                self._pos = self.duration_s
-
-    def seek(self, delta_s: float) -> None:
-        with self._lock:
-            target = self._now() + delta_s
-            self._reanchor(target)
-            first_after = bisect.bisect_right(self._times, self._pos)
-            if first_after < self._next:  # went back: hand everything out again from the header
-                self._next = 0
-                self.epoch += 1
-
-    def stop(self) -> None:
-        with self._lock:
-            self._reanchor(self._now())
-            self.paused = True
-
-    @property
-    def finished(self) -> bool:
-        return self._next >= len(self.events)
 
 
 class _Buffered(Source):

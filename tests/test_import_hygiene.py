@@ -87,7 +87,8 @@ def test_bad_recording_gets_one_line_error(tmp_path):
     )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        f"mlatui: error: {bad}:2: not an mlatui event (no 'type' field)"
+        f"mlatui: error: {bad}:2: line: expected an object, got [1, 2] — fix or delete that line, or "
+        "replay with --skip-bad to leave bad lines out"
     ]
 
 

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Tab, Tabs
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
+from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
 from widgets.help import HelpScreen
 from widgets.messages import Exported, RunFailed, RunFinished
@@ -200,7 +201,11 @@ class MlatuiApp(App):
     def _apply(self, events: list[Event]) -> None:
         if not events:
             return
-        self.events.extend(events)
+        if isinstance(self.source, ReplaySource):  # a recording of any size: keep what the
+            # summary reads, not every step (live runs keep all; bench observer counts them)
+            self.events.extend(e for e in events if e.type in SUMMARY_EVENT_TYPES)
+        else:
+            self.events.extend(events)
         self.dash.apply_all(events)
         for e in events:
             if e.type == "error":
@@ -285,7 +290,10 @@ class MlatuiApp(App):
         try:
             from mlatui import report
 
-            return report.summary_markdown(self.events), report.summary_csv(self.events)
+            from mlatui.verdict_strip import verdict_line
+
+            verdict = verdict_line(self.dash)
+            return report.summary_markdown(self.events, verdict), report.summary_csv(self.events)
         except (ImportError, AttributeError):
             return self.dash.summary_markdown(), self.dash.summary_csv()
 

@@ -29,37 +29,45 @@ def add_view_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no terminal UI: replay headless at full speed through the dashboard, then print its summary",
     )
+    parser.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out lines that do not fit the schema and report how many (default: stop at the first)",
+    )
 
 
 def play(path, args: argparse.Namespace, mode: str) -> int:
-    from mlatui.errors import UserError
-    from mlatui.recorder import RecordingError
-    from mlatui.sources import ReplaySource
-
-    try:
-        source = ReplaySource(path, speed=1e6 if args.dump else args.speed)
-    except RecordingError as e:
-        raise UserError(str(e)) from None
+    """The dashboard from a recording; a bad line is a RecordingError (one line, exit 2)."""
     import sys
 
+    from mlatui.sources import ReplaySource
+
+    ui_hz = 20.0 if args.dump else args.ui_hz
+    source = ReplaySource(
+        path,
+        speed=1e6 if args.dump else args.speed,
+        skip_bad=getattr(args, "skip_bad", False),
+        max_gap_s=1.0 / max(0.2, min(ui_hz, 30.0)),  # the app's tick (it clamps ui_hz so)
+    )
     for w in source.warnings:
         print(f"mlatui: warning: {w}", file=sys.stderr)
     from widgets.app import MlatuiApp
 
-    app = MlatuiApp(
-        source,
-        mode=mode,
-        ui_hz=20.0 if args.dump else args.ui_hz,
-        out_dir=args.out_dir,
-        exit_when_done=args.dump,
-    )
+    app = MlatuiApp(source, mode=mode, ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump)
     if args.dump:
         app.run(headless=True, size=(120, 40))
         md, _ = app.summary()
         print(md, end="")
-        print(f"replayed {len(app.events)} events through the dashboard; status {app.dash.status}")
+        print(f"replayed {app.dash.events} events through the dashboard; status {app.dash.status}")
+    else:
+        app.run()
+    skipped = source.scan.skipped_note()
+    if skipped:
+        if args.dump:
+            print(skipped)
+        print(f"mlatui: warning: {skipped}", file=sys.stderr)
+    if args.dump:
         return 0 if app.dash.status != "error" else 1
-    app.run()
     return 0
 
 
