@@ -44,6 +44,13 @@ async def test_replay_fills_every_pane(tmp_path):
         await until(pilot, lambda: app._done)
         assert app.dash.status == "completed"
         assert "r/n/v 512/128/128" in pane_text(app, "header")
+        # the verdict strip: on screen (a line of the header that is not cut off), as --dump has it
+        from mlatui.verdict_strip import verdict_line
+
+        header = app.query_one("#header")
+        lines = pane_text(app, "header").splitlines()
+        assert header.content_size.height >= len(lines) == 4
+        assert lines[2].startswith("verdict") and verdict_line(app.dash, 150) in lines[2]
         for arm in ("stock", "patched"):
             text = pane_text(app, f"arm-{arm}")
             assert "median" in text and "(synthetic)" in text and "×" in text and "absorbed" in text

@@ -289,7 +289,6 @@ class MlatuiApp(App):
         """(markdown, csv) of what is on screen: mlatui.report when present, else our own."""
         try:
             from mlatui import report
-
             from mlatui.verdict_strip import verdict_line
 
             verdict = verdict_line(self.dash)
