@@ -287,7 +287,17 @@ def run(
 
     try:
         scenario = apply_overrides(load_scenario(config.scenario), config.overrides)
-        loaded = load_target(config.model, scenario, config.random_weights, config.seed)
+        from mlatui.fit import estimate, largest_context, refuse_unless_fits
+
+        longest = largest_context(scenario)
+        fit_notes: list[str] = []  # logged once the header is out (it is the first event)
+
+        def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
+            e = estimate(model_config, dtype, weights_bytes, longest)
+            refuse_unless_fits(e, config.force)
+            fit_notes.append(f"memory estimate: {e.describe()}")
+
+        loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
         load_draft(config.draft_model, scenario.draft, loaded, config.seed)
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"
@@ -326,6 +336,8 @@ def run(
             settings["harness_bias"] = bias
         emit(header(config, scenario, loaded, patched.report, settings))
         header_sent = True
+        for note in fit_notes:
+            emit(LogMessage(now(), "info", note))
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
         if null:
             emit(
@@ -416,13 +428,16 @@ def run(
         if status == "error":
             where = traceback.extract_tb(e.__traceback__)[-1]
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            from mlatui.fit import FitError
+
             emit(
                 ErrorEvent(
                     now(),
                     msg,
                     f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
-                    if not isinstance(e, (LoadError, ScenarioError))
+                    if not isinstance(e, (LoadError, ScenarioError, FitError))
                     else "",
+                    isinstance(e, FitError),
                 )
             )
     finally:

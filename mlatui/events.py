@@ -278,6 +278,7 @@ class ErrorEvent(Event):
     t: float
     message: str
     where: str = ""
+    refused: bool = False  # refused before loading (bad input or does not fit): exit status 2
 
 
 @dataclass(frozen=True)

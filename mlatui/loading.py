@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,32 @@ def _model_type(folder: Path | None, model: nn.Module) -> str:
     )
 
 
-def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
-    """An mlx-lm model of `spec.family` from the scenario's config values, random weights."""
+def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
+    """A local checkpoint folder: its config and safetensors sizes (a hub id is checked by
+    nothing before mlx_lm.load fetches it)."""
+    from mlatui.fit import folder_weights_bytes
+
+    folder = Path(ref).expanduser()
+    if not (folder / "config.json").is_file():
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return  # mlx_lm.load reports a bad config in its own words
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    dtype = str(config.get("torch_dtype") or "bfloat16")
+    check(
+        text,
+        dtype if dtype in ("float32", "bfloat16", "float16") else "bfloat16",
+        folder_weights_bytes(folder),
+    )
+
+
+def build_random(
+    spec: ModelSpec, seed: int, check: Callable[[dict, str, int], None] | None = None
+) -> tuple[nn.Module, str]:
+    """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
+    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy."""
     from mlatui.families import model_from_config, quantize
 
     _register()
@@ -92,15 +117,26 @@ def build_random(spec: ModelSpec, seed: int) -> tuple[nn.Module, str]:
     model.set_dtype(DTYPES[spec.dtype])
     if spec.bits:
         quantize(model, spec.bits)
+    if check is not None:
+        from mlx.utils import tree_flatten
+
+        check(config, spec.dtype, sum(v.nbytes for _, v in tree_flatten(model.parameters())))
     mx.eval(model.parameters())
     return model, config["model_type"]
 
 
 def load_target(
-    model_ref: str | None, scenario: Scenario, random_weights: bool, seed: int
+    model_ref: str | None,
+    scenario: Scenario,
+    random_weights: bool,
+    seed: int,
+    fit_check: Callable[[dict, str, int], None] | None = None,
 ) -> Loaded:
+    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built."""
     spec = scenario.model
+    check = fit_check or (lambda config, dtype, weights: None)
     if model_ref is not None and not random_weights:
+        _check_folder(model_ref, check)
         model, tok, mtype = load_checkpoint(model_ref)
         return Loaded(model, tok, model_ref, mtype, model_ref, False)
     if random_weights or spec.source == "random":
@@ -108,11 +144,12 @@ def load_target(
             raise LoadError(
                 f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
             )
-        model, mtype = build_random(spec, seed)
+        model, mtype = build_random(spec, seed, check)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
         if not spec.path:
             raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
+        _check_folder(os.path.expanduser(spec.path), check)
         model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path))
         return Loaded(model, tok, spec.path, mtype, spec.path, False)
     from mlatui.embedded import load_embedded

@@ -21,7 +21,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="JSONL recording (default: a new file in the user's data dir)"
     )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --out file, and run even when the memory estimate says it does not fit",
+    )
     parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
     parser.add_argument(
         "--random-weights",
@@ -153,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides,
         settle=not args.no_settle,
+        force=args.force,
         **gates,
     )
     events = []
@@ -184,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if recorder.error:
             print(error_line(recorder.error), file=sys.stderr)
-        return ExitStatus.FAILED
+        return ExitStatus.USAGE if errors and errors[0].refused else ExitStatus.FAILED
     bad = invalid_contexts(events)
     if bad:
         where = ", ".join(

@@ -1,0 +1,146 @@
+"""Will the run fit? An estimate from the model's config and the scenario, before anything loads.
+
+MLX does not fail politely when it cannot allocate: a random build of a full-size DeepSeek-V3 or a
+4M-token context ended in signal 11 with no message and no recording. So the engine refuses, with
+the estimate, what cannot fit:
+
+- weights: the parameters' bytes (a random build counts its lazy arrays before evaluating them; a
+  checkpoint folder its safetensors files), shared by both arms;
+- caches: every MLA layer caches the latent (kv_lora_rank) and the rope key (qk_rope_head_dim)
+  per token, in the model's dtype, for three copies (the prefill's base and one per arm), at the
+  largest context plus what the widest step or a decode round appends;
+- the stock arm's materialised K/V of one layer at that context (what the L >= 2 branch builds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlatui.errors import UserError
+
+
+class FitError(UserError):
+    """The run would not fit the device: refused before loading, with the estimate."""
+
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+CACHE_COPIES = 3  # the prefill's base cache and each arm's copy
+GB = 1024**3
+
+
+@dataclass(frozen=True)
+class FitEstimate:
+    weights_bytes: int
+    cache_bytes: int
+    transient_bytes: int
+    context: int
+    device_bytes: int | None
+    device_what: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.cache_bytes + self.transient_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.device_bytes is None or self.total_bytes <= self.device_bytes
+
+    def describe(self) -> str:
+        have = (
+            f"this device has {size(self.device_bytes)} ({self.device_what})"
+            if self.device_bytes
+            else "device memory unknown"
+        )
+        return (
+            f"needs ~{size(self.total_bytes)} (weights {size(self.weights_bytes)} + caches "
+            f"{size(self.cache_bytes + self.transient_bytes)} at context {self.context}), {have}"
+        )
+
+
+def size(n: int) -> str:
+    return f"{n / GB:.1f} GB" if n >= GB / 10 else f"{n / 1024**2:.1f} MB"
+
+
+def largest_context(scenario: Any) -> int:
+    """The longest cache any phase builds: its context plus the widest step or a decode round."""
+    longest = 0
+    for p in scenario.phases:
+        extra = (
+            max(p.widths) if p.kind in ("sweep", "indexer") else p.tokens * 2 * (2 + len(p.depths))
+        )
+        longest = max(longest, max(p.contexts) + extra)
+    return longest
+
+
+def cache_bytes_per_token(config: dict[str, Any], dtype: str) -> int:
+    """One cache copy, all layers, one token: latent + rope key (MLA); K + V heads otherwise."""
+    layers = int(config.get("num_hidden_layers", 0))
+    b = DTYPE_BYTES.get(dtype, 4)
+    if config.get("kv_lora_rank"):
+        return layers * (int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim", 0))) * b
+    heads = int(config.get("num_key_value_heads") or config.get("num_attention_heads", 0))
+    head_dim = int(
+        config.get("head_dim")
+        or config.get("hidden_size", 0) // max(1, config.get("num_attention_heads", 1))
+    )
+    return layers * 2 * heads * head_dim * b
+
+
+def materialised_bytes(config: dict[str, Any], dtype: str, context: int) -> int:
+    """The stock arm's K and V of one MLA layer at `context` (its L >= 2 branch)."""
+    if not config.get("kv_lora_rank"):
+        return 0
+    heads = int(config.get("num_attention_heads", 0))
+    per_head = int(config.get("qk_nope_head_dim", 0)) + int(config.get("qk_rope_head_dim", 0))
+    per_head += int(config.get("v_head_dim", 0))
+    return context * heads * per_head * DTYPE_BYTES.get(dtype, 4)
+
+
+def folder_weights_bytes(folder: str | Path) -> int:
+    return sum(f.stat().st_size for f in Path(folder).glob("*.safetensors"))
+
+
+def device_memory() -> tuple[int | None, str]:
+    """What the run may use: Metal's recommended working set, CUDA's free memory, RAM on CPU."""
+    import mlx.core as mx
+    import psutil
+
+    info: dict[str, Any] = {}
+    try:
+        info = dict(mx.device_info())
+    except Exception:  # noqa: BLE001 - device_info differs per backend
+        pass
+    if mx.default_device() == mx.gpu:
+        for key, what in (
+            ("max_recommended_working_set_size", "Metal's recommended working set"),
+            ("free_memory", "free GPU memory"),
+            ("total_memory", "GPU memory"),
+        ):
+            if info.get(key):
+                return int(info[key]), what
+        return None, "unknown"
+    return int(psutil.virtual_memory().available), "available RAM"
+
+
+def estimate(
+    config: dict[str, Any], dtype: str, weights_bytes: int, context: int, device=None
+) -> FitEstimate:
+    have, what = device if device is not None else device_memory()
+    return FitEstimate(
+        weights_bytes,
+        CACHE_COPIES * context * cache_bytes_per_token(config, dtype),
+        materialised_bytes(config, dtype, context),
+        context,
+        have,
+        what,
+    )
+
+
+def refuse_unless_fits(e: FitEstimate, force: bool) -> None:
+    if not e.fits and not force:
+        raise FitError(
+            e.describe(),
+            "use smaller contexts (--contexts), fewer layers or --force to try anyway",
+        )
