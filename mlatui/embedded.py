@@ -100,3 +100,12 @@ def load_seconds() -> float:
     t0 = time.perf_counter()
     load_embedded()
     return time.perf_counter() - t0
+
+
+def trained_window() -> int | None:
+    """The token window the shipped model was trained on (MANIFEST training args)."""
+    try:
+        shipped = json.loads((EMBEDDED_DIR / "MANIFEST.json").read_text())
+        return int(shipped["training"]["args"]["seq"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None

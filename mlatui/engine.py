@@ -287,15 +287,17 @@ def run(
 
     try:
         scenario = apply_overrides(load_scenario(config.scenario), config.overrides)
-        from mlatui.fit import estimate, largest_context, refuse_unless_fits
+        from mlatui.fit import context_warnings, estimate, largest_context, refuse_unless_fits
 
         longest = largest_context(scenario)
         fit_notes: list[str] = []  # logged once the header is out (it is the first event)
+        fit_warnings: list[str] = []
 
         def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
             e = estimate(model_config, dtype, weights_bytes, longest)
             refuse_unless_fits(e, config.force)
             fit_notes.append(f"memory estimate: {e.describe()}")
+            fit_warnings.extend(context_warnings(model_config, longest))
 
         loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
         load_draft(config.draft_model, scenario.draft, loaded, config.seed)
@@ -338,6 +340,16 @@ def run(
         header_sent = True
         for note in fit_notes:
             emit(LogMessage(now(), "info", note))
+        if loaded.name == "embedded":
+            from mlatui.embedded import trained_window
+
+            args = getattr(loaded.model, "args", None)
+            limit = getattr(args, "max_position_embeddings", None)
+            fit_warnings.extend(
+                context_warnings({"max_position_embeddings": limit}, longest, trained_window())
+            )
+        for warning in fit_warnings:
+            emit(LogMessage(now(), "warning", warning))
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
         if null:
             emit(

@@ -144,3 +144,22 @@ def refuse_unless_fits(e: FitEstimate, force: bool) -> None:
             e.describe(),
             "use smaller contexts (--contexts), fewer layers or --force to try anyway",
         )
+
+
+def context_warnings(
+    config: dict[str, Any], context: int, trained_window: int | None = None
+) -> list[str]:
+    """Contexts a model was not built or trained for: run, but say so."""
+    out = []
+    limit = config.get("max_position_embeddings")
+    if isinstance(limit, int) and context > limit:
+        out.append(
+            f"context {context} is beyond the model's max_position_embeddings {limit}: positions "
+            "past it are extrapolated"
+        )
+    if trained_window and context > trained_window:
+        out.append(
+            f"context {context} is beyond the {trained_window}-token windows the model was "
+            "trained on: its text and acceptance there are out of distribution"
+        )
+    return out

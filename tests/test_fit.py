@@ -70,3 +70,42 @@ def test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line(tmp_path):
     assert "--force" in last and "Traceback" not in p.stderr
     assert '"type":"step"' not in out.read_text()  # nothing ran; the recording says why
     assert '"refused":true' in out.read_text()
+
+
+def test_contexts_past_what_a_model_was_built_or_trained_for_are_warned():
+    from mlatui.fit import context_warnings
+
+    assert context_warnings({"max_position_embeddings": 4096}, 4000, 2048) == [
+        "context 4000 is beyond the 2048-token windows the model was trained on: its text and "
+        "acceptance there are out of distribution"
+    ]
+    (w,) = context_warnings({"max_position_embeddings": 4096}, 5000)
+    assert "max_position_embeddings 4096" in w
+    assert context_warnings({"max_position_embeddings": 4096}, 2000, 2048) == []
+
+
+def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
+    from mlatui.embedded import trained_window
+    from mlatui.engine import run
+    from mlatui.runconfig import RunConfig
+
+    assert trained_window() == 2048
+    events = []
+    run(
+        RunConfig(overrides={"contexts": [2100], "reps": 3, "warmup": 1}, scenario=None),
+        events.append,
+        stop=_stop_after_header(events),
+    )
+    warned = [e.message for e in events if e.type == "log" and e.level == "warning"]
+    assert any("beyond the 2048-token windows" in m for m in warned), warned
+
+
+def _stop_after_header(events):
+    """A stop flag that is set as soon as the run header is out (nothing needs to be measured)."""
+    import threading
+
+    class Stop(threading.Event):
+        def is_set(self) -> bool:
+            return any(e.type == "log" for e in events) or super().is_set()
+
+    return Stop()
