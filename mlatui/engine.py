@@ -301,6 +301,8 @@ def run(
 
         loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
         load_draft(config.draft_model, scenario.draft, loaded, config.seed)
+        if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)
+            raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"
         make_draft = _draft_factory(loaded, scenario, config.seed)
@@ -430,6 +432,10 @@ def run(
         status = "completed"
     except Stopped:
         status = "interrupted"
+        if not header_sent:
+            emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+            header_sent = True
+            emit(LogMessage(now(), "warning", "stopped while loading the model, before any step"))
     except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         if not header_sent:

@@ -109,3 +109,22 @@ def _stop_after_header(events):
             return any(e.type == "log" for e in events) or super().is_set()
 
     return Stop()
+
+
+def test_a_stop_during_loading_leaves_a_header_and_says_so():
+    import threading
+
+    from mlatui.engine import run
+    from mlatui.runconfig import RunConfig
+
+    stop = threading.Event()
+    stop.set()  # the signal arrived while the model was loading
+    events = []
+    status = run(RunConfig(scenario=str(TINY), random_weights=True), events.append, stop)
+    assert status == "interrupted"
+    assert events[0].type == "header" and events[-1].type == "run_end"
+    assert any(
+        e.type == "log" and e.message == "stopped while loading the model, before any step"
+        for e in events
+    )
+    assert not [e for e in events if e.type in ("step", "decode_block")]
