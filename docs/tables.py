@@ -23,7 +23,9 @@ def _ci(iv, digits=2, pct=False):
     if iv is None:
         return "-"
     if pct:
-        return f"{(iv.median - 1) * 100:+.2f}% [{(iv.low - 1) * 100:+.2f}, {(iv.high - 1) * 100:+.2f}]"
+        return (
+            f"{(iv.median - 1) * 100:+.2f}% [{(iv.low - 1) * 100:+.2f}, {(iv.high - 1) * 100:+.2f}]"
+        )
     return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
 
 
@@ -35,7 +37,9 @@ def bias(paths):
             for width, iv in sorted(e.ratio.items()):
                 ok = "yes" if iv.low <= 1 <= iv.high else "NO"
                 tag = phase.rsplit("/", 1)[-1]
-                print(f"| {path.rsplit('/', 1)[-1]} | {tag} | {context} | {width} | {_ci(iv, pct=True)} | {ok} | {iv.n} |")
+                print(
+                    f"| {path.rsplit('/', 1)[-1]} | {tag} | {context} | {width} | {_ci(iv, pct=True)} | {ok} | {iv.n} |"
+                )
 
 
 def sweep(paths):
@@ -52,11 +56,15 @@ def sweep(paths):
                 )
             m = e.marginal_ms
             if m:
-                print(f"| {context} | marginal L=2-L=1 | {_ci(m.get('stock'))} | {_ci(m.get('patched'))} | | | |")
+                print(
+                    f"| {context} | marginal L=2-L=1 | {_ci(m.get('stock'))} | {_ci(m.get('patched'))} | | | |"
+                )
 
 
 def l1(paths):
-    print("| run | phase | context | paired L=1 ratio [95% CI] | quads | rounds | outcome | drifting rounds |")
+    print(
+        "| run | phase | context | paired L=1 ratio [95% CI] | quads | rounds | outcome | drifting rounds |"
+    )
     print("|---|---|---:|---:|---:|---:|---|---:|")
     for path in paths:
         for (phase, context), e in sorted(_load(path).items()):
