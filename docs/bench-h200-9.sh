@@ -7,11 +7,4 @@ P="python3 -m mlatui bench decode-parity $S --random-weights"
 timeout 170 $P --context 512 --tokens 8 --rounds 2 > "$OUT/r/jit.md" 2> "$OUT/r/jit.log"; echo "jit exit $? $(date +%T)"
 timeout 150 $P --context 2048 --tokens 32 --rounds 6 --out "$OUT/r/parity-2k.jsonl" > "$OUT/r/parity-2k.md" 2> "$OUT/r/parity-2k.log"; echo "parity exit $? $(date +%T)"
 tar czf "$OUT/$TARBALL" -C "$OUT" r
-tune() {
-  local name=$1 limit=$2; shift 2
-  timeout "$limit" python3 -m mlatui bench $S --random-weights --phases tune --fill random-latents "$@" \
-    --out "$OUT/r/$name.jsonl" > "$OUT/r/$name.md" 2> "$OUT/r/$name.log"
-  echo "$name exit $? at $(date +%T)"
-  tar czf "$OUT/$TARBALL" -C "$OUT" r
-}
 tune tune-2k 200 --contexts 2048 --reps 4 --max-rounds 6

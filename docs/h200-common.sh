@@ -15,3 +15,10 @@ run() {
   echo "$name exit $? at $(date +%T)"
   tar czf "$OUT/$TARBALL" -C "$OUT" r
 }
+tune() {  # `tune NAME LIMIT_S ARGS...`: the scenario's tune phase, random-latent fill
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m mlatui bench $S --random-weights --phases tune --fill random-latents "$@" \
+    --out "$OUT/r/$name.jsonl" > "$OUT/r/$name.md" 2> "$OUT/r/$name.log"
+  echo "$name exit $? at $(date +%T)"
+  tar czf "$OUT/$TARBALL" -C "$OUT" r
+}

@@ -40,7 +40,7 @@ from mlatui.phases import (
     EstimateEmitter,
     ProgressTracker,
     RunContext,
-    _forward_and_trim,
+    forward_and_trim,
     share_context,
     validity,
 )
@@ -106,7 +106,7 @@ def _verify_ms(
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
-    steps = {w: _forward_and_trim(text[length : length + w]) for w in plan.widths}
+    steps = {w: forward_and_trim(text[length : length + w]) for w in plan.widths}
     pending: list[tuple[str, int, float, int, int]] = []
 
     def measure(arm: str, width: int) -> float:

@@ -4,9 +4,10 @@ Three ways to decode `n` tokens from one prefilled context, paired by the sample
 
 - "mlatui": `decode_stream.run_block` on an arm worker thread, exactly as the decode and tune
   phases run it (stream rewind, draft catch-up, worker hand-off, CPU pinning);
-- "mlx_lm": a direct call of `mlx_lm.generate.generate_step` (plain) or
-  `speculative_generate_step` (draft model) on the main thread, as `mlx_lm.generate` runs it,
-  from a copy of the same prefilled cache;
+- "mlx_lm": the same runtime call (`mlx_lm.generate.generate_step` for plain decode,
+  `speculative_generate_step` for a draft model, through mlatui.runtime's block functions) made
+  directly on the main thread, as `mlx_lm.generate` runs it, from a copy of the same prefilled
+  cache: what differs is everything around it (worker hand-off, stream, catch-up, pinning);
 - "mlx_lm-thread": the same direct call made from a second, plain Python thread. On the 2-core
   CPU mlx-lm decode ran 5-10% slower on the main thread than on any other thread (embedded
   model, 32-token blocks: 383 vs 361 ms), and mlatui's arms run on worker threads: this pair
@@ -29,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.arms import (
@@ -45,7 +45,7 @@ from mlatui.arms import (
 from mlatui.decode_stream import SyntheticDraft, open_stream, rewind, run_block
 from mlatui.estimates import Interval, Outcome, control_outcome, stable_seed
 from mlatui.mtp import MTPDraft
-from mlatui.runtime import Sampling
+from mlatui.runtime import Sampling, draft_model_block, plain_block
 from mlatui.sampler import SamplerPlan, sample_context
 from mlatui.spec import plain_step
 
@@ -61,44 +61,6 @@ class ParityResult:
     outcome: Outcome
     samples_ms: dict[str, list[float]]
     rounds: int
-
-
-def _direct_plain(model, cache, last: int, n: int, sampling: Sampling) -> float:
-    start = time.perf_counter_ns()
-    got = 0
-    for _tok, _ in generate_step(
-        mx.array([last], mx.uint32),
-        model,
-        max_tokens=n,
-        sampler=sampling.sampler(),
-        prompt_cache=cache,
-    ):
-        got += 1
-        if got == n:
-            break
-    ms = (time.perf_counter_ns() - start) / 1e6
-    mx.synchronize()
-    return ms
-
-
-def _direct_speculative(model, draft_model, caches, last, depth, n, sampler) -> float:
-    start = time.perf_counter_ns()
-    got = 0
-    for _ in speculative_generate_step(
-        mx.array([last], mx.uint32),
-        model,
-        draft_model,
-        num_draft_tokens=depth,
-        max_tokens=n,
-        sampler=sampler,
-        prompt_cache=caches,
-    ):
-        got += 1
-        if got == n:
-            break
-    ms = (time.perf_counter_ns() - start) / 1e6
-    mx.synchronize()
-    return ms
 
 
 def _sync_loop(model, cache, last: int, n: int) -> float:
@@ -160,15 +122,16 @@ class Direct:
         if sync:
             ms = _sync_loop(self.model, self.cache, last, n)
         elif depth == 0:
-            ms = _direct_plain(self.model, self.cache, last, n, sampling)
+            ms = plain_block(self.model, self.cache, last, n, sampling).ms
         else:
-            caches = [*self.cache, *self.draft.cache]
             sampler = (
                 self.draft.model.verify_sampler()
                 if isinstance(self.draft, SyntheticDraft)
                 else sampling.sampler()
             )
-            ms = _direct_speculative(self.model, self.draft.model, caches, last, depth, n, sampler)
+            ms = draft_model_block(
+                self.model, self.draft.model, self.cache, self.draft.cache, last, depth, n, sampler
+            ).ms
         self._rewind()
         return ms
 

@@ -120,7 +120,7 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
     return length
 
 
-def _forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int]]:
+def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int]]:
     def run(arm: Arm) -> tuple[float, int, int]:
         x = mx.array([tokens])  # (1, L)
         mx.eval(x)
@@ -282,7 +282,7 @@ def _sweep_context(
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
     require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
-    steps = {w: _forward_and_trim(text[context : context + w]) for w in plan.widths}
+    steps = {w: forward_and_trim(text[context : context + w]) for w in plan.widths}
     emitter = EstimateEmitter(ctx, phase.name, length)
     pending: list[tuple[str, int, float, int, int]] = []
 

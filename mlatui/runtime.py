@@ -85,7 +85,11 @@ def _timed(gen, n: int) -> tuple[list[Any], float]:
         if len(out) == n:
             break
     ms = (time.perf_counter_ns() - start) / 1e6
-    mx.synchronize()  # the overlapped next step is still running: never in the next block's time
+    # after the clock: mlx-lm's own clean-up (speculative_generate_step rewinds its caches in a
+    # `finally`) runs now rather than whenever the generator is collected, and the overlapped
+    # next step is synced so it never lands in the next block's time
+    gen.close()
+    mx.synchronize()
     return out, ms
 
 
@@ -220,6 +224,8 @@ class SyntheticDraftModel:
         self.vocab_size = vocab_size
         self.cost_model = cost_model
         self.proposed: list[int] = []  # this step's drafts, in order
+        self._ids = mx.arange(vocab_size)  # (V,), built once: not in every draft step
+        mx.eval(self._ids)  # evaluated here: nothing lazy may cross to the arm's thread (streams)
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         length = inputs.shape[1]
@@ -231,7 +237,7 @@ class SyntheticDraftModel:
             anchor = mx.zeros((1, length, 1))
         token = self.rng.randrange(self.vocab_size)
         self.proposed.append(token)
-        hot = mx.arange(self.vocab_size) == token  # (V,)
+        hot = self._ids == token  # (V,)
         return anchor + mx.where(hot, 0.0, -1e4)[None, None]  # (1, L, V)
 
     def verify_sampler(self) -> Callable[[mx.array], mx.array]:

@@ -83,8 +83,11 @@ def _speculation(state: DashboardState) -> list[Part]:
 
 
 def _marginal(state: DashboardState) -> list[Part]:
-    valid = [c for c in state.contexts() if not state.sweep_invalid(c) and state.verdict(c)]
-    valid = [c for c in valid if state.verdict(c).valid]
+    valid = [
+        c
+        for c in state.contexts()
+        if not state.sweep_invalid(c) and (v := state.verdict(c)) is not None and v.valid
+    ]
     if not valid:
         return []
     top = max(valid)

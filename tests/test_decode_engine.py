@@ -130,35 +130,20 @@ def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
     assert streams[0] != streams[2]
 
 
-def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
-    import json
+def _parity(*args: str):
     import subprocess
     import sys
 
+    argv = [sys.executable, "-m", "mlatui", "bench", "decode-parity", str(TINY), "--random-weights"]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
+    import json
+
     out = tmp_path / "parity.jsonl"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlatui",
-            "bench",
-            "decode-parity",
-            str(TINY),
-            "--random-weights",
-            "--context",
-            "64",
-            "--tokens",
-            "6",
-            "--depth",
-            "2",
-            "--rounds",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    p = _parity(
+        "--context", "64", "--tokens", "6", "--depth", "2", "--rounds", "2", "--out", str(out)
     )
     assert p.returncode in (0, 3), p.stderr[-2000:]
     assert "| plain | mlx_lm |" in p.stdout and "| depth 2 | mlx_lm |" in p.stdout
@@ -184,28 +169,7 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
         for r in records
     )
     # `--out` never overwrites
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlatui",
-            "bench",
-            "decode-parity",
-            str(TINY),
-            "--random-weights",
-            "--context",
-            "64",
-            "--tokens",
-            "6",
-            "--rounds",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    again = _parity("--context", "64", "--tokens", "6", "--rounds", "2", "--out", str(out))
     assert (
         again.returncode == 2
         and "already exists" in again.stderr
