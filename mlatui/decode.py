@@ -14,25 +14,29 @@ At each context, two measurements:
 
 from __future__ import annotations
 
-from mlatui.acceptance import AcceptanceCounts
 from mlatui.arms import Arm, unpinned
+from mlatui.decode_blocks import BlockRunner, sampling_of
 from mlatui.decode_stream import (
     DecodeStream,
     SyntheticDraft,
     open_stream,
-    rewind,
-    run_block,
 )
 from mlatui.decode_verdict import (
     Guard,
     GuardSettings,
     decode_verdict,
-    first_divergence,
     guard_warnings,
     tune_verdict,
 )
 from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
-from mlatui.events import DecodeBlock, DecodeResult, LogMessage, PhaseStart, PhaseSummary, Step
+from mlatui.events import (
+    DecodeResult,
+    LogMessage,
+    PhaseStart,
+    PhaseSummary,
+    Step,
+    Validity,
+)
 from mlatui.measure import L1_TOLERANCE_PCT
 from mlatui.mtp import MTPDraft
 from mlatui.phases import (
@@ -44,27 +48,27 @@ from mlatui.phases import (
     share_context,
     validity,
 )
-from mlatui.runtime import BlockResult, Sampling
 from mlatui.sampler import SamplerPlan, sample_context
 from mlatui.scenario import Phase
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
-VERIFY_ROUNDS = 2
-# Plain decode gets two A B B A quads per round: it is the L = 1 check of these phases, and with
-# one quad per round 8 rounds of 16-token blocks left it inconclusive (CI ±3-5%) on an idle CPU.
+# The L = 1 check of a decode context is decided on the synced verify steps, like the sweep's: an
+# A/A of plain-decode blocks through generate_step scattered by 6% (16-token blocks) to 9%
+# (48-token) per quad on the idle 2-core CPU (docs/experiments/aa_plain_blocks.py), so a ±2% CI
+# from blocks needs 40+ quads per context, while synced steps decide in 6-10 rounds. The blocks'
+# own plain-decode ratio is still checked: a CI wholly outside ±2% invalidates the context.
+VERIFY_MIN_ROUNDS = 6
+VERIFY_MAX_ROUNDS = 18
 PLAIN_QUADS = 2
-
-
-def sampling_of(phase: Phase) -> Sampling:
-    return Sampling(phase.temperature, phase.top_p)
 
 
 def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
     rounds = max(2, phase.reps)
+    # with drafts the verify steps decide the L = 1 check: no rounds are added for the blocks
     return SamplerPlan(
         (1, *[d + 1 for d in depths]),
         min_rounds=rounds,
-        max_rounds=max(phase.max_rounds or 2 * rounds, rounds),
+        max_rounds=rounds if depths else max(phase.max_rounds or 2 * rounds, rounds),
         warmup=phase.warmup,
         control_width=1,
         control_quads=PLAIN_QUADS,
@@ -77,11 +81,11 @@ def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> Samp
 def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
     return SamplerPlan(
         tuple(range(1, max(depths) + 2)),
-        min_rounds=VERIFY_ROUNDS,
-        max_rounds=VERIFY_ROUNDS,
+        min_rounds=VERIFY_MIN_ROUNDS,
+        max_rounds=max(phase.max_rounds or VERIFY_MAX_ROUNDS, VERIFY_MIN_ROUNDS),
         warmup=phase.warmup,
         control_width=1,
-        control_quads=1,
+        control_quads=PLAIN_QUADS,
         tolerance_pct=L1_TOLERANCE_PCT,
         seed=stable_seed(seed, phase.name, "verify", context),
         settle=settle,
@@ -126,89 +130,44 @@ def _verify_ms(
         warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
         clock=ctx.now,
         on_timing=on_timing,
+        on_round=lambda e: _extend_progress(progress, plan, e),
         check_stop=ctx.check_stop,
     )
     emitter(run.estimates, final=True)
     return run.estimates
 
 
-class BlockRunner:
-    """The sampler's `measure` for decode blocks: runs one block on an arm's thread, keeps its
-    acceptance counts (timed blocks only), rewinds both streams at every round's start."""
+def _extend_progress(progress: ProgressTracker, plan: SamplerPlan, e: ContextEstimates) -> None:
+    """An undecided L = 1 check adds a pair of rounds: the planned total grows with it."""
+    r = e.rounds
+    if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
+        if e.control_outcome is Outcome.INCONCLUSIVE:
+            progress.total += plan.timed_calls(2)
 
-    def __init__(self, ctx: RunContext, phase: Phase, length: int, streams, depths: list[int]):
-        self.ctx, self.phase, self.length, self.streams = ctx, phase, length, streams
-        self.sampling = sampling_of(phase)
-        self.n = phase.tokens
-        self.round = 0
-        self.fresh_round = True
-        self.blocks_in_round: dict[tuple[str, int], int] = {}
-        self.counts = {(a, d): AcceptanceCounts(d) for a in ARM_ORDER for d in depths}
-        self.pending: list[tuple[str, int, BlockResult]] = []
-        self.divergence: tuple[int, int] | None = None  # (token, round)
-        self.timings: list[Timing] = []
 
-    def _block(self, arm: str, width: int) -> BlockResult:
-        depth = width - 1
-        key = (arm, depth)
-        index = self.blocks_in_round.get(key, 0)
-        self.blocks_in_round[key] = index + 1
-        seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, depth, index)
-        stream = self.streams[arm]
-        n = self.n
-
-        return self.ctx.workers[arm].call(
-            lambda a: run_block(a, stream, depth, n, self.sampling, seed)
-        )
-
-    def warm(self, arm: str, width: int) -> None:
-        self._block(arm, width)
-
-    def measure(self, arm: str, width: int) -> float:
-        if self.fresh_round:
-            self.fresh_round = False
-            self.blocks_in_round = {}
-            for name in ARM_ORDER:
-                s = self.streams[name]
-                self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
-        result = self._block(arm, width)
-        self.pending.append((arm, width - 1, result))
-        return result.ms
-
-    def on_timing(self, t: Timing) -> None:
-        arm, depth, r = self.pending.pop()
-        if depth > 0:
-            for step in r.steps:
-                self.counts[(arm, depth)].add(step)
-        self.ctx.emit(
-            DecodeBlock(
-                self.ctx.now(),
-                self.phase.name,
-                arm,
-                self.length,
-                depth,
-                t.round,
-                len(r.tokens),
-                r.ms,
-                tuple(s.drafted for s in r.steps),
-                tuple(s.accepted for s in r.steps),
-                tuple(s.emitted for s in r.steps),
-                tuple(r.tokens),
-                self.rule_of(arm).value if depth else "",
-                self.sampling.temperature,
+def decode_validity(
+    ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates | None, blocks
+) -> Validity:
+    """The context's L = 1 check: decided on the synced verify steps when there are any; the
+    plain-decode blocks' own stock/patched ratio invalidates it only when its CI lies wholly
+    outside the tolerance (their scatter leaves them undecided too often to decide alone)."""
+    if verify is None or verify.control_outcome is None:
+        return validity(ctx, phase.name, length, blocks)
+    ratio = blocks.control_ratio
+    if ratio is not None:
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "info",
+                f"{phase.name} @ {length}: plain decode stock/patched {ratio.median:.3f} "
+                f"[{ratio.low:.3f}, {ratio.high:.3f}] over {blocks.rounds} rounds of blocks "
+                f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
+                "is decided on the synced steps",
             )
         )
-
-    def rule_of(self, arm: str):
-        return self.sampling.rule(isinstance(self.ctx.workers[arm].arm.draft, MTPDraft))
-
-    def end_round(self) -> None:
-        a, b = (self.streams[name].tokens for name in ARM_ORDER)
-        at = first_divergence(a, b)
-        if at is not None and self.divergence is None and self.sampling.greedy:
-            self.divergence = (at, self.round)
-        self.round += 1
-        self.fresh_round = True
+    if blocks.control_outcome is Outcome.INVALID:
+        return validity(ctx, phase.name, length, blocks)
+    return validity(ctx, phase.name, length, verify)
 
 
 def _runtime_name(arm: Arm, depth: int) -> str:
@@ -323,10 +282,7 @@ def decode_context(
 
     def on_round(e: ContextEstimates) -> None:
         runner.end_round()
-        r = e.rounds
-        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
-            if e.control_outcome is Outcome.INCONCLUSIVE:
-                progress.total += plan.timed_calls(2)
+        _extend_progress(progress, plan, e)
 
     with unpinned():  # as users run mlx-lm: the next step is built while this one computes
         run = sample_context(
@@ -349,7 +305,7 @@ def decode_context(
                 "their acceptance may differ for reasons unrelated to the gate",
             )
         )
-    v = validity(ctx, phase.name, length, run.estimates)
+    v = decode_validity(ctx, phase, length, verify, run.estimates)
     return _results(ctx, phase, length, run.estimates, runner, verify, depths, v.valid, v.verdict)
 
 

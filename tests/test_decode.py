@@ -238,3 +238,53 @@ def test_training_acceptance_uses_the_same_definitions():
         a / p if p else None for a, p in zip(r.accepted, r.proposed, strict=True)
     )
     assert r.counts.verify_steps == r.rounds
+
+
+def _estimates(outcome, median, low, high, rounds=6):
+    from mlatui.estimates import ContextEstimates, Interval
+
+    iv = Interval(median, low, high, rounds)
+    est = ContextEstimates(rounds, ratio={1: iv}, control_outcome=outcome)
+    est.step_ms = {("stock", 1): Interval(20.0, 19.0, 21.0, rounds)}
+    est.step_ms[("patched", 1)] = Interval(20.0 / median, 19.0, 21.0, rounds)
+    return est
+
+
+def _validity_ctx():
+    from types import SimpleNamespace
+
+    events = []
+    return SimpleNamespace(now=lambda: 0.0, emit=events.append, invalid_contexts=set()), events
+
+
+def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
+    from mlatui.decode import decode_validity
+    from mlatui.estimates import Outcome
+    from mlatui.events import Validity
+    from mlatui.scenario import Phase
+
+    phase = Phase(name="tune", kind="tune", contexts=[1024])
+    synced_ok = _estimates(Outcome.VALID, 1.003, 0.995, 1.01)
+    # blocks undecided (a ±6% scatter): the synced steps decide, valid
+    ctx, events = _validity_ctx()
+    v = decode_validity(
+        ctx, phase, 1024, synced_ok, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07)
+    )
+    assert v.valid and v.outcome == "valid" and v.ratio == 1.003
+    assert 1024 not in ctx.invalid_contexts
+    assert any("plain decode stock/patched 1.020" in getattr(e, "message", "") for e in events)
+    # blocks show a real arm difference (CI wholly above +2%): invalid, with the blocks' ratio
+    ctx, events = _validity_ctx()
+    v = decode_validity(ctx, phase, 1024, synced_ok, _estimates(Outcome.INVALID, 1.08, 1.05, 1.11))
+    assert not v.valid and v.outcome == "invalid" and v.ratio == 1.08
+    assert 1024 in ctx.invalid_contexts
+    # synced steps undecided: inconclusive, whatever the blocks say
+    ctx, events = _validity_ctx()
+    synced_open = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.99, 1.03)
+    v = decode_validity(ctx, phase, 1024, synced_open, _estimates(Outcome.VALID, 1.0, 0.99, 1.01))
+    assert v.outcome == "inconclusive" and 1024 in ctx.invalid_contexts
+    # no drafts, so no verify steps: the blocks decide alone, as before
+    ctx, events = _validity_ctx()
+    v = decode_validity(ctx, phase, 1024, None, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07))
+    assert v.outcome == "inconclusive"
+    assert all(isinstance(e, Validity) for e in events)
