@@ -286,15 +286,10 @@ class MlatuiApp(App):
             w.display = not w.display
 
     def summary(self) -> tuple[str, str]:
-        """(markdown, csv) of what is on screen: mlatui.report when present, else our own."""
-        try:
-            from mlatui import report
-            from mlatui.verdict_strip import verdict_line
+        """(markdown, csv) of what the dashboard knows now (mlatui.export)."""
+        from mlatui import export
 
-            verdict = verdict_line(self.dash)
-            return report.summary_markdown(self.events, verdict), report.summary_csv(self.events)
-        except (ImportError, AttributeError):
-            return self.dash.summary_markdown(), self.dash.summary_csv()
+        return export.summary_markdown(self.dash), export.summary_csv(self.dash)
 
     def export_summary(self) -> list[str]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
