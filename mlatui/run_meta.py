@@ -67,7 +67,7 @@ def header_fields(h: RunHeader) -> list[Field]:
         Field("threshold", "threshold", _threshold(h)),
         Field("flags", "run flags", "; ".join(flags) or "none"),
         Field("started", "started", h.started_at),
-        Field("schema", "recording schema", str(h.schema_version)),
+        Field("schema", "schema", str(h.schema_version)),
     ]
     if st.get("overrides"):
         ov = ", ".join(f"{k}={v}" for k, v in sorted(st["overrides"].items()))

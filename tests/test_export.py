@@ -118,5 +118,5 @@ def test_a_mid_run_export_has_what_exists_so_far():
 def test_old_recordings_export_medians_without_cis():
     s = fold(FIXTURE)
     md = export.summary_markdown(s)
-    assert "- recording schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
+    assert "- schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
     assert "✗ invalid" in md and "acceptance (synthetic)" in md

@@ -17,7 +17,7 @@ from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
 from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
-from widgets.help import HelpScreen
+from widgets.help import HelpScreen, binding_rows
 from widgets.messages import Exported, RunFailed, RunFinished
 from widgets.panes import (
     ArmPane,
@@ -324,12 +324,7 @@ class MlatuiApp(App):
         self.notify(f"theme: {self.theme}", timeout=2)
 
     def binding_rows(self) -> list[tuple[str, str, str]]:
-        rows = []
-        for key, active in self.active_bindings.items():
-            b = active.binding
-            display = b.key_display or self.get_key_display(b)
-            rows.append((display or key, b.description or b.action, b.id or ""))
-        return rows
+        return binding_rows(self)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
