@@ -3,6 +3,8 @@ keys that work here: no seek or speed keys in a live run) and a legend of the sy
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -10,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+LEGEND_WIDTH = 76
 LEGEND = (
     "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · ~ live estimate "
     "(not yet measured over rounds) · ×1.60 speedup over plain decode · [a-b] 95% CI · "
@@ -26,7 +29,7 @@ def binding_rows(app: App) -> list[tuple[str, str, str]]:
     for key, active in app.active_bindings.items():
         b = active.binding
         display = b.key_display or app.get_key_display(b) or key
-        ident = (b.id or b.action, b.action)
+        ident = b.id or f"{b.action}@{key}"
         if ident in seen:
             continue
         seen.add(ident)
@@ -45,9 +48,9 @@ def bindings_text(rows: list[tuple[str, str, str]], legend: str = "") -> Text:
         if bid:
             t.append(f"  [{bid}]", style="dim")
         t.append("\n")
-    if legend:
-        t.append("\nSymbols: ", style="bold")
-        t.append(legend + "\n")
+    if legend:  # wrapped here: the modal sizes itself to its longest line
+        t.append("\nSymbols\n", style="bold")
+        t.append("\n".join(textwrap.wrap(legend, LEGEND_WIDTH, break_on_hyphens=False)) + "\n")
     t.append("\nBinding ids can be remapped with App.set_keymap. esc closes this.", style="dim")
     return t
 
