@@ -183,3 +183,32 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         await pilot.pause()
         (md,) = tmp_path.glob("mlatui-compare-*.md")
         assert "30.4× (29.9–32.2) ≠" in md.read_text()
+
+
+def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path):
+    shown = {}
+    original = CompareApp.run
+
+    def headless(self, **kw):
+        async def look_then_quit(pilot):
+            await pilot.pause()
+            shown["plot"] = pilot.app.query_one("#cmp-plot").render().plain
+            await pilot.press("q")
+
+        return original(self, headless=True, size=(120, 40), auto_pilot=look_then_quit)
+
+    monkeypatch.setattr(CompareApp, "run", headless)
+    assert main(["compare", str(DEMO), str(TINY), "--out-dir", str(tmp_path)]) == 0
+    assert "● A demo" in shown["plot"] and "▲ B ui_tiny_run" in shown["plot"]
+
+
+def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
+    code = (
+        "import sys, mlatui.compare, mlatui.compare_report, mlatui.export\n"
+        "print('textual' in sys.modules)\n"
+        "import widgets.compare_app, mlatui.commands.compare\n"
+        "print('mlx' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

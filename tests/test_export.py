@@ -120,3 +120,26 @@ def test_old_recordings_export_medians_without_cis():
     md = export.summary_markdown(s)
     assert "- schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
     assert "✗ invalid" in md and "acceptance (synthetic)" in md
+
+
+async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
+    import time
+
+    from mlatui.sources import ReplaySource
+    from widgets.app import MlatuiApp
+
+    app = MlatuiApp(ReplaySource(DEMO, speed=64.0), ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        end = time.monotonic() + 60
+        while len(app.dash.estimates) < 2:
+            assert time.monotonic() < end, "timed out"
+            await pilot.pause(0.05)
+        await pilot.press("p", "e")
+        await pilot.pause()
+        assert app.dash.status == "running"
+    (csv_path,) = tmp_path.glob("mlatui-summary-*.csv")
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert {"meta", "verdict", "marginal", "sweep"} <= {r["table"] for r in rows}
+    assert next(r["text"] for r in rows if r["quantity"] == "status").startswith("running")
+    (md_path,) = tmp_path.glob("mlatui-summary-*.md")
+    assert "## Phase sweep (sweep) — in progress" in md_path.read_text()
