@@ -187,9 +187,6 @@ class Comparison:
     def shared_contexts(self) -> list[int]:
         return sorted({r.context for r in self.rows if r.quantity in SWEEP})
 
-    def contexts(self, run: Run) -> list[int]:
-        return run.state.contexts()
-
 
 SWEEP = (Quantity.MARGINAL_MS, Quantity.STEP_MS, Quantity.RATIO)
 
@@ -209,11 +206,7 @@ def compare(a: Run, b: Run) -> Comparison:
     shared = sorted(
         set(ka) & set(kb), key=lambda k: (order[k[0]], k[1], k[2], {"stock": 0}.get(k[3], 1))
     )
-    rows = [
-        Row(q, c, w, arm, ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1])
-        for k in shared
-        for q, c, w, arm in [k]
-    ]
+    rows = [Row(*k, ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1]) for k in shared]
     return Comparison(a, b, header_diff(a.header, b.header), rows)
 
 
