@@ -7,6 +7,7 @@ unexpected exits 1 with the path of a crash log holding the traceback."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 import sys
@@ -16,6 +17,13 @@ from mlatui.argtypes import OneLineParser
 from mlatui.errors import ExitStatus, UserError, crash_line, error_line
 
 __all__ = ["UserError", "bench_targets", "build_parser", "entry", "main"]
+
+START_HERE = """start here:
+  1. mlatui demo      a recorded run of the real engine, explained (no MLX needed, q quits)
+  2. mlatui launch    the same screen live: stock vs patched on the embedded model
+  3. mlatui bench scenarios/default.toml
+                      the numbers headless, with 95% CIs (--help on any command for more)
+  then: mlatui replay FILE / mlatui compare A.jsonl B.jsonl to review recorded runs"""
 
 
 def _modules() -> dict[str, str]:
@@ -40,12 +48,21 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="mlatui",
         description="Stock vs patched MLA models side by side: what speculative decoding costs, live.",
+        epilog=START_HERE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mlatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, modname in sorted(_modules().items()):
         mod = importlib.import_module(modname)
-        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        epilog = mod.epilog() if hasattr(mod, "epilog") else None
+        p = sub.add_parser(
+            name,
+            help=mod.HELP,
+            description=mod.HELP,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.configure(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -66,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_help(sys.stderr)
-            print(error_line("no command given — pick one of the commands above"), file=sys.stderr)
+            print(
+                error_line(
+                    "no command given — start with `mlatui demo`, then `mlatui launch` "
+                    "(every command is listed above)"
+                ),
+                file=sys.stderr,
+            )
             return ExitStatus.USAGE
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -7,8 +7,6 @@ the same events, so a recording is enough to test every number on screen.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import deque
 
 from mlatui.acceptance import AcceptanceCounts, VerifyStep
@@ -334,82 +332,3 @@ class DashboardState:
     @property
     def synthetic(self) -> bool:
         return bool(self.header and self.header.synthetic_acceptance)
-
-    # -- export (used until mlatui.report is available) -------------------------------------
-
-    def summary_rows(self) -> list[dict]:
-        rows = []
-        for c in self.contexts():
-            v = self.verdict(c)
-            for arm in ARMS:
-                l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
-                rows.append(
-                    {
-                        "context": c,
-                        "arm": arm,
-                        "l1_ms_median": l1,
-                        "l2_ms_median": l2,
-                        "marginal_ms": None if l1 is None or l2 is None else l2 - l1,
-                        "valid": None if v is None else v.valid,
-                    }
-                )
-        return rows
-
-    def summary_markdown(self) -> str:
-        h = self.header
-        lines = ["# mlatui run summary", ""]
-        if h is not None:
-            g = h.geometry
-            lines += [
-                f"- model: {h.model} ({h.model_type}), r/n/v = {g.get('kv_lora_rank')}/"
-                f"{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}",
-                f"- device: {h.device.get('name', '?')} · BLAS {h.device.get('blas', '?')}",
-                f"- scenario: {h.scenario.get('name', '?')} · started {h.started_at}",
-                f"- mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}",
-            ]
-        lines += [f"- status: {self.status}" + (f" ({self.error})" if self.error else ""), ""]
-        lines += [
-            "## Marginal cost of the second query (paired per round, median over rounds)",
-            "",
-            "| context | stock L=1 ms | patched L=1 ms | stock Δ ms | patched Δ ms | L=1 check |",
-            "|---:|---:|---:|---:|---:|:---:|",
-        ]
-        for c in self.contexts():
-            cells = [str(c)]
-            for arm in ARMS:
-                cells.append(_fmt(self.l_median(arm, c, 1)))
-            marg = {arm: dict(self.marginal(arm)).get(c) for arm in ARMS}
-            cells += [_fmt(marg["stock"]), _fmt(marg["patched"])]
-            v = self.verdict(c)
-            cells.append(
-                "–" if v is None else "✓" if v.valid else f"✗ invalid ({v.diff_pct:+.1f}%)"
-            )
-            lines.append("| " + " | ".join(cells) + " |")
-        if self.decode_results:
-            acc = "acceptance (synthetic)" if self.synthetic else "acceptance"
-            lines += [
-                "",
-                "## Decode",
-                "",
-                f"| arm | context | depth | tok/s | {acc} P(i ∣ 1..i-1) | accepted / verify |",
-                "|---|---:|---:|---:|---|---:|",
-            ]
-            for d in self.decode_results:
-                cond = d.acceptance_conditional or d.acceptance_by_position
-                a = " ".join("–" if x is None else f"{x:.2f}" for x in cond) or "–"
-                m = "–" if d.mean_accepted is None else f"{d.mean_accepted:.2f}"
-                lines.append(f"| {d.arm} | {d.context} | {d.depth} | {d.tok_s:.1f} | {a} | {m} |")
-        return "\n".join(lines) + "\n"
-
-    def summary_csv(self) -> str:
-        buf = io.StringIO()
-        cols = ["context", "arm", "l1_ms_median", "l2_ms_median", "marginal_ms", "valid"]
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for row in self.summary_rows():
-            w.writerow(row)
-        return buf.getvalue()
-
-
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3f}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import ARMS, DecodeResult
+from mlatui.rounding import sig
 
 
 class Tone(enum.StrEnum):
@@ -98,7 +99,7 @@ def _marginal(state: DashboardState) -> list[Part]:
     ratio = f" ({s / p:.0f}×)" if p > 0 else ""
     return [
         Part(
-            f"Δ2 @ {_ctx(top)}: {s:.3g} vs {p:.3g} ms{ratio}",
+            f"Δ2 @ {_ctx(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
             f"Δ2 @ {_ctx(top)}{ratio}",
             Tone.GOOD if p > 0 and s / p >= 2 else Tone.INFO,
         )

@@ -171,14 +171,6 @@ def test_formatters():
     assert r.bar(0.5, 10).plain == "█████░░░░░"
 
 
-def test_summary_fallback_export_marks_invalid():
-    s = state_of(ui_events.events())
-    md, csv_text = s.summary_markdown(), s.summary_csv()
-    assert "✗ invalid" in md and "acceptance (synthetic)" in md
-    assert csv_text.splitlines()[0] == "context,arm,l1_ms_median,l2_ms_median,marginal_ms,valid"
-    assert len(csv_text.splitlines()) == 1 + 2 * len(ui_events.CONTEXTS)
-
-
 def test_bindings_text_lists_ids():
     t = bindings_text([("p", "pause", "pause"), ("?", "help", "help")]).plain
     assert "p  pause  [pause]" in t

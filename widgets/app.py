@@ -17,7 +17,7 @@ from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
 from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
-from widgets.help import HelpScreen
+from widgets.help import HelpScreen, binding_rows
 from widgets.messages import Exported, RunFailed, RunFinished
 from widgets.panes import (
     ArmPane,
@@ -286,15 +286,10 @@ class MlatuiApp(App):
             w.display = not w.display
 
     def summary(self) -> tuple[str, str]:
-        """(markdown, csv) of what is on screen: mlatui.report when present, else our own."""
-        try:
-            from mlatui import report
-            from mlatui.verdict_strip import verdict_line
+        """(markdown, csv) of what the dashboard knows now (mlatui.export)."""
+        from mlatui import export
 
-            verdict = verdict_line(self.dash)
-            return report.summary_markdown(self.events, verdict), report.summary_csv(self.events)
-        except (ImportError, AttributeError):
-            return self.dash.summary_markdown(), self.dash.summary_csv()
+        return export.summary_markdown(self.dash), export.summary_csv(self.dash)
 
     def export_summary(self) -> list[str]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -329,12 +324,7 @@ class MlatuiApp(App):
         self.notify(f"theme: {self.theme}", timeout=2)
 
     def binding_rows(self) -> list[tuple[str, str, str]]:
-        rows = []
-        for key, active in self.active_bindings.items():
-            b = active.binding
-            display = b.key_display or self.get_key_display(b)
-            rows.append((display or key, b.description or b.action, b.id or ""))
-        return rows
+        return binding_rows(self)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -1,17 +1,44 @@
-"""The `?` screen: every active binding, generated from the bindings themselves."""
+"""The `?` screen: every active binding (generated from the bindings themselves, so only the
+keys that work here: no seek or speed keys in a live run) and a legend of the symbols on screen."""
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+LEGEND_WIDTH = 76
+LEGEND = (
+    "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · ~ live estimate "
+    "(not yet measured over rounds) · ×1.60 speedup over plain decode · [a-b] 95% CI · "
+    "ā accepted drafts per verify · P(i∣<i) acceptance at position i given the earlier ones · "
+    "L=1 check: ✓ valid ✗ invalid ? inconclusive … pending · grey: left out of verdicts · "
+    "L* absorbed-path threshold · ⏸ paused"
+)
 
-def bindings_text(rows: list[tuple[str, str, str]]) -> Text:
-    """rows: (key display, description, binding id)."""
+
+def binding_rows(app: App) -> list[tuple[str, str, str]]:
+    """(key display, description, id) of every binding active on the app's screen, one row per
+    binding (a binding on two keys, `+`/`=`, is one row)."""
+    rows, seen = [], set()
+    for key, active in app.active_bindings.items():
+        b = active.binding
+        display = b.key_display or app.get_key_display(b) or key
+        ident = b.id or f"{b.action}@{key}"
+        if ident in seen:
+            continue
+        seen.add(ident)
+        rows.append((display, b.description or b.action, b.id or ""))
+    return rows
+
+
+def bindings_text(rows: list[tuple[str, str, str]], legend: str = "") -> Text:
+    """rows: (key display, description, binding id); `legend`: what the symbols mean."""
     t = Text()
     t.append("Keys (also in the command palette, ctrl+p)\n\n", style="bold")
     width = max((len(k) for k, _, _ in rows), default=4)
@@ -21,6 +48,9 @@ def bindings_text(rows: list[tuple[str, str, str]]) -> Text:
         if bid:
             t.append(f"  [{bid}]", style="dim")
         t.append("\n")
+    if legend:  # wrapped here: the modal sizes itself to its longest line
+        t.append("\nSymbols\n", style="bold")
+        t.append("\n".join(textwrap.wrap(legend, LEGEND_WIDTH, break_on_hyphens=False)) + "\n")
     t.append("\nBinding ids can be remapped with App.set_keymap. esc closes this.", style="dim")
     return t
 
@@ -31,13 +61,14 @@ class HelpScreen(ModalScreen):
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: auto; max-width: 95%; height: auto; max-height: 90%;
         border: round $accent; background: $panel; padding: 0 1; }
-    HelpScreen #help-text { width: auto; height: auto; }
+    HelpScreen #help-text { width: auto; max-width: 100; height: auto; }
     """
 
-    def __init__(self, rows: list[tuple[str, str, str]]):
+    def __init__(self, rows: list[tuple[str, str, str]], legend: str = LEGEND):
         super().__init__()
         self.rows = rows
+        self.legend = legend
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(bindings_text(self.rows), id="help-text")
+            yield Static(bindings_text(self.rows, self.legend), id="help-text")

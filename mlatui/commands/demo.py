@@ -9,6 +9,12 @@ HELP = "show the dashboard on a shipped recording of the real engine (--live: ru
 DEMO_FILE = "demo.jsonl"
 
 
+def epilog() -> str:
+    from mlatui.keys import keys_epilog
+
+    return keys_epilog(replay=True) + "\n  x      hide the explanation"
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     from mlatui.commands.replay import add_view_options
 

@@ -13,6 +13,18 @@ HELP = (
 )
 
 
+def epilog() -> str:
+    from mlatui.keys import keys_epilog
+    from mlatui.outputs import runs_dir
+
+    return (
+        f"recording: every run is written to --record FILE, by default a new\n"
+        f"  {runs_dir()}/run-<date>-<time>-<pid>.jsonl\n"
+        "  (flushed line by line; the path is printed at exit; replay it with `mlatui replay FILE`)\n\n"
+        + keys_epilog(replay=False)
+    )
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default=None, help="local folder or hub id (default: the embedded model)"

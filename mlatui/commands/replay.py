@@ -9,6 +9,12 @@ from mlatui.argtypes import positive_float
 HELP = "replay a recorded run in the dashboard (no MLX needed)"
 
 
+def epilog() -> str:
+    from mlatui.keys import keys_epilog
+
+    return keys_epilog(replay=True)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a JSONL recording (from `mlatui launch` or `mlatui bench`)")
     add_view_options(parser)

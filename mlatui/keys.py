@@ -1,0 +1,38 @@
+"""The dashboard's keys as plain data, for `--help` texts (no textual import). widgets/app.py's
+BINDINGS are the live source; tests/test_help.py proves the two agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Key:
+    key: str  # as the footer shows it
+    description: str
+    id: str  # the binding id (remap with App.set_keymap)
+    replay_only: bool = False
+
+
+KEYS = (
+    Key("p", "pause / resume the display (replay: the clock)", "pause"),
+    Key("space", "single step to the next timed step", "step", replay_only=True),
+    Key("+", "replay faster", "faster", replay_only=True),
+    Key("-", "replay slower", "slower", replay_only=True),
+    Key("←", "seek back", "seek-back", replay_only=True),
+    Key("→", "seek forward", "seek-forward", replay_only=True),
+    Key("e", "export the summary (markdown + CSV) to --out-dir", "export"),
+    Key("s", "save a screenshot (SVG) to --out-dir", "screenshot"),
+    Key("t", "next colour theme", "theme"),
+    Key("1 2 3", "show a page (narrow screens)", "page-arms"),
+    Key("?", "every key and what the symbols on screen mean", "help"),
+    Key("q", "quit (a live run stops; its recording is kept)", "quit"),
+)
+
+
+def keys_epilog(replay: bool) -> str:
+    rows = [k for k in KEYS if replay or not k.replay_only]
+    width = max(len(k.key) for k in rows)
+    return "keys in the dashboard:\n" + "\n".join(
+        f"  {k.key:<{width}}  {k.description}" for k in rows
+    )

@@ -1,0 +1,71 @@
+"""Numbers rounded to what their 95% CI supports (pure Python).
+
+A median is printed to the decimal of the second significant digit of its CI's half-width, so
+`49.299604599999995 [48.54, 51.83]` becomes `49.3 [48.5, 51.8]`; without a CI (or a zero-width
+one, a single round) three significant digits are kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MAX_DECIMALS = 6
+
+
+def _sig_decimals(x: float, digits: int) -> int:
+    if x == 0 or not math.isfinite(x):
+        return 0
+    return max(0, min(MAX_DECIMALS, digits - 1 - math.floor(math.log10(abs(x)))))
+
+
+@dataclass(frozen=True)
+class Ci:
+    """A median with its 95% CI (`low`/`high` None when the recording has none)."""
+
+    median: float
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def has_ci(self) -> bool:
+        return self.low is not None and self.high is not None and self.high > self.low
+
+    @property
+    def decimals(self) -> int:
+        if self.has_ci:
+            return _sig_decimals((self.high - self.low) / 2, 2)
+        return _sig_decimals(self.median, 3)
+
+    def fmt(self, x: float | None) -> str:
+        return "" if x is None else f"{x:.{self.decimals}f}"
+
+    def text(self, unit: str = "") -> str:
+        """`49.3 [48.5, 51.8]` (`unit` after the median: `1.60x [1.24, 1.74]`)."""
+        out = self.fmt(self.median) + unit
+        return out + (f" [{self.fmt(self.low)}, {self.fmt(self.high)}]" if self.has_ci else "")
+
+    def cells(self) -> tuple[str, str, str]:
+        """(median, low, high) as rounded strings for a CSV ('' where there is no CI)."""
+        if not self.has_ci:
+            return self.fmt(self.median), "", ""
+        return self.fmt(self.median), self.fmt(self.low), self.fmt(self.high)
+
+    def disjoint(self, other: Ci) -> bool:
+        """The two CIs do not overlap (False when either has none)."""
+        if not (self.has_ci and other.has_ci):
+            return False
+        return self.high < other.low or other.high < self.low
+
+
+def ci_of(median: float | None, low: float | None = None, high: float | None = None) -> Ci | None:
+    return None if median is None else Ci(median, low, high)
+
+
+def ci_text(ci: Ci | None, unit: str = "") -> str:
+    return "–" if ci is None else ci.text(unit)
+
+
+def sig(x: float | None, digits: int = 3) -> str:
+    """`x` to `digits` significant digits (no CI to go by)."""
+    return "–" if x is None else f"{x:.{_sig_decimals(x, digits)}f}"

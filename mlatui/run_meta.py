@@ -1,0 +1,75 @@
+"""A run header as labelled fields (pure Python): the metadata block of every export and the
+header diff of `mlatui compare`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlatui.events import RunHeader
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # stable, for CSV rows
+    label: str
+    value: str
+
+
+def _geometry(g: dict) -> str:
+    if not g:
+        return "unknown"
+    text = f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
+    if g.get("num_heads"):
+        text += f", {g['num_heads']} heads"
+    if g.get("num_layers"):
+        text += f", {g['num_layers']} layers"
+    return text
+
+
+def _threshold(h: RunHeader) -> str:
+    th, st = h.thresholds or {}, h.settings or {}
+    parts = [f"gate {st.get('threshold', th.get('policy', '?'))}"]
+    if th.get("formula_inf") is not None:
+        parts.append(f"L* formula {th['formula_inf']} (T→∞)")
+    parts.append("calibrated" if th.get("calibrated") else "not calibrated")
+    if st.get("indexer"):
+        parts.append(f"indexer {st['indexer']}")
+    return ", ".join(parts)
+
+
+def header_fields(h: RunHeader) -> list[Field]:
+    d, st, sc = h.device or {}, h.settings or {}, h.scenario or {}
+    seed = st.get("seed", sc.get("seed"))
+    flags = []
+    if h.synthetic_acceptance:
+        flags.append("random weights (acceptance synthetic)")
+    if st.get("fill") == "random-latents":
+        flags.append("random latents (timing only)")
+    if st.get("null"):
+        flags.append("A/A null run")
+    fields = [
+        Field("model", "model", f"{h.model} ({h.model_type})"),
+        Field("geometry", "MLA geometry", _geometry(h.geometry)),
+        Field("draft", "draft", h.draft),
+        Field(
+            "device",
+            "device",
+            " ".join(str(x) for x in (d.get("name", "?"), d.get("architecture")) if x),
+        ),
+        Field("backend", "backend", str(d.get("backend", "?"))),
+        Field("blas", "BLAS", str(d.get("blas", "?"))),
+        Field("mlx", "mlx", h.mlx_version),
+        Field("mlx_lm", "mlx-lm", h.mlx_lm_version),
+        Field("mlatui", "mlatui", h.mlatui_version),
+        Field("python", "python", h.python_version),
+        Field("scenario", "scenario", str(sc.get("name", "?"))),
+        Field("seed", "seed", "–" if seed is None else str(seed)),
+        Field("threshold", "threshold", _threshold(h)),
+        Field("flags", "run flags", "; ".join(flags) or "none"),
+        Field("started", "started", h.started_at),
+        Field("schema", "schema", str(h.schema_version)),
+    ]
+    if st.get("overrides"):
+        ov = ", ".join(f"{k}={v}" for k, v in sorted(st["overrides"].items()))
+        fields.insert(12, Field("overrides", "overrides", ov))
+    return fields

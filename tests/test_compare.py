@@ -1,0 +1,214 @@
+"""`mlatui compare A B`: two recordings side by side on one screen, and as text with --dump."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ui_events
+from test_import_hygiene import no_mlx_env
+
+from mlatui.cli import main
+from mlatui.compare import Run, compare, compare_files
+from mlatui.dashboard_state import DashboardState
+from mlatui.events import Estimate, PhaseStart, Validity
+from mlatui.run_tables import Check, Quantity
+from widgets.compare_app import CompareApp
+from widgets.help import HelpScreen
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "scenarios" / "demo.jsonl"
+REFBLAS = ROOT / "docs" / "data" / "issue9" / "cpu-fresh-venv-launch-refblas.jsonl"
+TINY = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
+H200 = ROOT / "docs" / "data" / "issue9" / "h200-real-final.jsonl"
+BENCH_RECORD = ROOT / "docs" / "data" / "attn_glm_a_h200.jsonl"
+
+
+def _run(label: str, marginal: dict[str, tuple], valid: bool = True, **header) -> Run:
+    """A run with one sweep context (2048) whose estimates are given by hand."""
+    h = dataclasses.replace(ui_events.header(), **header)
+    rows = tuple(
+        {
+            "quantity": "marginal_ms",
+            "arm": arm,
+            "width": 2,
+            "median": m,
+            "low": lo,
+            "high": hi,
+            "n": 8,
+        }
+        for arm, (m, lo, hi) in marginal.items()
+    )
+    s = DashboardState()
+    s.apply_all(
+        [
+            h,
+            PhaseStart(0.1, "sweep", "sweep", 0, 1, 10, (2048,)),
+            Validity(
+                0.5, "sweep", 2048, 10.0, 10.0, 0.1, 2.0, valid, "valid" if valid else "invalid"
+            ),
+            Estimate(0.6, "sweep", 2048, 8, True, "valid", rows),
+        ]
+    )
+    return Run(label, Path(f"{label.lower()}.jsonl"), s)
+
+
+def test_ratio_range_and_significance_from_hand_built_estimates():
+    a = _run("A", {"stock": (100.0, 90.0, 110.0), "patched": (4.0, 3.0, 5.0)})
+    device = {**ui_events.header().device, "name": "NVIDIA H200", "blas": "n/a (gpu)"}
+    b = _run(
+        "B",
+        {"stock": (25.0, 20.0, 30.0), "patched": (4.4, 3.5, 5.5)},
+        device=device,
+        mlx_version="0.33.0",
+    )
+    cmp = compare(a, b)
+    stock, patched = cmp.section(Quantity.MARGINAL_MS)
+    assert (stock.arm, stock.context, patched.arm) == ("stock", 2048, "patched")
+    assert stock.ratio == pytest.approx(0.25)
+    assert stock.ratio_range == pytest.approx((20 / 110, 30 / 90))
+    assert stock.differs and stock.valid  # CIs apart: a real difference
+    assert patched.ratio == pytest.approx(1.1) and not patched.differs  # CIs overlap
+    assert {f.key for f in cmp.differing} == {"device", "blas", "mlx"}
+    assert "started" not in {f.key for f in cmp.differing}
+    invalid = compare(a, _run("B", {"stock": (25.0, 20.0, 30.0)}, valid=False))
+    (row,) = invalid.section(Quantity.MARGINAL_MS)
+    assert row.check_b == Check.INVALID and not row.valid
+
+
+def test_dump_prints_the_header_diff_both_verdicts_and_the_shared_numbers(capsys):
+    assert main(["compare", str(DEMO), str(REFBLAS), "--dump"]) == 0
+    out = capsys.readouterr().out
+    assert "| BLAS | openblas | bundled reference BLAS" in out.replace(
+        " (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)", ""
+    )
+    assert "- A: stock spec rejected (slower at 2000) · patched spec wins ×1.60 [1.24-1.74]" in out
+    assert "- B: Δ2 @ 2K:" in out
+    # the recorded estimates of both runs and their ratio (reference BLAS: ~30× slower)
+    assert (
+        "| 4096 | stock | 241.0 [233.3, 244.3] | 7323 [7311, 7525] | 30.4× (29.9–32.2) ≠ | ✓ … |"
+        in out
+    )
+    assert (
+        "| 2048 | 1 | stock | 20.37 [19.69, 21.12] | 39.8 [38.8, 42.4] | 1.95× (1.84–2.15) ≠ | ✓ ✓ |"
+        in out
+    )
+    assert "## stock/patched paired ratio per width L" in out
+
+
+def test_dump_of_runs_with_nothing_in_common_says_so(capsys):
+    assert main(["compare", str(TINY), str(H200), "--dump"]) == 0
+    out = capsys.readouterr().out
+    assert "No shared sweep contexts (A: 128, 256, 512; B: 2048, 8192, 16384)." in out
+    assert "| device | AMD EPYC x86_64 | NVIDIA H200 sm_90 |" in out
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (
+            lambda d: d / "missing.jsonl",
+            "missing.jsonl: no such recording — compare takes event recordings",
+        ),
+        (
+            lambda d: BENCH_RECORD,
+            "a bench record file ('attention-forced' records), not an event recording",
+        ),
+        (lambda d: _bad(d), "bad.jsonl:2: line: expected an object, got [1, 2]"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, make, expected):
+    assert main(["compare", str(DEMO), str(make(tmp_path)), "--dump"]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("mlatui: error: ") and expected in line
+    assert captured.out == ""
+
+
+def _bad(folder: Path) -> Path:
+    path = folder / "bad.jsonl"
+    path.write_text(ui_events.header().to_json() + "\n[1, 2]\n")
+    return path
+
+
+def test_compare_runs_where_mlx_cannot_be_imported(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "mlatui", "compare", str(DEMO), str(TINY), "--dump"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=no_mlx_env(tmp_path),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "# mlatui compare" in out.stdout and "| 512 | stock |" in out.stdout
+
+
+def _visible(app, selector: str) -> str:
+    w = app.query_one(selector)
+    assert w.region.width > 0 and w.region.height > 0, selector
+    return w.render().plain
+
+
+@pytest.mark.parametrize("size", [(160, 50), (100, 30)])
+async def test_both_runs_are_on_screen(tmp_path, size):
+    cmp = compare_files(DEMO, REFBLAS)
+    app = CompareApp(cmp, out_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        header = _visible(app, "#cmp-header")
+        assert "A demo" in header and "B cpu-fresh-venv-launch-refblas" in header
+        assert "BLAS openblas → bundled reference BLAS" in header
+        verdicts = _visible(app, "#cmp-verdicts").splitlines()
+        assert verdicts[0].startswith("A verdict") and verdicts[1].startswith("B verdict")
+        plot = _visible(app, "#cmp-plot")
+        grid = "\n".join(plot.splitlines()[:-4])  # the data area, without axis and legend
+        # every context of both runs, both arms: 4 markers per run (markers may share a cell)
+        assert grid.count("●") >= 6 and grid.count("▲") >= 6
+        assert (
+            "● A demo (embedded · AMD EPYC)" in plot and "▲ B cpu-fresh-venv-launch-refblas" in plot
+        )
+        assert "lower is better" in plot and "4K" in plot
+        table = app.query_one("#cmp-table").render().plain
+        assert "30.4× (29.9–32.2) ≠" in table
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.query_one("#help-text").render().plain
+        assert "[export]" in text and "● run A · ▲ run B" in " ".join(text.split())
+        await pilot.press("escape", "e")
+        await pilot.pause()
+        (md,) = tmp_path.glob("mlatui-compare-*.md")
+        assert "30.4× (29.9–32.2) ≠" in md.read_text()
+
+
+def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path):
+    shown = {}
+    original = CompareApp.run
+
+    def headless(self, **kw):
+        async def look_then_quit(pilot):
+            await pilot.pause()
+            shown["plot"] = pilot.app.query_one("#cmp-plot").render().plain
+            await pilot.press("q")
+
+        return original(self, headless=True, size=(120, 40), auto_pilot=look_then_quit)
+
+    monkeypatch.setattr(CompareApp, "run", headless)
+    assert main(["compare", str(DEMO), str(TINY), "--out-dir", str(tmp_path)]) == 0
+    assert "● A demo" in shown["plot"] and "▲ B ui_tiny_run" in shown["plot"]
+
+
+def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
+    code = (
+        "import sys, mlatui.compare, mlatui.compare_report, mlatui.export\n"
+        "print('textual' in sys.modules)\n"
+        "import widgets.compare_app, mlatui.commands.compare\n"
+        "print('mlx' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

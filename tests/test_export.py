@@ -1,0 +1,145 @@
+"""The dashboard's export (`e`, `replay --dump`): metadata, verdict, L = 1 table, marginal cost,
+per-phase tables, numbers rounded to their CI, and a mid-run export with what exists so far."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from mlatui import export
+from mlatui.dashboard_state import DashboardState
+from mlatui.recorder import iter_recording
+from mlatui.rounding import Ci, sig
+from mlatui.verdict_strip import verdict_line
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "scenarios" / "demo.jsonl"
+FIXTURE = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
+
+
+def fold(path: Path, upto: int | None = None) -> DashboardState:
+    s = DashboardState()
+    for i, (_, e) in enumerate(iter_recording(path)):
+        if upto is not None and i >= upto:
+            break
+        s.apply(e)
+    return s
+
+
+@pytest.fixture(scope="module")
+def demo() -> DashboardState:
+    return fold(DEMO)
+
+
+def test_ci_rounding_follows_the_half_width():
+    assert Ci(49.299604599999995, 48.54, 51.83).text() == "49.3 [48.5, 51.8]"
+    assert Ci(0.98113, 0.97062, 0.99329).text("×") == "0.981× [0.971, 0.993]"
+    assert Ci(81.9, 61.4, 94.5).text() == "82 [61, 94]"
+    assert Ci(9.079016666, 9.079016666, 9.079016666).text() == "9.08"  # one round: no CI
+    assert Ci(1234.5).cells() == ("1234", "", "")  # 3 significant digits, never fewer integers
+    assert sig(0.000123456) == "0.000123"
+
+
+def test_markdown_has_metadata_verdict_l1_marginal_and_each_phase(demo):
+    md = export.summary_markdown(demo)
+    for line in (
+        "- model: embedded (mlatui_mla)",
+        "- device: AMD EPYC x86_64",
+        "- BLAS: openblas (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)",
+        "- mlx: 0.32.4",
+        "- mlx-lm: 0.32.2",
+        "- scenario: default",
+        "- seed: 0",
+        "- threshold: gate formula, L* formula 170 (T→∞), not calibrated, indexer patched",
+        f"**Verdict:** {verdict_line(demo)}",
+        "## L = 1 check (both arms take the same branch: paired ratio 1 ± 2%)",
+        "## Marginal cost of a second query (L=2 − L=1, median over rounds)",
+        "## Phase sweep (sweep)",
+        "## Phase tune (tune)",
+    ):
+        assert line in md, line
+    # the recorded numbers, rounded to what their CI supports (never 49.37... or 241.03...)
+    assert "| 4096 | 241.0 [233.3, 244.3] | 4.2 [3.1, 5.2] | 57× | ✓ valid |" in md
+    assert (
+        "| sweep | 512 | 9.93 | 10.1 | 0.981 [0.971, 0.993] | -1.9% | 22 | ? inconclusive |" in md
+    )
+    assert "| 1024 | 3 | 49.4 [48.5, 51.8] |" in md
+    assert "| 2000 | patched | 3 | 82 [61, 94] | 1.60× [1.24, 1.74] |" in md
+    assert "Left out of verdicts (L=1 check invalid or inconclusive): 512, 1024" in md
+
+
+def test_csv_sections_are_filterable_and_never_mix_phases(demo):
+    rows = list(csv.DictReader(io.StringIO(export.summary_csv(demo))))
+    tables = {r["table"] for r in rows}
+    assert tables == {"meta", "verdict", "l1_check", "marginal", "sweep", "decode"}
+    meta = {r["quantity"]: r["text"] for r in rows if r["table"] == "meta"}
+    assert meta["model"] == "embedded (mlatui_mla)" and meta["mlx_lm"] == "0.32.2"
+    assert meta["seed"] == "0" and meta["status"] == "completed"
+    assert next(r["text"] for r in rows if r["table"] == "verdict") == verdict_line(demo)
+    assert {r["kind"] for r in rows if r["table"] == "sweep"} == {"sweep"}
+    assert {r["kind"] for r in rows if r["table"] == "decode"} == {"tune"}
+    marg = {(r["context"], r["arm"]): r for r in rows if r["table"] == "marginal"}
+    assert (marg[("4096", "stock")]["median"], marg[("4096", "stock")]["low"]) == ("241.0", "233.3")
+    assert (
+        marg[("4096", "stock")]["check"] == "valid"
+        and marg[("512", "stock")]["check"] == "inconclusive"
+    )
+    tok = next(
+        r
+        for r in rows
+        if r["table"] == "decode"
+        and r["context"] == "2000"
+        and r["arm"] == "patched"
+        and r["width"] == "3"
+        and r["quantity"] == "vs_plain"
+    )
+    assert (tok["median"], tok["low"], tok["high"]) == ("1.60", "1.24", "1.74")
+    for r in rows:  # no unrounded float anywhere
+        for key in ("median", "low", "high"):
+            assert len(r[key].split(".")[-1]) <= 6, r
+
+
+def test_a_mid_run_export_has_what_exists_so_far():
+    s = fold(DEMO, upto=600)  # in the sweep: 512 decided, 1024 under way
+    assert s.status == "running"
+    md = export.summary_markdown(s)
+    assert "status: running (phase 1/2 sweep" in md
+    assert "## Phase sweep (sweep) — in progress" in md
+    assert "| 512 | 18.33 [17.90, 19.04] | 0.59 [0.50, 1.04] | 31× | ? inconclusive |" in md
+    assert "| 1024 |" in md and "… pending" in md
+    rows = list(csv.DictReader(io.StringIO(export.summary_csv(s))))
+    assert sum(r["table"] == "sweep" for r in rows) > 10
+    assert any(r["table"] == "marginal" and r["context"] == "1024" for r in rows)
+
+
+def test_old_recordings_export_medians_without_cis():
+    s = fold(FIXTURE)
+    md = export.summary_markdown(s)
+    assert "- schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
+    assert "✗ invalid" in md and "acceptance (synthetic)" in md
+
+
+async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
+    import time
+
+    from mlatui.sources import ReplaySource
+    from widgets.app import MlatuiApp
+
+    app = MlatuiApp(ReplaySource(DEMO, speed=64.0), ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        end = time.monotonic() + 60
+        while len(app.dash.estimates) < 2:
+            assert time.monotonic() < end, "timed out"
+            await pilot.pause(0.05)
+        await pilot.press("p", "e")
+        await pilot.pause()
+        assert app.dash.status == "running"
+    (csv_path,) = tmp_path.glob("mlatui-summary-*.csv")
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert {"meta", "verdict", "marginal", "sweep"} <= {r["table"] for r in rows}
+    assert next(r["text"] for r in rows if r["quantity"] == "status").startswith("running")
+    (md_path,) = tmp_path.glob("mlatui-summary-*.md")
+    assert "## Phase sweep (sweep) — in progress" in md_path.read_text()

@@ -1,0 +1,96 @@
+"""`mlatui compare`: two recorded runs on one screen (the Comparison is built before it opens)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+
+from mlatui.compare import Comparison
+from widgets import compare_render as cr
+from widgets.help import HelpScreen, binding_rows
+
+NARROW_WIDTH = 170  # below: the table goes under the figure
+
+
+class CompareView(Widget):
+    """A pane drawn from the app's Comparison by one of widgets.compare_render's functions."""
+
+    def __init__(self, draw, *, title: str = "", id: str | None = None):
+        super().__init__(id=id)
+        self.draw = draw
+        if title:
+            self.border_title = title
+
+    def render(self) -> Text:
+        return self.draw(self.app.cmp, self.content_size.width, self.content_size.height)  # type: ignore[attr-defined]
+
+
+class CompareApp(App):
+    CSS_PATH = "compare.tcss"
+    TITLE = "mlatui compare"
+    BINDINGS = [
+        Binding("e", "export", "export", id="export"),
+        Binding("s", "screenshot", "screenshot", id="screenshot"),
+        Binding("question_mark", "help", "help", key_display="?", id="help"),
+        Binding("q", "quit", "quit", id="quit"),
+    ]
+
+    def __init__(self, cmp: Comparison, *, out_dir: str | os.PathLike | None = None):
+        super().__init__()
+        self.cmp = cmp
+        self.out_dir = Path(out_dir) if out_dir else Path.cwd()
+
+    def compose(self) -> ComposeResult:
+        yield CompareView(lambda c, w, h: cr.header_text(c, w), id="cmp-header")
+        yield CompareView(lambda c, w, h: cr.verdicts_text(c, w), id="cmp-verdicts")
+        with Horizontal(id="cmp-body"):
+            yield CompareView(
+                cr.plot_text,
+                id="cmp-plot",
+                title="marginal cost of a 2nd query: L=2 − L=1 (ms, log) · ● A  ▲ B",
+            )
+            with VerticalScroll(id="cmp-table-box") as box:
+                box.border_title = "shared contexts: A, B and B/A"
+                yield Static(cr.table_text(self.cmp), id="cmp-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.screen.set_class(self.size.width < NARROW_WIDTH, "narrow")
+
+    def on_resize(self, event) -> None:
+        self.screen.set_class(event.size.width < NARROW_WIDTH, "narrow")
+
+    def export_markdown(self) -> Path:
+        from mlatui.compare_report import compare_markdown
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / f"mlatui-compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
+        path.write_text(compare_markdown(self.cmp), encoding="utf-8")
+        return path
+
+    def action_export(self) -> None:
+        try:
+            self.notify(str(self.export_markdown()), title="comparison exported (markdown)")
+        except OSError as e:
+            self.notify(f"export failed: {e}", severity="error")
+
+    def action_screenshot(self) -> None:
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(self.out_dir))
+        except OSError as e:
+            self.notify(f"screenshot failed: {e}", severity="error")
+            return
+        self.notify(path, title="screenshot saved (SVG)")
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(binding_rows(self), cr.LEGEND))

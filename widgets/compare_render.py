@@ -1,0 +1,249 @@
+"""Pure renderers of `mlatui compare`: a Comparison -> rich Text, sized to the space given."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+
+from mlatui.compare import SECTIONS, Comparison, Run
+from mlatui.compare_report import TITLES, checks_text, ratio_text, width_label
+from mlatui.events import ARMS
+from mlatui.rounding import Ci, ci_text
+from mlatui.run_tables import Quantity
+from mlatui.verdict_strip import verdict_parts
+
+GREY = "grey42"
+ARM_STYLES = {"stock": "red", "patched": "green"}
+RUN_MARKERS = {"A": "●", "B": "▲"}
+RUN_LINES = {"A": "·", "B": "∙"}
+TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
+
+
+def _ctx(c: int) -> str:
+    return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
+
+
+def _short(value: str, n: int) -> str:
+    value = value.split(" (/")[0]  # library paths are for the export, not the screen
+    return value if len(value) <= n else value[: n - 1] + "…"
+
+
+def run_label(run: Run) -> str:
+    h = run.header
+    return f"{run.label} {run.name} ({h.model} · {h.device.get('name', '?')})"
+
+
+def header_text(cmp: Comparison, width: int) -> Text:
+    t = Text(overflow="ellipsis", no_wrap=True)
+    t.append(" mlatui ", style="bold reverse")
+    t.append(" COMPARE ", style="bold")
+    for i, run in enumerate(cmp.runs):
+        t.append(" vs " if i else " ")
+        t.append(RUN_MARKERS[run.label] + " ", style="bold")
+        t.append(run_label(run), style="bold")
+    t.append("\n")
+    t.append("differs ", style="bold reverse")
+    if not cmp.differing:
+        t.append(" nothing but the start time (same machine, same settings)", style="dim")
+    used = 9
+    for i, f in enumerate(cmp.differing):
+        a, b = _short(f.a, 26), _short(f.b, 26)
+        size = 3 + len(f.label) + len(a) + len(b) + 4
+        left = len(cmp.differing) - i
+        if i and used + size > width - (12 if left > 1 else 0):
+            t.append(f" · +{left} more (e exports all)", style="dim")
+            break
+        used += size
+        t.append(" · " if i else " ")
+        t.append(f"{f.label} ", style="bold")
+        t.append(a, style="yellow")
+        t.append(" → ")
+        t.append(b, style="yellow")
+    t.append("\n")
+    same = " · ".join(f"{f.label} {_short(f.value, 24)}" for f in cmp.same if f.key != "schema")
+    t.append(f"same: {same}", style="dim")
+    return t
+
+
+def verdicts_text(cmp: Comparison, width: int) -> Text:
+    """Each run's verdict strip (mlatui.verdict_strip: as its replay and export say it)."""
+    t = Text(overflow="ellipsis", no_wrap=True)
+    for i, run in enumerate(cmp.runs):
+        if i:
+            t.append("\n")
+        t.append(f"{run.label} verdict ", style="bold reverse")
+        parts = verdict_parts(run.state)
+        if not parts:
+            t.append(" no result in this recording", style="dim")
+            continue
+        long = sum(len(p.text) + 3 for p in parts) + 11 <= width
+        for j, p in enumerate(parts):
+            t.append(" · " if j else " ")
+            t.append(p.text if long else p.short, style=TONE_STYLES[p.tone.value])
+    return t
+
+
+# -- the key figure of both runs -------------------------------------------------------------
+
+
+def marginal_points(run: Run, arm: str) -> list[tuple[int, Ci, bool]]:
+    """(context, marginal ms with CI, valid) as the run's dashboard draws them."""
+    return [
+        (c, Ci(m, lo, hi), not run.state.sweep_invalid(c))
+        for c, m, lo, hi in run.state.marginal_ci(arm)
+    ]
+
+
+def log_ticks(lo: float, hi: float, rows: int) -> list[float]:
+    """1-2-5 ticks inside [lo, hi]; only powers of ten when the rows cannot hold more."""
+    ticks = []
+    for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        ticks += [m * 10.0**e for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    if len(ticks) > max(2, rows // 2):
+        ticks = [v for v in ticks if round(v / 10 ** math.floor(math.log10(v))) == 1]
+    return ticks
+
+
+def _tick_label(v: float) -> str:
+    return f"{v:g}" if v >= 0.01 else f"{v:.0e}"
+
+
+def plot_text(cmp: Comparison, width: int, height: int) -> Text:
+    """Marginal cost of the 2nd query vs context, log-log, both arms of both runs: colour is
+    the arm, the marker the run; whiskers are 95% CIs; grey points failed the L = 1 check."""
+    series = [(run, arm, marginal_points(run, arm)) for run in cmp.runs for arm in ARMS]
+    if width < 30 or height < 9:
+        return Text("(too small: enlarge the terminal)", style="dim")
+    drawn = [(r, a, [p for p in pts if p[1].median > 0]) for r, a, pts in series]
+    dropped = sum(len(pts) for _, _, pts in series) - sum(len(pts) for _, _, pts in drawn)
+    values = [
+        v
+        for _, _, pts in drawn
+        for _, ci, _ in pts
+        for v in (ci.median, ci.low, ci.high)
+        if v is not None and v > 0
+    ]
+    if not values:
+        return Text("no marginal cost in either recording (no sweep with L = 1 and 2)", style="dim")
+    legend = len(cmp.runs) + 1
+    ph, ylab = height - 2 - legend, 7
+    pw = width - ylab - 1
+    ymin, ymax = min(values) / 1.2, max(values) * 1.2
+    xs = sorted({c for _, _, pts in drawn for c, _, _ in pts})
+    lx0, lx1 = math.log(xs[0]), math.log(xs[-1])
+
+    def col(x: int, run: Run) -> int:
+        frac = 0.5 if lx1 == lx0 else (math.log(x) - lx0) / (lx1 - lx0)
+        return min(pw - 1, 1 + round(frac * (pw - 4)) + (1 if run.label == "B" else 0))
+
+    def row(y: float) -> int:
+        frac = (math.log(ymax) - math.log(max(y, ymin))) / (math.log(ymax) - math.log(ymin))
+        return max(0, min(ph - 1, round(frac * (ph - 1))))
+
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * pw for _ in range(ph)]
+
+    def put(r: int, c: int, ch: str, style: str, over: bool = True) -> None:
+        if 0 <= r < ph and 0 <= c < pw and (over or grid[r][c][0] == " "):
+            grid[r][c] = (ch, style)
+
+    for run, arm, pts in drawn:  # lines through the valid points
+        style = ARM_STYLES[arm]
+        valid = [(col(c, run), math.log(ci.median)) for c, ci, ok in pts if ok]
+        for (c0, y0), (c1, y1) in zip(valid, valid[1:], strict=False):
+            for c in range(c0 + 1, c1):
+                y = math.exp(y0 + (y1 - y0) * (c - c0) / (c1 - c0))
+                put(row(y), c, RUN_LINES[run.label], style, over=False)
+    for run, arm, pts in drawn:  # CI whiskers, then the markers on top
+        for c, ci, ok in pts:
+            if ci.has_ci and ci.low > 0:
+                for r in range(row(ci.high), row(ci.low) + 1):
+                    put(r, col(c, run), "│", f"{ARM_STYLES[arm] if ok else GREY} dim", over=False)
+    for run, arm, pts in drawn:
+        for c, ci, ok in pts:
+            put(
+                row(ci.median), col(c, run), RUN_MARKERS[run.label], ARM_STYLES[arm] if ok else GREY
+            )
+
+    labels = {row(v): _tick_label(v) for v in reversed(log_ticks(ymin, ymax, ph))}
+    t = Text(no_wrap=True, overflow="crop")
+    for r in range(ph):
+        t.append(f"{labels.get(r, ''):>{ylab - 1}} " + ("┤" if r in labels else "│"), style="dim")
+        for ch, style in grid[r]:
+            t.append(ch, style=style)
+        t.append("\n")
+    t.append(" " * ylab + "└" + "─" * pw + "\n", style="dim")
+    axis = [" "] * (pw + ylab + 1)
+    for x in xs:
+        label, at = _ctx(x), ylab + 1 + col(x, cmp.a)
+        start = max(0, at - len(label) // 2)
+        if all(ch == " " for ch in axis[max(0, start - 1) : start + len(label) + 1]):
+            axis[start : start + len(label)] = label
+    axis_text = "".join(axis).rstrip()
+    if len(axis_text) + 18 <= width:
+        axis_text += "  context (tokens)"
+    t.append(axis_text, style="dim")
+    for run in cmp.runs:
+        t.append("\n")
+        t.append(f"{RUN_MARKERS[run.label]} ", style="bold")
+        t.append(run_label(run) + ": ")
+        for arm in ARMS:
+            t.append(f"{RUN_MARKERS[run.label]} {arm} ", style=ARM_STYLES[arm])
+    t.append("\n")
+    note = "Δ ms vs context, log-log, lower is better · │ 95% CI · grey: L=1 check not valid"
+    if dropped:
+        note += f" · {dropped} point(s) ≤ 0 not drawn"
+    t.append(note, style="dim")
+    return t
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def table_text(cmp: Comparison) -> Text:
+    t = Text(no_wrap=True)
+    if not cmp.rows:
+        t.append("No figure of one run matches one of the other.\n", style="bold yellow")
+    if not cmp.shared_contexts:
+        for run in cmp.runs:
+            ctx = ", ".join(map(_ctx, run.state.contexts())) or "none"
+            t.append(f"{run.label} sweep contexts: {ctx}\n", style="dim")
+    for q in SECTIONS:
+        rows = cmp.section(q)
+        if not rows:
+            continue
+        unit = "×" if q in (Quantity.RATIO, Quantity.VS_PLAIN) else ""
+        t.append(TITLES[q] + "\n", style="bold")
+        wl = (
+            ""
+            if q == Quantity.MARGINAL_MS
+            else ("L" if q in (Quantity.STEP_MS, Quantity.RATIO) else "d")
+        )
+        t.append(
+            f"{'ctx':>5} {wl:>3} {'arm':<7} {'A [95% CI]':>21} {'B [95% CI]':>21}  {'B/A':<22} A B\n",
+            style="dim",
+        )
+        for r in rows:
+            style = "" if r.valid else GREY
+            w = "" if q == Quantity.MARGINAL_MS else width_label(r)
+            arm = r.arm or "s/p"
+            t.append(f"{_ctx(r.context):>5} {w:>3} ", style=style)
+            t.append(f"{arm:<7} ", style=ARM_STYLES.get(r.arm, "") if r.valid else GREY)
+            t.append(f"{ci_text(r.a, unit):>21} {ci_text(r.b, unit):>21}  ", style=style)
+            t.append(f"{ratio_text(r):<22}", style="bold" if r.differs and r.valid else style)
+            t.append(f" {checks_text(r)}\n", style=style)
+        t.append("\n")
+    t.append(
+        "B/A: ratio of medians (range from the CI ends; ≠ CIs apart) · ✓ valid ✗ invalid "
+        "? inconclusive … undecided (L=1 check, A then B); grey rows are in no verdict",
+        style="dim",
+    )
+    return t
+
+
+LEGEND = (
+    "● run A · ▲ run B · red stock, green patched · │ 95% CI · Δ2 marginal cost of a 2nd query "
+    "(L=2 − L=1, ms) · B/A ratio of the medians, (lo–hi) from the CI ends, ≠ where the CIs do "
+    "not overlap · s/p stock/patched paired · d1 d2 … draft depth · L=1 check (A then B): "
+    "✓ valid ✗ invalid ? inconclusive … pending · grey: in no verdict"
+)
