@@ -38,7 +38,11 @@ def preload_fast_blas() -> str | None:
         return None
     if "mlx.core" in sys.modules:
         return None
-    for folder in OPENBLAS_DIRS:
+    if os.environ.get("MLATUI_BLAS", "").lower() in ("pip", "scipy-openblas"):
+        folders: tuple[str, ...] = ()
+    else:
+        folders = OPENBLAS_DIRS
+    for folder in folders:
         blas = os.path.join(folder, "libblas.so.3")
         if os.path.exists(blas):
             try:
@@ -50,7 +54,13 @@ def preload_fast_blas() -> str | None:
                 continue
             _preloaded = blas
             return blas
-    return None
+    from mlatui import blas_redirect  # no system OpenBLAS: the pip wheel's, if installed
+
+    pip = blas_redirect.pip_openblas()
+    if pip is not None:
+        blas_redirect.install(pip)
+        _preloaded = pip
+    return _preloaded
 
 
 def blas_in_use() -> str:
@@ -74,7 +84,10 @@ def describe(path: str) -> str:
     """Label the library file that provides `cblas_sgemm` (calibration keys on 'openblas...')."""
     parts = path.split(os.sep)
     if "mlx_cpu.libs" in parts:
-        return f"bundled reference BLAS ({path}; slow: apt-get install libopenblas0-pthread)"
+        return (
+            f"bundled reference BLAS ({path}; slow: unset MLATUI_BLAS, or pip install "
+            "scipy-openblas32, or apt-get install libopenblas0-pthread)"
+        )
     if "openblas" in path.lower() or _exports(path, "openblas_get_config"):
         return f"openblas ({path})"
     return f"other BLAS ({path})"

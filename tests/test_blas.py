@@ -166,3 +166,43 @@ def test_real_openblas_preload_is_reported_and_fast():
     assert fast["blas"] == f"openblas ({expected})"
     assert is_bundled(slow["blas"])
     assert fast["gflops"] > 3 * slow["gflops"], (fast["gflops"], slow["gflops"])
+
+
+@linux_only
+def test_pip_openblas_redirect_is_reported_correct_and_fast():
+    """Without a system OpenBLAS (forced here with MLATUI_BLAS=pip), libmlx's gemm slots point
+    at the scipy-openblas32 wheel: blas_in_use() names that file from the GOT, results match
+    numpy, and it is faster than the bundled reference BLAS."""
+    from mlatui.blas_redirect import pip_openblas
+
+    lib = pip_openblas()
+    if lib is None:
+        pytest.skip("scipy-openblas32 is not installed")
+    check = (
+        "import numpy as np\n"
+        "x = mx.random.normal((64, 33)); y = mx.random.normal((33, 17))\n"
+        "out['err'] = float(np.abs(np.array(x @ y) - np.array(x) @ np.array(y)).max())\n"
+        "out['mapped'] = out['mapped']\n"
+    )
+    code_probe = PROBE.replace("print(json.dumps(out))", check + "print(json.dumps(out))")
+    full = {k: v for k, v in os.environ.items() if k != "MLATUI_BLAS"}
+    runs = {}
+    for mode in ("pip", "reference"):
+        code = textwrap.dedent(code_probe).format(before="", preload="", gflops=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=full | {"MLATUI_BLAS": mode},
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "warning" not in out.stderr, out.stderr
+        runs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    real = os.path.realpath(lib)
+    assert runs["pip"]["provider"] == [real, "got"]
+    assert runs["pip"]["blas"] == f"openblas ({real})"
+    assert runs["pip"]["err"] < 1e-4
+    assert is_bundled(runs["reference"]["blas"])
+    assert runs["pip"]["gflops"] > 2 * runs["reference"]["gflops"], runs
