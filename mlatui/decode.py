@@ -33,7 +33,6 @@ from mlatui.decode_verdict import (
 )
 from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
 from mlatui.events import DecodeBlock, DecodeResult, LogMessage, PhaseStart, PhaseSummary, Step
-from mlatui.measure import L1_TOLERANCE_PCT
 from mlatui.mtp import MTPDraft
 from mlatui.phases import (
     ARM_ORDER,
@@ -44,48 +43,22 @@ from mlatui.phases import (
     share_context,
     validity,
 )
+from mlatui.plans import (  # noqa: F401 - re-exported
+    PLAIN_QUADS,
+    VERIFY_ROUNDS,
+    block_plan,
+    decode_segments,
+    verify_plan,
+)
 from mlatui.runtime import BlockResult, Sampling
-from mlatui.sampler import SamplerPlan, sample_context
+from mlatui.sampler import sample_context
 from mlatui.scenario import Phase
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
-VERIFY_ROUNDS = 2
-# Plain decode gets two A B B A quads per round: it is the L = 1 check of these phases, and with
-# one quad per round 8 rounds of 16-token blocks left it inconclusive (CI ±3-5%) on an idle CPU.
-PLAIN_QUADS = 2
 
 
 def sampling_of(phase: Phase) -> Sampling:
     return Sampling(phase.temperature, phase.top_p)
-
-
-def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
-    rounds = max(2, phase.reps)
-    return SamplerPlan(
-        (1, *[d + 1 for d in depths]),
-        min_rounds=rounds,
-        max_rounds=max(phase.max_rounds or 2 * rounds, rounds),
-        warmup=phase.warmup,
-        control_width=1,
-        control_quads=PLAIN_QUADS,
-        tolerance_pct=L1_TOLERANCE_PCT,
-        seed=stable_seed(seed, phase.name, "blocks", context),
-        settle=False,  # a block is many steps: one arm's carry-over is spread over all of them
-    )
-
-
-def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
-    return SamplerPlan(
-        tuple(range(1, max(depths) + 2)),
-        min_rounds=VERIFY_ROUNDS,
-        max_rounds=VERIFY_ROUNDS,
-        warmup=phase.warmup,
-        control_width=1,
-        control_quads=1,
-        tolerance_pct=L1_TOLERANCE_PCT,
-        seed=stable_seed(seed, phase.name, "verify", context),
-        settle=settle,
-    )
 
 
 def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, DecodeStream]]:
@@ -379,8 +352,18 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
             "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
         )
     planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
+    segments = tuple(s.to_dict() for s in decode_segments(phase, depths, ctx.settle))
     ctx.emit(
-        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+        PhaseStart(
+            ctx.now(),
+            phase.name,
+            phase.kind,
+            index,
+            total_phases,
+            planned,
+            phase.contexts,
+            segments,
+        )
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
