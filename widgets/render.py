@@ -239,7 +239,8 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
         t.append(f"status {state.status}")
         return t
     running = state.status == "running"
-    info = progress_text(state.progress, now_s if now_s is not None else state.t, running)
+    clock = now_s if now_s is not None and running else state.t  # a finished run: its length
+    info = progress_text(state.progress, clock, running)
     label = f"phase {p.index + 1}/{p.total_phases} {p.name} ({p.kind}) "
     tail = f" {p.done}/{p.total}"
     tail += f" · {info.elapsed}" if info.elapsed else ""
