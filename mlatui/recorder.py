@@ -59,20 +59,21 @@ class Recorder:
         with self._lock:
             if self._file.closed:
                 return
+            lines = [line]
             if not self._header_seen:  # loading events come before the header: held until it
                 if event.type != "header":
                     self._early.append(line)
                     return
                 self._header_seen = True
-                line = "\n".join([line, *self._early])
-                self._early = []
-            try:
-                self._file.write(line + "\n")
-                self._file.flush()
-            except OSError as e:
-                self._failed(e)
-                return
-            self.lines += line.count("\n") + 1
+                lines, self._early = [line, *self._early], []
+            for one in lines:
+                try:
+                    self._file.write(one + "\n")
+                    self._file.flush()
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self.lines += 1
 
     def close(self) -> None:
         with self._lock:
