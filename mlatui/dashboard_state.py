@@ -19,6 +19,8 @@ from mlatui.events import (
     ErrorEvent,
     Estimate,
     Event,
+    LoadProgress,
+    LoadStart,
     LogMessage,
     MemorySample,
     PhaseStart,
@@ -30,6 +32,7 @@ from mlatui.events import (
     Step,
     Validity,
 )
+from mlatui.progress import RunProgress
 
 LOG_LINES = 500
 SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
@@ -56,6 +59,7 @@ class DashboardState:
         self.t = 0.0
         self.context: int | None = None  # of the latest timed step
         self.events = 0
+        self.progress = RunProgress()  # ETA, elapsed, stall, loading (mlatui.progress)
         self.changed: set[str] = set(SECTIONS)
 
     # -- folding events ---------------------------------------------------------------------
@@ -65,6 +69,7 @@ class DashboardState:
         t = getattr(event, "t", None)
         if t is not None:
             self.t = max(self.t, t)
+        self.progress.apply(event)
         handler = getattr(self, f"_on_{event.type}", None)
         if handler is not None:
             handler(event)
@@ -100,6 +105,28 @@ class DashboardState:
                 arm.counts, arm.depth, arm.spec_vs_plain = {}, None, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
+
+    def _on_load_start(self, e: LoadStart) -> None:
+        self.changed |= {"header", "phase"}
+        if e.kind == "random":
+            what = f"building random weights ({e.params / 1e6:,.1f}M params)"
+        elif e.total_bytes:
+            what = f"{e.files} files, {e.total_bytes / 1e6:,.1f} MB"
+        else:
+            what = "size unknown until fetched"
+        self._log(e.t, "info", f"loading {e.what} {e.source}: {what}")
+
+    def _on_load_progress(self, e: LoadProgress) -> None:
+        self.changed |= {"header", "phase"}
+        if e.done and self.progress.load is not None:
+            lv = self.progress.load
+            self._log(
+                e.t,
+                "info",
+                f"{lv.what} loaded in {lv.seconds:.1f} s ({e.bytes_read / 1e6:,.1f} MB"
+                + (f", {e.measure}" if e.measure and e.measure != "exact" else "")
+                + ")",
+            )
 
     def _on_progress(self, e: Progress) -> None:
         if e.phase == self.phase.name:

@@ -28,7 +28,7 @@ from mlatui.decode_verdict import (
     guard_warnings,
     tune_verdict,
 )
-from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
+from mlatui.estimates import ContextEstimates, Outcome, Timing
 from mlatui.events import (
     DecodeResult,
     LogMessage,
@@ -37,7 +37,6 @@ from mlatui.events import (
     Step,
     Validity,
 )
-from mlatui.measure import L1_TOLERANCE_PCT
 from mlatui.mtp import MTPDraft
 from mlatui.phases import (
     ARM_ORDER,
@@ -48,48 +47,18 @@ from mlatui.phases import (
     share_context,
     validity,
 )
+from mlatui.plans import (  # noqa: F401 - re-exported
+    PLAIN_QUADS,
+    VERIFY_MAX_ROUNDS,
+    VERIFY_MIN_ROUNDS,
+    block_plan,
+    decode_segments,
+    verify_plan,
+)
 from mlatui.sampler import SamplerPlan, sample_context
 from mlatui.scenario import Phase
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
-# The L = 1 check of a decode context is decided on the synced verify steps, like the sweep's: an
-# A/A of plain-decode blocks through generate_step scattered by 6% (16-token blocks) to 9%
-# (48-token) per quad on the idle 2-core CPU (docs/experiments/aa_plain_blocks.py), so a ±2% CI
-# from blocks needs 40+ quads per context, while synced steps decide in 6-10 rounds. The blocks'
-# own plain-decode ratio is still checked: a CI wholly outside ±2% invalidates the context.
-VERIFY_MIN_ROUNDS = 6
-VERIFY_MAX_ROUNDS = 18
-PLAIN_QUADS = 2
-
-
-def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
-    rounds = max(2, phase.reps)
-    # with drafts the verify steps decide the L = 1 check: no rounds are added for the blocks
-    return SamplerPlan(
-        (1, *[d + 1 for d in depths]),
-        min_rounds=rounds,
-        max_rounds=rounds if depths else max(phase.max_rounds or 2 * rounds, rounds),
-        warmup=phase.warmup,
-        control_width=1,
-        control_quads=PLAIN_QUADS,
-        tolerance_pct=L1_TOLERANCE_PCT,
-        seed=stable_seed(seed, phase.name, "blocks", context),
-        settle=False,  # a block is many steps: one arm's carry-over is spread over all of them
-    )
-
-
-def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
-    return SamplerPlan(
-        tuple(range(1, max(depths) + 2)),
-        min_rounds=VERIFY_MIN_ROUNDS,
-        max_rounds=max(phase.max_rounds or VERIFY_MAX_ROUNDS, VERIFY_MIN_ROUNDS),
-        warmup=phase.warmup,
-        control_width=1,
-        control_quads=PLAIN_QUADS,
-        tolerance_pct=L1_TOLERANCE_PCT,
-        seed=stable_seed(seed, phase.name, "verify", context),
-        settle=settle,
-    )
 
 
 def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, DecodeStream]]:
@@ -335,8 +304,18 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
             "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
         )
     planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
+    segments = tuple(s.to_dict() for s in decode_segments(phase, depths, ctx.settle))
     ctx.emit(
-        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+        PhaseStart(
+            ctx.now(),
+            phase.name,
+            phase.kind,
+            index,
+            total_phases,
+            planned,
+            phase.contexts,
+            segments,
+        )
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []

@@ -299,8 +299,13 @@ def run(
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
 
-        loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
-        load_draft(config.draft_model, scenario.draft, loaded, config.seed)
+        from mlatui.load_watch import watcher
+
+        watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
+        loaded = load_target(
+            config.model, scenario, config.random_weights, config.seed, fit_check, watch
+        )
+        load_draft(config.draft_model, scenario.draft, loaded, config.seed, watch)
         if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):

@@ -70,6 +70,39 @@ class PhaseStart(Event):
     total_phases: int
     planned_steps: int
     contexts: tuple[int, ...] = ()
+    plan: tuple[dict, ...] = ()  # mlatui.plans.Segment dicts, in the order they run
+
+
+@dataclass(frozen=True)
+class LoadStart(Event):
+    """Sent before any weight is read or built (and before the header, which needs the loaded
+    model; the recorder writes it after the header). `kind`: checkpoint | random. `files` and
+    `total_bytes` are the safetensors on disk (0 when unknown, e.g. a hub id not yet fetched);
+    `params` the parameter count of a random build."""
+
+    type: ClassVar[str] = "load_start"
+    t: float
+    what: str  # "model" | "draft model"
+    source: str  # path, hub id, "embedded" or "random:<family>"
+    kind: str
+    files: int = 0
+    total_bytes: int = 0
+    params: int = 0
+    file_bytes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadProgress(Event):
+    """Bytes read so far; an estimate (`measure` says from what) when the loader is one call.
+    `done` on the last one of a load."""
+
+    type: ClassVar[str] = "load_progress"
+    t: float
+    what: str
+    bytes_read: int
+    files_read: int
+    measure: str = ""  # process read bytes | mlx active memory | exact
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,6 +326,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
         RunHeader,
+        LoadStart,
+        LoadProgress,
         PhaseStart,
         Progress,
         Step,

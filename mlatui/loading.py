@@ -13,6 +13,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlatui.load_watch import memory_counter, no_watch, safetensors_files
 from mlatui.scenario import DraftSpec, ModelSpec, Scenario
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -34,8 +35,9 @@ class Loaded:
     draft_name: str = "none"
 
 
-def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]:
-    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type)."""
+def load_checkpoint(ref: str, what: str = "model", watch=no_watch) -> tuple[nn.Module, Any, str]:
+    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type).
+    `watch(what, source, files=...)` reports the load as it reads (mlatui.load_watch)."""
     from mlx_lm import load
 
     _register()
@@ -49,7 +51,9 @@ def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]
             f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
         )
     try:
-        model, tokenizer = load(str(local) if local.exists() else ref)
+        files = safetensors_files(local) if local.exists() else []
+        with watch(what, ref, files=files):
+            model, tokenizer = load(str(local) if local.exists() else ref)
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
@@ -98,7 +102,11 @@ def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
 
 
 def build_random(
-    spec: ModelSpec, seed: int, check: Callable[[dict, str, int], None] | None = None
+    spec: ModelSpec,
+    seed: int,
+    check: Callable[[dict, str, int], None] | None = None,
+    watch=no_watch,
+    what: str = "model",
 ) -> tuple[nn.Module, str]:
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
     `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy."""
@@ -117,11 +125,18 @@ def build_random(
     model.set_dtype(DTYPES[spec.dtype])
     if spec.bits:
         quantize(model, spec.bits)
-    if check is not None:
-        from mlx.utils import tree_flatten
+    from mlx.utils import tree_flatten
 
-        check(config, spec.dtype, sum(v.nbytes for _, v in tree_flatten(model.parameters())))
-    mx.eval(model.parameters())
+    leaves = [v for _, v in tree_flatten(model.parameters())]
+    nbytes = sum(v.nbytes for v in leaves)
+    if check is not None:
+        check(config, spec.dtype, nbytes)
+    params = sum(v.size for v in leaves)
+    source = f"random:{config['model_type']}"
+    with watch(
+        what, source, kind="random", params=params, total_bytes=nbytes, counter=memory_counter()
+    ):
+        mx.eval(model.parameters())
     return model, config["model_type"]
 
 
@@ -131,39 +146,43 @@ def load_target(
     random_weights: bool,
     seed: int,
     fit_check: Callable[[dict, str, int], None] | None = None,
+    watch=no_watch,
 ) -> Loaded:
     """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built."""
     spec = scenario.model
     check = fit_check or (lambda config, dtype, weights: None)
     if model_ref is not None and not random_weights:
         _check_folder(model_ref, check)
-        model, tok, mtype = load_checkpoint(model_ref)
+        model, tok, mtype = load_checkpoint(model_ref, watch=watch)
         return Loaded(model, tok, model_ref, mtype, model_ref, False)
     if random_weights or spec.source == "random":
         if not spec.family:
             raise LoadError(
                 f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
             )
-        model, mtype = build_random(spec, seed, check)
+        model, mtype = build_random(spec, seed, check, watch)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
         if not spec.path:
             raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
         _check_folder(os.path.expanduser(spec.path), check)
-        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path))
+        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path), watch=watch)
         return Loaded(model, tok, spec.path, mtype, spec.path, False)
-    from mlatui.embedded import load_embedded
+    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, load_embedded
 
-    model, tok, draft = load_embedded()
+    with watch("model", "embedded", files=safetensors_files(MODEL_PATH, DRAFT_PATH)):
+        model, tok, draft = load_embedded()
     loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
     loaded.draft_model, loaded.draft_name = draft, "draft-model:embedded"
     return loaded
 
 
-def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
+def load_draft(
+    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, watch=no_watch
+) -> None:
     """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]; a
     draft model is checked against the target before any step."""
-    _load_draft(draft_ref, spec, target, seed)
+    _load_draft(draft_ref, spec, target, seed, watch)
     if target.draft_model is not None and target.draft_name.startswith("draft-model"):
         check_draft_vocabulary(target)
 
@@ -181,9 +200,11 @@ def check_draft_vocabulary(target: Loaded) -> None:
         )
 
 
-def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
+def _load_draft(
+    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, watch=no_watch
+) -> None:
     if draft_ref is not None:
-        target.draft_model, _, _ = load_checkpoint(draft_ref, what="draft model")
+        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch)
         target.draft_name = f"draft-model:{draft_ref}"
         return
     if target.random_weights and spec.source in ("auto", "mtp"):
@@ -192,14 +213,14 @@ def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: in
         )  # no checkpoint, no MTP head
     if spec.source == "draft-model":
         if spec.path:
-            target.draft_model, _, _ = load_checkpoint(spec.path, what="draft model")
+            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch)
             target.draft_name = f"draft-model:{spec.path}"
         elif spec.config:
             family = spec.config.get("model_type")
             if not family:
                 raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1
+                ModelSpec("random", None, family, spec.config), seed + 1, None, watch, "draft model"
             )
             target.draft_name = f"draft-model:random:{family}"
         else:
@@ -210,7 +231,7 @@ def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: in
         if spec.config:
             family = spec.config.get("model_type")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1
+                ModelSpec("random", None, family, spec.config), seed + 1, None, watch, "draft model"
             )
         target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
     elif spec.source == "mtp":

@@ -37,7 +37,8 @@ from mlatui.events import (
     Step,
     Validity,
 )
-from mlatui.measure import L1_TOLERANCE_PCT, Stats
+from mlatui.measure import Stats
+from mlatui.plans import CONTROL_QUADS, plan_for, sweep_segments  # noqa: F401 - re-exported
 from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.scenario import Phase
 from mlatui.spec import require_trimmable
@@ -234,35 +235,24 @@ class EstimateEmitter:
         )
 
 
-def plan_for(
-    phase: Phase, widths: tuple[int, ...], seed: int, context: int, settle: bool = True
-) -> SamplerPlan:
-    return SamplerPlan(
-        widths,
-        min_rounds=max(2, phase.reps),  # rounds come in mirrored pairs
-        max_rounds=max(phase.max_rounds or 3 * phase.reps, phase.reps, 2),
-        warmup=phase.warmup,
-        control_width=1 if 1 in widths else None,
-        control_quads=CONTROL_QUADS if len(widths) > 1 else 1,
-        tolerance_pct=L1_TOLERANCE_PCT,
-        seed=stable_seed(seed, phase.name, context),
-        settle=settle,
-    )
-
-
-# The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
-# the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
-CONTROL_QUADS = 3
-
-
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
     """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
     CIs; the L = 1 check per context."""
     widths = tuple(sorted(set(phase.widths)))
     plans = {c: plan_for(phase, widths, ctx.seed, c, ctx.settle) for c in phase.contexts}
     planned = sum(p.timed_calls() for p in plans.values())
+    segments = tuple(s.to_dict() for s in sweep_segments(phase, ctx.settle))
     ctx.emit(
-        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+        PhaseStart(
+            ctx.now(),
+            phase.name,
+            phase.kind,
+            index,
+            total_phases,
+            planned,
+            phase.contexts,
+            segments,
+        )
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []

@@ -38,6 +38,8 @@ class Recorder:
         self.on_error = on_error
         self.error: str | None = None
         self.lines = 0
+        self._header_seen = False
+        self._early: list[str] = []
 
     def _failed(self, e: OSError) -> None:
         self.error = (
@@ -57,16 +59,31 @@ class Recorder:
         with self._lock:
             if self._file.closed:
                 return
-            try:
-                self._file.write(line + "\n")
-                self._file.flush()
-            except OSError as e:
-                self._failed(e)
-                return
-            self.lines += 1
+            lines = [line]
+            if not self._header_seen:  # loading events come before the header: held until it
+                if event.type != "header":
+                    self._early.append(line)
+                    return
+                self._header_seen = True
+                lines, self._early = [line, *self._early], []
+            for one in lines:
+                try:
+                    self._file.write(one + "\n")
+                    self._file.flush()
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self.lines += 1
 
     def close(self) -> None:
         with self._lock:
+            if self._early and not self._file.closed:  # no header came: keep what did
+                try:
+                    self._file.write("\n".join(self._early) + "\n")
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self._early = []
             if not self._file.closed:
                 try:
                     self._file.flush()

@@ -51,9 +51,14 @@ def tiny_run():
 def test_event_order(tiny_run):
     status, events = tiny_run
     assert status == "completed"
-    assert isinstance(events[0], RunHeader) and isinstance(events[-1], RunEnd)
-    assert events[0].geometry["kv_lora_rank"] == 512 and events[0].thresholds["formula_inf"] == 170
-    assert events[0].synthetic_acceptance is True
+    # only the loading events come before the header (they are written after it when recorded)
+    at = next(i for i, e in enumerate(events) if isinstance(e, RunHeader))
+    assert {e.type for e in events[:at]} == {"load_start", "load_progress"}
+    assert events[0].type == "load_start" and events[at - 1].done
+    header = events[at]
+    assert isinstance(events[-1], RunEnd)
+    assert header.geometry["kv_lora_rank"] == 512 and header.thresholds["formula_inf"] == 170
+    assert header.synthetic_acceptance is True
     kinds = [e.type for e in events if e.type not in ("memory", "progress", "log")]
     # each phase: start, its samples, its validity verdicts, then its summary
     first_sweep_step = kinds.index("step")
@@ -62,7 +67,7 @@ def test_event_order(tiny_run):
     assert kinds.index("phase_summary") > kinds.index("validity")
     assert kinds.count("phase_start") == kinds.count("phase_summary") == 2
     ts = [
-        e.t for e in events[1:] if e.type != "memory"
+        e.t for e in events if e.type not in ("memory", "header")
     ]  # memory samples come from their own thread
     assert ts == sorted(ts), "event times must be monotonic"
     assert any(e.type == "memory" for e in events)
@@ -241,7 +246,10 @@ def test_record_replay_round_trip(tmp_path, tiny_run):
     _, events = tiny_run
     back = recorded(tmp_path, events)
     assert not back.truncated
-    assert [e.to_dict() for e in [back.header, *back.events]] == [e.to_dict() for e in events]
+    # the recorder writes the header first, the loading events that came before it just after
+    at = next(i for i, e in enumerate(events) if isinstance(e, RunHeader))
+    written = [events[at], *events[:at], *events[at + 1 :]]
+    assert [e.to_dict() for e in [back.header, *back.events]] == [e.to_dict() for e in written]
 
 
 def test_killed_run_leaves_readable_file(tmp_path):
@@ -316,6 +324,11 @@ def test_phase_start_counts_planned_steps(tiny_run):
     finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     # planned: the first rounds; rounds added while the L = 1 check is inconclusive raise the total
     assert start.planned_steps == 2 * 4 * (3 * 4 + 2 * 4)
+    from mlatui.plans import Segment
+
+    for phase in (e for e in events if isinstance(e, PhaseStart)):  # the plan the engine runs
+        segments = [Segment.from_dict(d) for d in phase.plan]
+        assert sum(s.planned_calls for s in segments) == phase.planned_steps
     last = [e for e in events if e.type == "progress" and e.phase == "sweep"][-1]
     assert last.done == last.total == steps
     assert steps == sum(e.rounds for e in finals) * (3 * 4 + 2 * 4)
@@ -353,7 +366,8 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     events = []
     status = run(RunConfig(model=str(folder), scenario=str(scenario)), events.append)
     assert status == "completed", [e for e in events if e.type == "error"]
-    assert events[0].draft == "mtp" and events[0].synthetic_acceptance is False
+    header = next(e for e in events if isinstance(e, RunHeader))
+    assert header.draft == "mtp" and header.synthetic_acceptance is False
     blocks = [e for e in events if isinstance(e, DecodeBlock) and e.depth == 2]
     assert {e.arm for e in blocks} == {"stock", "patched"}
     results = [e for e in events if isinstance(e, DecodeResult) and e.depth == 2]
@@ -377,7 +391,13 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     events = []
     config = RunConfig(model=str(target), draft_model=str(draft), scenario=str(scenario))
     assert run(config, events.append) == "completed"
-    assert events[0].draft == f"draft-model:{draft}" and events[0].model == str(target)
+    header = next(e for e in events if isinstance(e, RunHeader))
+    assert header.draft == f"draft-model:{draft}" and header.model == str(target)
+    loads = [e for e in events if e.type == "load_start"]
+    assert [(e.what, e.source) for e in loads] == [
+        ("model", str(target)),
+        ("draft model", str(draft)),
+    ]
     results = [e for e in events if e.type == "decode_result"]
     assert {(r.arm, r.depth) for r in results} == {
         (a, d) for a in ("stock", "patched") for d in (0, 1)

@@ -127,7 +127,7 @@ def null_run(tmp_path_factory):
 def test_null_run_has_both_passes_with_identical_branches(null_run):
     status, events, _ = null_run
     assert status == "completed"
-    header = events[0]
+    header = next(e for e in events if e.type == "header")
     assert isinstance(header, RunHeader)
     assert header.settings["null"] is True
     assert header.settings["passes"] == ["aa-stock", "aa-patched"]
@@ -147,7 +147,7 @@ def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
     from mlatui.harness_bias import describe
 
     _, events, later = null_run
-    bias = later[0].settings.get("harness_bias")
+    bias = next(e for e in later if e.type == "header").settings.get("harness_bias")
     assert bias is not None
     finals = [e for e in events if isinstance(e, Estimate) and e.final]
     ratios = [(r, e) for e in finals for r in e.rows if r["quantity"] == "ratio"]
@@ -207,7 +207,7 @@ def test_scenario_threshold_reaches_the_arms_and_the_cli_wins(tmp_path):
             ),
             events.append,
         )
-        header = events[0]
+        header = next(e for e in events if e.type == "header")
         assert (
             header.settings["threshold"] == (cli or "1") and header.settings["indexer"] == "stock"
         )

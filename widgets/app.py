@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -85,6 +86,7 @@ class MlatuiApp(App):
         self.compact = False
         self.page = 0
         self.ticks = 0
+        self._clock_offset: float | None = None  # live: monotonic - engine time, smallest seen
         self.unexpected: BaseException | None = None  # the command line reports it in one line
 
     def _handle_exception(self, error: Exception) -> None:
@@ -161,8 +163,16 @@ class MlatuiApp(App):
         src = self.source
         if isinstance(src, ReplaySource):
             return ViewInfo(
-                self.mode, src.speed, src.paused, src.position_s, src.duration_s, None, src.finished
+                self.mode,
+                src.speed,
+                src.paused,
+                src.position_s,
+                src.duration_s,
+                None,
+                src.finished,
+                src.position_s,
             )
+        clock = self._clock_offset
         return ViewInfo(
             self.mode,
             1.0,
@@ -171,6 +181,7 @@ class MlatuiApp(App):
             None,
             str(getattr(src, "record_path", "") or ""),
             src.finished,
+            None if clock is None else time.monotonic() - clock,
         )
 
     def _tick(self) -> None:
@@ -207,6 +218,11 @@ class MlatuiApp(App):
         else:
             self.events.extend(events)
         self.dash.apply_all(events)
+        received = time.monotonic()
+        for e in events:
+            t = getattr(e, "t", None)
+            if t is not None and (self._clock_offset is None or received - t < self._clock_offset):
+                self._clock_offset = received - t
         for e in events:
             if e.type == "error":
                 self.post_message(RunFailed(e.message))

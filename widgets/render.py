@@ -46,6 +46,7 @@ class ViewInfo:
     duration_s: float | None = None
     record_path: str | None = None
     finished: bool = False
+    now_s: float | None = None  # the run's clock (replay: recorded time) for elapsed and stalls
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -150,7 +151,17 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     if view.paused:
         t.append(" ⏸ PAUSED", style="bold yellow")
     if h is None:
-        t.append("  waiting for the run header…")
+        load = state.progress.load
+        if load is None:
+            t.append("  waiting for the run header…")
+        else:
+            from mlatui.progress_view import loading_text
+
+            t.append("  ")
+            t.append(loading_text(load, view.now_s), style="cyan")
+            quiet = state.progress.stalled_s(view.now_s)
+            if quiet is not None and not load.done:
+                t.append(f"  no bytes read for {fmt_duration(quiet)}", style="bold yellow")
         return t
     g = h.geometry
     t.append(f" │ {h.model}", style="bold")
@@ -191,7 +202,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     t.append("\n")
     t.append_text(verdict_text(state, width))
     t.append("\n")
-    t.append_text(phase_text(state, max(20, width)))
+    t.append_text(phase_text(state, max(20, width), view.now_s))
     return t
 
 
@@ -215,7 +226,10 @@ def verdict_text(state: DashboardState, width: int) -> Text:
     return t
 
 
-def phase_text(state: DashboardState, width: int) -> Text:
+def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
+    """Phase, bar, steps, elapsed, ETA (mlatui.progress_view) and the stall flag."""
+    from mlatui.progress_view import progress_text
+
     p = state.phase
     t = Text()
     if state.error:
@@ -224,10 +238,15 @@ def phase_text(state: DashboardState, width: int) -> Text:
     if not p.name:
         t.append(f"status {state.status}")
         return t
+    running = state.status == "running"
+    clock = now_s if now_s is not None and running else state.t  # a finished run: its length
+    info = progress_text(state.progress, clock, running)
     label = f"phase {p.index + 1}/{p.total_phases} {p.name} ({p.kind}) "
     tail = f" {p.done}/{p.total}"
-    if state.status == "running":
-        tail += f" ETA {fmt_duration(p.eta_s)}"
+    tail += f" · {info.elapsed}" if info.elapsed else ""
+    if running:
+        eta = info.eta if len(label) + len(tail) + len(info.eta) + 10 <= width else info.eta_short
+        tail += f" · {eta}"
     else:
         tail += f" · run {state.status}"
     bar_w = max(5, min(40, width - len(label) - len(tail) - 2))
@@ -237,6 +256,9 @@ def phase_text(state: DashboardState, width: int) -> Text:
     )
     t.append_text(bar(p.fraction, bar_w, style))
     t.append(tail)
+    if running and info.stalled:
+        t.append(" · ")
+        t.append(info.stalled, style="bold yellow")
     return t
 
 

@@ -103,6 +103,12 @@ class StderrProgress:
                     + " (95% CI must lie inside ±2%)",
                     file=self.stream,
                 )
+            elif kind == "load_start":
+                size = f"{event.total_bytes / 1e6:,.1f} MB in {event.files} files"
+                what = f"{event.params / 1e6:,.1f}M random params" if event.params else size
+                print(f"[mlatui] loading {event.what} {event.source}: {what}", file=self.stream)
+            elif kind == "load_progress" and event.done:
+                print(f"[mlatui]   {event.what} loaded at {event.t:.1f}s", file=self.stream)
             elif kind in ("log", "error"):
                 level = "error" if kind == "error" else event.level
                 print(f"[mlatui] {level}: {event.message}", file=self.stream)
