@@ -414,6 +414,11 @@ def run(
                 fill=fill,
                 settle=config.settle,
             )
+            budget_s = scenario.budget_s if config.budget_s is None else config.budget_s
+            if n == 0 and budget_s > 0 and not null:
+                from mlatui.budget_run import apply_budget
+
+                scenario = apply_budget(ctx, scenario, budget_s)
             tag = pass_name(variants, null)
             for i, phase in enumerate(scenario.phases):
                 if tag:

@@ -74,6 +74,22 @@ class PhaseStart(Event):
 
 
 @dataclass(frozen=True)
+class BudgetPlanned(Event):
+    """The scenario fitted to its time budget (mlatui.budget) from a probe of this device, before
+    the first phase: the forecasts, what was scaled down, and the phases that will run."""
+
+    type: ClassVar[str] = "budget_planned"
+    t: float
+    budget_s: float
+    full_s: float  # forecast of the phases as written
+    predicted_s: float  # forecast of the phases chosen
+    changes: tuple[str, ...]
+    phases: tuple[dict, ...]  # Phase.to_dict() of each phase that runs
+    probe_contexts: tuple[int, ...]
+    probe_s: float  # what the probe itself took
+
+
+@dataclass(frozen=True)
 class LoadStart(Event):
     """Sent before any weight is read or built (and before the header, which needs the loaded
     model; the recorder writes it after the header). `kind`: checkpoint | random. `files` and
@@ -326,6 +342,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
         RunHeader,
+        BudgetPlanned,
         LoadStart,
         LoadProgress,
         PhaseStart,

@@ -310,6 +310,18 @@ class RunProgress:
                 out = add(out, self._prefill(seg.context))
         return out, hi - lo
 
+    def forecast_s(self, phases, settle: bool = True) -> float:
+        """Seconds the given phases would take from scratch with the costs seen so far (the
+        budget planner's forecast); inf when some segment has no cost model."""
+        total = 0.0
+        for phase in phases:
+            for seg in phase_segments(phase, self.has_draft, settle):
+                got = self._segment_left(SegmentRun(seg))
+                if got is None:
+                    return math.inf
+                total += got[0][1]
+        return total
+
     def _prefill(self, context: int) -> Cost:
         from mlatui.progress_costs import extrapolate
 

@@ -28,6 +28,8 @@ class RunConfig:
     # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/performance.md).
     shared_arm_thread: bool = True
     settle: bool = True  # the sampler's untimed settle steps before each quad (off: diagnostic)
+    # seconds the run may take (mlatui.budget): None = the scenario's budget_s; 0 = no budget
+    budget_s: float | None = None
     force: bool = False  # run even when the memory estimate says it does not fit (mlatui.fit)
     overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
 

@@ -92,6 +92,7 @@ class Scenario:
     null: bool = False  # A/A: both arms the same (both stock, then both patched)
     threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
     indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
+    budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.budget); 0: off
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +107,7 @@ class Scenario:
             "null": self.null,
             "threshold": self.threshold,
             "indexer": self.indexer,
+            "budget_s": self.budget_s,
             "fill": self.model.fill,
         }
 
@@ -233,6 +235,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
             "null",
             "threshold",
             "indexer",
+            "budget_s",
             "temperature",
             "top_p",
             "model",
@@ -255,6 +258,15 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     indexer = raw.get("indexer")
     if indexer is not None and indexer not in ("patched", "stock"):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
+    budget_s = raw.get("budget_s", 0)
+    if (
+        isinstance(budget_s, bool)
+        or not isinstance(budget_s, (int, float))
+        or not (0 <= budget_s < 1e7)
+    ):
+        raise ScenarioError(
+            f"{path}: 'budget_s' must be a number of seconds >= 0 (0: no budget), got {budget_s!r}"
+        )
     null = raw.get("null", False)
     if not isinstance(null, bool):
         raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
@@ -331,4 +343,5 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         null=null,
         threshold=threshold,
         indexer=indexer,
+        budget_s=float(budget_s),
     )

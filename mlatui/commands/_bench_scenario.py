@@ -69,6 +69,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="override every phase's round limit (inconclusive checks)",
     )
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
+    parser.add_argument(
+        "--budget",
+        type=non_negative_int,
+        default=0,
+        metavar="S",
+        help="fit the scenario to S seconds, as launch does with the scenario's budget_s "
+        "(default 0: bench runs the scenario in full)",
+    )
     parser.add_argument("--seed", type=non_negative_int, default=0)
 
 
@@ -164,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         overrides=overrides,
         settle=not args.no_settle,
         force=args.force,
+        budget_s=args.budget,
         **gates,
     )
     events = []

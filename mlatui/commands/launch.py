@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mlatui.argtypes import positive_float
+from mlatui.argtypes import non_negative_int, positive_float
 from mlatui.commands._gate_options import add_gate_options, gate_settings
 
 HELP = (
@@ -57,6 +57,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_gate_options(parser)
     parser.add_argument(
+        "--budget",
+        type=non_negative_int,
+        default=None,
+        metavar="S",
+        help="seconds the run may take: a probe of this device scales the scenario down to fit, "
+        "and the log says what was cut (default: the scenario's budget_s, 90 for the default "
+        "scenario; 0 runs the scenario in full)",
+    )
+    parser.add_argument(
         "--out-dir", default=None, help="where e/s write exports and screenshots (default: .)"
     )
 
@@ -72,6 +81,7 @@ def build_config(args: argparse.Namespace):
         scenario=args.scenario,
         record=args.record,
         random_weights=args.random_weights,
+        budget_s=args.budget,
         **gate_settings(args),
     )
 

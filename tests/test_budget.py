@@ -1,0 +1,120 @@
+"""The time budget: the plan is scaled down in a fixed order only while the forecast is over,
+the changes are said, and the probe's costs give a forecast that grows with the plan."""
+
+from pathlib import Path
+
+from mlatui.budget import fit_to_budget, reductions
+from mlatui.progress import RunProgress
+from mlatui.scenario import load_scenario
+
+DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
+
+
+def _phases():
+    return load_scenario(str(DEFAULT)).phases
+
+
+def _size(phases) -> float:
+    """A stand-in forecast: calls per phase, proportional to what the reductions cut."""
+    total = 0.0
+    for p in phases:
+        if p.kind == "sweep":
+            total += sum(p.contexts) / 512 * (p.max_rounds or 3 * p.reps) * len(p.widths)
+        else:
+            total += len(p.contexts) * (p.max_rounds or 18) * p.tokens
+    return total
+
+
+def test_the_default_scenario_has_a_budget_and_fits_unchanged_when_there_is_time():
+    scenario = load_scenario(str(DEFAULT))
+    assert scenario.budget_s == 90
+    plan = fit_to_budget(scenario.phases, 1e9, _size)
+    assert plan.phases == scenario.phases and not plan.changes and plan.fits
+    assert "fits" in plan.describe()
+
+
+def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
+    phases = _phases()
+    steps = list(reductions(phases))
+    last = steps[-1][0]
+    sweep = next(p for p in last if p.kind == "sweep")
+    tune = next(p for p in last if p.kind == "tune")
+    assert len(sweep.contexts) == 3 and sweep.contexts == (512, 1024, 2048)  # still a slope
+    assert sweep.reps == 4 and tune.contexts == (1024,) and tune.tokens == 8
+    sizes = [_size(p) for p, _ in steps]
+    assert sizes == sorted(sizes, reverse=True)  # every step is smaller
+    # a budget between two steps stops at the first plan that fits, not at the smallest
+    budget = (sizes[1] + sizes[2]) / 2
+    plan = fit_to_budget(phases, budget, _size)
+    assert plan.fits and _size(plan.phases) == sizes[2]
+    assert plan.phases != last
+    assert any("tune: contexts 1024, 2000 -> 1024" == c for c in plan.changes)
+    assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
+
+
+def test_a_budget_that_cannot_be_met_runs_the_smallest_plan_and_says_so():
+    plan = fit_to_budget(_phases(), 1.0, _size)
+    assert not plan.fits and "still over budget" in plan.describe()
+    # a change replaced by a later one of the same kind is said once, as its final state
+    assert sum(c.startswith("sweep: contexts") for c in plan.changes) == 1
+    assert "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048" in plan.changes
+
+
+def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
+    costs = RunProgress()
+    for arm in ("stock", "patched"):
+        for ctx, l1 in ((256, 10.0), (1024, 14.0)):
+            costs.costs.add_step(arm, ctx, 1, l1)
+            for w in (2, 3, 4):
+                grow = 0.05 * ctx if arm == "stock" else 1.0
+                costs.costs.add_step(arm, ctx, w, l1 + grow)
+    costs.prefill = [(256, 0.2), (1024, 0.8)]
+    phases = _phases()
+    full = costs.forecast_s(phases)
+    smaller = [costs.forecast_s(p) for p, _ in reductions(phases)]
+    assert 0 < smaller[-1] < full and all(s > 0 for s in smaller)
+    assert smaller == sorted(smaller, reverse=True)
+    no_costs = RunProgress()
+    assert no_costs.forecast_s(phases) == float("inf")
+
+
+def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so(tmp_path):
+    """The engine probes, plans and records the plan; the phases that run are the planned ones;
+    --budget 0 (budget_s = 0) leaves the scenario alone."""
+    from mlatui.engine import run
+    from mlatui.events import BudgetPlanned, LogMessage, PhaseStart
+    from mlatui.runconfig import RunConfig
+
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    text = tiny.read_text().replace("contexts = [128, 256]", "contexts = [128, 256, 384, 512]")
+    scenario.write_text(text.replace("seed = 0", "seed = 0\nbudget_s = 1", 1))
+    events = []
+    status = run(
+        RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2}),
+        events.append,
+    )
+    assert status == "completed"
+    plan = next(e for e in events if isinstance(e, BudgetPlanned))
+    assert plan.budget_s == 1 and plan.changes and plan.predicted_s < plan.full_s
+    assert plan.probe_contexts and plan.probe_s > 0
+    said = [e.message for e in events if isinstance(e, LogMessage) and "budget 1 s" in e.message]
+    assert said and "scaled down" in said[0]
+    starts = {e.phase: e.contexts for e in events if isinstance(e, PhaseStart)}
+    assert starts["sweep"] == (128, 256, 384)  # three contexts kept: the slope stays visible
+    planned = {p["name"]: tuple(p["contexts"]) for p in plan.phases}
+    assert planned["sweep"] == starts["sweep"]
+    first_phase = next(i for i, e in enumerate(events) if isinstance(e, PhaseStart))
+    assert events.index(plan) < first_phase
+    events = []
+    run(
+        RunConfig(
+            scenario=str(scenario),
+            random_weights=True,
+            overrides={"reps": 2, "only_phases": ["sweep"]},
+            budget_s=0,
+        ),
+        events.append,
+    )
+    assert not any(isinstance(e, BudgetPlanned) for e in events)
+    assert next(e for e in events if isinstance(e, PhaseStart)).contexts == (128, 256, 384, 512)
