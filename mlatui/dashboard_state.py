@@ -13,6 +13,7 @@ from mlatui.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.dashboard_views import SERIES_POINTS, ArmView, PhaseView, _median
 from mlatui.events import (
     ARMS,
+    BudgetPlanned,
     DecodeBlock,
     DecodeResult,
     DriftEvent,
@@ -60,6 +61,7 @@ class DashboardState:
         self.context: int | None = None  # of the latest timed step
         self.events = 0
         self.progress = RunProgress()  # ETA, elapsed, stall, loading (mlatui.progress)
+        self.budget: BudgetPlanned | None = None  # the run's plan fitted to its time budget
         self.changed: set[str] = set(SECTIONS)
 
     # -- folding events ---------------------------------------------------------------------
@@ -94,6 +96,18 @@ class DashboardState:
         self._log(0.0, "info", f"run started: {e.model} · scenario {scenario} · {e.started_at}")
         if e.synthetic_acceptance:
             self._log(0.0, "warning", "random weights: acceptance numbers are synthetic")
+
+    def _on_budget_planned(self, e: BudgetPlanned) -> None:
+        self.budget = e
+        self.changed.add("header")
+
+    @property
+    def budget_text(self) -> str:
+        """A short header token: `budget 90 s` (fits) or `budget 90 s: scaled down` (see log)."""
+        b = self.budget
+        if b is None:
+            return ""
+        return f"budget {b.budget_s:.0f} s" + (": scaled down, see log" if b.changes else "")
 
     def _on_phase_start(self, e: PhaseStart) -> None:
         self.phase = PhaseView(e.phase, e.kind, e.index, e.total_phases, 0, e.planned_steps)
