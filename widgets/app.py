@@ -11,13 +11,15 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Tab, Tabs
+from textual.widget import Widget
+from textual.widgets import Tab, Tabs
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
 from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
 from widgets.help import HelpScreen
+from widgets.keybar import KeyFooter
 from widgets.messages import Exported, RunFailed, RunFinished
 from widgets.panes import (
     ArmPane,
@@ -27,6 +29,7 @@ from widgets.panes import (
     MarginalPane,
     MemoryPane,
     Pane,
+    ScrollPane,
     ValidityPane,
 )
 from widgets.render import ViewInfo
@@ -35,23 +38,41 @@ PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", 
 REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
+SPEED = Binding.Group("speed", compact=True)
+SEEK = Binding.Group("seek", compact=True)
 
 
 class MlatuiApp(App):
     CSS_PATH = "app.tcss"
+    AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
     TITLE = "mlatui"
     BINDINGS = [
         Binding("p", "toggle_pause", "pause", id="pause"),
         Binding("space", "step", "step", id="step"),
-        Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster"),
-        Binding("minus", "slower", "slower", key_display="-", id="slower"),
-        Binding("left", "seek_back", "seek −", key_display="←", priority=True, id="seek-back"),
+        Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster", group=SPEED),
+        Binding("minus", "slower", "slower", key_display="-", id="slower", group=SPEED),
         Binding(
-            "right", "seek_forward", "seek +", key_display="→", priority=True, id="seek-forward"
+            "left",
+            "seek_back",
+            "seek −",
+            key_display="←",
+            priority=True,
+            id="seek-back",
+            group=SEEK,
+        ),
+        Binding(
+            "right",
+            "seek_forward",
+            "seek +",
+            key_display="→",
+            priority=True,
+            id="seek-forward",
+            group=SEEK,
         ),
         Binding("e", "export", "export", id="export"),
-        Binding("s", "screenshot", "screenshot", id="screenshot"),
+        Binding("s", "screenshot", "shot", id="screenshot"),
         Binding("t", "next_theme", "theme", id="theme"),
+        Binding("z", "zoom", "zoom", id="zoom"),
         Binding("1", "page(0)", "arms", show=False, id="page-arms"),
         Binding("2", "page(1)", "cost", show=False, id="page-cost"),
         Binding("3", "page(2)", "memory/log", show=False, id="page-sys"),
@@ -120,7 +141,7 @@ class MlatuiApp(App):
         with Horizontal(id="page-sys", classes="page"):
             yield MemoryPane(id="memory", title="memory")
             yield LogPane(id="log", title="events")
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self._layout(self.size.width, self.size.height)
@@ -191,9 +212,9 @@ class MlatuiApp(App):
         if isinstance(self.source, ReplaySource) or self.mode in ("live", "isolated"):
             changed.add("header")
         if changed:
-            for pane in self.query(Pane):
+            for pane in self.panes():
                 if pane.section in changed or (pane.section == "header" and "phase" in changed):
-                    pane.refresh()
+                    pane.redraw()
         if not self._done and self.source.finished and not self._held:
             self._done = True
             self.post_message(RunFinished(self.dash.status))
@@ -280,6 +301,33 @@ class MlatuiApp(App):
 
     def action_page(self, index: int) -> None:
         self._show_page(int(index))
+
+    def panes(self) -> list[Pane | ScrollPane]:
+        return [*self.query(Pane), *self.query(ScrollPane)]
+
+    def zoom_target(self) -> Pane | ScrollPane | None:
+        """The focused pane, else the key figure when it is on screen, else the first pane of
+        the page shown."""
+        focused = self.focused
+        while focused is not None and not isinstance(focused, Pane | ScrollPane):
+            focused = focused.parent if isinstance(focused.parent, Widget) else None
+        if focused is not None:
+            return focused
+        shown = [
+            p for p in self.panes() if p.can_focus and p.display and p.parent.display and p.region
+        ]
+        marginal = [p for p in shown if p.id == "marginal"]
+        return (marginal or shown or [None])[0]
+
+    def action_zoom(self) -> None:
+        """Zoom the focused pane to the whole screen (the footer stays), or back."""
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        target = self.zoom_target()
+        if target is not None:
+            target.focus()
+            self.screen.maximize(target, container=False)
 
     def action_hide_explain(self) -> None:
         for w in self.query(ExplainPane):
@@ -371,6 +419,11 @@ class MlatuiApp(App):
             "Save screenshot", "Save the screen as SVG · key s", self.action_screenshot
         )
         yield SystemCommand("Next theme", "Cycle the colour theme · key t", self.action_next_theme)
+        yield SystemCommand(
+            "Zoom pane",
+            "Zoom the focused pane to the whole screen, or back · key z",
+            self.action_zoom,
+        )
         yield SystemCommand("Help: keys", "List every key binding · key ?", self.action_help)
         for i, (_, label) in enumerate(PAGES):
             yield SystemCommand(
