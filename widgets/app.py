@@ -135,7 +135,7 @@ class MlatuiApp(App):
             yield ArmPane("patched", id="arm-patched", title="patched · gate L ≤ L*")
         with Horizontal(id="page-cost", classes="page"):
             yield MarginalPane(
-                id="marginal", title="marginal cost of a 2nd query: L=2 − L=1 (ms, log)"
+                id="marginal", title="marginal cost of a 2nd query (L=2 − L=1) vs context"
             )
             yield ValidityPane(id="validity", title="L=1 check per context")
         with Horizontal(id="page-sys", classes="page"):

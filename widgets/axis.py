@@ -43,12 +43,12 @@ def ticks_125(low: float, high: float) -> list[float]:
 
 
 def thin_evenly(ticks: list[float], rows: list[int], min_gap: int = 2) -> list[float]:
-    """Keep every k-th tick (k = 1, then whole decades: 3, 6, 9, ...) for the smallest k whose
-    kept ticks lie at least `min_gap` rows apart; decades anchor the kept ones."""
+    """Keep every k-th tick (k = 1, 2 (1, 5, 20, 100 ...), then whole decades: 3, 6, 9, ...) for
+    the smallest k whose kept ticks lie at least `min_gap` rows apart; decades anchor them."""
     if len(ticks) <= 1:
         return list(ticks)
     decades = [i for i, v in enumerate(ticks) if _mantissa(v) == 1] or [0]
-    for k in (1, *range(3, 3 * len(ticks) + 1, 3)):
+    for k in (1, 2, *range(3, 3 * len(ticks) + 1, 3)):
         start = decades[0] % k if k > 1 else 0
         keep = list(range(start, len(ticks), k))
         kept_rows = [rows[i] for i in keep]

@@ -210,6 +210,8 @@ def _x_labels(contexts: list[int], xcol: dict[int, int], gutter: int, width: int
     for i in keep:
         start = label_start(positions[i], names[i], width)
         cells[start : start + len(names[i])] = names[i]
+    if tail and gutter > 4:  # no caption row: the gutter names the axis
+        cells[: gutter - 1] = "ctx".rjust(gutter - 1)
     line = "".join(cells).rstrip()
     if tail and len(line) + len(tail) <= width:
         line += tail

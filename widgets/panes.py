@@ -45,6 +45,7 @@ class ScrollPane(VerticalScroll):
 
     section = ""
     follow = False
+    ALLOW_MAXIMIZE = True
 
     def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
