@@ -11,7 +11,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import Tab, Tabs
 
 from mlatui.dashboard_state import DashboardState
@@ -28,11 +27,10 @@ from widgets.panes import (
     LogPane,
     MarginalPane,
     MemoryPane,
-    Pane,
-    ScrollPane,
     ValidityPane,
 )
 from widgets.render import ViewInfo
+from widgets.zoom import ZoomMixin
 
 PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", "Memory · log"))
 REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward"}
@@ -42,7 +40,7 @@ SPEED = Binding.Group("speed", compact=True)
 SEEK = Binding.Group("seek", compact=True)
 
 
-class MlatuiApp(App):
+class MlatuiApp(ZoomMixin, App):
     CSS_PATH = "app.tcss"
     AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
     TITLE = "mlatui"
@@ -301,33 +299,6 @@ class MlatuiApp(App):
 
     def action_page(self, index: int) -> None:
         self._show_page(int(index))
-
-    def panes(self) -> list[Pane | ScrollPane]:
-        return [*self.query(Pane), *self.query(ScrollPane)]
-
-    def zoom_target(self) -> Pane | ScrollPane | None:
-        """The focused pane, else the key figure when it is on screen, else the first pane of
-        the page shown."""
-        focused = self.focused
-        while focused is not None and not isinstance(focused, Pane | ScrollPane):
-            focused = focused.parent if isinstance(focused.parent, Widget) else None
-        if focused is not None:
-            return focused
-        shown = [
-            p for p in self.panes() if p.can_focus and p.display and p.parent.display and p.region
-        ]
-        marginal = [p for p in shown if p.id == "marginal"]
-        return (marginal or shown or [None])[0]
-
-    def action_zoom(self) -> None:
-        """Zoom the focused pane to the whole screen (the footer stays), or back."""
-        if self.screen.maximized is not None:
-            self.screen.minimize()
-            return
-        target = self.zoom_target()
-        if target is not None:
-            target.focus()
-            self.screen.maximize(target, container=False)
 
     def action_hide_explain(self) -> None:
         for w in self.query(ExplainPane):
