@@ -34,6 +34,7 @@ from mlatui.events import (
     Validity,
 )
 from mlatui.progress import RunProgress
+from mlatui.step_series import StepSeries
 
 LOG_LINES = 500
 SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
@@ -46,6 +47,7 @@ class DashboardState:
         self.arms: dict[str, ArmView] = {arm: ArmView() for arm in ARMS}
         # sweep steps: (arm, context, width) -> [ms]
         self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
+        self.steps = StepSeries()  # every timed step by (phase, arm, width, context)
         self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context)
         self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
         self.drifts: list[DriftEvent] = []
@@ -161,6 +163,7 @@ class DashboardState:
         self.context = e.context
         if self._kind(e.phase) == "sweep":  # indexer timings are not sweep cells
             self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
+        self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
         if e.width >= 2:  # a verify-shaped forward
@@ -175,6 +178,7 @@ class DashboardState:
         arm.verify_ms.append(e.verify_ms)
         arm.verify_key.append((e.phase, e.context))
         arm.phase_verify_ms.append(e.verify_ms)
+        self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
         arm.add_steps(e.depth, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])

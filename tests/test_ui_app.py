@@ -14,7 +14,6 @@ from mlatui.runconfig import RunConfig
 from mlatui.sources import LiveSource, ReplaySource
 from widgets.app import MlatuiApp
 from widgets.help import HelpScreen
-from widgets.panes import Pane
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
@@ -34,8 +33,7 @@ def replay_app(tmp_path, speed=1024.0, **kw) -> MlatuiApp:
 
 
 def pane_text(app, pane_id) -> str:
-    pane = app.query_one(f"#{pane_id}", Pane)
-    return pane.render().plain
+    return app.query_one(f"#{pane_id}").content().plain
 
 
 async def test_replay_fills_every_pane(tmp_path):
@@ -64,7 +62,7 @@ async def test_replay_fills_every_pane(tmp_path):
 
 
 def no_overlap(app) -> list[str]:
-    visible = [p for p in app.query(Pane) if p.display and p.region.area and p.parent.display]
+    visible = [p for p in app.panes() if p.display and p.region.area and p.parent.display]
     screen = app.screen.region
     problems = [p.id for p in visible if not screen.contains_region(p.region)]
     for i, a in enumerate(visible):
@@ -85,7 +83,7 @@ async def test_layout_readable_without_overlap(tmp_path, size):
             await pilot.press(str(page + 1)) if compact else None
             await pilot.pause()
             assert no_overlap(app) == []
-            shown = [p.id for p in app.query(Pane) if p.region.area and p.parent.display]
+            shown = [p.id for p in app.panes() if p.region.area and p.parent.display]
             assert shown, page
             for pid in shown:
                 assert app.query_one(f"#{pid}").region.height >= 3, pid
@@ -94,7 +92,7 @@ async def test_layout_readable_without_overlap(tmp_path, size):
             for key in "123":
                 await pilot.press(key)
                 await pilot.pause()
-                seen |= {p.id for p in app.query(Pane) if p.region.area and p.parent.display}
+                seen |= {p.id for p in app.panes() if p.region.area and p.parent.display}
             assert set(PANES) <= seen
 
 
@@ -278,7 +276,7 @@ async def test_demo_explains_and_x_hides_it(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app._done)
         explain = app.query_one("#explain")
-        assert explain.region.height >= 4 and "x hide" in explain.render().plain
+        assert explain.region.height >= 3 and "x hide" in explain.render().plain
         assert "DEMO" in pane_text(app, "header")
         await pilot.press("x")
         await pilot.pause()

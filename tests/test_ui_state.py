@@ -123,8 +123,10 @@ def test_threshold_shown_for_current_context():
 
 
 def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
+    from widgets.arm import arm_text
+
     for width in (36, 70):
-        t = r.arm_text(real, "stock", width, 14)
+        t = arm_text(real, "stock", width, 14)
         assert "(synthetic)" in t.plain
         assert "materialised" in t.plain and "plain" in t.plain
         assert len(t.plain.split("\n")) == 14
@@ -138,13 +140,16 @@ def test_sparkline_scales_and_greys():
     assert r.sparkline([1.0] * 10, [False] * 10, 4, 2).plain.count("\n") == 1
 
 
-def test_marginal_plot_greys_invalid_contexts():
+def test_marginal_plot_marks_invalid_contexts():
+    from mlatui.key_figure import PointStatus, key_figure
+
     s = state_of(ui_events.events())
-    series, dropped = r.marginal_series(s)
-    vx, _, ix, _ = series["stock"]
-    assert ui_events.INVALID in ix and ui_events.INVALID not in vx and dropped == 0
+    fig = key_figure(s)
+    stock = {p.context: p.status for p in fig.series[0].points}
+    assert stock[ui_events.INVALID] is PointStatus.INVALID
+    assert {st for c, st in stock.items() if c != ui_events.INVALID} == {PointStatus.VALID}
     plot = r.marginal_plot(s, 60, 16).plain
-    assert "stock (invalid)" in plot and "context" in plot
+    assert "✗ L=1 invalid" in plot and "context (tokens)" in plot and "✗" in plot.split("\n", 2)[2]
 
 
 def test_marginal_plot_waits_for_data():
@@ -160,8 +165,8 @@ def test_validity_table_marks_verdicts(real):
 def test_memory_and_log_text(real):
     mem = r.memory_text(real, 80).plain
     assert "MLX active+cache" in mem and "RSS" in mem and "swap" in mem
-    log = r.log_text(real, 5).plain
-    assert len(log.split("\n")) == 5 and "run completed" in log
+    log = r.log_text(real).plain
+    assert len(log.split("\n")) == len(real.log) and "run completed" in log.split("\n")[-1]
 
 
 def test_formatters():

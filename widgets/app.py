@@ -12,13 +12,14 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Tab, Tabs
+from textual.widgets import Tab, Tabs
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
 from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
 from widgets.help import HelpScreen, binding_rows
+from widgets.keybar import KeyFooter
 from widgets.messages import Exported, RunFailed, RunFinished
 from widgets.panes import (
     ArmPane,
@@ -27,32 +28,50 @@ from widgets.panes import (
     LogPane,
     MarginalPane,
     MemoryPane,
-    Pane,
     ValidityPane,
 )
 from widgets.render import ViewInfo
+from widgets.zoom import ZoomMixin
 
 PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", "Memory · log"))
 REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
+SPEED = Binding.Group("speed", compact=True)
+SEEK = Binding.Group("seek", compact=True)
 
 
-class MlatuiApp(App):
+class MlatuiApp(ZoomMixin, App):
     CSS_PATH = "app.tcss"
+    AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
     TITLE = "mlatui"
     BINDINGS = [
         Binding("p", "toggle_pause", "pause", id="pause"),
         Binding("space", "step", "step", id="step"),
-        Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster"),
-        Binding("minus", "slower", "slower", key_display="-", id="slower"),
-        Binding("left", "seek_back", "seek −", key_display="←", priority=True, id="seek-back"),
+        Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster", group=SPEED),
+        Binding("minus", "slower", "slower", key_display="-", id="slower", group=SPEED),
         Binding(
-            "right", "seek_forward", "seek +", key_display="→", priority=True, id="seek-forward"
+            "left",
+            "seek_back",
+            "seek −",
+            key_display="←",
+            priority=True,
+            id="seek-back",
+            group=SEEK,
+        ),
+        Binding(
+            "right",
+            "seek_forward",
+            "seek +",
+            key_display="→",
+            priority=True,
+            id="seek-forward",
+            group=SEEK,
         ),
         Binding("e", "export", "export", id="export"),
-        Binding("s", "screenshot", "screenshot", id="screenshot"),
+        Binding("s", "screenshot", "shot", id="screenshot"),
         Binding("t", "next_theme", "theme", id="theme"),
+        Binding("z", "zoom", "zoom", id="zoom"),
         Binding("1", "page(0)", "arms", show=False, id="page-arms"),
         Binding("2", "page(1)", "cost", show=False, id="page-cost"),
         Binding("3", "page(2)", "memory/log", show=False, id="page-sys"),
@@ -116,13 +135,13 @@ class MlatuiApp(App):
             yield ArmPane("patched", id="arm-patched", title="patched · gate L ≤ L*")
         with Horizontal(id="page-cost", classes="page"):
             yield MarginalPane(
-                id="marginal", title="marginal cost of a 2nd query: L=2 − L=1 (ms, log)"
+                id="marginal", title="marginal cost of a 2nd query (L=2 − L=1) vs context"
             )
             yield ValidityPane(id="validity", title="L=1 check per context")
         with Horizontal(id="page-sys", classes="page"):
             yield MemoryPane(id="memory", title="memory")
             yield LogPane(id="log", title="events")
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self._layout(self.size.width, self.size.height)
@@ -202,9 +221,9 @@ class MlatuiApp(App):
         if isinstance(self.source, ReplaySource) or self.mode in ("live", "isolated"):
             changed.add("header")
         if changed:
-            for pane in self.query(Pane):
+            for pane in self.panes():
                 if pane.section in changed or (pane.section == "header" and "phase" in changed):
-                    pane.refresh()
+                    pane.redraw()
         if not self._done and self.source.finished and not self._held:
             self._done = True
             self.post_message(RunFinished(self.dash.status))
@@ -377,6 +396,11 @@ class MlatuiApp(App):
             "Save screenshot", "Save the screen as SVG · key s", self.action_screenshot
         )
         yield SystemCommand("Next theme", "Cycle the colour theme · key t", self.action_next_theme)
+        yield SystemCommand(
+            "Zoom pane",
+            "Zoom the focused pane to the whole screen, or back · key z",
+            self.action_zoom,
+        )
         yield SystemCommand("Help: keys", "List every key binding · key ?", self.action_help)
         for i, (_, label) in enumerate(PAGES):
             yield SystemCommand(

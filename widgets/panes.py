@@ -1,19 +1,24 @@
-"""Dashboard panes: thin widgets whose render() hands off to a pure function in widgets.render."""
+"""Dashboard panes: thin widgets whose render() hands off to a pure function in widgets.render,
+widgets.arm or widgets.figure. The events log and the L=1 table scroll."""
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widget import Widget
+from textual.widgets import Static
 
 from mlatui.dashboard_state import DashboardState
 from widgets import render as r
+from widgets.arm import arm_text
 
 
 class Pane(Widget):
-    """A pane that draws from the app's shared DashboardState; the app calls refresh() on it
-    only when its section changed."""
+    """A pane that draws from the app's shared DashboardState; the app calls redraw() on it
+    only when its section changed. Focusable, so `z` can zoom it."""
 
     section = ""
+    can_focus = True
 
     def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
@@ -24,11 +29,65 @@ class Pane(Widget):
     def state(self) -> DashboardState:
         return self.app.dash  # type: ignore[attr-defined]
 
+    def content(self) -> Text:
+        return Text()
+
+    def render(self) -> Text:
+        return self.content()
+
+    def redraw(self) -> None:
+        self.refresh()
+
+
+class ScrollPane(VerticalScroll):
+    """A pane whose text can be longer than the pane: it scrolls (keys or wheel when focused);
+    with `follow`, new lines keep the end in view unless the user scrolled up."""
+
+    section = ""
+    follow = False
+    ALLOW_MAXIMIZE = True
+
+    def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        if title:
+            self.border_title = title
+
+    @property
+    def state(self) -> DashboardState:
+        return self.app.dash  # type: ignore[attr-defined]
+
+    def compose(self):
+        yield Static(classes="body")
+
+    def on_mount(self) -> None:
+        self._pinned = True  # at the end: new lines keep it there
+        self.redraw()
+
+    def on_resize(self) -> None:
+        self._update()
+
+    def on_show(self) -> None:
+        self._update()
+
+    def content(self) -> Text:
+        return Text()
+
+    def redraw(self) -> None:
+        if self.size.height > 0:  # a hidden page keeps what the user last chose
+            self._pinned = self.scroll_y >= self.max_scroll_y
+        self._update()
+
+    def _update(self) -> None:
+        self.query_one(".body", Static).update(self.content())
+        if self.follow and self._pinned:
+            self.call_after_refresh(self.scroll_end, animate=False)
+
 
 class HeaderPane(Pane):
     section = "header"
+    can_focus = False
 
-    def render(self) -> Text:
+    def content(self) -> Text:
         return r.header_text(self.state, self.app.view_info(), self.content_size.width)  # type: ignore[attr-defined]
 
 
@@ -39,38 +98,42 @@ class ArmPane(Pane):
         super().__init__(**kw)
         self.arm = arm
 
-    def render(self) -> Text:
-        return r.arm_text(self.state, self.arm, self.content_size.width, self.content_size.height)
+    def content(self) -> Text:
+        return arm_text(self.state, self.arm, self.content_size.width, self.content_size.height)
 
 
 class MarginalPane(Pane):
     section = "marginal"
 
-    def render(self) -> Text:
+    def content(self) -> Text:
         return r.marginal_plot(self.state, self.content_size.width, self.content_size.height)
 
 
-class ValidityPane(Pane):
+class ValidityPane(ScrollPane):
     section = "validity"
 
-    def render(self) -> Text:
-        return r.validity_text(self.state, self.content_size.width)
+    def content(self) -> Text:
+        return r.validity_text(self.state, self.scrollable_content_region.width)
 
 
-class MemoryPane(Pane):
+class MemoryPane(ScrollPane):
     section = "memory"
 
-    def render(self) -> Text:
-        return r.memory_text(self.state, self.content_size.width)
+    def content(self) -> Text:
+        return r.memory_text(self.state, self.scrollable_content_region.width)
 
 
-class LogPane(Pane):
+class LogPane(ScrollPane):
     section = "log"
+    follow = True
 
-    def render(self) -> Text:
-        return r.log_text(self.state, self.content_size.height)
+    def content(self) -> Text:
+        return r.log_text(self.state)
 
 
 class ExplainPane(Pane):
-    def render(self) -> Text:
-        return Text(r.DEMO_SHORT if self.app.compact else r.DEMO_TEXT)  # type: ignore[attr-defined]
+    can_focus = False
+
+    def content(self) -> Text:
+        lines = r.DEMO_LINES if self.app.size.height >= 30 else 2
+        return Text(r.demo_text(self.content_size.width, self.app.compact, lines))  # type: ignore[attr-defined]

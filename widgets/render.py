@@ -12,6 +12,10 @@ from rich.text import Text
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.dashboard_views import pressure
+from mlatui.key_figure import key_figure
+from widgets import fit
+from widgets.figure import key_figure_text
+from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -28,11 +32,33 @@ DEMO_TEXT = (
 )
 
 
+DEMO_MEDIUM = (
+    "A recorded run of the real engine. Left: stock mlx-lm re-expands the whole MLA cache on every "
+    "verify step (L ≥ 2). Right: the patched gate keeps the cheap absorbed path up to L*. Below: "
+    "the cost of a 2nd query vs context (grows in stock, flat in patched) and the L=1 fairness "
+    "check. ? keys · space step · +/- speed · x hide this"
+)
+
 DEMO_SHORT = (
     "A recorded run. Left: stock mlx-lm re-expands the whole MLA cache on every verify step (L ≥ 2). "
     "Right: the patched gate keeps the cheap absorbed path. Page 2: the cost of a 2nd query vs "
     "context, and the L=1 fairness check. ? keys · x hide"
 )
+
+DEMO_TINY = "A recorded run: stock mlx-lm (left) vs the patched MLA gate (right). ? keys · x hide"
+DEMO_LINES = 4  # the explanation's rows (app.tcss: max-height 6 with its border)
+
+
+def demo_text(width: int, compact: bool = False, lines: int = DEMO_LINES) -> str:
+    """The longest explanation that wraps into `lines` rows at `width`, so its own `x hide`
+    hint is never cut off."""
+    import textwrap
+
+    variants = (DEMO_SHORT,) if compact else (DEMO_TEXT, DEMO_MEDIUM)
+    for text in (*variants, DEMO_TINY):
+        if len(textwrap.wrap(text, max(10, width))) <= lines:
+            return text
+    return DEMO_TINY
 
 
 @dataclass
@@ -115,32 +141,11 @@ def sparkline(
     return text
 
 
-def _threshold_at(table: dict, context: int | None) -> str:
-    """The entry for the largest T <= context (the smallest T when none is)."""
-    items = sorted((int(k), v) for k, v in table.items())
-    pick = items[0]
-    for k, v in items:
-        if context is not None and k <= context:
-            pick = (k, v)
-    return f"{pick[1]} at T={fmt_context(pick[0])}"
-
-
-def thresholds_text(t: dict, context: int | None) -> str:
-    parts = []
-    if t.get("formula_inf") is not None:
-        parts.append(f"L* formula {t['formula_inf']} (T→∞)")
-    if t.get("formula_at"):
-        parts.append(_threshold_at(t["formula_at"], context))
-    cal = t.get("calibrated")
-    parts.append(f"calibrated {_threshold_at(cal, context)}" if cal else "not calibrated")
-    if t.get("policy"):
-        parts.append(f"gate {t['policy']}")
-    return " · ".join(parts)
-
-
 def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
+    """Line 1 model, line 2 gate/device/scenario, then the verdict strip (one or two lines)
+    and the phase; pieces shorten or leave to fit `width` (the system pane has them all)."""
     h = state.header
-    t = Text(overflow="fold")
+    t = Text(no_wrap=True, overflow="ellipsis")
     mode = view.mode.upper()
     if view.mode in ("replay", "demo"):
         mode += f" ×{view.speed:g}"
@@ -163,44 +168,14 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
             if quiet is not None and not load.done:
                 t.append(f"  no bytes read for {fmt_duration(quiet)}", style="bold yellow")
         return t
-    g = h.geometry
-    t.append(f" │ {h.model}", style="bold")
-    if width >= 100:
-        t.append(f" ({h.model_type})")
-    t.append(
-        f" │ MLA r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
-    )
-    if h.synthetic_acceptance:
-        t.append(" │ ")
-        t.append("random weights: acceptance synthetic", style="yellow")
-    settings = h.settings or {}
-    if settings.get("fill") == "random-latents":
-        t.append(" │ ")
-        t.append("random latents: timing only", style="yellow")
-    if settings.get("null"):
-        t.append(" │ ")
-        t.append("A/A null run: both arms identical", style="bold yellow")
+    first, second = header_pieces(state)
+    t.append(fit.SEPARATOR, style="dim")
+    t.append_text(fit.join(fit.fit(first, width - t.cell_len)))
     t.append("\n")
-    t.append(thresholds_text(h.thresholds, state.context))
-    d = h.device
-    t.append(f" │ {d.get('name', '?')}")
-    if width >= 100 and d.get("architecture"):
-        t.append(f" {d['architecture']}")
-    blas = str(d.get("blas", "?"))
-    t.append(" · BLAS ")
-    if blas.startswith("bundled"):
-        t.append("reference (slow)", style="yellow")
-    else:
-        t.append(blas.split(" ")[0])
-    t.append(f" │ scenario {h.scenario.get('name', '?')}")
-    bias = state.harness_bias
-    if bias:
-        t.append(" │ ")
-        t.append(bias if width >= 140 else bias.split(" (")[0], style="cyan")
-    if width >= 100:
-        t.append(f" │ draft {h.draft}")
-    t.append("\n")
-    t.append_text(verdict_text(state, width))
+    t.append_text(fit.join(fit.fit(second, width)))
+    for line in verdict_lines(state, width):
+        t.append("\n")
+        t.append_text(line)
     t.append("\n")
     t.append_text(phase_text(state, max(20, width), view.now_s))
     return t
@@ -209,21 +184,24 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
 TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
 
 
-def verdict_text(state: DashboardState, width: int) -> Text:
-    """The verdict strip (mlatui.verdict_strip: the same line `--dump` and exports print)."""
+def verdict_lines(state: DashboardState, width: int) -> list[Text]:
+    """The verdict strip (mlatui.verdict_strip: the same line `--dump` and exports print): long
+    forms when they fit on one line, else short forms, wrapped between parts if still too long."""
     from mlatui.verdict_strip import verdict_parts
 
     parts = verdict_parts(state)
-    t = Text()
-    t.append("verdict ", style="bold reverse")
+    label = Text("verdict ", style="bold reverse")
     if not parts:
-        t.append(" no result yet", style="dim")
-        return t
+        return [label + Text(" no result yet", style="dim")]
     long = sum(len(p.text) + 3 for p in parts) + 9 <= width
-    for i, p in enumerate(parts):
-        t.append(" · " if i else " ")
-        t.append(p.text if long else p.short, style=TONE_STYLES[p.tone.value])
-    return t
+    texts = [Text(p.text if long else p.short, style=TONE_STYLES[p.tone.value]) for p in parts]
+    lines = fit.wrap_parts(texts, width, len(label) + 1)
+    lines[0] = label + Text(" ") + lines[0]
+    return lines
+
+
+def verdict_text(state: DashboardState, width: int) -> Text:
+    return Text("\n").join(verdict_lines(state, width))
 
 
 def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
@@ -262,129 +240,41 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     return t
 
 
-def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
-    """One arm's column: verify ms sparkline + now/median, acceptance, tok/s, gate calls.
-    Narrow columns (< 56) get shorter labels and more lines; the sparkline takes what is left."""
-    a = state.arms[arm]
-    narrow = width < 56
-    colour = ARM_COLOURS.get(arm, "cyan")
-    top = Text()
-    top.append("verify ms ", style="bold")
-    top.append(f"now {fmt_ms(a.current_ms)}  median {fmt_ms(a.median_ms)}")
-    if a.verify_ms and not narrow:
-        top.append(f"  [{fmt_ms(min(a.verify_ms))}–{fmt_ms(max(a.verify_ms))}]", style="dim")
-    lines: list[Text] = []
-    acc = a.acceptance
-    line = Text()
-    line.append("acceptance" if not narrow else "accept", style="bold")
-    if a.depth is not None:
-        line.append(f" d{a.depth}")
-    if state.synthetic:
-        line.append(" (synthetic)", style="yellow")
-    line.append(" P(i∣<i): " if not narrow else ": ")
-    cells = ("–" if x is None else f"{x:.0%}" for x in acc)
-    line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
-    if a.mean_accepted is not None:
-        line.append(
-            f"  ā {a.mean_accepted:.2f}/{a.depth}" if not narrow else f" ā{a.mean_accepted:.2f}"
-        )
-    if a.acceptance_rule and not narrow:
-        rule = "exact match" if a.acceptance_rule == "exact-match" else "rejection sampling"
-        line.append(
-            f"  ({rule}" + (f", T={a.temperature:g})" if a.temperature else ", greedy)"),
-            style="dim",
-        )
-    lines.append(line)
-    line = Text()
-    line.append("tok/s ", style="bold")
-    plain = a.plain_tok_s or a.plain_live
-    live = a.plain_tok_s is None and plain is not None
-    line.append(f"plain {'~' if live else ''}{plain:.1f}" if plain else "plain –")
-    for i, (depth, (tok_s, live)) in enumerate(a.tok_s_by_depth().items()):
-        if narrow and i % 2 == 0:
-            lines.append(line)
-            line = Text("  ")
-        else:
-            line.append(" │ ")
-        line.append(f"d{depth} " + ("~" if live else "") + f"{tok_s:.1f}")
-        r = a.ratio(depth)
-        if r:
-            line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
-    lines.append(line)
-    line = Text()
-    line.append("gate calls " if not narrow else "", style="bold")
-    line.append(f"absorbed {a.absorbed_calls:,} · materialised {a.materialised_calls:,}")
-    lines.append(line)
-    spark_h = max(1, height - 1 - len(lines))
-    grey = [state.is_invalid(c, ph) for ph, c in a.verify_key]
-    t = Text(no_wrap=True, overflow="ellipsis")
-    t.append_text(top)
-    t.append("\n")
-    t.append_text(sparkline(list(a.verify_ms), grey, width, spark_h, colour))
-    for line in lines:
-        t.append("\n")
-        t.append_text(line)
+def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
+    """The key figure (widgets.figure draws mlatui.key_figure's data)."""
+    return key_figure_text(key_figure(state), width, height)
+
+
+def validity_summary(state: DashboardState) -> Text | None:
+    """One line: which contexts failed the L = 1 check (left out of every verdict)."""
+    if not state.validity:
+        return None
+    invalid = sorted({c for (_, c), v in state.validity.items() if v.verdict == "invalid"})
+    unsure = sorted({c for (_, c), v in state.validity.items() if v.verdict == "inconclusive"})
+    tol = next(iter(state.validity.values())).tolerance_pct
+    t = Text()
+    if invalid:
+        t.append(f"✗ invalid {', '.join(map(fmt_context, invalid))}", style="bold red")
+    if unsure:
+        t.append(" · " if invalid else "")
+        t.append(f"? inconclusive {', '.join(map(fmt_context, unsure))}", style="bold yellow")
+    if invalid or unsure:
+        t.append(" · left out, greyed", style="dim")
+    else:
+        t.append(f"✓ every checked context valid (±{tol:g}%)", style="green")
     return t
 
 
-def marginal_series(state: DashboardState) -> tuple[dict[str, tuple[list, list, list, list]], int]:
-    """Per arm: valid xs, ys and invalid xs, ys of the marginal cost (ms); and how many points
-    were <= 0 (noise at small contexts), which a log axis cannot show."""
-    out, dropped = {}, 0
-    for arm in state.arms:
-        vx, vy, ix, iy = [], [], [], []
-        for c, d in state.marginal(arm):
-            if d <= 0:
-                dropped += 1
-                continue
-            bad = state.sweep_invalid(c)
-            (ix if bad else vx).append(c)
-            (iy if bad else vy).append(d)
-        out[arm] = (vx, vy, ix, iy)
-    return out, dropped
-
-
-def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
-    """The key figure: median(L=2) − median(L=1) against context, log y, both arms."""
-    if width < 20 or height < 5:
-        return Text("(too small)")
-    series, dropped = marginal_series(state)
-    if not any(s[0] or s[2] for s in series.values()):
-        return Text(
-            "marginal cost of the 2nd query (L=2 − L=1) vs context\nwaiting for sweep steps…",
-            style="dim",
-        )
-    import plotext as plt  # plotext keeps global state: build on the UI thread only
-
-    plt.clf()
-    plt.plotsize(width, height - (1 if dropped else 0))
-    plt.theme("clear")
-    plt.yscale("log")
-    plt.xscale("log")
-    contexts = sorted({x for s in series.values() for x in s[0] + s[2]})
-    colours = {"stock": "red", "patched": "green"}
-    for arm, (vx, vy, ix, iy) in series.items():
-        if vx:
-            plt.plot(vx, vy, label=arm, color=colours.get(arm, "cyan"), marker="braille")
-        if ix:  # invalid contexts: grey, marked with the arm's initial
-            plt.scatter(ix, iy, color="gray", marker=arm[0], label=f"{arm} (invalid)")
-    if len(contexts) > 1:
-        plt.xticks(contexts, [fmt_context(c) for c in contexts])
-    plt.xlabel("context (tokens)")
-    plt.ylabel("Δ ms")
-    text = Text.from_ansi(plt.build(), no_wrap=True)
-    if dropped:
-        text.append(
-            f"\n{dropped} point(s) ≤ 0 ms not on the log axis (see the L=1 table)", style="dim"
-        )
-    return text
-
-
 def validity_text(state: DashboardState, width: int) -> Text:
-    """Per (phase, context): both arms' L = 1 medians and the verdict; the sweep's marginal costs."""
+    """The summary first (it must not scroll away), then per (phase, context) both arms' L = 1
+    medians, the check, and the sweep's marginal costs."""
     t = Text(no_wrap=True, overflow="ellipsis")
+    summary = validity_summary(state)
+    if summary is not None:
+        t.append_text(summary)
+        t.append("\n")
     t.append(
-        f"{'phase':<7}{'ctx':>5} {'L1 stock':>8} {'L1 patch':>8}  {'check':<9}{'Δ2 stock':>8} {'Δ2 patch':>8}\n",
+        f"{'phase':<6}{'ctx':>5} {'L=1 stock':>9} {'patch':>5}  {'check':<8}{'Δ2 stock':>8} {'patch':>5}",
         style="bold",
     )
     marg = {arm: dict(state.marginal(arm)) for arm in state.arms}
@@ -395,45 +285,54 @@ def validity_text(state: DashboardState, width: int) -> Text:
         s1 = v.stock_l1_ms if v else state.l_median("stock", c, 1)
         p1 = v.patched_l1_ms if v else state.l_median("patched", c, 1)
         row_style = GREY if v is not None and not v.valid else ""
+        t.append("\n")
         t.append(
-            f"{phase[:6]:<7}{fmt_context(c):>5} {fmt_ms(s1):>8} {fmt_ms(p1):>8}  ", style=row_style
+            f"{phase[:5]:<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ", style=row_style
         )
         if v is None:
-            t.append(f"{'…':<9}", style="dim")
-        elif v.valid:
-            t.append(f"{'✓ ' + format(v.diff_pct, '+.1f') + '%':<9}", style="green")
-        elif v.verdict == "inconclusive":
-            t.append(f"{'? ' + format(v.diff_pct, '+.1f') + '%':<9}", style="bold yellow")
+            t.append(f"{'…':<8}", style="dim")
         else:
-            t.append(f"{'✗ ' + format(v.diff_pct, '+.1f') + '%':<9}", style="bold red")
+            mark, style = {
+                "valid": ("✓", "green"),
+                "inconclusive": ("?", "bold yellow"),
+            }.get(v.verdict, ("✗", "bold red"))
+            t.append(f"{mark + ' ' + format(v.diff_pct, '+.1f') + '%':<8}", style=style)
         ms, mp = marg.get("stock", {}).get(c), marg.get("patched", {}).get(c)
         if state.phase_kinds.get(phase, "sweep") != "sweep":
             ms = mp = None
-        t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>8}\n", style=row_style)
-    invalid = sorted({c for (_, c), v in state.validity.items() if v.verdict == "invalid"})
-    unsure = sorted({c for (_, c), v in state.validity.items() if v.verdict == "inconclusive"})
-    tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
-    if invalid:
-        t.append(
-            f"✗ invalid (L=1 check, ±{tol:g}%): {', '.join(map(fmt_context, invalid))}; greyed in charts"
-            + ("\n" if unsure else ""),
-            style="red",
-        )
-    if unsure:
-        t.append(
-            f"? inconclusive (CI straddles ±{tol:g}%): {', '.join(map(fmt_context, unsure))}; greyed in charts",
-            style="yellow",
-        )
-    if state.validity and not invalid and not unsure:
-        t.append("✓ every checked context valid", style="green")
+        t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>5}", style=row_style)
     return t
 
 
+def run_lines(state: DashboardState) -> list[Text]:
+    """Everything the header may shorten or leave out, in full."""
+    h = state.header
+    if h is None:
+        return []
+    d = h.device
+    lines = [
+        Text.assemble(("run ", "bold"), f"{h.model} ({h.model_type}) · draft {h.draft}"),
+        Text(f"    {d.get('name', '?')} {d.get('architecture', '')} · BLAS {d.get('blas', '?')}"),
+        Text(
+            f"    mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}"
+            f" · scenario {h.scenario.get('name', '?')}"
+        ),
+    ]
+    if state.harness_bias:
+        lines.append(Text(f"    {state.harness_bias}", style="cyan"))
+    return lines
+
+
 def memory_text(state: DashboardState, width: int) -> Text:
+    mem = _memory_lines(state, width)
+    return Text("\n", no_wrap=True, overflow="ellipsis").join([*mem, *run_lines(state)])
+
+
+def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     m = state.memory
     t = Text(no_wrap=True, overflow="ellipsis")
     if m is None:
-        return Text("no memory sample yet", style="dim")
+        return [Text("no memory sample yet", style="dim")]
     limit = m.device_limit_bytes or m.system_total_bytes
     limit_name = "device limit" if m.device_limit_bytes else "RAM"
     mlx = m.mlx_active_bytes + m.mlx_cache_bytes
@@ -462,18 +361,18 @@ def memory_text(state: DashboardState, width: int) -> Text:
     t.append_text(sparkline(rss, [False] * len(rss), max(4, min(24, width - 40)), 1, "cyan"))
     t.append("  swap ", style="bold")
     t.append(fmt_bytes(m.swap_used_bytes), style="yellow" if m.swap_used_bytes else "")
-    return t
+    return t.split("\n")
 
 
 LEVEL_STYLE = {"info": "", "warning": "yellow", "error": "bold red"}
 
 
-def log_text(state: DashboardState, height: int) -> Text:
-    t = Text(overflow="fold")
-    lines = list(state.log)[-max(1, height) :]
-    for i, (ts, level, msg) in enumerate(lines):
+def log_text(state: DashboardState) -> Text:
+    """Every kept log line (the pane scrolls and wraps; it follows the end)."""
+    t = Text()
+    for i, (ts, level, msg) in enumerate(state.log):
+        if i:
+            t.append("\n")
         t.append(f"{ts:7.1f}s " if ts is not None else " " * 9, style="dim")
         t.append(msg, style=LEVEL_STYLE.get(level, ""))
-        if i < len(lines) - 1:
-            t.append("\n")
     return t

@@ -1,0 +1,103 @@
+"""Timed steps kept apart by phase, width and context, for the arm panes' bar charts.
+
+A series never mixes phases, widths or contexts: each (phase, arm, width, context) keeps its own
+samples in arrival order, and both arms are drawn on one linear scale from 0 (plain data here,
+widgets.stepchart draws it).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+SAMPLES_PER_KEY = 256
+WIDTH_PRIORITY = (2, 1)  # the key figure's widths first when rows are short
+
+
+@dataclass
+class StepSeries:
+    samples: dict[tuple[str, str, int, int], deque] = field(default_factory=dict)
+    phase_order: list[str] = field(default_factory=list)
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)  # phase -> (context, seq)
+    seq: int = 0
+
+    def add(self, phase: str, arm: str, width: int, context: int, ms: float) -> None:
+        key = (phase, arm, width, context)
+        if key not in self.samples:
+            self.samples[key] = deque(maxlen=SAMPLES_PER_KEY)
+            if phase not in self.phase_order:
+                self.phase_order.append(phase)
+        self.samples[key].append(ms)
+        self.seq += 1
+        self.last[phase] = (context, self.seq)
+
+    def latest_phase(self) -> str | None:
+        if not self.last:
+            return None
+        return max(self.last, key=lambda p: self.last[p][1])
+
+
+@dataclass(frozen=True)
+class Segment:
+    context: int
+    samples: tuple[float, ...]
+    greyed: bool  # the context's L = 1 check in this phase is not valid
+
+
+@dataclass(frozen=True)
+class Panel:
+    width: int
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class StepChart:
+    phase: str
+    contexts: tuple[int, ...]
+    scale_ms: float  # the top of the linear scale both arms share (from 0)
+    panels: dict[str, tuple[Panel, ...]]  # arm -> one panel per width, widths ascending
+    latest_context: int
+    medians: dict[str, dict[int, float]]  # arm -> width -> median ms at latest_context
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return tuple(sorted({p.width for ps in self.panels.values() for p in ps}))
+
+
+def priority_widths(widths: tuple[int, ...], rows: int) -> tuple[int, ...]:
+    """The widths to draw when only `rows` panels fit: L=2, then L=1, then the others, shown
+    in ascending order."""
+    ranked = [w for w in WIDTH_PRIORITY if w in widths] + [
+        w for w in widths if w not in WIDTH_PRIORITY
+    ]
+    return tuple(sorted(ranked[: max(0, rows)]))
+
+
+def step_chart(series: StepSeries, arms, greyed) -> StepChart | None:
+    """The latest phase with timed steps; `greyed(context, phase)` says whether its L = 1
+    check failed there."""
+    phase = series.latest_phase()
+    if phase is None:
+        return None
+    keys = [k for k in series.samples if k[0] == phase]
+    contexts = tuple(sorted({k[3] for k in keys}))
+    widths = sorted({k[2] for k in keys})
+    top = max((max(series.samples[k]) for k in keys if series.samples[k]), default=0.0)
+    panels, medians = {}, {}
+    latest = series.last[phase][0]
+    for arm in arms:
+        arm_panels = []
+        for w in widths:
+            segs = tuple(
+                Segment(c, tuple(series.samples.get((phase, arm, w, c), ())), greyed(c, phase))
+                for c in contexts
+            )
+            arm_panels.append(Panel(w, segs))
+        panels[arm] = tuple(arm_panels)
+        medians[arm] = {
+            w: statistics.median(s)
+            for w in widths
+            if (s := series.samples.get((phase, arm, w, latest)))
+        }
+    return StepChart(phase, contexts, top, panels, latest, medians)

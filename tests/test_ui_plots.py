@@ -1,0 +1,274 @@
+"""The plots as pure functions: log ticks, the key figure's data and drawing, the arms' bars on
+one scale, fitting header pieces and footer hints, the demo text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import ui_events
+
+from mlatui.dashboard_state import DashboardState
+from mlatui.key_figure import (
+    FigurePoint,
+    FigureSeries,
+    KeyFigure,
+    PointStatus,
+    absorbs_from,
+    key_figure,
+    threshold_mark,
+)
+from mlatui.recorder import read_recording
+from mlatui.step_series import StepSeries, priority_widths, step_chart
+from widgets import axis, fit
+from widgets.figure import key_figure_text
+from widgets.keybar import Hint, fit_hints
+from widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
+from widgets.stepchart import chart_lines
+
+DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
+
+
+def state_of(events) -> DashboardState:
+    s = DashboardState()
+    s.apply_all(events)
+    return s
+
+
+@pytest.fixture(scope="module")
+def demo() -> DashboardState:
+    rec = read_recording(DEMO)
+    return state_of([rec.header, *rec.events])
+
+
+# -- ticks ---------------------------------------------------------------------------------
+
+
+def test_ticks_are_1_2_5_and_bracket_the_data():
+    assert axis.ticks_125(3.1, 240) == [2, 5, 10, 20, 50, 100, 200, 500]
+    assert axis.ticks_125(0.59, 0.9) == [0.5, 1]
+    assert axis.ticks_125(5, 5) == [5, 10]
+    assert axis.ticks_125(1000, 1900) == [1000, 2000]
+    with pytest.raises(ValueError):
+        axis.ticks_125(0, 10)
+
+
+def test_tick_labels_are_compact():
+    got = [axis.fmt_tick(v) for v in (0.05, 0.5, 1, 2, 5, 20, 200, 1000, 5000, 20000, 2e6)]
+    assert got == ["0.05", "0.5", "1", "2", "5", "20", "200", "1k", "5k", "20k", "2M"]
+
+
+def test_ticks_thin_evenly_to_decades_when_rows_are_short():
+    ticks = axis.ticks_125(0.5, 500)  # 0.5 1 2 5 10 20 50 100 200 500
+    roomy = [axis.log_position(v, 0.5, 500, 40) for v in ticks]
+    assert axis.thin_evenly(ticks, roomy) == ticks
+    short = [axis.log_position(v, 0.5, 500, 9) for v in ticks]
+    assert axis.thin_evenly(ticks, short) == [1, 10, 100]  # whole decades, evenly spaced
+    medium = [axis.log_position(v, 0.5, 500, 14) for v in ticks]
+    assert axis.thin_evenly(ticks, medium) == [1, 5, 20, 100, 500]  # every other 1-2-5 value
+    tiny = [axis.log_position(v, 0.5, 500, 4) for v in ticks]
+    assert axis.thin_evenly(ticks, tiny, min_gap=1) == [1, 10, 100]
+    assert len(axis.thin_evenly(ticks, tiny, min_gap=3)) == 1
+
+
+def test_labels_spread_without_overlap():
+    labels = ["512", "1K", "2K", "4K", "8K"]
+    assert axis.spread_labels([2, 12, 22, 32, 42], labels, 50) == [0, 1, 2, 3, 4]
+    assert axis.spread_labels([2, 4, 6, 8, 10], labels, 50) == [0, 2, 4]
+    assert axis.nice_ceiling(272) == 280 and axis.nice_ceiling(9.3) == 9.3
+
+
+# -- the key figure ------------------------------------------------------------------------
+
+
+def test_key_figure_data_carries_ci_and_check_status(demo):
+    fig = key_figure(demo)
+    stock, patched = fig.series
+    assert (stock.name, patched.name) == ("stock", "patched")
+    by_ctx = {p.context: p for p in stock.points}
+    assert by_ctx[512].status is PointStatus.INCONCLUSIVE
+    assert by_ctx[4096].status is PointStatus.VALID
+    assert all(p.low_ms <= p.ms <= p.high_ms for p in stock.points + patched.points)
+    assert by_ctx[4096].ms > 20 * {p.context: p for p in patched.points}[4096].ms
+    assert fig.crossover_context is None and "patched absorbs L=2 (L* ≥ 127)" in fig.threshold_note
+
+
+def test_threshold_crossover_inside_the_measured_range():
+    t = {"policy": "calibrated", "calibrated": {"512": 1, "1024": 1, "2048": 4, "4096": 8}}
+    assert absorbs_from({512: 1, 1024: 1, 2048: 4, 4096: 8}) == 2048
+    assert threshold_mark(t, [512, 4096]) == (2048, "")
+    assert threshold_mark({**t, "policy": "stock"}, [512, 4096]) == (None, "")
+    assert threshold_mark(t, [4096, 8192])[0] is None
+
+
+def _fig(points_stock, points_patched, **kw) -> KeyFigure:
+    return KeyFigure(
+        (
+            FigureSeries("stock", "red", tuple(points_stock)),
+            FigureSeries("patched", "green", tuple(points_patched)),
+        ),
+        **kw,
+    )
+
+
+def test_key_figure_draws_legend_outside_markers_whiskers_and_ticks():
+    fig = _fig(
+        [
+            FigurePoint(512, 18.0, 17.0, 19.0),
+            FigurePoint(1024, 35.0, 34.0, 36.0, PointStatus.INVALID),
+            FigurePoint(2048, 128.0, 120.0, 133.0),
+            FigurePoint(4096, 241.0, 233.0, 244.0),
+        ],
+        [
+            FigurePoint(512, 0.6, 0.5, 1.0, PointStatus.INCONCLUSIVE),
+            FigurePoint(1024, 3.1, 3.0, 3.4, PointStatus.INVALID),
+            FigurePoint(2048, 2.9, 1.8, 3.6),
+            FigurePoint(4096, 4.2, 3.1, 5.2),
+        ],
+        crossover_context=1024,
+    )
+    lines = key_figure_text(fig, 70, 20).plain.split("\n")
+    assert len(lines) == 20 and max(map(len, lines)) <= 70
+    first_axis = next(i for i, line in enumerate(lines) if "┤" in line or "│" in line[:6])
+    legend = "\n".join(lines[:first_axis])
+    for item in (
+        "ms, lower is better",
+        "● stock",
+        "● patched",
+        "○ L=1 inconclusive",
+        "✗ L=1 invalid",
+    ):
+        assert item in legend, item
+    assert "┊ L* ≥ 2 from 1K" in legend
+    data = lines[first_axis : first_axis + 15]
+    assert sum(line.count("●") for line in data) == 5  # valid points (one hidden by a whisker cap)
+    assert sum(line.count("✗") for line in data) == 2 and any("○" in line for line in data)
+    assert any("┊" in line for line in data)
+    axis_line = next(line for line in lines if "└" in line)
+    assert axis_line.count("┬") == 4  # a tick at every measured context
+    labels = [line.split("┤")[0].strip() for line in data if "┤" in line]
+    assert labels and set(labels) <= {"0.5", "1", "2", "5", "10", "20", "50", "100", "200", "500"}
+    assert all(axis.fmt_tick(float(v)) == v for v in labels)
+    assert "512" in lines[-2] and "4K" in lines[-2] and "context (tokens)" in lines[-1]
+    assert "│ 95% CI" in lines[-1]
+
+
+def test_key_figure_counts_points_off_the_log_axis_and_waits():
+    fig = _fig([FigurePoint(512, 4.0)], [FigurePoint(512, 2.0)], not_positive=2)
+    text = key_figure_text(fig, 50, 12).plain
+    assert "2 point(s) ≤ 0 ms" in text
+    assert "waiting" in key_figure_text(key_figure(DashboardState()), 50, 12).plain
+
+
+def test_key_figure_fits_small_and_says_so_when_too_small(demo):
+    for w, h in ((40, 8), (60, 12), (150, 30)):
+        lines = key_figure_text(key_figure(demo), w, h).plain.split("\n")
+        assert len(lines) <= h and max(map(len, lines)) <= w
+    assert "too small" in key_figure_text(key_figure(demo), 30, 4).plain
+
+
+# -- the arms' bars ------------------------------------------------------------------------
+
+
+def test_step_series_keep_phases_widths_and_contexts_apart():
+    s = StepSeries()
+    s.add("sweep", "stock", 2, 512, 10.0)
+    s.add("sweep", "stock", 2, 1024, 20.0)
+    s.add("sweep", "patched", 2, 1024, 5.0)
+    s.add("sweep", "stock", 1, 1024, 4.0)
+    chart = step_chart(s, ("stock", "patched"), lambda c, p: c == 512)
+    assert chart.phase == "sweep" and chart.contexts == (512, 1024) and chart.widths == (1, 2)
+    assert chart.scale_ms == 20.0 and chart.latest_context == 1024
+    assert chart.medians["stock"] == {1: 4.0, 2: 20.0} and chart.medians["patched"] == {2: 5.0}
+    s.add("tune:verify", "stock", 3, 2000, 99.0)
+    later = step_chart(s, ("stock", "patched"), lambda c, p: False)
+    assert later.phase == "tune:verify" and later.contexts == (2000,) and later.scale_ms == 99.0
+    assert priority_widths((1, 2, 3, 4), 2) == (1, 2) and priority_widths((1, 2, 3), 1) == (2,)
+
+
+def test_bars_share_one_scale_from_zero_across_arms():
+    s = StepSeries()
+    for _ in range(4):
+        s.add("sweep", "stock", 2, 4096, 132.0)
+        s.add("sweep", "patched", 2, 4096, 36.6)
+    chart = step_chart(s, ("stock", "patched"), lambda c, p: False)
+    stock = chart_lines(chart, "stock", 20, 5, "red")
+    patched = chart_lines(chart, "patched", 20, 5, "green")
+    assert len(stock) == len(patched) == 5 and stock[-1].plain.strip() == "4K"
+
+    def filled(lines):  # eighths of a column, summed over the panel's rows
+        return sum(" ▁▂▃▄▅▆▇█".index(line.plain[4]) for line in lines[:-1])
+
+    assert filled(stock) == round(132 / 140 * 32)  # 4 rows of 8 eighths, 0-140 ms
+    assert round(filled(patched) / filled(stock), 1) == round(36.6 / 132, 1)
+
+
+def test_bars_grey_failed_contexts_and_label_each_segment():
+    s = StepSeries()
+    for c in (512, 1024, 2048):
+        for _ in range(3):
+            s.add("sweep", "stock", 2, c, c / 100)
+    chart = step_chart(s, ("stock",), lambda c, p: c == 1024)
+    lines = chart_lines(chart, "stock", 30, 3, "red")
+    assert lines[-1].plain.split() == ["512", "1K", "2K"]
+    body = lines[-2]  # the bottom row: every segment has a bar there
+    grey = [body.plain[sp.start : sp.end] for sp in body.spans if sp.style == "grey42"]
+    red = [body.plain[sp.start : sp.end] for sp in body.spans if sp.style == "red"]
+    assert len(grey) == 1 and len(red) == 2 and grey[0].strip()
+    assert chart_lines(chart, "stock", 30, 1, "red") == []
+
+
+# -- fitting -------------------------------------------------------------------------------
+
+
+def test_pieces_shorten_then_drop_never_cut():
+    pieces = [
+        fit.piece("L* formula 170 (T→∞) · 157 at T=2000", "L* 170 157@2000"),
+        fit.piece("AMD EPYC x86_64 · BLAS openblas", "AMD EPYC · BLAS openblas"),
+        fit.piece("scenario default"),
+        fit.piece("draft draft-model:embedded", priority=3),
+    ]
+    wide = fit.join(fit.fit(pieces, 200)).plain
+    assert "draft" in wide and "x86_64" in wide
+    narrow = fit.join(fit.fit(pieces, 78)).plain
+    assert len(narrow) <= 78 and "BLAS openblas" in narrow and "scenario default" in narrow
+    assert "draft" not in narrow
+
+
+def test_parts_wrap_between_parts():
+    from rich.text import Text
+
+    lines = fit.wrap_parts([Text("a" * 10), Text("b" * 10), Text("c" * 10)], 27, 4)
+    assert [line.plain for line in lines] == ["a" * 10 + " · " + "b" * 10, "    " + "c" * 10]
+
+
+def test_footer_hints_keep_help_and_quit():
+    hints = [
+        Hint(("p",), "pause", 1),
+        Hint(("space",), "step", 2),
+        Hint(("s",), "shot", 4),
+        Hint(("t",), "theme", 4),
+        Hint(("?",), "help", 0),
+        Hint(("q",), "quit", 0),
+    ]
+    assert fit_hints(hints, 200) == [0, 1, 2, 3, 4, 5]
+    assert fit_hints(hints, 33) == [0, 1, 4, 5]
+    assert fit_hints(hints, 5) == [4, 5]
+
+
+def test_demo_text_keeps_its_hide_hint_in_view():
+    assert demo_text(156) == DEMO_TEXT
+    for width in (60, 96, 116, 140):
+        text = demo_text(width)
+        import textwrap
+
+        assert len(textwrap.wrap(text, width)) <= 4 and "x hide" in text
+    assert demo_text(76, lines=2) == DEMO_TINY
+
+
+def test_fake_stream_fills_the_figure_and_bars():
+    s = state_of(ui_events.events())
+    fig = key_figure(s)
+    assert {p.context for p in fig.series[0].points} == set(ui_events.CONTEXTS)
+    chart = step_chart(s.steps, tuple(s.arms), s.is_invalid)
+    assert chart is not None and chart.widths

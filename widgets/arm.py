@@ -1,0 +1,95 @@
+"""One arm's column: its step-time bars (shared scale, per width and context), the medians at
+the latest context, acceptance, tok/s and gate calls. Text lines come first; the chart takes the
+rows that are left, so nothing below it falls off a short pane."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from mlatui.dashboard_state import DashboardState
+from mlatui.step_series import StepChart, step_chart
+from widgets.figure import fmt_context
+from widgets.stepchart import chart_lines, medians_text, scale_text
+
+ARM_COLOURS = {"stock": "red", "patched": "green"}
+NARROW = 56
+
+
+def chart_for(state: DashboardState) -> StepChart | None:
+    return step_chart(state.steps, tuple(state.arms), state.is_invalid)
+
+
+def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
+    a = state.arms[arm]
+    acc = a.acceptance
+    line = Text()
+    line.append("acceptance" if not narrow else "accept", style="bold")
+    if a.depth is not None:
+        line.append(f" d{a.depth}")
+    if state.synthetic:
+        line.append(" (synthetic)", style="yellow")
+    line.append(" P(i∣<i): " if not narrow else ": ")
+    cells = ("–" if x is None else f"{x:.0%}" for x in acc)
+    line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
+    if a.mean_accepted is not None:
+        line.append(
+            f"  ā {a.mean_accepted:.2f}/{a.depth}" if not narrow else f" ā{a.mean_accepted:.2f}"
+        )
+    if a.acceptance_rule and not narrow:
+        rule = "exact match" if a.acceptance_rule == "exact-match" else "rejection sampling"
+        line.append(
+            f"  ({rule}" + (f", T={a.temperature:g})" if a.temperature else ", greedy)"),
+            style="dim",
+        )
+    return line
+
+
+def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
+    a = state.arms[arm]
+    lines: list[Text] = []
+    line = Text()
+    line.append("tok/s", style="bold")
+    if a.counts_context is not None:
+        line.append(f" @ {fmt_context(a.counts_context)}", style="bold")
+    plain = a.plain_tok_s or a.plain_live
+    live = a.plain_tok_s is None and plain is not None
+    line.append(f" plain {'~' if live else ''}{plain:.1f}" if plain else " plain –")
+    for i, (depth, (tok_s, live)) in enumerate(a.tok_s_by_depth().items()):
+        if narrow and i % 2 == 0:
+            lines.append(line)
+            line = Text("  ")
+        else:
+            line.append(" │ ")
+        line.append(f"d{depth} " + ("~" if live else "") + f"{tok_s:.1f}")
+        r = a.ratio(depth)
+        if r:
+            line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
+    lines.append(line)
+    return lines
+
+
+def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:
+    a = state.arms[arm]
+    line = Text()
+    line.append("gate calls " if not narrow else "", style="bold")
+    line.append(f"absorbed {a.absorbed_calls:,} · materialised {a.materialised_calls:,}")
+    return line
+
+
+def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
+    narrow = width < NARROW
+    colour = ARM_COLOURS.get(arm, "cyan")
+    chart = chart_for(state)
+    below = [
+        *([medians_text(chart, arm, narrow)] if chart else []),
+        acceptance_line(state, arm, narrow),
+        *tok_s_lines(state, arm, narrow),
+        gate_line(state, arm, narrow),
+    ]
+    top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]
+    rows = height - len(top) - len(below)
+    bars = chart_lines(chart, arm, width, rows, colour) if chart else []
+    lines = [*top, *bars, *below] if height >= len(top) + len(below) else below[-height:]
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append_text(Text("\n").join(lines))
+    return t

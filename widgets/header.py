@@ -1,0 +1,99 @@
+"""The header's first two lines as pieces with short forms and priorities (widgets.fit)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from mlatui.dashboard_state import DashboardState
+from widgets import fit
+from widgets.figure import fmt_context
+
+
+def _threshold_at(table: dict, context: int | None) -> str:
+    """The entry for the largest T <= context (the smallest T when none is)."""
+    items = sorted((int(k), v) for k, v in table.items())
+    pick = items[0]
+    for k, v in items:
+        if context is not None and k <= context:
+            pick = (k, v)
+    return f"{pick[1]} at T={fmt_context(pick[0])}"
+
+
+def thresholds_text(t: dict, context: int | None) -> str:
+    parts = []
+    if t.get("formula_inf") is not None:
+        parts.append(f"L* formula {t['formula_inf']} (T→∞)")
+    if t.get("formula_at"):
+        parts.append(_threshold_at(t["formula_at"], context))
+    cal = t.get("calibrated")
+    parts.append(f"calibrated {_threshold_at(cal, context)}" if cal else "not calibrated")
+    if t.get("policy"):
+        parts.append(f"gate {t['policy']}")
+    return " · ".join(parts)
+
+
+def thresholds_short(t: dict, context: int | None) -> str:
+    parts = [f"L* {t['formula_inf']}"] if t.get("formula_inf") is not None else []
+    if t.get("formula_at"):
+        parts.append(_threshold_at(t["formula_at"], context).replace(" at T=", "@"))
+    if t.get("calibrated"):
+        parts.append("cal " + _threshold_at(t["calibrated"], context).replace(" at T=", "@"))
+    if t.get("policy"):
+        parts.append(f"gate {t['policy']}")
+    return " ".join(parts)
+
+
+def model_short(model: str) -> str:
+    """A checkpoint path's last folder; hub ids and names as they are."""
+    return model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", ".", "~")) else model
+
+
+def blas_text(device: dict) -> Text:
+    blas = str(device.get("blas", "?"))
+    if blas.startswith("bundled"):
+        return Text("BLAS reference (slow)", style="yellow")
+    return Text(f"BLAS {blas.split(' ')[0]}")
+
+
+def header_pieces(state: DashboardState) -> tuple[list[fit.Piece], list[fit.Piece]]:
+    """Header lines 1 and 2 as pieces with short forms and priorities (widgets.fit)."""
+    h = state.header
+    assert h is not None
+    g = h.geometry
+    geo = f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
+    first = [
+        fit.piece(f"{h.model} ({h.model_type})", model_short(h.model), style="bold"),
+        fit.piece(f"MLA {geo}", geo),
+    ]
+    settings = h.settings or {}
+    if h.synthetic_acceptance:
+        first.append(
+            fit.piece(
+                "random weights: acceptance synthetic", "acceptance synthetic", style="yellow"
+            )
+        )
+    if settings.get("fill") == "random-latents":
+        first.append(fit.piece("random latents: timing only", "timing only", style="yellow"))
+    if settings.get("null"):
+        first.append(
+            fit.piece("A/A null run: both arms identical", "A/A null run", style="bold yellow")
+        )
+    d = h.device
+    name = str(d.get("name", "?"))
+    device_long = Text(f"{name} {d['architecture']} · " if d.get("architecture") else f"{name} · ")
+    device_long.append_text(blas_text(d))
+    device_short = Text(f"{name} · ")
+    device_short.append_text(blas_text(d))
+    second = [
+        fit.piece(
+            thresholds_text(h.thresholds, state.context),
+            thresholds_short(h.thresholds, state.context),
+        ),
+        fit.piece(device_long, device_short),
+        fit.piece(f"scenario {h.scenario.get('name', '?')}"),
+    ]
+    bias = state.harness_bias
+    if bias:
+        second.append(fit.piece(bias, bias.split(" (")[0], priority=2, style="cyan"))
+    second.append(fit.piece(f"draft {h.draft}", priority=3))
+    return first, second

@@ -1,0 +1,135 @@
+"""The footer, fitted to the width: whole key hints only, the least important leave first
+(`?` help and `q` quit never do; `?` lists everything)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
+
+# action -> rank (0 always shown; higher leaves first); unlisted actions rank 3
+RANKS = {
+    "help": 0,
+    "quit": 0,
+    "toggle_pause": 1,
+    "zoom": 1,
+    "step": 2,
+    "faster": 2,
+    "slower": 2,
+    "seek_back": 2,
+    "seek_forward": 2,
+    "export": 3,
+    "screenshot": 4,
+    "next_theme": 4,
+    "command_palette": 5,
+}
+
+
+@dataclass(frozen=True)
+class Hint:
+    keys: tuple[str, ...]  # what the footer prints for each key
+    description: str
+    rank: int
+
+    @property
+    def cells(self) -> int:
+        """Width in the compact footer: keys, a space, the description, a gap."""
+        grouped = len(self.keys) > 1
+        return sum(map(len, self.keys)) + 1 + len(self.description) + 1 + (1 if grouped else 0)
+
+
+def fit_hints(hints: list[Hint], width: int) -> list[int]:
+    """Indices of the hints to show, in order: drop the highest rank (the later first) until
+    the rest fit; rank 0 always stays."""
+    keep = list(range(len(hints)))
+    order = sorted(keep, key=lambda i: (hints[i].rank, i), reverse=True)
+    for i in order:
+        if sum(hints[j].cells for j in keep) <= width:
+            break
+        if hints[i].rank > 0:
+            keep.remove(i)
+    return keep
+
+
+class KeyFooter(Footer):
+    """Textual's footer (clickable keys, grouped hints) showing the hints that fit."""
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.recompose)
+
+    def compose(self):
+        if not self._bindings_ready:
+            return
+        shown: dict[str, list] = {}
+        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
+            if binding.show:
+                shown.setdefault(binding.action, []).append((binding, enabled, tooltip))
+        entries = []  # (hint, [(binding, enabled, tooltip)], group)
+        for group_key, items in _grouped(shown):
+            first = items[0][0]
+            keys = tuple(self.app.get_key_display(b) for b, _, _ in items)
+            desc = first.group.description if group_key and len(items) > 1 else first.description
+            rank = min(RANKS.get(b.action, 3) for b, _, _ in items)
+            entries.append((Hint(keys, desc, rank), items, group_key and len(items) > 1))
+        palette = None
+        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            palette = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
+        hints = [e[0] for e in entries]
+        if palette is not None:
+            _, b, _, _ = palette
+            hints.append(
+                Hint((self.app.get_key_display(b),), b.description, RANKS["command_palette"])
+            )
+        keep = fit_hints(hints, self.size.width - 2)  # the palette key has a border
+        for i in keep:
+            if i == len(entries):
+                _, b, enabled, _ = palette
+                yield FooterKey(
+                    b.key,
+                    self.app.get_key_display(b),
+                    b.description,
+                    b.action,
+                    classes="-command-palette",
+                    disabled=not enabled,
+                    tooltip=b.tooltip or b.description,
+                )
+                continue
+            hint, items, grouped = entries[i]
+            if grouped:
+                with KeyGroup(classes="-compact"):
+                    for b, enabled, tooltip in items:
+                        yield FooterKey(
+                            b.key,
+                            self.app.get_key_display(b),
+                            "",
+                            b.action,
+                            disabled=not enabled,
+                            tooltip=tooltip or b.description,
+                            classes="-grouped",
+                        ).data_bind(compact=Footer.compact)
+                yield FooterLabel(hint.description)
+            else:
+                b, enabled, tooltip = items[0]
+                yield FooterKey(
+                    b.key,
+                    self.app.get_key_display(b),
+                    b.description,
+                    b.action,
+                    disabled=not enabled,
+                    tooltip=tooltip,
+                ).data_bind(compact=Footer.compact)
+
+
+def _grouped(shown: dict[str, list]):
+    """(group or None, [(binding, enabled, tooltip)]) in binding order, one binding per action,
+    consecutive actions of one group together."""
+    out: list[tuple[object, list]] = []
+    for items in shown.values():
+        entry = items[0]
+        group = entry[0].group
+        if group is not None and out and out[-1][0] is group:
+            out[-1][1].append(entry)
+        else:
+            out.append((group, [entry]))
+    return out

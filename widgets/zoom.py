@@ -1,0 +1,36 @@
+"""`z`: zoom the focused pane to the whole screen (Textual's maximize; the footer stays)."""
+
+from __future__ import annotations
+
+from textual.widget import Widget
+
+from widgets.panes import Pane, ScrollPane
+
+
+class ZoomMixin:
+    def panes(self) -> list[Pane | ScrollPane]:
+        return [*self.query(Pane), *self.query(ScrollPane)]
+
+    def zoom_target(self) -> Pane | ScrollPane | None:
+        """The focused pane, else the key figure when it is on screen, else the first pane of
+        the page shown."""
+        focused = self.focused
+        while focused is not None and not isinstance(focused, Pane | ScrollPane):
+            focused = focused.parent if isinstance(focused.parent, Widget) else None
+        if focused is not None:
+            return focused
+        shown = [
+            p for p in self.panes() if p.can_focus and p.display and p.parent.display and p.region
+        ]
+        marginal = [p for p in shown if p.id == "marginal"]
+        return (marginal or shown or [None])[0]
+
+    def action_zoom(self) -> None:
+        """Zoom the focused pane to the whole screen (the footer stays), or back."""
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        target = self.zoom_target()
+        if target is not None:
+            target.focus()
+            self.screen.maximize(target, container=False)
