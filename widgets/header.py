@@ -92,6 +92,11 @@ def header_pieces(state: DashboardState) -> tuple[list[fit.Piece], list[fit.Piec
         fit.piece(device_long, device_short),
         fit.piece(f"scenario {h.scenario.get('name', '?')}"),
     ]
+    budget = state.budget_text
+    if budget:
+        short = budget.replace(": scaled down, see log", " ↓")
+        style = "yellow" if state.budget and state.budget.changes else ""
+        second.append(fit.piece(budget, short, priority=1, style=style))
     bias = state.harness_bias
     if bias:
         second.append(fit.piece(bias, bias.split(" (")[0], priority=2, style="cyan"))
