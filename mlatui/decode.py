@@ -127,6 +127,7 @@ def _verify_ms(
         clock=ctx.now,
         on_timing=on_timing,
         check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
     return run.estimates
@@ -172,6 +173,8 @@ class BlockRunner:
                 s = self.streams[name]
                 self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
         result = self._block(arm, width)
+        # ranks that emitted different tokens would issue different collectives next
+        self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")
         self.pending.append((arm, width - 1, result))
         return result.ms
 
@@ -337,6 +340,7 @@ def decode_context(
             on_timing=on_timing,
             on_round=on_round,
             check_stop=ctx.check_stop,
+            decide_more=ctx.decide_more,
         )
     runner.timings = run.timings
     if runner.divergence is not None:

@@ -31,6 +31,7 @@ from mlatui.arms import (
     sparse_layers,
 )
 from mlatui.draft import DraftModelSource
+from mlatui.engine_dist import DistRun
 from mlatui.events import (
     SCHEMA_VERSION,
     ErrorEvent,
@@ -137,6 +138,7 @@ def header(
     loaded: Loaded | None,
     report: mla.PatchReport | None,
     settings: dict,
+    distributed: dict | None = None,
 ) -> RunHeader:
     from mlatui import __version__
     from mlatui.records import environment
@@ -197,6 +199,7 @@ def header(
         bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
+        distributed or {},
     )
 
 
@@ -281,6 +284,7 @@ def run(
     header_sent = False
     scenario = None
     ctx = None
+    dist = DistRun(None)
 
     def now() -> float:
         return (time.perf_counter_ns() - t0) / 1e9
@@ -293,15 +297,27 @@ def run(
         fit_notes: list[str] = []  # logged once the header is out (it is the first event)
         fit_warnings: list[str] = []
 
+        dist = DistRun.for_scenario(scenario)
+
         def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
-            e = estimate(model_config, dtype, weights_bytes, longest)
+            e = dist.per_rank(estimate(model_config, dtype, weights_bytes, longest))
             refuse_unless_fits(e, config.force)
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
 
-        loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
-        load_draft(config.draft_model, scenario.draft, loaded, config.seed)
-        if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)
+        loaded = load_target(
+            config.model,
+            scenario,
+            config.random_weights,
+            config.seed,
+            fit_check,
+            dist.prepare_target(),
+        )
+        load_draft(config.draft_model, scenario.draft, loaded, config.seed, dist.prepare_draft())
+        dist.after_load(loaded, emit, now, config.record)
+        fit_notes += dist.notes
+        # a signal while loading (the load itself cannot be interrupted)
+        if dist.stop_requested(stop.is_set()):
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"
@@ -338,7 +354,7 @@ def run(
         bias = lookup(key)
         if bias is not None:
             settings["harness_bias"] = bias
-        emit(header(config, scenario, loaded, patched.report, settings))
+        emit(header(config, scenario, loaded, patched.report, settings, dist.describe()))
         header_sent = True
         for note in fit_notes:
             emit(LogMessage(now(), "info", note))
@@ -373,8 +389,9 @@ def run(
             )
         from mlatui.memory import MemorySampler
 
-        sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
-        sampler.start()
+        if dist.leader:  # the others' figures would go nowhere: only rank 0 records
+            sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
+            sampler.start()
         tokens_for = text_tokens(loaded, config.seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
@@ -408,6 +425,7 @@ def run(
                 seed=scenario.seed + config.seed,
                 fill=fill,
                 settle=config.settle,
+                lockstep=dist.lockstep,
             )
             tag = pass_name(variants, null)
             for i, phase in enumerate(scenario.phases):
@@ -433,19 +451,32 @@ def run(
     except Stopped:
         status = "interrupted"
         if not header_sent:
-            emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+            emit(
+                header(config, scenario or _empty_scenario(config), None, None, {}, dist.describe())
+            )
             header_sent = True
             emit(LogMessage(now(), "warning", "stopped while loading the model, before any step"))
     except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         if not header_sent:
             try:
-                emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+                emit(
+                    header(
+                        config,
+                        scenario or _empty_scenario(config),
+                        None,
+                        None,
+                        {},
+                        dist.describe(),
+                    )
+                )
             except Exception:  # noqa: BLE001
                 pass
         if status == "error":
             where = traceback.extract_tb(e.__traceback__)[-1]
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            lost = dist.failure(e)  # a rank died or hung: say which, not where we noticed
+            msg = lost or msg
             from mlatui.fit import FitError
 
             emit(
@@ -453,7 +484,7 @@ def run(
                     now(),
                     msg,
                     f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
-                    if not isinstance(e, (LoadError, ScenarioError, FitError))
+                    if not (lost or isinstance(e, (LoadError, ScenarioError, FitError)))
                     else "",
                     isinstance(e, FitError),
                 )
@@ -463,6 +494,7 @@ def run(
             sampler.stop()
         for w in workers_all or workers.values():
             w.close()
+        dist.close()
     emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status
 

@@ -34,8 +34,15 @@ class Loaded:
     draft_name: str = "none"
 
 
-def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]:
-    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type)."""
+Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
+
+
+def load_checkpoint(
+    ref: str, what: str = "model", prepare: Prepare | None = None
+) -> tuple[nn.Module, Any, str]:
+    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type).
+    `prepare(model)` (sharding) runs while the weights are still lazy, as mlx-lm's
+    `sharded_load` does: each rank then reads only its own part."""
     from mlx_lm import load
 
     _register()
@@ -49,12 +56,15 @@ def load_checkpoint(ref: str, what: str = "model") -> tuple[nn.Module, Any, str]
             f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
         )
     try:
-        model, tokenizer = load(str(local) if local.exists() else ref)
+        model, tokenizer = load(str(local) if local.exists() else ref, lazy=prepare is not None)
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
             f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)"
         ) from e
+    if prepare is not None:
+        prepare(model)
+        mx.eval(model.parameters())
     model_type = _model_type(local if local.exists() else None, model)
     return model, tokenizer, model_type
 
@@ -98,10 +108,14 @@ def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
 
 
 def build_random(
-    spec: ModelSpec, seed: int, check: Callable[[dict, str, int], None] | None = None
+    spec: ModelSpec,
+    seed: int,
+    check: Callable[[dict, str, int], None] | None = None,
+    prepare: Prepare | None = None,
 ) -> tuple[nn.Module, str]:
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
-    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy."""
+    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy;
+    `prepare(model)` (sharding) runs then too, so a rank only ever evaluates its own part."""
     from mlatui.families import model_from_config, quantize
 
     _register()
@@ -121,6 +135,8 @@ def build_random(
         from mlx.utils import tree_flatten
 
         check(config, spec.dtype, sum(v.nbytes for _, v in tree_flatten(model.parameters())))
+    if prepare is not None:
+        prepare(model)
     mx.eval(model.parameters())
     return model, config["model_type"]
 
@@ -131,39 +147,49 @@ def load_target(
     random_weights: bool,
     seed: int,
     fit_check: Callable[[dict, str, int], None] | None = None,
+    prepare: Prepare | None = None,
 ) -> Loaded:
-    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built."""
+    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
+    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
     spec = scenario.model
     check = fit_check or (lambda config, dtype, weights: None)
     if model_ref is not None and not random_weights:
         _check_folder(model_ref, check)
-        model, tok, mtype = load_checkpoint(model_ref)
+        model, tok, mtype = load_checkpoint(model_ref, prepare=prepare)
         return Loaded(model, tok, model_ref, mtype, model_ref, False)
     if random_weights or spec.source == "random":
         if not spec.family:
             raise LoadError(
                 f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
             )
-        model, mtype = build_random(spec, seed, check)
+        model, mtype = build_random(spec, seed, check, prepare)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
         if not spec.path:
             raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
         _check_folder(os.path.expanduser(spec.path), check)
-        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path))
+        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path), prepare=prepare)
         return Loaded(model, tok, spec.path, mtype, spec.path, False)
     from mlatui.embedded import load_embedded
 
     model, tok, draft = load_embedded()
+    if prepare is not None:  # 23 MB, loaded whole: sharded after
+        prepare(model)
     loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
     loaded.draft_model, loaded.draft_name = draft, "draft-model:embedded"
     return loaded
 
 
-def load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
+def load_draft(
+    draft_ref: str | None,
+    spec: DraftSpec,
+    target: Loaded,
+    seed: int,
+    prepare: Prepare | None = None,
+) -> None:
     """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]; a
-    draft model is checked against the target before any step."""
-    _load_draft(draft_ref, spec, target, seed)
+    draft model is checked against the target before any step. `prepare` shards it."""
+    _load_draft(draft_ref, spec, target, seed, prepare)
     if target.draft_model is not None and target.draft_name.startswith("draft-model"):
         check_draft_vocabulary(target)
 
@@ -181,9 +207,11 @@ def check_draft_vocabulary(target: Loaded) -> None:
         )
 
 
-def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int) -> None:
+def _load_draft(
+    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, prepare: Prepare | None
+) -> None:
     if draft_ref is not None:
-        target.draft_model, _, _ = load_checkpoint(draft_ref, what="draft model")
+        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", prepare)
         target.draft_name = f"draft-model:{draft_ref}"
         return
     if target.random_weights and spec.source in ("auto", "mtp"):
@@ -192,14 +220,14 @@ def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: in
         )  # no checkpoint, no MTP head
     if spec.source == "draft-model":
         if spec.path:
-            target.draft_model, _, _ = load_checkpoint(spec.path, what="draft model")
+            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", prepare)
             target.draft_name = f"draft-model:{spec.path}"
         elif spec.config:
             family = spec.config.get("model_type")
             if not family:
                 raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1
+                ModelSpec("random", None, family, spec.config), seed + 1, prepare=prepare
             )
             target.draft_name = f"draft-model:random:{family}"
         else:
@@ -210,7 +238,7 @@ def _load_draft(draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: in
         if spec.config:
             family = spec.config.get("model_type")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1
+                ModelSpec("random", None, family, spec.config), seed + 1, prepare=prepare
             )
         target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
     elif spec.source == "mtp":
