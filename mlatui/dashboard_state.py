@@ -13,6 +13,7 @@ from collections import deque
 
 from mlatui.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.dashboard_views import SERIES_POINTS, ArmView, PhaseView, _median
+from mlatui.distributed import world_label
 from mlatui.events import (
     ARMS,
     DecodeBlock,
@@ -363,7 +364,12 @@ class DashboardState:
             lines += [
                 f"- model: {h.model} ({h.model_type}), r/n/v = {g.get('kv_lora_rank')}/"
                 f"{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}",
-                f"- device: {h.device.get('name', '?')} · BLAS {h.device.get('blas', '?')}",
+                f"- device: {h.device.get('name', '?')} · BLAS {h.device.get('blas', '?')}"
+                + (
+                    f" · {world_label(h.distributed)} (memory: rank 0's)"
+                    if world_label(h.distributed)
+                    else ""
+                ),
                 f"- scenario: {h.scenario.get('name', '?')} · started {h.started_at}",
                 f"- mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}",
             ]

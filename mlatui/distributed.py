@@ -275,3 +275,15 @@ def say(line: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def world_label(d: dict | None) -> str:
+    """A header's `distributed` dict in words: "2 ranks · ring · tensor · vm, vm" ("" alone)."""
+    if not d or int(d.get("world_size", 1) or 1) < 2:
+        return ""
+    hosts = [str(h) for h in d.get("hosts") or []]
+    where = (
+        ", ".join(hosts) if len(set(hosts)) > 1 else f"{hosts[0]} ×{len(hosts)}" if hosts else ""
+    )
+    parts = [f"{d['world_size']} ranks", str(d.get("backend", "?")), str(d.get("shard", "?"))]
+    return " · ".join([*parts, where] if where else parts)

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.dashboard_views import pressure
+from mlatui.distributed import world_label
 
 GREY = "grey42"
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -182,6 +183,10 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     else:
         t.append(blas.split(" ")[0])
     t.append(f" │ scenario {h.scenario.get('name', '?')}")
+    world = world_label(getattr(h, "distributed", None))
+    if world:
+        t.append(" │ ")
+        t.append(world, style="cyan")
     bias = state.harness_bias
     if bias:
         t.append(" │ ")
@@ -417,6 +422,9 @@ def memory_text(state: DashboardState, width: int) -> Text:
     mlx = m.mlx_active_bytes + m.mlx_cache_bytes
     level = pressure(mlx, limit)
     bar_w = max(6, min(30, width - 56))
+    world = state.header.distributed if state.header is not None else None
+    if world and int(world.get("world_size", 1)) > 1:
+        t.append(f"rank 0 of {world['world_size']} ", style="cyan")
     t.append("MLX active+cache ", style="bold")
     t.append_text(bar(mlx / limit if limit else 0, bar_w, PRESSURE_STYLE[level]))
     t.append(f" {fmt_bytes(mlx)} / {fmt_bytes(limit)} {limit_name}\n")
