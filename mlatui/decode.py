@@ -14,6 +14,9 @@ At each context, two measurements:
 
 from __future__ import annotations
 
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+
 from mlatui.acceptance import AcceptanceCounts
 from mlatui.arms import Arm, unpinned
 from mlatui.decode_stream import (
@@ -158,9 +161,18 @@ class BlockRunner:
         stream = self.streams[arm]
         n = self.n
 
-        return self.ctx.workers[arm].call(
-            lambda a: run_block(a, stream, depth, n, self.sampling, seed)
-        )
+        lockstep = self.ctx.lockstep is not None
+
+        def block(a: Arm) -> BlockResult:
+            result = run_block(a, stream, depth, n, self.sampling, seed)
+            if lockstep:
+                # after the clock: mlx-lm's generator leaves its next step in flight, and its
+                # all_sums would interleave with the next lockstep collective (garbage sums)
+                mx.synchronize()
+                mx.synchronize(generation_stream)
+            return result
+
+        return self.ctx.workers[arm].call(block)
 
     def warm(self, arm: str, width: int) -> None:
         self._block(arm, width)
