@@ -33,9 +33,12 @@ LAUNCH_ENV = (
     "PMI_SIZE",
 )
 TIMEOUT_ENV = "MLATUI_DIST_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = (
-    600.0  # a step, a collective or a prefill chunk of a large model over Thunderbolt
-)
+# the longest a step, a collective or a prefill chunk of a large model may take
+DEFAULT_TIMEOUT_S = 300.0
+LOAD_ALLOWANCE = 10  # the barrier after loading waits this many timeouts (ranks load at their pace)
+# After a stop signal, the step in progress gets this long to end. mlx.launch sends SIGTERM to
+# every rank when one exits: rank 0's collective with the dead rank may then never return.
+STOP_GRACE_S = 20.0
 HOSTNAME_BYTES = 64
 
 
@@ -172,8 +175,16 @@ class Watchdog:
     """Exits the process when no `beat()` came for `timeout_s` while armed. `on_timeout(msg)`
     runs first (it must not block for long: a thread holding a lock may be the stuck one)."""
 
-    def __init__(self, timeout: float, on_timeout: Callable[[str], None], describe: str):
+    def __init__(
+        self,
+        timeout: float,
+        on_timeout: Callable[[str], None],
+        describe: str,
+        stop: threading.Event | None = None,
+    ):
         self.timeout = timeout
+        self._limit = timeout
+        self.stop = stop
         self.on_timeout = on_timeout
         self.describe = describe  # e.g. "rank 0: no answer from rank 1"
         self._last = time.monotonic()
@@ -182,8 +193,9 @@ class Watchdog:
         self._thread = threading.Thread(target=self._watch, name="mlatui-watchdog", daemon=True)
         self._thread.start()
 
-    def beat(self, doing: str | None = None) -> None:
+    def beat(self, doing: str | None = None, allowance: float = 1.0) -> None:
         self._last = time.monotonic()
+        self._limit = self.timeout * allowance
         if doing is not None:
             self._doing = doing
 
@@ -193,12 +205,15 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(min(1.0, self.timeout / 4)):
             idle = time.monotonic() - self._last
-            if idle < self.timeout:
+            stopping = self.stop is not None and self.stop.is_set()
+            if idle < (min(self._limit, STOP_GRACE_S) if stopping else self._limit):
                 continue
-            message = (
-                f"{self.describe} for {idle:.0f} s while {self._doing} "
-                f"(it died, hung or lost its link; {TIMEOUT_ENV} sets the limit)"
+            why = (
+                "after a stop signal (mlx.launch stops every rank when one exits: did it die?)"
+                if stopping
+                else f"(it died, hung or lost its link; {TIMEOUT_ENV} sets the limit)"
             )
+            message = f"{self.describe} for {idle:.0f} s while {self._doing} {why}"
             try:
                 self.on_timeout(message)
             finally:
@@ -217,12 +232,21 @@ def beat(doing: str | None = None) -> None:
 class Lockstep:
     """The collectives that keep ranks in step, each under the watchdog."""
 
-    def __init__(self, w: World, on_timeout: Callable[[str], None], timeout: float | None = None):
+    def __init__(
+        self,
+        w: World,
+        on_timeout: Callable[[str], None],
+        stop: threading.Event | None = None,
+        timeout: float | None = None,
+    ):
         global _watchdog
         self.world = w
         self.group = group()
         self.watchdog = Watchdog(
-            timeout or timeout_s(), on_timeout, f"rank {w.rank}: no answer from {w.others()}"
+            timeout or timeout_s(),
+            on_timeout,
+            f"rank {w.rank}: no answer from {w.others()}",
+            stop,
         )
         _watchdog = self.watchdog
 
@@ -232,10 +256,10 @@ class Lockstep:
         if _watchdog is self.watchdog:
             _watchdog = None
 
-    def _sum(self, values: list[int], doing: str) -> list[int]:
+    def _sum(self, values: list[int], doing: str, allowance: float = 1.0) -> list[int]:
         import mlx.core as mx
 
-        self.watchdog.beat(doing)
+        self.watchdog.beat(doing, allowance)
         try:
             total = mx.distributed.all_sum(
                 mx.array(values, dtype=mx.int32), group=self.group, stream=mx.cpu
@@ -246,8 +270,8 @@ class Lockstep:
         self.watchdog.beat()
         return [int(v) for v in total.tolist()]
 
-    def barrier(self, doing: str = "waiting for every rank") -> None:
-        self._sum([1], doing)
+    def barrier(self, doing: str = "waiting for every rank", allowance: float = 1.0) -> None:
+        self._sum([1], doing, allowance)
 
     def any_stop(self, local: bool) -> bool:
         """A stop asked for on any rank (a signal reaches each rank on its own) stops all at the

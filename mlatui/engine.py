@@ -314,7 +314,7 @@ def run(
             dist.prepare_target(),
         )
         load_draft(config.draft_model, scenario.draft, loaded, config.seed, dist.prepare_draft())
-        dist.after_load(loaded, emit, now, config.record)
+        dist.after_load(loaded, emit, now, config.record, stop)
         fit_notes += dist.notes
         # a signal while loading (the load itself cannot be interrupted)
         if dist.stop_requested(stop.is_set()):

@@ -88,6 +88,7 @@ class DistRun:
         emit: Callable[[Event], None],
         now: Callable[[], float],
         record: str | None,
+        stop: threading.Event | None = None,
     ) -> None:
         """Shard a draft that came with the target (the embedded model's), start the lockstep
         and wait for every rank to have loaded (mlx-lm's sharded_load ends the same way)."""
@@ -108,8 +109,10 @@ class DistRun:
                         pass
             distributed.say(error_line(f"{message} — {kept}"))
 
-        self.lockstep = Lockstep(self.world, _bounded(on_timeout))
-        self.lockstep.barrier("waiting for every rank to load the model")
+        self.lockstep = Lockstep(self.world, _bounded(on_timeout), stop)
+        self.lockstep.barrier(
+            "waiting for every rank to load the model", distributed.LOAD_ALLOWANCE
+        )
 
     def stop_requested(self, local: bool) -> bool:
         return self.lockstep.any_stop(local) if self.lockstep else local

@@ -111,9 +111,7 @@ def wait_for_steps(path: Path, n: int, proc: subprocess.Popen, timeout_s: float 
 
 
 def test_sharded_patched_equals_unsharded_stock_on_both_ranks():
-    proc = launch(
-        [sys.executable, "tests/dist/parity_worker.py", "deepseek_v3", "glm4_moe_lite"]
-    )
+    proc = launch([sys.executable, "tests/dist/parity_worker.py", "deepseek_v3", "glm4_moe_lite"])
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -196,7 +194,9 @@ def test_killing_rank_1_ends_rank_0_with_one_line_error(tmp_path):
     assert time.monotonic() - started < 30
     errors = [line for line in stderr.splitlines() if line.startswith("mlatui: error:")]
     assert len(errors) == 1, stderr
-    assert "rank 0: lost rank 1" in errors[0] and str(out) in errors[0]
+    # the collective fails ("lost rank 1"), or mlx.launch's SIGTERM finds it stuck
+    assert errors[0].startswith("mlatui: error: rank 0: ") and str(out) in errors[0]
+    assert "lost rank 1" in errors[0] or "no answer from rank 1" in errors[0]
     events = events_of(out)  # replays: every line is whole
     assert events[0].distributed["world_size"] == 2
     assert events[-1].type == "run_end" and events[-1].status == "error"
