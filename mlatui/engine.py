@@ -7,8 +7,6 @@ RunEnd with status "error".
 
 from __future__ import annotations
 
-import datetime as dt
-import platform
 import random
 import threading
 import time
@@ -32,21 +30,18 @@ from mlatui.arms import (
 )
 from mlatui.draft import DraftModelSource
 from mlatui.engine_dist import DistRun
+from mlatui.engine_header import header
 from mlatui.events import (
-    SCHEMA_VERSION,
     ErrorEvent,
     Estimate,
     Event,
     LogMessage,
     RunEnd,
-    RunHeader,
 )
 from mlatui.loading import Loaded, LoadError, load_draft, load_target, vocab_size
 from mlatui.phases import RunContext, Stopped, run_sweep
 from mlatui.runconfig import RunConfig
 from mlatui.scenario import Scenario, ScenarioError, load_scenario
-
-HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 
 
 def _phase_runner(kind: str) -> Callable:
@@ -130,77 +125,6 @@ def _encode_quietly(tokenizer, text: str) -> list[int]:
         return list(tokenizer.encode(text))
     finally:
         hf_logging.set_verbosity(level)
-
-
-def header(
-    config: RunConfig,
-    scenario: Scenario,
-    loaded: Loaded | None,
-    report: mla.PatchReport | None,
-    settings: dict,
-    distributed: dict | None = None,
-) -> RunHeader:
-    from mlatui import __version__
-    from mlatui.records import environment
-
-    env = environment()
-    geometry, thresholds = {}, {}
-    if loaded is not None and report is not None and report.geometry is not None:
-        g = report.geometry
-        geometry = {
-            "kv_lora_rank": g.kv_lora_rank,
-            "qk_nope_head_dim": g.qk_nope_head_dim,
-            "v_head_dim": g.v_head_dim,
-            "num_heads": g.num_heads,
-            "num_mla_layers": len(report.modules),
-        }
-        calibrated = None
-        try:
-            from mlatui.calibration import load_crossovers
-
-            calibrated = load_crossovers(g)
-        except Exception:  # noqa: BLE001 - calibration is optional
-            calibrated = None
-        thresholds = {
-            "policy": report.policy,
-            "formula_inf": report.threshold,
-            "formula_at": {
-                str(t): mla.max_absorbed_queries(
-                    g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t
-                )
-                for t in sorted(
-                    {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
-                )
-            },
-            "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
-        }
-    device = {
-        "name": env["device_name"],
-        "architecture": env["architecture"],
-        "backend": env["backend"],
-        "memory_bytes": env["device_memory_bytes"],
-        "blas": env["blas"],
-        "cpu_count": env["cpu_count"],
-    }
-    return RunHeader(
-        SCHEMA_VERSION,
-        __version__,
-        env["mlx"],
-        env["mlx_lm"],
-        platform.python_version(),
-        env["platform"],
-        device,
-        loaded.name if loaded else (config.model or "embedded"),
-        loaded.model_type if loaded else "?",
-        geometry,
-        thresholds,
-        scenario.to_dict(),
-        loaded.draft_name if loaded else "none",
-        bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        settings,
-        distributed or {},
-    )
 
 
 def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
