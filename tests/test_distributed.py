@@ -111,7 +111,7 @@ def wait_for_steps(path: Path, n: int, proc: subprocess.Popen, timeout_s: float 
 
 
 def test_sharded_patched_equals_unsharded_stock_on_both_ranks():
-    proc = launch([sys.executable, "tests/dist/parity_worker.py", "deepseek_v3", "glm4_moe_lite"])
+    proc = launch([sys.executable, "tests/parity_worker.py", "deepseek_v3", "glm4_moe_lite"])
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
