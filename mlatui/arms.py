@@ -23,6 +23,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui import mla
+from mlatui.distributed import beat, local_rank
 from mlatui.runconfig import parse_threshold
 
 T = TypeVar("T")
@@ -48,7 +49,9 @@ def arm_cpus() -> set[int] | None:
                 f"MLATUI_ARM_CPUS={setting!r}: this process may only use CPUs {sorted(allowed)}"
             )
         return cpus
-    return {max(allowed)}
+    # ranks sharing a machine (mlx.launch -n 2 on one box) each take their own CPU
+    ordered = sorted(allowed)
+    return {ordered[-1 - local_rank() % len(ordered)]}
 
 
 @contextlib.contextmanager
@@ -291,6 +294,7 @@ def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
         else:
             arm.model(x[:, start : start + chunk], cache=arm.cache)
         mx.eval([c.state for c in arm.cache])
+        beat("prefilling")  # a long prefill is progress, not a hung rank
     if needs_hidden:
         h = mx.concatenate(hidden, axis=1)  # (1, T, D)
         last = h[:, -1:]  # (1, 1, D)

@@ -101,6 +101,7 @@ def _verify_ms(
         on_timing=on_timing,
         on_round=lambda e: _extend_progress(progress, plan, e),
         check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
     return run.estimates
@@ -262,6 +263,7 @@ def decode_context(
             on_timing=on_timing,
             on_round=on_round,
             check_stop=ctx.check_stop,
+            decide_more=ctx.decide_more,
         )
     runner.timings = run.timings
     if runner.divergence is not None:

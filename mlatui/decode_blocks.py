@@ -3,7 +3,11 @@ through mlx-lm's runtime (or the MTP loop), its acceptance is counted and its bl
 
 from __future__ import annotations
 
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+
 from mlatui.acceptance import AcceptanceCounts
+from mlatui.arms import Arm
 from mlatui.decode_stream import rewind, run_block
 from mlatui.decode_verdict import first_divergence
 from mlatui.estimates import Timing, stable_seed
@@ -43,9 +47,18 @@ class BlockRunner:
         stream = self.streams[arm]
         n = self.n
 
-        return self.ctx.workers[arm].call(
-            lambda a: run_block(a, stream, depth, n, self.sampling, seed)
-        )
+        lockstep = self.ctx.lockstep is not None
+
+        def block(a: Arm) -> BlockResult:
+            result = run_block(a, stream, depth, n, self.sampling, seed)
+            if lockstep:
+                # after the clock: mlx-lm's generator leaves its next step in flight, and its
+                # all_sums would interleave with the next lockstep collective (garbage sums)
+                mx.synchronize()
+                mx.synchronize(generation_stream)
+            return result
+
+        return self.ctx.workers[arm].call(block)
 
     def warm(self, arm: str, width: int) -> None:
         self._block(arm, width)
@@ -58,6 +71,8 @@ class BlockRunner:
                 s = self.streams[name]
                 self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
         result = self._block(arm, width)
+        # ranks that emitted different tokens would issue different collectives next
+        self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")
         self.pending.append((arm, width - 1, result))
         return result.ms
 

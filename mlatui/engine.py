@@ -7,8 +7,6 @@ RunEnd with status "error".
 
 from __future__ import annotations
 
-import datetime as dt
-import platform
 import random
 import threading
 import time
@@ -31,21 +29,19 @@ from mlatui.arms import (
     sparse_layers,
 )
 from mlatui.draft import DraftModelSource
+from mlatui.engine_dist import DistRun
+from mlatui.engine_header import header
 from mlatui.events import (
-    SCHEMA_VERSION,
     ErrorEvent,
     Estimate,
     Event,
     LogMessage,
     RunEnd,
-    RunHeader,
 )
 from mlatui.loading import Loaded, LoadError, load_draft, load_target, vocab_size
 from mlatui.phases import RunContext, Stopped, run_sweep
 from mlatui.runconfig import RunConfig
 from mlatui.scenario import Scenario, ScenarioError, load_scenario
-
-HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 
 
 def _phase_runner(kind: str) -> Callable:
@@ -131,75 +127,6 @@ def _encode_quietly(tokenizer, text: str) -> list[int]:
         hf_logging.set_verbosity(level)
 
 
-def header(
-    config: RunConfig,
-    scenario: Scenario,
-    loaded: Loaded | None,
-    report: mla.PatchReport | None,
-    settings: dict,
-) -> RunHeader:
-    from mlatui import __version__
-    from mlatui.records import environment
-
-    env = environment()
-    geometry, thresholds = {}, {}
-    if loaded is not None and report is not None and report.geometry is not None:
-        g = report.geometry
-        geometry = {
-            "kv_lora_rank": g.kv_lora_rank,
-            "qk_nope_head_dim": g.qk_nope_head_dim,
-            "v_head_dim": g.v_head_dim,
-            "num_heads": g.num_heads,
-            "num_mla_layers": len(report.modules),
-        }
-        calibrated = None
-        try:
-            from mlatui.calibration import load_crossovers
-
-            calibrated = load_crossovers(g)
-        except Exception:  # noqa: BLE001 - calibration is optional
-            calibrated = None
-        thresholds = {
-            "policy": report.policy,
-            "formula_inf": report.threshold,
-            "formula_at": {
-                str(t): mla.max_absorbed_queries(
-                    g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t
-                )
-                for t in sorted(
-                    {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
-                )
-            },
-            "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
-        }
-    device = {
-        "name": env["device_name"],
-        "architecture": env["architecture"],
-        "backend": env["backend"],
-        "memory_bytes": env["device_memory_bytes"],
-        "blas": env["blas"],
-        "cpu_count": env["cpu_count"],
-    }
-    return RunHeader(
-        SCHEMA_VERSION,
-        __version__,
-        env["mlx"],
-        env["mlx_lm"],
-        platform.python_version(),
-        env["platform"],
-        device,
-        loaded.name if loaded else (config.model or "embedded"),
-        loaded.model_type if loaded else "?",
-        geometry,
-        thresholds,
-        scenario.to_dict(),
-        loaded.draft_name if loaded else "none",
-        bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        settings,
-    )
-
-
 def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
     name = loaded.draft_name
     if name.startswith("synthetic"):
@@ -281,6 +208,7 @@ def run(
     header_sent = False
     scenario = None
     ctx = None
+    dist = DistRun(None)
 
     def now() -> float:
         return (time.perf_counter_ns() - t0) / 1e9
@@ -293,8 +221,10 @@ def run(
         fit_notes: list[str] = []  # logged once the header is out (it is the first event)
         fit_warnings: list[str] = []
 
+        dist = DistRun.for_scenario(scenario)
+
         def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
-            e = estimate(model_config, dtype, weights_bytes, longest)
+            e = dist.per_rank(estimate(model_config, dtype, weights_bytes, longest))
             refuse_unless_fits(e, config.force)
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
@@ -303,10 +233,21 @@ def run(
 
         watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
         loaded = load_target(
-            config.model, scenario, config.random_weights, config.seed, fit_check, watch
+            config.model,
+            scenario,
+            config.random_weights,
+            config.seed,
+            fit_check,
+            watch,
+            dist.prepare_target(),
         )
-        load_draft(config.draft_model, scenario.draft, loaded, config.seed, watch)
-        if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)
+        load_draft(
+            config.draft_model, scenario.draft, loaded, config.seed, watch, dist.prepare_draft()
+        )
+        dist.after_load(loaded, emit, now, config.record, stop)
+        fit_notes += dist.notes
+        # a signal while loading (the load itself cannot be interrupted)
+        if dist.stop_requested(stop.is_set()):
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"
@@ -343,7 +284,7 @@ def run(
         bias = lookup(key)
         if bias is not None:
             settings["harness_bias"] = bias
-        emit(header(config, scenario, loaded, patched.report, settings))
+        emit(header(config, scenario, loaded, patched.report, settings, dist.describe()))
         header_sent = True
         for note in fit_notes:
             emit(LogMessage(now(), "info", note))
@@ -378,8 +319,9 @@ def run(
             )
         from mlatui.memory import MemorySampler
 
-        sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
-        sampler.start()
+        if dist.leader:  # the others' figures would go nowhere: only rank 0 records
+            sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
+            sampler.start()
         tokens_for = text_tokens(loaded, config.seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
@@ -413,6 +355,7 @@ def run(
                 seed=scenario.seed + config.seed,
                 fill=fill,
                 settle=config.settle,
+                lockstep=dist.lockstep,
             )
             budget_s = scenario.budget_s if config.budget_s is None else config.budget_s
             if n == 0 and budget_s > 0 and not null:
@@ -443,19 +386,32 @@ def run(
     except Stopped:
         status = "interrupted"
         if not header_sent:
-            emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+            emit(
+                header(config, scenario or _empty_scenario(config), None, None, {}, dist.describe())
+            )
             header_sent = True
             emit(LogMessage(now(), "warning", "stopped while loading the model, before any step"))
     except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         if not header_sent:
             try:
-                emit(header(config, scenario or _empty_scenario(config), None, None, {}))
+                emit(
+                    header(
+                        config,
+                        scenario or _empty_scenario(config),
+                        None,
+                        None,
+                        {},
+                        dist.describe(),
+                    )
+                )
             except Exception:  # noqa: BLE001
                 pass
         if status == "error":
             where = traceback.extract_tb(e.__traceback__)[-1]
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            lost = dist.failure(e)  # a rank died or hung: say which, not where we noticed
+            msg = lost or msg
             from mlatui.fit import FitError
 
             emit(
@@ -463,7 +419,7 @@ def run(
                     now(),
                     msg,
                     f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
-                    if not isinstance(e, (LoadError, ScenarioError, FitError))
+                    if not (lost or isinstance(e, (LoadError, ScenarioError, FitError)))
                     else "",
                     isinstance(e, FitError),
                 )
@@ -473,6 +429,7 @@ def run(
             sampler.stop()
         for w in workers_all or workers.values():
             w.close()
+        dist.close()
     emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status
 

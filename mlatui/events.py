@@ -58,6 +58,8 @@ class RunHeader(Event):
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
     settings: dict = field(default_factory=dict)
+    # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
+    distributed: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

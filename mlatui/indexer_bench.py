@@ -122,6 +122,9 @@ class BenchHooks:
     def check_stop(self) -> None:
         """Raise to stop between samples."""
 
+    def decide_more(self, wants_more: bool) -> bool:
+        return wants_more
+
     def clock(self) -> float:
         return 0.0
 
@@ -352,6 +355,7 @@ def _sample(part: _Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> 
         on_timing=lambda t: hooks.timing(part.name, part.context, t),
         on_round=lambda e: hooks.round(part.name, part.context, e),
         check_stop=hooks.check_stop,
+        decide_more=hooks.decide_more,
     )
     return PartRun(part.name, part.context, run, pool, lengths)
 

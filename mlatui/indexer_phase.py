@@ -61,6 +61,9 @@ class _PhaseHooks(BenchHooks):
     def check_stop(self) -> None:
         self.ctx.check_stop()
 
+    def decide_more(self, wants_more: bool) -> bool:
+        return self.ctx.decide_more(wants_more)
+
     def clock(self) -> float:
         return self.ctx.now()
 

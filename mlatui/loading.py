@@ -35,9 +35,16 @@ class Loaded:
     draft_name: str = "none"
 
 
-def load_checkpoint(ref: str, what: str = "model", watch=no_watch) -> tuple[nn.Module, Any, str]:
+Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
+
+
+def load_checkpoint(
+    ref: str, what: str = "model", watch=no_watch, prepare: Prepare | None = None
+) -> tuple[nn.Module, Any, str]:
     """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type).
-    `watch(what, source, files=...)` reports the load as it reads (mlatui.load_watch)."""
+    `watch(what, source, files=...)` reports the load as it reads (mlatui.load_watch);
+    `prepare(model)` (sharding) runs while the weights are still lazy, as mlx-lm's
+    `sharded_load` does: each rank then reads only its own part."""
     from mlx_lm import load
 
     _register()
@@ -53,12 +60,15 @@ def load_checkpoint(ref: str, what: str = "model", watch=no_watch) -> tuple[nn.M
     try:
         files = safetensors_files(local) if local.exists() else []
         with watch(what, ref, files=files):
-            model, tokenizer = load(str(local) if local.exists() else ref)
+            model, tokenizer = load(str(local) if local.exists() else ref, lazy=prepare is not None)
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
             f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)"
         ) from e
+    if prepare is not None:
+        prepare(model)
+        mx.eval(model.parameters())
     model_type = _model_type(local if local.exists() else None, model)
     return model, tokenizer, model_type
 
@@ -107,9 +117,11 @@ def build_random(
     check: Callable[[dict, str, int], None] | None = None,
     watch=no_watch,
     what: str = "model",
+    prepare: Prepare | None = None,
 ) -> tuple[nn.Module, str]:
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
-    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy."""
+    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy;
+    `prepare(model)` (sharding) runs then too, so a rank only ever evaluates its own part."""
     from mlatui.families import model_from_config, quantize
 
     _register()
@@ -131,6 +143,8 @@ def build_random(
     nbytes = sum(v.nbytes for v in leaves)
     if check is not None:
         check(config, spec.dtype, nbytes)
+    if prepare is not None:
+        prepare(model)
     params = sum(v.size for v in leaves)
     source = f"random:{config['model_type']}"
     with watch(
@@ -147,42 +161,53 @@ def load_target(
     seed: int,
     fit_check: Callable[[dict, str, int], None] | None = None,
     watch=no_watch,
+    prepare: Prepare | None = None,
 ) -> Loaded:
-    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built."""
+    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
+    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
     spec = scenario.model
     check = fit_check or (lambda config, dtype, weights: None)
     if model_ref is not None and not random_weights:
         _check_folder(model_ref, check)
-        model, tok, mtype = load_checkpoint(model_ref, watch=watch)
+        model, tok, mtype = load_checkpoint(model_ref, watch=watch, prepare=prepare)
         return Loaded(model, tok, model_ref, mtype, model_ref, False)
     if random_weights or spec.source == "random":
         if not spec.family:
             raise LoadError(
                 f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
             )
-        model, mtype = build_random(spec, seed, check, watch)
+        model, mtype = build_random(spec, seed, check, watch, prepare=prepare)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
         if not spec.path:
             raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
         _check_folder(os.path.expanduser(spec.path), check)
-        model, tok, mtype = load_checkpoint(os.path.expanduser(spec.path), watch=watch)
+        model, tok, mtype = load_checkpoint(
+            os.path.expanduser(spec.path), watch=watch, prepare=prepare
+        )
         return Loaded(model, tok, spec.path, mtype, spec.path, False)
     from mlatui.embedded import DRAFT_PATH, MODEL_PATH, load_embedded
 
     with watch("model", "embedded", files=safetensors_files(MODEL_PATH, DRAFT_PATH)):
         model, tok, draft = load_embedded()
+    if prepare is not None:  # 23 MB, loaded whole: sharded after
+        prepare(model)
     loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
     loaded.draft_model, loaded.draft_name = draft, "draft-model:embedded"
     return loaded
 
 
 def load_draft(
-    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, watch=no_watch
+    draft_ref: str | None,
+    spec: DraftSpec,
+    target: Loaded,
+    seed: int,
+    watch=no_watch,
+    prepare: Prepare | None = None,
 ) -> None:
     """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]; a
-    draft model is checked against the target before any step."""
-    _load_draft(draft_ref, spec, target, seed, watch)
+    draft model is checked against the target before any step. `prepare` shards it."""
+    _load_draft(draft_ref, spec, target, seed, watch, prepare)
     if target.draft_model is not None and target.draft_name.startswith("draft-model"):
         check_draft_vocabulary(target)
 
@@ -201,10 +226,15 @@ def check_draft_vocabulary(target: Loaded) -> None:
 
 
 def _load_draft(
-    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, watch=no_watch
+    draft_ref: str | None,
+    spec: DraftSpec,
+    target: Loaded,
+    seed: int,
+    watch=no_watch,
+    prepare: Prepare | None = None,
 ) -> None:
     if draft_ref is not None:
-        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch)
+        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch, prepare)
         target.draft_name = f"draft-model:{draft_ref}"
         return
     if target.random_weights and spec.source in ("auto", "mtp"):
@@ -213,14 +243,19 @@ def _load_draft(
         )  # no checkpoint, no MTP head
     if spec.source == "draft-model":
         if spec.path:
-            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch)
+            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch, prepare)
             target.draft_name = f"draft-model:{spec.path}"
         elif spec.config:
             family = spec.config.get("model_type")
             if not family:
                 raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1, None, watch, "draft model"
+                ModelSpec("random", None, family, spec.config),
+                seed + 1,
+                None,
+                watch,
+                "draft model",
+                prepare,
             )
             target.draft_name = f"draft-model:random:{family}"
         else:
@@ -231,7 +266,12 @@ def _load_draft(
         if spec.config:
             family = spec.config.get("model_type")
             target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config), seed + 1, None, watch, "draft model"
+                ModelSpec("random", None, family, spec.config),
+                seed + 1,
+                None,
+                watch,
+                "draft model",
+                prepare,
             )
         target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
     elif spec.source == "mtp":

@@ -17,6 +17,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.arms import Arm, ArmWorker, copy_cache, fill_random_latents, prefill
+from mlatui.distributed import Lockstep
 from mlatui.estimates import (
     CI_METHOD,
     ESTIMATORS,
@@ -65,13 +66,30 @@ class RunContext:
     seed: int = 0
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
     settle: bool = True
+    lockstep: Lockstep | None = None  # under mlx.launch: every rank runs this same schedule
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
     def check_stop(self) -> None:
-        if self.stop.is_set():
+        """Between steps. Under mlx.launch this is also the barrier every step starts from: the
+        ranks share their stop flags in one tiny all_sum, so they stop at the same step and no
+        rank's clock starts while another is still finishing its previous step."""
+        stop = self.stop.is_set()
+        if self.lockstep is not None:
+            stop = self.lockstep.any_stop(stop)
+        if stop:
             raise Stopped()
+
+    def decide_more(self, wants_more: bool) -> bool:
+        """More rounds? Rank 0's answer for every rank (each rank's own timings differ)."""
+        if self.lockstep is None:
+            return wants_more
+        return self.lockstep.leader_decides(wants_more)
+
+    def check_same(self, value: int, what: str) -> None:
+        if self.lockstep is not None:
+            self.lockstep.check_same(value, what)
 
 
 class ProgressTracker:
@@ -122,6 +140,12 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
 
 
 def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int]]:
+    """One synced step, timed. Sharded, the clock stops when rank 0's logits are evaluated,
+    which needs every rank's part: tensor parallel sums every layer's heads and MLP columns
+    across ranks, a pipeline gathers the last stage's output on all. No extra barrier sits
+    inside the timed region: its round trip would add the same constant to both arms and pull
+    their paired ratio towards 1. The barrier that starts every step (`check_stop`) is outside."""
+
     def run(arm: Arm) -> tuple[float, int, int]:
         x = mx.array([tokens])  # (1, L)
         mx.eval(x)
@@ -313,6 +337,7 @@ def _sweep_context(
         on_timing=on_timing,
         on_round=on_round,
         check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
     v = validity(ctx, phase.name, length, run.estimates)

@@ -57,7 +57,18 @@ def environment() -> dict[str, Any]:
         ),
         "cpu_count": psutil.cpu_count(logical=True),
         "blas": blas_in_use() if backend == "cpu" else "n/a (gpu)",
+        **_distributed(),
     }
+
+
+def _distributed() -> dict[str, Any]:
+    """World size, backend and hosts of a run under mlx.launch (nothing for one process)."""
+    from mlatui import distributed
+
+    w = distributed.world()
+    if w is None:
+        return {}
+    return {"world_size": w.size, "dist_backend": w.backend, "hosts": list(w.hosts)}
 
 
 @dataclass

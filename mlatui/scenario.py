@@ -18,6 +18,7 @@ PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 DRAFT_SOURCES = ("auto", "draft-model", "mtp", "synthetic", "none")
 FILLS = ("prefill", "random-latents")
+SHARD_MODES = ("tensor", "pipeline")  # mlatui.distributed.ShardMode (no mlx import here)
 
 
 class ScenarioError(ValueError):
@@ -70,6 +71,9 @@ class ModelSpec:
     bits: int | None = None
     dtype: str = "float32"
     fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
+    shard: str = (
+        "tensor"  # under mlx.launch: tensor (model.shard) | pipeline (model.model.pipeline)
+    )
 
 
 @dataclass(frozen=True)
@@ -274,8 +278,13 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     _check_keys(
         f"{path} [model]",
         model_raw,
-        ("source", "path", "family", "config", "bits", "dtype", "fill"),
+        ("source", "path", "family", "config", "bits", "dtype", "fill", "shard"),
     )
+    shard = model_raw.get("shard", "tensor")
+    if shard not in SHARD_MODES:
+        raise ScenarioError(
+            f"{path} [model]: 'shard' must be one of {', '.join(SHARD_MODES)}, got {shard!r}"
+        )
     fill = model_raw.get("fill", "prefill")
     if fill not in FILLS:
         raise ScenarioError(
@@ -305,6 +314,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         bits,
         model_raw.get("dtype", "float32"),
         fill,
+        shard,
     )
     draft_raw = raw.get("draft", {})
     _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))

@@ -218,7 +218,7 @@ class MlatuiApp(ZoomMixin, App):
                 events, self._held = self._held + events, []
             self._apply(events)
         changed = self.dash.take_changed()
-        if isinstance(self.source, ReplaySource) or self.mode in ("live", "isolated"):
+        if isinstance(self.source, ReplaySource) or self.mode in ("live", "isolated", "follow"):
             changed.add("header")
         if changed:
             for pane in self.panes():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from mlatui.dashboard_state import DashboardState
+from mlatui.distributed import world_label
 from widgets import fit
 from widgets.figure import fmt_context
 
@@ -92,6 +93,9 @@ def header_pieces(state: DashboardState) -> tuple[list[fit.Piece], list[fit.Piec
         fit.piece(device_long, device_short),
         fit.piece(f"scenario {h.scenario.get('name', '?')}"),
     ]
+    world = world_label(getattr(h, "distributed", None))
+    if world:
+        second.append(fit.piece(world, priority=1, style="cyan"))
     budget = state.budget_text
     if budget:
         short = budget.replace(": scaled down, see log", " ↓")

@@ -338,6 +338,9 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     mlx = m.mlx_active_bytes + m.mlx_cache_bytes
     level = pressure(mlx, limit)
     bar_w = max(6, min(30, width - 56))
+    world = state.header.distributed if state.header is not None else None
+    if world and int(world.get("world_size", 1)) > 1:
+        t.append(f"rank 0 of {world['world_size']} ", style="cyan")
     t.append("MLX active+cache ", style="bold")
     t.append_text(bar(mlx / limit if limit else 0, bar_w, PRESSURE_STYLE[level]))
     t.append(f" {fmt_bytes(mlx)} / {fmt_bytes(limit)} {limit_name}\n")

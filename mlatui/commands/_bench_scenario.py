@@ -155,8 +155,14 @@ def run(args: argparse.Namespace) -> int:
             f"phases: {', '.join(p.name for p in scenario.phases)}",
         )
     gates = gate_settings(args)
-    # the output last: a refused argument leaves no empty file behind
-    out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    from mlatui.distributed import launch_rank, launched
+
+    rank = launch_rank() if launched() else 0
+    # the output last: a refused argument leaves no empty file behind; only rank 0 records
+    if rank:
+        out = None
+    else:
+        out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
     from mlatui.engine import run as run_engine  # imports mlx: after every check
     from mlatui.recorder import Recorder
     from mlatui.report import invalid_contexts, summary_csv, summary_json, summary_markdown
@@ -165,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         draft_model=args.draft_model,
         scenario=args.scenario,
-        record=str(out),
+        record=str(out) if out else None,
         random_weights=args.random_weights,
         seed=args.seed,
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
@@ -177,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     )
     events = []
     stop = threading.Event()
+    if rank:
+        return _follower(config, rank, stop)
     progress = StderrProgress()
 
     def recording_failed(message: str) -> None:
@@ -216,6 +224,32 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    if status == "completed":
+        return ExitStatus.OK
+    return signals.exit_status or ExitStatus.INTERRUPTED
+
+
+def _follower(config, rank: int, stop: threading.Event) -> int:
+    """A rank other than 0 under mlx.launch: the same schedule, no recording and no tables
+    (rank 0 has them); only its warnings and errors, on stderr, named by rank."""
+    from mlatui.engine import run as run_engine
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.signals import StopOnSignals
+
+    errors: list[str] = []
+
+    def sink(event) -> None:
+        if event.type == "error":
+            errors.append(event.message)
+        elif event.type == "log" and event.level in ("warning", "error"):
+            print(f"[mlatui rank {rank}] {event.level}: {event.message}", file=sys.stderr)
+
+    with StopOnSignals(stop, announce=False) as signals:
+        status = run_engine(config, sink, stop)
+    if errors:
+        message = errors[0] if errors[0].startswith("rank ") else f"rank {rank}: {errors[0]}"
+        print(error_line(message), file=sys.stderr)
+        return ExitStatus.FAILED
     if status == "completed":
         return ExitStatus.OK
     return signals.exit_status or ExitStatus.INTERRUPTED

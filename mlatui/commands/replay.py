@@ -17,6 +17,12 @@ def epilog() -> str:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a JSONL recording (from `mlatui launch` or `mlatui bench`)")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="a recording still being written (a headless or distributed bench): show it as it "
+        "grows, end with the run",
+    )
     add_view_options(parser)
 
 
@@ -78,4 +84,27 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "follow", False):
+        return follow(args.file, args)
     return play(args.file, args, "replay")
+
+
+def follow(path, args: argparse.Namespace) -> int:
+    """The full dashboard on a recording that is still growing; it ends when `run_end` is read
+    (--dump: then prints the summary)."""
+    from mlatui.follow_source import FollowSource
+    from widgets.app import MlatuiApp
+
+    source = FollowSource(path)
+    ui_hz = 20.0 if args.dump else args.ui_hz
+    app = MlatuiApp(
+        source, mode="follow", ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump
+    )
+    if args.dump:
+        app.run(headless=True, size=(120, 40))
+        md, _ = app.summary()
+        print(md, end="")
+        print(f"followed {app.dash.events} events through the dashboard; status {app.dash.status}")
+        return 0 if app.dash.status != "error" else 1
+    app.run()
+    return 0

@@ -141,6 +141,12 @@ class Model(nn.Module):
     def layers(self) -> list[nn.Module]:
         return self.model.layers
 
+    # Tensor parallel exactly as mlx-lm shards deepseek_v3 (its own method, run on this model):
+    # heads and MLP columns split, o_proj / down_proj summed across ranks. The sparse layers'
+    # attention has the same projections and is split alike; their indexer stays whole on every
+    # rank, so every rank selects the same tokens.
+    shard = dsv3.Model.shard
+
     def make_cache(self) -> list[Any]:
         return [
             layer.self_attn.make_cache() if i in self.model.sparse_layers else KVCache()

@@ -1,0 +1,63 @@
+"""Run under `mlx.launch -n 2`: a tiny family sharded tensor-parallel, patched after sharding,
+against the same weights unsharded and stock on this rank. One JSON line per family on stdout."""
+
+import json
+import sys
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlatui import distributed, families, mla
+from mlatui.arms import build_arms
+from mlatui.distributed import ShardMode
+from mlatui.sharding import shard
+
+F32_TOL = 1e-4  # tests/test_mla.py's parity tolerance
+WIDTHS = (1, 2, 3, 4)
+
+
+def main(names: list[str]) -> None:
+    world = distributed.world()
+    assert world is not None and world.size == 2, "run me under mlx.launch -n 2"
+    for name in names:
+        full = families.build_model(name, seed=0)
+        stock, _ = build_arms(full)
+        sharded = families.build_model(name, seed=0, evaluate=False)
+        shard(sharded, ShardMode.TENSOR, distributed.group())
+        _, patched = build_arms(sharded)
+        heads = patched.report.geometry.num_heads
+        mx.random.seed(1)
+        context = mx.random.randint(0, families.VOCAB_TINY, (1, 48))
+        cs, cp = make_prompt_cache(stock.model), make_prompt_cache(patched.model)
+        mx.eval(stock.model(context, cache=cs), patched.model(context, cache=cp))
+        counters = mla.branch_counters(patched.model)
+        counters.reset()
+        diffs = {}
+        for i, length in enumerate(WIDTHS):
+            mx.random.seed(10 + i)
+            tokens = mx.random.randint(0, families.VOCAB_TINY, (1, length))
+            a, b = stock.model(tokens, cache=cs), patched.model(tokens, cache=cp)
+            mx.eval(a, b)
+            diffs[length] = {
+                "max_diff": mx.abs(a - b).max().item(),
+                "close": mx.allclose(a, b, atol=F32_TOL, rtol=F32_TOL).item(),
+                "argmax_equal": mx.array_equal(a.argmax(-1), b.argmax(-1)).item(),
+            }
+        snap = counters.snapshot()
+        print(
+            json.dumps(
+                {
+                    "rank": world.rank,
+                    "family": name,
+                    "heads_per_rank": heads,
+                    "widths": {str(k): v for k, v in diffs.items()},
+                    "absorbed": {str(k): v for k, v in snap["absorbed"].items()},
+                    "materialised": {str(k): v for k, v in snap["materialised"].items()},
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
