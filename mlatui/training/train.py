@@ -86,6 +86,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--plan-steps", type=int, default=30)
     p.add_argument("--max-seconds", type=float, default=0.0,
                    help="this process: checkpoint and exit before this much wall time (0: none)")  # fmt: skip
+    p.add_argument("--stop-at-step", type=int, default=0,
+                   help="this process: checkpoint and exit once this step is done (0: never)")  # fmt: skip
     p.add_argument("--ckpt-every-min", type=float, default=3.0)
     p.add_argument("--resume", action="store_true", help="continue RUN/ckpt")
     p.add_argument("--batch", type=int, default=4)
@@ -237,11 +239,17 @@ def train(a: argparse.Namespace) -> int:
             break
         now = time.perf_counter()
         reserve_s = 2 * step_s + save_s + max(eval_s, a.eval_batches * step_s) + 10
-        if r.stop_signal or (a.max_seconds and now - r.t_start + reserve_s > a.max_seconds):
+        why = (
+            "signal" if r.stop_signal
+            else "max-seconds" if a.max_seconds and now - r.t_start + reserve_s > a.max_seconds
+            else "stop-at-step" if a.stop_at_step and st.step >= a.stop_at_step
+            else None
+        )  # fmt: skip
+        if why:
             save(f"step{st.step}")
             r.emit({"event": "paused", "step": st.step, "total_steps": total,
                     "train_seconds": round(st.train_seconds, 1),
-                    "why": "signal" if r.stop_signal else "max-seconds"})  # fmt: skip
+                    "why": why})  # fmt: skip
             return PAUSED_EXIT
         if total and not sparse and st.step >= int(a.dense_fraction * total):
             sparse, st.sparse_from = True, st.step
