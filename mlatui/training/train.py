@@ -55,6 +55,14 @@ RUN_KEYS = (
 PAUSED_EXIT = 3
 
 
+def process_start() -> float:
+    """This process's start on the perf_counter clock: --max-seconds counts the imports too."""
+    import psutil
+
+    age = time.time() - psutil.Process().create_time()
+    return time.perf_counter() - max(0.0, age)
+
+
 def lr_at(step: int, total: int, lr: float, warmup: int) -> float:
     """Linear warm-up over `warmup` steps, then cosine from lr to lr/10 at `total`."""
     if step < warmup:
@@ -122,7 +130,7 @@ class Run:
     """One process's share of a run: the model, optimizer, data, state and log."""
 
     def __init__(self, a: argparse.Namespace):
-        self.a, self.t_start = a, time.perf_counter()
+        self.a, self.t_start = a, process_start()
         self.info = json.loads((a.data / "corpus.json").read_text())
         data = np.load(a.data / "tokens.npz")
         self.train_ids, self.valid_ids = data["train"], data["valid"]
@@ -249,7 +257,7 @@ def train(a: argparse.Namespace) -> int:
             save(f"step{st.step}")
             r.emit({"event": "paused", "step": st.step, "total_steps": total,
                     "train_seconds": round(st.train_seconds, 1),
-                    "why": why})  # fmt: skip
+                    "why": why, "elapsed_s": round(time.perf_counter() - r.t_start, 1)})  # fmt: skip
             return PAUSED_EXIT
         if total and not sparse and st.step >= int(a.dense_fraction * total):
             sparse, st.sparse_from = True, st.step
