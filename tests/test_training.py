@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mlatui  # noqa: F401, I001  (fast BLAS before mlx)
+import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
+
+# isort: split
 import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
@@ -198,3 +200,38 @@ def test_long_prompt_is_other_held_out_files_then_the_prompt():
         text(100)
     with pytest.raises(ContextError):
         text(10, "nowhere")
+
+
+def _fake_package(site: Path, name: str, licence_line: str, files: dict[str, str]) -> None:
+    dist = site / f"{name}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{licence_line}\n"
+    )
+    (dist / "top_level.txt").write_text(name + "\n")
+    for rel, text in files.items():
+        (site / name / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / name / rel).write_text(text)
+
+
+def test_extra_packages_need_a_permissive_licence_and_skip_held_out_overlap(tmp_path):
+    from mlatui.training.corpus import extra_docs
+
+    held_out = ["def held_out_function_with_a_long_name(argument_one, argument_two):\n    pass\n"]
+    _fake_package(tmp_path, "okpkg", "License-Expression: MIT", {
+        "a.py": "def fresh_code_that_is_not_held_out(x):\n    return x + 1\n",
+        "copy.py": held_out[0],
+        "_vendor/v.py": "def vendored_copy_of_something_else_entirely():\n    pass\n",
+    })  # fmt: skip
+    _fake_package(tmp_path, "bsdpkg", "Classifier: License :: OSI Approved :: BSD License", {
+        "b.py": "x = 1\n"})  # fmt: skip
+    _fake_package(tmp_path, "gplpkg", "License-Expression: GPL-3.0-only", {"c.py": "y = 2\n"})
+    docs, sources = extra_docs(tmp_path, ["okpkg", "bsdpkg"], held_out)
+    assert [d.splitlines()[0] for d in docs] == ["# file: okpkg/a.py", "# file: bsdpkg/b.py"]
+    ok, bsd = sources
+    assert (ok.licence, ok.files, ok.skipped_overlap) == ("MIT", 1, 1)
+    assert bsd.licence == "BSD-2-Clause"  # no licence text naming a third clause
+    with pytest.raises(ValueError, match="GPL-3.0-only"):
+        extra_docs(tmp_path, ["gplpkg"], held_out)
+    with pytest.raises(FileNotFoundError):
+        extra_docs(tmp_path, ["missing"], held_out)
