@@ -83,6 +83,19 @@ def test_time_limit_checkpoints_and_exits_then_resume_finishes(corpus, tmp_path)
     assert _train(corpus, out, "--steps", "3", "--resume") == 0
 
 
+def test_auto_steps_are_planned_from_timed_steps_inside_the_warmup(corpus, tmp_path):
+    out = tmp_path / "auto"
+    args = ("--steps", "auto", "--plan-steps", "3", "--train-budget-s", "3")
+    assert _train(corpus, out, *args) == 0
+    log = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    plan = next(r for r in log if r.get("event") == "planned")
+    done = log[-1]
+    assert plan["step"] == 3 < 4  # the warm-up is 4 steps
+    assert plan["total_steps"] > plan["step"] and done["event"] == "done"
+    assert done["steps"] == plan["total_steps"]
+    assert json.loads((out / "ckpt" / "state.json").read_text())["step_seconds"] > 0
+
+
 def test_resume_refuses_another_run_and_fresh_start_refuses_a_checkpoint(
     corpus, toy_run, tmp_path, capsys
 ):

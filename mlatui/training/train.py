@@ -277,8 +277,9 @@ def train(a: argparse.Namespace) -> int:
         tokens_here += x.size
         if not total:
             plan_times.append(step_s)
-            if len(plan_times) == a.plan_steps:  # plan: the median of the later timed steps
-                st.step_seconds = float(np.median(plan_times[a.plan_steps // 3 :]))
+            # plan on the median of the later timed steps, before the warm-up ends in any case
+            if len(plan_times) == a.plan_steps or st.step + 1 >= a.warmup:
+                st.step_seconds = float(np.median(plan_times[len(plan_times) // 3 :]))
                 left = a.train_budget_s - base_s - (time.perf_counter() - t_loop)
                 st.total_steps = st.step + max(1, int(0.96 * left / st.step_seconds))
                 r.emit({"event": "planned", "step": st.step, "total_steps": st.total_steps,
