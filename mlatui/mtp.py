@@ -81,6 +81,27 @@ class MTPHead(nn.Module):
         return layer(x, mask, cache=cache[0])
 
 
+def layer_args(args: Any) -> Any:
+    """The mlx-lm args a decoder layer takes: mlatui's embedded type keeps its dense layers'
+    `deepseek_v3` args apart (`dense_args()`); real checkpoints' args are those args."""
+    dense = getattr(args, "dense_args", None)
+    return dense() if callable(dense) else args
+
+
+def mtp_layer(layer_cls: type, args: Any, layer_idx: int, has_head: bool = False) -> nn.Module:
+    """An empty MTP layer in DeepSeek-V3's layout: the decoder block of `layer_cls` plus enorm,
+    hnorm, eh_proj and shared_head (its own head only if `has_head`); the trainer builds the
+    head it trains with this too, so the saved names are the ones this module loads."""
+    args = layer_args(args)
+    layer = layer_cls(args, layer_idx=layer_idx)  # MoE exactly where the real MTP layer is
+    eps = args.rms_norm_eps
+    layer.enorm = nn.RMSNorm(args.hidden_size, eps=eps)
+    layer.hnorm = nn.RMSNorm(args.hidden_size, eps=eps)
+    layer.eh_proj = nn.Linear(2 * args.hidden_size, args.hidden_size, bias=False)
+    layer.shared_head = SharedHead(args.hidden_size, args.vocab_size, eps, has_head)
+    return layer
+
+
 def _lm_head(model: nn.Module) -> Any:
     head = getattr(model, "lm_head", None)
     return head if head is not None else model.model.embed_tokens.as_linear
@@ -330,14 +351,7 @@ def load_mtp_draft(
     own = {f"model.layers.0.{k}": v for k, v in local.items() if not k.startswith("embed_tokens.")}
     w = {k[len("model.layers.0.") :]: v for k, v in model.sanitize(own).items()}
 
-    layer = layer_cls(args, layer_idx=n_layers)  # MoE exactly where the real MTP layer is
-    eps = args.rms_norm_eps
-    layer.enorm = nn.RMSNorm(args.hidden_size, eps=eps)
-    layer.hnorm = nn.RMSNorm(args.hidden_size, eps=eps)
-    layer.eh_proj = nn.Linear(2 * args.hidden_size, args.hidden_size, bias=False)
-    layer.shared_head = SharedHead(
-        args.hidden_size, args.vocab_size, eps, "shared_head.head.weight" in w
-    )
+    layer = mtp_layer(layer_cls, args, n_layers, "shared_head.head.weight" in w)
 
     from mlx_lm.utils import infer_quant_config
 

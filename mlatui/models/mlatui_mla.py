@@ -154,10 +154,14 @@ class Model(nn.Module):
         ]
 
     def sanitize(self, weights: dict[str, mx.array]) -> dict[str, mx.array]:
+        """Widen to compute_dtype; drop the MTP layers (`model.layers.{n}.*`, n >= the trunk's
+        layers), which `mlatui.mtp.load_mtp_draft` reads from the files, as deepseek_v3 does."""
         dtype = getattr(mx, self.args.compute_dtype)
+        n = self.args.num_hidden_layers
         return {
             k: v.astype(dtype)
             if mx.issubdtype(v.dtype, mx.floating) and not k.endswith((".scales", ".biases"))
             else v
             for k, v in weights.items()
+            if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= n)
         }

@@ -1,14 +1,20 @@
-"""Greedy draft acceptance of the embedded model (or any target/draft pair) on shipped prompts.
+"""Greedy draft acceptance and repetition of the embedded model (or any target with drafts).
 
-    python -m mlatui.training.acceptance [--model DIR --draft DIR] [--tokens 64] [--depth 1]
+    python -m mlatui.training.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
+        [--contexts prompt,1024,2048,4096] [--tokens 128] [--depth 1] [--check] [--out FILE]
 
-Runs real greedy speculative decoding: the draft proposes `depth` tokens, the target verifies
-them in one forward of width depth + 1, the longest agreeing prefix is kept plus the target's
-own next token, and both caches are trimmed back. Acceptance at draft position i = accepted / proposed
-at i (position i is only proposed when 1..i-1 were accepted): the conditional acceptance of
-mlatui.acceptance, printed beside the unconditional one and the mean accepted drafts per verify
-step (the same definitions the decode phases report). Also checks that the emitted tokens equal
-plain greedy decoding's.
+Runs real greedy speculative decoding through `mlatui.spec.speculative_step`, for each draft kind
+the target has: `model` (the separate draft model) and `mtp` (the checkpoint's MTP head, loaded by
+`mlatui.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
+verifies them in one forward of width depth + 1, the longest agreeing prefix is kept plus the
+target's own next token, and caches are trimmed back. Acceptance comes in mlatui.acceptance's
+three forms (conditional by position, unconditional by position, mean accepted drafts per verify).
+Contexts: `prompt` is the shipped held-out prompts as they are; a number C is each prompt preceded
+by other held-out files so that drafting ends at C tokens (prompt C - tokens long). Repetition:
+the share of distinct 4-grams in `--tokens` plain greedy tokens after each shipped prompt.
+`--gates patched` (the default) runs target and drafts as the patched arm does (absorbed MLA at
+L >= 2, pooled-indexer reuse): the same maths as stock to about one float ULP, and far faster at
+long contexts on a CPU, where stock re-expands the whole cache every verify step.
 """
 
 # isort: skip_file
@@ -16,14 +22,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
 from mlatui.acceptance import AcceptanceCounts, VerifyStep
-from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+from mlatui.draft import DraftModelSource, DraftSource
+from mlatui.spec import speculative_step
+from mlatui.training.repetition import distinct_ngram_share
+from mlx_lm.models.cache import make_prompt_cache
+
+KINDS = ("model", "mtp")
+PREFILL_CHUNK = 512
 
 
 @dataclass
@@ -56,95 +70,192 @@ def greedy(model: Any, prompt: list[int], n: int) -> list[int]:
     return out
 
 
-def speculative(model: Any, draft: Any, prompt: list[int], n: int, depth: int) -> SpecResult:
-    """Greedy speculative decoding; both caches cover everything but `last` between rounds."""
-    tc, dc = make_prompt_cache(model), make_prompt_cache(draft)
-    ctx = mx.array([prompt[:-1]])
-    model(ctx, cache=tc)
-    draft(ctx, cache=dc)
-    last, pending = prompt[-1], []
+def speculate(model: Any, source: DraftSource, prompt: list[int], n: int, depth: int) -> SpecResult:
+    """Greedy speculative decoding from a cache covering everything but the prompt's last token."""
+    cache = make_prompt_cache(model)
+    ctx, hidden = prompt[:-1], []
+    for s in range(0, len(ctx), PREFILL_CHUNK):
+        _, h = source.target_forward(model, mx.array([ctx[s : s + PREFILL_CHUNK]]), cache)
+        mx.eval([c.state for c in cache], *([] if h is None else [h]))
+        hidden += [] if h is None else [h]
+    h_all = mx.concatenate(hidden, axis=1) if hidden else None  # (1, T, D) for MTP heads
+    source.prefill(mx.array([ctx]), h_all)
+    h = None if h_all is None else h_all[:, -1:]
+    last = prompt[-1]
     res = SpecResult([], [0] * depth, [0] * depth, counts=AcceptanceCounts(depth))
     while len(res.tokens) < n:
-        feed, drafts = pending + [last], []
-        for _ in range(depth):
-            drafts.append(_argmax_last(draft(mx.array([feed]), cache=dc)))
-            feed = drafts[-1:]
-        verify = model(mx.array([[last] + drafts]), cache=tc)  # (1, depth + 1, V)
-        want = mx.argmax(verify[0], axis=-1).tolist()
-        a = 0
-        while a < depth and drafts[a] == want[a]:
-            a += 1
+        step, h = speculative_step(model, cache, source, last, depth, h)
+        a = step.accepted
         for i in range(min(a + 1, depth)):
             res.proposed[i] += 1
             res.accepted[i] += i < a
-        res.tokens += drafts[:a] + [want[a]]
+        res.tokens += list(step.emitted)
         res.counts.add(VerifyStep(depth, a, a + 1))
         res.rounds += 1
         res.verify_widths.append(depth + 1)
-        trim_prompt_cache(tc, depth - a)
-        if a == depth:
-            pending = drafts[-1:]  # the draft never saw its own last proposal
-        else:
-            trim_prompt_cache(dc, depth - 1 - a)
-            pending = []
-        last = want[a]
+        last = step.emitted[-1]
     res.tokens = res.tokens[:n]
     return res
 
 
+def speculative(model: Any, draft: Any, prompt: list[int], n: int, depth: int) -> SpecResult:
+    """`speculate` with a separate draft model."""
+    return speculate(model, DraftModelSource(draft), prompt, n, depth)
+
+
+def _rounded(values: tuple) -> list[float | None]:
+    return [None if v is None else round(v, 4) for v in values]
+
+
 def measure(
-    model: Any, draft: Any, tokenizer: Any, prompts: list[str], n: int, depth: int, check: bool
+    model: Any,
+    source: DraftSource,
+    prompts: list[list[int]],
+    n: int,
+    depth: int,
+    check: bool,
 ) -> dict:
-    proposed, accepted = [0] * depth, [0] * depth
+    """Acceptance over `prompts` (token ids); `source` starts afresh at each prefill."""
     counts = AcceptanceCounts(depth)
-    same = True
+    same, shares = True, []
     t0 = time.perf_counter()
-    for text in prompts:
-        ids = tokenizer.encode(text)
-        r = speculative(model, draft, ids, n, depth)
-        proposed = [x + y for x, y in zip(proposed, r.proposed, strict=True)]
-        accepted = [x + y for x, y in zip(accepted, r.accepted, strict=True)]
+    for ids in prompts:
+        r = speculate(model, source, ids, n, depth)
         counts = counts.merged(r.counts)
+        shares.append(distinct_ngram_share(r.tokens))
         if check:
             same &= r.tokens == greedy(model, ids, n)
     return {
         "prompts": len(prompts),
+        "prompt_tokens": [min(len(p) for p in prompts), max(len(p) for p in prompts)],
         "tokens_per_prompt": n,
         "depth": depth,
-        "acceptance_conditional": [None if v is None else round(v, 4) for v in counts.conditional],
-        "acceptance_unconditional": [
-            None if v is None else round(v, 4) for v in counts.unconditional
-        ],
+        "acceptance_conditional": _rounded(counts.conditional),
+        "acceptance_unconditional": _rounded(counts.unconditional),
         "mean_accepted_per_verify": round(counts.mean_accepted or 0.0, 4),
         "counts": counts.to_dict(),
-        "proposed": proposed,
-        "accepted": accepted,
+        "distinct_4gram_share": round(sum(shares) / len(shares), 4),
         "matches_plain_greedy": same if check else None,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
 
+def repetition(model: Any, prompts: list[list[int]], n: int) -> dict:
+    shares = [distinct_ngram_share(greedy(model, ids, n)) for ids in prompts]
+    return {
+        "tokens": n,
+        "distinct_4gram_share": round(sum(shares) / len(shares), 4),
+        "min": round(min(shares), 4),
+        "per_prompt": [round(s, 4) for s in shares],
+    }
+
+
+def table(rows: list[dict]) -> str:
+    out = [
+        "| kind | context | depth | conditional | unconditional | mean accepted | 4-gram share |"
+    ]
+    out.append("|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = lambda v: "/".join("-" if x is None else f"{x:.2f}" for x in v)  # noqa: E731
+        out.append(
+            f"| {r['kind']} | {r['context']} | {r['depth']} | {f(r['acceptance_conditional'])} | "
+            f"{f(r['acceptance_unconditional'])} | {r['mean_accepted_per_verify']:.2f} | "
+            f"{r['distinct_4gram_share']:.2f} |"
+        )
+    return "\n".join(out)
+
+
+def _csv(text: str, what: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()] or [what]
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="greedy draft acceptance on the shipped prompts")
-    p.add_argument("--model", default=None, help="target folder (default: the embedded model)")
-    p.add_argument("--draft", default=None, help="draft folder (default: the embedded draft)")
-    p.add_argument("--tokens", type=int, default=64, help="tokens generated per prompt")
-    p.add_argument("--depth", type=int, default=1, help="draft tokens per verify")
+    p = argparse.ArgumentParser(description="greedy draft acceptance and repetition")
+    p.add_argument("--model", type=Path, default=None, help="target folder (default: embedded)")
+    p.add_argument("--draft", type=Path, default=None, help="draft folder (default: embedded)")
+    p.add_argument("--kinds", default="model,mtp", help="draft kinds: model, mtp (those present)")
+    p.add_argument("--contexts", default="prompt,1024,2048,4096")
+    p.add_argument("--tokens", type=int, default=128, help="tokens generated per prompt")
+    p.add_argument("--depth", default="1", help="draft tokens per verify, e.g. 1,3")
     p.add_argument("--check", action="store_true", help="also compare with plain greedy output")
+    p.add_argument("--gates", choices=("stock", "patched"), default="patched")
+    p.add_argument("--stdlib", type=Path, default=None, help="stdlib of the corpus (contexts)")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     a = p.parse_args(argv)
-    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, load_embedded, prompts
-    from mlatui.models import register
-
-    if a.model is None and a.draft is None:
-        model, tok, draft = load_embedded()
-    else:
-        register()
-        import mlx_lm
-
-        model, tok = mlx_lm.load(str(a.model or MODEL_PATH))
-        draft, _ = mlx_lm.load(str(a.draft or DRAFT_PATH))
-    print(json.dumps(measure(model, draft, tok, prompts(), a.tokens, a.depth, a.check)))
+    try:
+        report = run(a)
+    except ValueError as e:
+        print(f"mlatui: error: {e}", file=sys.stderr)
+        return 2
+    print(table(report["results"]), file=sys.stderr)
+    text = json.dumps(report)
+    print(text)
+    if a.out:
+        a.out.write_text(text + "\n")
     return 0
+
+
+def run(a: argparse.Namespace) -> dict:
+    from mlatui.arms import Variant, gate_model
+    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, prompts
+    from mlatui.loading import load_checkpoint
+    from mlatui.mtp import load_mtp_draft
+    from mlatui.training.contexts import held_out_docs, long_prompt
+
+    kinds = _csv(a.kinds, "model")
+    if bad := [k for k in kinds if k not in KINDS]:
+        raise ValueError(f"--kinds: unknown {bad} (choose from {', '.join(KINDS)})")
+    model_dir = a.model or MODEL_PATH
+    model, tok, _ = load_checkpoint(str(model_dir))
+    variant = Variant(a.gates)
+    gate_model(model, variant)
+    sources: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    if "model" in kinds:
+        draft_dir = a.draft or (DRAFT_PATH if a.model is None else None)
+        if draft_dir is None:
+            skipped["model"] = "no --draft given"
+        else:
+            draft, _, _ = load_checkpoint(str(draft_dir), what="draft model")
+            gate_model(draft, variant)
+            sources["model"] = DraftModelSource(draft)
+    if "mtp" in kinds:
+        head = load_mtp_draft(model_dir, model, required=False)
+        if head is None:
+            skipped["mtp"] = f"{model_dir} has no MTP head"
+        else:
+            gate_model(head.head, variant)
+            sources["mtp"] = head
+    if not sources:
+        raise ValueError(f"no draft to measure ({'; '.join(skipped.values())})")
+    texts = prompts()
+    short = [tok.encode(t) for t in texts]
+    contexts = _csv(a.contexts, "prompt")
+    valid = every = None
+    rows = []
+    for c in contexts:
+        if c == "prompt":
+            ids = short
+        else:
+            if not c.isdigit() or int(c) <= a.tokens + 16:
+                raise ValueError(f"--contexts: {c!r} is not 'prompt' or a number > tokens + 16")
+            if valid is None:
+                valid, every = held_out_docs(a.stdlib)
+            eot = tok.eos_token_id
+            ids = [long_prompt(tok, eot, t, valid, every, int(c) - a.tokens) for t in texts]
+        for kind, source in sources.items():
+            for depth in (int(d) for d in _csv(a.depth, "1")):
+                r = measure(model, source, ids, a.tokens, depth, a.check)
+                rows.append({"kind": kind, "context": c, **r})
+                print(f"{kind} {c} depth {depth}: {r['acceptance_conditional']} ({r['seconds']} s)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+    return {
+        "model": str(model_dir),
+        "gates": a.gates,
+        "skipped": skipped,
+        "results": rows,
+        "repetition": repetition(model, short, a.tokens),
+    }
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     python -m mlatui.training.ship --run OUT --data .corpus
 
-Copies OUT/model and OUT/draft (config + safetensors) and the tokenizer into mlatui/embedded/,
+Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
+tokenizer into mlatui/embedded/,
 rebuilds prompts.json from the held-out files, and writes MANIFEST.json (sha256 of every
 shipped file, plus the run's final record).
 """
@@ -63,11 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         for f in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(a.data / "tokenizer" / f, dest / f)
     lines = [json.loads(x) for x in (a.run / "train.jsonl").read_text().splitlines() if x.strip()]
-    start = next(x for x in lines if x.get("event") == "start")
+    start = next(x for x in lines if x.get("event") == "start")  # the first call's
     done = next(x for x in reversed(lines) if x.get("event") == "done")
-    record = {
-        k: start[k] for k in ("device", "mlx", "target_params", "draft_params", "args")
-    } | done
+    keys = ("device", "mlx", "target_params", "draft_params", "mtp_params", "args", "corpus")
+    record = {k: start[k] for k in keys if k in start} | done
     write_prompts()
     print(json.dumps(write_manifest(record), indent=1))
     return 0

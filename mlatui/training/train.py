@@ -1,14 +1,18 @@
-"""Seeded joint training of the embedded target model and its draft (CPU, CUDA or Metal).
+"""Seeded joint training of the embedded target, its draft model and its MTP head (CPU/CUDA/Metal).
 
     python -m mlatui.training.prepare --out .corpus
-    python -m mlatui.training.train --data .corpus --out /tmp/emb --minutes 8
+    python -m mlatui.training.train --data .corpus --out RUN --steps 4000 --seq 4096 --batch 4
+    python -m mlatui.training.train ... --resume          # continues RUN/ckpt exactly
 
-Loss = target cross-entropy + draft cross-entropy + KL(target || draft) (distillation toward the
-target's next-token distribution, target detached) + an indexer loss: the sparse layer's indexer
-learns to score pools like the layer's own (detached) dense attention mass, as DeepSeek-V3.2's
-indexer warm-up does. The sparse layer attends densely for the first `--dense-fraction` of
-training, then through the indexer's selection. Writes OUT/model and OUT/draft in mlx-lm's
-folder format (float16 safetensors) periodically and at the end; prints losses as JSON lines.
+Losses: see mlatui.training.objective. The schedule is by step (linear warm-up, then cosine to 10 %
+of `--lr`), so a run split over several processes is the run that never stopped: every
+`--ckpt-every-min` minutes (and before exiting) RUN/ckpt gets parameters, AdamW state, the data
+sampler's RNG state and the step; `--resume` restores them. `--max-seconds` ends the process,
+with a checkpoint, before that much wall time (exit status 3: resume to continue; 0: finished).
+`--steps auto` plans the step count from `--train-budget-s` after timing the first steps (inside
+the warm-up, whose learning rates do not depend on the plan). RUN/model (target + MTP layer under
+`model.layers.{N}.*`) and RUN/draft are written as float16 mlx-lm folders at every checkpoint;
+RUN/train.jsonl gets one JSON line per log record, across calls.
 """
 
 # isort: skip_file
@@ -17,9 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
+import signal
+import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
@@ -28,322 +32,289 @@ import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten
-from mlx_lm.models.base import create_attention_mask
 
-from mlatui.indexer import pool_windows
-from mlatui.models.mlatui_mla import Model, ModelArgs
+from mlatui.models.mlatui_mla import Model
+from mlatui.training.checkpoint import (
+    CheckpointError,
+    TrainState,
+    load_checkpoint,
+    mismatched,
+    read_state,
+    save_checkpoint,
+    save_folder,
+)
+from mlatui.training.objective import Trainee, losses, set_sparse_training
+from mlatui.training.presets import PRESETS
 
-SHARD_BYTES = 15 * 2**20  # files coming back from the device are capped at 16 MiB each
-PRESETS = {
-    "full": (
-        ModelArgs(),
-        ModelArgs(
-            num_hidden_layers=2,
-            sparse_layers=[],
-            kv_lora_rank=128,
-            qk_nope_head_dim=64,
-            v_head_dim=64,
-        ),
-    ),
-    "tiny": (
-        ModelArgs(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            sparse_layers=[1],
-            index_topk=16,
-            kv_lora_rank=64,
-            qk_nope_head_dim=16,
-            v_head_dim=16,
-            qk_rope_head_dim=8,
-        ),
-        ModelArgs(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=1,
-            sparse_layers=[],
-            kv_lora_rank=32,
-            qk_nope_head_dim=16,
-            v_head_dim=16,
-            qk_rope_head_dim=8,
-        ),
-    ),
-}
+# arguments that define the run: a resume must be given the same ones
+RUN_KEYS = (
+    "preset", "steps", "train_budget_s", "batch", "seq", "lr", "warmup", "distill",
+    "dense_fraction", "mtp_weight", "mtp_weight_final", "mtp_switch", "mtp_distill", "no_mtp",
+    "seed", "data_id",
+)  # fmt: skip
+PAUSED_EXIT = 3
 
 
-class Pair(nn.Module):
-    def __init__(self, target: Model, draft: Model):
-        super().__init__()
-        self.target = target
-        self.draft = draft
+def process_start() -> float:
+    """This process's start on the perf_counter clock: --max-seconds counts the imports too."""
+    import psutil
+
+    age = time.time() - psutil.Process().create_time()
+    return time.perf_counter() - max(0.0, age)
 
 
-def sparse_attention_layers(model: Model) -> list[nn.Module]:
-    return [model.layers[i].self_attn for i in sorted(model.model.sparse_layers)]
+def lr_at(step: int, total: int, lr: float, warmup: int) -> float:
+    """Linear warm-up over `warmup` steps, then cosine from lr to lr/10 at `total`."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def indexer_loss(attn: nn.Module, x: mx.array) -> mx.array:
-    """KL(dense attention mass per pool || indexer pool distribution) for one sparse layer,
-    `x` (B, S, hidden) its normalised input. The attention side is detached."""
-    B, S, _ = x.shape
-    H, kp = attn.num_heads, attn.indexer.kpool
-    P = S // kp
-    qr = attn.q_a_layernorm(attn.q_a_proj(x)) if attn.q_lora_rank else x
-    q = (attn.q_b_proj(qr) if attn.q_lora_rank else attn.q_proj(x)).reshape(B, S, H, -1)
-    q = q.transpose(0, 2, 1, 3)  # (B, H, S, nope+rope)
-    ckv = attn.kv_a_proj_with_mqa(x)  # (B, S, r + rope)
-    latent = attn.kv_a_layernorm(ckv[..., : attn.kv_lora_rank])[:, None]  # (B, 1, S, r)
-    scores = attn.embed_q(q[..., : attn.qk_nope_head_dim]) @ latent.swapaxes(-1, -2)  # (B, H, S, S)
-    if attn.qk_rope_head_dim:
-        q_pe = attn.rope(q[..., attn.qk_nope_head_dim :])
-        k_pe = attn.rope(ckv[..., attn.kv_lora_rank :][:, None])  # (B, 1, S, rope)
-        scores = scores + q_pe @ k_pe.swapaxes(-1, -2)
-    pos = mx.arange(S)
-    scores = mx.where(pos[None, :] <= pos[:, None], scores * attn.scale, -math.inf)
-    probs = mx.softmax(scores, axis=-1, precise=True).mean(axis=1)  # (B, S, S)
-    mass = probs[..., : P * kp].reshape(B, S, P, kp).sum(-1)  # (B, S, P)
-    visible = mx.arange(P)[None, :] < ((pos + 1) // kp)[:, None]  # (S, P)
-    mass = mx.where(visible, mass, 0.0)
-    target = mx.stop_gradient(mass / mx.maximum(mass.sum(-1, keepdims=True), 1e-9))
-
-    iq, ik, ig, iw = attn.indexer.project(x, qr)  # (B, Hi, S, D) x2, (B, Hi, S), (B, S, Hi)
-    pooled = pool_windows(ik, ig, kp, attn.indexer.compress_ape)[:, :, :P]  # (B, Hi, P, D)
-    s = mx.maximum(iq @ pooled.swapaxes(-1, -2), 0)  # (B, Hi, S, P)
-    s = (s * iw.transpose(0, 2, 1)[..., None]).sum(1)  # (B, S, P)
-    logp = mx.where(visible, s, -1e9)
-    logp = logp - mx.logsumexp(logp, axis=-1, keepdims=True)
-    rows = visible.any(-1)  # queries with at least one complete pool
-    kl = (target * (mx.log(target + 1e-9) - logp)).sum(-1)  # (B, S)
-    return (kl * rows).sum() / (B * mx.maximum(rows.sum(), 1))
+def mtp_weight_at(step: int, total: int, a: argparse.Namespace) -> float:
+    """DeepSeek-V3's schedule: `--mtp-weight` (0.3), then `--mtp-weight-final` (0.1) from
+    `--mtp-switch` of the steps on."""
+    return a.mtp_weight if step < a.mtp_switch * total else a.mtp_weight_final
 
 
-def losses(pair: Pair, x: mx.array, y: mx.array, distill: float) -> tuple[mx.array, tuple]:
-    target, draft = pair.target, pair.draft
-    h = target.model.embed_tokens(x)
-    mask = create_attention_mask(h, None, return_array=True)  # (S, S) bool
-    aux = mx.array(0.0)
-    for i, layer in enumerate(target.layers):
-        if i in target.model.sparse_layers:
-            aux = aux + indexer_loss(layer.self_attn, mx.stop_gradient(layer.input_layernorm(h)))
-        h = layer(h, mask, None)
-    logits_t = target.model.embed_tokens.as_linear(target.model.norm(h))  # (B, S, V)
-    logits_d = draft(x)  # (B, S, V)
-    ce_t = nn.losses.cross_entropy(logits_t, y).mean()
-    ce_d = nn.losses.cross_entropy(logits_d, y).mean()
-    lt = mx.stop_gradient(logits_t - mx.logsumexp(logits_t, axis=-1, keepdims=True))
-    ld = logits_d - mx.logsumexp(logits_d, axis=-1, keepdims=True)
-    kl = (mx.exp(lt) * (lt - ld)).sum(-1).mean()
-    agree = (mx.argmax(logits_t, -1) == mx.argmax(logits_d, -1)).mean()
-    return ce_t + ce_d + distill * kl + aux, (ce_t, ce_d, kl, aux, agree)
+def next_batch(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
+    starts = rng.integers(0, ids.size - seq - 1, size=batch)
+    win = np.stack([ids[s : s + seq + 1] for s in starts]).astype(np.int32)  # (B, S+1)
+    return mx.array(win[:, :-1]), mx.array(win[:, 1:])
 
 
-def set_sparse_training(model: Model, sparse: bool) -> None:
-    for attn in sparse_attention_layers(model):
-        attn.indexer.index_topk = attn.config.index_topk if sparse else 1 << 30
-        attn.set_modes(mla_gate="stock")  # L > 1 in training: always the materialised path
-
-
-def batches(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
-    while True:
-        starts = rng.integers(0, ids.size - seq - 1, size=batch)
-        win = np.stack([ids[s : s + seq + 1] for s in starts]).astype(np.int32)  # (B, S+1)
-        yield mx.array(win[:, :-1]), mx.array(win[:, 1:])
-
-
-def save_folder(
-    model: Model, folder: Path, tokenizer: Path | None, eot: int, dtype=mx.float16
-) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())}
-    shards, cur, size = [], {}, 0
-    for k in sorted(weights):
-        if cur and size + weights[k].nbytes > SHARD_BYTES:
-            shards.append(cur)
-            cur, size = {}, 0
-        cur[k] = weights[k]
-        size += weights[k].nbytes
-    shards.append(cur)
-    for old in folder.glob("model*.safetensors"):
-        old.unlink()
-    for n, shard in enumerate(shards, 1):
-        name = (
-            "model.safetensors"
-            if len(shards) == 1
-            else f"model-{n:05d}-of-{len(shards):05d}.safetensors"
-        )
-        mx.save_safetensors(str(folder / name), shard, metadata={"format": "mlx"})
-    config = asdict(model.args) | {"eos_token_id": eot, "torch_dtype": "float16"}
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    for f in ("tokenizer.json", "tokenizer_config.json") if tokenizer else ():
-        shutil.copy(tokenizer / f, folder / f)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="train the embedded model and its draft")
-    p.add_argument(
-        "--data", type=Path, required=True, help="folder written by mlatui.training.prepare"
-    )
-    p.add_argument(
-        "--out", type=Path, required=True, help="writes OUT/model, OUT/draft, OUT/train.jsonl"
-    )
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="train the embedded model, its draft and MTP head")
+    p.add_argument("--data", type=Path, required=True, help="folder of mlatui.training.prepare")
+    p.add_argument("--out", type=Path, required=True, help="RUN folder: ckpt, model, draft, log")
     p.add_argument("--preset", choices=sorted(PRESETS), default="full")
-    p.add_argument(
-        "--minutes", type=float, default=8.0, help="wall-clock budget; saves before it ends"
-    )
-    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: time only)")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--steps", default="auto", help="total steps, or 'auto' (--train-budget-s)")
+    p.add_argument("--train-budget-s", type=float, default=1380.0, help="--steps auto: training "
+                   "seconds over all calls (planned after --plan-steps timed steps)")  # fmt: skip
+    p.add_argument("--plan-steps", type=int, default=30)
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="this process: checkpoint and exit before this much wall time (0: none)")  # fmt: skip
+    p.add_argument("--stop-at-step", type=int, default=0,
+                   help="this process: checkpoint and exit once this step is done (0: never)")  # fmt: skip
+    p.add_argument("--ckpt-every-min", type=float, default=3.0)
+    p.add_argument("--resume", action="store_true", help="continue RUN/ckpt")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--distill", type=float, default=1.0)
     p.add_argument("--dense-fraction", type=float, default=0.3)
+    p.add_argument("--mtp-weight", type=float, default=0.3)
+    p.add_argument("--mtp-weight-final", type=float, default=0.1)
+    p.add_argument("--mtp-switch", type=float, default=0.7)
+    p.add_argument("--mtp-distill", type=float, default=1.0,
+                   help="KL(target || MTP) inside the MTP loss (0: cross-entropy only)")  # fmt: skip
+    p.add_argument("--no-mtp", action="store_true", help="train no MTP head")
     p.add_argument("--eval-every", type=int, default=200)
-    p.add_argument("--save-every-s", type=float, default=120.0)
+    p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-compile", action="store_true")
-    p.add_argument(
-        "--no-tokenizer", action="store_true", help="do not copy tokenizer files into OUT"
-    )
+    p.add_argument("--compile", action="store_true",
+                   help="mx.compile the step (on the CPU it builds C++ kernels first: slow start)")  # fmt: skip
+    p.add_argument("--no-tokenizer", action="store_true", help="copy no tokenizer files into RUN")
     a = p.parse_args(argv)
+    if a.steps != "auto" and not (a.steps.isdigit() and int(a.steps) > 0):
+        p.error(f"--steps must be a positive integer or 'auto', got {a.steps!r}")
+    if a.steps == "auto" and not 0 < a.plan_steps < a.warmup:
+        p.error(
+            "--plan-steps must lie inside the warm-up (its learning rates do not need the plan)"
+        )
+    return a
 
-    t_start = time.perf_counter()
-    mx.random.seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    info = json.loads((a.data / "corpus.json").read_text())
-    data = np.load(a.data / "tokens.npz")
-    train_ids, valid_ids = data["train"], data["valid"]
-    targs, dargs = PRESETS[a.preset]
-    targs.vocab_size = dargs.vocab_size = info["vocab_size"]
-    pair = Pair(Model(targs), Model(dargs))
-    mx.eval(pair.parameters())
-    n_t = sum(v.size for _, v in tree_flatten(pair.target.parameters()))
-    n_d = sum(v.size for _, v in tree_flatten(pair.draft.parameters()))
-    a.out.mkdir(parents=True, exist_ok=True)
-    log = open(a.out / "train.jsonl", "a")
 
-    def emit(rec: dict) -> None:
+class Run:
+    """One process's share of a run: the model, optimizer, data, state and log."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.a, self.t_start = a, process_start()
+        self.info = json.loads((a.data / "corpus.json").read_text())
+        data = np.load(a.data / "tokens.npz")
+        self.train_ids, self.valid_ids = data["train"], data["valid"]
+        a.data_id = f"{self.info.get('train_tokens')}/{self.info.get('valid_tokens')}"
+        targs, dargs = PRESETS[a.preset]()
+        targs.vocab_size = dargs.vocab_size = self.info["vocab_size"]
+        mx.random.seed(a.seed)
+        self.net = Trainee(Model(targs), Model(dargs), with_mtp=not a.no_mtp)
+        mx.eval(self.net.parameters())
+        self.opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
+        self.rng = np.random.default_rng(a.seed)
+        run = {k: getattr(a, k) for k in RUN_KEYS}
+        self.ckpt = a.out / "ckpt"
+        if a.resume:
+            saved = read_state(self.ckpt)
+            if bad := mismatched(saved.run, run):
+                raise CheckpointError(f"{self.ckpt} is another run ({'; '.join(bad)})")
+            self.state = load_checkpoint(self.ckpt, self.net, self.opt)
+            self.rng.bit_generator.state = self.state.rng
+        else:
+            if (self.ckpt / "state.json").exists():
+                raise CheckpointError(f"{self.ckpt} exists: pass --resume, or another --out")
+            self.state = TrainState(total_steps=0 if a.steps == "auto" else int(a.steps), run=run)
+        self.state.calls += 1
+        a.out.mkdir(parents=True, exist_ok=True)
+        self.log = open(a.out / "train.jsonl", "a")
+        self.stop_signal = False
+
+    def emit(self, rec: dict) -> None:
         line = json.dumps(rec)
         print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+        self.log.write(line + "\n")
+        self.log.flush()
 
-    emit(
-        {
-            "event": "start",
-            "device": str(mx.default_device()),
-            "mlx": mx.__version__,
-            "target_params": n_t,
-            "draft_params": n_d,
-            "args": {k: str(v) for k, v in vars(a).items()},
-            "corpus": info,
-        }
+    def counts(self) -> dict:
+        n = {k: sum(v.size for _, v in tree_flatten(getattr(self.net, k).parameters()))
+             for k in ("target", "draft", "mtp") if k in self.net}  # fmt: skip
+        return {f"{k}_params": v for k, v in n.items()}
+
+    def evaluate(self) -> dict:
+        a, vr = self.a, np.random.default_rng(1234)
+        tot = np.zeros(8)
+        for _ in range(a.eval_batches):
+            x, y = next_batch(self.valid_ids, a.batch, a.seq, vr)
+            _, parts = losses(self.net, x, y, a.distill, mx.array(0.0), a.mtp_distill)
+            tot += np.array([float(v) for v in parts])
+        names = ("ce_target", "ce_draft", "kl", "indexer_kl", "agree", "ce_mtp", "kl_mtp",
+                 "agree_mtp")  # fmt: skip
+        return {f"valid_{k}": round(v, 4) for k, v in zip(names, tot / a.eval_batches, strict=True)}
+
+    def save(self, tag: str) -> float:
+        t0 = time.perf_counter()
+        self.state.rng = self.rng.bit_generator.state
+        nbytes = save_checkpoint(self.ckpt, self.net, self.opt, self.state)
+        tok = None if self.a.no_tokenizer else self.a.data / "tokenizer"
+        mtp = self.net.mtp if self.net.has_mtp else None
+        save_folder(self.net.target, self.a.out / "model", tok, self.info["eot_id"], mtp_head=mtp)
+        save_folder(self.net.draft, self.a.out / "draft", tok, self.info["eot_id"])
+        dt = time.perf_counter() - t0
+        self.emit({"event": "saved", "tag": tag, "step": self.state.step, "seconds": round(dt, 2),
+                   "ckpt_mb": round(nbytes / 2**20, 1)})  # fmt: skip
+        return dt
+
+
+def train(a: argparse.Namespace) -> int:
+    r = Run(a)
+    st = r.state
+    if st.done:
+        r.emit({"event": "already_done", "step": st.step})
+        return 0
+    r.emit({"event": "resume" if a.resume else "start", "step": st.step, "call": st.calls,
+            "device": str(mx.default_device()), "mlx": mx.__version__, **r.counts(),
+            "args": {k: str(v) for k, v in vars(a).items()}, "corpus": r.info})  # fmt: skip
+    signal.signal(signal.SIGTERM, lambda *_: setattr(r, "stop_signal", True))
+
+    vg = nn.value_and_grad(
+        r.net, lambda m, x, y, lam: losses(m, x, y, a.distill, lam, a.mtp_distill)
     )
 
-    budget_s = a.minutes * 60
-    opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
-    vg = nn.value_and_grad(pair, lambda m, x, y: losses(m, x, y, a.distill))
-
-    def step(x, y):
-        (loss, parts), grads = vg(pair, x, y)
+    def step(x, y, lam):
+        (loss, parts), grads = vg(r.net, x, y, lam)
         grads, norm = optim.clip_grad_norm(grads, 1.0)
-        opt.update(pair, grads)
+        r.opt.update(r.net, grads)
         return loss, parts, norm
 
-    def compiled_step():
-        if a.no_compile:
+    def compiled():
+        if not a.compile:
             return step
-        state = [pair.state, opt.state, mx.random.state]
+        state = [r.net.state, r.opt.state, mx.random.state]
         return mx.compile(step, inputs=state, outputs=state)
 
+    sparse = st.sparse_from is not None
+    set_sparse_training(r.net.target, sparse)
+    fn = compiled()
+    t_loop = time.perf_counter()
+    base_s = st.train_seconds
+    last_save, save_s, step_s, eval_s, plan_times = t_loop, 5.0, 0.0, 0.0, []
+    tokens_here = 0
+
+    def save(tag: str) -> float:
+        st.train_seconds = base_s + time.perf_counter() - t_loop
+        return r.save(tag)
+
     def evaluate() -> dict:
-        vr = np.random.default_rng(1234)
-        tot = np.zeros(5)
-        n = 4
-        for _ in range(n):
-            starts = vr.integers(0, valid_ids.size - a.seq - 1, size=a.batch)
-            win = np.stack([valid_ids[s : s + a.seq + 1] for s in starts]).astype(np.int32)
-            _, parts = losses(pair, mx.array(win[:, :-1]), mx.array(win[:, 1:]), a.distill)
-            tot += np.array([float(v) for v in parts])
-        ce_t, ce_d, kl, aux, agree = tot / n
-        return {
-            "valid_ce_target": round(ce_t, 4),
-            "valid_ce_draft": round(ce_d, 4),
-            "valid_kl": round(kl, 4),
-            "valid_indexer_kl": round(aux, 4),
-            "valid_agree": round(agree, 4),
-        }
-
-    def save(tag: str) -> None:
+        nonlocal eval_s
         t0 = time.perf_counter()
-        tok = None if a.no_tokenizer else a.data / "tokenizer"
-        save_folder(pair.target, a.out / "model", tok, info["eot_id"])
-        save_folder(pair.draft, a.out / "draft", tok, info["eot_id"])
-        emit({"event": "saved", "tag": tag, "seconds": round(time.perf_counter() - t0, 2)})
+        out = r.evaluate()
+        eval_s = time.perf_counter() - t0
+        return out
 
-    sparse, sparse_from = False, None
-    set_sparse_training(pair.target, False)
-    fn = compiled_step()
-    it = batches(train_ids, a.batch, a.seq, rng)
-    t_train = time.perf_counter()
-    last_save = t_train
-    reserve_s = 25.0
-    step_no, tokens = 0, 0
     while True:
-        elapsed = time.perf_counter() - t_start
-        frac = max(elapsed / budget_s, step_no / a.steps if a.steps else 0.0)
-        if frac >= 1.0 or elapsed > budget_s - reserve_s:
+        total = st.total_steps
+        if total and st.step >= total:
             break
-        if not sparse and frac >= a.dense_fraction:
-            sparse, sparse_from = True, step_no
-            set_sparse_training(pair.target, True)
-            fn = compiled_step()
-            emit({"event": "sparse", "step": step_no})
-        warm = min(1.0, (step_no + 1) / a.warmup)
-        opt.learning_rate = (
-            a.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
-        )
-        x, y = next(it)
-        loss, parts, norm = fn(x, y)
-        mx.eval(loss, parts, norm, pair.state, opt.state)
-        step_no += 1
-        tokens += x.size
-        if step_no % 20 == 0 or step_no == 1:
-            ce_t, ce_d, kl, aux, agree = (round(float(v), 4) for v in parts)
-            dt = time.perf_counter() - t_train
-            emit(
-                {
-                    "step": step_no,
-                    "loss": round(float(loss), 4),
-                    "ce_target": ce_t,
-                    "ce_draft": ce_d,
-                    "kl": kl,
-                    "indexer_kl": aux,
-                    "agree": agree,
-                    "grad_norm": round(float(norm), 3),
-                    "lr": round(float(opt.learning_rate), 6),
-                    "tok_per_s": round(tokens / dt),
-                    "elapsed_s": round(time.perf_counter() - t_start, 1),
-                }
-            )
-        if step_no % a.eval_every == 0:
-            emit({"step": step_no, **evaluate()})
-        if time.perf_counter() - last_save > a.save_every_s:
-            save(f"step{step_no}")
+        now = time.perf_counter()
+        reserve_s = 2 * step_s + save_s + max(eval_s, a.eval_batches * step_s) + 10
+        why = (
+            "signal" if r.stop_signal
+            else "max-seconds" if a.max_seconds and now - r.t_start + reserve_s > a.max_seconds
+            else "stop-at-step" if a.stop_at_step and st.step >= a.stop_at_step
+            else None
+        )  # fmt: skip
+        if why:
+            save(f"step{st.step}")
+            r.emit({"event": "paused", "step": st.step, "total_steps": total,
+                    "train_seconds": round(st.train_seconds, 1),
+                    "why": why, "elapsed_s": round(time.perf_counter() - r.t_start, 1)})  # fmt: skip
+            return PAUSED_EXIT
+        if total and not sparse and st.step >= int(a.dense_fraction * total):
+            sparse, st.sparse_from = True, st.step
+            set_sparse_training(r.net.target, True)
+            fn = compiled()
+            r.emit({"event": "sparse", "step": st.step})
+        lr = lr_at(st.step, max(total, a.warmup + 1), a.lr, a.warmup)
+        lam = mtp_weight_at(st.step, total, a) if total else a.mtp_weight
+        r.opt.learning_rate = lr
+        x, y = next_batch(r.train_ids, a.batch, a.seq, r.rng)
+        t0 = time.perf_counter()
+        loss, parts, norm = fn(x, y, mx.array(lam))
+        mx.eval(loss, parts, norm, r.net.state, r.opt.state)
+        step_s = time.perf_counter() - t0
+        st.step += 1
+        st.tokens += x.size
+        tokens_here += x.size
+        if not total:
+            plan_times.append(step_s)
+            # plan on the median of the later timed steps, before the warm-up ends in any case
+            if len(plan_times) == a.plan_steps or st.step + 1 >= a.warmup:
+                st.step_seconds = float(np.median(plan_times[len(plan_times) // 3 :]))
+                left = a.train_budget_s - base_s - (time.perf_counter() - t_loop)
+                st.total_steps = st.step + max(1, int(0.96 * left / st.step_seconds))
+                r.emit({"event": "planned", "step": st.step, "total_steps": st.total_steps,
+                        "step_seconds": round(st.step_seconds, 4)})  # fmt: skip
+        if st.step % 20 == 0 or st.step == 1:
+            names = ("ce_target", "ce_draft", "kl", "indexer_kl", "agree", "ce_mtp", "kl_mtp",
+                     "agree_mtp")  # fmt: skip
+            dt = time.perf_counter() - t_loop
+            r.emit({"step": st.step, "loss": round(float(loss), 4),
+                    **{k: round(float(v), 4) for k, v in zip(names, parts, strict=True)},
+                    "grad_norm": round(float(norm), 3), "lr": round(lr, 6), "mtp_weight": lam,
+                    "tok_per_s": round(tokens_here / dt),
+                    "elapsed_s": round(time.perf_counter() - r.t_start, 1)})  # fmt: skip
+        if st.step % a.eval_every == 0:
+            r.emit({"step": st.step, **evaluate()})
+        if time.perf_counter() - last_save > a.ckpt_every_min * 60:
+            save_s = save(f"step{st.step}")
             last_save = time.perf_counter()
     final = evaluate()
+    st.done = True
     save("final")
-    emit(
-        {
-            "event": "done",
-            "steps": step_no,
-            "tokens": tokens,
-            "train_seconds": round(time.perf_counter() - t_train, 1),
-            "sparse_from_step": sparse_from,
-            **final,
-        }
-    )
-    log.close()
+    r.emit({"event": "done", "steps": st.step, "tokens": st.tokens, "calls": st.calls,
+            "train_seconds": round(st.train_seconds, 1), "sparse_from_step": st.sparse_from,
+            **final})  # fmt: skip
+    r.log.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    try:
+        return train(a)
+    except CheckpointError as e:
+        print(f"mlatui: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

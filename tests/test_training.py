@@ -1,0 +1,250 @@
+"""The trainer at toy scale: exact resume, the MTP head's DeepSeek-V3 keys and its loading and
+drafting through mlatui.mtp and the engine, the repetition measure and the long contexts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
+
+# isort: split
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+
+from mlatui.training import train
+from mlatui.training.contexts import ContextError, long_prompt
+from mlatui.training.corpus import stdlib_root
+from mlatui.training.prepare import prepare
+from mlatui.training.repetition import distinct_ngram_share
+
+TOY = ["--preset", "tiny", "--seq", "64", "--batch", "2", "--warmup", "4", "--eval-every", "4",
+       "--eval-batches", "1", "--ckpt-every-min", "60"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """A real (small) corpus: the stdlib's `json` package, its own 300-token BPE."""
+    out = tmp_path_factory.mktemp("corpus")
+    prepare(out, stdlib_root() / "json", vocab_size=300, seed=0, max_length=1024)
+    return out
+
+
+def _train(corpus: Path, out: Path, *extra: str) -> int:
+    return train.main(["--data", str(corpus), "--out", str(out), *TOY, *extra])
+
+
+def _tensors(path: Path) -> dict[str, mx.array]:
+    return mx.load(str(path))
+
+
+def _assert_identical(a: dict[str, mx.array], b: dict[str, mx.array]) -> None:
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and mx.array_equal(a[k], b[k]).item(), k
+
+
+@pytest.fixture(scope="module")
+def toy_run(corpus, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    assert _train(corpus, out, "--steps", "10") == 0
+    return out
+
+
+def test_resume_is_bit_identical_to_an_uninterrupted_run(corpus, toy_run, tmp_path):
+    split = tmp_path / "split"
+    assert _train(corpus, split, "--steps", "10", "--stop-at-step", "3") == train.PAUSED_EXIT
+    state = json.loads((split / "ckpt" / "state.json").read_text())
+    assert state["step"] == 3 and not state["done"]
+    assert _train(corpus, split, "--steps", "10", "--stop-at-step", "7", "--resume") == 3
+    assert _train(corpus, split, "--steps", "10", "--resume") == 0
+    for f in ("params.safetensors", "optimizer.safetensors"):
+        _assert_identical(_tensors(toy_run / "ckpt" / f), _tensors(split / "ckpt" / f))
+    whole = json.loads((toy_run / "ckpt" / "state.json").read_text())
+    parts = json.loads((split / "ckpt" / "state.json").read_text())
+    assert parts["calls"] == 3 and whole["calls"] == 1
+    assert parts["rng"] == whole["rng"] and parts["tokens"] == whole["tokens"] == 10 * 2 * 64
+    done = [json.loads(x) for x in (split / "train.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in done if r.get("event") in ("start", "resume", "paused", "done")] == [
+        "start", "paused", "resume", "paused", "resume", "done"]  # fmt: skip
+    # a finished run resumed again does nothing
+    assert _train(corpus, split, "--steps", "10", "--resume") == 0
+
+
+def test_time_limit_checkpoints_and_exits_then_resume_finishes(corpus, tmp_path):
+    out = tmp_path / "timed"
+    assert _train(corpus, out, "--steps", "3", "--max-seconds", "1") == train.PAUSED_EXIT
+    paused = json.loads((out / "train.jsonl").read_text().splitlines()[-1])
+    assert paused["event"] == "paused" and paused["why"] == "max-seconds"
+    assert (out / "ckpt" / "params.safetensors").exists() and (
+        out / "model" / "config.json"
+    ).exists()
+    assert _train(corpus, out, "--steps", "3", "--resume") == 0
+
+
+def test_auto_steps_are_planned_from_timed_steps_inside_the_warmup(corpus, tmp_path):
+    out = tmp_path / "auto"
+    args = ("--steps", "auto", "--plan-steps", "3", "--train-budget-s", "3")
+    assert _train(corpus, out, *args) == 0
+    log = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    plan = next(r for r in log if r.get("event") == "planned")
+    done = log[-1]
+    assert plan["step"] == 3 < 4  # the warm-up is 4 steps
+    assert plan["total_steps"] > plan["step"] and done["event"] == "done"
+    assert done["steps"] == plan["total_steps"]
+    assert json.loads((out / "ckpt" / "state.json").read_text())["step_seconds"] > 0
+
+
+def test_resume_refuses_another_run_and_fresh_start_refuses_a_checkpoint(
+    corpus, toy_run, tmp_path, capsys
+):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(toy_run, copy)
+    assert _train(corpus, copy, "--steps", "12", "--resume") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlatui: error: ") and "steps: saved '10', given '12'" in err
+    assert _train(corpus, copy, "--steps", "10") == 2
+    assert "pass --resume" in capsys.readouterr().err
+    assert _train(corpus, tmp_path / "none", "--steps", "10", "--resume") == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_warmup_learning_rates_do_not_depend_on_the_plan():
+    """--steps auto plans inside the warm-up: those steps' rates must be the same for any plan."""
+    early = [[train.lr_at(s, total, 2e-3, 200) for s in range(30)] for total in (500, 9000)]
+    assert early[0] == early[1]
+    assert train.lr_at(500, 500, 2e-3, 200) == pytest.approx(2e-4)
+    assert train.lr_at(200, 500, 2e-3, 200) == pytest.approx(2e-3)
+
+
+def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
+    from mlatui.loading import load_checkpoint
+    from mlatui.mtp import MTPDraft, load_mtp_draft
+
+    folder = toy_run / "model"
+    config = json.loads((folder / "config.json").read_text())
+    n = config["num_hidden_layers"]
+    assert config["num_nextn_predict_layers"] == 1
+    saved = {k: v for f in folder.glob("model*.safetensors") for k, v in _tensors(f).items()}
+    mtp_keys = sorted(k for k in saved if k.startswith(f"model.layers.{n}."))
+    local = {k.removeprefix(f"model.layers.{n}.") for k in mtp_keys}
+    assert {"enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight",
+            "input_layernorm.weight", "post_attention_layernorm.weight"} <= local  # fmt: skip
+    assert any(k.startswith("self_attn.") for k in local) and any(
+        k.startswith("mlp.") for k in local
+    )
+    assert not any(k.startswith("shared_head.head") or "embed_tokens" in k for k in local)  # shared
+    model, _, _ = load_checkpoint(str(folder))  # mlx-lm drops the MTP layer from the trunk
+    assert len(model.model.layers) == n
+    head = load_mtp_draft(folder, model)
+    assert isinstance(head, MTPDraft)
+    trained = dict(tree_flatten(head.head.layer.parameters()))
+    assert sorted(trained) == sorted(local)
+    ckpt = _tensors(toy_run / "ckpt" / "params.safetensors")
+    for k, v in trained.items():  # float16 on disk, float32 as trained
+        want = ckpt[f"mtp.layer.{k}"].astype(mx.float16).astype(v.dtype)
+        assert mx.array_equal(v, want).item(), k
+
+
+def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
+    from mlatui.loading import load_checkpoint
+    from mlatui.mtp import load_mtp_draft
+    from mlatui.training.acceptance import greedy, speculate
+
+    model, tok, _ = load_checkpoint(str(toy_run / "model"))
+    head = load_mtp_draft(toy_run / "model", model)
+    ids = tok.encode('def decode(self, s):\n    """Return the Python object')
+    want = greedy(model, ids, 16)
+    for depth in (1, 2):
+        r = speculate(model, head.twin(), ids, 16, depth)
+        assert r.tokens == want and r.counts.verify_steps >= 16 // (depth + 1)
+
+
+def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
+    from mlatui.engine import run
+    from mlatui.events import DecodeResult, RunHeader
+    from mlatui.runconfig import RunConfig
+
+    scenario = tmp_path / "mtp.toml"
+    scenario.write_text(
+        f'name = "toy-mtp"\nseed = 0\n[model]\nsource = "path"\npath = "{toy_run / "model"}"\n'
+        '[draft]\nsource = "mtp"\n[[phase]]\nname = "decode"\nkind = "decode"\ncontexts = [48]\n'
+        "depths = [2]\ntokens = 8\nreps = 2\nwarmup = 1\n"
+    )
+    events = []
+    assert run(RunConfig(scenario=str(scenario)), events.append) in ("completed", "invalid")
+    header = next(e for e in events if isinstance(e, RunHeader))
+    assert header.draft == "mtp"
+    spec = [e for e in events if isinstance(e, DecodeResult) and e.depth == 2]
+    assert spec and all(e.counts["verify_steps"] > 0 for e in spec)
+    assert {e.arm for e in spec} == {"stock", "patched"}
+
+
+def test_distinct_4gram_share_on_hand_made_streams():
+    assert distinct_ngram_share(list(range(10))) == 1.0  # 7 distinct of 7
+    assert distinct_ngram_share([1, 2, 3] * 4) == pytest.approx(3 / 9)  # a 3-token loop
+    assert distinct_ngram_share([5] * 8) == pytest.approx(1 / 5)
+    assert distinct_ngram_share([1, 2, 3, 4, 1, 2, 3, 4, 9]) == pytest.approx(5 / 6)
+    assert distinct_ngram_share([1, 2, 3]) is None
+
+
+class CharTokenizer:
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+
+def test_long_prompt_is_other_held_out_files_then_the_prompt():
+    valid = ["AAAA", "BBBBBB", "prompt and its file", "CC"]
+    tok = CharTokenizer()
+
+    def text(length: int, prompt: str = "prompt") -> str:
+        ids = long_prompt(tok, 0, prompt, valid, valid, length)
+        assert len(ids) == length
+        return "".join("|" if i == 0 else chr(i) for i in ids)
+
+    # the files after the prompt's own (cyclically), whole and end-of-text separated, cut on the left
+    assert text(14) == "AAAA|CC|prompt"
+    assert text(16) == "B|AAAA|CC|prompt"
+    assert text(4) == "ompt"
+    with pytest.raises(ContextError):
+        text(100)
+    with pytest.raises(ContextError):
+        text(10, "nowhere")
+
+
+def _fake_package(site: Path, name: str, licence_line: str, files: dict[str, str]) -> None:
+    dist = site / f"{name}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{licence_line}\n"
+    )
+    (dist / "top_level.txt").write_text(name + "\n")
+    for rel, text in files.items():
+        (site / name / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / name / rel).write_text(text)
+
+
+def test_extra_packages_need_a_permissive_licence_and_skip_held_out_overlap(tmp_path):
+    from mlatui.training.corpus import extra_docs
+
+    held_out = ["def held_out_function_with_a_long_name(argument_one, argument_two):\n    pass\n"]
+    _fake_package(tmp_path, "okpkg", "License-Expression: MIT", {
+        "a.py": "def fresh_code_that_is_not_held_out(x):\n    return x + 1\n",
+        "copy.py": held_out[0],
+        "_vendor/v.py": "def vendored_copy_of_something_else_entirely():\n    pass\n",
+    })  # fmt: skip
+    _fake_package(tmp_path, "bsdpkg", "Classifier: License :: OSI Approved :: BSD License", {
+        "b.py": "x = 1\n"})  # fmt: skip
+    _fake_package(tmp_path, "gplpkg", "License-Expression: GPL-3.0-only", {"c.py": "y = 2\n"})
+    docs, sources = extra_docs(tmp_path, ["okpkg", "bsdpkg"], held_out)
+    assert [d.splitlines()[0] for d in docs] == ["# file: okpkg/a.py", "# file: bsdpkg/b.py"]
+    ok, bsd = sources
+    assert (ok.licence, ok.files, ok.skipped_overlap) == ("MIT", 1, 1)
+    assert bsd.licence == "BSD-2-Clause"  # no licence text naming a third clause
+    with pytest.raises(ValueError, match="GPL-3.0-only"):
+        extra_docs(tmp_path, ["gplpkg"], held_out)
+    with pytest.raises(FileNotFoundError):
+        extra_docs(tmp_path, ["missing"], held_out)
