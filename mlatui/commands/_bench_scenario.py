@@ -141,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
             f"phases: {', '.join(p.name for p in scenario.phases)}",
         )
     gates = gate_settings(args)
+    from mlatui.model_inputs import check_model_ref
+
+    if not args.random_weights:
+        check_model_ref(args.model)
+    check_model_ref(args.draft_model, "--draft-model")
     # the output last: a refused argument leaves no empty file behind
     out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
     from mlatui.engine import run as run_engine  # imports mlx: after every check
