@@ -299,6 +299,11 @@ def run(
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
 
+        from mlatui.fit import prebuild_checks
+
+        before = prebuild_checks(scenario, config.model, config.random_weights)
+        if before is not None:
+            refuse_unless_fits(estimate(*before, longest), config.force)
         loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
         load_draft(config.draft_model, scenario.draft, loaded, config.seed)
         if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)

@@ -244,3 +244,62 @@ def indexer_estimate(config: Any, dtype: str, context: int, width: int, device=N
     transient = materialised_bytes(c, dtype, length)
     transient += ix_heads * width * (length // c["index_kpool"] + 1) * 4 * 2
     return FitEstimate(weights, cache, transient, context, have, what)
+
+
+# ---- before a model is even built -----------------------------------------------------------
+
+
+def _int(config: dict[str, Any], key: str) -> int:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def config_weights_lower_bound(config: dict[str, Any], dtype: str, bits: int | None = None) -> int:
+    """Weights a decoder of this config holds at least (embeddings, attention, dense and expert
+    MLPs; whatever is unknown counts 0). Only used to refuse before building: a random build of
+    100K layers takes minutes to make its modules, a 2e9-token vocabulary crashes MLX's init."""
+    hidden, layers = _int(config, "hidden_size"), _int(config, "num_hidden_layers")
+    vocab = _int(config, "vocab_size")
+    embed = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
+    if _int(config, "kv_lora_rank") and _int(config, "qk_nope_head_dim"):
+        attention = (
+            attention_weights_bytes(
+                {**config, "q_lora_rank": _int(config, "q_lora_rank") or None}, "float32"
+            )
+            // 4
+        )
+    else:
+        attention = 4 * hidden * hidden
+    dense = 3 * hidden * _int(config, "intermediate_size")
+    experts = _int(config, "n_routed_experts") + _int(config, "n_shared_experts")
+    moe = 3 * hidden * _int(config, "moe_intermediate_size") * experts
+    moe_layers = max(0, layers - _int(config, "first_k_dense_replace")) if moe else 0
+    params = embed + layers * attention + (layers - moe_layers) * dense + moe_layers * moe
+    return int(params * _bytes(dtype, bits))
+
+
+def prebuild_checks(scenario: Any, model_ref: str | None, random_weights: bool):
+    """(config, dtype, weights bytes) to check before the target (and a draft built from a
+    config) is built or loaded, where the loader's own check comes too late or not at all: a
+    random build (checked exactly again once its arrays exist, still lazy) and the embedded
+    model (its float16 files are widened to its compute dtype)."""
+    spec = scenario.model
+    if model_ref is not None and not random_weights:
+        return None  # a checkpoint folder: the loader checks its safetensors sizes
+    if random_weights or spec.source == "random":
+        config = {**spec.config}
+        weights = config_weights_lower_bound(config, spec.dtype, spec.bits)
+        draft = scenario.draft
+        if draft.source == "draft-model" and draft.config and not draft.path:
+            weights += config_weights_lower_bound(draft.config, spec.dtype)
+        return config, spec.dtype, weights
+    if spec.source == "path":
+        return None
+    import json
+
+    from mlatui.embedded import MODEL_PATH
+
+    config = json.loads((MODEL_PATH / "config.json").read_text())
+    dtype = str(config.get("compute_dtype", "float32"))
+    stored = DTYPE_BYTES.get(str(config.get("torch_dtype", "float16")), 2)
+    return config, dtype, folder_weights_bytes(MODEL_PATH) * DTYPE_BYTES.get(dtype, 4) // stored

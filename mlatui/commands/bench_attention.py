@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         if status:
             return status
     if scenario is not None:
-        return _part_b(scenario, args.family, layers)
+        return _part_b(scenario, args.family, layers, args.force)
     return 0
 
 
@@ -338,7 +338,7 @@ def claim_part_b(b: PartB, args) -> PartB:
     return replace(b, scenario_path=scenario_path, record=record)
 
 
-def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
+def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
     from mlatui.commands import _bench_scenario
@@ -364,11 +364,11 @@ def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
 
     parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
     _bench_scenario.configure(parser)
-    status = _bench_scenario.run(  # --force: the (empty) recording was claimed up front
-        parser.parse_args(
-            [str(b.scenario_path), "--random-weights", "--out", str(b.record), "--force"]
-        )
-    )
+    # the (empty) recording claimed up front is handed over; --force only when the user gave it
+    # (it also runs what the memory estimate refuses)
+    b.record.unlink(missing_ok=True)
+    argv = [str(b.scenario_path), "--random-weights", "--out", str(b.record)]
+    status = _bench_scenario.run(parser.parse_args(argv + (["--force"] if force else [])))
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):
         print(
