@@ -304,9 +304,20 @@ def run(
         before = prebuild_checks(scenario, config.model, config.random_weights)
         if before is not None:
             refuse_unless_fits(estimate(*before, longest), config.force)
-        loaded = load_target(config.model, scenario, config.random_weights, config.seed, fit_check)
-        load_draft(config.draft_model, scenario.draft, loaded, config.seed)
-        if stop.is_set():  # a signal while loading (the load itself cannot be interrupted)
+        from mlatui.signals import Interrupted, run_interruptibly
+
+        def load():
+            loaded = load_target(
+                config.model, scenario, config.random_weights, config.seed, fit_check
+            )
+            load_draft(config.draft_model, scenario.draft, loaded, config.seed)
+            return loaded
+
+        try:  # a stop during a minutes-long read takes effect at once, not when it returns
+            loaded = run_interruptibly(load, stop)
+        except Interrupted:
+            raise Stopped() from None
+        if stop.is_set():
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"

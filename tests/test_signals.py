@@ -149,9 +149,10 @@ def test_a_second_sigint_exits_at_once(tmp_path):
 # ---- launch under a pseudo-terminal ---------------------------------------------------------
 
 
-def launch_in_pty(tmp_path: Path, *argv: str) -> tuple[int, int]:
+def launch_in_pty(tmp_path: Path, *argv: str, env: dict | None = None) -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # the child: the dashboard on the pty
+        os.environ.update(env or {})
         os.environ.update(TERM="xterm-256color", COLUMNS="120", LINES="40")
         os.execv(sys.executable, [sys.executable, "-m", "mlatui", "launch", *argv])
     return pid, fd
