@@ -1,6 +1,7 @@
-"""Every case of the bad-input corpus (tests/badinput.py) through the CLI in a subprocess: a
-non-zero exit, a last stderr line `mlatui: error: ...`, no traceback, no crash log (an
-unexpected exception), and files that must be kept left as they were. The default run takes the
+"""Every case of the bad-input corpus (tests/badinput.py, tests/badinput_load.py) through the CLI
+in a subprocess under an 8 GB address-space limit: a non-zero exit (not a signal), a last stderr
+line `mlatui: error: ...`, no traceback, no crash log (an unexpected exception), and files that
+must be kept left as they were; the few deliberate cases must exit 0 cleanly. The default run takes the
 quick sample of every class; `pytest -m slow` runs the whole corpus."""
 
 from __future__ import annotations
