@@ -229,24 +229,37 @@ def run(
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
 
+        from mlatui.fit import prebuild_checks
+
+        before = prebuild_checks(scenario, config.model, config.random_weights)
+        if before is not None:
+            refuse_unless_fits(estimate(*before, longest), config.force)
         from mlatui.load_watch import watcher
+        from mlatui.signals import Interrupted, run_interruptibly
 
         watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
-        loaded = load_target(
-            config.model,
-            scenario,
-            config.random_weights,
-            config.seed,
-            fit_check,
-            watch,
-            dist.prepare_target(),
-        )
-        load_draft(
-            config.draft_model, scenario.draft, loaded, config.seed, watch, dist.prepare_draft()
-        )
+
+        def load():
+            loaded = load_target(
+                config.model,
+                scenario,
+                config.random_weights,
+                config.seed,
+                fit_check,
+                watch,
+                dist.prepare_target(),
+            )
+            load_draft(
+                config.draft_model, scenario.draft, loaded, config.seed, watch, dist.prepare_draft()
+            )
+            return loaded
+
+        try:  # a stop during a minutes-long read takes effect at once, not when it returns
+            loaded = run_interruptibly(load, stop)
+        except Interrupted:
+            raise Stopped() from None
         dist.after_load(loaded, emit, now, config.record, stop)
         fit_notes += dist.notes
-        # a signal while loading (the load itself cannot be interrupted)
         if dist.stop_requested(stop.is_set()):
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):

@@ -14,6 +14,7 @@ the estimate, what cannot fit:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ class FitEstimate:
     def describe(self) -> str:
         have = (
             f"this device has {size(self.device_bytes)} ({self.device_what})"
-            if self.device_bytes
+            if self.device_bytes is not None
             else "device memory unknown"
         )
         return (
@@ -105,7 +106,6 @@ def folder_weights_bytes(folder: str | Path) -> int:
 def device_memory() -> tuple[int | None, str]:
     """What the run may use: Metal's recommended working set, CUDA's free memory, RAM on CPU."""
     import mlx.core as mx
-    import psutil
 
     info: dict[str, Any] = {}
     try:
@@ -121,7 +121,23 @@ def device_memory() -> tuple[int | None, str]:
             if info.get(key):
                 return int(info[key]), what
         return None, "unknown"
-    return int(psutil.virtual_memory().available), "available RAM"
+    return _cpu_memory()
+
+
+def _cpu_memory() -> tuple[int, str]:
+    """Available RAM, or less where an address-space limit (ulimit -v) leaves less: past it MLX
+    cannot allocate and dies with signal 11."""
+    import resource
+
+    import psutil
+
+    have, what = int(psutil.virtual_memory().available), "available RAM"
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        left = max(0, soft - psutil.Process().memory_info().vms)
+        if left < have:
+            have, what = left, "left under the address-space limit, ulimit -v"
+    return have, what
 
 
 def estimate(
@@ -138,12 +154,12 @@ def estimate(
     )
 
 
-def refuse_unless_fits(e: FitEstimate, force: bool) -> None:
+FIT_HINT = "use smaller contexts (--contexts), fewer layers or --force to try anyway"
+
+
+def refuse_unless_fits(e: FitEstimate, force: bool, hint: str = FIT_HINT) -> None:
     if not e.fits and not force:
-        raise FitError(
-            e.describe(),
-            "use smaller contexts (--contexts), fewer layers or --force to try anyway",
-        )
+        raise FitError(e.describe(), hint)
 
 
 def context_warnings(
@@ -163,3 +179,127 @@ def context_warnings(
             "trained on: its text and acceptance there are out of distribution"
         )
     return out
+
+
+# ---- the benchmarks of one layer: bench attention (a), calibrate, bench indexer ------------
+
+
+def _bytes(dtype: str, bits: int | None = None) -> float:
+    return bits / 8 + 0.125 if bits else DTYPE_BYTES.get(dtype, 4)  # + group scales and biases
+
+
+def attention_weights_bytes(config: dict[str, Any], dtype: str, bits: int | None = None) -> int:
+    """One MLA attention layer's projections (q, kv_a, kv_b or embed_q/unembed_out, o)."""
+    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    r, rope = int(config["kv_lora_rank"]), int(config.get("qk_rope_head_dim", 0))
+    nope, v = int(config["qk_nope_head_dim"]), int(config["v_head_dim"])
+    q_rank = config.get("q_lora_rank")
+    q = (
+        hidden * q_rank + q_rank * heads * (nope + rope)
+        if q_rank
+        else hidden * heads * (nope + rope)
+    )
+    params = q + hidden * (r + rope) + r * heads * (nope + v) + heads * v * hidden
+    return int(params * _bytes(dtype, bits))
+
+
+def step_bytes(heads: int, width: int, context: int, dtype: str) -> int:
+    """The attention scores of one step (L x T per head) and their softmax: the unfused path
+    MLX takes for MLA's head sizes builds both."""
+    return 2 * heads * width * (context + width) * DTYPE_BYTES.get(dtype, 4)
+
+
+def forced_layer_estimate(
+    config: dict[str, Any], dtype: str, bits: int | None, context: int, width: int, device=None
+) -> FitEstimate:
+    """`bench attention` (a) and `calibrate`: one layer, its random latent cache at `context`
+    (drawn in float32, then cast), the materialised K/V and one step's scores at `width`."""
+    have, what = device if device is not None else device_memory()
+    heads = int(config["num_attention_heads"])
+    per_token = int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim", 0))
+    cache = (context + width) * per_token * (DTYPE_BYTES.get(dtype, 4) + 4)
+    transient = materialised_bytes(config, dtype, context + width)
+    transient += step_bytes(heads, width, context, dtype)
+    return FitEstimate(
+        attention_weights_bytes(config, dtype, bits), cache, transient, context, have, what
+    )
+
+
+def indexer_estimate(config: Any, dtype: str, context: int, width: int, device=None) -> FitEstimate:
+    """`bench indexer`: the sparse layer (indexer included) and, per context, the index keys and
+    gates (drawn in float32), the latent, three copies (the base and each arm's), the pooled
+    keys, one step's pool scores and the stock arm's materialised K/V."""
+    have, what = device if device is not None else device_memory()
+    b = DTYPE_BYTES.get(dtype, 4)
+    c = dataclasses.asdict(config)
+    ix_heads, ix_dim = c["index_n_heads"], c["index_head_dim"]
+    weights = attention_weights_bytes(c, dtype)
+    weights += int(
+        (c["hidden_size"] + (c["q_lora_rank"] or c["hidden_size"])) * ix_heads * ix_dim * b
+    )
+    length = context + width + 256
+    per_token = ix_heads * (ix_dim + 1) * b * (1 + 1 / c["index_kpool"])
+    per_token += (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * b
+    cache = int(CACHE_COPIES * length * per_token + length * ix_heads * (ix_dim + 1) * 4)
+    transient = materialised_bytes(c, dtype, length)
+    transient += ix_heads * width * (length // c["index_kpool"] + 1) * 4 * 2
+    return FitEstimate(weights, cache, transient, context, have, what)
+
+
+# ---- before a model is even built -----------------------------------------------------------
+
+
+def _int(config: dict[str, Any], key: str) -> int:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def config_weights_lower_bound(config: dict[str, Any], dtype: str, bits: int | None = None) -> int:
+    """Weights a decoder of this config holds at least (embeddings, attention, dense and expert
+    MLPs; whatever is unknown counts 0). Only used to refuse before building: a random build of
+    100K layers takes minutes to make its modules, a 2e9-token vocabulary crashes MLX's init."""
+    hidden, layers = _int(config, "hidden_size"), _int(config, "num_hidden_layers")
+    vocab = _int(config, "vocab_size")
+    embed = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
+    if _int(config, "kv_lora_rank") and _int(config, "qk_nope_head_dim"):
+        attention = (
+            attention_weights_bytes(
+                {**config, "q_lora_rank": _int(config, "q_lora_rank") or None}, "float32"
+            )
+            // 4
+        )
+    else:
+        attention = 4 * hidden * hidden
+    dense = 3 * hidden * _int(config, "intermediate_size")
+    experts = _int(config, "n_routed_experts") + _int(config, "n_shared_experts")
+    moe = 3 * hidden * _int(config, "moe_intermediate_size") * experts
+    moe_layers = max(0, layers - _int(config, "first_k_dense_replace")) if moe else 0
+    params = embed + layers * attention + (layers - moe_layers) * dense + moe_layers * moe
+    return int(params * _bytes(dtype, bits))
+
+
+def prebuild_checks(scenario: Any, model_ref: str | None, random_weights: bool):
+    """(config, dtype, weights bytes) to check before the target (and a draft built from a
+    config) is built or loaded, where the loader's own check comes too late or not at all: a
+    random build (checked exactly again once its arrays exist, still lazy) and the embedded
+    model (its float16 files are widened to its compute dtype)."""
+    spec = scenario.model
+    if model_ref is not None and not random_weights:
+        return None  # a checkpoint folder: the loader checks its safetensors sizes
+    if random_weights or spec.source == "random":
+        config = {**spec.config}
+        weights = config_weights_lower_bound(config, spec.dtype, spec.bits)
+        draft = scenario.draft
+        if draft.source == "draft-model" and draft.config and not draft.path:
+            weights += config_weights_lower_bound(draft.config, spec.dtype)
+        return config, spec.dtype, weights
+    if spec.source == "path":
+        return None
+    import json
+
+    from mlatui.embedded import MODEL_PATH
+
+    config = json.loads((MODEL_PATH / "config.json").read_text())
+    dtype = str(config.get("compute_dtype", "float32"))
+    stored = DTYPE_BYTES.get(str(config.get("torch_dtype", "float16")), 2)
+    return config, dtype, folder_weights_bytes(MODEL_PATH) * DTYPE_BYTES.get(dtype, 4) // stored

@@ -205,6 +205,12 @@ def iter_recording(
             seen_any = True
             try:
                 event = parse_line(path, lineno, line)
+                if lineno > 1 and isinstance(event, RunHeader):
+                    raise RecordingError(
+                        f"{path}:{lineno}: header: a second run header (two recordings in one "
+                        "file?)",
+                        "split the file at that line, or --skip-bad to leave it out",
+                    )
             except RecordingError as e:
                 if lineno > 1 and not line.endswith(b"\n"):
                     scan.truncated = True

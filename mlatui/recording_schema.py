@@ -16,14 +16,28 @@ import re
 import sys
 import types
 import typing
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from mlatui.events import EVENT_TYPES, Event, RunHeader
+from mlatui.events import EVENT_TYPES, Event
 
 FINITE_FLOAT = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 SCHEMA_VERSION_TYPE = Annotated[int, msgspec.Meta(ge=1)]
+SECONDS = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]  # since the run started
+ARM = Literal["stock", "patched"]
+COUNT = Annotated[int, msgspec.Meta(ge=0)]
+# (event type or "*", field) -> a narrower type than the dataclass's annotation
+FIELD_TYPES: dict[tuple[str, str], Any] = {
+    ("*", "t"): SECONDS,
+    ("header", "schema_version"): SCHEMA_VERSION_TYPE,
+    ("header", "geometry"): dict[str, COUNT],
+    ("step", "width"): Annotated[int, msgspec.Meta(ge=1)],
+    ("step", "context"): COUNT,
+    ("step", "arm"): ARM,
+    ("spec_step", "arm"): ARM,
+    ("decode_result", "arm"): ARM,
+}
 
 
 class LineError(ValueError):
@@ -56,8 +70,7 @@ def _mirror(cls: type[Event]) -> type[msgspec.Struct]:
     fields = []
     for f in dataclasses.fields(cls):
         hint = _checked(hints[f.name])
-        if cls is RunHeader and f.name == "schema_version":
-            hint = SCHEMA_VERSION_TYPE
+        hint = FIELD_TYPES.get((cls.type, f.name), FIELD_TYPES.get(("*", f.name), hint))
         if f.default is not dataclasses.MISSING:
             fields.append((f.name, hint, f.default))
         elif f.default_factory is not dataclasses.MISSING:
@@ -85,6 +98,7 @@ _TYPE_WORDS = {
     "null": "null",
 }
 _EXPECTED = re.compile(r"Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)`")
+_BOUND = re.compile(r"Expected `(?P<want>[^`]+)` (?P<bound>[<>]=? \S+)$")
 _AT = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _STEP = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
 
@@ -161,6 +175,16 @@ def _explain(line: bytes, message: str) -> LineError:
         else:
             problem += f", got {_words(expected.group('got'))}"
         return LineError(field, problem)
+    bound = _BOUND.match(message)
+    if bound:
+        value = _lookup(line, path)
+        got = f", got {_shown(value)}" if value is not ... else ""
+        return LineError(
+            field, f"expected {_words(bound.group('want'))} {bound.group('bound')}{got}"
+        )
+    enum = re.match(r"Invalid enum value (?P<value>.+)$", message)
+    if enum:
+        return LineError(field, f"unknown value {enum.group('value')}")
     if message.startswith("Integer value out of range"):
         return LineError(field, "integer out of range (at most 64 bits)")
     if message.startswith("Number out of range"):

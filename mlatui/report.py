@@ -39,13 +39,14 @@ def describe_header(h: RunHeader) -> str:
         f"patched arm: MLA gate {st.get('threshold', '-')}, indexer {st.get('indexer', 'patched')}"
     )
     from mlatui.harness_bias import describe
+    from mlatui.threshold_text import threshold_text
 
     bias = describe(st.get("harness_bias"))
     from mlatui.distributed import world_label
 
     world = world_label(getattr(h, "distributed", None))
     return (
-        f"model {h.model} ({h.model_type}; {geo}; threshold T->inf {th.get('formula_inf', '-')}, policy {th.get('policy', '-')}; {gates}), "
+        f"model {h.model} ({h.model_type}; {geo}; threshold T->inf {threshold_text(th.get('formula_inf', '-'))}, policy {th.get('policy', '-')}; {gates}), "
         f"draft {h.draft}{synthetic}; scenario {h.scenario.get('name')}; "
         f"device {d.get('name')} ({d.get('backend')}, blas: {d.get('blas')}); "
         f"mlx {h.mlx_version}, mlx-lm {h.mlx_lm_version}, mlatui {h.mlatui_version}, python {h.python_version}; {h.started_at}"

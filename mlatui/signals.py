@@ -12,6 +12,9 @@ import threading
 from collections.abc import Callable
 from enum import IntEnum
 from types import FrameType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Interrupted(Exception):
@@ -26,6 +29,30 @@ def raise_if_set(stop: threading.Event) -> Callable[[], None]:
             raise Interrupted("stopped")
 
     return check
+
+
+def run_interruptibly(work: Callable[[], T], stop: threading.Event, poll_s: float = 0.05) -> T:
+    """`work()` on a daemon thread; its result (or its exception) once it is done, or
+    Interrupted as soon as `stop` is set. A minutes-long checkpoint read sits in C (mx.eval,
+    safetensors reads) where no signal handler runs; this lets the caller stop at once and
+    write what it must while the read is left to die with the process (it only reads). What
+    `work` returns must be evaluated on its thread (MLX streams are per thread)."""
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="mlatui-load", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if stop.wait(poll_s):
+            raise Interrupted("stopped while loading")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 class StopSignal(IntEnum):

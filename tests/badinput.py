@@ -2,12 +2,15 @@
 
 `cases()` yields Case values: the CLI arguments (with `{dir}` standing for a scratch folder), the
 environment to set, and the files to create there. Every case must end in a one-line
-`mlatui: error: ...` and a non-zero exit, before any model loads. Classes (issue 15): scenario
-files, CLI numbers and words, output paths, environment.
+`mlatui: error: ...` and a non-zero exit, before any model loads, except the few marked
+`deliberate` (odd but usable input, e.g. a recorded time of 1e308 s): those must succeed cleanly. Classes (issue 15): scenario
+files, CLI numbers and words, output paths, environment; recordings, model folders and memory are
+in tests/badinput_load.py.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +28,9 @@ class CaseClass(Enum):
     CLI = "cli"
     OUTPUT = "output"
     ENVIRONMENT = "environment"
+    RECORDING = "recording"
+    MODEL_FOLDER = "model-folder"
+    MEMORY = "memory"
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Case:
     files: tuple[tuple[str, bytes | None], ...] = ()  # relative path -> bytes (None: a folder)
     unchanged: tuple[str, ...] = ()  # files that must be left as they were
     quick: bool = False  # part of the default (fast) run
+    deliberate: bool = False  # a deliberate result (exit 0, no error), not a refusal
     tags: frozenset[str] = field(default_factory=frozenset)
 
     def materialise(self, folder: Path) -> tuple[list[str], dict[str, str]]:
@@ -46,6 +53,10 @@ class Case:
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content)
+        if "fifo" in self.tags:
+            os.mkfifo(folder / "fifo.jsonl")
+        if "zero-link" in self.tags:
+            (folder / "zero.jsonl").symlink_to("/dev/zero")
         argv = [a.replace("{dir}", str(folder)) for a in self.argv]
         env = {k: v.replace("{dir}", str(folder)) for k, v in self.env}
         return argv, env
@@ -356,7 +367,15 @@ def environment_cases() -> Iterator[Case]:
 
 
 def cases() -> list[Case]:
-    out = [*scenario_cases(), *cli_cases(), *output_cases(), *environment_cases()]
+    import badinput_load
+
+    out = [
+        *scenario_cases(),
+        *cli_cases(),
+        *output_cases(),
+        *environment_cases(),
+        *badinput_load.cases(),
+    ]
     names = [c.name for c in out]
     assert len(names) == len(set(names)), "case names must be unique"
     return out

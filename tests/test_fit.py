@@ -125,9 +125,47 @@ def test_a_stop_during_loading_leaves_a_header_and_says_so():
     # the loading phase came first (its events precede the header in the stream)
     kinds = [e.type for e in events]
     assert kinds[0] == "load_start" and "header" in kinds and kinds[-1] == "run_end"
-    assert {k for k in kinds[: kinds.index("header")]} == {"load_start", "load_progress"}
+    # the load stops at once (it runs on a thread): progress events may not have come yet
+    assert {k for k in kinds[: kinds.index("header")]} <= {"load_start", "load_progress"}
     assert any(
         e.type == "log" and e.message == "stopped while loading the model, before any step"
         for e in events
     )
     assert not [e for e in events if e.type in ("step", "decode_block")]
+
+
+def test_a_stop_during_a_long_checkpoint_read_takes_effect_at_once(monkeypatch):
+    import threading
+    import time
+
+    import mlatui.engine as engine
+    from mlatui.runconfig import RunConfig
+
+    def slow_read(*args, **kw):  # a minutes-long read, inside C where no handler runs
+        time.sleep(60)
+        raise AssertionError("the read should have been left behind")
+
+    monkeypatch.setattr(engine, "load_target", slow_read)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    events = []
+    t0 = time.monotonic()
+    status = engine.run(RunConfig(scenario=str(TINY), random_weights=True), events.append, stop)
+    assert time.monotonic() - t0 < 5
+    assert status == "interrupted" and events[0].type == "header"
+    assert [e.message for e in events if e.type == "log"] == [
+        "stopped while loading the model, before any step"
+    ]
+    assert events[-1].type == "run_end" and events[-1].status == "interrupted"
+
+
+def test_run_interruptibly_hands_back_the_result_or_the_error():
+    import threading
+
+    import pytest
+
+    from mlatui.signals import run_interruptibly
+
+    assert run_interruptibly(lambda: 42, threading.Event()) == 42
+    with pytest.raises(ZeroDivisionError):
+        run_interruptibly(lambda: 1 / 0, threading.Event())

@@ -9,9 +9,11 @@ import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -147,9 +149,10 @@ def test_a_second_sigint_exits_at_once(tmp_path):
 # ---- launch under a pseudo-terminal ---------------------------------------------------------
 
 
-def launch_in_pty(tmp_path: Path, *argv: str) -> tuple[int, int]:
+def launch_in_pty(tmp_path: Path, *argv: str, env: dict | None = None) -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # the child: the dashboard on the pty
+        os.environ.update(env or {})
         os.environ.update(TERM="xterm-256color", COLUMNS="120", LINES="40")
         os.execv(sys.executable, [sys.executable, "-m", "mlatui", "launch", *argv])
     return pid, fd
@@ -213,16 +216,36 @@ def test_launch_restores_the_terminal_on_a_signal(sig, tmp_path):
     assert isinstance(rec.events[-1], RunEnd) and rec.events[-1].status == "interrupted"
 
 
+def weightless_folder(tmp_path: Path) -> Path:
+    """Passes the up-front check (config, a safetensors header) but holds no tensors: the
+    engine's mlx_lm.load fails, after the dashboard is up."""
+    folder = tmp_path / "weightless"
+    folder.mkdir()
+    config = tomllib.loads(TINY.read_text())["model"]["config"]
+    (folder / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", **config}))
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")
+    return folder
+
+
 def test_launch_exits_non_zero_after_an_engine_error(tmp_path):
-    pid, fd = launch_in_pty(tmp_path, "--model", str(tmp_path / "missing"), "--scenario", str(TINY))
+    model = weightless_folder(tmp_path)
+    pid, fd = launch_in_pty(tmp_path, "--model", str(model), "--scenario", str(TINY))
     seen = bytearray()
-    assert read_until(fd, b"no such folder", 30, seen)  # the error is on screen
+    assert read_until(fd, b"Missing", 60, seen)  # the error is on screen
     os.write(fd, b"q")
     code = drain_and_wait(pid, fd, seen)
     assert code == 1 and restored(bytes(seen))
     tail = bytes(seen).rsplit(b"\x1b[?1049l", 1)[-1].decode(errors="replace")
     last = [x for x in tail.splitlines() if x.strip()][-1]
-    assert last.startswith("mlatui: error: engine error:") and "no such folder" in last
+    assert last.startswith("mlatui: error: engine error:") and "Missing" in last
+
+
+def test_launch_refuses_a_missing_model_folder_before_the_screen_opens(tmp_path):
+    proc = mlatui("launch", "--model", str(tmp_path / "missing"), "--scenario", str(TINY))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "\x1b[?1049h" not in out + err
+    assert err.strip().splitlines()[-1].startswith("mlatui: error: --model ")
+    assert "no such folder" in err
 
 
 def test_bench_observer_keeps_the_completed_and_the_stopped_mode_runs(tmp_path):

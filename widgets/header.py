@@ -6,6 +6,7 @@ from rich.text import Text
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.distributed import world_label
+from mlatui.threshold_text import threshold_text
 from widgets import fit
 from widgets.figure import fmt_context
 
@@ -17,13 +18,13 @@ def _threshold_at(table: dict, context: int | None) -> str:
     for k, v in items:
         if context is not None and k <= context:
             pick = (k, v)
-    return f"{pick[1]} at T={fmt_context(pick[0])}"
+    return f"{threshold_text(pick[1])} at T={fmt_context(pick[0])}"
 
 
 def thresholds_text(t: dict, context: int | None) -> str:
     parts = []
     if t.get("formula_inf") is not None:
-        parts.append(f"L* formula {t['formula_inf']} (T→∞)")
+        parts.append(f"L* formula {threshold_text(t['formula_inf'])} (T→∞)")
     if t.get("formula_at"):
         parts.append(_threshold_at(t["formula_at"], context))
     cal = t.get("calibrated")
@@ -34,7 +35,7 @@ def thresholds_text(t: dict, context: int | None) -> str:
 
 
 def thresholds_short(t: dict, context: int | None) -> str:
-    parts = [f"L* {t['formula_inf']}"] if t.get("formula_inf") is not None else []
+    parts = [f"L* {threshold_text(t['formula_inf'])}"] if t.get("formula_inf") is not None else []
     if t.get("formula_at"):
         parts.append(_threshold_at(t["formula_at"], context).replace(" at T=", "@"))
     if t.get("calibrated"):

@@ -156,7 +156,11 @@ def run(args: argparse.Namespace) -> int:
         )
     gates = gate_settings(args)
     from mlatui.distributed import launch_rank, launched
+    from mlatui.model_inputs import check_model_ref
 
+    if not args.random_weights:
+        check_model_ref(args.model)
+    check_model_ref(args.draft_model, "--draft-model")
     rank = launch_rank() if launched() else 0
     # the output last: a refused argument leaves no empty file behind; only rank 0 records
     if rank:

@@ -108,7 +108,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="write part (a)'s JSONL records (raw samples + env) here, streamed context by "
         "context; part (b)'s scenario and recording go next to it",
     )
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite existing output files; run even where the memory estimate says it "
+        "will not fit",
+    )
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
@@ -139,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         )
 
     dtype = args.dtype or default_dtype()
+    if part_a:
+        refuse_unless_layer_fits(
+            args.family, args.size, dtype, bits, max(contexts), max(widths), args.force
+        )
     from mlatui.outputs import claim_output
 
     # outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
@@ -170,8 +179,24 @@ def run(args: argparse.Namespace) -> int:
         if status:
             return status
     if scenario is not None:
-        return _part_b(scenario, args.family, layers)
+        return _part_b(scenario, args.family, layers, args.force)
     return 0
+
+
+def refuse_unless_layer_fits(
+    family_name, size, dtype, bits, context, width, force, widths_flag="--widths"
+) -> None:
+    """One attention layer at the largest context and width, against the device's memory (MLX
+    dies with signal 11 where it cannot allocate): refused before anything is built."""
+    from mlatui.families import config_for, text_config
+    from mlatui.fit import forced_layer_estimate, refuse_unless_fits
+
+    config = text_config(config_for(family_name, size, layers=1))
+    refuse_unless_fits(
+        forced_layer_estimate(config, dtype, bits, context, width),
+        force,
+        f"use smaller --contexts or {widths_flag}, or --force to try anyway",
+    )
 
 
 def _log(line: str) -> None:
@@ -192,6 +217,7 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
     from mlatui.outputs import JsonlSink
     from mlatui.records import markdown_table
     from mlatui.signals import StopOnSignals, raise_if_set
+    from mlatui.threshold_text import threshold_text
 
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
@@ -254,7 +280,7 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
             shown = str(measured)
         print(
             f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
-            f"{s['rounds']} rounds): {shown}; formula: {s['formula']}"
+            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}"
         )
     print()
     if sink is not None:
@@ -312,7 +338,7 @@ def claim_part_b(b: PartB, args) -> PartB:
     return replace(b, scenario_path=scenario_path, record=record)
 
 
-def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
+def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
     from mlatui.commands import _bench_scenario
@@ -338,11 +364,11 @@ def _part_b(b: PartB, family_name: str, layers: int | None) -> int:
 
     parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
     _bench_scenario.configure(parser)
-    status = _bench_scenario.run(  # --force: the (empty) recording was claimed up front
-        parser.parse_args(
-            [str(b.scenario_path), "--random-weights", "--out", str(b.record), "--force"]
-        )
-    )
+    # the (empty) recording claimed up front is handed over; --force only when the user gave it
+    # (it also runs what the memory estimate refuses)
+    b.record.unlink(missing_ok=True)
+    argv = [str(b.scenario_path), "--random-weights", "--out", str(b.record)]
+    status = _bench_scenario.run(parser.parse_args(argv + (["--force"] if force else [])))
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):
         print(

@@ -56,7 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default=None, help="write the records as JSONL here, streamed part by part"
     )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --out file; run even where the memory estimate says it "
+        "will not fit",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
 
 
@@ -197,9 +202,21 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from mlatui.errors import ExitStatus, error_line
+    from mlatui.fit import indexer_estimate, refuse_unless_fits
+    from mlatui.indexer_bench import default_dtype
     from mlatui.outputs import JsonlSink, claim_output
     from mlatui.signals import StopOnSignals, raise_if_set
 
+    refuse_unless_fits(
+        indexer_estimate(
+            SparseMLAConfig(),
+            args.dtype or default_dtype(),
+            max(contexts + layer_contexts),
+            max(widths),
+        ),
+        args.force,
+        "use smaller --contexts or --widths, or --force to try anyway",
+    )
     out = claim_output(args.out, force=args.force) if args.out else None
     from mlatui.indexer_bench import run_indexer_bench
     from mlatui.records import env_line

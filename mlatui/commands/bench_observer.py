@@ -136,7 +136,11 @@ def run(args: argparse.Namespace) -> int:
                 if stopped:  # the recording has every step, the dashboard only what it drew
                     events = _recorded(record, events)
                 if not stopped and not _completed(events):
-                    raise UserError(f"{mode} run did not complete", f"see {record}")
+                    why = next((e.message for e in events if e.type == "error"), "")
+                    raise UserError(
+                        f"{mode} run did not complete" + (f": {why}" if why else ""),
+                        f"see {record}",
+                    )
                 measured = verify_samples(events)
                 sink.write(
                     {

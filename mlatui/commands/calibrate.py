@@ -44,7 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="every probe as a JSON line, streamed as measured (default: a new file in the "
         "user's data dir)",
     )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --out file; run even where the memory estimate says it "
+        "will not fit",
+    )
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
@@ -63,14 +68,19 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from mlatui import calibration
+    from mlatui.commands.bench_attention import refuse_unless_layer_fits
     from mlatui.errors import ExitStatus, error_line
     from mlatui.mla import max_absorbed_queries
     from mlatui.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.records import env_line, environment, markdown_table
     from mlatui.signals import StopOnSignals, raise_if_set
+    from mlatui.threshold_text import threshold_text
 
-    env = environment()
     dtype = args.dtype or default_dtype()
+    refuse_unless_layer_fits(
+        args.family, args.size, dtype, bits, max(contexts), max_width, args.force, "--max-width"
+    )
+    env = environment()
     print(
         f"# calibrate {args.family} ({describe(args.size, dtype, bits)}, {reps + reps % 2} rounds per probe): "
         f"{env_line(env)}"
@@ -114,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
             (
                 t,
                 w if w < max_width else f">= {w}",
-                max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t),
+                threshold_text(
+                    max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t)
+                ),
                 f"{len(probes[t])}",
                 ", ".join(map(str, noisy)) if noisy else "none",
             )

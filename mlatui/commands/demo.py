@@ -41,17 +41,19 @@ def run(args: argparse.Namespace) -> int:
     if args.live:
         from mlatui.commands import launch
 
-        ns = argparse.Namespace(
-            model=None,
-            draft_model=None,
-            scenario=None,
-            record=None,
-            force=False,
-            isolate=False,
-            ui_hz=args.ui_hz,
-            random_weights=False,
-            out_dir=args.out_dir,
-        )
+        replay_only = [
+            flag for flag, on in (("--dump", args.dump), ("--skip-bad", args.skip_bad)) if on
+        ]
+        if replay_only:
+            raise UserError(
+                f"{' and '.join(replay_only)} read a recording; --live runs the engine",
+                "drop --live to replay the shipped run, or run `mlatui bench "
+                "scenarios/default.toml` for a headless live run",
+            )
+        parser = argparse.ArgumentParser()
+        launch.configure(parser)
+        ns = parser.parse_args(["--ui-hz", str(args.ui_hz)])
+        ns.out_dir = args.out_dir
         return launch.run(ns)
     path = demo_recording()
     if not path.is_file():

@@ -72,9 +72,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace):
     from mlatui.inputs import read_scenario
+    from mlatui.model_inputs import check_model_ref
     from mlatui.runconfig import RunConfig
 
     read_scenario(args.scenario)  # fail before the screen opens, as `bench` does
+    if not args.random_weights:
+        check_model_ref(args.model)
+    check_model_ref(args.draft_model, "--draft-model")
     return RunConfig(
         model=args.model,
         draft_model=args.draft_model,
