@@ -14,6 +14,8 @@ At each context, two measurements:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mlatui.arms import Arm, unpinned
 from mlatui.decode_blocks import BlockRunner, sampling_of
 from mlatui.decode_stream import (
@@ -28,7 +30,14 @@ from mlatui.decode_verdict import (
     guard_warnings,
     tune_verdict,
 )
-from mlatui.estimates import ContextEstimates, Outcome, Timing
+from mlatui.estimates import (
+    ContextEstimates,
+    Outcome,
+    Timing,
+    control_outcome,
+    control_ratio,
+    stable_seed,
+)
 from mlatui.events import (
     DecodeResult,
     LogMessage,
@@ -104,6 +113,7 @@ def _verify_ms(
         decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
+    ctx.keep_l1(length, run.timings, plan.control_width)
     return run.estimates
 
 
@@ -137,7 +147,33 @@ def decode_validity(
         )
     if blocks.control_outcome is Outcome.INVALID:
         return validity(ctx, phase.name, length, blocks)
+    if verify.control_outcome is Outcome.INCONCLUSIVE and len(ctx.l1_runs.get(length, [])) > 1:
+        verify = _pooled(ctx, phase, length, verify)
     return validity(ctx, phase.name, length, verify)
+
+
+def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates):
+    """The check on every L = 1 quad this run measured at this context (the sweep's too): the
+    same arms and hypothesis, paired quads whose regimes cancel within each quad."""
+    timings = ctx.pooled_l1(length)
+    ratio = control_ratio(timings, ARM_ORDER, 1, stable_seed(ctx.seed, phase.name, "l1", length))
+    if ratio is None:
+        return verify
+    outcome = control_outcome(ratio, verify.tolerance_pct)
+    runs = len(ctx.l1_runs[length])
+    rounds = len({t.round for t in timings})
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"{phase.name} @ {length}: L = 1 check undecided on its own steps; on all {rounds} "
+            f"rounds of L = 1 quads this run measured at {length} ({runs} sampler runs, the "
+            f"sweep's included): {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}], "
+            f"{outcome.value}",
+        )
+    )
+    pooled = replace(verify, ratio={**verify.ratio, 1: ratio}, control_outcome=outcome)
+    return replace(pooled, rounds=rounds)
 
 
 def _runtime_name(arm: Arm, depth: int) -> str:

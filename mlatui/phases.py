@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlx.core as mx
@@ -67,6 +67,24 @@ class RunContext:
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
     settle: bool = True
     lockstep: Lockstep | None = None  # under mlx.launch: every rank runs this same schedule
+    # every sampler run's L = 1 control timings, per context: a decode phase's undecided check
+    # pools them with the sweep's at the same context (same arms, same hypothesis, paired quads)
+    l1_runs: dict[int, list[list[Timing]]] = field(default_factory=dict)
+
+    def keep_l1(self, context: int, timings: list[Timing], control_width: int | None) -> None:
+        if control_width is not None:
+            runs = self.l1_runs.setdefault(context, [])
+            runs.append([t for t in timings if t.width == control_width])
+
+    def pooled_l1(self, context: int) -> list[Timing]:
+        """This context's L = 1 timings from every run so far, rounds renumbered so that no two
+        runs share a round (the bootstrap resamples whole rounds)."""
+        out: list[Timing] = []
+        offset = 0
+        for run in self.l1_runs.get(context, []):
+            out += [replace(t, round=t.round + offset) for t in run]
+            offset += 1 + max((t.round for t in run), default=0)
+        return out
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -340,6 +358,7 @@ def _sweep_context(
         decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
+    ctx.keep_l1(length, run.timings, plan.control_width)
     v = validity(ctx, phase.name, length, run.estimates)
     return sweep_rows(length, run, v)
 

@@ -48,7 +48,7 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     plan = fit_to_budget(phases, budget, _size)
     assert plan.fits and _size(plan.phases) == sizes[2]
     assert plan.phases != last
-    assert any("tune: contexts 1024, 2000 -> 1024" == c for c in plan.changes)
+    assert any("tune: contexts 1024, 2048 -> 1024" == c for c in plan.changes)
     assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
 
 

@@ -254,7 +254,8 @@ def _validity_ctx():
     from types import SimpleNamespace
 
     events = []
-    return SimpleNamespace(now=lambda: 0.0, emit=events.append, invalid_contexts=set()), events
+    ctx = SimpleNamespace(now=lambda: 0.0, emit=events.append, invalid_contexts=set(), l1_runs={})
+    return ctx, events
 
 
 def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
@@ -288,3 +289,54 @@ def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     v = decode_validity(ctx, phase, 1024, None, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07))
     assert v.outcome == "inconclusive"
     assert all(isinstance(e, Validity) for e in events)
+
+
+def _l1_quads(rounds, scatter, seed):
+    """Synced L = 1 quads of two identical arms: each quad shares a random device level (the
+    regime), each sample its own jitter of `scatter`."""
+    import random
+
+    from mlatui.estimates import Timing
+
+    rng = random.Random(seed)
+    out = []
+    for r in range(rounds):
+        for q in range(2):
+            level = rng.uniform(10, 30)
+            order = (
+                ("stock", "patched", "patched", "stock")
+                if (r + q) % 2 == 0
+                else ("patched", "stock", "stock", "patched")
+            )
+            for arm in order:
+                out.append(Timing(r, 1, arm, level * (1 + rng.gauss(0, scatter)), 0.0))
+    return out
+
+
+def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context():
+    """Same arms, same context: the sweep's tight quads and the tune's scattered ones decide
+    together; a context the sweep never measured stays undecided."""
+    from dataclasses import replace as dc_replace
+
+    from mlatui.decode import decode_validity
+    from mlatui.estimates import Outcome
+    from mlatui.phases import RunContext
+    from mlatui.scenario import Phase
+
+    phase = Phase(name="tune", kind="tune", contexts=[1024])
+    events = []
+    ctx = RunContext({}, events.append, None, 0, lambda n: [], 16)
+    ctx.keep_l1(1024, _l1_quads(40, 0.01, 1), 1)  # the sweep: many tight quads
+    noisy = _l1_quads(6, 0.06, 2)
+    ctx.keep_l1(1024, noisy, 1)
+    ctx.keep_l1(2000, noisy, 1)
+    assert len(ctx.pooled_l1(1024)) == len(ctx.l1_runs[1024][0]) + len(noisy)
+    assert len({t.round for t in ctx.pooled_l1(1024)}) == 46  # no two runs share a round
+    verify = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.97, 1.05)
+    blocks = _estimates(Outcome.INCONCLUSIVE, 1.0, 0.95, 1.05)
+    v = decode_validity(ctx, phase, 1024, verify, blocks)
+    assert v.outcome == "valid" and v.rounds == 46
+    assert 0.98 < v.ratio_low and v.ratio_high < 1.02
+    assert any("rounds of L = 1 quads" in getattr(e, "message", "") for e in events)
+    v = decode_validity(ctx, dc_replace(phase, contexts=(2000,)), 2000, verify, blocks)
+    assert v.outcome == "inconclusive"  # one run only at 2000: nothing to pool
