@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from mlatui.events import (
+    BudgetPlanned,
     DecodeBlock,
     Estimate,
     Event,
@@ -99,6 +100,8 @@ class RunProgress:
         self.last_activity_t: float | None = None
         self.load: LoadView | None = None
         self.has_draft = True
+        self._passes: list[str] = [""]
+        self._settle = True
         self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
         self._current: tuple[int, int] | None = None  # (phase index, segment index)
         self._cache: tuple[Eta, Eta] | None = None
@@ -119,6 +122,8 @@ class RunProgress:
                 p.done, p.total = e.done, e.total
         elif isinstance(e, RunHeader):
             self._header(e)
+        elif isinstance(e, BudgetPlanned):
+            self._budget(e)
         elif isinstance(e, (LoadStart, LoadProgress)):
             self._load(e)
             return
@@ -127,23 +132,32 @@ class RunProgress:
         self._dirty = True
 
     def _header(self, h: RunHeader) -> None:
+        self.has_draft = h.draft not in ("none", "")
+        self._passes = (h.settings or {}).get("passes") or [""]
+        self._settle = bool((h.settings or {}).get("settle", True))
+        self._plan_from((h.scenario or {}).get("phases") or [])
+
+    def _budget(self, e: BudgetPlanned) -> None:
+        """The phases that will run once the budget scaled the scenario down (not yet started
+        ones; the header still describes the scenario as written)."""
+        if not any(p.started_t is not None for p in self.phases):
+            self.phases = []
+            self._plan_from(list(e.phases))
+
+    def _plan_from(self, raw: list[dict]) -> None:
+        from dataclasses import replace
+
         from mlatui.scenario import parse_phase
 
-        self.has_draft = h.draft not in ("none", "")
-        passes = (h.settings or {}).get("passes") or [""]
-        raw = (h.scenario or {}).get("phases") or []
-        settle = bool((h.settings or {}).get("settle", True))
-        for tag in passes:
+        for tag in self._passes:
             for i, d in enumerate(raw):
                 try:
                     phase = parse_phase("header", {k: v for k, v in d.items() if k != "name"}, i)
                 except Exception:  # noqa: BLE001 - an old or odd scenario: no forecast for it
                     continue
-                from dataclasses import replace
-
                 name = f"{d.get('name')}/{tag}" if tag else str(d.get("name"))
                 phase = replace(phase, name=name)
-                segs = phase_segments(phase, self.has_draft, settle)
+                segs = phase_segments(phase, self.has_draft, self._settle)
                 self.phases.append(
                     PhaseRun(
                         name,

@@ -54,7 +54,7 @@ class Phase:
             "warmup": self.warmup,
             "tokens": self.tokens,
             "depths": list(self.depths),
-            "max_rounds": self.max_rounds or 3 * self.reps,
+            "max_rounds": self.max_rounds,  # None: each phase kind's default (mlatui.plans)
             "temperature": self.temperature,
             "top_p": self.top_p,
             "min_draft_share": self.min_draft_share,
