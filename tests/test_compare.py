@@ -20,7 +20,8 @@ from widgets.compare_app import CompareApp
 from widgets.help import HelpScreen
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "scenarios" / "demo.jsonl"
+# a fixed recording (the shipped demo of session 2): the numbers below are read from it
+DEMO = ROOT / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
 REFBLAS = ROOT / "docs" / "data" / "issue9" / "cpu-fresh-venv-launch-refblas.jsonl"
 TINY = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
 H200 = ROOT / "docs" / "data" / "issue9" / "h200-real-final.jsonl"
@@ -160,7 +161,7 @@ async def test_both_runs_are_on_screen(tmp_path, size):
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         header = _visible(app, "#cmp-header")
-        assert "A demo" in header and "B cpu-fresh-venv-launch-refblas" in header
+        assert "A cpu-default-full" in header and "B cpu-fresh-venv-launch-refblas" in header
         assert "BLAS openblas → bundled reference BLAS" in header
         verdicts = _visible(app, "#cmp-verdicts").splitlines()
         assert verdicts[0].startswith("A verdict") and verdicts[1].startswith("B verdict")
@@ -169,7 +170,7 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         # every context of both runs, both arms: 4 markers per run (markers may share a cell)
         assert grid.count("●") >= 6 and grid.count("▲") >= 6
         assert (
-            "● A demo (embedded · AMD EPYC)" in plot and "▲ B cpu-fresh-venv-launch-refblas" in plot
+            "● A cpu-default-full (embedded · AMD EPYC)" in plot and "▲ B cpu-fresh-venv-launch-refblas" in plot
         )
         assert "lower is better" in plot and "4K" in plot
         table = app.query_one("#cmp-table").render().plain
@@ -199,7 +200,7 @@ def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path)
 
     monkeypatch.setattr(CompareApp, "run", headless)
     assert main(["compare", str(DEMO), str(TINY), "--out-dir", str(tmp_path)]) == 0
-    assert "● A demo" in shown["plot"] and "▲ B ui_tiny_run" in shown["plot"]
+    assert "● A cpu-default-full" in shown["plot"] and "▲ B ui_tiny_run" in shown["plot"]
 
 
 def test_compare_never_imports_mlx_and_its_core_never_imports_textual():

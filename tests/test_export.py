@@ -16,7 +16,8 @@ from mlatui.rounding import Ci, sig
 from mlatui.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "scenarios" / "demo.jsonl"
+# a fixed recording (the shipped demo of session 2): the numbers below are read from it
+DEMO = ROOT / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
 FIXTURE = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
 
 
