@@ -279,6 +279,11 @@ def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     v = decode_validity(ctx, phase, 1024, synced_ok, _estimates(Outcome.INVALID, 1.08, 1.05, 1.11))
     assert not v.valid and v.outcome == "invalid" and v.ratio == 1.08
     assert 1024 in ctx.invalid_contexts
+    # ... but not from 4 rounds of blocks: that bootstrap is too narrow to veto on
+    ctx, events = _validity_ctx()
+    few = _estimates(Outcome.INVALID, 1.09, 1.09, 1.12, rounds=4)
+    v = decode_validity(ctx, phase, 1024, synced_ok, few)
+    assert v.valid and v.ratio == 1.003
     # synced steps undecided: inconclusive, whatever the blocks say
     ctx, events = _validity_ctx()
     synced_open = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.99, 1.03)

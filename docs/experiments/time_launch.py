@@ -32,7 +32,7 @@ while True:
             for line in f:
                 e = json.loads(line)
                 t = time.monotonic() - start
-                if e["type"] == "run_header" and header is None:
+                if e["type"] == "header" and header is None:
                     header = t
                 if e["type"] == "step" and first_step is None:
                     first_step = t
@@ -43,11 +43,26 @@ while True:
     if end is not None:
         time.sleep(1.0)
         os.write(fd, b"q")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # keep draining the terminal until the app exits
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    os.read(fd, 65536)
+                except OSError:
+                    break
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                pid = 0
+                break
+        else:
+            print("launch did not quit on q within 20 s", file=sys.stderr)
+            os.kill(pid, 15)
         break
     if time.monotonic() - start > 900:
         os.write(fd, b"q")
         break
-os.waitpid(pid, 0)
+if pid:
+    os.waitpid(pid, 0)
 dump = subprocess.run(
     [f"{bin_dir}/mlatui", "replay", record, "--dump"], capture_output=True, text=True
 ).stdout
