@@ -13,6 +13,9 @@ from mlatui.progress import RunProgress
 from mlatui.scenario import Scenario
 
 PROBE_REPS = 2
+# The forecast ran 13-17% short of the runs it planned on the 2-core CPU (80 s forecast, 94 s run;
+# 87 vs 100 s): plan against the budget less that, so the run ends inside it.
+FORECAST_MARGIN = 1.15
 
 
 def probe_contexts(scenario: Scenario) -> tuple[int, ...]:
@@ -67,7 +70,7 @@ def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenar
     start = time.perf_counter()
     costs, lengths = probe(ctx, scenario)
     probe_s = time.perf_counter() - start
-    left_s = max(1.0, budget_s - ctx.now())
+    left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
     plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()

@@ -170,7 +170,8 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         # every context of both runs, both arms: 4 markers per run (markers may share a cell)
         assert grid.count("●") >= 6 and grid.count("▲") >= 6
         assert (
-            "● A cpu-default-full (embedded · AMD EPYC)" in plot and "▲ B cpu-fresh-venv-launch-refblas" in plot
+            "● A cpu-default-full (embedded · AMD EPYC)" in plot
+            and "▲ B cpu-fresh-venv-launch-refblas" in plot
         )
         assert "lower is better" in plot and "4K" in plot
         table = app.query_one("#cmp-table").render().plain
