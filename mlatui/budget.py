@@ -3,12 +3,11 @@ device from a short probe, and scale the plan down, in a fixed order that keeps 
 the forecast fits. Pure (no mlx): the probe's costs come in as a `RunProgress` cost table.
 
 The order of reductions (each applied only while the forecast is over budget):
-1. the tune keeps one context, its smallest (each tune context is a full set of decode blocks);
-2. the sweep drops its largest contexts while more than three are left (three still show the
-   stock arm's marginal cost growing with context, and the largest context costs the most);
-3. an undecided L = 1 check may add at most two rounds (not up to 3x the rounds): cut late,
-   because on a noisy CPU those rounds are what decides the check;
-4. the sweep's rounds go down to 5, then 4;
+1. an undecided L = 1 check may add at most two rounds (not up to 3x the rounds);
+2. the tune keeps one context, its smallest (each tune context is a full set of decode blocks);
+3. the sweep's rounds go down to 5, then 4;
+4. the sweep drops its largest contexts while more than three are left (three still show the
+   stock arm's marginal cost growing with context);
 5. decode blocks of 8 tokens instead of 16 or more.
 What remains is run even when it does not fit, and the screen says so.
 """
@@ -76,12 +75,19 @@ def _cap_rounds(phases: tuple[Phase, ...]) -> tuple[tuple[Phase, ...], str]:
 
 def reductions(phases: tuple[Phase, ...]) -> Iterator[tuple[tuple[Phase, ...], str]]:
     """Successively smaller plans, each with the change that made it."""
-    current = phases
+    current, note = _cap_rounds(phases)
+    yield current, note
     for i, p in enumerate(current):
         if p.kind == "tune" and len(p.contexts) > 1:
             keep = (min(p.contexts),)
             current = (*current[:i], replace(p, contexts=keep), *current[i + 1 :])
             yield current, f"{p.name}: contexts {_span(p.contexts)} -> {_span(keep)}"
+    for reps in (5, MIN_SWEEP_REPS):
+        for i, p in enumerate(current):
+            if p.kind == "sweep" and p.reps > reps:
+                q = replace(p, reps=reps, max_rounds=reps + EXTRA_ROUNDS)
+                current = (*current[:i], q, *current[i + 1 :])
+                yield current, f"{p.name}: rounds per context {phases[i].reps} -> {reps}"
     for i, p in enumerate(current):
         if p.kind == "sweep":
             start = p.contexts
@@ -89,14 +95,6 @@ def reductions(phases: tuple[Phase, ...]) -> Iterator[tuple[tuple[Phase, ...], s
                 p = replace(p, contexts=tuple(sorted(p.contexts))[:-1])
                 current = (*current[:i], p, *current[i + 1 :])
                 yield current, f"{p.name}: contexts {_span(start)} -> {_span(p.contexts)}"
-    current, note = _cap_rounds(current)
-    yield current, note
-    for reps in (5, MIN_SWEEP_REPS):
-        for i, p in enumerate(current):
-            if p.kind == "sweep" and p.reps > reps:
-                q = replace(p, reps=reps, max_rounds=reps + EXTRA_ROUNDS)
-                current = (*current[:i], q, *current[i + 1 :])
-                yield current, f"{p.name}: rounds per context {phases[i].reps} -> {reps}"
     for i, p in enumerate(current):
         if p.kind in ("tune", "decode") and p.tokens > MIN_BLOCK_TOKENS:
             q = replace(p, tokens=MIN_BLOCK_TOKENS)
