@@ -13,7 +13,8 @@ from mlatui.verdict_strip import verdict_parts
 from widgets.app import MlatuiApp
 from widgets.render import validity_summary
 
-DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
+# a fixed recording (session 2's demo): the strings below are read from it
+DEMO = Path(__file__).parents[1] / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60)]
 
 
