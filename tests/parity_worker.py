@@ -1,5 +1,6 @@
-"""Run under `mlx.launch -n 2`: a tiny family sharded tensor-parallel, patched after sharding,
-against the same weights unsharded and stock on this rank. One JSON line per family on stdout."""
+"""Run under `mlx.launch -n 2`: a tiny family sharded (tensor-parallel, or `--pipeline`: each rank
+keeps a block of layers), patched after sharding, against the same weights unsharded and stock on
+this rank. One JSON line per family on stdout."""
 
 import json
 import sys
@@ -16,14 +17,14 @@ F32_TOL = 1e-4  # tests/test_mla.py's parity tolerance
 WIDTHS = (1, 2, 3, 4)
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], mode: ShardMode = ShardMode.TENSOR) -> None:
     world = distributed.world()
     assert world is not None and world.size == 2, "run me under mlx.launch -n 2"
     for name in names:
         full = families.build_model(name, seed=0)
         stock, _ = build_arms(full)
         sharded = families.build_model(name, seed=0, evaluate=False)
-        shard(sharded, ShardMode.TENSOR, distributed.group())
+        shard(sharded, mode, distributed.group())
         _, patched = build_arms(sharded)
         heads = patched.report.geometry.num_heads
         mx.random.seed(1)
@@ -49,6 +50,7 @@ def main(names: list[str]) -> None:
                 {
                     "rank": world.rank,
                     "family": name,
+                    "mode": mode.value,
                     "heads_per_rank": heads,
                     "widths": {str(k): v for k, v in diffs.items()},
                     "absorbed": {str(k): v for k, v in snap["absorbed"].items()},
@@ -60,4 +62,8 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    pipeline = "--pipeline" in args
+    main(
+        [a for a in args if a != "--pipeline"], ShardMode.PIPELINE if pipeline else ShardMode.TENSOR
+    )

@@ -135,6 +135,30 @@ def test_sharded_patched_equals_unsharded_stock_on_both_ranks():
         assert counters[0] == counters[1], f"{family}: ranks' branch counters differ"
 
 
+def test_pipeline_sharded_patched_equals_unsharded_stock_on_both_ranks():
+    """mlx-lm's pipeline(): each rank keeps one of the two layers, with all its heads; the patch
+    after sharding gates the layer it holds, and the logits match the unsharded stock model."""
+    proc = launch(
+        [sys.executable, "tests/parity_worker.py", "deepseek_v3", "glm4_moe_lite", "--pipeline"]
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert sorted((r["family"], r["rank"]) for r in rows) == [
+        ("deepseek_v3", 0),
+        ("deepseek_v3", 1),
+        ("glm4_moe_lite", 0),
+        ("glm4_moe_lite", 1),
+    ]
+    for r in rows:
+        assert r["mode"] == "pipeline" and r["heads_per_rank"] == 2  # heads are not split
+        for width in ("1", "2", "3", "4"):
+            cell = r["widths"][width]
+            assert cell["close"] and cell["argmax_equal"], (r["family"], r["rank"], cell)
+        # one layer per rank: one gated call per width, absorbed every time
+        assert r["absorbed"] == {"1": 1, "2": 1, "3": 1, "4": 1} and r["materialised"] == {}
+
+
 @pytest.mark.slow  # 20-30 s idle, minutes on a loaded 2-core box: every collective waits for both
 def test_scenario_under_mlx_launch_records_on_rank_0(tmp_path):
     out = tmp_path / "run.jsonl"
