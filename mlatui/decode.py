@@ -41,7 +41,6 @@ from mlatui.estimates import (
 from mlatui.events import (
     DecodeResult,
     LogMessage,
-    PhaseStart,
     PhaseSummary,
     Step,
     Validity,
@@ -52,6 +51,7 @@ from mlatui.phases import (
     EstimateEmitter,
     ProgressTracker,
     RunContext,
+    emit_phase_start,
     forward_and_trim,
     share_context,
     validity,
@@ -64,7 +64,7 @@ from mlatui.plans import (  # noqa: F401 - re-exported
     decode_segments,
     verify_plan,
 )
-from mlatui.sampler import SamplerPlan, sample_context
+from mlatui.sampler import sample_context
 from mlatui.scenario import Phase
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
@@ -108,21 +108,13 @@ def _verify_ms(
         warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
         clock=ctx.now,
         on_timing=on_timing,
-        on_round=lambda e: _extend_progress(progress, plan, e),
+        on_round=lambda e: progress.after_round(plan, e),
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
     )
     emitter(run.estimates, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)
     return run.estimates
-
-
-def _extend_progress(progress: ProgressTracker, plan: SamplerPlan, e: ContextEstimates) -> None:
-    """An undecided L = 1 check adds a pair of rounds: the planned total grows with it."""
-    r = e.rounds
-    if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
-        if e.control_outcome is Outcome.INCONCLUSIVE:
-            progress.total += plan.timed_calls(2)
 
 
 def decode_validity(
@@ -290,7 +282,7 @@ def decode_context(
 
     def on_round(e: ContextEstimates) -> None:
         runner.end_round()
-        _extend_progress(progress, plan, e)
+        progress.after_round(plan, e)
 
     with unpinned():  # as users run mlx-lm: the next step is built while this one computes
         run = sample_context(
@@ -344,18 +336,8 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
             "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
         )
     planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
-    segments = tuple(s.to_dict() for s in decode_segments(phase, depths, ctx.settle))
-    ctx.emit(
-        PhaseStart(
-            ctx.now(),
-            phase.name,
-            phase.kind,
-            index,
-            total_phases,
-            planned,
-            phase.contexts,
-            segments,
-        )
+    emit_phase_start(
+        ctx, phase, index, total_phases, planned, decode_segments(phase, depths, ctx.settle)
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []

@@ -128,6 +128,31 @@ class ProgressTracker:
             eta = elapsed / self.done * (self.total - self.done) if self.done else None
             self.ctx.emit(Progress(self.ctx.now(), self.phase, self.done, self.total, eta))
 
+    def after_round(self, plan: SamplerPlan, estimates: ContextEstimates) -> None:
+        """An undecided L = 1 check adds a pair of rounds: the planned total grows with it."""
+        r = estimates.rounds
+        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
+            if estimates.control_outcome is Outcome.INCONCLUSIVE:
+                self.total += plan.timed_calls(2)
+
+
+def emit_phase_start(
+    ctx: RunContext, phase: Phase, index: int, total: int, planned: int, segments
+) -> None:
+    """The phase's PhaseStart, with its plan (mlatui.plans segments) for the ETA."""
+    ctx.emit(
+        PhaseStart(
+            ctx.now(),
+            phase.name,
+            phase.kind,
+            index,
+            total,
+            planned,
+            phase.contexts,
+            tuple(s.to_dict() for s in segments),
+        )
+    )
+
 
 def share_context(ctx: RunContext, tokens: list[int]) -> int:
     """Prefill once, with the stock model on a thread of its own, into a base cache; each arm
@@ -283,19 +308,7 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
     widths = tuple(sorted(set(phase.widths)))
     plans = {c: plan_for(phase, widths, ctx.seed, c, ctx.settle) for c in phase.contexts}
     planned = sum(p.timed_calls() for p in plans.values())
-    segments = tuple(s.to_dict() for s in sweep_segments(phase, ctx.settle))
-    ctx.emit(
-        PhaseStart(
-            ctx.now(),
-            phase.name,
-            phase.kind,
-            index,
-            total_phases,
-            planned,
-            phase.contexts,
-            segments,
-        )
-    )
+    emit_phase_start(ctx, phase, index, total_phases, planned, sweep_segments(phase, ctx.settle))
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     for context in phase.contexts:
@@ -342,10 +355,7 @@ def _sweep_context(
 
     def on_round(estimates: ContextEstimates) -> None:
         emitter(estimates)
-        r = estimates.rounds
-        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
-            if estimates.control_outcome is Outcome.INCONCLUSIVE:  # two more rounds come
-                progress.total += plan.timed_calls(2)
+        progress.after_round(plan, estimates)
 
     run = sample_context(
         plan,

@@ -13,6 +13,7 @@ from rich.text import Text
 from mlatui.dashboard_state import DashboardState
 from mlatui.dashboard_views import pressure
 from mlatui.key_figure import key_figure
+from mlatui.progress_view import duration
 from widgets import fit
 from widgets.figure import key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
@@ -99,13 +100,7 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
-def fmt_duration(s: float | None) -> str:
-    if s is None or s != s or s < 0:
-        return "–"
-    s = int(round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+fmt_duration = duration  # one formatter of seconds, shared with the progress line
 
 
 def fmt_context(c: int) -> str:
