@@ -8,12 +8,9 @@ second query, and one table per phase (sweep and tune/decode never share a table
 
 from __future__ import annotations
 
-import csv
-import io
-
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import ARMS, DecodeResult
-from mlatui.mdtable import table
+from mlatui.mdtable import csv_text, table
 from mlatui.rounding import Ci, ci_text, sig
 from mlatui.run_meta import header_fields
 from mlatui.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
@@ -273,8 +270,4 @@ def csv_rows(state: DashboardState) -> list[dict]:
 
 
 def summary_csv(state: DashboardState) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n", restval="")
-    w.writeheader()
-    w.writerows(csv_rows(state))
-    return buf.getvalue()
+    return csv_text(CSV_COLUMNS, csv_rows(state), extras="raise")

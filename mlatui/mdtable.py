@@ -1,8 +1,11 @@
-"""Markdown table cells and tables shared by every printer (pure Python)."""
+"""Every printer's text forms: markdown cells and tables, CSV and JSON lines (pure Python)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -14,13 +17,39 @@ def fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def num(v: Any) -> str:
+    """A measured number as a bench table shows it: 3 significant figures below 10, else 1 decimal."""
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], cell: Callable[[Any], str] = str
+) -> str:
+    """A markdown table: the first column left-aligned (a label), the others right-aligned."""
     lines = [
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
     ]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def csv_text(
+    fields: Sequence[str], rows: Iterable[Mapping[str, Any]], extras: str = "ignore"
+) -> str:
+    """CSV with a header line; keys not in `fields` are dropped ("ignore") or refused ("raise")."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction=extras, lineterminator="\n", restval="")  # type: ignore[arg-type]
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
+    """One compact JSON object a line."""
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
 
 
 def check(row: dict) -> str:

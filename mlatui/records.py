@@ -1,4 +1,4 @@
-"""Benchmark records, llama-bench style: one record type, several printers.
+"""Benchmark records, llama-bench style: one record type, printed through mlatui.mdtable.
 
 Every record carries the machine, versions and settings that produced it, and its raw samples
 beside the median, so a table can always be traced back to what was measured.
@@ -6,15 +6,13 @@ beside the median, so a table can always be traced back to what was measured.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import platform
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mlatui.mdtable import jsonl
 from mlatui.measure import Stats
 
 
@@ -96,49 +94,7 @@ class BenchRecord:
 
 
 def to_jsonl(records: Iterable[BenchRecord]) -> str:
-    return "".join(json.dumps(r.to_dict(), separators=(",", ":")) + "\n" for r in records)
-
-
-CSV_FIELDS = (
-    "bench",
-    "family",
-    "arm",
-    "context",
-    "width",
-    "n",
-    "median_ms",
-    "p10_ms",
-    "p90_ms",
-    "valid",
-    "note",
-)
-
-
-def to_csv(records: Iterable[BenchRecord]) -> str:
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    w.writeheader()
-    for r in records:
-        w.writerow(r.to_dict())
-    return out.getvalue()
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
-        return str(v)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt_ms(stats: Stats) -> str:
-    """median (p10-p90) in ms."""
-    if stats.n == 0:
-        return "-"
-    return f"{stats.median:.2f} ({stats.p10:.2f}-{stats.p90:.2f})"
+    return jsonl(r.to_dict() for r in records)
 
 
 def env_line(env: dict[str, Any]) -> str:

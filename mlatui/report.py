@@ -3,14 +3,13 @@ replays on machines without MLX). Invalid contexts (failed L = 1 check) are mark
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from mlatui.events import Event, PhaseSummary, RunEnd, RunHeader, Validity
 from mlatui.mdtable import check as _check
+from mlatui.mdtable import csv_text
 from mlatui.mdtable import fmt as _fmt
 from mlatui.mdtable import table as _table
 from mlatui.report_decode import decode_table
@@ -379,12 +378,7 @@ def summary_rows(events: Sequence[Event]) -> list[dict]:
 
 
 def summary_csv(events: Sequence[Event]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    w.writeheader()
-    for row in summary_rows(events):
-        w.writerow(row)
-    return buf.getvalue()
+    return csv_text(CSV_FIELDS, summary_rows(events))
 
 
 def summary_json(events: Sequence[Event]) -> str:

@@ -1,4 +1,5 @@
-"""Benchmark records: one record type, three printers, raw samples kept beside the medians."""
+"""Benchmark records and the one set of printers (mlatui.mdtable): raw samples kept beside the
+medians, markdown, CSV and JSON lines."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import csv
 import io
 import json
 
-from mlatui.records import BenchRecord, markdown_table, to_csv, to_jsonl
+import pytest
+
+from mlatui.mdtable import csv_text, num, table
+from mlatui.records import BenchRecord, to_jsonl
 
 
 def _records() -> list[BenchRecord]:
@@ -37,14 +41,33 @@ def test_jsonl_keeps_raw_samples_env_and_settings():
     assert rows[1]["valid"] is False and rows[1]["note"] == "L=1 off"
 
 
-def test_csv_has_one_row_per_record_with_medians():
-    rows = list(csv.DictReader(io.StringIO(to_csv(_records()))))
-    assert [r["arm"] for r in rows] == ["stock", "patched"]
-    assert float(rows[1]["median_ms"]) == 1.0 and rows[1]["valid"] == "False"
+def test_csv_text_keeps_field_order_fills_gaps_and_drops_or_refuses_extras():
+    rows = [r.to_dict() for r in _records()]
+    text = csv_text(("arm", "median_ms", "valid", "missing"), rows)
+    assert text.splitlines()[0] == "arm,median_ms,valid,missing" and "\r" not in text
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert [r["arm"] for r in parsed] == ["stock", "patched"]
+    assert parsed[1] == {"arm": "patched", "median_ms": "1.0", "valid": "False", "missing": ""}
+    with pytest.raises(ValueError):
+        csv_text(("arm",), rows, extras="raise")
 
 
-def test_markdown_table_shape():
-    text = markdown_table(["T", "ms"], [(4096, 2.0), (8192, 12.345)])
+def test_markdown_table_shape_and_bench_number_cells():
+    text = table(["T", "ms"], [(4096, 2.0), (8192, 12.345), (16384, 0.012345)], cell=num)
     lines = text.splitlines()
-    assert lines[0] == "| T | ms |" and lines[1] == "|---:|---:|"
-    assert lines[3] == "| 8192 | 12.3 |"
+    assert lines[0] == "| T | ms |" and lines[1] == "|---|---:|"
+    assert lines[2:] == ["| 4096 | 2 |", "| 8192 | 12.3 |", "| 16384 | 0.0123 |"]
+    assert table(["a"], [(1.5,)]).splitlines()[2] == "| 1.5 |"
+
+
+def test_observer_table_uses_the_shared_percentile():
+    from mlatui.commands.bench_observer import summary_table
+    from mlatui.measure import percentile
+
+    xs = [float(x) for x in range(1, 21)]
+    assert percentile(xs, 95) == pytest.approx(19.05)  # interpolated between ranks 19 and 20
+    row = {"mode": "tui", "arm": "stock", "n": 20, "median_ms": 10.5, "p95_ms": percentile(xs, 95)}
+    row |= {"median_ratio": 1.0, "p95_ratio": 1.0126}
+    lines = summary_table([row]).splitlines()
+    assert lines[0].startswith("| mode | arm | n | median ms | p95 ms |")
+    assert lines[2] == "| tui | stock | 20 | 10.50 | 19.05 | 1.000 | 1.013 |"

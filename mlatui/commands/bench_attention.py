@@ -214,8 +214,8 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
 
     from mlatui import attnbench
     from mlatui.errors import ExitStatus, error_line
+    from mlatui.mdtable import num, table
     from mlatui.outputs import JsonlSink
-    from mlatui.records import markdown_table
     from mlatui.signals import StopOnSignals, raise_if_set
     from mlatui.threshold_text import threshold_text
 
@@ -256,7 +256,7 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
                 )
             )
     print(
-        markdown_table(
+        table(
             [
                 "cache T",
                 "L",
@@ -266,6 +266,7 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
                 "faster",
             ],
             rows,
+            cell=num,
         )
     )
     print()

@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.engine import _draft_factory, text_tokens
     from mlatui.loading import LoadError, load_draft, load_target
+    from mlatui.mdtable import num, table
     from mlatui.parity import TOLERANCE_PCT, run_parity
-    from mlatui.records import BenchRecord, env_line, environment, markdown_table, to_jsonl
+    from mlatui.records import BenchRecord, env_line, environment, to_jsonl
     from mlatui.runtime import Sampling
     from mlatui.scenario import ScenarioError, load_scenario
 
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
     print(
-        markdown_table(
+        table(
             [
                 "decode",
                 "versus",
@@ -154,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 f"within ±{TOLERANCE_PCT:g}%",
             ],
             rows,
+            cell=num,
         )
     )
     print(

@@ -74,7 +74,7 @@ def _ci(median: float | None, low: float | None, high: float | None, digits: int
 def summary_table(records) -> str:
     """One row per (bench, context, S): each arm's median over rounds with its 95% CI, the paired
     stock/patched with its CI, patched S over patched S=1 (paired within rounds), the S=1 check."""
-    from mlatui.records import markdown_table
+    from mlatui.mdtable import num, table
 
     by = {(r.bench, r.context, r.width, r.arm): r for r in records}
     rows = []
@@ -93,7 +93,7 @@ def summary_table(records) -> str:
                 s.outcome if s.outcome == "valid" else s.outcome.upper(),
             )
         )
-    return markdown_table(
+    return table(
         (
             "bench",
             "context",
@@ -106,6 +106,7 @@ def summary_table(records) -> str:
             "S=1 check",
         ),
         rows,
+        cell=num,
     )
 
 

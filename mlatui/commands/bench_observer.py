@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 
 from mlatui.argtypes import positive_float, positive_int
+from mlatui.mdtable import fmt, table
+from mlatui.measure import percentile
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
@@ -44,9 +46,16 @@ def verify_samples(events) -> dict[str, list[float]]:
     return out
 
 
-def _p95(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
+def summary_table(rows: list[dict]) -> str:
+    head = ["mode", "arm", "n", "median ms", "p95 ms", "median / headless", "p95 / headless"]
+    return table(
+        head,
+        (
+            [r["mode"], r["arm"], r["n"], fmt(r["median_ms"]), fmt(r["p95_ms"])]
+            + [fmt(r["median_ratio"], 3), fmt(r["p95_ratio"], 3)]
+            for r in rows
+        ),
+    )
 
 
 def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
@@ -164,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         for mode in MODES:
             for arm, xs in sorted(samples[mode].items()):
                 base = samples["headless"].get(arm) or xs
-                med, p95 = statistics.median(xs), _p95(xs)
+                med, p95 = statistics.median(xs), percentile(xs, 95)
                 rows.append(
                     {
                         "type": "summary",
@@ -174,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
                         "median_ms": med,
                         "p95_ms": p95,
                         "median_ratio": med / statistics.median(base),
-                        "p95_ratio": p95 / _p95(base),
+                        "p95_ratio": p95 / percentile(base, 95),
                         "ui_hz": args.ui_hz,
                         "samples_ms": xs,
                     }
@@ -182,13 +191,7 @@ def run(args: argparse.Namespace) -> int:
         if signals.received is None:
             for row in rows:
                 sink.write(row)
-    print("| mode | arm | n | median ms | p95 ms | median / headless | p95 / headless |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['mode']} | {r['arm']} | {r['n']} | {r['median_ms']:.2f} | {r['p95_ms']:.2f} | "
-            f"{r['median_ratio']:.3f} | {r['p95_ratio']:.3f} |"
-        )
+    print(summary_table(rows))
     print(f"\nper-mode samples: {out}; recordings: {tmp}")
     if sink.error:
         print(error_line(sink.error), file=sys.stderr)

@@ -70,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
     from mlatui import calibration
     from mlatui.commands.bench_attention import refuse_unless_layer_fits
     from mlatui.errors import ExitStatus, error_line
+    from mlatui.mdtable import num, table
     from mlatui.mla import max_absorbed_queries
     from mlatui.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
-    from mlatui.records import env_line, environment, markdown_table
+    from mlatui.records import env_line, environment
     from mlatui.signals import StopOnSignals, raise_if_set
     from mlatui.threshold_text import threshold_text
 
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     print(
-        markdown_table(
+        table(
             [
                 "cache T",
                 "measured max absorbed L",
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 "probes within noise (CI straddles 1)",
             ],
             rows,
+            cell=num,
         )
     )
     if any(p.within_noise for ps in probes.values() for p in ps):

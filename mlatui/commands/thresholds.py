@@ -111,7 +111,7 @@ def thresholds(config: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.records import markdown_table
+    from mlatui.mdtable import num, table
 
     config, source = read_config(args)
     out = thresholds(config)
@@ -137,5 +137,5 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         (f"{int(t):,}", "always absorbed" if w is None else w) for t, w in out["thresholds"].items()
     ]
-    print(markdown_table(["cache T", "max absorbed L"], rows))
+    print(table(["cache T", "max absorbed L"], rows, cell=num))
     return 0
