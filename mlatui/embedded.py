@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +92,6 @@ def _quiet_load(mlx_lm: Any, path: Path) -> tuple[Any, Any]:
     finally:
         if hf_logging is not None:
             hf_logging.set_verbosity(level)
-
-
-def load_seconds() -> float:
-    """Wall time of one `load_embedded()` (for the README's load-time figure)."""
-    t0 = time.perf_counter()
-    load_embedded()
-    return time.perf_counter() - t0
 
 
 def trained_window() -> int | None:

@@ -148,13 +148,9 @@ class PartRun:
     part: str
     context: int
     run: SamplerRun
+    estimates: ContextEstimates  # the sampler's final ones
     pool: dict[tuple[str, int], dict[str, int]]  # (arm, width) -> rebuilds / reuses, timed only
     lengths: dict[tuple[str, int], set[int]]  # (arm, width) -> cache length before each step
-
-    @property
-    def estimates(self) -> ContextEstimates:
-        assert self.run.estimates is not None
-        return self.run.estimates
 
     @property
     def outcome(self) -> Outcome:
@@ -357,7 +353,9 @@ def _sample(part: _Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> 
         check_stop=hooks.check_stop,
         decide_more=hooks.decide_more,
     )
-    return PartRun(part.name, part.context, run, pool, lengths)
+    if run.estimates is None:  # sample_context returns after one round at least
+        raise RuntimeError(f"{part.name} @ {part.context}: the sampler returned before a round")
+    return PartRun(part.name, part.context, run, run.estimates, pool, lengths)
 
 
 def default_plan(

@@ -56,11 +56,25 @@ def test_load_from_package_data(loaded):
     assert tok.eos_token_id == 0
 
 
-def test_generates_python_not_noise(loaded):
-    model, tok, _ = loaded
-    ids = tok.encode("import os\nimport sys\n\n\ndef main():\n")
-    text = tok.decode(greedy(model, ids, 24))
-    assert any(word in text for word in ("def ", "return", "self", "if ", "import", "(")), text
+def _held_out_nats(model, tok) -> float:
+    """Mean next-token cross-entropy over the shipped prompts (held-out stdlib files)."""
+    import mlx.nn as nn
+
+    losses = []
+    for prompt in embedded.prompts():
+        x = mx.array([tok.encode(prompt[:400])])
+        logits = model(x[:, :-1])
+        losses.append(nn.losses.cross_entropy(logits, x[:, 1:], reduction="mean").item())
+    return sum(losses) / len(losses)
+
+
+def test_models_predict_held_out_python(loaded):
+    # Measured: target 2.55, draft 2.96 nats/token; a uniform guess is ln(4096) = 8.3, and
+    # mis-loaded or re-initialised weights land near or above that.
+    model, tok, draft = loaded
+    target, small = _held_out_nats(model, tok), _held_out_nats(draft, tok)
+    assert target < 3.0 and small < 3.5, (target, small)
+    assert target < small
 
 
 def test_decode_and_speculative_step_match_plain_greedy(loaded, prompt_ids):

@@ -89,12 +89,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="part (b): fill the caches by a prefill (default) or with random latents (timing only)",
     )
     parser.add_argument(
-        "--random-weights",
-        action="store_true",
-        default=True,
-        help="random weights at the family's real geometry (the only mode for now)",
-    )
-    parser.add_argument(
         "--reps",
         type=int_at_least(2, " (a round and its mirror)"),
         default="9",
