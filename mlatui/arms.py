@@ -24,6 +24,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui import mla
 from mlatui.distributed import beat, local_rank
+from mlatui.events import ARMS
 from mlatui.runconfig import parse_threshold
 
 T = TypeVar("T")
@@ -129,9 +130,6 @@ class Gates:
         if indexer not in ("patched", "stock"):
             raise ValueError(f"indexer mode must be 'patched' or 'stock', got {indexer!r}")
         return cls(threshold, indexer)
-
-
-ARM_SLOTS = ("stock", "patched")
 
 
 @dataclass
@@ -256,7 +254,7 @@ def build_arms(
     Parameters must already be evaluated."""
     gates = Gates.parse(threshold, indexer)
     arms = []
-    for slot, variant in zip(ARM_SLOTS, variants, strict=True):
+    for slot, variant in zip(ARMS, variants, strict=True):
         twin = mla.twin(model)
         arms.append(
             Arm(

@@ -21,12 +21,12 @@ from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
 from mlatui import families, mla
 from mlatui.estimates import Interval, stable_seed
+from mlatui.loading import DTYPES
 from mlatui.measure import timed_ms
 from mlatui.records import BenchRecord
 from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 
 ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
-DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
 
 def _sync(out: Any) -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from mlatui.budget import fit_to_budget
 from mlatui.events import BudgetPlanned, LogMessage
-from mlatui.phases import ARM_ORDER, RunContext, forward_and_trim, share_context
+from mlatui.phases import ARMS, RunContext, forward_and_trim, share_context
 from mlatui.progress import RunProgress
 from mlatui.scenario import Scenario
 
@@ -53,11 +53,11 @@ def probe(ctx: RunContext, scenario: Scenario) -> tuple[RunProgress, tuple[int, 
         setup_s = time.perf_counter() - start
         steps = {w: forward_and_trim(text[length : length + w]) for w in widths}
         for w in widths:  # the first call at a width compiles
-            for arm in ARM_ORDER:
+            for arm in ARMS:
                 ctx.workers[arm].call(steps[w])
         for _ in range(PROBE_REPS):
             for w in widths:
-                for arm in ARM_ORDER:
+                for arm in ARMS:
                     ms, _, _ = ctx.workers[arm].call(steps[w])
                     costs.costs.add_step(arm, length, w, ms)
         costs.prefill.append((length, setup_s))

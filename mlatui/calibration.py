@@ -213,12 +213,13 @@ def calibrate(
     `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
     crossovers of the contexts completed so far are returned (probes: every completed one)."""
     from mlatui import attnbench
+    from mlatui.loading import DTYPES
     from mlatui.signals import Interrupted
 
-    arms = attnbench.forced_arms(family, size, bits, dtype=attnbench.DTYPES[dtype])
+    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype])
     crossovers, probes = {}, {}
     for context in contexts:
-        cache = attnbench.random_cache(arms.absorbed, context, dtype=attnbench.DTYPES[dtype])
+        cache = attnbench.random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
         probes[context] = []
 
         def faster(width: int, context=context, cache=cache) -> bool:

@@ -47,7 +47,7 @@ from mlatui.events import (
 )
 from mlatui.mtp import MTPDraft
 from mlatui.phases import (
-    ARM_ORDER,
+    ARMS,
     EstimateEmitter,
     ProgressTracker,
     RunContext,
@@ -76,7 +76,7 @@ def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, Deco
     length = share_context(ctx, text[:-1])
     streams = {
         name: ctx.workers[name].call(lambda a: open_stream(a, length, text[-1], text[:-1]))
-        for name in ARM_ORDER
+        for name in ARMS
     }
     return length, streams
 
@@ -150,7 +150,7 @@ def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates
     """The check on every L = 1 quad this run measured at this context (the sweep's too): the
     same arms and hypothesis, paired quads whose regimes cancel within each quad."""
     timings = ctx.pooled_l1(length)
-    ratio = control_ratio(timings, ARM_ORDER, 1, stable_seed(ctx.seed, phase.name, "l1", length))
+    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase.name, "l1", length))
     if ratio is None:
         return verify
     outcome = control_outcome(ratio, verify.tolerance_pct)
@@ -194,7 +194,7 @@ def _results(
     synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
     rows = []
     for depth in [0, *depths]:
-        for arm in ARM_ORDER:
+        for arm in ARMS:
             ms = est.step_ms.get((arm, depth + 1))
             if ms is None:
                 continue

@@ -13,7 +13,7 @@ from mlatui.decode_verdict import first_divergence
 from mlatui.estimates import Timing, stable_seed
 from mlatui.events import DecodeBlock
 from mlatui.mtp import MTPDraft
-from mlatui.phases import ARM_ORDER, RunContext
+from mlatui.phases import ARMS, RunContext
 from mlatui.runtime import BlockResult, Sampling
 from mlatui.scenario import Phase
 
@@ -33,7 +33,7 @@ class BlockRunner:
         self.round = 0
         self.fresh_round = True
         self.blocks_in_round: dict[tuple[str, int], int] = {}
-        self.counts = {(a, d): AcceptanceCounts(d) for a in ARM_ORDER for d in depths}
+        self.counts = {(a, d): AcceptanceCounts(d) for a in ARMS for d in depths}
         self.pending: list[tuple[str, int, BlockResult]] = []
         self.divergence: tuple[int, int] | None = None  # (token, round)
         self.timings: list[Timing] = []
@@ -67,7 +67,7 @@ class BlockRunner:
         if self.fresh_round:
             self.fresh_round = False
             self.blocks_in_round = {}
-            for name in ARM_ORDER:
+            for name in ARMS:
                 s = self.streams[name]
                 self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
         result = self._block(arm, width)
@@ -104,7 +104,7 @@ class BlockRunner:
         return self.sampling.rule(isinstance(self.ctx.workers[arm].arm.draft, MTPDraft))
 
     def end_round(self) -> None:
-        a, b = (self.streams[name].tokens for name in ARM_ORDER)
+        a, b = (self.streams[name].tokens for name in ARMS)
         at = first_divergence(a, b)
         if at is not None and self.divergence is None and self.sampling.greedy:
             self.divergence = (at, self.round)

@@ -12,8 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from mlatui.acceptance import AcceptanceCounts
-
-ARMS = ("stock", "patched")
+from mlatui.events import ARMS
 
 
 class Guard(enum.StrEnum):

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from mlatui.events import ARMS
+
 BOOTSTRAP_RESAMPLES = 2000
 INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000
 CONFIDENCE = 0.95
@@ -219,7 +221,7 @@ def control_ratio(
 
 def estimate_context(
     timings: Sequence[Timing],
-    arms: Sequence[str] = ("stock", "patched"),
+    arms: Sequence[str] = ARMS,
     control_width: int | None = 1,
     tolerance_pct: float = 2.0,
     seed: int = 0,

@@ -59,15 +59,16 @@ from mlatui.estimates import (
     bootstrap_median,
     stable_seed,
 )
+from mlatui.events import ARMS
 from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig
+from mlatui.loading import DTYPES, default_dtype
 from mlatui.measure import L1_TOLERANCE_PCT, timed_ms
 from mlatui.records import BenchRecord, environment
-from mlatui.sampler import ARMS, SamplerPlan, SamplerRun, sample_context
+from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.sparse_mla import SparseMLACache, SparseMLAttention
 
 FAMILY = "glm5.3-flash"
 PARTS = ("indexer", "sparse-layer")
-DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 # S = 1 is the cheapest step and its check needs a tight paired ratio: three quads per round.
 CONTROL_QUADS = 3
 INPUTS_PER_WIDTH = 4  # distinct inputs per width, cycled; the k-th sample is the same in both arms
@@ -75,10 +76,6 @@ INPUTS_PER_WIDTH = 4  # distinct inputs per width, cycled; the k-th sample is th
 # The engine's phase passes its arms' own (an A/A pass gives both slots the same).
 Modes = dict[str, tuple[str | int, str]]
 DEFAULT_MODES: Modes = {"stock": ("stock", "stock"), "patched": ("formula", "patched")}
-
-
-def default_dtype() -> str:
-    return "float32" if mx.default_device() == mx.cpu else "bfloat16"
 
 
 def _sync(out: Any) -> None:

@@ -14,9 +14,15 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlatui.load_watch import memory_counter, no_watch, safetensors_files
-from mlatui.scenario import DraftSpec, ModelSpec, Scenario
+from mlatui.scenario import DTYPE_NAMES, DraftSpec, ModelSpec, Scenario
 
-DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
+DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
+
+
+def default_dtype() -> str:
+    """float32 on the CPU (fastest there; MoE experts are float32-only on CPU), bfloat16 on a GPU
+    (what real checkpoints run)."""
+    return "bfloat16" if mx.default_device() == mx.gpu else "float32"
 
 
 class LoadError(ValueError):
@@ -106,7 +112,7 @@ def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
     dtype = str(config.get("torch_dtype") or "bfloat16")
     check(
         text,
-        dtype if dtype in ("float32", "bfloat16", "float16") else "bfloat16",
+        dtype if dtype in DTYPE_NAMES else "bfloat16",
         folder_weights_bytes(folder),
     )
 

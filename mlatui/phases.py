@@ -28,6 +28,7 @@ from mlatui.estimates import (
     stable_seed,
 )
 from mlatui.events import (
+    ARMS,
     DriftEvent,
     Estimate,
     Event,
@@ -43,8 +44,6 @@ from mlatui.plans import CONTROL_QUADS, plan_for, sweep_segments  # noqa: F401 -
 from mlatui.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.scenario import Phase
 from mlatui.spec import require_trimmable
-
-ARM_ORDER = ("stock", "patched")
 
 
 class Stopped(Exception):
@@ -175,7 +174,7 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
         a.cache = copy_cache(base)
         a.state.update(hidden)
 
-    for name in ARM_ORDER:
+    for name in ARMS:
         ctx.workers[name].call(take)
     if source is ctx.prefill_worker:
         source.arm.cache = None  # the base is no longer needed: free it
@@ -209,7 +208,7 @@ def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstima
     contexts are kept out of every verdict."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
-    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARM_ORDER}
+    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARMS}
     v = Validity(
         ctx.now(),
         phase,

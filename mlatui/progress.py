@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from mlatui.events import (
+    ARMS,
     BudgetPlanned,
     DecodeBlock,
     Estimate,
@@ -36,7 +37,6 @@ from mlatui.progress_costs import Cost, CostTable, add, scale
 PRIOR_OVERHEAD = {False: 1.3, True: 1.05}  # wall s per measured s (steps, blocks) until seen
 STALL_MIN_S = 10.0
 STALL_FACTOR = 5.0  # times the slowest gap between steps seen
-ARMS = ("stock", "patched")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mlatui.events import Event, PhaseSummary, RunEnd, RunHeader, Validity
+from mlatui.events import ARMS, Event, PhaseSummary, RunEnd, RunHeader, Validity
 from mlatui.mdtable import check as _check
 from mlatui.mdtable import csv_text
 from mlatui.mdtable import fmt as _fmt
@@ -67,7 +67,7 @@ def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
     keys = sorted({(c, w) for c, w, _ in med})
     if keys and "ratio" not in next(iter(med.values())):
         return _legacy_sweep_table(summary)
-    a, b = ("A", "B") if null else ("stock", "patched")
+    a, b = ("A", "B") if null else ARMS
     rows = []
     for c, w in keys:
         s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
@@ -152,7 +152,7 @@ def _legacy_sweep_table(summary: PhaseSummary) -> str:
     marg = []
     for c in sorted({c for c, _, _ in med}):
         vals = []
-        for arm in ("stock", "patched"):
+        for arm in ARMS:
             one, two = med.get((c, 1, arm)), med.get((c, 2, arm))
             vals.append(_fmt(two["median_ms"] - one["median_ms"]) if one and two else "-")
         marg.append([c, *vals])
@@ -419,6 +419,6 @@ def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
     for (phase, context), timings in steps.items():
         control = 1 if any(t.width == 1 for t in timings) else None
         out[(phase, context)] = estimate_context(
-            timings, ("stock", "patched"), control, 2.0, stable_seed(base, phase, context)
+            timings, ARMS, control, 2.0, stable_seed(base, phase, context)
         )
     return out

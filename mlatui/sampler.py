@@ -26,8 +26,7 @@ from mlatui.estimates import (
     control_ratio,
     estimate_context,
 )
-
-ARMS = ("stock", "patched")
+from mlatui.events import ARMS
 
 
 def quad(arms: Sequence[str], mirrored: bool) -> tuple[str, str, str, str]:

@@ -18,6 +18,7 @@ PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 DRAFT_SOURCES = ("auto", "draft-model", "mtp", "synthetic", "none")
 FILLS = ("prefill", "random-latents")
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.loading.DTYPES maps them to mlx
 SHARD_MODES = ("tensor", "pipeline")  # mlatui.distributed.ShardMode (no mlx import here)
 
 
@@ -295,8 +296,8 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raise ScenarioError(
             f"{path} [model]: 'source' must be one of {', '.join(MODEL_SOURCES)}, got {source!r}"
         )
-    if model_raw.get("dtype", "float32") not in ("float32", "bfloat16", "float16"):
-        raise ScenarioError(f"{path} [model]: 'dtype' must be float32, bfloat16 or float16")
+    if model_raw.get("dtype", "float32") not in DTYPE_NAMES:
+        raise ScenarioError(f"{path} [model]: 'dtype' must be one of {', '.join(DTYPE_NAMES)}")
     if source == "random" and not (
         model_raw.get("family") and isinstance(model_raw.get("config"), dict)
     ):

@@ -12,23 +12,15 @@ from typing import Any
 
 from mlatui.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
 from mlatui.commands._attention_scenario import _check_round_trip, scenario_toml
+from mlatui.scenario import DTYPE_NAMES
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 
-DTYPE_NAMES = ("float32", "bfloat16", "float16")
 BITS = BIT_WIDTHS
 FILLS = ("prefill", "random-latents")
 
 
 # ---- argument parsing: argparse types (mlatui/argtypes.py), one-line errors, exit status 2 --
-
-
-def default_dtype() -> str:
-    """float32 on the CPU (fastest there; MoE experts are float32-only on CPU), bfloat16 on a GPU
-    (what real checkpoints run)."""
-    import mlx.core as mx
-
-    return "bfloat16" if mx.default_device() == mx.gpu else "float32"
 
 
 def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"{args.family}: part (b) trims caches and its linear-attention cache cannot be trimmed; use --part a"
         )
+
+    from mlatui.loading import default_dtype
 
     dtype = args.dtype or default_dtype()
     if part_a:

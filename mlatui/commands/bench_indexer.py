@@ -6,6 +6,7 @@ import argparse
 import math
 
 from mlatui.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
+from mlatui.scenario import DTYPE_NAMES
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 
@@ -49,7 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtype",
-        choices=("float32", "bfloat16", "float16"),
+        choices=DTYPE_NAMES,
         default=None,
         help="default: float32 on CPU, bfloat16 on GPU",
     )
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
 
     from mlatui.errors import ExitStatus, error_line
     from mlatui.fit import indexer_estimate, refuse_unless_fits
-    from mlatui.indexer_bench import default_dtype
+    from mlatui.loading import default_dtype
     from mlatui.outputs import JsonlSink, claim_output
     from mlatui.signals import StopOnSignals, raise_if_set
 

@@ -54,9 +54,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.commands.bench_attention import default_dtype, describe
+    from mlatui.commands.bench_attention import describe
     from mlatui.errors import UserError
     from mlatui.families import FAMILIES, family
+    from mlatui.loading import default_dtype
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
