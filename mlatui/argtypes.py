@@ -127,11 +127,3 @@ def int_list_or_none(text: str) -> list[int]:
     if str(text).strip().lower() in ("none", ""):
         return []
     return _int_list(text)
-
-
-def require_int_list(text: str, flag: str = "") -> list[int]:
-    """parse_int_list for values that did not come through argparse: a UserError naming the flag."""
-    try:
-        return parse_int_list(text)
-    except ValueError as e:
-        raise UserError(f"{flag + ' ' if flag else ''}{e}") from None

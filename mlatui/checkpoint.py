@@ -60,7 +60,8 @@ def save_random_checkpoint(
     import mlx.core as mx
     from mlx_lm.utils import save_config, save_model
 
-    from mlatui.families import GROUP_SIZE, build_model, config_for, text_config
+    from mlatui.families import GROUP_SIZE, build_model, config_for
+    from mlatui.model_inputs import text_config
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

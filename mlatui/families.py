@@ -14,6 +14,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlatui.model_inputs import text_config
+
 VOCAB_TINY = 256
 GROUP_SIZE = 64
 
@@ -514,11 +516,6 @@ def family(name: str) -> Family:
     if name not in FAMILIES:
         raise KeyError(f"unknown MLA family {name!r}: use one of {', '.join(FAMILIES)}")
     return FAMILIES[name]
-
-
-def text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The dict that holds the attention geometry (kimi wrappers nest it in text_config)."""
-    return config.get("text_config") or config
 
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers")

@@ -14,6 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlatui.load_watch import memory_counter, no_watch, safetensors_files
+from mlatui.model_inputs import text_config
 from mlatui.scenario import DTYPE_NAMES, DraftSpec, ModelSpec, Scenario
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
@@ -108,10 +109,9 @@ def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
         return  # mlx_lm.load reports a bad config in its own words
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     dtype = str(config.get("torch_dtype") or "bfloat16")
     check(
-        text,
+        text_config(config),
         dtype if dtype in DTYPE_NAMES else "bfloat16",
         folder_weights_bytes(folder),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 from mlatui.errors import UserError
 
@@ -15,6 +16,12 @@ MAX_CONFIG_BYTES = 16 << 20  # real configs are a few KB (quantisation tables: a
 MAX_SAFETENSORS_HEADER = 100 << 20
 OWN_MODEL_TYPES = ("mlatui_mla",)  # registered with mlx-lm by mlatui.models.register()
 HINT = "give a local mlx-lm model folder (config.json + *.safetensors) or a hub id like org/name"
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The dict that holds the text model's geometry (kimi and VLM wrappers nest it)."""
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) else config
 
 
 def _config(folder: Path, flag: str) -> dict:
@@ -89,8 +96,7 @@ def check_model_ref(ref: str | None, flag: str = "--model") -> None:
     if not (folder / "config.json").exists():
         raise UserError(f"{flag} {ref}: folder has no config.json (not an mlx-lm folder)", HINT)
     config = _config(folder, flag)
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    model_type = config.get("model_type") or text.get("model_type")
+    model_type = config.get("model_type") or text_config(config).get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise UserError(f"{flag} {ref}: config.json has no model_type", HINT)
     if not _known_model_type(model_type):

@@ -58,3 +58,15 @@ def test_other_families_load(tmp_path, family, bits):
     draft = mla.twin(model)
     assert _generate(patched, tokenizer, draft, 8) == _generate(model, tokenizer, draft, 8)
     assert mla.branch_counters(patched).absorbed[3] > 0
+
+
+def test_text_config_is_the_nested_dict_where_there_is_one():
+    from mlatui.model_inputs import text_config
+
+    nested = {"model_type": "kimi_k25", "text_config": {"kv_lora_rank": 512}}
+    assert text_config(nested) == {"kv_lora_rank": 512}
+    assert text_config({"kv_lora_rank": 64}) == {"kv_lora_rank": 64}
+    assert text_config({"kv_lora_rank": 64, "text_config": 4}) == {
+        "kv_lora_rank": 64,
+        "text_config": 4,
+    }

@@ -176,8 +176,9 @@ def refuse_unless_layer_fits(
 ) -> None:
     """One attention layer at the largest context and width, against the device's memory (MLX
     dies with signal 11 where it cannot allocate): refused before anything is built."""
-    from mlatui.families import config_for, text_config
+    from mlatui.families import config_for
     from mlatui.fit import forced_layer_estimate, refuse_unless_fits
+    from mlatui.model_inputs import text_config
 
     config = text_config(config_for(family_name, size, layers=1))
     refuse_unless_fits(

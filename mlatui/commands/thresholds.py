@@ -72,13 +72,15 @@ def _positive_int(value: object) -> bool:
 def thresholds(config: dict) -> dict:
     from mlatui.errors import UserError
     from mlatui.mla import UNBOUNDED, max_absorbed_queries
+    from mlatui.model_inputs import text_config
 
-    text = config.get("text_config") or config
-    if not isinstance(text, dict):
+    nested = config.get("text_config")
+    if nested is not None and not isinstance(nested, dict):
         raise UserError(
-            f"config 'text_config' must be a JSON object, got {type(text).__name__}",
+            f"config 'text_config' must be a JSON object, got {type(nested).__name__}",
             "pass an mlx-lm/HF config.json",
         )
+    text = text_config(config)
     missing = [k for k in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim") if text.get(k) is None]
     if missing:
         raise UserError(
