@@ -21,7 +21,32 @@ CORPUS = (
 ) * 4
 
 
-def save_tokenizer(folder: Path, vocab_size: int) -> int:
+def write_tokenizer(
+    tok: Any,
+    folder: Path,
+    eos: str,
+    max_length: int,
+    unk: str | None = None,
+    pad: str | None = None,
+) -> int:
+    """tokenizer.json + the tokenizer_config.json that transformers' PreTrainedTokenizerFast (and
+    so mlx_lm.load) reads offline; returns the end-of-sequence id."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": eos,
+        "bos_token": None,
+        "unk_token": unk,
+        "pad_token": pad,
+        "model_max_length": max_length,
+        "clean_up_tokenization_spaces": False,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return tok.token_to_id(eos)
+
+
+def tiny_tokenizer(folder: Path, vocab_size: int) -> int:
     """Trains a tiny BPE (<= vocab_size tokens) and saves it; returns the end-of-sequence id."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -34,17 +59,7 @@ def save_tokenizer(folder: Path, vocab_size: int) -> int:
     tok.train_from_iterator([CORPUS], trainer=trainer)
     if tok.get_vocab_size() > vocab_size:
         raise ValueError(f"tokenizer has {tok.get_vocab_size()} tokens > model vocab {vocab_size}")
-    tok.save(str(folder / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "unk_token": UNK,
-        "eos_token": EOS,
-        "bos_token": None,
-        "model_max_length": 1 << 20,
-        "clean_up_tokenization_spaces": False,
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
-    return tok.token_to_id(EOS)
+    return write_tokenizer(tok, folder, EOS, 1 << 20, unk=UNK)
 
 
 def save_random_checkpoint(
@@ -67,7 +82,7 @@ def save_random_checkpoint(
     folder.mkdir(parents=True, exist_ok=True)
     config = config_for(family, size, layers, **overrides)
     model = build_model(family, size, layers, bits=bits, seed=seed, dtype=mx.float32, **overrides)
-    eos = save_tokenizer(folder, text_config(config)["vocab_size"])
+    eos = tiny_tokenizer(folder, text_config(config)["vocab_size"])
     config["eos_token_id"] = eos
     if bits:
         config["quantization"] = {"group_size": GROUP_SIZE, "bits": bits}

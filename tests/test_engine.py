@@ -352,12 +352,12 @@ def test_shared_arm_thread_runs_both_arms_on_one_thread():
 def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     """`--model` on a checkpoint that carries an MTP layer: the engine finds it (draft "auto"),
     speculates with it in both arms, and the emitted text equals plain greedy decoding."""
-    from mlatui.checkpoint import save_tokenizer
+    from mlatui.checkpoint import tiny_tokenizer
     from tests.test_mtp import save_checkpoint
 
     folder = tmp_path / "glm-mtp"
     save_checkpoint(folder, "glm4_moe_lite", "index", overrides={"vocab_size": 64})
-    save_tokenizer(folder, 64)
+    tiny_tokenizer(folder, 64)
     scenario = tmp_path / "mtp.toml"
     scenario.write_text(
         '[model]\nsource = "path"\n[draft]\nsource = "auto"\n'

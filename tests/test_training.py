@@ -248,3 +248,16 @@ def test_extra_packages_need_a_permissive_licence_and_skip_held_out_overlap(tmp_
         extra_docs(tmp_path, ["gplpkg"], held_out)
     with pytest.raises(FileNotFoundError):
         extra_docs(tmp_path, ["missing"], held_out)
+
+
+def test_saved_tokenizer_loads_offline_with_end_of_text_as_eos_and_pad(tmp_path):
+    from transformers import AutoTokenizer
+
+    from mlatui.training.tokenizer import save_tokenizer, train_tokenizer
+
+    tok = train_tokenizer(["def f(x):\n    return x + 1\n"] * 20, 300)
+    eot = save_tokenizer(tok, tmp_path / "tok", 4096)
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert loaded.eos_token_id == eot == loaded.pad_token_id and loaded.unk_token is None
+    assert loaded.model_max_length == 4096
+    assert loaded.decode(loaded.encode("def f(x):")) == "def f(x):"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mlatui.training.corpus import EOT
@@ -25,17 +24,7 @@ def train_tokenizer(docs: list[str], vocab_size: int):
 
 
 def save_tokenizer(tok, folder: Path, max_length: int) -> int:
-    """Writes tokenizer.json + tokenizer_config.json; returns the end-of-text id."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tok.save(str(folder / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": EOT,
-        "bos_token": None,
-        "unk_token": None,
-        "pad_token": EOT,
-        "model_max_length": max_length,
-        "clean_up_tokenization_spaces": False,
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
-    return tok.token_to_id(EOT)
+    """The shipped tokenizer's files (mlatui.checkpoint.write_tokenizer); the end-of-text id."""
+    from mlatui.checkpoint import write_tokenizer
+
+    return write_tokenizer(tok, folder, EOT, max_length, pad=EOT)
