@@ -328,7 +328,7 @@ def fill_random_latents(arm: Arm, length: int, seed: int) -> int:
                 dtype
             )  # (B, H, T, D)
             gates = mx.random.normal((1, idx.n_heads, length)).astype(dtype)  # (B, H, T)
-            cache.prefill(latent, keys, gates, pe if rope else None)
+            cache.fill(latent, keys, gates, pe if rope else None)
         elif hasattr(cache, "update_and_fetch") and hasattr(cache, "offset"):
             cache.update_and_fetch(latent, pe)
         else:

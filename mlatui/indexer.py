@@ -260,7 +260,7 @@ class IndexerCache:
         self.pool_batch = B
         return self.pooled[:, :, :P]
 
-    def prefill(self, keys: mx.array, gates: mx.array, reserve: int = 0) -> None:
+    def fill(self, keys: mx.array, gates: mx.array, reserve: int = 0) -> None:
         """Fill the cache directly with index keys (B, H, T, D) and gates (B, H, T), with room for
         `reserve` more tokens: benchmarks start from a long context without running the
         projections over it, and never reallocate while timing."""

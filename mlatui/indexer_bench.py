@@ -214,7 +214,7 @@ def _indexer_part(
     mx.eval(ix.parameters())
     keys, gates = _random_index(config, context, dtype)
     base = IndexerCache()
-    base.prefill(keys, gates, max(widths) + 256)
+    base.fill(keys, gates, max(widths) + 256)
     del keys, gates
     ix.mode = "patched"
     first = ix(*_inputs(config, 1, dtype, seed), base)  # builds the pool once
@@ -262,7 +262,7 @@ def _layer_part(
             dtype
         )  # (B, 1, T, rope)
     base = SparseMLACache()
-    base.prefill(latent, keys, gates, pe, max(widths) + 256)
+    base.fill(latent, keys, gates, pe, max(widths) + 256)
     del keys, gates, latent, pe
     x0 = mx.random.normal((1, 1, config.hidden_size)).astype(dtype)
     layer.set_modes("patched", "patched")

@@ -70,7 +70,7 @@ class SparseMLACache(_BaseCache):
         pe_all = None if self.pe is None else self.pe[:, :, : self.offset]
         return self.latent[:, :, : self.offset], pe_all
 
-    def prefill(
+    def fill(
         self,
         latent: mx.array,
         index_keys: mx.array,
@@ -87,7 +87,7 @@ class SparseMLACache(_BaseCache):
         self.pe = None if pe is None else mx.zeros((B, 1, cap, pe.shape[-1]), pe.dtype)
         self.offset = 0
         self.update_and_fetch(latent, pe)
-        self.index.prefill(index_keys, index_gates, reserve)
+        self.index.fill(index_keys, index_gates, reserve)
 
     def size(self) -> int:
         return self.offset

@@ -374,3 +374,16 @@ def test_layer_parameter_names_follow_mlx_lm_mla():
         "indexer.weights_proj.weight",
     ):
         assert key in names
+
+
+def test_embedded_model_args_hand_every_shared_key_to_the_sparse_layer():
+    from dataclasses import fields
+
+    from mlatui.indexer import SparseMLAConfig
+    from mlatui.models.mlatui_mla import ModelArgs
+
+    args = ModelArgs(index_topk=512, index_kpool=8, kv_lora_rank=64, rope_theta=5e5)
+    config = args.sparse_args()
+    shared = {f.name for f in fields(ModelArgs)} & {f.name for f in fields(SparseMLAConfig)}
+    assert {"index_topk", "index_kpool", "kv_lora_rank", "rope_theta"} <= shared
+    assert all(getattr(config, k) == getattr(args, k) for k in shared)

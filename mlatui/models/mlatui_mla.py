@@ -8,7 +8,7 @@ the CPU runs fastest (OpenBLAS) and what Metal/CUDA run without surprises.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import mlx.core as mx
@@ -64,21 +64,8 @@ class ModelArgs(BaseModelArgs):
         )
 
     def sparse_args(self) -> SparseMLAConfig:
-        return SparseMLAConfig(
-            hidden_size=self.hidden_size,
-            num_attention_heads=self.num_attention_heads,
-            kv_lora_rank=self.kv_lora_rank,
-            q_lora_rank=self.q_lora_rank,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            v_head_dim=self.v_head_dim,
-            index_n_heads=self.index_n_heads,
-            index_head_dim=self.index_head_dim,
-            index_kpool=self.index_kpool,
-            index_topk=self.index_topk,
-            rms_norm_eps=self.rms_norm_eps,
-            rope_theta=self.rope_theta,
-        )
+        """The sparse layers' config: SparseMLAConfig's own schema, read from these flat keys."""
+        return SparseMLAConfig.from_dict(asdict(self))
 
 
 class SparseDecoderLayer(nn.Module):
