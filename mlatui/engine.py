@@ -222,6 +222,7 @@ def run(
         fit_warnings: list[str] = []
 
         dist = DistRun.for_scenario(scenario)
+        seed = scenario.run_seed(config.seed)
 
         def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
             e = dist.per_rank(estimate(model_config, dtype, weights_bytes, longest))
@@ -244,13 +245,13 @@ def run(
                 config.model,
                 scenario,
                 config.random_weights,
-                config.seed,
+                seed,
                 fit_check,
                 watch,
                 dist.prepare_target(),
             )
             load_draft(
-                config.draft_model, scenario.draft, loaded, config.seed, watch, dist.prepare_draft()
+                config.draft_model, scenario.draft, loaded, seed, watch, dist.prepare_draft()
             )
             return loaded
 
@@ -264,7 +265,7 @@ def run(
             raise Stopped()
         if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
             loaded.draft_name = "none"
-        make_draft = _draft_factory(loaded, scenario, config.seed)
+        make_draft = _draft_factory(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
         gates = Gates.parse(
             config.threshold or scenario.threshold or "formula",
@@ -335,7 +336,7 @@ def run(
         if dist.leader:  # the others' figures would go nowhere: only rank 0 records
             sampler = MemorySampler(lambda e: emit(e), interval_s=1.0, clock=now)
             sampler.start()
-        tokens_for = text_tokens(loaded, config.seed)  # tokenized once, for every pass
+        tokens_for = text_tokens(loaded, seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
                 stock, patched = build_arms(loaded.model, gates.threshold, variants, gates.indexer)
@@ -365,7 +366,7 @@ def run(
                 loaded.draft_name,
                 prefill_worker=prefill_worker,
                 invalid_contexts=invalid,
-                seed=scenario.seed + config.seed,
+                seed=seed,
                 fill=fill,
                 settle=config.settle,
                 lockstep=dist.lockstep,

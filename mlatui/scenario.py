@@ -99,6 +99,11 @@ class Scenario:
     indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
     budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.budget); 0: off
 
+    def run_seed(self, offset: int = 0) -> int:
+        """The run's one seed (`seed`, plus `--seed`): random weights, random context ids, the
+        synthetic draft, random-latent fills, sampling and every bootstrap CI draw from it."""
+        return self.seed + offset
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -430,3 +430,42 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
         assert estimate_rows(est) == finals[key].rows
         v = next(e for e in back.events if isinstance(e, Validity) and (e.phase, e.context) == key)
         assert est.control_outcome.value == v.outcome
+
+
+def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler(
+    tmp_path, monkeypatch
+):
+    """scenario `seed = 3` with `--seed 4`: every seeded part of the run gets 7 (a scenario's seed
+    used to reach only the sampler), and the recorded header keeps both parts."""
+    import mlatui.engine as engine
+    from mlatui.phases import Stopped
+
+    seen: dict[str, int] = {}
+
+    def spy(name, fn, index):
+        def wrapped(*args, **kwargs):
+            seen[name] = args[index]
+            return fn(*args, **kwargs)
+
+        monkeypatch.setattr(engine, name, wrapped)
+
+    spy("load_target", engine.load_target, 3)
+    spy("load_draft", engine.load_draft, 3)
+    spy("_draft_factory", engine._draft_factory, 2)
+    spy("text_tokens", engine.text_tokens, 1)
+
+    def context(*args, **kwargs):
+        seen["RunContext"] = kwargs["seed"]
+        raise Stopped()
+
+    monkeypatch.setattr(engine, "RunContext", context)
+    scenario = tmp_path / "seeded.toml"
+    scenario.write_text(Path(TINY).read_text().replace("seed = 0", "seed = 3", 1))
+    events = []
+    config = RunConfig(scenario=str(scenario), random_weights=True, seed=4, overrides=QUICK)
+    assert run(config, events.append) == "interrupted"
+    assert seen == dict.fromkeys(
+        ("load_target", "load_draft", "_draft_factory", "text_tokens", "RunContext"), 7
+    )
+    h = next(e for e in events if e.type == "header")
+    assert h.scenario["seed"] == 3 and h.settings["seed"] == 4

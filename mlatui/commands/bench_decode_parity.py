@@ -67,17 +67,18 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         scenario = load_scenario(args.scenario or args.scenario_opt)
-        loaded = load_target(args.model, scenario, args.random_weights, args.seed)
-        load_draft(args.draft_model, scenario.draft, loaded, args.seed)
+        seed = scenario.run_seed(args.seed)
+        loaded = load_target(args.model, scenario, args.random_weights, seed)
+        load_draft(args.draft_model, scenario.draft, loaded, seed)
     except (ScenarioError, LoadError) as e:
         raise UserError(str(e)) from None
     sampling = Sampling(args.temperature)
-    make_draft = _draft_factory(loaded, scenario, args.seed)
+    make_draft = _draft_factory(loaded, scenario, seed)
     if not sampling.greedy and loaded.draft_name.startswith("synthetic"):
         raise UserError("a synthetic draft (random weights) decodes greedily: use --temperature 0")
     tunes = [p for p in scenario.phases if p.kind in ("tune", "decode")]
     context = args.context or (tunes[0].contexts[0] if tunes else 2048)
-    text = text_tokens(loaded, args.seed)(context + 1)
+    text = text_tokens(loaded, seed)(context + 1)
     env = environment()
     print(f"# mlatui bench decode-parity\n\n{env_line(env)}", flush=True)
     print(
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         args.tokens,
         args.depth,
         args.rounds,
-        args.seed,
+        seed,
         sampling,
         lambda line: print(f"  {line}", file=sys.stderr, flush=True),
     )
