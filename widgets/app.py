@@ -18,7 +18,7 @@ from mlatui.dashboard_state import DashboardState
 from mlatui.events import Event
 from mlatui.report import SUMMARY_EVENT_TYPES
 from mlatui.sources import ReplaySource, Source
-from widgets.help import HelpScreen, binding_rows
+from widgets.help import HelpScreen, binding_rows, save_screenshot
 from widgets.keybar import KeyFooter
 from widgets.messages import Exported, RunFailed, RunFinished
 from widgets.panes import (
@@ -344,13 +344,7 @@ class MlatuiApp(ZoomMixin, App):
             self.notify(f"export failed: {e}", severity="error")
 
     def action_screenshot(self) -> None:
-        try:  # an unwritable --out-dir is a notification, as for export; the run goes on
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(self.out_dir))
-        except OSError as e:
-            self.notify(f"screenshot failed: {e}", severity="error")
-            return
-        self.notify(path, title="screenshot saved (SVG)")
+        save_screenshot(self, self.out_dir)
 
     def action_next_theme(self) -> None:
         themes = [t for t in THEMES if t in self.available_themes]

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from mlatui.compare import Comparison
 from widgets import compare_render as cr
-from widgets.help import HelpScreen, binding_rows
+from widgets.help import HelpScreen, binding_rows, save_screenshot
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
 
@@ -83,13 +83,7 @@ class CompareApp(App):
             self.notify(f"export failed: {e}", severity="error")
 
     def action_screenshot(self) -> None:
-        try:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(self.out_dir))
-        except OSError as e:
-            self.notify(f"screenshot failed: {e}", severity="error")
-            return
-        self.notify(path, title="screenshot saved (SVG)")
+        save_screenshot(self, self.out_dir)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -1,9 +1,11 @@
 """The `?` screen: every active binding (generated from the bindings themselves, so only the
-keys that work here: no seek or speed keys in a live run) and a legend of the symbols on screen."""
+keys that work here: no seek or speed keys in a live run) and a legend of the symbols on screen;
+and the one key action both apps share beside it, `s` (screenshot)."""
 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -72,3 +74,15 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Static(bindings_text(self.rows, self.legend), id="help-text")
+
+
+def save_screenshot(app: App, out_dir: Path) -> None:
+    """The `s` key: the screen as SVG in `out_dir`; an unwritable folder is a notification and
+    the run goes on."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = app.save_screenshot(path=str(out_dir))
+    except OSError as e:
+        app.notify(f"screenshot failed: {e}", severity="error")
+        return
+    app.notify(path, title="screenshot saved (SVG)")

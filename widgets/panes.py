@@ -13,21 +13,26 @@ from widgets import render as r
 from widgets.arm import arm_text
 
 
-class Pane(Widget):
-    """A pane that draws from the app's shared DashboardState; the app calls redraw() on it
-    only when its section changed. Focusable, so `z` can zoom it."""
+class _Section:
+    """What every pane is: a titled view of one section of the app's shared DashboardState."""
 
     section = ""
-    can_focus = True
 
     def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
-        super().__init__(id=id, classes=classes)
+        super().__init__(id=id, classes=classes)  # type: ignore[call-arg]
         if title:
             self.border_title = title
 
     @property
     def state(self) -> DashboardState:
         return self.app.dash  # type: ignore[attr-defined]
+
+
+class Pane(_Section, Widget):
+    """A pane that draws from the app's shared DashboardState; the app calls redraw() on it
+    only when its section changed. Focusable, so `z` can zoom it."""
+
+    can_focus = True
 
     def content(self) -> Text:
         return Text()
@@ -39,22 +44,12 @@ class Pane(Widget):
         self.refresh()
 
 
-class ScrollPane(VerticalScroll):
+class ScrollPane(_Section, VerticalScroll):
     """A pane whose text can be longer than the pane: it scrolls (keys or wheel when focused);
     with `follow`, new lines keep the end in view unless the user scrolled up."""
 
-    section = ""
     follow = False
     ALLOW_MAXIMIZE = True
-
-    def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
-        super().__init__(id=id, classes=classes)
-        if title:
-            self.border_title = title
-
-    @property
-    def state(self) -> DashboardState:
-        return self.app.dash  # type: ignore[attr-defined]
 
     def compose(self):
         yield Static(classes="body")
