@@ -185,6 +185,10 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         await pilot.pause()
         (md,) = tmp_path.glob("mlatui-compare-*.md")
         assert "30.4× (29.9–32.2) ≠" in md.read_text()
+        await pilot.press("s")
+        await pilot.pause()
+        (svg,) = tmp_path.glob("*.svg")
+        assert "<svg" in svg.read_text()[:400] and "cpu-default-full" in svg.read_text()
 
 
 def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path):
