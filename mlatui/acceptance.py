@@ -152,7 +152,3 @@ def steps_from_flags(from_draft: list[bool], depth: int, budget: int) -> list[Ve
             steps.append(VerifyStep(drafted, accepted, accepted))
         emitted += steps[-1].emitted
     return steps
-
-
-def format_positions(values: tuple[float | None, ...]) -> str:
-    return " ".join("–" if v is None else f"{v:.2f}" for v in values) or "–"

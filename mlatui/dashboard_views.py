@@ -34,10 +34,6 @@ class ArmView:
     materialised_calls: int = 0
 
     @property
-    def current_ms(self) -> float | None:
-        return self.verify_ms[-1] if self.verify_ms else None
-
-    @property
     def median_ms(self) -> float | None:
         return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
 

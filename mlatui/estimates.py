@@ -73,10 +73,6 @@ class Interval:
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
 
-    @property
-    def half_width_pct(self) -> float:
-        return (self.high - self.low) / 2 / abs(self.median) * 100 if self.median else math.inf
-
 
 def stable_seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())

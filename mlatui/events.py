@@ -363,25 +363,3 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunEnd,
     )
 }
-
-
-def event_from_dict(d: dict[str, Any]) -> Event:
-    kind = d.get("type")
-    cls = EVENT_TYPES.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown event type {kind!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: v for k, v in d.items() if k in names}
-    for f in dataclasses.fields(cls):
-        if f.name in kwargs and isinstance(kwargs[f.name], list) and "tuple" in str(f.type):
-            kwargs[f.name] = tuple(kwargs[f.name])
-    missing = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.name not in kwargs
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    ]
-    if missing:
-        raise ValueError(f"{kind} event lacks {', '.join(missing)}")
-    return cls(**kwargs)

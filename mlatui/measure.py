@@ -19,16 +19,6 @@ def timed_ms(step: Callable[[], object], sync: Callable[[object], None]) -> floa
     return (time.perf_counter_ns() - start) / 1e6
 
 
-def abba(arms: Sequence[str], reps: int) -> list[str]:
-    """A B B A A B B A ...: each arm goes first equally often, so drift and warm-cache
-    effects cancel instead of favouring one arm."""
-    a, b = arms
-    order: list[str] = []
-    for i in range(reps):
-        order += [a, b] if i % 2 == 0 else [b, a]
-    return order
-
-
 def percentile(samples: Sequence[float], q: float) -> float:
     xs = sorted(samples)
     if not xs:

@@ -58,10 +58,6 @@ class Ci:
         return self.high < other.low or other.high < self.low
 
 
-def ci_of(median: float | None, low: float | None = None, high: float | None = None) -> Ci | None:
-    return None if median is None else Ci(median, low, high)
-
-
 def ci_text(ci: Ci | None, unit: str = "") -> str:
     return "–" if ci is None else ci.text(unit)
 

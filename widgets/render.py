@@ -195,10 +195,6 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
     return lines
 
 
-def verdict_text(state: DashboardState, width: int) -> Text:
-    return Text("\n").join(verdict_lines(state, width))
-
-
 def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
     """Phase, bar, steps, elapsed, ETA (mlatui.progress_view) and the stall flag."""
     from mlatui.progress_view import progress_text
