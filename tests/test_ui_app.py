@@ -54,7 +54,8 @@ async def test_replay_fills_every_pane(tmp_path):
             assert "median" in text and "(synthetic)" in text and "×" in text and "absorbed" in text
         assert "context (tokens)" in pane_text(app, "marginal")
         assert "✓" in pane_text(app, "validity") and "✗" in pane_text(app, "validity")
-        assert "RSS" in pane_text(app, "memory")
+        memory = pane_text(app, "memory")  # the recording's last sample, as a person reads it
+        assert "process RSS 133.7 MB" in memory and "active 12.2 MB · cache 31.4 MB" in memory
         assert "run completed" in pane_text(app, "log")
         for pid in PANES:  # wide layout: every pane on screen with room to draw
             region = app.query_one(f"#{pid}").region

@@ -158,13 +158,22 @@ def test_marginal_plot_waits_for_data():
 
 def test_validity_table_marks_verdicts(real):
     text = r.validity_text(real, 80).plain
-    assert "✓" in text and "✗" in text and "greyed" in text
-    assert text.count("\n") >= 6
+    assert "greyed" in text and text.count("\n") >= 6
+    rows = {tuple(line.split()[:2]): line for line in text.splitlines()}
+    for (phase, context), v in real.validity.items():
+        row = rows[(phase[:5], r.fmt_context(context))]
+        assert ("✓" if v.valid else "✗") in row, (phase, context, v.verdict)
+    assert any(v.valid for v in real.validity.values())
+    assert not all(v.valid for v in real.validity.values())
 
 
 def test_memory_and_log_text(real):
-    mem = r.memory_text(real, 80).plain
-    assert "MLX active+cache" in mem and "RSS" in mem and "swap" in mem
+    m, mem = real.memory, r.memory_text(real, 80).plain
+    assert f"process RSS {r.fmt_bytes(m.process_rss_bytes)}" in mem
+    assert (
+        f"active {r.fmt_bytes(m.mlx_active_bytes)} · cache {r.fmt_bytes(m.mlx_cache_bytes)}" in mem
+    )
+    assert f"swap {r.fmt_bytes(m.swap_used_bytes)}" in mem
     log = r.log_text(real).plain
     assert len(log.split("\n")) == len(real.log) and "run completed" in log.split("\n")[-1]
 
