@@ -11,6 +11,7 @@ from __future__ import annotations
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import ARMS, DecodeResult
 from mlatui.mdtable import csv_text, table
+from mlatui.report import drift_line, indexer_table
 from mlatui.rounding import Ci, ci_text, sig
 from mlatui.run_meta import header_fields
 from mlatui.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
@@ -150,8 +151,6 @@ def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
     elif kind in ("decode", "tune"):
         body = _decode_table(state, phase)
     elif summary is not None:
-        from mlatui.report import indexer_table
-
         body = indexer_table(summary)
     running = summary is None and state.status == "running" and phase == state.phase.name
     out = [f"## Phase {phase} ({kind})" + (" — in progress" if running else ""), "", body]
@@ -177,15 +176,7 @@ def summary_markdown(state: DashboardState) -> str:
     for phase, kind in _phases(state):
         lines += _phase_section(state, phase, kind)
     if state.drifts:
-        shown = ", ".join(
-            f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%"
-            for d in state.drifts[:12]
-        )
-        lines += [
-            f"Device drift: {len(state.drifts)} step(s) of the L = 1 level > 10% between rounds "
-            f"(both arms; paired figures cancel them): {shown}",
-            "",
-        ]
+        lines += [drift_line(state.drifts), ""]
     left_out = sorted({c for (_, c), v in state.validity.items() if not v.valid})
     if left_out and state.status != "running":
         lines.append(

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mlatui.events import ARMS, Event, PhaseSummary, RunEnd, RunHeader, Validity
+from mlatui.events import ARMS, DriftEvent, Event, PhaseSummary, RunEnd, RunHeader, Validity
 from mlatui.mdtable import check as _check
 from mlatui.mdtable import csv_text
 from mlatui.mdtable import fmt as _fmt
@@ -278,6 +278,16 @@ SUMMARY_EVENT_TYPES = frozenset(
 )
 
 
+def drift_line(drifts: Sequence[DriftEvent]) -> str:
+    shown = ", ".join(
+        f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%" for d in drifts[:12]
+    )
+    return (
+        f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
+        f"(both arms; paired figures cancel them): {shown}"
+    )
+
+
 def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str:
     """`verdict`: the strip as the dashboard computed it (it saw every event); else folded here."""
     h = _header(events)
@@ -307,17 +317,9 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
             bias,
             "",
         ]
-    drifts = [e for e in events if e.type == "drift"]
+    drifts = [e for e in events if isinstance(e, DriftEvent)]
     if drifts:
-        parts += [
-            f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
-            f"(both arms; paired figures cancel them): "
-            + ", ".join(
-                f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%"
-                for d in drifts[:12]
-            ),
-            "",
-        ]
+        parts += [drift_line(drifts), ""]
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     if end:
         parts.append(

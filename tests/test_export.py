@@ -144,3 +144,20 @@ async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
     assert next(r["text"] for r in rows if r["quantity"] == "status").startswith("running")
     (md_path,) = tmp_path.glob("mlatui-summary-*.md")
     assert "## Phase sweep (sweep) — in progress" in md_path.read_text()
+
+
+def test_both_summaries_name_the_device_drifts_in_one_wording():
+    from mlatui.events import DriftEvent
+    from mlatui.report import summary_markdown
+
+    events = [e for _, e in iter_recording(FIXTURE)]
+    drifts = [DriftEvent(9.0 + i, "sweep", 256, i, 10.0, 12.0, 20.0) for i in range(13)]
+    state = fold(FIXTURE)
+    state.apply_all(drifts)
+    want = (
+        "Device drift: 13 step(s) of the L = 1 level > 10% between rounds (both arms; paired "
+        "figures cancel them): sweep @ 256 round 1 +20%, "
+    )
+    for text in (export.summary_markdown(state), summary_markdown([*events, *drifts])):
+        (line,) = [x for x in text.splitlines() if x.startswith("Device drift")]
+        assert line.startswith(want) and line.endswith("sweep @ 256 round 12 +20%"), line
