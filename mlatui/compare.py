@@ -41,7 +41,8 @@ class Run:
 
     @property
     def header(self) -> RunHeader:
-        assert self.state.header is not None
+        if self.state.header is None:  # the reader refuses a file without one; kept for Run(...)
+            raise RecordingError(f"{self.path}: no header record", HINT)
         return self.state.header
 
     @property

@@ -6,6 +6,7 @@ from rich.text import Text
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.distributed import world_label
+from mlatui.events import RunHeader
 from mlatui.threshold_text import threshold_text
 from widgets import fit
 from widgets.figure import fmt_context
@@ -57,10 +58,8 @@ def blas_text(device: dict) -> Text:
     return Text(f"BLAS {blas.split(' ')[0]}")
 
 
-def header_pieces(state: DashboardState) -> tuple[list[fit.Piece], list[fit.Piece]]:
-    """Header lines 1 and 2 as pieces with short forms and priorities (widgets.fit)."""
-    h = state.header
-    assert h is not None
+def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece], list[fit.Piece]]:
+    """Header lines 1 and 2 (of run header `h`) as pieces with short forms and priorities."""
     g = h.geometry
     geo = f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
     first = [

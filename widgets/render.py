@@ -163,7 +163,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
             if quiet is not None and not load.done:
                 t.append(f"  no bytes read for {fmt_duration(quiet)}", style="bold yellow")
         return t
-    first, second = header_pieces(state)
+    first, second = header_pieces(state, h)
     t.append(fit.SEPARATOR, style="dim")
     t.append_text(fit.join(fit.fit(first, width - t.cell_len)))
     t.append("\n")
