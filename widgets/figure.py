@@ -27,6 +27,14 @@ def fmt_context(c: int) -> str:
     return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
 
 
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "–"
+    a = abs(ms)
+    digits = 0 if a >= 100 else 1 if a >= 10 else 2 if a >= 1 else 3
+    return f"{ms:.{digits}f}"
+
+
 def marker(point: FigurePoint, colour: str) -> tuple[str, str]:
     if point.status is PointStatus.INVALID:
         return "✗", f"dim {colour}"

@@ -15,7 +15,7 @@ from mlatui.dashboard_views import pressure
 from mlatui.key_figure import key_figure
 from mlatui.progress_view import duration
 from widgets import fit
-from widgets.figure import key_figure_text
+from widgets.figure import fmt_context, fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"
@@ -76,21 +76,6 @@ class ViewInfo:
     now_s: float | None = None  # the run's clock (replay: recorded time) for elapsed and stalls
 
 
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "–"
-    a = abs(ms)
-    return (
-        f"{ms:.0f}"
-        if a >= 100
-        else f"{ms:.1f}"
-        if a >= 10
-        else f"{ms:.2f}"
-        if a >= 1
-        else f"{ms:.3f}"
-    )
-
-
 def fmt_bytes(n: float | None) -> str:
     if n is None:
         return "–"
@@ -101,10 +86,6 @@ def fmt_bytes(n: float | None) -> str:
 
 
 fmt_duration = duration  # one formatter of seconds, shared with the progress line
-
-
-def fmt_context(c: int) -> str:
-    return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
 
 
 def bar(fraction: float, width: int, style: str = "") -> Text:

@@ -7,15 +7,11 @@ from rich.text import Text
 
 from mlatui.step_series import Panel, StepChart, priority_widths
 from widgets.axis import nice_ceiling
-from widgets.figure import fmt_context
+from widgets.figure import fmt_context, fmt_ms
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 GREY = "grey42"
 MIN_SEGMENT = 2
-
-
-def fmt_ms(ms: float) -> str:
-    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 
 
 def scale_text(chart: StepChart, narrow: bool) -> Text:
