@@ -13,7 +13,7 @@ from mlatui.events import ARMS, DecodeResult
 from mlatui.mdtable import csv_text, table
 from mlatui.report import drift_line, indexer_table
 from mlatui.rounding import Ci, ci_text, sig
-from mlatui.run_meta import header_fields
+from mlatui.run_meta import header_fields, header_lines
 from mlatui.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
 from mlatui.verdict_strip import verdict_line
 
@@ -162,10 +162,8 @@ def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
 def summary_markdown(state: DashboardState) -> str:
     lines = ["# mlatui run summary", ""]
     if state.header is not None:
-        lines += [f"- {f.label}: {f.value}" for f in header_fields(state.header)]
+        lines += header_lines(state.header)
     lines += [f"- status: {_status(state)}"]
-    if state.harness_bias:
-        lines += [f"- {state.harness_bias}"]
     lines += ["", f"**Verdict:** {verdict_line(state)}", ""]
     if state.validity:
         lines += ["## L = 1 check (both arms take the same branch: paired ratio 1 ± 2%)", ""]

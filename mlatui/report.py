@@ -13,45 +13,11 @@ from mlatui.mdtable import csv_text
 from mlatui.mdtable import fmt as _fmt
 from mlatui.mdtable import table as _table
 from mlatui.report_decode import decode_table
+from mlatui.run_meta import header_lines
 
 
 def _header(events: Sequence[Event]) -> RunHeader | None:
     return next((e for e in events if isinstance(e, RunHeader)), None)
-
-
-def describe_header(h: RunHeader) -> str:
-    d = h.device
-    g = h.geometry or {}
-    geo = (
-        f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}, {g.get('num_heads')} heads"
-        if g
-        else "geometry unknown"
-    )
-    th = h.thresholds or {}
-    synthetic = " (acceptance SYNTHETIC: random weights)" if h.synthetic_acceptance else ""
-    st = h.settings or {}
-    if st.get("fill") == "random-latents":
-        synthetic += "; caches filled with RANDOM LATENTS (timing only)"
-    if st.get("null"):
-        synthetic += "; A/A NULL RUN (both arms the same variant)"
-    gates = (
-        f"patched arm: MLA gate {st.get('threshold', '-')}, indexer {st.get('indexer', 'patched')}"
-    )
-    from mlatui.harness_bias import describe
-    from mlatui.threshold_text import threshold_text
-
-    bias = describe(st.get("harness_bias"))
-    from mlatui.distributed import world_label
-
-    world = world_label(getattr(h, "distributed", None))
-    return (
-        f"model {h.model} ({h.model_type}; {geo}; threshold T->inf {threshold_text(th.get('formula_inf', '-'))}, policy {th.get('policy', '-')}; {gates}), "
-        f"draft {h.draft}{synthetic}; scenario {h.scenario.get('name')}; "
-        f"device {d.get('name')} ({d.get('backend')}, blas: {d.get('blas')}); "
-        f"mlx {h.mlx_version}, mlx-lm {h.mlx_lm_version}, mlatui {h.mlatui_version}, python {h.python_version}; {h.started_at}"
-        + (f"; {bias}" if bias else "")
-        + (f"; distributed: {world} (heads and memory: rank 0's)" if world else "")
-    )
 
 
 def _ci(median: float | None, low: float | None, high: float | None, digits: int = 2) -> str:
@@ -293,7 +259,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
     h = _header(events)
     parts = ["# mlatui run summary", ""]
     if h:
-        parts += [describe_header(h), ""]
+        parts += [*header_lines(h), ""]
     parts += [f"**Verdict:** {verdict or run_verdict(events)}", ""]
     for s in (e for e in events if isinstance(e, PhaseSummary)):
         parts.append(f"## {s.phase} ({s.kind})")

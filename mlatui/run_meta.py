@@ -1,11 +1,13 @@
-"""A run header as labelled fields (pure Python): the metadata block of every export and the
-header diff of `mlatui compare`."""
+"""A run header as labelled fields (pure Python): the metadata block of every summary (`bench`,
+the dashboard's export, `replay --dump`) and the header diff of `mlatui compare`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlatui.distributed import world_label
 from mlatui.events import RunHeader
+from mlatui.threshold_text import threshold_text
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ def _threshold(h: RunHeader) -> str:
     th, st = h.thresholds or {}, h.settings or {}
     parts = [f"gate {st.get('threshold', th.get('policy', '?'))}"]
     if th.get("formula_inf") is not None:
-        parts.append(f"L* formula {th['formula_inf']} (T→∞)")
+        parts.append(f"L* formula {threshold_text(th['formula_inf'])} (T→∞)")
     parts.append("calibrated" if th.get("calibrated") else "not calibrated")
     if st.get("indexer"):
         parts.append(f"indexer {st['indexer']}")
@@ -39,7 +41,8 @@ def _threshold(h: RunHeader) -> str:
 
 def header_fields(h: RunHeader) -> list[Field]:
     d, st, sc = h.device or {}, h.settings or {}, h.scenario or {}
-    seed = st.get("seed", sc.get("seed"))
+    parts = [x for x in (sc.get("seed"), st.get("seed")) if x is not None]
+    seed = sum(int(x) for x in parts) if parts else None  # Scenario.run_seed: scenario + --seed
     flags = []
     if h.synthetic_acceptance:
         flags.append("random weights (acceptance synthetic)")
@@ -67,9 +70,22 @@ def header_fields(h: RunHeader) -> list[Field]:
         Field("threshold", "threshold", _threshold(h)),
         Field("flags", "run flags", "; ".join(flags) or "none"),
         Field("started", "started", h.started_at),
+        *(
+            [Field("world", "distributed", f"{world} (heads and memory: rank 0's)")]
+            if (world := world_label(getattr(h, "distributed", None)))
+            else []
+        ),
         Field("schema", "schema", str(h.schema_version)),
     ]
     if st.get("overrides"):
         ov = ", ".join(f"{k}={v}" for k, v in sorted(st["overrides"].items()))
         fields.insert(12, Field("overrides", "overrides", ov))
     return fields
+
+
+def header_lines(h: RunHeader) -> list[str]:
+    """The metadata block as markdown bullets, with the stored harness bias where there is one."""
+    from mlatui.harness_bias import describe
+
+    bias = describe((h.settings or {}).get("harness_bias"))
+    return [f"- {f.label}: {f.value}" for f in header_fields(h)] + ([f"- {bias}"] if bias else [])

@@ -161,3 +161,24 @@ def test_both_summaries_name_the_device_drifts_in_one_wording():
     for text in (export.summary_markdown(state), summary_markdown([*events, *drifts])):
         (line,) = [x for x in text.splitlines() if x.startswith("Device drift")]
         assert line.startswith(want) and line.endswith("sweep @ 256 round 12 +20%"), line
+
+
+def test_the_metadata_block_names_the_run_seed_and_the_ranks():
+    import dataclasses
+
+    from mlatui.report import summary_markdown
+
+    events = [e for _, e in iter_recording(FIXTURE)]
+    h = events[0]
+    world = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["vm", "vm"]}
+    seeded = dataclasses.replace(
+        h,
+        scenario={**h.scenario, "seed": 3},
+        settings={**h.settings, "seed": 4},
+        distributed=world,
+    )
+    state = DashboardState()
+    state.apply_all([seeded, *events[1:]])
+    for md in (export.summary_markdown(state), summary_markdown([seeded, *events[1:]])):
+        assert "- seed: 7" in md.splitlines()
+        assert "- distributed: 2 ranks · ring · tensor · vm ×2 (heads and memory: rank 0's)" in md

@@ -99,7 +99,7 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
     from mlatui.events import RunHeader
-    from mlatui.report import describe_header
+    from mlatui.run_meta import header_lines
     from widgets.render import thresholds_text
 
     unbounded = 2**63 - 1
@@ -120,5 +120,6 @@ def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
             "synthetic_acceptance": False,
         }
     )
-    line = describe_header(header)
-    assert "threshold T->inf always absorbed" in line and "9223372036854775807" not in line
+    lines = header_lines(header)
+    assert "- threshold: gate formula, L* formula always absorbed (T→∞), not calibrated" in lines
+    assert not any("9223372036854775807" in line for line in lines)

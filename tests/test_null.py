@@ -184,7 +184,7 @@ def test_bench_null_prints_the_bias_table(tmp_path, monkeypatch, capsys):
     assert code in (0, 3)
     assert "## A/A: harness bias" in out
     assert "aa-stock" in out and "aa-patched" in out
-    assert "A/A NULL RUN" in out
+    assert "- run flags: random weights (acceptance synthetic); A/A null run" in out
 
 
 def test_random_latents_fill_needs_random_weights(capsys):
