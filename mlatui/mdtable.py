@@ -17,6 +17,16 @@ def fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
+def ci(median: Any, low: Any, high: Any, digits: int = 2, unit: str = "") -> str:
+    """`median[unit] [low, high]` at fixed digits; the median alone where a bound is missing."""
+    if median is None:
+        return "-"
+    text = f"{median:.{digits}f}{unit}"
+    if low is None or high is None:
+        return text
+    return f"{text} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
 def num(v: Any) -> str:
     """A measured number as a bench table shows it: 3 significant figures below 10, else 1 decimal."""
     if isinstance(v, float):

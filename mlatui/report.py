@@ -9,7 +9,7 @@ from typing import Any
 
 from mlatui.events import ARMS, DriftEvent, Event, PhaseSummary, RunEnd, RunHeader, Validity
 from mlatui.mdtable import check as _check
-from mlatui.mdtable import csv_text
+from mlatui.mdtable import ci, csv_text
 from mlatui.mdtable import fmt as _fmt
 from mlatui.mdtable import table as _table
 from mlatui.report_decode import decode_table
@@ -18,12 +18,6 @@ from mlatui.run_meta import header_lines
 
 def _header(events: Sequence[Event]) -> RunHeader | None:
     return next((e for e in events if isinstance(e, RunHeader)), None)
-
-
-def _ci(median: float | None, low: float | None, high: float | None, digits: int = 2) -> str:
-    if median is None:
-        return "-"
-    return f"{median:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
@@ -43,10 +37,10 @@ def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
             [
                 c,
                 w,
-                _ci(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"]),
-                _ci(p["median_ms"], p["ci_low_ms"], p["ci_high_ms"]),
-                _ci(s["ratio"], s["ratio_low"], s["ratio_high"], 3) + ("" if null else "x"),
-                _ci(p.get("vs_l1"), p.get("vs_l1_low"), p.get("vs_l1_high")) if w > 1 else "1",
+                ci(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"]),
+                ci(p["median_ms"], p["ci_low_ms"], p["ci_high_ms"]),
+                ci(s["ratio"], s["ratio_low"], s["ratio_high"], 3) + ("" if null else "x"),
+                ci(p.get("vs_l1"), p.get("vs_l1_low"), p.get("vs_l1_high")) if w > 1 else "1",
                 s["rounds"],
                 s.get("drifting_rounds", 0),
                 _check(s),
@@ -73,8 +67,8 @@ def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
             marg.append(
                 [
                     c,
-                    _ci(s["marginal_ms"], s["marginal_low_ms"], s["marginal_high_ms"]),
-                    _ci(p["marginal_ms"], p["marginal_low_ms"], p["marginal_high_ms"]),
+                    ci(s["marginal_ms"], s["marginal_low_ms"], s["marginal_high_ms"]),
+                    ci(p["marginal_ms"], p["marginal_low_ms"], p["marginal_high_ms"]),
                     _check(s),
                 ]
             )

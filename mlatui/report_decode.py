@@ -6,23 +6,9 @@ from typing import Any
 
 from mlatui.events import PhaseSummary
 from mlatui.mdtable import check as _check
+from mlatui.mdtable import ci
 from mlatui.mdtable import fmt as _fmt
 from mlatui.mdtable import table as _table
-
-
-def _x_ci(m: Any, lo: Any, hi: Any) -> str:
-    if m is None:
-        return "-"
-    if lo is None or hi is None:
-        return f"{m:.2f}x"
-    return f"{m:.2f}x [{lo:.2f}, {hi:.2f}]"
-
-
-def _tok_ci(r: dict) -> str:
-    lo, hi = r.get("tok_s_low"), r.get("tok_s_high")
-    if lo is None or hi is None:
-        return _fmt(r["tok_s"], 1)
-    return f"{r['tok_s']:.1f} [{lo:.1f}, {hi:.1f}]"
 
 
 def _positions(values: Any) -> str:
@@ -45,8 +31,8 @@ def decode_table(summary: PhaseSummary) -> str:
                 r["context"],
                 r["arm"],
                 "plain" if r["depth"] == 0 else r["depth"],
-                _tok_ci(r),
-                _x_ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"))
+                ci(r["tok_s"], r.get("tok_s_low"), r.get("tok_s_high"), 1),
+                ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"), unit="x")
                 if r["depth"]
                 else "1",
                 _positions(r.get("acceptance_conditional")),

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from mlatui.mdtable import csv_text, num, table
+from mlatui.mdtable import ci, csv_text, num, table
 from mlatui.records import BenchRecord, to_jsonl
 
 
@@ -71,3 +71,9 @@ def test_observer_table_uses_the_shared_percentile():
     lines = summary_table([row]).splitlines()
     assert lines[0].startswith("| mode | arm | n | median ms | p95 ms |")
     assert lines[2] == "| tui | stock | 20 | 10.50 | 19.05 | 1.000 | 1.013 |"
+
+
+def test_ci_cell_with_unit_and_missing_bounds():
+    assert ci(1.23456, 1.1, 1.4, 3, "x") == "1.235x [1.100, 1.400]"
+    assert ci(88.0, 61.0, 94.0, 1) == "88.0 [61.0, 94.0]"
+    assert ci(2.0, None, 3.0, unit="x") == "2.00x" and ci(None, 1.0, 2.0) == "-"
