@@ -65,3 +65,8 @@ def ci_text(ci: Ci | None, unit: str = "") -> str:
 def sig(x: float | None, digits: int = 3) -> str:
     """`x` to `digits` significant digits (no CI to go by)."""
     return "–" if x is None else f"{x:.{_sig_decimals(x, digits)}f}"
+
+
+def fmt_context(tokens: int) -> str:
+    """A context length as every view labels it: 4096 -> 4K, 300 -> 300."""
+    return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mlatui.dashboard_state import DashboardState
 from mlatui.events import ARMS, DecodeResult
-from mlatui.rounding import sig
+from mlatui.rounding import fmt_context, sig
 
 
 class Tone(enum.StrEnum):
@@ -29,10 +29,6 @@ class Part:
     text: str
     short: str  # for narrow screens
     tone: Tone
-
-
-def _ctx(c: int) -> str:
-    return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
 
 
 def _speculation(state: DashboardState) -> list[Part]:
@@ -51,7 +47,7 @@ def _speculation(state: DashboardState) -> list[Part]:
         held = sorted({r.context for r in results})
         return [
             Part(
-                f"tune: no verdict (L=1 check not valid at {', '.join(map(_ctx, held))})",
+                f"tune: no verdict (L=1 check not valid at {', '.join(map(fmt_context, held))})",
                 "tune: no verdict",
                 Tone.WARN,
             )
@@ -65,7 +61,7 @@ def _speculation(state: DashboardState) -> list[Part]:
         if wins:
             best: DecodeResult = max(wins, key=lambda r: (r.vs_plain, r.context))
             ci = f" [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
-            where = f"d{best.depth} @ {_ctx(best.context)}"
+            where = f"d{best.depth} @ {fmt_context(best.context)}"
             parts.append(
                 Part(
                     f"{arm} spec wins ×{best.vs_plain:.2f}{ci} ({where})",
@@ -76,7 +72,11 @@ def _speculation(state: DashboardState) -> list[Part]:
         elif all(r.vs_plain_high is not None and r.vs_plain_high < 1 for r in mine):
             worst = max(r.context for r in mine)
             parts.append(
-                Part(f"{arm} spec rejected (slower at {_ctx(worst)})", f"{arm} rejected", Tone.BAD)
+                Part(
+                    f"{arm} spec rejected (slower at {fmt_context(worst)})",
+                    f"{arm} rejected",
+                    Tone.BAD,
+                )
             )
         else:
             parts.append(Part(f"{arm} no significant gain", f"{arm} n.s.", Tone.INFO))
@@ -99,8 +99,8 @@ def _marginal(state: DashboardState) -> list[Part]:
     ratio = f" ({s / p:.0f}×)" if p > 0 else ""
     return [
         Part(
-            f"Δ2 @ {_ctx(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
-            f"Δ2 @ {_ctx(top)}{ratio}",
+            f"Δ2 @ {fmt_context(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
+            f"Δ2 @ {fmt_context(top)}{ratio}",
             Tone.GOOD if p > 0 and s / p >= 2 else Tone.INFO,
         )
     ]

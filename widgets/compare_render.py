@@ -9,7 +9,7 @@ from rich.text import Text
 from mlatui.compare import SECTIONS, Comparison, Run
 from mlatui.compare_report import TITLES, checks_text, ratio_text, width_label
 from mlatui.events import ARMS
-from mlatui.rounding import Ci, ci_text
+from mlatui.rounding import Ci, ci_text, fmt_context
 from mlatui.run_tables import Quantity
 from mlatui.verdict_strip import verdict_parts
 
@@ -18,10 +18,6 @@ ARM_STYLES = {"stock": "red", "patched": "green"}
 RUN_MARKERS = {"A": "●", "B": "▲"}
 RUN_LINES = {"A": "·", "B": "∙"}
 TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
-
-
-def _ctx(c: int) -> str:
-    return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
 
 
 def _short(value: str, n: int) -> str:
@@ -175,7 +171,7 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
     t.append(" " * ylab + "└" + "─" * pw + "\n", style="dim")
     axis = [" "] * (pw + ylab + 1)
     for x in xs:
-        label, at = _ctx(x), ylab + 1 + col(x, cmp.a)
+        label, at = fmt_context(x), ylab + 1 + col(x, cmp.a)
         start = max(0, at - len(label) // 2)
         if all(ch == " " for ch in axis[max(0, start - 1) : start + len(label) + 1]):
             axis[start : start + len(label)] = label
@@ -206,7 +202,7 @@ def table_text(cmp: Comparison) -> Text:
         t.append("No figure of one run matches one of the other.\n", style="bold yellow")
     if not cmp.shared_contexts:
         for run in cmp.runs:
-            ctx = ", ".join(map(_ctx, run.state.contexts())) or "none"
+            ctx = ", ".join(map(fmt_context, run.state.contexts())) or "none"
             t.append(f"{run.label} sweep contexts: {ctx}\n", style="dim")
     for q in SECTIONS:
         rows = cmp.section(q)
@@ -227,7 +223,7 @@ def table_text(cmp: Comparison) -> Text:
             style = "" if r.valid else GREY
             w = "" if q == Quantity.MARGINAL_MS else width_label(r)
             arm = r.arm or "s/p"
-            t.append(f"{_ctx(r.context):>5} {w:>3} ", style=style)
+            t.append(f"{fmt_context(r.context):>5} {w:>3} ", style=style)
             t.append(f"{arm:<7} ", style=ARM_STYLES.get(r.arm, "") if r.valid else GREY)
             t.append(f"{ci_text(r.a, unit):>21} {ci_text(r.b, unit):>21}  ", style=style)
             t.append(f"{ratio_text(r):<22}", style="bold" if r.differs and r.valid else style)

@@ -9,6 +9,7 @@ import math
 from rich.text import Text
 
 from mlatui.key_figure import FigurePoint, KeyFigure, PointStatus
+from mlatui.rounding import fmt_context
 from widgets.axis import (
     fmt_tick,
     label_start,
@@ -21,10 +22,6 @@ from widgets.canvas import Canvas
 
 MARK_STYLE = "yellow"
 MIN_PLOT_ROWS = 3
-
-
-def fmt_context(c: int) -> str:
-    return f"{c // 1024}K" if c >= 1024 and c % 1024 == 0 else str(c)
 
 
 def fmt_ms(ms: float | None) -> str:

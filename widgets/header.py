@@ -7,9 +7,9 @@ from rich.text import Text
 from mlatui.dashboard_state import DashboardState
 from mlatui.distributed import world_label
 from mlatui.events import RunHeader
+from mlatui.rounding import fmt_context
 from mlatui.threshold_text import threshold_text
 from widgets import fit
-from widgets.figure import fmt_context
 
 
 def _threshold_at(table: dict, context: int | None) -> str:

@@ -14,8 +14,9 @@ from mlatui.dashboard_state import DashboardState
 from mlatui.dashboard_views import pressure
 from mlatui.key_figure import key_figure
 from mlatui.progress_view import duration
+from mlatui.rounding import fmt_context
 from widgets import fit
-from widgets.figure import fmt_context, fmt_ms, key_figure_text
+from widgets.figure import fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from mlatui.rounding import fmt_context
 from mlatui.step_series import Panel, StepChart, priority_widths
 from widgets.axis import nice_ceiling
-from widgets.figure import fmt_context, fmt_ms
+from widgets.figure import fmt_ms
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 GREY = "grey42"
