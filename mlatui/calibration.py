@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlatui.argtypes import is_positive_int
 from mlatui.estimates import Interval, stable_seed
 
 CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
@@ -62,10 +63,6 @@ ENTRY_KEYS = ("crossovers", "family", "num_heads", "dtype", "bits", "rounds_per_
 GEOMETRY_KEY = re.compile(r"^r[1-9][0-9]*-n[1-9][0-9]*-v[1-9][0-9]*$")
 
 
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def _int_text(text: Any) -> int | None:
     try:
         value = int(str(text))
@@ -86,7 +83,7 @@ def entry_problems(entry: Any, geometry, file_device: str) -> list[str]:
         elif device_key(env) != file_device:
             problems.append(f"it was measured on another device ({device_key(env)})")
     heads = entry.get("num_heads")
-    if heads is not None and not _positive_int(heads):
+    if heads is not None and not is_positive_int(heads):
         problems.append(f"'num_heads' {heads!r} is not a positive integer")
     crossovers = entry.get("crossovers")
     if not isinstance(crossovers, dict) or not crossovers:
@@ -95,7 +92,7 @@ def entry_problems(entry: Any, geometry, file_device: str) -> list[str]:
     for context, width in crossovers.items():
         if _int_text(context) is None:
             problems.append(f"context {context!r} is not a positive integer")
-        if not _positive_int(width):
+        if not is_positive_int(width):
             problems.append(f"crossover {width!r} at context {context} is not a positive integer")
     return problems
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -291,14 +290,6 @@ class Lockstep:
         summed = self._sum([mine, mine if self.world.leader else 0], f"comparing {what}")
         if summed[0] != n * summed[1]:
             raise RankLost(f"rank {self.world.rank}: ranks disagree on {what}; stopping all")
-
-
-def say(line: str) -> None:
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def world_label(d: dict | None) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from mlatui import distributed
 from mlatui.distributed import Lockstep, ShardMode, World
-from mlatui.errors import error_line
+from mlatui.errors import error_line, say
 from mlatui.events import ErrorEvent, Event, RunEnd
 from mlatui.fit import FitEstimate
 from mlatui.loading import Loaded, Prepare
@@ -107,7 +107,7 @@ class DistRun:
                         emit(event)
                     except Exception:  # noqa: BLE001 - exiting anyway
                         pass
-            distributed.say(error_line(f"{message} — {kept}"))
+            say(error_line(f"{message} — {kept}"))
 
         self.lockstep = Lockstep(self.world, _bounded(on_timeout), stop)
         self.lockstep.barrier(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 import tempfile
 import traceback
 from enum import IntEnum
@@ -33,6 +34,16 @@ class UserError(Exception):
 
     def __str__(self) -> str:
         return f"{self.what} — {self.hint}" if self.hint else self.what
+
+
+def say(line: str) -> None:
+    """A line on stderr that never raises: a signal handler or a dying rank may write it while
+    stderr is closed."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def one_line(text: str) -> str:

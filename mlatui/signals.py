@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from enum import IntEnum
 from types import FrameType
 from typing import TypeVar
+
+from mlatui.errors import say
 
 T = TypeVar("T")
 
@@ -92,13 +93,13 @@ class StopOnSignals:
                     self.on_second(sig)
                 except Exception:  # noqa: BLE001 - exiting at once whatever happens
                     pass
-            _say(f"mlatui: {sig.name} again: exiting now")
+            say(f"mlatui: {sig.name} again: exiting now")
             os._exit(sig.exit_status)
         self.received = sig
         if self.stop is not None:
             self.stop.set()
         if self.announce:
-            _say(
+            say(
                 f"mlatui: {sig.name}: stopping after the current step, keeping what was measured "
                 "(Ctrl-C again to quit at once)"
             )
@@ -119,11 +120,3 @@ class StopOnSignals:
     @property
     def exit_status(self) -> int | None:
         return self.received.exit_status if self.received is not None else None
-
-
-def _say(line: str) -> None:
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass

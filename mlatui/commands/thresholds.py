@@ -65,11 +65,8 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
     return config, str(path)
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def thresholds(config: dict) -> dict:
+    from mlatui.argtypes import is_positive_int
     from mlatui.errors import UserError
     from mlatui.mla import UNBOUNDED, max_absorbed_queries
     from mlatui.model_inputs import text_config
@@ -88,7 +85,7 @@ def thresholds(config: dict) -> dict:
         )
     g = {k: text.get(k) for k in GEOMETRY_KEYS}
     bad = [
-        f"{k}={g[k]!r}" for k in GEOMETRY_KEYS[:4] if g[k] is not None and not _positive_int(g[k])
+        f"{k}={g[k]!r}" for k in GEOMETRY_KEYS[:4] if g[k] is not None and not is_positive_int(g[k])
     ]
     if bad:
         raise UserError(
