@@ -7,8 +7,8 @@ import time
 from dataclasses import replace
 
 from mlatui.budget import fit_to_budget
-from mlatui.events import BudgetPlanned, LogMessage
-from mlatui.phases import ARMS, RunContext, forward_and_trim, share_context
+from mlatui.events import ARMS, BudgetPlanned, LogMessage
+from mlatui.phases import RunContext, forward_and_trim, share_context
 from mlatui.progress import RunProgress
 from mlatui.scenario import Scenario
 

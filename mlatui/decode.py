@@ -39,20 +39,18 @@ from mlatui.estimates import (
     stable_seed,
 )
 from mlatui.events import (
+    ARMS,
     DecodeResult,
     LogMessage,
     PhaseSummary,
-    Step,
     Validity,
 )
 from mlatui.mtp import MTPDraft
 from mlatui.phases import (
-    ARMS,
-    EstimateEmitter,
     ProgressTracker,
     RunContext,
     emit_phase_start,
-    forward_and_trim,
+    sample_steps,
     share_context,
     validity,
 )
@@ -88,32 +86,7 @@ def _verify_ms(
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
-    steps = {w: forward_and_trim(text[length : length + w]) for w in plan.widths}
-    pending: list[tuple[str, int, float, int, int]] = []
-
-    def measure(arm: str, width: int) -> float:
-        ms, absorbed, materialised = ctx.workers[arm].call(steps[width])
-        pending.append((arm, width, ms, absorbed, materialised))
-        return ms
-
-    def on_timing(t: Timing) -> None:
-        arm, width, ms, absorbed, materialised = pending.pop()
-        ctx.emit(Step(ctx.now(), label, arm, length, width, t.round, ms, absorbed, materialised))
-        progress.advance()
-
-    emitter = EstimateEmitter(ctx, label, length)
-    run = sample_context(
-        plan,
-        measure,
-        warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
-        clock=ctx.now,
-        on_timing=on_timing,
-        on_round=lambda e: progress.after_round(plan, e),
-        check_stop=ctx.check_stop,
-        decide_more=ctx.decide_more,
-    )
-    emitter(run.estimates, final=True)
-    ctx.keep_l1(length, run.timings, plan.control_width)
+    run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
     return run.estimates
 
 

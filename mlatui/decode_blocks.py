@@ -11,9 +11,9 @@ from mlatui.arms import Arm
 from mlatui.decode_stream import rewind, run_block
 from mlatui.decode_verdict import first_divergence
 from mlatui.estimates import Timing, stable_seed
-from mlatui.events import DecodeBlock
+from mlatui.events import ARMS, DecodeBlock
 from mlatui.mtp import MTPDraft
-from mlatui.phases import ARMS, RunContext
+from mlatui.phases import RunContext
 from mlatui.runtime import BlockResult, Sampling
 from mlatui.scenario import Phase
 

@@ -326,8 +326,25 @@ def _sweep_context(
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
     require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
-    steps = {w: forward_and_trim(text[context : context + w]) for w in plan.widths}
-    emitter = EstimateEmitter(ctx, phase.name, length)
+    run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
+    v = validity(ctx, phase.name, length, run.estimates)
+    return sweep_rows(length, run, v)
+
+
+def sample_steps(
+    ctx: RunContext,
+    label: str,
+    length: int,
+    tail: list[int],
+    plan: SamplerPlan,
+    progress: ProgressTracker,
+    interim: bool = True,
+) -> SamplerRun:
+    """Synced steps of `tail[:width]` on the shared context of `length` tokens, at every width
+    of the plan in interleaved rounds: Step events, estimates (with `interim`, after each round
+    too), the L = 1 quads kept for the context's check."""
+    steps = {w: forward_and_trim(tail[:w]) for w in plan.widths}
+    emitter = EstimateEmitter(ctx, label, length)
     pending: list[tuple[str, int, float, int, int]] = []
 
     def measure(arm: str, width: int) -> float:
@@ -335,25 +352,14 @@ def _sweep_context(
         pending.append((arm, width, ms, absorbed, materialised))
         return ms
 
-    def on_timing(timing: Timing) -> None:  # after the timed region has closed
+    def on_timing(t: Timing) -> None:  # after the timed region has closed
         arm, width, ms, absorbed, materialised = pending.pop()
-        ctx.emit(
-            Step(
-                ctx.now(),
-                phase.name,
-                arm,
-                length,
-                width,
-                timing.round,
-                ms,
-                absorbed,
-                materialised,
-            )
-        )
+        ctx.emit(Step(ctx.now(), label, arm, length, width, t.round, ms, absorbed, materialised))
         progress.advance()
 
     def on_round(estimates: ContextEstimates) -> None:
-        emitter(estimates)
+        if interim:
+            emitter(estimates)
         progress.after_round(plan, estimates)
 
     run = sample_context(
@@ -368,8 +374,7 @@ def _sweep_context(
     )
     emitter(run.estimates, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)
-    v = validity(ctx, phase.name, length, run.estimates)
-    return sweep_rows(length, run, v)
+    return run
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
