@@ -13,7 +13,7 @@ from mlatui.mdtable import ci, csv_text
 from mlatui.mdtable import fmt as _fmt
 from mlatui.mdtable import table as _table
 from mlatui.report_decode import decode_table
-from mlatui.run_meta import header_lines
+from mlatui.run_meta import header_lines, run_seed
 
 
 def _header(events: Sequence[Event]) -> RunHeader | None:
@@ -368,8 +368,7 @@ def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
     from mlatui.events import Step
 
     h = _header(events)
-    st = (h.settings or {}) if h else {}
-    base = int((h.scenario or {}).get("seed", 0) if h else 0) + int(st.get("seed", 0))
+    base = (run_seed(h) if h else None) or 0
     kinds = {e.phase: e.kind for e in events if e.type == "phase_start"}
     steps: dict[tuple[str, int], list[Timing]] = {}
     for e in events:

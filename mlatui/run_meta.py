@@ -39,10 +39,17 @@ def _threshold(h: RunHeader) -> str:
     return ", ".join(parts)
 
 
+def run_seed(h: RunHeader) -> int | None:
+    """The seed the run used (Scenario.run_seed: the scenario's plus --seed); None if unrecorded."""
+    parts = [
+        x for x in ((h.scenario or {}).get("seed"), (h.settings or {}).get("seed")) if x is not None
+    ]
+    return sum(int(x) for x in parts) if parts else None
+
+
 def header_fields(h: RunHeader) -> list[Field]:
     d, st, sc = h.device or {}, h.settings or {}, h.scenario or {}
-    parts = [x for x in (sc.get("seed"), st.get("seed")) if x is not None]
-    seed = sum(int(x) for x in parts) if parts else None  # Scenario.run_seed: scenario + --seed
+    seed = run_seed(h)
     flags = []
     if h.synthetic_acceptance:
         flags.append("random weights (acceptance synthetic)")
