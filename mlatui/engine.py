@@ -266,9 +266,9 @@ def run(
             loaded.draft_name = "none"
         make_draft = _draft_factory(loaded, scenario, config.seed)
         mx.eval(loaded.model.parameters())
+        # the one policy object of this run: the CLI's choice, else the scenario's, else formula
         gates = Gates.parse(
-            config.threshold or scenario.threshold or "formula",
-            config.indexer or scenario.indexer or "patched",
+            config.threshold or scenario.threshold, config.indexer or scenario.indexer
         )
         null = config.null or scenario.null
         fill = config.fill or scenario.model.fill
@@ -277,10 +277,10 @@ def run(
                 "fill = random-latents is a timing-only fill for random weights; add --random-weights"
             )
         passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
-        stock, patched = build_arms(loaded.model, gates.threshold, passes[0], gates.indexer)
+        stock, patched = build_arms(loaded.model, gates, passes[0])
         settings = {
             "threshold": str(gates.threshold),
-            "indexer": gates.indexer,
+            "indexer": gates.indexer.value,
             "null": null,
             "passes": [pass_name(p, null) for p in passes],
             "fill": fill,
@@ -338,9 +338,9 @@ def run(
         tokens_for = text_tokens(loaded, config.seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
-                stock, patched = build_arms(loaded.model, gates.threshold, variants, gates.indexer)
+                stock, patched = build_arms(loaded.model, gates, variants)
             for arm in (stock, patched):
-                arm.state["model_name"] = loaded.name
+                arm.model_name = loaded.name
             baton = Baton()
             workers = {"stock": ArmWorker(stock, baton)}
             host = workers["stock"] if config.shared_arm_thread else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlatui.runconfig import parse_threshold
+from mlatui.gate_policy import IndexerMode, Threshold
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
@@ -254,13 +254,13 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     threshold = raw.get("threshold")
     if threshold is not None:
         try:
-            threshold = str(parse_threshold(threshold))
+            threshold = str(Threshold.parse(threshold))
         except ValueError as e:
             raise ScenarioError(
                 f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
             ) from None
     indexer = raw.get("indexer")
-    if indexer is not None and indexer not in ("patched", "stock"):
+    if indexer is not None and indexer not in tuple(IndexerMode):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
     budget_s = raw.get("budget_s", 0)
     if (
