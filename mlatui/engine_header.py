@@ -9,7 +9,7 @@ import platform
 from mlatui import mla
 from mlatui.events import SCHEMA_VERSION, RunHeader
 from mlatui.gate_policy import FormulaPolicy, stored_crossovers
-from mlatui.loading import Loaded
+from mlatui.loading import NO_DRAFT, DraftKind, Loaded
 from mlatui.runconfig import RunConfig
 from mlatui.scenario import Scenario
 
@@ -74,8 +74,8 @@ def header(
         geometry,
         thresholds,
         scenario.to_dict(),
-        loaded.draft_name if loaded else "none",
-        bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
+        loaded.draft.label if loaded else NO_DRAFT.label,
+        bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
         distributed or {},

@@ -60,7 +60,6 @@ class RunContext:
     tokens_for: Callable[[int], list[int]]  # the first n tokens of the run's text
     vocab_size: int
     make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
-    draft_name: str = "none"
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
     seed: int = 0
