@@ -177,8 +177,8 @@ class CalibratedPolicy(GatePolicy):
 
     name = "calibrated"
 
-    def __init__(self, load: Callable[[Geometry], Crossovers | None] = stored_crossovers):
-        self._load = load
+    def __init__(self, load: Callable[[Geometry], Crossovers | None] | None = None):
+        self._load = load or (lambda geometry: stored_crossovers(geometry))
         self._lock = threading.Lock()
         self.tables: dict[str, Crossovers] = {}
         self.fallback = FormulaPolicy()
