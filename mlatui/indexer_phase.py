@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from mlatui.arms import Gates, Variant
 from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
 from mlatui.events import LogMessage, PhaseStart, PhaseSummary, Step
+from mlatui.gate_policy import Gates
 from mlatui.indexer import SparseMLAConfig
 from mlatui.indexer_bench import (
     DEFAULT_MODES,
@@ -117,11 +117,8 @@ def arm_modes(ctx: RunContext) -> Modes:
     modes = dict(DEFAULT_MODES)
     for slot, worker in ctx.workers.items():
         arm = worker.arm
-        if slot not in modes or arm.variant is None:
-            continue
-        gates = arm.gates or Gates()
-        stock = arm.variant is Variant.STOCK
-        modes[slot] = ("stock" if stock else gates.threshold, "stock" if stock else gates.indexer)
+        if slot in modes and arm.variant is not None:
+            modes[slot] = (arm.gates or Gates()).for_variant(arm.variant)
     return modes
 
 

@@ -60,7 +60,6 @@ class RunContext:
     tokens_for: Callable[[int], list[int]]  # the first n tokens of the run's text
     vocab_size: int
     make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
-    draft_name: str = "none"
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
     seed: int = 0
@@ -165,15 +164,11 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
     else:
         length = source.call(lambda a: prefill(a, tokens))
     base = source.arm.cache
-    hidden = {
-        k: source.arm.state.pop(k)
-        for k in ("context_hidden", "last_hidden")
-        if k in source.arm.state
-    }
+    hidden, source.arm.hidden = source.arm.hidden, None
 
     def take(a: Arm) -> None:
         a.cache = copy_cache(base)
-        a.state.update(hidden)
+        a.hidden = hidden
 
     for name in ARM_ORDER:
         ctx.workers[name].call(take)
@@ -326,7 +321,7 @@ def _sweep_context(
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
-    require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
+    require_trimmable(stock.cache, stock.model_name, "a sweep")
     steps = {w: forward_and_trim(text[context : context + w]) for w in plan.widths}
     emitter = EstimateEmitter(ctx, phase.name, length)
     pending: list[tuple[str, int, float, int, int]] = []

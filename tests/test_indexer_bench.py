@@ -17,6 +17,7 @@ from mlatui import indexer_bench
 from mlatui.arms import Gates, Variant
 from mlatui.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
 from mlatui.events import Estimate, PhaseStart, PhaseSummary, Step, Validity
+from mlatui.gate_policy import STOCK_GATES
 from mlatui.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.indexer_bench import (
     CONTROL_QUADS,
@@ -203,7 +204,7 @@ def test_modes_decide_what_each_slot_runs():
     """An A/A of stock pooling: the 'patched' slot re-pools like stock, and no patched-pool guard
     trips."""
     plan = default_plan("indexer", 64, (1, 2), rounds=2, warmup=1, max_rounds=2)
-    modes = {"stock": ("stock", "stock"), "patched": ("stock", "stock")}
+    modes = {"stock": STOCK_GATES, "patched": STOCK_GATES}
     result = measure_part("indexer", small_config(), 64, plan, mx.float32, modes=modes)
     assert (
         result.pool[("patched", 2)]["rebuilds"] > 0 and result.pool[("patched", 2)]["reuses"] == 0
@@ -217,14 +218,19 @@ def test_arm_modes_follow_the_engines_arms():
     ctx = SimpleNamespace(
         workers={
             "stock": worker(Variant.STOCK),
-            "patched": worker(Variant.PATCHED, Gates(7, "stock")),
+            "patched": worker(Variant.PATCHED, Gates.parse(7, "stock")),
         }
     )
-    assert arm_modes(ctx) == {"stock": ("stock", "stock"), "patched": (7, "stock")}
+    modes = arm_modes(ctx)
+    assert modes["stock"] is STOCK_GATES and modes["stock"].policy.name == "stock"
+    assert (str(modes["patched"].threshold), modes["patched"].indexer) == ("7", "stock")
+    assert modes["patched"].policy.name == "fixed:7"
+    aa_gates = Gates()
     aa = SimpleNamespace(
-        workers={s: worker(Variant.PATCHED, Gates()) for s in ("stock", "patched")}
+        workers={s: worker(Variant.PATCHED, aa_gates) for s in ("stock", "patched")}
     )
-    assert arm_modes(aa) == {"stock": ("formula", "patched"), "patched": ("formula", "patched")}
+    both = arm_modes(aa)
+    assert both["stock"] is both["patched"] is aa_gates  # one policy object in both slots
 
 
 # The phase ----------------------------------------------------------------------------------
