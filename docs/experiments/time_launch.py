@@ -67,4 +67,14 @@ dump = subprocess.run(
     [f"{bin_dir}/mlatui", "replay", record, "--dump"], capture_output=True, text=True
 ).stdout
 verdict = next((x for x in dump.splitlines() if x.startswith("**Verdict:**")), "")
-print(json.dumps({"header_s": header, "first_step_s": first_step, "first_key_point_s": first_point, "run_end_s": end, "verdict": verdict}))
+print(
+    json.dumps(
+        {
+            "header_s": header,
+            "first_step_s": first_step,
+            "first_key_point_s": first_point,
+            "run_end_s": end,
+            "verdict": verdict,
+        }
+    )
+)
