@@ -353,3 +353,26 @@ def test_indexer_timings_stay_out_of_the_sweep_table_key_figure_and_verdict(outc
     assert "Left out of verdicts" not in md and "900" not in md.split("## Phase indexer")[0]
     assert full.indexer.samples[("indexer:indexer", "stock", 8192, 2)] == [900.0]
     assert full.indexer.checks[("indexer", 8192)].verdict == outcome
+
+
+def test_an_aa_run_gives_both_slots_the_same_pooling(tmp_path):
+    path = glm5_scenario(tmp_path)
+    config = RunConfig(
+        scenario=str(path),
+        random_weights=True,
+        budget_s=0,
+        null=True,
+        overrides={"only_phases": ["indexer"]},
+    )
+    status, events = _run(config)
+    assert status == "completed"
+    summaries = {e.phase: e for e in events if isinstance(e, PhaseSummary)}
+    assert set(summaries) == {"indexer/aa-stock", "indexer/aa-patched"}
+    for name, summary in summaries.items():
+        wide = [r for r in summary.rows if r["width"] > 1]
+        for arm in ("stock", "patched"):  # the slot named "patched" runs the pass's variant
+            mine = [r for r in wide if r["arm"] == arm]
+            if name.endswith("aa-stock"):
+                assert all(r["pool_rebuilds"] == r["n"] and r["pool_reuses"] == 0 for r in mine)
+            else:
+                assert all(r["pool_rebuilds"] == 0 and r["pool_reuses"] == r["n"] for r in mine)
