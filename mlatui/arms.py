@@ -272,7 +272,10 @@ def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
             hidden.append(h)
         else:
             arm.model(x[:, start : start + chunk], cache=arm.cache)
-        mx.eval([c.state for c in arm.cache])
+        # a sparse layer's index pool is not in its cache's `state`; left lazy here (when the
+        # last layer is sparse nothing else evaluates it), another thread could not evaluate it
+        pools = [getattr(getattr(c, "index", None), "pooled", None) for c in arm.cache]
+        mx.eval([c.state for c in arm.cache], [p for p in pools if p is not None])
         beat("prefilling")  # a long prefill is progress, not a hung rank
     if needs_hidden:
         h = mx.concatenate(hidden, axis=1)  # (1, T, D)

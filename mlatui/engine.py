@@ -319,6 +319,9 @@ def run(
             fit_warnings.extend(
                 context_warnings({"max_position_embeddings": limit}, longest, trained_window())
             )
+        from mlatui.indexer_sites import load_warnings
+
+        fit_warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
         for warning in fit_warnings:
             emit(LogMessage(now(), "warning", warning))
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))

@@ -199,9 +199,16 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
     return run
 
 
-def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstimates) -> Validity:
+def validity(
+    ctx: RunContext,
+    phase: str,
+    context: int,
+    estimates: ContextEstimates,
+    leaves_out: bool = True,
+) -> Validity:
     """The L = 1 check of one context, from its paired estimates; invalid and inconclusive
-    contexts are kept out of every verdict."""
+    contexts are kept out of every verdict (`leaves_out=False`: a check of a part of the model,
+    such as the indexer phase's, which leaves out only its own figures)."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
     one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARM_ORDER}
@@ -220,7 +227,7 @@ def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstima
         ratio.high if ratio else None,
         estimates.rounds,
     )
-    if outcome is not Outcome.VALID:
+    if outcome is not Outcome.VALID and leaves_out:
         ctx.invalid_contexts.add(context)
     ctx.emit(v)
     return v
