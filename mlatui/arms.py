@@ -13,8 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
@@ -25,7 +24,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlatui import mla
 from mlatui.distributed import beat, local_rank
 from mlatui.events import ARMS
-from mlatui.runconfig import parse_threshold
+from mlatui.gate_policy import DEFAULT_GATES, Gates, Variant
 
 T = TypeVar("T")
 
@@ -108,28 +107,13 @@ class Baton:
         return _Held()
 
 
-class Variant(StrEnum):
-    """What an arm runs: stock mlx-lm gates, or the patched ones. The two slots of a run are
-    named "stock" and "patched"; in an A/A (null) run both slots run the same variant."""
-
-    STOCK = "stock"
-    PATCHED = "patched"
-
-
 @dataclass(frozen=True)
-class Gates:
-    """The patched variant's choices, applied alike to every gated layer, dense and sparse, and
-    to every draft that has MLA: the MLA gate's threshold and the sparse indexer's pooling."""
+class TargetHidden:
+    """The target's hidden states over a prefilled context, for a draft that reads them (MTP);
+    evaluated, so they may cross to another arm's thread."""
 
-    threshold: str | int = "formula"  # formula | calibrated | stock | an int >= 1
-    indexer: str = "patched"  # patched | stock
-
-    @classmethod
-    def parse(cls, threshold: str | int = "formula", indexer: str = "patched") -> Gates:
-        threshold = parse_threshold(threshold)
-        if indexer not in ("patched", "stock"):
-            raise ValueError(f"indexer mode must be 'patched' or 'stock', got {indexer!r}")
-        return cls(threshold, indexer)
+    context: mx.array  # (1, T, D): every context position
+    last: mx.array  # (1, 1, D): the last one
 
 
 @dataclass
@@ -139,9 +123,10 @@ class Arm:
     report: mla.PatchReport
     cache: list[Any] | None = None
     draft: Any = None
-    state: dict = field(default_factory=dict)
     variant: Variant | None = None  # None: the prefill arm (stock model, uninstrumented)
     gates: Gates | None = None
+    model_name: str = "model"  # what errors about this arm's model call it
+    hidden: TargetHidden | None = None  # set by a prefill whose draft needs hidden states
 
     @property
     def counters(self) -> mla.BranchCounters:
@@ -207,52 +192,46 @@ class ArmWorker:
         return (self.host or self)._thread.is_alive()
 
 
-def gate_model(model: nn.Module, variant: Variant, gates: Gates = Gates()) -> mla.PatchReport:
-    """Instrument (stock) or patch (patched) every gated layer of `model` in place."""
+def gate_model(model: nn.Module, variant: Variant, gates: Gates = DEFAULT_GATES) -> mla.PatchReport:
+    """Instrument (stock) or patch (patched) every gated layer of `model` in place: the dense
+    MLA layers and the sparse ones all get the same policy object, `gates.policy`."""
+    chosen = gates.for_variant(variant)
     sparse = sparse_layers(model)
-    threshold = "stock" if variant is Variant.STOCK else gates.threshold
-    indexer = "stock" if variant is Variant.STOCK else gates.indexer
-    if sparse:  # one policy for every sparse layer (they share the geometry)
-        geometry = mla.geometry_of(sparse[0][1])
-        policy = mla.policy_for(threshold, geometry)
+    for _, layer in sparse:
+        layer.set_modes(chosen.policy, chosen.indexer)
     if mla.mla_modules(model):
-        report = (
-            mla.count_branches(model)
-            if variant is Variant.STOCK
-            else mla.patch_model(model, threshold)
-        )
+        report = mla.patch_model(model, chosen.policy)
     elif sparse:
+        geometry = sparse[0][1].geometry
         report = mla.PatchReport(
-            policy.name,
+            chosen.policy.name_for(geometry),
             [],
             ["SparseMLAttention"],
             geometry,
-            policy.limit(geometry),
+            chosen.policy.limit(geometry),
             mla.BranchCounters(),
         )
     else:
         raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
+    for name, layer in sparse:
+        layer.counters = report.counters  # per arm: twin() copied the source's reference
+        if name not in report.modules:
+            report.modules.append(name)
     if sparse:
-        for name, layer in sparse:
-            layer.set_modes(policy, indexer)
-            layer.counters = report.counters  # per arm: twin() copied the source's reference
-            if name not in report.modules:
-                report.modules.append(name)
-        report.indexer = indexer
+        report.indexer = chosen.indexer.value
     return report
 
 
 def build_arms(
     model: nn.Module,
-    threshold: str | int = "formula",
+    gates: Gates = DEFAULT_GATES,
     variants: tuple[Variant, Variant] = (Variant.STOCK, Variant.PATCHED),
-    indexer: str = "patched",
 ) -> tuple[Arm, Arm]:
     """Two arms, each a twin of `model` sharing every weight (no weight is copied), each gated
-    as its variant says; `model` itself stays stock and uninstrumented (prefills run on it).
-    Both slots are built the same way, so nothing but the variant differs between them.
-    Parameters must already be evaluated."""
-    gates = Gates.parse(threshold, indexer)
+    as its variant says with the one `gates` (its policy object reaches every gated layer of
+    both arms); `model` itself stays stock and uninstrumented (prefills run on it). Both slots
+    are built the same way, so nothing but the variant differs between them. Parameters must
+    already be evaluated."""
     arms = []
     for slot, variant in zip(ARMS, variants, strict=True):
         twin = mla.twin(model)
@@ -291,13 +270,16 @@ def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
             hidden.append(h)
         else:
             arm.model(x[:, start : start + chunk], cache=arm.cache)
-        mx.eval([c.state for c in arm.cache])
+        # a sparse layer's index pool is not in its cache's `state`; left lazy here (when the
+        # last layer is sparse nothing else evaluates it), another thread could not evaluate it
+        pools = [getattr(getattr(c, "index", None), "pooled", None) for c in arm.cache]
+        mx.eval([c.state for c in arm.cache], [p for p in pools if p is not None])
         beat("prefilling")  # a long prefill is progress, not a hung rank
     if needs_hidden:
         h = mx.concatenate(hidden, axis=1)  # (1, T, D)
         last = h[:, -1:]  # (1, 1, D)
         mx.eval(h, last)  # other threads use these: nothing lazy may cross (per-thread streams)
-        arm.state.update(context_hidden=h, last_hidden=last)
+        arm.hidden = TargetHidden(h, last)
     return cache_len(arm.cache)
 
 

@@ -264,9 +264,7 @@ def forced_sweep(
                         note=verdict(ratio),
                     )
                 )
-        formula = mla.max_absorbed_queries(
-            g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, context
-        )
+        formula = mla.FormulaPolicy().limit(g, context)
         summary[context] = dict(
             widths=per_width,
             rounds=run.rounds,

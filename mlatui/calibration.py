@@ -1,7 +1,7 @@
 """Measured absorbed/materialised crossovers, stored per device and MLA geometry.
 
-`mlatui calibrate` writes them; `patch_model(threshold="calibrated")` reads them through
-`load_crossovers`. One JSON file per device in the user's cache folder:
+`mlatui calibrate` writes them; `gate_policy.CalibratedPolicy` (threshold = "calibrated") reads
+them through `load_crossovers`, once per geometry. One JSON file per device in the user's cache folder:
 {geometry key: {"crossovers": {context: max absorbed width}, "family": ..., "dtype": ...,
 "bits": ..., "env": ...}}. Each probe of the bisection is one width timed through the sampler
 (`mlatui.sampler`): rounds of A B B A quads of the two forced branches, decided by the median of

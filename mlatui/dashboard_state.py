@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from mlatui.acceptance import AcceptanceCounts, VerifyStep
-from mlatui.dashboard_views import SERIES_POINTS, ArmView, PhaseView, _median
+from mlatui.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
 from mlatui.events import (
     ARMS,
     BudgetPlanned,
@@ -37,7 +37,7 @@ from mlatui.progress import RunProgress
 from mlatui.step_series import StepSeries
 
 LOG_LINES = 500
-SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
+SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "indexer", "log")
 
 
 class DashboardState:
@@ -48,7 +48,8 @@ class DashboardState:
         # sweep steps: (arm, context, width) -> [ms]
         self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
         self.steps = StepSeries()  # every timed step by (phase, arm, width, context)
-        self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context)
+        self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context): model phases
+        self.indexer = IndexerView()  # the indexer phases: their own view, never the sweep's
         self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
         self.drifts: list[DriftEvent] = []
         self.memory: MemorySample | None = None
@@ -159,11 +160,16 @@ class DashboardState:
         return self.phase_kinds.get(phase, self.phase_kinds.get(phase.split(":")[0], "sweep"))
 
     def _on_step(self, e: Step) -> None:
+        self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
+        if self._kind(e.phase) == "indexer":  # one layer's timings: not the model's steps
+            self.indexer.add_step(e.phase, e.arm, e.context, e.width, e.ms)
+            self.indexer.add_branches(e.arm, e.absorbed_calls, e.materialised_calls)
+            self.changed.add("indexer")
+            return
         arm = self._arm(e.arm)
         self.context = e.context
-        if self._kind(e.phase) == "sweep":  # indexer timings are not sweep cells
+        if self._kind(e.phase) == "sweep":
             self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
-        self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
         if e.width >= 2:  # a verify-shaped forward
@@ -242,6 +248,10 @@ class DashboardState:
         self.changed.add("memory")
 
     def _on_validity(self, e: Validity) -> None:
+        if self._kind(e.phase) == "indexer":
+            self.changed.add("indexer")
+            self._log(e.t, *self.indexer.add_check(e))
+            return
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
         ci = (
@@ -262,6 +272,10 @@ class DashboardState:
             )
 
     def _on_estimate(self, e: Estimate) -> None:
+        if self._kind(e.phase) == "indexer":
+            self.indexer.estimates[(e.phase, e.context)] = e
+            self.changed.add("indexer")
+            return
         self.estimates[(e.phase, e.context)] = e
         self.changed |= {"marginal", "arms"}
 

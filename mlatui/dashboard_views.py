@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from mlatui.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.events import Validity
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
@@ -109,3 +110,46 @@ def pressure(used: float, limit: float | None) -> str:
         return "ok"
     f = used / limit
     return "critical" if f >= 0.9 else "high" if f >= 0.75 else "ok"
+
+
+@dataclass
+class IndexerView:
+    """The indexer phases' own figures, kept apart from the sweep's tables, the key figure, the
+    arms' verify series and the model's L = 1 checks. Keys use the parts' phase names
+    (`<phase>:indexer`, `<phase>:layer`); checks the phase's name."""
+
+    samples: dict = field(default_factory=dict)  # (part phase, arm, context, width) -> [ms]
+    branches: dict = field(default_factory=dict)  # arm -> [absorbed, materialised] calls
+    estimates: dict = field(default_factory=dict)  # (part phase, context) -> latest Estimate
+    checks: dict = field(default_factory=dict)  # (phase, context) -> the S = 1 Validity
+
+    def add_step(self, phase: str, arm: str, context: int, width: int, ms: float) -> None:
+        self.samples.setdefault((phase, arm, context, width), []).append(ms)
+
+    def add_branches(self, arm: str, absorbed: int, materialised: int) -> None:
+        counts = self.branches.setdefault(arm, [0, 0])
+        counts[0] += absorbed
+        counts[1] += materialised
+
+    def add_check(self, e: Validity) -> tuple[str, str]:
+        """Keep the S = 1 check; its (level, log line)."""
+        self.checks[(e.phase, e.context)] = e
+        mark = "✓" if e.valid else "?" if e.verdict == "inconclusive" else "✗"
+        ci = (
+            ""
+            if e.ratio is None
+            else f", paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}]"
+        )
+        line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
+        return ("info" if e.valid else "warning"), line
+
+    def median_ms(self, phase: str, arm: str, context: int, width: int) -> float | None:
+        """The sampler's median over rounds when an estimate exists, else the samples' median."""
+        e = self.estimates.get((phase, context))
+        for r in e.rows if e else ():
+            if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
+                return r["median"]
+        return _median(self.samples.get((phase, arm, context, width), []))
+
+    def contexts(self) -> list[int]:
+        return sorted({c for _, _, c, _ in self.samples} | {c for _, c in self.estimates})

@@ -78,11 +78,12 @@ def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) 
     s = DecodeStream(base_len, first, draft_len=base_len)
     if arm.draft is None:
         return s
-    require_trimmable(arm.cache, arm.state.get("model_name", "model"))
-    hidden = arm.state.get("context_hidden") if arm.draft.needs_hidden else None
+    require_trimmable(arm.cache, arm.model_name)
+    target = arm.hidden
+    hidden = target.context if target is not None and arm.draft.needs_hidden else None
     arm.draft.prefill(mx.array([context_tokens]), hidden)  # (1, T)
     if isinstance(arm.draft, MTPDraft):
-        s.base_hidden = s.hidden = arm.state.get("last_hidden")
+        s.base_hidden = s.hidden = target.last if target is not None else None
         s.head_base = arm.draft.consumed
     return s
 

@@ -38,7 +38,17 @@ from mlatui.events import (
     LogMessage,
     RunEnd,
 )
-from mlatui.loading import Loaded, LoadError, load_draft, load_target, vocab_size
+from mlatui.loading import (
+    EMBEDDED_DRAFT,
+    NO_DRAFT,
+    Draft,
+    DraftKind,
+    Loaded,
+    LoadError,
+    load_draft,
+    load_target,
+    vocab_size,
+)
 from mlatui.phases import RunContext, Stopped, run_sweep
 from mlatui.runconfig import RunConfig
 from mlatui.scenario import Scenario, ScenarioError, load_scenario
@@ -128,8 +138,8 @@ def _encode_quietly(tokenizer, text: str) -> list[int]:
 
 
 def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
-    name = loaded.draft_name
-    if name.startswith("synthetic"):
+    kind = loaded.draft.kind
+    if kind is DraftKind.SYNTHETIC:
         from mlatui.decode_stream import SyntheticDraft
 
         vocab = vocab_size(loaded.model)
@@ -145,18 +155,18 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
             )  # same draws in both arms
 
         return synthetic
-    if name.startswith("mtp"):
+    if loaded.draft.is_mtp:
         from mlatui.mtp import load_mtp_draft
 
         probe = (
-            load_mtp_draft(loaded.path, loaded.model, required=name == "mtp")
+            load_mtp_draft(loaded.path, loaded.model, required=kind is DraftKind.MTP)
             if loaded.path
             else None
         )
         if probe is None:
-            loaded.draft_name = "none"
+            loaded.draft = NO_DRAFT
             return None
-        loaded.draft_name = "mtp"
+        loaded.draft = Draft(DraftKind.MTP)
 
         def mtp(arm: Arm):
             head = probe.twin()  # shares the head's weights, own cache; gated like its arm
@@ -167,7 +177,7 @@ def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[A
     if loaded.draft_model is not None:
 
         def draft_model(arm: Arm):
-            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), name)
+            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), loaded.draft.label)
 
         return draft_model
     return None
@@ -263,13 +273,13 @@ def run(
         fit_notes += dist.notes
         if dist.stop_requested(stop.is_set()):
             raise Stopped()
-        if config.random_weights and loaded.draft_name.startswith("draft-model:embedded"):
-            loaded.draft_name = "none"
+        if config.random_weights and loaded.draft == EMBEDDED_DRAFT:
+            loaded.draft = NO_DRAFT
         make_draft = _draft_factory(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
+        # the one policy object of this run: the CLI's choice, else the scenario's, else formula
         gates = Gates.parse(
-            config.threshold or scenario.threshold or "formula",
-            config.indexer or scenario.indexer or "patched",
+            config.threshold or scenario.threshold, config.indexer or scenario.indexer
         )
         null = config.null or scenario.null
         fill = config.fill or scenario.model.fill
@@ -278,10 +288,10 @@ def run(
                 "fill = random-latents is a timing-only fill for random weights; add --random-weights"
             )
         passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
-        stock, patched = build_arms(loaded.model, gates.threshold, passes[0], gates.indexer)
+        stock, patched = build_arms(loaded.model, gates, passes[0])
         settings = {
             "threshold": str(gates.threshold),
-            "indexer": gates.indexer,
+            "indexer": gates.indexer.value,
             "null": null,
             "passes": [pass_name(p, null) for p in passes],
             "fill": fill,
@@ -310,6 +320,9 @@ def run(
             fit_warnings.extend(
                 context_warnings({"max_position_embeddings": limit}, longest, trained_window())
             )
+        from mlatui.indexer_sites import load_warnings
+
+        fit_warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
         for warning in fit_warnings:
             emit(LogMessage(now(), "warning", warning))
         emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
@@ -339,9 +352,9 @@ def run(
         tokens_for = text_tokens(loaded, seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
-                stock, patched = build_arms(loaded.model, gates.threshold, variants, gates.indexer)
+                stock, patched = build_arms(loaded.model, gates, variants)
             for arm in (stock, patched):
-                arm.state["model_name"] = loaded.name
+                arm.model_name = loaded.name
             baton = Baton()
             workers = {"stock": ArmWorker(stock, baton)}
             host = workers["stock"] if config.shared_arm_thread else None
@@ -363,7 +376,6 @@ def run(
                 tokens_for,
                 vocab_size(loaded.model),
                 make_draft,
-                loaded.draft_name,
                 prefill_worker=prefill_worker,
                 invalid_contexts=invalid,
                 seed=seed,

@@ -8,7 +8,8 @@ import platform
 
 from mlatui import mla
 from mlatui.events import SCHEMA_VERSION, RunHeader
-from mlatui.loading import Loaded
+from mlatui.gate_policy import FormulaPolicy, stored_crossovers
+from mlatui.loading import NO_DRAFT, DraftKind, Loaded
 from mlatui.runconfig import RunConfig
 from mlatui.scenario import Scenario
 
@@ -37,20 +38,15 @@ def header(
             "num_heads": g.num_heads,
             "num_mla_layers": len(report.modules),
         }
-        calibrated = None
         try:
-            from mlatui.calibration import load_crossovers
-
-            calibrated = load_crossovers(g)
+            calibrated = stored_crossovers(g)
         except Exception:  # noqa: BLE001 - calibration is optional
             calibrated = None
         thresholds = {
             "policy": report.policy,
             "formula_inf": report.threshold,
             "formula_at": {
-                str(t): mla.max_absorbed_queries(
-                    g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t
-                )
+                str(t): FormulaPolicy().limit(g, t)
                 for t in sorted(
                     {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
                 )
@@ -78,8 +74,8 @@ def header(
         geometry,
         thresholds,
         scenario.to_dict(),
-        loaded.draft_name if loaded else "none",
-        bool(loaded and (loaded.random_weights or loaded.draft_name.startswith("synthetic"))),
+        loaded.draft.label if loaded else NO_DRAFT.label,
+        bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
         distributed or {},

@@ -246,8 +246,14 @@ def csv_rows(state: DashboardState) -> list[dict]:
                 row |= {
                     "quantity": f"{r.get('part', kind)}_ms",
                     "median": sig(r.get("median_ms"), 4),
+                    "low": sig(r.get("ci_low_ms"), 4),
+                    "high": sig(r.get("ci_high_ms"), 4),
+                    "n": r.get("n", ""),
+                    "rounds": r.get("rounds", ""),
+                    "text": r.get("layer", ""),
                 }
-                rows.append(row | {"check": "valid" if r.get("valid", True) else "invalid"})
+                check = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
+                rows.append(row | {"check": check})
     for r in state.decode_results:
         if r.warnings:
             rows.append(

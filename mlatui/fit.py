@@ -289,8 +289,10 @@ def prebuild_checks(scenario: Any, model_ref: str | None, random_weights: bool):
     if random_weights or spec.source == "random":
         config = {**spec.config}
         weights = config_weights_lower_bound(config, spec.dtype, spec.bits)
+        from mlatui.scenario import DraftSource
+
         draft = scenario.draft
-        if draft.source == "draft-model" and draft.config and not draft.path:
+        if draft.source is DraftSource.DRAFT_MODEL and draft.config and not draft.path:
             weights += config_weights_lower_bound(draft.config, spec.dtype)
         return config, spec.dtype, weights
     if spec.source == "path":

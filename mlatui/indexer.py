@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import mlx.core as mx
 import mlx.nn as nn
 
-INDEXER_MODES = ("stock", "patched")
+from mlatui.gate_policy import IndexerMode
+
+INDEXER_MODES = tuple(IndexerMode)
 
 
 @dataclass
@@ -293,9 +295,7 @@ class Indexer(nn.Module):
 
     def __init__(self, config: SparseMLAConfig, mode: str = "patched"):
         super().__init__()
-        if mode not in INDEXER_MODES:
-            raise ValueError(f"indexer mode must be one of {INDEXER_MODES}, got {mode!r}")
-        self.mode = mode
+        self.mode = IndexerMode.parse(mode)
         self.n_heads = config.index_n_heads
         self.head_dim = config.index_head_dim
         self.kpool = config.index_kpool

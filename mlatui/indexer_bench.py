@@ -49,7 +49,6 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlatui import mla
 from mlatui.estimates import (
     CI_METHOD,
     ContextEstimates,
@@ -60,6 +59,7 @@ from mlatui.estimates import (
     stable_seed,
 )
 from mlatui.events import ARMS
+from mlatui.gate_policy import DEFAULT_GATES, STOCK_GATES, FormulaPolicy, Gates, IndexerMode
 from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig
 from mlatui.loading import DTYPES, default_dtype
 from mlatui.measure import L1_TOLERANCE_PCT, timed_ms
@@ -72,10 +72,10 @@ PARTS = ("indexer", "sparse-layer")
 # S = 1 is the cheapest step and its check needs a tight paired ratio: three quads per round.
 CONTROL_QUADS = 3
 INPUTS_PER_WIDTH = 4  # distinct inputs per width, cycled; the k-th sample is the same in both arms
-# What each slot runs: (MLA gate threshold as `mla.policy_for` takes it, indexer pooling mode).
-# The engine's phase passes its arms' own (an A/A pass gives both slots the same).
-Modes = dict[str, tuple[str | int, str]]
-DEFAULT_MODES: Modes = {"stock": ("stock", "stock"), "patched": ("formula", "patched")}
+# What each slot runs: its gates (the MLA gate's policy object and the indexer pooling). The
+# engine's phase passes its arms' own (an A/A pass gives both slots the same).
+Modes = dict[str, Gates]
+DEFAULT_MODES: Modes = {"stock": STOCK_GATES, "patched": DEFAULT_GATES}
 
 
 def _sync(out: Any) -> None:
@@ -230,7 +230,7 @@ def _indexer_part(
     }
 
     def set_mode(arm: str) -> None:
-        ix.mode = modes[arm][1]
+        ix.mode = modes[arm].indexer
 
     def forward(arm: str, width: int, i: int) -> Any:
         cache = caches[arm]
@@ -265,7 +265,7 @@ def _layer_part(
     base.fill(latent, keys, gates, pe, max(widths) + 256)
     del keys, gates, latent, pe
     x0 = mx.random.normal((1, 1, config.hidden_size)).astype(dtype)
-    layer.set_modes("patched", "patched")
+    layer.set_modes(FormulaPolicy(), IndexerMode.PATCHED)
     mx.eval(layer(x0, cache=base), base.latent, base.index.keys, base.index.pooled)  # pool once
     _rewind(base, base.index, context)
     caches = {arm: base.copy() for arm in ARMS}  # both slots copies: neither owns the original
@@ -286,10 +286,8 @@ def _layer_part(
     }  # every sample is at context
     mx.eval(xs, [m for m in masks.values() if isinstance(m, mx.array)])
 
-    policies = {arm: mla.policy_for(gate, layer.geometry) for arm, (gate, _) in modes.items()}
-
     def set_mode(arm: str) -> None:
-        layer.set_modes(policies[arm], modes[arm][1])
+        layer.set_modes(modes[arm].policy, modes[arm].indexer)
 
     def forward(arm: str, width: int, i: int) -> Any:
         cache = caches[arm]
@@ -322,7 +320,7 @@ def _sample(part: _Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> 
         rebuilds, reuses = index.rebuilds, index.reuses
         ms = timed_ms(lambda: part.forward(arm, width, i), _sync)
         rebuilt = index.rebuilds - rebuilds
-        if modes[arm][1] == "patched" and rebuilt:
+        if modes[arm].indexer is IndexerMode.PATCHED and rebuilt:
             raise RuntimeError(
                 f"{part.name} @ {part.context}: the {arm} arm's patched pool was rebuilt at "
                 f"S={width}; the harness is measuring the rejection case, not consecutive "
@@ -539,7 +537,10 @@ def run_indexer_bench(
         heads=config.num_attention_heads,
         hidden=config.hidden_size,
         seed=seed,
-        modes={arm: {"mla_gate": str(g), "indexer": i} for arm, (g, i) in modes.items()},
+        modes={
+            arm: {"mla_gate": str(g.threshold), "indexer": g.indexer.value}
+            for arm, g in modes.items()
+        },
     )
     records: list[IndexerRecord] = []
     jobs = [("indexer", c) for c in contexts] + [("sparse-layer", c) for c in layer_contexts]

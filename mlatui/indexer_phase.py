@@ -1,16 +1,16 @@
-"""The indexer phase: the pooled-window indexer and the whole sparse layer (GLM-5.3-Flash
-geometry, random weights), stock vs patched pooling, through the one sampler.
+"""The indexer phase: the pooled-window indexer and the whole sparse layer of the arms' own
+model, stock vs patched pooling, through the one sampler on the arms' worker threads.
 
-Each (part, context) is sampled in rounds (`mlatui.indexer_bench`; the plan comes from the
-scenario phase via `plan_for`). Step events carry the round as `rep`; an Estimate follows every
-round under the part's own phase name (`<phase>:indexer`, `<phase>:layer`); the indexer part's
-S = 1 check becomes the context's Validity (valid / invalid / inconclusive) under the phase's own
-name, and a non-valid context is kept out of the verdict. The layer part's S = 1 outcome is in its
-rows (and a warning when it is not valid).
-
-The phase builds its own random-weight indexer and layer, but each slot runs what the engine's arm
-in that slot runs: its variant's MLA gate and pooling (`Gates`), so an A/A pass measures two
-identical arms here too and its estimates are the harness's bias, never the fix.
+It times the model's first sparse layer (`indexer_sites`; every sparse layer of mlatui's model
+type shares one geometry, the others are named in the log). Per context both arms take
+bit-identical copies of one prefill (`share_context`, so `fill = "random-latents"` applies here
+too); each arm steps its own twin of that layer, gated as the arm is (an A/A pass measures two
+identical arms). Before the rounds each width runs once untimed in both arms and their outputs
+are compared (`selection_agreement`, `parity_max_abs` in the rows). Step events carry the round
+as `rep` under the part's own phase name (`<phase>:indexer`, `<phase>:layer`); an Estimate
+follows every round; the indexer part's S = 1 check is the context's Validity under the phase's
+name, and never joins the run's `invalid_contexts` (the model phases' contexts left out of
+their verdicts).
 """
 
 from __future__ import annotations
@@ -18,26 +18,30 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from mlatui.arms import Gates, Variant
+import numpy as np
+
 from mlatui.estimates import ContextEstimates, Outcome, Timing, stable_seed
-from mlatui.events import LogMessage, PhaseStart, PhaseSummary, Step
-from mlatui.indexer import SparseMLAConfig
-from mlatui.indexer_bench import (
-    DEFAULT_MODES,
-    BenchHooks,
-    IndexerRecord,
-    Modes,
-    PartRun,
-    run_indexer_bench,
+from mlatui.events import LogMessage, PhaseSummary, Step
+from mlatui.indexer_bench import IndexerRecord, PartRun, part_records
+from mlatui.indexer_sites import (
+    ArmSite,
+    SparseSite,
+    output,
+    parity_tolerance,
+    prepare,
+    sparse_sites,
+    step,
 )
 from mlatui.phases import (
     EstimateEmitter,
     ProgressTracker,
     RunContext,
+    emit_phase_start,
     plan_for,
+    share_context,
     validity,
 )
-from mlatui.sampler import SamplerPlan
+from mlatui.sampler import SamplerPlan, sample_context
 from mlatui.scenario import Phase
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
@@ -47,149 +51,182 @@ def part_phase(phase: Phase, part: str) -> str:
     return f"{phase.name}:{PART_TAGS[part]}"
 
 
-class _PhaseHooks(BenchHooks):
-    def __init__(
-        self,
-        ctx: RunContext,
-        phase: Phase,
-        plans: dict[tuple[str, int], SamplerPlan],
-        progress: ProgressTracker,
-    ):
-        self.ctx, self.phase, self.plans, self.progress = ctx, phase, plans, progress
-        self.emitters: dict[tuple[str, int], EstimateEmitter] = {}
-
-    def check_stop(self) -> None:
-        self.ctx.check_stop()
-
-    def decide_more(self, wants_more: bool) -> bool:
-        return self.ctx.decide_more(wants_more)
-
-    def clock(self) -> float:
-        return self.ctx.now()
-
-    def _emitter(self, part: str, context: int) -> EstimateEmitter:
-        key = (part, context)
-        if key not in self.emitters:
-            self.emitters[key] = EstimateEmitter(self.ctx, part_phase(self.phase, part), context)
-        return self.emitters[key]
-
-    def timing(self, part: str, context: int, timing: Timing) -> None:
-        self.ctx.emit(
-            Step(
-                self.ctx.now(),
-                part_phase(self.phase, part),
-                timing.arm,
-                context,
-                timing.width,
-                timing.round,
-                timing.ms,
-            )
+def _parity(ctx: RunContext, sites: dict[str, ArmSite], part: str, widths) -> dict[int, float]:
+    """Per width: the selections' share of identical rows (indexer) or max |stock - patched|
+    over max |stock| (layer)."""
+    out = {}
+    for w in widths:
+        a, b = (
+            ctx.workers[arm].call(lambda _, s=sites[arm], w=w: output(s, part, w)) for arm in sites
         )
-        self.progress.advance()
-
-    def round(self, part: str, context: int, estimates: ContextEstimates) -> None:
-        self._emitter(part, context)(estimates)
-        plan = self.plans[(part, context)]
-        r = estimates.rounds
-        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
-            if estimates.control_outcome is Outcome.INCONCLUSIVE:  # two more rounds come
-                self.progress.total += plan.timed_calls(2)
-
-    def done(self, result: PartRun) -> None:
-        self._emitter(result.part, result.context)(result.estimates, final=True)
-        if result.part == "indexer":
-            validity(self.ctx, self.phase.name, result.context, result.estimates)
-        elif result.outcome is not Outcome.VALID:
-            ratio = result.estimates.control_ratio
-            ci = f" (paired {ratio.low:.3f}-{ratio.high:.3f})" if ratio else ""
-            self.ctx.emit(
-                LogMessage(
-                    self.ctx.now(),
-                    "warning",
-                    f"{part_phase(self.phase, result.part)} @ {result.context}: S=1 check "
-                    f"{result.outcome.value}{ci}; kept out of the verdict",
-                )
-            )
+        if part == "indexer":
+            out[w] = float(np.mean(np.all(a == b, axis=-1)))
+        else:
+            out[w] = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a))), 1e-30))
+    return out
 
 
-def arm_modes(ctx: RunContext) -> Modes:
-    """(MLA gate, indexer mode) per slot, as `arms.gate_model` gates that slot's arm."""
-    modes = dict(DEFAULT_MODES)
-    for slot, worker in ctx.workers.items():
-        arm = worker.arm
-        if slot not in modes or arm.variant is None:
-            continue
-        gates = arm.gates or Gates()
-        stock = arm.variant is Variant.STOCK
-        modes[slot] = ("stock" if stock else gates.threshold, "stock" if stock else gates.indexer)
-    return modes
-
-
-def run_indexer_phase(
+def _measure_part(
     ctx: RunContext,
     phase: Phase,
-    index: int,
-    total_phases: int,
-    config: SparseMLAConfig | None = None,
-) -> PhaseSummary:
+    part: str,
+    sites: dict[str, ArmSite],
+    plan: SamplerPlan,
+    progress: ProgressTracker,
+) -> tuple[PartRun, dict[int, float]]:
+    name, context = part_phase(phase, part), next(iter(sites.values())).context
+    parity = _parity(ctx, sites, part, plan.widths)
+    _warn_parity(ctx, name, context, parity, sites["stock"].attn.kv_a_layernorm.weight.dtype)
+    keys = [(arm, w) for arm in plan.arms for w in plan.widths]
+    pool = {k: {"rebuilds": 0, "reuses": 0} for k in keys}
+    pending: list[tuple[int, int]] = []
+    emitter = EstimateEmitter(ctx, name, context)
+
+    def call(arm: str, width: int):
+        worker = ctx.workers[arm]
+        return worker.call(lambda a: step(sites[arm], a, part, width))
+
+    def measure(arm: str, width: int) -> float:
+        ms, rebuilt, reused, absorbed, materialised = call(arm, width)
+        pool[(arm, width)]["rebuilds"] += rebuilt
+        pool[(arm, width)]["reuses"] += reused
+        pending.append((absorbed, materialised))
+        return ms
+
+    def on_timing(t: Timing) -> None:  # after the timed region has closed
+        absorbed, materialised = pending.pop()
+        ctx.emit(
+            Step(ctx.now(), name, t.arm, context, t.width, t.round, t.ms, absorbed, materialised)
+        )
+        progress.advance()
+
+    def on_round(estimates: ContextEstimates) -> None:
+        emitter(estimates)
+        progress.after_round(plan, estimates)
+
+    run = sample_context(
+        plan,
+        measure,
+        warm=lambda arm, width: call(arm, width) and None,
+        clock=ctx.now,
+        on_timing=on_timing,
+        on_round=on_round,
+        check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
+    )
+    emitter(run.estimates, final=True)
+    return PartRun(part, context, run, pool, {}), parity
+
+
+def _warn_parity(ctx: RunContext, name: str, context: int, parity: dict, dtype) -> None:
+    tol = parity_tolerance(dtype)
+    for w, value in parity.items():
+        off = value < 1.0 if name.endswith(":indexer") else value > tol
+        if off:
+            what = (
+                f"{value:.1%} of the arms' selections agree"
+                if name.endswith(":indexer")
+                else f"outputs differ by {value:.2e} of their scale (allowed {tol:.1e})"
+            )
+            ctx.emit(LogMessage(ctx.now(), "warning", f"{name} @ {context} S={w}: {what}"))
+
+
+def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
+    if result.part == "indexer":  # its own check: never one of the run's invalid contexts
+        validity(ctx, phase.name, result.context, result.estimates, leaves_out=False)
+    elif result.outcome is not Outcome.VALID:
+        ratio = result.estimates.control_ratio
+        ci = f" (paired {ratio.low:.3f}-{ratio.high:.3f})" if ratio else ""
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{part_phase(phase, result.part)} @ {result.context}: S=1 check "
+                f"{result.outcome.value}{ci}; kept out of the verdict",
+            )
+        )
+
+
+def _skip(ctx: RunContext, phase: Phase, index: int, total: int, why: str) -> PhaseSummary:
+    emit_phase_start(ctx, phase, index, total, 0, ())
+    ctx.emit(LogMessage(ctx.now(), "warning", f"{phase.name}: skipped, {why}"))
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, (), f"skipped: {why}")
+    ctx.emit(summary)
+    return summary
+
+
+def run_indexer_phase(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+    stock = ctx.workers["stock"].arm
+    sites = sparse_sites(stock.model)
+    model_name = stock.model_name
+    if not sites:
+        return _skip(
+            ctx, phase, index, total_phases, f"{model_name} has no pooled-indexer sparse layer"
+        )
+    site = sites[0]
+    contexts = [c for c in phase.contexts if c > site.config.index_topk]
+    if not contexts:
+        why = (
+            f"every context is within index_topk {site.config.index_topk} (the indexer is bypassed)"
+        )
+        return _skip(ctx, phase, index, total_phases, why)
     widths = tuple(sorted(set(phase.widths) | {1}))
     plans = {
-        (part, context): replace(
-            plan_for(phase, widths, ctx.seed, context, ctx.settle),
-            seed=stable_seed(ctx.seed, part_phase(phase, part), context),
+        (part, c): replace(
+            plan_for(phase, widths, ctx.seed, c, ctx.settle),
+            seed=stable_seed(ctx.seed, part_phase(phase, part), c),
         )
         for part in PART_TAGS
-        for context in phase.contexts
+        for c in contexts
     }
     planned = sum(p.timed_calls() for p in plans.values())
+    emit_phase_start(ctx, phase, index, total_phases, planned, ())
+    others = "; ".join(s.describe() for s in sites[1:])
     ctx.emit(
-        PhaseStart(ctx.now(), phase.name, phase.kind, index, total_phases, planned, phase.contexts)
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"{phase.name}: timing {site.describe()}, {site.sharing} sparse layer(s) of this "
+            f"geometry" + (f"; not timed: {others}" if others else ""),
+        )
     )
     progress = ProgressTracker(ctx, phase.name, planned)
-    records = run_indexer_bench(
-        phase.contexts,
-        widths,
-        phase.reps,
-        phase.warmup,
-        _PhaseHooks(ctx, phase, plans, progress),
-        layer_contexts=phase.contexts,
-        config=config,
-        seed=ctx.seed,
-        plan=lambda part, context: plans[(part, context)],
-        modes=arm_modes(ctx),
-    )
-    rows = [record_row(r) for r in records]
+    rows: list[dict] = []
+    for context in contexts:
+        ctx.check_stop()
+        length = share_context(ctx, ctx.tokens_for(context))
+        seed = stable_seed(ctx.seed, phase.name, length)
+        arm_sites = {
+            arm: ctx.workers[arm].call(lambda a, seed=seed: prepare(a, site, widths, seed))
+            for arm in ("stock", "patched")
+        }
+        for part in PART_TAGS:
+            ctx.check_stop()
+            result, parity = _measure_part(
+                ctx, phase, part, arm_sites, plans[(part, context)], progress
+            )
+            _report_part(ctx, phase, result)
+            for record in part_records(result, {}, {}):
+                rows.append(record_row(record, site, parity.get(record.width)))
+        del arm_sites
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), indexer_verdict(rows))
     ctx.emit(summary)
     return summary
 
 
-def record_row(r: IndexerRecord) -> dict:
+ROW_ATTRS = (
+    *("context", "width", "arm", "median_ms", "ci_low_ms", "ci_high_ms", "ratio", "ratio_low"),
+    *("ratio_high", "vs_s1", "vs_s1_low", "vs_s1_high", "pool_rebuilds", "pool_reuses"),
+    *("outcome", "valid", "samples_ms"),
+)
+
+
+def record_row(r: IndexerRecord, site: SparseSite, parity: float | None) -> dict:
     st = r.stats
-    return {
-        "part": r.bench,
-        "context": r.context,
-        "width": r.width,
-        "arm": r.arm,
-        "median_ms": r.median_ms,
-        "ci_low_ms": r.ci_low_ms,
-        "ci_high_ms": r.ci_high_ms,
-        "p10_ms": st.p10,
-        "p90_ms": st.p90,
-        "n": st.n,
-        "rounds": r.n_rounds,
-        "ratio": r.ratio,
-        "ratio_low": r.ratio_low,
-        "ratio_high": r.ratio_high,
-        "vs_s1": r.vs_s1,
-        "vs_s1_low": r.vs_s1_low,
-        "vs_s1_high": r.vs_s1_high,
-        "pool_rebuilds": r.pool_rebuilds,
-        "pool_reuses": r.pool_reuses,
-        "outcome": r.outcome,
-        "valid": r.valid,
-        "samples_ms": r.samples_ms,
-    }
+    row = {"part": r.bench, "layer": site.name, **{k: getattr(r, k) for k in ROW_ATTRS}}
+    row.update(p10_ms=st.p10, p90_ms=st.p90, n=st.n, rounds=r.n_rounds)
+    row["selection_agreement" if r.bench == "indexer" else "parity_max_abs"] = parity
+    return row
 
 
 def _finite(*xs: float | None) -> bool:

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import mlx.nn as nn
 
 from mlatui.load_watch import memory_counter, no_watch, safetensors_files
 from mlatui.model_inputs import text_config
-from mlatui.scenario import DTYPE_NAMES, DraftSpec, ModelSpec, Scenario
+from mlatui.scenario import DTYPE_NAMES, DraftSource, DraftSpec, ModelSpec, Scenario
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
 
@@ -30,6 +31,42 @@ class LoadError(ValueError):
     """One line saying what could not be loaded and what to do."""
 
 
+class DraftKind(StrEnum):
+    """What proposes the drafts a verify step checks."""
+
+    NONE = "none"
+    DRAFT_MODEL = "draft-model"  # a separate small model (mlx-lm's --draft-model)
+    SYNTHETIC = "synthetic"  # random weights: tokens accepted at a set rate
+    MTP = "mtp"  # the checkpoint's MTP head, required
+    MTP_IF_PRESENT = "mtp?"  # the checkpoint's MTP head if it has one, else none
+
+
+@dataclass(frozen=True)
+class Draft:
+    """The run's draft choice. `label` is the recorded form (the header's `draft` field):
+    "draft-model:<source>", "synthetic(acceptance=0.7)", "mtp", "none"."""
+
+    kind: DraftKind = DraftKind.NONE
+    source: str = ""  # draft-model: "embedded", a folder or hub id, or "random:<family>"
+    acceptance: float = 0.0  # synthetic only
+
+    @property
+    def label(self) -> str:
+        if self.kind is DraftKind.DRAFT_MODEL:
+            return f"{self.kind.value}:{self.source}"
+        if self.kind is DraftKind.SYNTHETIC:
+            return f"synthetic(acceptance={self.acceptance:g})"
+        return self.kind.value
+
+    @property
+    def is_mtp(self) -> bool:
+        return self.kind in (DraftKind.MTP, DraftKind.MTP_IF_PRESENT)
+
+
+NO_DRAFT = Draft()
+EMBEDDED_DRAFT = Draft(DraftKind.DRAFT_MODEL, "embedded")
+
+
 @dataclass
 class Loaded:
     model: nn.Module
@@ -39,7 +76,7 @@ class Loaded:
     path: str | None
     random_weights: bool
     draft_model: nn.Module | None = None
-    draft_name: str = "none"
+    draft: Draft = NO_DRAFT
 
 
 Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
@@ -199,7 +236,7 @@ def load_target(
     if prepare is not None:  # 23 MB, loaded whole: sharded after
         prepare(model)
     loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
-    loaded.draft_model, loaded.draft_name = draft, "draft-model:embedded"
+    loaded.draft_model, loaded.draft = draft, EMBEDDED_DRAFT
     return loaded
 
 
@@ -211,10 +248,10 @@ def load_draft(
     watch=no_watch,
     prepare: Prepare | None = None,
 ) -> None:
-    """Fill target.draft_model / draft_name per --draft-model, else the scenario's [draft]; a
-    draft model is checked against the target before any step. `prepare` shards it."""
+    """Fill target.draft_model / draft per --draft-model, else the scenario's [draft]; a draft
+    model is checked against the target before any step. `prepare` shards it."""
     _load_draft(draft_ref, spec, target, seed, watch, prepare)
-    if target.draft_model is not None and target.draft_name.startswith("draft-model"):
+    if target.draft_model is not None and target.draft.kind is DraftKind.DRAFT_MODEL:
         check_draft_vocabulary(target)
 
 
@@ -224,9 +261,8 @@ def check_draft_vocabulary(target: Loaded) -> None:
     a smaller one silently never proposes the rest."""
     mine, theirs = vocab_size(target.model), vocab_size(target.draft_model)
     if mine != theirs:
-        name = target.draft_name.removeprefix("draft-model:")
         raise LoadError(
-            f"draft model {name}: vocabulary of {theirs} tokens, the target's has {mine} — "
+            f"draft model {target.draft.source}: vocabulary of {theirs} tokens, the target's has {mine} — "
             "use a draft trained with the target's tokenizer"
         )
 
@@ -241,16 +277,16 @@ def _load_draft(
 ) -> None:
     if draft_ref is not None:
         target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch, prepare)
-        target.draft_name = f"draft-model:{draft_ref}"
+        target.draft = Draft(DraftKind.DRAFT_MODEL, draft_ref)
         return
-    if target.random_weights and spec.source in ("auto", "mtp"):
+    if target.random_weights and spec.source in (DraftSource.AUTO, DraftSource.MTP):
         spec = DraftSpec(
-            "synthetic", None, spec.config, spec.acceptance
+            DraftSource.SYNTHETIC, None, spec.config, spec.acceptance
         )  # no checkpoint, no MTP head
-    if spec.source == "draft-model":
+    if spec.source is DraftSource.DRAFT_MODEL:
         if spec.path:
             target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch, prepare)
-            target.draft_name = f"draft-model:{spec.path}"
+            target.draft = Draft(DraftKind.DRAFT_MODEL, spec.path)
         elif spec.config:
             family = spec.config.get("model_type")
             if not family:
@@ -263,12 +299,12 @@ def _load_draft(
                 "draft model",
                 prepare,
             )
-            target.draft_name = f"draft-model:random:{family}"
+            target.draft = Draft(DraftKind.DRAFT_MODEL, f"random:{family}")
         else:
             raise LoadError(
                 "[draft] source = \"draft-model\" needs 'path' or a [draft.config] table"
             )
-    elif spec.source == "synthetic":
+    elif spec.source is DraftSource.SYNTHETIC:
         if spec.config:
             family = spec.config.get("model_type")
             target.draft_model, _ = build_random(
@@ -279,13 +315,13 @@ def _load_draft(
                 "draft model",
                 prepare,
             )
-        target.draft_name = f"synthetic(acceptance={spec.acceptance:g})"
-    elif spec.source == "mtp":
-        target.draft_name = "mtp"
-    elif spec.source == "none":
-        target.draft_model, target.draft_name = None, "none"
-    elif spec.source == "auto" and target.draft_model is None and target.path is not None:
-        target.draft_name = "mtp?"  # try the checkpoint's MTP head, fall back to none
+        target.draft = Draft(DraftKind.SYNTHETIC, acceptance=spec.acceptance)
+    elif spec.source is DraftSource.MTP:
+        target.draft = Draft(DraftKind.MTP)
+    elif spec.source is DraftSource.NONE:
+        target.draft_model, target.draft = None, NO_DRAFT
+    elif spec.source is DraftSource.AUTO and target.draft_model is None and target.path is not None:
+        target.draft = Draft(DraftKind.MTP_IF_PRESENT)
 
 
 def vocab_size(model: nn.Module) -> int:

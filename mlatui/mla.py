@@ -14,59 +14,32 @@ import sys
 import textwrap
 import threading
 import types
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.nn as nn
 
+from mlatui.gate_policy import (  # noqa: F401 (the gate's names, as callers of the patch use them)
+    STOCK_POLICY,
+    UNBOUNDED,
+    CalibratedPolicy,
+    FixedPolicy,
+    ForcedPolicy,
+    FormulaPolicy,
+    GatePolicy,
+    Geometry,
+    Threshold,
+    as_policy,
+    max_absorbed_queries,
+)
+
 GATE_MARKERS = ("embed_q", "unembed_out")
 ABSORBED_FLAG = "_mlatui_absorbed"
-UNBOUNDED = sys.maxsize
 
 
 class PatchError(RuntimeError):
     """The installed mlx-lm does not look like what the patch was derived for."""
-
-
-def max_absorbed_queries(
-    kv_lora_rank: int,
-    qk_nope_head_dim: int,
-    v_head_dim: int,
-    cache_len: int | None = None,
-) -> int:
-    """Largest L for which the absorbed path is strictly cheaper, per head.
-
-    absorbed ~ L*r*d + 2*L*T*r, materialised ~ T*r*d + L*T*d with d = nope + v and T the
-    cache length after this step's update. Absorbed wins while L < T*r*d / (r*d + T*(2r - d)),
-    which tends to r*d / (2r - d) as T grows. Returns at least 1; UNBOUNDED when the
-    materialised path never wins (d >= 2r).
-    """
-    r, d = kv_lora_rank, qk_nope_head_dim + v_head_dim
-    if r <= 0 or qk_nope_head_dim <= 0 or v_head_dim <= 0:
-        return 1
-    if cache_len is None:
-        num, den = r * d, 2 * r - d
-    else:
-        if cache_len <= 0:
-            return 1
-        num, den = r * d * cache_len, r * d + cache_len * (2 * r - d)
-    if den <= 0:
-        return UNBOUNDED
-    return max(1, (num - 1) // den)
-
-
-@dataclass(frozen=True)
-class Geometry:
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    v_head_dim: int
-    num_heads: int
-
-    @property
-    def key(self) -> str:
-        return f"r{self.kv_lora_rank}-n{self.qk_nope_head_dim}-v{self.v_head_dim}"
 
 
 def geometry_of(attn: nn.Module) -> Geometry:
@@ -99,79 +72,6 @@ class BranchCounters:
 
     def total(self) -> tuple[int, int]:
         return sum(self.absorbed.values()), sum(self.materialised.values())
-
-
-class GatePolicy:
-    """Decides the branch from (L, T). `name` is what reports show."""
-
-    name = "stock"
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length == 1
-
-    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
-        return 1
-
-
-class FormulaPolicy(GatePolicy):
-    name = "formula"
-
-    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
-        return max_absorbed_queries(
-            geometry.kv_lora_rank,
-            geometry.qk_nope_head_dim,
-            geometry.v_head_dim,
-            cache_len,
-        )
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length == 1 or length <= self.limit(geometry, cache_len)
-
-
-class FixedPolicy(GatePolicy):
-    def __init__(self, max_queries: int):
-        if max_queries < 1:
-            raise ValueError(f"threshold must be >= 1, got {max_queries}")
-        self.max_queries = max_queries
-        self.name = f"fixed:{max_queries}"
-
-    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
-        return self.max_queries
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length <= self.max_queries
-
-
-class ForcedPolicy(GatePolicy):
-    """Always one branch, at every L: the forced-branch attention benchmark."""
-
-    def __init__(self, absorbed: bool):
-        self.force = absorbed
-        self.name = "forced-absorbed" if absorbed else "forced-materialised"
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return self.force
-
-
-class CalibratedPolicy(GatePolicy):
-    """Measured crossovers by context: use the one measured at the largest context <= T."""
-
-    name = "calibrated"
-
-    def __init__(self, crossovers: dict[int, int]):
-        self.crossovers = dict(sorted(crossovers.items()))
-        self.fallback = FormulaPolicy()
-
-    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
-        if cache_len is None:
-            return self.crossovers[max(self.crossovers)]
-        below = [t for t in self.crossovers if t <= cache_len]
-        if not below:
-            return self.fallback.limit(geometry, cache_len)
-        return self.crossovers[max(below)]
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length == 1 or length <= self.limit(geometry, cache_len)
 
 
 class _GateState:
@@ -364,42 +264,13 @@ class PatchReport:
         )
 
 
-def policy_for(threshold: str | int | GatePolicy, geometry: Geometry) -> GatePolicy:
-    if isinstance(threshold, GatePolicy):
-        return threshold
-    if isinstance(threshold, bool):
-        raise ValueError("threshold must be 'formula', 'calibrated', 'stock' or an int >= 1")
-    if isinstance(threshold, int):
-        return FixedPolicy(threshold)
-    if threshold == "formula":
-        return FormulaPolicy()
-    if threshold == "stock":
-        return GatePolicy()
-    if threshold == "calibrated":
-        from mlatui.calibration import load_crossovers
-
-        found = load_crossovers(geometry)
-        if not found:
-            warnings.warn(
-                f"no usable calibration stored for {geometry.key} on this device; using the formula "
-                "(run `mlatui calibrate` to measure one)",
-                stacklevel=3,
-            )
-            return FormulaPolicy()
-        return CalibratedPolicy(found)
-    raise ValueError(
-        f"unknown threshold {threshold!r}: use 'formula', 'calibrated', 'stock' or an int >= 1"
-    )
-
-
-def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport:
+def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
     found = mla_modules(model)
     if not found:
         raise PatchError(
             f"{type(model).__module__}: no MLA attention with an absorbed path was found in this model"
         )
     counters = BranchCounters()
-    policy = None
     classes = []
     upstream = []
     for _, attn in found:
@@ -412,7 +283,7 @@ def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport
                 continue
             raise
         geometry = geometry_of(attn)
-        policy = policy or policy_for(threshold, geometry)
+        policy.bind(geometry)
         attn.__class__ = cls
         attn.__dict__["_mlatui_gate_state"] = _GateState(geometry, policy, counters)
         if stock_cls.__name__ not in classes:
@@ -421,7 +292,7 @@ def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport
     if upstream and not classes:
         return PatchReport("upstream", [], [], geometry, 1, counters, True, upstream[0])
     return PatchReport(
-        policy.name,
+        policy.name_for(geometry),
         [n for n, _ in found],
         classes,
         geometry,
@@ -430,14 +301,17 @@ def _install(model: nn.Module, threshold: str | int | GatePolicy) -> PatchReport
     )
 
 
-def patch_model(model: nn.Module, threshold: str | int | GatePolicy = "formula") -> PatchReport:
-    """Gate this instance's MLA attention on the threshold. Other instances and mlx-lm's classes stay stock."""
-    return _install(model, threshold)
+def patch_model(
+    model: nn.Module, threshold: Threshold | GatePolicy | str | int = "formula"
+) -> PatchReport:
+    """Gate this instance's MLA attention on the threshold policy. Other instances and mlx-lm's
+    classes stay stock."""
+    return _install(model, as_policy(threshold))
 
 
 def count_branches(model: nn.Module) -> PatchReport:
     """Instrument a stock model: the gate stays `L == 1` but calls are counted (same code path as the patch)."""
-    return _install(model, "stock")
+    return _install(model, STOCK_POLICY)
 
 
 def branch_counters(model: nn.Module) -> BranchCounters | None:

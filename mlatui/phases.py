@@ -59,7 +59,6 @@ class RunContext:
     tokens_for: Callable[[int], list[int]]  # the first n tokens of the run's text
     vocab_size: int
     make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
-    draft_name: str = "none"
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
     seed: int = 0
@@ -164,15 +163,11 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
     else:
         length = source.call(lambda a: prefill(a, tokens))
     base = source.arm.cache
-    hidden = {
-        k: source.arm.state.pop(k)
-        for k in ("context_hidden", "last_hidden")
-        if k in source.arm.state
-    }
+    hidden, source.arm.hidden = source.arm.hidden, None
 
     def take(a: Arm) -> None:
         a.cache = copy_cache(base)
-        a.state.update(hidden)
+        a.hidden = hidden
 
     for name in ARMS:
         ctx.workers[name].call(take)
@@ -203,9 +198,16 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
     return run
 
 
-def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstimates) -> Validity:
+def validity(
+    ctx: RunContext,
+    phase: str,
+    context: int,
+    estimates: ContextEstimates,
+    leaves_out: bool = True,
+) -> Validity:
     """The L = 1 check of one context, from its paired estimates; invalid and inconclusive
-    contexts are kept out of every verdict."""
+    contexts are kept out of every verdict (`leaves_out=False`: a check of a part of the model,
+    such as the indexer phase's, which leaves out only its own figures)."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
     one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARMS}
@@ -224,7 +226,7 @@ def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstima
         ratio.high if ratio else None,
         estimates.rounds,
     )
-    if outcome is not Outcome.VALID:
+    if outcome is not Outcome.VALID and leaves_out:
         ctx.invalid_contexts.add(context)
     ctx.emit(v)
     return v
@@ -325,7 +327,7 @@ def _sweep_context(
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
-    require_trimmable(stock.cache, stock.state.get("model_name", "model"), "a sweep")
+    require_trimmable(stock.cache, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
     v = validity(ctx, phase.name, length, run.estimates)
     return sweep_rows(length, run, v)

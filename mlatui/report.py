@@ -150,18 +150,35 @@ def null_bias_table(events: Sequence[Event]) -> str:
 
 
 def indexer_table(summary: PhaseSummary) -> str:
+    """The indexer phase's own table: one sparse layer of the model, per part, context, S, arm;
+    the paired stock/patched (stock rows), the pool's rebuilds/reuses and the untimed output
+    check; the S = 1 check (a row at S = 1 carries its paired ratio)."""
+
+    def agree(r):
+        if r.get("selection_agreement") is not None:
+            return f"{r['selection_agreement']:.0%} same"
+        return "-" if r.get("parity_max_abs") is None else f"max Δ {r['parity_max_abs']:.1e}"
+
     rows = [
         [
             r.get("part", "indexer"),
+            r.get("layer", "-"),
             r["context"],
             r["width"],
             r["arm"],
-            _fmt(r["median_ms"], 3),
-            "ok" if r.get("valid", True) else "INVALID",
+            ci(r["median_ms"], r.get("ci_low_ms"), r.get("ci_high_ms"), 3),
+            ci(r.get("ratio"), r.get("ratio_low"), r.get("ratio_high"), 3, "×")
+            if r["arm"] == "stock"
+            else "",
+            f"{r.get('pool_rebuilds', '-')}/{r.get('pool_reuses', '-')}",
+            agree(r),
+            r.get("outcome") or ("valid" if r.get("valid", True) else "invalid"),
         ]
         for r in summary.rows
     ]
-    return _table(["part", "context", "S", "arm", "median ms", "S=1 check"], rows)
+    head = ["part", "layer", "context", "S", "arm", "median ms [95% CI]"]
+    head += ["stock/patched paired [95% CI]", "pool rebuilds/reuses", "arms' outputs"]
+    return _table([*head, "S=1 check"], rows)
 
 
 def validity_table(events: Sequence[Event]) -> str:
@@ -169,9 +186,7 @@ def validity_table(events: Sequence[Event]) -> str:
     for v in events:
         if not isinstance(v, Validity):
             continue
-        paired = (
-            f"{v.ratio:.4f} [{v.ratio_low:.4f}, {v.ratio_high:.4f}]" if v.ratio is not None else "-"
-        )
+        paired = ci(v.ratio, v.ratio_low, v.ratio_high, 4)
         rows.append(
             [
                 v.phase,
@@ -267,8 +282,10 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
         if s.verdict:
             parts += ["", f"Verdict: {s.verdict}"]
         parts.append("")
-    if any(isinstance(e, Validity) for e in events):
-        parts += ["## L = 1 validity check", "", validity_table(events), ""]
+    kinds = {e.phase: e.kind for e in events if e.type == "phase_start"}
+    checks = [e for e in events if isinstance(e, Validity) and kinds.get(e.phase) != "indexer"]
+    if checks:  # the indexer's S = 1 checks are in its own table
+        parts += ["## L = 1 validity check", "", validity_table(checks), ""]
     bias = null_bias_table(events)
     if bias:
         parts += [

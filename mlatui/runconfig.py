@@ -17,8 +17,9 @@ class RunConfig:
     random_weights: bool = (
         False  # build the scenario's model from its config values, random weights
     )
-    # the patched arm's MLA gate (formula | calibrated | stock | <int>) and indexer pooling
-    # (patched | stock); None: the scenario's, else formula / patched
+    # the patched arm's MLA gate (formula | calibrated | stock | <int>, as
+    # gate_policy.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
+    # scenario's, else formula / patched
     threshold: str | None = None
     indexer: str | None = None
     null: bool = False  # A/A: both arms identical (both stock, then both patched)
@@ -39,25 +40,3 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls(**json.loads(text))
-
-
-THRESHOLD_WORDS = ("formula", "calibrated", "stock")
-
-
-def parse_threshold(value: object) -> str | int:
-    """The one parser of a threshold setting (CLI, scenario, run config): a word or an int >= 1."""
-    if isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.strip() in THRESHOLD_WORDS:
-        return value.strip()
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value.strip())
-    else:
-        number = 0
-    if number < 1:
-        raise ValueError(
-            f"threshold {value!r}: use formula, calibrated, stock or an integer >= 1 (1 = the stock gate)"
-        )
-    return number

@@ -9,14 +9,27 @@ import importlib.resources
 import math
 import tomllib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from mlatui.runconfig import parse_threshold
+from mlatui.gate_policy import IndexerMode, Threshold
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
-DRAFT_SOURCES = ("auto", "draft-model", "mtp", "synthetic", "none")
+
+
+class DraftSource(StrEnum):
+    """A scenario's [draft] source."""
+
+    AUTO = "auto"  # the embedded model's draft, a checkpoint's MTP head if it has one, else none
+    DRAFT_MODEL = "draft-model"
+    MTP = "mtp"
+    SYNTHETIC = "synthetic"
+    NONE = "none"
+
+
+DRAFT_SOURCES = tuple(DraftSource)
 FILLS = ("prefill", "random-latents")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.loading.DTYPES maps them to mlx
 SHARD_MODES = ("tensor", "pipeline")  # mlatui.distributed.ShardMode (no mlx import here)
@@ -79,7 +92,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class DraftSpec:
-    source: str = "auto"  # auto: the embedded model's draft, else none
+    source: DraftSource = DraftSource.AUTO
     path: str | None = None
     config: dict = field(default_factory=dict)  # random-weight draft model config
     acceptance: float = 0.7  # synthetic draft only
@@ -111,7 +124,7 @@ class Scenario:
             "description": self.description,
             "model_source": self.model.source,
             "model_family": self.model.family,
-            "draft_source": self.draft.source,
+            "draft_source": self.draft.source.value,
             "phases": [p.to_dict() for p in self.phases],
             "seed": self.seed,
             "null": self.null,
@@ -260,13 +273,13 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     threshold = raw.get("threshold")
     if threshold is not None:
         try:
-            threshold = str(parse_threshold(threshold))
+            threshold = str(Threshold.parse(threshold))
         except ValueError as e:
             raise ScenarioError(
                 f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
             ) from None
     indexer = raw.get("indexer")
-    if indexer is not None and indexer not in ("patched", "stock"):
+    if indexer is not None and indexer not in tuple(IndexerMode):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
     budget_s = raw.get("budget_s", 0)
     if (
@@ -333,7 +346,10 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     if not isinstance(acceptance, (int, float)) or not 0 <= acceptance <= 1:
         raise ScenarioError(f"{path} [draft]: 'acceptance' must be a number in [0, 1]")
     draft = DraftSpec(
-        dsource, draft_raw.get("path"), dict(draft_raw.get("config", {})), float(acceptance)
+        DraftSource(dsource),
+        draft_raw.get("path"),
+        dict(draft_raw.get("config", {})),
+        float(acceptance),
     )
     phases_raw = raw.get("phase", [])
     if not isinstance(phases_raw, list) or not phases_raw:

@@ -3,9 +3,9 @@
 Shaped like mlx-lm's MLA attention modules (`__call__(x, mask=None, cache=None)`, checkpoint
 attribute names q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, embed_q,
 unembed_out, o_proj, indexer.*). Two independent switches:
-  mla_gate      "stock": absorbed only when L == 1; "patched": absorbed while L is within
-                mla.max_absorbed_queries over the tokens actually attended (the selected ones);
-                or any mla.GatePolicy (a fixed threshold, a calibration), decided the same way.
+  gate_policy   the run's one `gate_policy.GatePolicy` (stock, formula, fixed, calibrated), the
+                same object the dense layers hold, asked about the tokens actually attended
+                (the selected ones).
   indexer.mode  "stock": pool cache reused only when S == 1; "patched": any S, guarded.
 """
 
@@ -20,20 +20,17 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
 
+from mlatui.gate_policy import FormulaPolicy, GatePolicy, Geometry, IndexerMode
 from mlatui.indexer import INDEXER_MODES, Indexer, IndexerCache, SparseMLAConfig
-from mlatui.mla import BranchCounters, FormulaPolicy, GatePolicy, Geometry
+from mlatui.mla import BranchCounters
 
-MLA_GATES = ("stock", "patched")
-
-__all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "MLA_GATES", "INDEXER_MODES"]
+__all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "INDEXER_MODES"]
 
 
-def _gate_policy(gate: str | GatePolicy) -> GatePolicy:
-    if isinstance(gate, GatePolicy):
-        return gate
-    if gate not in MLA_GATES:
-        raise ValueError(f"mla_gate must be one of {MLA_GATES} or a GatePolicy, got {gate!r}")
-    return GatePolicy() if gate == "stock" else FormulaPolicy()
+def _policy(policy: GatePolicy) -> GatePolicy:
+    if not isinstance(policy, GatePolicy):
+        raise TypeError(f"a sparse layer's gate is a gate_policy.GatePolicy, got {policy!r}")
+    return policy
 
 
 class SparseMLACache(_BaseCache):
@@ -148,12 +145,12 @@ class SparseMLAttention(nn.Module):
     def __init__(
         self,
         config: SparseMLAConfig,
-        mla_gate: str = "patched",
+        gate_policy: GatePolicy | None = None,
         indexer_mode: str = "patched",
     ):
         super().__init__()
         self.config = config
-        self.gate_policy = _gate_policy(mla_gate)
+        self.gate_policy = _policy(gate_policy or FormulaPolicy())
         self.counters: BranchCounters | None = None
         self.hidden_size = config.hidden_size
         self.num_heads = config.num_attention_heads
@@ -198,16 +195,13 @@ class SparseMLAttention(nn.Module):
         return Geometry(self.kv_lora_rank, self.qk_nope_head_dim, self.v_head_dim, self.num_heads)
 
     def set_modes(
-        self, mla_gate: str | GatePolicy | None = None, indexer_mode: str | None = None
+        self, gate_policy: GatePolicy | None = None, indexer_mode: str | None = None
     ) -> None:
-        if mla_gate is not None:
-            self.gate_policy = _gate_policy(mla_gate)
+        if gate_policy is not None:
+            self.gate_policy = _policy(gate_policy)
+            self.gate_policy.bind(self.geometry)
         if indexer_mode is not None:
-            if indexer_mode not in INDEXER_MODES:
-                raise ValueError(
-                    f"indexer mode must be one of {INDEXER_MODES}, got {indexer_mode!r}"
-                )
-            self.indexer.mode = indexer_mode
+            self.indexer.mode = IndexerMode.parse(indexer_mode)
 
     def make_cache(self) -> SparseMLACache:
         return SparseMLACache()

@@ -1,10 +1,11 @@
-"""How a gate threshold reads: the formula's `max_absorbed_queries` is `mla.UNBOUNDED`
+"""How a gate threshold reads: the formula's `max_absorbed_queries` is `gate_policy.UNBOUNDED`
 (sys.maxsize) for geometries where absorbing always wins (d = nope + v >= 2r), and recordings hold
 that number as is. Shown, it says "always absorbed". Pure (no mlx): the dashboard uses it too."""
 
 from __future__ import annotations
 
-ALWAYS_ABSORBED_AT = 2**63 - 1  # mla.UNBOUNDED on every 64-bit platform
+from mlatui.gate_policy import UNBOUNDED as ALWAYS_ABSORBED_AT
+
 ALWAYS_ABSORBED = "always absorbed"
 
 

@@ -7,6 +7,7 @@ from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
 import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
+from mlatui.gate_policy import STOCK_POLICY, FormulaPolicy
 from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig, pool_windows, select_tokens
 from mlatui.mla import BranchCounters
 from mlatui.sparse_mla import SparseMLACache, SparseMLAttention
@@ -291,8 +292,8 @@ def test_layer_sparse_covering_everything_equals_dense():
     dense.update(sparse.parameters())
     x = tokens(19, seed=4)
     want = dense(x, mask="causal")
-    for gate in ("stock", "patched"):
-        sparse.set_modes(mla_gate=gate)
+    for gate in (STOCK_POLICY, FormulaPolicy()):
+        sparse.set_modes(gate)
         cache = sparse.make_cache()
         got_prefix = sparse(x[:, :16], mask="causal", cache=cache)
         got = sparse(x[:, 16:], mask=create_attention_mask(x[:, 16:], cache), cache=cache)
@@ -312,7 +313,7 @@ def test_layer_stock_vs_patched(rope):
     mx.eval(base.latent, base.index.keys)
     outs = {}
     for arm in ("stock", "patched"):
-        layer.set_modes(arm, arm)
+        layer.set_modes(STOCK_POLICY if arm == "stock" else FormulaPolicy(), arm)
         cache = base.copy()
         outs[arm] = [
             layer(x[:, 30:33], mask="causal", cache=cache),

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from collections import Counter
-from types import SimpleNamespace
 
 import mlx.core as mx
 import numpy as np
@@ -14,9 +12,8 @@ import pytest
 
 import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
 from mlatui import indexer_bench
-from mlatui.arms import Gates, Variant
 from mlatui.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
-from mlatui.events import Estimate, PhaseStart, PhaseSummary, Step, Validity
+from mlatui.gate_policy import STOCK_GATES
 from mlatui.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.indexer_bench import (
     CONTROL_QUADS,
@@ -26,10 +23,8 @@ from mlatui.indexer_bench import (
     measure_part,
     run_indexer_bench,
 )
-from mlatui.indexer_phase import arm_modes, indexer_verdict, run_indexer_phase
-from mlatui.phases import RunContext
+from mlatui.indexer_phase import indexer_verdict
 from mlatui.sampler import round_schedule
-from mlatui.scenario import Phase
 from tests.test_indexer import KPOOL, small_config
 
 OUTCOMES = {o.value for o in Outcome}
@@ -203,113 +198,14 @@ def test_modes_decide_what_each_slot_runs():
     """An A/A of stock pooling: the 'patched' slot re-pools like stock, and no patched-pool guard
     trips."""
     plan = default_plan("indexer", 64, (1, 2), rounds=2, warmup=1, max_rounds=2)
-    modes = {"stock": ("stock", "stock"), "patched": ("stock", "stock")}
+    modes = {"stock": STOCK_GATES, "patched": STOCK_GATES}
     result = measure_part("indexer", small_config(), 64, plan, mx.float32, modes=modes)
     assert (
         result.pool[("patched", 2)]["rebuilds"] > 0 and result.pool[("patched", 2)]["reuses"] == 0
     )
 
 
-def test_arm_modes_follow_the_engines_arms():
-    def worker(variant, gates=None):
-        return SimpleNamespace(arm=SimpleNamespace(variant=variant, gates=gates))
-
-    ctx = SimpleNamespace(
-        workers={
-            "stock": worker(Variant.STOCK),
-            "patched": worker(Variant.PATCHED, Gates(7, "stock")),
-        }
-    )
-    assert arm_modes(ctx) == {"stock": ("stock", "stock"), "patched": (7, "stock")}
-    aa = SimpleNamespace(
-        workers={s: worker(Variant.PATCHED, Gates()) for s in ("stock", "patched")}
-    )
-    assert arm_modes(aa) == {"stock": ("formula", "patched"), "patched": ("formula", "patched")}
-
-
 # The phase ----------------------------------------------------------------------------------
-
-
-def _ctx(events):
-    return RunContext(
-        {}, events.append, threading.Event(), time.perf_counter_ns(), lambda n: [], 0, seed=3
-    )
-
-
-PHASE = Phase("indexer", "indexer", (64,), (1, 2), reps=2, warmup=1, max_rounds=4)
-ROW_KEYS = {
-    "median_ms",
-    "ci_low_ms",
-    "ci_high_ms",
-    "ratio",
-    "ratio_low",
-    "ratio_high",
-    "outcome",
-    "valid",
-    "samples_ms",
-    "part",
-    "context",
-    "width",
-    "arm",
-}
-
-
-def test_indexer_phase_events_through_the_sampler():
-    events = []
-    ctx = _ctx(events)
-    summary = run_indexer_phase(ctx, PHASE, 0, 1, config=small_config())
-    start = next(e for e in events if isinstance(e, PhaseStart))
-    steps = [e for e in events if isinstance(e, Step)]
-    assert start.planned_steps > 0
-    finals = {}
-    for name in ("indexer:indexer", "indexer:layer"):
-        ests = [e for e in events if isinstance(e, Estimate) and e.phase == name]
-        final = ests[-1]
-        assert final.final and not any(e.final for e in ests[:-1])
-        assert [e.rounds for e in ests[:-1]] == list(range(1, final.rounds + 1))  # one per round
-        assert final.outcome in OUTCOMES
-        finals[name] = final
-        mine = [s for s in steps if s.phase == name]
-        for r in range(final.rounds):  # rep is the round: each round is its schedule, in order
-            got = [(s.width, s.arm) for s in mine if s.rep == r]
-            assert got == round_schedule((1, 2), r, ("stock", "patched"), 1, CONTROL_QUADS)
-        assert len(mine) == sum(1 for s in mine if s.rep < final.rounds)
-    assert start.planned_steps <= len(steps)
-    checks = [e for e in events if isinstance(e, Validity)]
-    assert len(checks) == 1  # the indexer part's S = 1 check, under the phase's own name
-    v = checks[0]
-    assert v.phase == "indexer" and v.context == 64 and v.outcome in OUTCOMES
-    assert v.valid == (v.outcome == "valid")
-    ratio_row = next(
-        r for r in finals["indexer:indexer"].rows if r["quantity"] == "ratio" and r["width"] == 1
-    )
-    assert (v.ratio, v.ratio_low, v.ratio_high) == (
-        ratio_row["median"],
-        ratio_row["low"],
-        ratio_row["high"],
-    )
-    assert (64 in ctx.invalid_contexts) == (not v.valid)
-    assert isinstance(events[-1], PhaseSummary) and events[-1] is summary
-    assert len(summary.rows) == 8
-    for row in summary.rows:
-        assert ROW_KEYS <= set(row)
-        assert row["valid"] == (row["outcome"] == "valid")
-        assert len(row["samples_ms"]) == row["n"] > 0
-        assert row["ci_low_ms"] <= row["median_ms"] <= row["ci_high_ms"]
-    idx_rows = [r for r in summary.rows if r["part"] == "indexer"]
-    assert {r["outcome"] for r in idx_rows} == {v.outcome}
-
-
-def test_indexer_phase_flags_an_injected_s1_slowdown(monkeypatch):
-    slow_stock_at_s1(monkeypatch)
-    events = []
-    ctx = _ctx(events)
-    summary = run_indexer_phase(ctx, PHASE, 0, 1, config=small_config())
-    v = next(e for e in events if isinstance(e, Validity))
-    assert v.outcome == "invalid" and not v.valid and v.ratio_low > 1.02
-    assert 64 in ctx.invalid_contexts
-    assert all(not r["valid"] for r in summary.rows if r["part"] == "indexer")
-    assert summary.verdict == "no valid context; 64: excluded (S=1 check invalid)"
 
 
 def _rows(context, outcome, ratio=(3.0, 2.8, 3.3), vs=(1.1, 1.0, 1.2)):

@@ -9,7 +9,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.arms import Variant, build_arms, sparse_layers
+from mlatui.arms import Gates, Variant, build_arms, sparse_layers
 from mlatui.engine import run
 from mlatui.events import Estimate, PhaseSummary, RunHeader, Step, Validity
 from mlatui.models.mlatui_mla import Model, ModelArgs
@@ -50,8 +50,8 @@ def branches_at(arm, width: int) -> tuple[dict, dict]:
 
 def test_threshold_reaches_the_sparse_layer():
     model = sparse_model()
-    _, formula = build_arms(model, "formula")
-    _, four = build_arms(model, 4)
+    _, formula = build_arms(model, Gates.parse("formula"))
+    _, four = build_arms(model, Gates.parse(4))
     # formula: 5 <= 170 -> absorbed in both layers (dense and sparse)
     assert branches_at(formula, 5) == ({5: 2}, {})
     # --threshold 4: L = 5 materialises in the sparse layer too, not only the dense one
@@ -63,7 +63,7 @@ def test_threshold_reaches_the_sparse_layer():
 
 def test_threshold_one_makes_every_layer_take_the_stock_branch():
     model = sparse_model()
-    stock, one = build_arms(model, 1, indexer="stock")
+    stock, one = build_arms(model, Gates.parse(1, "stock"))
     for width in (1, 2, 3):
         assert branches_at(stock, width) == branches_at(one, width)
     assert sparse_layers(one.model)[0][1].indexer_mode == "stock"
@@ -72,7 +72,7 @@ def test_threshold_one_makes_every_layer_take_the_stock_branch():
 @pytest.mark.parametrize("variant", [Variant.STOCK, Variant.PATCHED])
 def test_null_arms_are_the_same_variant_in_every_layer(variant):
     model = sparse_model()
-    a, b = build_arms(model, "formula", (variant, variant))
+    a, b = build_arms(model, Gates.parse("formula"), (variant, variant))
     assert (a.name, b.name) == ("stock", "patched")  # the slots keep their names
     assert a.variant is b.variant is variant
     for width in (1, 2, 5):

@@ -16,7 +16,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--indexer",
-        choices=("patched", "stock"),
+        choices=("patched", "stock"),  # gate_policy.IndexerMode
         default=None,
         help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
     )
@@ -38,12 +38,12 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
     from mlatui.errors import UserError
-    from mlatui.runconfig import parse_threshold
+    from mlatui.gate_policy import Threshold
 
     threshold = None
     if args.threshold is not None:
         try:
-            threshold = str(parse_threshold(args.threshold))
+            threshold = str(Threshold.parse(args.threshold))
         except ValueError as e:
             raise UserError(f"--{e}") from None
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.engine import _draft_factory, text_tokens
-    from mlatui.loading import LoadError, load_draft, load_target
+    from mlatui.loading import DraftKind, LoadError, load_draft, load_target
     from mlatui.mdtable import num, table
     from mlatui.parity import TOLERANCE_PCT, run_parity
     from mlatui.records import BenchRecord, env_line, environment, to_jsonl
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     sampling = Sampling(args.temperature)
     make_draft = _draft_factory(loaded, scenario, seed)
-    if not sampling.greedy and loaded.draft_name.startswith("synthetic"):
+    if not sampling.greedy and loaded.draft.kind is DraftKind.SYNTHETIC:
         raise UserError("a synthetic draft (random weights) decodes greedily: use --temperature 0")
     tunes = [p for p in scenario.phases if p.kind in ("tune", "decode")]
     context = args.context or (tunes[0].contexts[0] if tunes else 2048)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     env = environment()
     print(f"# mlatui bench decode-parity\n\n{env_line(env)}", flush=True)
     print(
-        f"model {loaded.name}, draft {loaded.draft_name}, context {context}, {args.tokens} tokens "
+        f"model {loaded.name}, draft {loaded.draft.label}, context {context}, {args.tokens} tokens "
         f"per block, {args.rounds} rounds, temperature {args.temperature:g}\n",
         flush=True,
     )
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     )
     settings = {
         "model": loaded.name,
-        "draft": loaded.draft_name,
+        "draft": loaded.draft.label,
         "tokens": args.tokens,
         "rounds": args.rounds,
         "temperature": args.temperature,

@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     from mlatui import calibration
     from mlatui.commands.bench_attention import refuse_unless_layer_fits
     from mlatui.errors import ExitStatus, error_line
+    from mlatui.gate_policy import FormulaPolicy
     from mlatui.mdtable import num, table
-    from mlatui.mla import max_absorbed_queries
     from mlatui.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.records import env_line, environment
     from mlatui.signals import StopOnSignals, raise_if_set
@@ -126,9 +126,7 @@ def run(args: argparse.Namespace) -> int:
             (
                 t,
                 w if w < max_width else f">= {w}",
-                threshold_text(
-                    max_absorbed_queries(g.kv_lora_rank, g.qk_nope_head_dim, g.v_head_dim, t)
-                ),
+                threshold_text(FormulaPolicy().limit(g, t)),
                 f"{len(probes[t])}",
                 ", ".join(map(str, noisy)) if noisy else "none",
             )

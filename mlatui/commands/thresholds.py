@@ -68,7 +68,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 def thresholds(config: dict) -> dict:
     from mlatui.argtypes import is_positive_int
     from mlatui.errors import UserError
-    from mlatui.mla import UNBOUNDED, max_absorbed_queries
+    from mlatui.gate_policy import UNBOUNDED, FormulaPolicy, Geometry
     from mlatui.model_inputs import text_config
 
     nested = config.get("text_config")
@@ -93,7 +93,8 @@ def thresholds(config: dict) -> dict:
             "pass an mlx-lm/HF config.json",
         )
     r, n, v = g["kv_lora_rank"], g["qk_nope_head_dim"], g["v_head_dim"]
-    limit = max_absorbed_queries(r, n, v)
+    geometry, formula = Geometry(r, n, v, g["num_attention_heads"] or 1), FormulaPolicy()
+    limit = formula.limit(geometry)
     return {
         "model_type": config.get("model_type"),
         "text_model_type": text.get("model_type"),
@@ -104,7 +105,7 @@ def thresholds(config: dict) -> dict:
         "thresholds": {
             str(t): (None if w == UNBOUNDED else w)
             for t in CONTEXTS
-            for w in [max_absorbed_queries(r, n, v, t)]
+            for w in [formula.limit(geometry, t)]
         },
     }
 

@@ -17,6 +17,7 @@ from mlx_lm.models import deepseek_v3 as dsv3
 from mlx_lm.models.base import BaseModelArgs, create_attention_mask
 from mlx_lm.models.cache import KVCache
 
+from mlatui.gate_policy import STOCK_POLICY
 from mlatui.indexer import SparseMLAConfig, SparseMLAttention
 
 
@@ -73,9 +74,7 @@ class SparseDecoderLayer(nn.Module):
         super().__init__()
         dense = args.dense_args()
         # Loaded as stock (mlx-lm's L == 1 gate, S == 1 pool reuse); the patched arm flips both.
-        self.self_attn = SparseMLAttention(
-            args.sparse_args(), mla_gate="stock", indexer_mode="stock"
-        )
+        self.self_attn = SparseMLAttention(args.sparse_args(), STOCK_POLICY, indexer_mode="stock")
         self.mlp = dsv3.DeepseekV3MLP(dense)
         self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)

@@ -20,6 +20,7 @@ import mlx.nn as nn
 from mlx_lm.models import deepseek_v3 as dsv3
 from mlx_lm.models.base import create_attention_mask
 
+from mlatui.gate_policy import STOCK_POLICY
 from mlatui.indexer import pool_windows
 from mlatui.models.mlatui_mla import Model
 from mlatui.mtp import MTPHead, mtp_layer
@@ -62,7 +63,7 @@ def sparse_attention_layers(model: Model) -> list[nn.Module]:
 def set_sparse_training(model: Model, sparse: bool) -> None:
     for attn in sparse_attention_layers(model):
         attn.indexer.index_topk = attn.config.index_topk if sparse else 1 << 30
-        attn.set_modes(mla_gate="stock")  # L > 1 in training: always the materialised path
+        attn.set_modes(STOCK_POLICY)  # L > 1 in training: always the materialised path
 
 
 def indexer_loss(attn: nn.Module, x: mx.array) -> mx.array:
