@@ -145,9 +145,14 @@ class PartRun:
     part: str
     context: int
     run: SamplerRun
-    estimates: ContextEstimates  # the sampler's final ones
     pool: dict[tuple[str, int], dict[str, int]]  # (arm, width) -> rebuilds / reuses, timed only
     lengths: dict[tuple[str, int], set[int]]  # (arm, width) -> cache length before each step
+
+    @property
+    def estimates(self) -> ContextEstimates:
+        if self.run.estimates is None:  # sample_context returns after one round at least
+            raise RuntimeError(f"{self.part} @ {self.context}: the sampler returned before a round")
+        return self.run.estimates
 
     @property
     def outcome(self) -> Outcome:
@@ -348,9 +353,7 @@ def _sample(part: _Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> 
         check_stop=hooks.check_stop,
         decide_more=hooks.decide_more,
     )
-    if run.estimates is None:  # sample_context returns after one round at least
-        raise RuntimeError(f"{part.name} @ {part.context}: the sampler returned before a round")
-    return PartRun(part.name, part.context, run, run.estimates, pool, lengths)
+    return PartRun(part.name, part.context, run, pool, lengths)
 
 
 def default_plan(
