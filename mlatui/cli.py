@@ -1,6 +1,6 @@
-"""`mlatui` command line. Subcommands live in mlatui/commands/<name>.py, each with
-`HELP`, `configure(parser)` and `run(args) -> int`; they import mlx/textual only inside `run`.
-`mlatui bench <what>` dispatches to mlatui/commands/bench_<what>.py, or runs a scenario file.
+"""`mlatui` command line. Each subcommand is one module in mlatui/commands/, listed in COMMANDS,
+with `HELP`, `configure(parser)` and `run(args) -> int`; they import mlx/textual only inside `run`.
+`mlatui bench <what>` dispatches through BENCH_TARGETS, or runs a scenario file (BENCH_SCENARIO).
 
 Every error leaves here as one line on stderr (mlatui/errors.py): user errors exit 2, anything
 unexpected exits 1 with the path of a crash log holding the traceback."""
@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 
-import mlatui.commands as commands_pkg
 from mlatui.argtypes import OneLineParser
 from mlatui.errors import ExitStatus, UserError, crash_line, error_line
 
-__all__ = ["UserError", "bench_targets", "build_parser", "entry", "main"]
+__all__ = [
+    "BENCH_SCENARIO",
+    "BENCH_TARGETS",
+    "COMMANDS",
+    "UserError",
+    "bench_targets",
+    "build_parser",
+    "entry",
+    "main",
+]
 
 START_HERE = """start here:
   1. mlatui demo      a recorded run of the real engine, explained (no MLX needed, q quits)
@@ -26,20 +33,26 @@ START_HERE = """start here:
   then: mlatui replay FILE / mlatui compare A.jsonl B.jsonl to review recorded runs"""
 
 
-def _modules() -> dict[str, str]:
-    names = {}
-    for info in pkgutil.iter_modules(commands_pkg.__path__):
-        if not info.name.startswith("_") and not info.name.startswith("bench_"):
-            names[info.name.replace("_", "-")] = f"mlatui.commands.{info.name}"
-    return names
+COMMANDS: dict[str, str] = {
+    "bench": "mlatui.commands.bench",
+    "calibrate": "mlatui.commands.calibrate",
+    "compare": "mlatui.commands.compare",
+    "demo": "mlatui.commands.demo",
+    "launch": "mlatui.commands.launch",
+    "replay": "mlatui.commands.replay",
+    "thresholds": "mlatui.commands.thresholds",
+}
+BENCH_TARGETS: dict[str, str] = {
+    "attention": "mlatui.commands.bench_attention",
+    "decode-parity": "mlatui.commands.bench_decode_parity",
+    "indexer": "mlatui.commands.bench_indexer",
+    "observer": "mlatui.commands.bench_observer",
+}
+BENCH_SCENARIO = "mlatui.commands._bench_scenario"
 
 
 def bench_targets() -> list[str]:
-    return sorted(
-        info.name[len("bench_") :].replace("_", "-")
-        for info in pkgutil.iter_modules(commands_pkg.__path__)
-        if info.name.startswith("bench_")
-    )
+    return sorted(BENCH_TARGETS)
 
 
 def build_parser() -> OneLineParser:
@@ -53,7 +66,7 @@ def build_parser() -> OneLineParser:
     )
     parser.add_argument("--version", action="version", version=f"mlatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, modname in sorted(_modules().items()):
+    for name, modname in sorted(COMMANDS.items()):
         mod = importlib.import_module(modname)
         epilog = mod.epilog() if hasattr(mod, "epilog") else None
         p = sub.add_parser(

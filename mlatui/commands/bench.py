@@ -18,13 +18,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError, bench_targets
+    from mlatui.cli import BENCH_SCENARIO, BENCH_TARGETS, UserError, bench_targets
 
     target = args.target
-    if target in bench_targets():
-        mod = importlib.import_module(f"mlatui.commands.bench_{target.replace('-', '_')}")
+    if target in BENCH_TARGETS:
+        mod = importlib.import_module(BENCH_TARGETS[target])
     elif target.endswith(".toml") or "/" in target:
-        mod = importlib.import_module("mlatui.commands._bench_scenario")
+        mod = importlib.import_module(BENCH_SCENARIO)
         args.rest = [target, *args.rest]
     else:
         raise UserError(

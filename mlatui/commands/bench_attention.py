@@ -331,7 +331,7 @@ def claim_part_b(b: PartB, args) -> PartB:
 def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
-    from mlatui.commands import _bench_scenario
+    from mlatui.commands import _bench_scenario as bench_scenario
     from mlatui.errors import UserError
     from mlatui.scenario import ScenarioError, load_scenario
 
@@ -352,13 +352,13 @@ def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False)
     )
     from mlatui.argtypes import OneLineParser
 
-    parser = OneLineParser(prog="mlatui bench", description=_bench_scenario.HELP)
-    _bench_scenario.configure(parser)
+    parser = OneLineParser(prog="mlatui bench", description=bench_scenario.HELP)
+    bench_scenario.configure(parser)
     # the (empty) recording claimed up front is handed over; --force only when the user gave it
     # (it also runs what the memory estimate refuses)
     b.record.unlink(missing_ok=True)
     argv = [str(b.scenario_path), "--random-weights", "--out", str(b.record)]
-    status = _bench_scenario.run(parser.parse_args(argv + (["--force"] if force else [])))
+    status = bench_scenario.run(parser.parse_args(argv + (["--force"] if force else [])))
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):
         print(
