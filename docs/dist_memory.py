@@ -1,7 +1,7 @@
 """Memory per rank for the shipped scenarios' models (the README's 'Across machines' table).
 
 Weights are counted on a lazy random build of each scenario's config (nothing is allocated), in
-its dtype and bits; `mlatui.fit.estimate` adds three cache copies at the largest context and the
+its dtype and bits; `mlatui.models.fit.estimate` adds three cache copies at the largest context and the
 stock arm's materialised K/V of one layer; `DistRun.per_rank` splits it as each shard mode does.
 Run: .venv/bin/python docs/dist_memory.py
 """
@@ -10,12 +10,12 @@ import json
 
 from mlx.utils import tree_flatten
 
-from mlatui.distributed import ShardMode, World
-from mlatui.engine_dist import DistRun
-from mlatui.families import model_from_config, quantize
-from mlatui.fit import estimate, largest_context, size
-from mlatui.loading import DTYPES, _register
-from mlatui.scenario import load_scenario
+from mlatui.config.scenario import load_scenario
+from mlatui.host.distributed import ShardMode, World
+from mlatui.models.families import model_from_config, quantize
+from mlatui.models.fit import estimate, largest_context, size
+from mlatui.models.loading import DTYPES, _register
+from mlatui.run.engine_dist import DistRun
 
 CHECKPOINT_LAYERS = {"deepseek-v3": 61}  # the real model, beside the scenario's 8-layer build
 
@@ -31,7 +31,7 @@ def lazy_bytes(config: dict, dtype: str, bits: int | None) -> int:
 def rows(name: str):
     s = load_scenario(f"scenarios/{name}.toml")
     if s.model.source == "embedded":
-        config = json.load(open("mlatui/embedded/model/config.json"))
+        config = json.load(open("mlatui/models/embedded/model/config.json"))
         dtype, bits = "float32", None
     else:
         config = dict(s.model.config, model_type=s.model.family)

@@ -1,5 +1,5 @@
 """Print the docs/performance.md tables of issue 9 from recordings, re-estimated with the current
-estimator (mlatui.report.reestimate: the seeds the run used, so a rerun prints the same numbers).
+estimator (mlatui.views.report.reestimate: the seeds the run used, so a rerun prints the same numbers).
 
     python docs/tables.py bias RUN.jsonl...     # A/A: stock/patched - 1 per pass, context, width
     python docs/tables.py sweep RUN.jsonl       # real patch: both arms, paired ratio, flatness
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from mlatui.recorder import read_recording
-from mlatui.report import reestimate
+from mlatui.stream.recorder import read_recording
+from mlatui.views.report import reestimate
 
 
 def _load(path):

@@ -1,6 +1,6 @@
 """mlatui: stock vs patched MLA attention, side by side, live."""
 
-from mlatui.blas import preload_fast_blas
+from mlatui.host.blas import preload_fast_blas
 
 __version__ = "0.1.0"
 

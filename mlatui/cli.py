@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from mlatui.argtypes import OneLineParser
+from mlatui.commands.argtypes import OneLineParser
 from mlatui.errors import ExitStatus, UserError, crash_line, error_line
 
 __all__ = [
@@ -48,7 +48,7 @@ BENCH_TARGETS: dict[str, str] = {
     "indexer": "mlatui.commands.bench_indexer",
     "observer": "mlatui.commands.bench_observer",
 }
-BENCH_SCENARIO = "mlatui.commands._bench_scenario"
+BENCH_SCENARIO = "mlatui.commands.bench_scenario"
 
 
 def bench_targets() -> list[str]:
@@ -83,8 +83,8 @@ def build_parser() -> OneLineParser:
 
 def _known_input_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input (a scenario, a recording) in their own words."""
-    from mlatui.recorder import RecordingError
-    from mlatui.scenario import ScenarioError
+    from mlatui.config.scenario import ScenarioError
+    from mlatui.stream.recorder import RecordingError
 
     return (UserError, ScenarioError, RecordingError)
 

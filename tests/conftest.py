@@ -5,6 +5,6 @@ import pytest
 @pytest.fixture
 def tiny_checkpoint(tmp_path):
     """A tiny random deepseek_v3 checkpoint in mlx-lm format (config, safetensors, tokenizer)."""
-    from mlatui.checkpoint import save_random_checkpoint
+    from mlatui.models.checkpoint import save_random_checkpoint
 
     return save_random_checkpoint(tmp_path / "tiny-dsv3", "deepseek_v3")

@@ -8,10 +8,12 @@ import sys
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui import distributed, families, mla
-from mlatui.arms import build_arms
-from mlatui.distributed import ShardMode
-from mlatui.sharding import shard
+from mlatui.gate import mla
+from mlatui.host import distributed
+from mlatui.host.distributed import ShardMode
+from mlatui.models import families
+from mlatui.run.arms import build_arms
+from mlatui.run.sharding import shard
 
 F32_TOL = 1e-4  # tests/test_mla.py's parity tolerance
 WIDTHS = (1, 2, 3, 4)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.blas import OPENBLAS_DIRS, describe
-from mlatui.calibration import device_key
+from mlatui.host.blas import OPENBLAS_DIRS, describe
+from mlatui.store.calibration import device_key
 
 ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF/glibc only")
@@ -24,7 +24,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="EL
 PROBE = """
 import json, os, sys, time
 {before}
-import mlatui, mlatui.blas as b
+import mlatui, mlatui.host.blas as b
 {preload}
 import mlx.core as mx
 out = {{"blas": b.blas_in_use(), "provider": b.cblas_provider(), "preloaded": b._preloaded}}
@@ -83,7 +83,7 @@ def test_describe_labels_and_calibration_key_agree():
 @linux_only
 def test_unknown_without_mlx_even_when_an_openblas_is_mapped():
     pytest.importorskip("numpy")  # numpy's wheel maps libscipy_openblas64_
-    code = "import numpy, mlatui.blas as b, sys; print(b.blas_in_use()); print('mlx.core' in sys.modules)"
+    code = "import numpy, mlatui.host.blas as b, sys; print(b.blas_in_use()); print('mlx.core' in sys.modules)"
     env = {k: v for k, v in os.environ.items() if k != "MLATUI_BLAS"} | {"MLATUI_BLAS": "reference"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
@@ -173,7 +173,7 @@ def test_pip_openblas_redirect_is_reported_correct_and_fast():
     """Without a system OpenBLAS (forced here with MLATUI_BLAS=pip), libmlx's gemm slots point
     at the scipy-openblas32 wheel: blas_in_use() names that file from the GOT, results match
     numpy, and it is faster than the bundled reference BLAS."""
-    from mlatui.blas_redirect import pip_openblas
+    from mlatui.host.blas_redirect import pip_openblas
 
     lib = pip_openblas()
     if lib is None:

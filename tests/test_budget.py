@@ -3,9 +3,9 @@ the changes are said, and the probe's costs give a forecast that grows with the 
 
 from pathlib import Path
 
-from mlatui.budget import fit_to_budget, reductions
-from mlatui.progress import RunProgress
-from mlatui.scenario import load_scenario
+from mlatui.config.scenario import load_scenario
+from mlatui.run.budget import fit_to_budget, reductions
+from mlatui.views.progress import RunProgress
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
 
@@ -81,9 +81,9 @@ def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
 def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so(tmp_path):
     """The engine probes, plans and records the plan; the phases that run are the planned ones;
     --budget 0 (budget_s = 0) leaves the scenario alone."""
-    from mlatui.engine import run
-    from mlatui.events import BudgetPlanned, LogMessage, PhaseStart
-    from mlatui.runconfig import RunConfig
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run.engine import run
+    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"

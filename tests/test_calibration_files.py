@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from mlatui import calibration, families, mla
-from mlatui.calibration import CalibrationWarning
+from mlatui.gate import mla
+from mlatui.models import families
+from mlatui.store import calibration
+from mlatui.store.calibration import CalibrationWarning
 
 GEOMETRY = mla.Geometry(512, 128, 128, 2)
 ENV = {"backend": "cpu", "device_name": "test-cpu", "blas": "openblas"}

@@ -12,10 +12,10 @@ import ui_events
 from test_import_hygiene import no_mlx_env
 
 from mlatui.cli import main
-from mlatui.compare import Run, compare, compare_files
-from mlatui.dashboard_state import DashboardState
-from mlatui.events import Estimate, PhaseStart, Validity
-from mlatui.run_tables import Check, Quantity
+from mlatui.stream.events import Estimate, PhaseStart, Validity
+from mlatui.views.compare import Run, compare, compare_files
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.run_tables import Check, Quantity
 from widgets.compare_app import CompareApp
 from widgets.help import HelpScreen
 
@@ -210,7 +210,7 @@ def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path)
 
 def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
     code = (
-        "import sys, mlatui.compare, mlatui.compare_report, mlatui.export\n"
+        "import sys, mlatui.views.compare, mlatui.views.compare_report, mlatui.views.export\n"
         "print('textual' in sys.modules)\n"
         "import widgets.compare_app, mlatui.commands.compare\n"
         "print('mlx' in sys.modules)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlatui.acceptance import AcceptanceCounts, VerifyStep, steps_from_flags
-from mlatui.decode_verdict import (
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep, steps_from_flags
+from mlatui.run.phases.decode_verdict import (
     Guard,
     GuardSettings,
     first_divergence,
@@ -117,11 +117,11 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from mlatui.arms import build_arms, cache_len, prefill  # noqa: E402
-from mlatui.decode_stream import open_stream, rewind, run_block  # noqa: E402
-from mlatui.draft import DraftModelSource  # noqa: E402
-from mlatui.families import build_model  # noqa: E402
-from mlatui.runtime import Sampling  # noqa: E402
+from mlatui.models.families import build_model  # noqa: E402
+from mlatui.run.arms import build_arms, cache_len, prefill  # noqa: E402
+from mlatui.run.decode_stream import open_stream, rewind, run_block  # noqa: E402
+from mlatui.run.drafts import DraftModelSource  # noqa: E402
+from mlatui.run.runtime import Sampling  # noqa: E402
 
 CONTEXT = list(range(3, 99))  # 96 tokens; the stream starts at the last one
 
@@ -191,7 +191,7 @@ def test_sampled_blocks_reproduce_from_the_seed_and_share_one_stream_across_arms
 def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
     """The MTP loop (lazy drafts, one sync per verify), interleaved with plain blocks whose
     tokens the head catches up on: greedy, exactly plain greedy decoding."""
-    from mlatui import mtp
+    from mlatui.run import mtp
     from tests.test_mtp import PROMPT, load, save_checkpoint
 
     save_checkpoint(tmp_path, "glm4_moe_lite", "index")
@@ -226,7 +226,7 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
 
 
 def test_training_acceptance_uses_the_same_definitions():
-    """training/acceptance.py's counts are mlatui.acceptance's: its per-position 'proposed' is the
+    """training/acceptance.py's counts are mlatui.measure.acceptance's: its per-position 'proposed' is the
     conditional denominator (reached), and the three forms come from one AcceptanceCounts."""
     from mlatui.training.acceptance import speculative
 
@@ -241,7 +241,7 @@ def test_training_acceptance_uses_the_same_definitions():
 
 
 def _estimates(outcome, median, low, high, rounds=6):
-    from mlatui.estimates import ContextEstimates, Interval
+    from mlatui.measure.estimates import ContextEstimates, Interval
 
     iv = Interval(median, low, high, rounds)
     est = ContextEstimates(rounds, ratio={1: iv}, control_outcome=outcome)
@@ -259,10 +259,10 @@ def _validity_ctx():
 
 
 def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
-    from mlatui.decode import decode_validity
-    from mlatui.estimates import Outcome
-    from mlatui.events import Validity
-    from mlatui.scenario import Phase
+    from mlatui.config.scenario import Phase
+    from mlatui.measure.estimates import Outcome
+    from mlatui.run.phases.decode import decode_validity
+    from mlatui.stream.events import Validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
     synced_ok = _estimates(Outcome.VALID, 1.003, 0.995, 1.01)
@@ -301,7 +301,7 @@ def _l1_quads(rounds, scatter, seed):
     regime), each sample its own jitter of `scatter`."""
     import random
 
-    from mlatui.estimates import Timing
+    from mlatui.measure.estimates import Timing
 
     rng = random.Random(seed)
     out = []
@@ -323,10 +323,10 @@ def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context
     together; a context the sweep never measured stays undecided."""
     from dataclasses import replace as dc_replace
 
-    from mlatui.decode import decode_validity
-    from mlatui.estimates import Outcome
-    from mlatui.phases import RunContext
-    from mlatui.scenario import Phase
+    from mlatui.config.scenario import Phase
+    from mlatui.measure.estimates import Outcome
+    from mlatui.run.phases.base import RunContext
+    from mlatui.run.phases.decode import decode_validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
     events = []

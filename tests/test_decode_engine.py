@@ -6,11 +6,11 @@ from pathlib import Path
 
 import mlx.core as mx
 
-import mlatui.engine
-from mlatui.arms import cache_len
-from mlatui.engine import run
-from mlatui.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
-from mlatui.runconfig import RunConfig
+import mlatui.run.engine
+from mlatui.config.runconfig import RunConfig
+from mlatui.run.arms import cache_len
+from mlatui.run.engine import run
+from mlatui.stream.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
@@ -54,7 +54,7 @@ FORCED_TOKEN = 3  # the patched arm's stream is made to differ at this emitted t
 
 
 def test_a_forced_divergence_is_reported_at_its_position(tmp_path, monkeypatch):
-    original = mlatui.engine.build_arms
+    original = mlatui.run.engine.build_arms
 
     def diverging(model, *args, **kwargs):
         stock, patched = original(model, *args, **kwargs)
@@ -79,7 +79,7 @@ def test_a_forced_divergence_is_reported_at_its_position(tmp_path, monkeypatch):
         patched.model = Flip()
         return stock, patched
 
-    monkeypatch.setattr(mlatui.engine, "build_arms", diverging)
+    monkeypatch.setattr(mlatui.run.engine, "build_arms", diverging)
     events = []
     run(RunConfig(scenario=str(_tiny_tune(tmp_path, 0.8)), random_weights=True), events.append)
     (msg,) = [e.message for e in events if isinstance(e, LogMessage) and "diverged" in e.message]
@@ -178,7 +178,7 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
 
 
 def test_a_draft_with_another_vocabulary_is_refused_in_one_line(tmp_path):
-    from mlatui.checkpoint import save_random_checkpoint
+    from mlatui.models.checkpoint import save_random_checkpoint
 
     target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
     draft = save_random_checkpoint(

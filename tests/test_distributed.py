@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.recorder import iter_recording
+from mlatui.stream.recorder import iter_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -294,7 +294,7 @@ def test_replay_follow_shows_a_run_still_being_written_and_ends_with_it(growing)
 
 
 def test_follow_source_reads_whole_lines_and_finishes_at_run_end(growing):
-    from mlatui.follow_source import FollowSource
+    from mlatui.stream.follow_source import FollowSource
 
     target, lines, _ = growing
     source = FollowSource(target)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mlatui.distributed import ShardMode, World, describe_failure, launched, world_label
-from mlatui.engine_dist import DistRun
-from mlatui.fit import FitEstimate
-from mlatui.scenario import ScenarioError, load_scenario
+from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.host.distributed import ShardMode, World, describe_failure, launched, world_label
+from mlatui.models.fit import FitEstimate
+from mlatui.run.engine_dist import DistRun
 
 WORLD = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["mac-a", "mac-b"]}
 
@@ -35,9 +35,9 @@ def test_a_single_process_is_not_distributed(monkeypatch):
 
 
 def test_shard_refusals_say_why():
-    from mlatui import families
-    from mlatui.embedded import load_embedded
-    from mlatui.sharding import can_shard
+    from mlatui.models import families
+    from mlatui.models.embedded import load_embedded
+    from mlatui.run.sharding import can_shard
 
     model, _, _ = load_embedded(draft=False)
     assert can_shard(model, ShardMode.TENSOR, 2) is None
@@ -78,8 +78,8 @@ def test_labels_and_failures():
 async def test_dashboard_header_and_memory_show_the_world(tmp_path):
     import dataclasses
 
-    from mlatui.recorder import iter_recording
-    from mlatui.replay_source import ReplaySource
+    from mlatui.stream.recorder import iter_recording
+    from mlatui.stream.replay_source import ReplaySource
     from widgets.app import MlatuiApp
 
     src = "tests/fixtures/ui_tiny_run.jsonl"

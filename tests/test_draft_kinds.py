@@ -10,10 +10,9 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from mlatui import families
-from mlatui.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
-from mlatui.engine import _draft_factory
-from mlatui.loading import (
+from mlatui.config.scenario import DraftSource, DraftSpec, load_scenario
+from mlatui.models import families
+from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
     Draft,
@@ -23,8 +22,9 @@ from mlatui.loading import (
     load_checkpoint,
     load_draft,
 )
-from mlatui.phases import RunContext, share_context
-from mlatui.scenario import DraftSource, DraftSpec, load_scenario
+from mlatui.run.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
+from mlatui.run.engine import _draft_factory
+from mlatui.run.phases.base import RunContext, share_context
 
 ROOT = Path(__file__).parent.parent
 RECORDINGS = [

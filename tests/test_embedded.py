@@ -5,8 +5,8 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui import embedded
-from mlatui.mla import branch_counters, patch_model, twin
+from mlatui.models import embedded
+from mlatui.gate.mla import branch_counters, patch_model, twin
 from mlatui.training.acceptance import greedy, speculative
 
 # Measured on the shipped prompts (README): position-1 acceptance 0.64 (128 tokens/prompt).

@@ -15,12 +15,16 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-import mlatui.arms
-from mlatui.acceptance import AcceptanceCounts
-from mlatui.arms import ArmWorker, Baton, build_arms
-from mlatui.draft import DraftModelSource
-from mlatui.engine import run
-from mlatui.events import (
+import mlatui.run.arms
+from mlatui.config.runconfig import RunConfig
+from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.measure.sampler import round_schedule
+from mlatui.models.families import build_model
+from mlatui.run.arms import ArmWorker, Baton, build_arms
+from mlatui.run.drafts import DraftModelSource
+from mlatui.run.engine import run
+from mlatui.run.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
+from mlatui.stream.events import (
     DecodeBlock,
     DecodeResult,
     Estimate,
@@ -31,11 +35,7 @@ from mlatui.events import (
     Step,
     Validity,
 )
-from mlatui.families import build_model
-from mlatui.recorder import Recorder, read_recording
-from mlatui.runconfig import RunConfig
-from mlatui.sampler import round_schedule
-from mlatui.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
+from mlatui.stream.recorder import Recorder, read_recording
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 QUICK = {"reps": 3, "warmup": 1, "tokens": 8}
@@ -198,7 +198,7 @@ def test_greedy_speculative_equals_plain(depth):
 
 
 def test_injected_l1_slowdown_is_flagged(monkeypatch):
-    original = mlatui.arms.build_arms
+    original = mlatui.run.arms.build_arms
 
     def slow_patched(model, threshold="formula", *args, **kwargs):
         stock, patched = original(model, threshold, *args, **kwargs)
@@ -219,7 +219,7 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
         patched.model = Slow()
         return stock, patched
 
-    monkeypatch.setattr(mlatui.engine, "build_arms", slow_patched)
+    monkeypatch.setattr(mlatui.run.engine, "build_arms", slow_patched)
     events = []
     run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
     verdicts = [e for e in events if isinstance(e, Validity)]
@@ -299,11 +299,11 @@ def test_untrimmable_cache_is_refused_with_the_model_name():
 def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
     """kimi_linear's linear-attention state cannot be trimmed back after a timed step: the sweep
     says so in one line instead of silently growing the context sample after sample."""
-    from mlatui.loading import Loaded
+    from mlatui.models.loading import Loaded
 
     model = build_model("kimi_linear")
     monkeypatch.setattr(
-        mlatui.engine,
+        mlatui.run.engine,
         "load_target",
         lambda *a, **k: Loaded(model, None, "kimi-tiny", "kimi_linear", None, True),
     )
@@ -324,7 +324,7 @@ def test_phase_start_counts_planned_steps(tiny_run):
     finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     # planned: the first rounds; rounds added while the L = 1 check is inconclusive raise the total
     assert start.planned_steps == 2 * 4 * (3 * 4 + 2 * 4)
-    from mlatui.plans import Segment
+    from mlatui.measure.plans import Segment
 
     for phase in (e for e in events if isinstance(e, PhaseStart)):  # the plan the engine runs
         segments = [Segment.from_dict(d) for d in phase.plan]
@@ -352,7 +352,7 @@ def test_shared_arm_thread_runs_both_arms_on_one_thread():
 def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     """`--model` on a checkpoint that carries an MTP layer: the engine finds it (draft "auto"),
     speculates with it in both arms, and the emitted text equals plain greedy decoding."""
-    from mlatui.checkpoint import tiny_tokenizer
+    from mlatui.models.checkpoint import tiny_tokenizer
     from tests.test_mtp import save_checkpoint
 
     folder = tmp_path / "glm-mtp"
@@ -379,7 +379,7 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
 def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     """The real-checkpoint path: `--model` and `--draft-model` are local mlx-lm folders, loaded
     by mlx_lm.load; a bad path is one line that says what to do."""
-    from mlatui.checkpoint import save_random_checkpoint
+    from mlatui.models.checkpoint import save_random_checkpoint
 
     target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
     draft = save_random_checkpoint(tmp_path / "draft", "deepseek_v3", layers=1, seed=2)
@@ -414,8 +414,8 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
 
 
 def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
-    from mlatui.phases import estimate_rows
-    from mlatui.report import reestimate
+    from mlatui.run.phases.base import estimate_rows
+    from mlatui.views.report import reestimate
 
     _, events = tiny_run
     back = recorded(tmp_path, events)
@@ -437,8 +437,8 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
 ):
     """scenario `seed = 3` with `--seed 4`: every seeded part of the run gets 7 (a scenario's seed
     used to reach only the sampler), and the recorded header keeps both parts."""
-    import mlatui.engine as engine
-    from mlatui.phases import Stopped
+    import mlatui.run.engine as engine
+    from mlatui.run.phases.base import Stopped
 
     seen: dict[str, int] = {}
 

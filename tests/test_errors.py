@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui import argtypes, errors
+from mlatui import errors
 from mlatui.cli import main
+from mlatui.commands import argtypes
+from mlatui.config.outputs import claim_output, new_record_path
 from mlatui.errors import UserError
-from mlatui.outputs import claim_output, new_record_path
-from mlatui.recorder import Recorder, read_recording
+from mlatui.stream.recorder import Recorder, read_recording
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY = str(FIXTURES / "tiny.toml")
@@ -227,8 +228,8 @@ def test_recorder_write_failure_is_kept_not_raised():
 
 
 async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path):
-    from mlatui.runconfig import RunConfig
-    from mlatui.sources import LiveSource
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.stream.sources import LiveSource
     from widgets.app import MlatuiApp
 
     src = LiveSource(RunConfig(), engine=ui_events.fake_engine, record="/dev/full")
@@ -242,7 +243,7 @@ async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path):
 
 
 async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path):
-    from mlatui.sources import ReplaySource
+    from mlatui.stream.sources import ReplaySource
     from widgets.app import MlatuiApp
 
     app = MlatuiApp(ReplaySource(FIXTURES / "ui_tiny_run.jsonl"), out_dir="/proc/nope/x")
@@ -254,7 +255,7 @@ async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path):
 
 
 def test_a_failed_jsonl_sink_keeps_its_error():
-    from mlatui.outputs import JsonlSink
+    from mlatui.config.outputs import JsonlSink
 
     sink = JsonlSink("/dev/full")
     sink.write({"a": 1})

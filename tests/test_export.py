@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from mlatui import export
-from mlatui.dashboard_state import DashboardState
-from mlatui.recorder import iter_recording
-from mlatui.rounding import Ci, sig
-from mlatui.verdict_strip import verdict_line
+from mlatui.stream.recorder import iter_recording
+from mlatui.views import export
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import Ci, sig
+from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
 # a fixed recording (the shipped demo of session 2): the numbers below are read from it
@@ -126,7 +126,7 @@ def test_old_recordings_export_medians_without_cis():
 async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
     import time
 
-    from mlatui.sources import ReplaySource
+    from mlatui.stream.sources import ReplaySource
     from widgets.app import MlatuiApp
 
     app = MlatuiApp(ReplaySource(DEMO, speed=64.0), ui_hz=20, out_dir=tmp_path)
@@ -147,8 +147,8 @@ async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
 
 
 def test_both_summaries_name_the_device_drifts_in_one_wording():
-    from mlatui.events import DriftEvent
-    from mlatui.report import summary_markdown
+    from mlatui.stream.events import DriftEvent
+    from mlatui.views.report import summary_markdown
 
     events = [e for _, e in iter_recording(FIXTURE)]
     drifts = [DriftEvent(9.0 + i, "sweep", 256, i, 10.0, 12.0, 20.0) for i in range(13)]
@@ -166,7 +166,7 @@ def test_both_summaries_name_the_device_drifts_in_one_wording():
 def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     import dataclasses
 
-    from mlatui.report import summary_markdown
+    from mlatui.views.report import summary_markdown
 
     events = [e for _, e in iter_recording(FIXTURE)]
     h = events[0]

@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlatui.fit import (
+from mlatui.config.scenario import load_scenario
+from mlatui.models.fit import (
     CACHE_COPIES,
     cache_bytes_per_token,
     estimate,
     largest_context,
     materialised_bytes,
 )
-from mlatui.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "fixtures" / "tiny.toml"
@@ -73,7 +73,7 @@ def test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line(tmp_path):
 
 
 def test_contexts_past_what_a_model_was_built_or_trained_for_are_warned():
-    from mlatui.fit import context_warnings
+    from mlatui.models.fit import context_warnings
 
     assert context_warnings({"max_position_embeddings": 4096}, 4000, 2048) == [
         "context 4000 is beyond the 2048-token windows the model was trained on: its text and "
@@ -85,9 +85,9 @@ def test_contexts_past_what_a_model_was_built_or_trained_for_are_warned():
 
 
 def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
-    from mlatui.embedded import trained_window
-    from mlatui.engine import run
-    from mlatui.runconfig import RunConfig
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.models.embedded import trained_window
+    from mlatui.run.engine import run
 
     window = trained_window()
     assert window == 4096  # the shipped model v2 (issue 16)
@@ -115,8 +115,8 @@ def _stop_after_header(events):
 def test_a_stop_during_loading_leaves_a_header_and_says_so():
     import threading
 
-    from mlatui.engine import run
-    from mlatui.runconfig import RunConfig
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run.engine import run
 
     stop = threading.Event()
     stop.set()  # the signal arrived while the model was loading
@@ -139,8 +139,8 @@ def test_a_stop_during_a_long_checkpoint_read_takes_effect_at_once(monkeypatch):
     import threading
     import time
 
-    import mlatui.engine as engine
-    from mlatui.runconfig import RunConfig
+    import mlatui.run.engine as engine
+    from mlatui.config.runconfig import RunConfig
 
     def slow_read(*args, **kw):  # a minutes-long read, inside C where no handler runs
         time.sleep(60)
@@ -165,7 +165,7 @@ def test_run_interruptibly_hands_back_the_result_or_the_error():
 
     import pytest
 
-    from mlatui.signals import run_interruptibly
+    from mlatui.host.signals import run_interruptibly
 
     assert run_interruptibly(lambda: 42, threading.Event()) == 42
     with pytest.raises(ZeroDivisionError):

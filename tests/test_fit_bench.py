@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.fit import (
+from mlatui.gate.threshold_text import threshold_text
+from mlatui.models.fit import (
     attention_weights_bytes,
     device_memory,
     forced_layer_estimate,
     indexer_estimate,
     materialised_bytes,
 )
-from mlatui.indexer import SparseMLAConfig
-from mlatui.threshold_text import threshold_text
+from mlatui.models.indexer import SparseMLAConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 1024**3
@@ -62,7 +62,7 @@ def test_the_address_space_limit_is_the_cpu_memory_when_it_is_lower():
     code = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
-        "from mlatui.fit import device_memory\n"
+        "from mlatui.models.fit import device_memory\n"
         "have, what = device_memory()\n"
         "print(have, what)\n"
     )
@@ -98,8 +98,8 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 
 
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
-    from mlatui.events import RunHeader
-    from mlatui.run_meta import header_lines
+    from mlatui.stream.events import RunHeader
+    from mlatui.views.run_meta import header_lines
     from widgets.render import thresholds_text
 
     unbounded = 2**63 - 1

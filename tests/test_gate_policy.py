@@ -12,12 +12,13 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 from test_null import branches_at, sparse_model
 
-import mlatui.engine
-from mlatui import calibration, mla
-from mlatui.arms import Gates, Variant, build_arms, gate_model, sparse_layers
-from mlatui.engine import run
+import mlatui.run.engine
+from mlatui.config.runconfig import RunConfig
+from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.errors import UserError
-from mlatui.gate_policy import (
+from mlatui.gate import mla
+from mlatui.gate.mla import BranchCounters
+from mlatui.gate.policy import (
     STOCK_GATES,
     STOCK_POLICY,
     CalibratedPolicy,
@@ -26,10 +27,10 @@ from mlatui.gate_policy import (
     Threshold,
     ThresholdKind,
 )
-from mlatui.mla import BranchCounters
-from mlatui.records import environment
-from mlatui.runconfig import RunConfig
-from mlatui.scenario import ScenarioError, load_scenario
+from mlatui.measure.records import environment
+from mlatui.run.arms import Gates, Variant, build_arms, gate_model, sparse_layers
+from mlatui.run.engine import run
+from mlatui.store import calibration
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
@@ -57,7 +58,7 @@ def test_the_one_parser_rejects_everything_else(value):
 
 
 def test_cli_scenario_and_runconfig_share_the_parser(tmp_path, monkeypatch):
-    from mlatui.commands._gate_options import gate_settings
+    from mlatui.commands.gate_options import gate_settings
 
     args = type("A", (), {"threshold": "7", "indexer": None, "null": False, "fill": None})
     assert gate_settings(args)["threshold"] == "7"
@@ -83,7 +84,7 @@ def test_engine_builds_one_gates_from_cli_else_scenario(tmp_path, monkeypatch):
         seen.append(gates)
         raise RuntimeError("stop after building the arms")
 
-    monkeypatch.setattr(mlatui.engine, "build_arms", capture)
+    monkeypatch.setattr(mlatui.run.engine, "build_arms", capture)
     scenario = tmp_path / "s.toml"
     scenario.write_text(
         TINY.read_text().replace('name = "tiny"', 'name = "tiny"\nthreshold = "stock"')
@@ -137,7 +138,7 @@ def _sparse_branches(arm, ids: list[int], width: int) -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def embedded_model():
-    from mlatui.embedded import load_embedded
+    from mlatui.models.embedded import load_embedded
 
     model, tok, _ = load_embedded(draft=False)
     mx.eval(model.parameters())
@@ -170,7 +171,7 @@ def test_calibrated_reads_the_store_once_per_geometry_for_every_layer(monkeypatc
         reads.append(geometry.key)
         return {8: 2}  # measured: absorbed only up to L = 2 from T = 8
 
-    monkeypatch.setattr("mlatui.gate_policy.stored_crossovers", store)
+    monkeypatch.setattr("mlatui.gate.policy.stored_crossovers", store)
     gates = Gates.parse("calibrated")
     assert isinstance(gates.policy, CalibratedPolicy)
     a, b = build_arms(sparse_model(), gates, (Variant.PATCHED, Variant.PATCHED))

@@ -10,10 +10,10 @@ import pytest
 import ui_events
 
 from mlatui.cli import main
-from mlatui.keys import KEYS
-from mlatui.outputs import runs_dir
-from mlatui.runconfig import RunConfig
-from mlatui.sources import LiveSource, ReplaySource
+from mlatui.config.outputs import runs_dir
+from mlatui.config.runconfig import RunConfig
+from mlatui.stream.sources import LiveSource, ReplaySource
+from mlatui.views.keys import KEYS
 from widgets.app import REPLAY_ONLY, MlatuiApp
 from widgets.help import HelpScreen
 

@@ -13,14 +13,14 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 CORE = [
     "mlatui",
-    "mlatui.events",
-    "mlatui.recorder",
-    "mlatui.sources",
-    "mlatui.dashboard_state",
+    "mlatui.stream.events",
+    "mlatui.stream.recorder",
+    "mlatui.stream.sources",
+    "mlatui.views.dashboard_state",
     "mlatui.cli",
-    "mlatui.mla",
-    "mlatui.report",
-    "mlatui.engine",
+    "mlatui.gate.mla",
+    "mlatui.views.report",
+    "mlatui.run.engine",
 ]
 
 
@@ -93,14 +93,14 @@ def test_bad_recording_gets_one_line_error(tmp_path):
 
 
 PURE = [
-    "mlatui.acceptance",
-    "mlatui.decode_verdict",
-    "mlatui.estimates",
-    "mlatui.sampler",
-    "mlatui.report",
-    "mlatui.report_decode",
-    "mlatui.dashboard_state",
-    "mlatui.dashboard_views",
+    "mlatui.measure.acceptance",
+    "mlatui.run.phases.decode_verdict",
+    "mlatui.measure.estimates",
+    "mlatui.measure.sampler",
+    "mlatui.views.report",
+    "mlatui.views.report_decode",
+    "mlatui.views.dashboard_state",
+    "mlatui.views.dashboard_views",
 ]
 
 

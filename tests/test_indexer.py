@@ -7,10 +7,16 @@ from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
 import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
-from mlatui.gate_policy import STOCK_POLICY, FormulaPolicy
-from mlatui.indexer import Indexer, IndexerCache, SparseMLAConfig, pool_windows, select_tokens
-from mlatui.mla import BranchCounters
-from mlatui.sparse_mla import SparseMLACache, SparseMLAttention
+from mlatui.gate.mla import BranchCounters
+from mlatui.gate.policy import STOCK_POLICY, FormulaPolicy
+from mlatui.models.indexer import (
+    Indexer,
+    IndexerCache,
+    SparseMLAConfig,
+    pool_windows,
+    select_tokens,
+)
+from mlatui.models.sparse_mla import SparseMLACache, SparseMLAttention
 
 KPOOL = 4
 TOPK = 16
@@ -380,7 +386,7 @@ def test_layer_parameter_names_follow_mlx_lm_mla():
 def test_embedded_model_args_hand_every_shared_key_to_the_sparse_layer():
     from dataclasses import fields
 
-    from mlatui.indexer import SparseMLAConfig
+    from mlatui.models.indexer import SparseMLAConfig
     from mlatui.models.mlatui_mla import ModelArgs
 
     args = ModelArgs(index_topk=512, index_kpool=8, kv_lora_rank=64, rope_theta=5e5)

@@ -11,11 +11,8 @@ import numpy as np
 import pytest
 
 import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
-from mlatui import indexer_bench
-from mlatui.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
-from mlatui.gate_policy import STOCK_GATES
-from mlatui.indexer import Indexer, IndexerCache, pool_windows
-from mlatui.indexer_bench import (
+from mlatui.bench import indexer as indexer_bench
+from mlatui.bench.indexer import (
     CONTROL_QUADS,
     IndexerRecord,
     _rewind,
@@ -23,8 +20,11 @@ from mlatui.indexer_bench import (
     measure_part,
     run_indexer_bench,
 )
-from mlatui.indexer_phase import indexer_verdict
-from mlatui.sampler import round_schedule
+from mlatui.gate.policy import STOCK_GATES
+from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
+from mlatui.measure.sampler import round_schedule
+from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
+from mlatui.run.phases.indexer import indexer_verdict
 from tests.test_indexer import KPOOL, small_config
 
 OUTCOMES = {o.value for o in Outcome}
@@ -254,7 +254,7 @@ def test_indexer_verdict_has_cis_and_leaves_out_non_valid_contexts():
 def test_bench_indexer_command_prints_the_paired_table(monkeypatch, capsys, tmp_path):
     from mlatui.commands import bench_indexer
 
-    monkeypatch.setattr("mlatui.indexer.SparseMLAConfig", small_config)
+    monkeypatch.setattr("mlatui.models.indexer.SparseMLAConfig", small_config)
     monkeypatch.setattr(indexer_bench, "SparseMLAConfig", small_config)
     parser = argparse.ArgumentParser()
     bench_indexer.configure(parser)

@@ -13,19 +13,19 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-import mlatui.indexer_phase
-from mlatui import export
-from mlatui.dashboard_state import DashboardState
-from mlatui.engine import run
-from mlatui.estimates import Outcome
-from mlatui.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
-from mlatui.indexer import Indexer
-from mlatui.indexer_sites import parity_tolerance
-from mlatui.key_figure import key_figure
-from mlatui.run_tables import sweep_cells
-from mlatui.runconfig import RunConfig
-from mlatui.sampler import round_schedule
-from mlatui.verdict_strip import verdict_line
+import mlatui.run.phases.indexer
+from mlatui.config.runconfig import RunConfig
+from mlatui.measure.estimates import Outcome
+from mlatui.measure.sampler import round_schedule
+from mlatui.models.indexer import Indexer
+from mlatui.run.engine import run
+from mlatui.run.phases.indexer_sites import parity_tolerance
+from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
+from mlatui.views import export
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.key_figure import key_figure
+from mlatui.views.run_tables import sweep_cells
+from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = {o.value for o in Outcome}
@@ -105,14 +105,14 @@ def embedded_run(tmp_path_factory):
 def glm5_run(tmp_path_factory):
     path = glm5_scenario(tmp_path_factory.mktemp("glm5"))
     threads: list[tuple[str, str]] = []
-    original = mlatui.indexer_phase.step
+    original = mlatui.run.phases.indexer.step
 
     def step(site, arm, part, width):
         threads.append((arm.name, threading.current_thread().name))
         return original(site, arm, part, width)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(mlatui.indexer_phase, "step", step)
+    mp.setattr(mlatui.run.phases.indexer, "step", step)
     try:
         status, events = _run(
             RunConfig(scenario=str(path), random_weights=True, budget_s=0, shared_arm_thread=False)

@@ -4,9 +4,9 @@ last event; the recorder writes them after the header."""
 import time
 from pathlib import Path
 
-from mlatui.events import LoadProgress, LoadStart
-from mlatui.load_watch import LoadWatch, files_read, watcher
-from mlatui.recorder import Recorder, read_recording
+from mlatui.models.load_watch import LoadWatch, files_read, watcher
+from mlatui.stream.events import LoadProgress, LoadStart
+from mlatui.stream.recorder import Recorder, read_recording
 
 DEMO = Path(__file__).parent.parent / "scenarios" / "demo.jsonl"
 
@@ -14,7 +14,7 @@ DEMO = Path(__file__).parent.parent / "scenarios" / "demo.jsonl"
 def test_checkpoint_load_reports_files_and_bytes_before_and_after(tiny_checkpoint, monkeypatch):
     import mlx_lm
 
-    from mlatui.loading import load_checkpoint
+    from mlatui.models.loading import load_checkpoint
 
     seen: list = []
     real = mlx_lm.load

@@ -6,8 +6,8 @@ import mlx_lm
 import pytest
 from mlx_lm.sample_utils import make_sampler
 
-from mlatui import mla
-from mlatui.checkpoint import save_random_checkpoint
+from mlatui.gate import mla
+from mlatui.models.checkpoint import save_random_checkpoint
 
 PROMPT = "the absorbed path attends against the compressed latent"
 
@@ -61,7 +61,7 @@ def test_other_families_load(tmp_path, family, bits):
 
 
 def test_text_config_is_the_nested_dict_where_there_is_one():
-    from mlatui.model_inputs import text_config
+    from mlatui.config.model_inputs import text_config
 
     nested = {"model_type": "kimi_k25", "text_config": {"kv_lora_rank": 512}}
     assert text_config(nested) == {"kv_lora_rank": 512}

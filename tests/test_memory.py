@@ -7,8 +7,8 @@ import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
 import mlx.core as mx
 import pytest
 
-from mlatui import memory
-from mlatui.events import MemorySample
+from mlatui.host import memory
+from mlatui.stream.events import MemorySample
 
 
 def test_sample_is_plain_and_sane():

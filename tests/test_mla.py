@@ -13,7 +13,8 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.models.deepseek_v3 import DeepseekV3Attention
 from mlx_lm.models.deepseek_v32 import DeepseekV32Attention
 
-from mlatui import families, mla
+from mlatui.gate import mla
+from mlatui.models import families
 
 PROMPT_T = 72
 WIDTHS = (1, 2, 3, 4, 8)

@@ -8,11 +8,14 @@ import pytest
 # Imported before any test swaps sys.stderr: StderrProgress binds `stream=sys.stderr` when its
 # module is imported, so a first import inside one capsys test would leave it writing to that
 # test's closed stream in the next.
-import mlatui.commands._bench_scenario  # noqa: F401
-from mlatui import attnbench, calibration, families, mla
+import mlatui.commands.bench_scenario  # noqa: F401
+from mlatui.bench import attention as attnbench
 from mlatui.cli import main
-from mlatui.estimates import Interval
-from mlatui.sampler import round_schedule
+from mlatui.gate import mla
+from mlatui.measure.estimates import Interval
+from mlatui.measure.sampler import round_schedule
+from mlatui.models import families
+from mlatui.store import calibration
 
 
 def test_thresholds_family_json(capsys):
@@ -71,7 +74,7 @@ def _records(path):
 
 
 def _events(path):
-    from mlatui.recorder import read_recording
+    from mlatui.stream.recorder import read_recording
 
     return read_recording(path)
 
@@ -197,7 +200,7 @@ def test_bench_attention_both_parts(tmp_path, capsys):
 
 
 def test_bench_attention_part_b_runs_the_engine_sweep(tmp_path, capsys):
-    from mlatui.scenario import load_scenario
+    from mlatui.config.scenario import load_scenario
 
     out = tmp_path / "run.jsonl"
     argv = _attention("--part", "b", "--layers", "2", "--contexts", "64,128")
@@ -229,7 +232,7 @@ def test_part_b_scenarios_round_trip_for_every_trimmable_family(tmp_path):
     import tomllib
 
     from mlatui.commands.bench_attention import _check_round_trip, scenario_toml
-    from mlatui.scenario import load_scenario
+    from mlatui.config.scenario import load_scenario
 
     for name, fam in families.FAMILIES.items():
         if fam.hybrid:

@@ -9,11 +9,11 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.arms import Gates, Variant, build_arms, sparse_layers
-from mlatui.engine import run
-from mlatui.events import Estimate, PhaseSummary, RunHeader, Step, Validity
+from mlatui.config.runconfig import RunConfig
 from mlatui.models.mlatui_mla import Model, ModelArgs
-from mlatui.runconfig import RunConfig
+from mlatui.run.arms import Gates, Variant, build_arms, sparse_layers
+from mlatui.run.engine import run
+from mlatui.stream.events import Estimate, PhaseSummary, RunHeader, Step, Validity
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 
@@ -144,7 +144,7 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
 
 
 def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
-    from mlatui.harness_bias import describe
+    from mlatui.store.harness_bias import describe
 
     _, events, later = null_run
     bias = next(e for e in later if e.type == "header").settings.get("harness_bias")
@@ -216,7 +216,7 @@ def test_scenario_threshold_reaches_the_arms_and_the_cli_wins(tmp_path):
 
 
 def test_scenario_rejects_a_bad_threshold(tmp_path):
-    from mlatui.scenario import ScenarioError, load_scenario
+    from mlatui.config.scenario import ScenarioError, load_scenario
 
     bad = tmp_path / "bad.toml"
     bad.write_text('threshold = "fast"\n' + Path(TINY).read_text())

@@ -21,7 +21,7 @@ def test_wheel_contents(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
         "mlatui/cli.py",
-        "mlatui/engine.py",
+        "mlatui/run/engine.py",
         "mlatui/commands/launch.py",
         "mlatui/commands/bench_attention.py",
         "mlatui/models/mlatui_mla.py",
@@ -31,14 +31,16 @@ def test_wheel_contents(tmp_path):
         "mlatui/scenarios/deepseek-v3.toml",
         "mlatui/scenarios/glm53-flash-sparse.toml",
         "mlatui/scenarios/demo.jsonl",
-        "mlatui/embedded/model/config.json",
-        "mlatui/embedded/draft/model.safetensors",
-        "mlatui/embedded/MANIFEST.json",
+        "mlatui/models/embedded/model/config.json",
+        "mlatui/models/embedded/draft/model.safetensors",
+        "mlatui/models/embedded/MANIFEST.json",
         "widgets/app.py",
         "widgets/app.tcss",
     ):
         assert required in names, f"{required} missing from {wheel.name}"
-    assert any(n.startswith("mlatui/embedded/model/") and n.endswith(".safetensors") for n in names)
+    assert any(
+        n.startswith("mlatui/models/embedded/model/") and n.endswith(".safetensors") for n in names
+    )
     assert not any(n.startswith("tests/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "mlatui = mlatui.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()

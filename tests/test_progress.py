@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.events import LoadProgress, LoadStart, PhaseStart, Step
-from mlatui.plans import Segment
-from mlatui.progress import STALL_MIN_S, RunProgress
-from mlatui.progress_costs import extrapolate
-from mlatui.progress_view import loading_text, progress_text
-from mlatui.recorder import read_recording
+from mlatui.measure.plans import Segment
+from mlatui.stream.events import LoadProgress, LoadStart, PhaseStart, Step
+from mlatui.stream.recorder import read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.progress import STALL_MIN_S, RunProgress
+from mlatui.views.progress_costs import extrapolate
+from mlatui.views.progress_view import loading_text, progress_text
 
 DEMO = Path(__file__).parent.parent / "scenarios" / "demo.jsonl"
 
@@ -147,7 +147,7 @@ def test_loading_line_and_header_before_the_run_header():
 async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path):
     """Replaying the recorded run: mid-sweep the header shows elapsed and an ETA with its range;
     paused long past the last step in recorded time, it says the run stalled."""
-    from mlatui.sources import ReplaySource
+    from mlatui.stream.sources import ReplaySource
     from widgets.app import MlatuiApp
 
     src = ReplaySource(DEMO, speed=16.0)  # the sweep lasts 83 s recorded: 5 s of wall clock

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from mlatui.cli import main
-from mlatui.events import SCHEMA_VERSION, RunHeader
-from mlatui.recorder import RecordingError, read_recording
-from mlatui.sources import ReplaySource
+from mlatui.stream.events import SCHEMA_VERSION, RunHeader
+from mlatui.stream.recorder import RecordingError, read_recording
+from mlatui.stream.sources import ReplaySource
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
@@ -208,7 +208,7 @@ RSS_PROBE = textwrap.dedent(
     import contextlib, io, resource, sys
     from mlatui.cli import main
     from widgets.app import MlatuiApp  # imported before the baseline: only the replay counts
-    import mlatui.recorder, mlatui.report
+    import mlatui.stream.recorder, mlatui.views.report
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -1,4 +1,4 @@
-"""Benchmark records and the one set of printers (mlatui.mdtable): raw samples kept beside the
+"""Benchmark records and the one set of printers (mlatui.views.mdtable): raw samples kept beside the
 medians, markdown, CSV and JSON lines."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from mlatui.mdtable import ci, csv_text, num, table
-from mlatui.records import BenchRecord, to_jsonl
+from mlatui.measure.records import BenchRecord, to_jsonl
+from mlatui.views.mdtable import ci, csv_text, num, table
 
 
 def _records() -> list[BenchRecord]:
@@ -62,7 +62,7 @@ def test_markdown_table_shape_and_bench_number_cells():
 
 def test_observer_table_uses_the_shared_percentile():
     from mlatui.commands.bench_observer import summary_table
-    from mlatui.measure import percentile
+    from mlatui.measure.timing import percentile
 
     xs = [float(x) for x in range(1, 21)]
     assert percentile(xs, 95) == pytest.approx(19.05)  # interpolated between ranks 19 and 20

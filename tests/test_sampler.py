@@ -8,14 +8,14 @@ from collections import Counter
 
 import pytest
 
-from mlatui.estimates import (
+from mlatui.measure.estimates import (
     Outcome,
     Timing,
     bootstrap_median,
     control_outcome,
     estimate_context,
 )
-from mlatui.sampler import SamplerPlan, round_schedule, sample_context
+from mlatui.measure.sampler import SamplerPlan, round_schedule, sample_context
 
 
 class Device:
@@ -125,7 +125,7 @@ def test_rounds_are_whole_pairs_and_warmup_is_not_timed():
 
 
 def test_outcome_bounds():
-    from mlatui.estimates import Interval
+    from mlatui.measure.estimates import Interval
 
     assert control_outcome(Interval(1.0, 0.99, 1.01, 8), 2.0) is Outcome.VALID
     assert control_outcome(Interval(1.05, 1.03, 1.07, 8), 2.0) is Outcome.INVALID

@@ -8,8 +8,8 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from mlatui.scenario import ScenarioError, load_scenario, shipped
-from mlatui.spec import accept_greedy, accept_sampled
+from mlatui.config.scenario import ScenarioError, load_scenario, shipped
+from mlatui.run.spec import accept_greedy, accept_sampled
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = """

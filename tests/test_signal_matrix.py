@@ -24,8 +24,8 @@ import psutil
 import pytest
 from test_signals import TINY, drain_and_wait, launch_in_pty, lines, long_tiny, read_until
 
-from mlatui.events import RunEnd, Step
-from mlatui.recorder import read_recording
+from mlatui.stream.events import RunEnd, Step
+from mlatui.stream.recorder import read_recording
 
 SIGNAL_AT_S = 10.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.events import RunEnd, Step
-from mlatui.recorder import read_recording
+from mlatui.stream.events import RunEnd, Step
+from mlatui.stream.recorder import read_recording
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
@@ -127,7 +127,7 @@ def test_a_second_sigint_exits_at_once(tmp_path):
     # a loop that never looks at the stop flag: only the second signal can end it
     code = (
         "import time\n"
-        "from mlatui.signals import StopOnSignals\n"
+        "from mlatui.host.signals import StopOnSignals\n"
         "with StopOnSignals():\n"
         "    print('ready', flush=True)\n"
         "    while True: time.sleep(0.01)\n"

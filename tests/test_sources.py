@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.events import RunEnd, RunHeader, Step
-from mlatui.recorder import RecordingError, read_recording
-from mlatui.runconfig import RunConfig
-from mlatui.sources import LiveSource, ProcessSource, ReplaySource
+from mlatui.config.runconfig import RunConfig
+from mlatui.stream.events import RunEnd, RunHeader, Step
+from mlatui.stream.recorder import RecordingError, read_recording
+from mlatui.stream.sources import LiveSource, ProcessSource, ReplaySource
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")

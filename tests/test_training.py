@@ -1,5 +1,5 @@
 """The trainer at toy scale: exact resume, the MTP head's DeepSeek-V3 keys and its loading and
-drafting through mlatui.mtp and the engine, the repetition measure and the long contexts."""
+drafting through mlatui.run.mtp and the engine, the repetition measure and the long contexts."""
 
 from __future__ import annotations
 
@@ -121,8 +121,8 @@ def test_warmup_learning_rates_do_not_depend_on_the_plan():
 
 
 def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
-    from mlatui.loading import load_checkpoint
-    from mlatui.mtp import MTPDraft, load_mtp_draft
+    from mlatui.models.loading import load_checkpoint
+    from mlatui.run.mtp import MTPDraft, load_mtp_draft
 
     folder = toy_run / "model"
     config = json.loads((folder / "config.json").read_text())
@@ -150,8 +150,8 @@ def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
 
 
 def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
-    from mlatui.loading import load_checkpoint
-    from mlatui.mtp import load_mtp_draft
+    from mlatui.models.loading import load_checkpoint
+    from mlatui.run.mtp import load_mtp_draft
     from mlatui.training.acceptance import greedy, speculate
 
     model, tok, _ = load_checkpoint(str(toy_run / "model"))
@@ -164,9 +164,9 @@ def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
 
 
 def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
-    from mlatui.engine import run
-    from mlatui.events import DecodeResult, RunHeader
-    from mlatui.runconfig import RunConfig
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run.engine import run
+    from mlatui.stream.events import DecodeResult, RunHeader
 
     scenario = tmp_path / "mtp.toml"
     scenario.write_text(

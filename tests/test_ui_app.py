@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.runconfig import RunConfig
-from mlatui.sources import LiveSource, ReplaySource
+from mlatui.config.runconfig import RunConfig
+from mlatui.stream.sources import LiveSource, ReplaySource
 from widgets.app import MlatuiApp
 from widgets.help import HelpScreen
 
@@ -43,7 +43,7 @@ async def test_replay_fills_every_pane(tmp_path):
         assert app.dash.status == "completed"
         assert "r/n/v 512/128/128" in pane_text(app, "header")
         # the verdict strip: on screen (a line of the header that is not cut off), as --dump has it
-        from mlatui.verdict_strip import verdict_line
+        from mlatui.views.verdict_strip import verdict_line
 
         header = app.query_one("#header")
         lines = pane_text(app, "header").splitlines()

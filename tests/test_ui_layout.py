@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.sources import ReplaySource
-from mlatui.verdict_strip import verdict_parts
+from mlatui.stream.sources import ReplaySource
+from mlatui.views.verdict_strip import verdict_parts
 from widgets.app import MlatuiApp
 from widgets.render import validity_summary
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.key_figure import (
+from mlatui.stream.recorder import read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.key_figure import (
     FigurePoint,
     FigureSeries,
     KeyFigure,
@@ -18,8 +19,7 @@ from mlatui.key_figure import (
     key_figure,
     threshold_mark,
 )
-from mlatui.recorder import read_recording
-from mlatui.step_series import StepSeries, priority_widths, step_chart
+from mlatui.views.step_series import StepSeries, priority_widths, step_chart
 from widgets import axis, fit
 from widgets.figure import key_figure_text
 from widgets.keybar import Hint, fit_hints

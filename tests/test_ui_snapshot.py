@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.sources import ReplaySource
+from mlatui.stream.sources import ReplaySource
 from widgets.app import MlatuiApp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.dashboard_views import pressure
-from mlatui.events import RunEnd
-from mlatui.recorder import read_recording
+from mlatui.stream.events import RunEnd
+from mlatui.stream.recorder import read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.dashboard_views import pressure
 from widgets import render as r
 from widgets.help import bindings_text
 
@@ -141,7 +141,7 @@ def test_sparkline_scales_and_greys():
 
 
 def test_marginal_plot_marks_invalid_contexts():
-    from mlatui.key_figure import PointStatus, key_figure
+    from mlatui.views.key_figure import PointStatus, key_figure
 
     s = state_of(ui_events.events())
     fig = key_figure(s)

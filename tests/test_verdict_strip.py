@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ui_events
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.events import DecodeResult, PhaseStart, Validity
-from mlatui.report import summary_markdown
-from mlatui.verdict_strip import Tone, verdict_line, verdict_parts
+from mlatui.stream.events import DecodeResult, PhaseStart, Validity
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.report import summary_markdown
+from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
 
 
 def _result(arm, depth, vs, lo, hi, context=2048, warnings=()):

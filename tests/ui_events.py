@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from mlatui.events import (
+from mlatui.stream.events import (
     SCHEMA_VERSION,
     DecodeResult,
     ErrorEvent,

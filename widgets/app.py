@@ -14,10 +14,10 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Tab, Tabs
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.events import Event
-from mlatui.report import SUMMARY_EVENT_TYPES
-from mlatui.sources import ReplaySource, Source
+from mlatui.stream.events import Event
+from mlatui.stream.sources import ReplaySource, Source
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.report import SUMMARY_EVENT_TYPES
 from widgets.help import HelpScreen, binding_rows, save_screenshot
 from widgets.keybar import KeyFooter
 from widgets.messages import Exported, RunFailed, RunFinished
@@ -321,8 +321,8 @@ class MlatuiApp(ZoomMixin, App):
             w.display = not w.display
 
     def summary(self) -> tuple[str, str]:
-        """(markdown, csv) of what the dashboard knows now (mlatui.export)."""
-        from mlatui import export
+        """(markdown, csv) of what the dashboard knows now (mlatui.views.export)."""
+        from mlatui.views import export
 
         return export.summary_markdown(self.dash), export.summary_csv(self.dash)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.rounding import fmt_context
-from mlatui.step_series import StepChart, step_chart
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import fmt_context
+from mlatui.views.step_series import StepChart, step_chart
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from mlatui.compare import Comparison
+from mlatui.views.compare import Comparison
 from widgets import compare_render as cr
 from widgets.help import HelpScreen, binding_rows, save_screenshot
 
@@ -69,7 +69,7 @@ class CompareApp(App):
         self.screen.set_class(event.size.width < NARROW_WIDTH, "narrow")
 
     def export_markdown(self) -> Path:
-        from mlatui.compare_report import compare_markdown
+        from mlatui.views.compare_report import compare_markdown
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"mlatui-compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}.md"

@@ -6,12 +6,12 @@ import math
 
 from rich.text import Text
 
-from mlatui.compare import SECTIONS, Comparison, Run
-from mlatui.compare_report import TITLES, checks_text, ratio_text, width_label
-from mlatui.events import ARMS
-from mlatui.rounding import Ci, ci_text, fmt_context
-from mlatui.run_tables import Quantity
-from mlatui.verdict_strip import verdict_parts
+from mlatui.stream.events import ARMS
+from mlatui.views.compare import SECTIONS, Comparison, Run
+from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_label
+from mlatui.views.rounding import Ci, ci_text, fmt_context
+from mlatui.views.run_tables import Quantity
+from mlatui.views.verdict_strip import verdict_parts
 
 GREY = "grey42"
 ARM_STYLES = {"stock": "red", "patched": "green"}
@@ -63,7 +63,7 @@ def header_text(cmp: Comparison, width: int) -> Text:
 
 
 def verdicts_text(cmp: Comparison, width: int) -> Text:
-    """Each run's verdict strip (mlatui.verdict_strip: as its replay and export say it)."""
+    """Each run's verdict strip (mlatui.views.verdict_strip: as its replay and export say it)."""
     t = Text(overflow="ellipsis", no_wrap=True)
     for i, run in enumerate(cmp.runs):
         if i:

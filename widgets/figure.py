@@ -1,4 +1,4 @@
-"""The key figure drawn from plain data (mlatui.key_figure.KeyFigure): log-log, 1-2-5 y ticks,
+"""The key figure drawn from plain data (mlatui.views.key_figure.KeyFigure): log-log, 1-2-5 y ticks,
 a marker at every measured context, 95% CI whiskers, the legend above the data area, invalid and
 inconclusive contexts marked apart, and the context where the patched gate starts absorbing L=2."""
 
@@ -8,8 +8,8 @@ import math
 
 from rich.text import Text
 
-from mlatui.key_figure import FigurePoint, KeyFigure, PointStatus
-from mlatui.rounding import fmt_context
+from mlatui.views.key_figure import FigurePoint, KeyFigure, PointStatus
+from mlatui.views.rounding import fmt_context
 from widgets.axis import (
     fmt_tick,
     label_start,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.distributed import world_label
-from mlatui.events import RunHeader
-from mlatui.rounding import fmt_context
-from mlatui.threshold_text import threshold_text
+from mlatui.gate.threshold_text import threshold_text
+from mlatui.host.distributed import world_label
+from mlatui.stream.events import RunHeader
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import fmt_context
 from widgets import fit
 
 

@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from mlatui.dashboard_state import DashboardState
+from mlatui.views.dashboard_state import DashboardState
 from widgets import render as r
 from widgets.arm import arm_text
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from mlatui.dashboard_state import DashboardState
-from mlatui.dashboard_views import pressure
-from mlatui.key_figure import key_figure
-from mlatui.progress_view import duration
-from mlatui.rounding import fmt_context
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.dashboard_views import pressure
+from mlatui.views.key_figure import key_figure
+from mlatui.views.progress_view import duration
+from mlatui.views.rounding import fmt_context
 from widgets import fit
 from widgets.figure import fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
@@ -137,7 +137,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
         if load is None:
             t.append("  waiting for the run header…")
         else:
-            from mlatui.progress_view import loading_text
+            from mlatui.views.progress_view import loading_text
 
             t.append("  ")
             t.append(loading_text(load, view.now_s), style="cyan")
@@ -162,9 +162,9 @@ TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info"
 
 
 def verdict_lines(state: DashboardState, width: int) -> list[Text]:
-    """The verdict strip (mlatui.verdict_strip: the same line `--dump` and exports print): long
+    """The verdict strip (mlatui.views.verdict_strip: the same line `--dump` and exports print): long
     forms when they fit on one line, else short forms, wrapped between parts if still too long."""
-    from mlatui.verdict_strip import verdict_parts
+    from mlatui.views.verdict_strip import verdict_parts
 
     parts = verdict_parts(state)
     label = Text("verdict ", style="bold reverse")
@@ -178,8 +178,8 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
 
 
 def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
-    """Phase, bar, steps, elapsed, ETA (mlatui.progress_view) and the stall flag."""
-    from mlatui.progress_view import progress_text
+    """Phase, bar, steps, elapsed, ETA (mlatui.views.progress_view) and the stall flag."""
+    from mlatui.views.progress_view import progress_text
 
     p = state.phase
     t = Text()
@@ -214,7 +214,7 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
 
 
 def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
-    """The key figure (widgets.figure draws mlatui.key_figure's data)."""
+    """The key figure (widgets.figure draws mlatui.views.key_figure's data)."""
     return key_figure_text(key_figure(state), width, height)
 
 

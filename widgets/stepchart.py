@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.rounding import fmt_context
-from mlatui.step_series import Panel, StepChart, priority_widths
+from mlatui.views.rounding import fmt_context
+from mlatui.views.step_series import Panel, StepChart, priority_widths
 from widgets.axis import nice_ceiling
 from widgets.figure import fmt_ms
 

@@ -8,8 +8,8 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
-from mlatui.arms import copy_cache
-from mlatui.embedded import load_embedded
+from mlatui.models.embedded import load_embedded
+from mlatui.run.arms import copy_cache
 
 model, tok, draft = load_embedded()
 ctx = list(range(5, 1029))

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"unknown benchmark {target!r}: use one of {', '.join(bench_targets())} or a scenario .toml file"
         )
-    from mlatui.argtypes import OneLineParser
+    from mlatui.commands.argtypes import OneLineParser
 
     parser = OneLineParser(prog=f"mlatui bench {target}", description=mod.HELP)
     mod.configure(parser)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlatui.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
-from mlatui.commands._attention_scenario import _check_round_trip, scenario_toml
-from mlatui.scenario import DTYPE_NAMES
+from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
+from mlatui.commands.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
+from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 
@@ -20,7 +20,7 @@ BITS = BIT_WIDTHS
 FILLS = ("prefill", "random-latents")
 
 
-# ---- argument parsing: argparse types (mlatui/argtypes.py), one-line errors, exit status 2 --
+# ---- argument parsing: argparse types (mlatui/commands/argtypes.py), one-line errors, exit status 2 --
 
 
 def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +106,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mlatui.errors import UserError
-    from mlatui.families import FAMILIES, family
+    from mlatui.models.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
@@ -129,14 +129,14 @@ def run(args: argparse.Namespace) -> int:
             f"{args.family}: part (b) trims caches and its linear-attention cache cannot be trimmed; use --part a"
         )
 
-    from mlatui.loading import default_dtype
+    from mlatui.models.loading import default_dtype
 
     dtype = args.dtype or default_dtype()
     if part_a:
         refuse_unless_layer_fits(
             args.family, args.size, dtype, bits, max(contexts), max(widths), args.force
         )
-    from mlatui.outputs import claim_output
+    from mlatui.config.outputs import claim_output
 
     # outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
     # scenario takes back the file claimed for part (a)
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 out_a.unlink(missing_ok=True)
             raise
 
-    from mlatui.records import env_line, environment
+    from mlatui.measure.records import env_line, environment
 
     env = environment()
     rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""
@@ -176,9 +176,9 @@ def refuse_unless_layer_fits(
 ) -> None:
     """One attention layer at the largest context and width, against the device's memory (MLX
     dies with signal 11 where it cannot allocate): refused before anything is built."""
-    from mlatui.families import config_for
-    from mlatui.fit import forced_layer_estimate, refuse_unless_fits
-    from mlatui.model_inputs import text_config
+    from mlatui.config.model_inputs import text_config
+    from mlatui.models.families import config_for
+    from mlatui.models.fit import forced_layer_estimate, refuse_unless_fits
 
     config = text_config(config_for(family_name, size, layers=1))
     refuse_unless_fits(
@@ -201,12 +201,12 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
     (a stop signal, a failed write)."""
     import threading
 
-    from mlatui import attnbench
+    from mlatui.bench import attention as attnbench
+    from mlatui.config.outputs import JsonlSink
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.mdtable import num, table
-    from mlatui.outputs import JsonlSink
-    from mlatui.signals import StopOnSignals, raise_if_set
-    from mlatui.threshold_text import threshold_text
+    from mlatui.gate.threshold_text import threshold_text
+    from mlatui.host.signals import StopOnSignals, raise_if_set
+    from mlatui.views.mdtable import num, table
 
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
@@ -316,8 +316,8 @@ def claim_part_b(b: PartB, args) -> PartB:
     """Create part (b)'s scenario and recording files (refused: one line, before any run)."""
     from dataclasses import replace
 
-    from mlatui.outputs import claim_output
-    from mlatui.runs import default_record_path
+    from mlatui.config.outputs import claim_output
+    from mlatui.stream.sinks import default_record_path
 
     if b.record is not None:
         claim_output(b.scenario_path, force=args.force, flag="part (b)'s scenario")
@@ -331,9 +331,9 @@ def claim_part_b(b: PartB, args) -> PartB:
 def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
-    from mlatui.commands import _bench_scenario as bench_scenario
+    from mlatui.commands import bench_scenario
+    from mlatui.config.scenario import ScenarioError, load_scenario
     from mlatui.errors import UserError
-    from mlatui.scenario import ScenarioError, load_scenario
 
     b.scenario_path.parent.mkdir(parents=True, exist_ok=True)
     b.scenario_path.write_text(b.text, encoding="utf-8")
@@ -350,7 +350,7 @@ def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False)
         f"rerun: mlatui bench {b.scenario_path} --random-weights\n",
         flush=True,
     )
-    from mlatui.argtypes import OneLineParser
+    from mlatui.commands.argtypes import OneLineParser
 
     parser = OneLineParser(prog="mlatui bench", description=bench_scenario.HELP)
     bench_scenario.configure(parser)
@@ -370,7 +370,7 @@ def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False)
 
 
 def _gathermm_failed(record: Path) -> bool:
-    from mlatui.recorder import RecordingError, read_recording
+    from mlatui.stream.recorder import RecordingError, read_recording
 
     try:
         events = read_recording(record).events

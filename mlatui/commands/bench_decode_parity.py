@@ -1,4 +1,4 @@
-"""`mlatui bench decode-parity`: mlatui's decode beside a direct mlx-lm call (see mlatui.parity)."""
+"""`mlatui bench decode-parity`: mlatui's decode beside a direct mlx-lm call (see mlatui.run.parity)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ HELP = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from mlatui.argtypes import finite_float, int_at_least, non_negative_int
+    from mlatui.commands.argtypes import finite_float, int_at_least, non_negative_int
 
     parser.add_argument(
         "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     from mlatui.cli import UserError
-    from mlatui.outputs import claim_output
+    from mlatui.config.outputs import claim_output
 
     if not 0 <= args.temperature <= 10:
         raise UserError(f"--temperature must be in [0, 10], got {args.temperature}", "0 = greedy")
@@ -57,13 +57,13 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
-    from mlatui.engine import _draft_factory, text_tokens
-    from mlatui.loading import DraftKind, LoadError, load_draft, load_target
-    from mlatui.mdtable import num, table
-    from mlatui.parity import TOLERANCE_PCT, run_parity
-    from mlatui.records import BenchRecord, env_line, environment, to_jsonl
-    from mlatui.runtime import Sampling
-    from mlatui.scenario import ScenarioError, load_scenario
+    from mlatui.config.scenario import ScenarioError, load_scenario
+    from mlatui.measure.records import BenchRecord, env_line, environment, to_jsonl
+    from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
+    from mlatui.run.engine import _draft_factory, text_tokens
+    from mlatui.run.parity import TOLERANCE_PCT, run_parity
+    from mlatui.run.runtime import Sampling
+    from mlatui.views.mdtable import num, table
 
     try:
         scenario = load_scenario(args.scenario or args.scenario_opt)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from mlatui.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
-from mlatui.scenario import DTYPE_NAMES
+from mlatui.commands.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
+from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 
@@ -75,7 +75,7 @@ def _ci(median: float | None, low: float | None, high: float | None, digits: int
 def summary_table(records) -> str:
     """One row per (bench, context, S): each arm's median over rounds with its 95% CI, the paired
     stock/patched with its CI, patched S over patched S=1 (paired within rounds), the S=1 check."""
-    from mlatui.mdtable import num, table
+    from mlatui.views.mdtable import num, table
 
     by = {(r.bench, r.context, r.width, r.arm): r for r in records}
     rows = []
@@ -150,7 +150,7 @@ def verdict(records) -> list[str]:
 def _printer(quiet: bool, check_stop=lambda: None):
     import sys
 
-    from mlatui.indexer_bench import BenchHooks
+    from mlatui.bench.indexer import BenchHooks
 
     class Printer(BenchHooks):
         def check_stop(self) -> None:
@@ -174,7 +174,7 @@ def _printer(quiet: bool, check_stop=lambda: None):
                 )
 
         def done(self, result):
-            from mlatui.indexer_bench import control_note
+            from mlatui.bench.indexer import control_note
 
             print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)
 
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             f"--max-rounds {args.max_rounds} is below --rounds {args.rounds}",
             "pass a --max-rounds >= --rounds",
         )
-    from mlatui.indexer import SparseMLAConfig
+    from mlatui.models.indexer import SparseMLAConfig
 
     topk = SparseMLAConfig().index_topk
     small = [c for c in [*contexts, *layer_contexts] if c <= topk]
@@ -203,11 +203,11 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import threading
 
+    from mlatui.config.outputs import JsonlSink, claim_output
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.fit import indexer_estimate, refuse_unless_fits
-    from mlatui.loading import default_dtype
-    from mlatui.outputs import JsonlSink, claim_output
-    from mlatui.signals import StopOnSignals, raise_if_set
+    from mlatui.host.signals import StopOnSignals, raise_if_set
+    from mlatui.models.fit import indexer_estimate, refuse_unless_fits
+    from mlatui.models.loading import default_dtype
 
     refuse_unless_fits(
         indexer_estimate(
@@ -220,8 +220,8 @@ def run(args: argparse.Namespace) -> int:
         "use smaller --contexts or --widths, or --force to try anyway",
     )
     out = claim_output(args.out, force=args.force) if args.out else None
-    from mlatui.indexer_bench import run_indexer_bench
-    from mlatui.records import env_line
+    from mlatui.bench.indexer import run_indexer_bench
+    from mlatui.measure.records import env_line
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from mlatui.argtypes import positive_float, positive_int
-from mlatui.mdtable import fmt, table
-from mlatui.measure import percentile
+from mlatui.commands.argtypes import positive_float, positive_int
+from mlatui.measure.timing import percentile
+from mlatui.views.mdtable import fmt, table
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
@@ -61,11 +61,11 @@ def summary_table(rows: list[dict]) -> str:
 def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
     """One run of the scenario in `mode`; `stop` ends a headless run after its step, and the
     app running a dashboard mode is kept in `current` (a signal asks it to exit)."""
-    from mlatui.sources import LiveSource, ProcessSource
+    from mlatui.stream.sources import LiveSource, ProcessSource
 
     if mode == "headless":
-        from mlatui.engine import run
-        from mlatui.recorder import Recorder
+        from mlatui.run.engine import run
+        from mlatui.stream.recorder import Recorder
 
         events: list = []
         with Recorder(record) as rec:
@@ -94,7 +94,7 @@ def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) 
 
 
 def _recorded(path, fallback: list) -> list:
-    from mlatui.recorder import RecordingError, read_recording
+    from mlatui.stream.recorder import RecordingError, read_recording
 
     try:
         return read_recording(path).events
@@ -114,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mlatui.commands.launch import _exit_app
+    from mlatui.config.inputs import read_scenario
+    from mlatui.config.outputs import JsonlSink, claim_output, new_record_path
+    from mlatui.config.runconfig import RunConfig
     from mlatui.errors import ExitStatus, UserError, error_line
-    from mlatui.inputs import read_scenario
-    from mlatui.outputs import JsonlSink, claim_output, new_record_path
-    from mlatui.runconfig import RunConfig
-    from mlatui.signals import StopOnSignals
+    from mlatui.host.signals import StopOnSignals
 
     read_scenario(args.scenario)  # a bad file: one line, before anything loads
     out = (

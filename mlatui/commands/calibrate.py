@@ -10,7 +10,7 @@ HELP = "measure the MLA absorbed/materialised crossover on this device (used by 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from mlatui.argtypes import int_at_least, int_list
+    from mlatui.commands.argtypes import int_at_least, int_list
     from mlatui.commands.bench_attention import add_dtype_bits
 
     parser.add_argument(
@@ -56,8 +56,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mlatui.commands.bench_attention import describe
     from mlatui.errors import UserError
-    from mlatui.families import FAMILIES, family
-    from mlatui.loading import default_dtype
+    from mlatui.models.families import FAMILIES, family
+    from mlatui.models.loading import default_dtype
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
@@ -68,15 +68,15 @@ def run(args: argparse.Namespace) -> int:
 
     import threading
 
-    from mlatui import calibration
     from mlatui.commands.bench_attention import refuse_unless_layer_fits
+    from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.gate_policy import FormulaPolicy
-    from mlatui.mdtable import num, table
-    from mlatui.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
-    from mlatui.records import env_line, environment
-    from mlatui.signals import StopOnSignals, raise_if_set
-    from mlatui.threshold_text import threshold_text
+    from mlatui.gate.policy import FormulaPolicy
+    from mlatui.gate.threshold_text import threshold_text
+    from mlatui.host.signals import StopOnSignals, raise_if_set
+    from mlatui.measure.records import env_line, environment
+    from mlatui.store import calibration
+    from mlatui.views.mdtable import num, table
 
     dtype = args.dtype or default_dtype()
     refuse_unless_layer_fits(
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def probe_line(context: int, probe, settings: dict) -> dict:
-    from mlatui.attnbench import interval_dict
+    from mlatui.bench.attention import interval_dict
 
     return {
         "type": "probe",

@@ -30,14 +30,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from mlatui.compare import compare_files
+    from mlatui.views.compare import compare_files
 
     cmp = compare_files(args.a, args.b, skip_bad=args.skip_bad)
     for run in cmp.runs:
         for note in run.notes:
             print(f"mlatui: warning: {note}", file=sys.stderr)
     if args.dump:
-        from mlatui.compare_report import compare_markdown
+        from mlatui.views.compare_report import compare_markdown
 
         print(compare_markdown(cmp), end="")
         return 0

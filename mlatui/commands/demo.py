@@ -10,7 +10,7 @@ DEMO_FILE = "demo.jsonl"
 
 
 def epilog() -> str:
-    from mlatui.keys import keys_epilog
+    from mlatui.views.keys import keys_epilog
 
     return keys_epilog(replay=True) + "\n  x      hide the explanation"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from mlatui.argtypes import non_negative_int, positive_float
-from mlatui.commands._gate_options import add_gate_options, gate_settings
+from mlatui.commands.argtypes import non_negative_int, positive_float
+from mlatui.commands.gate_options import add_gate_options, gate_settings
 
 HELP = (
     "run a scenario live in the dashboard (default: the embedded model and scenarios/default.toml)"
@@ -14,8 +14,8 @@ HELP = (
 
 
 def epilog() -> str:
-    from mlatui.keys import keys_epilog
-    from mlatui.outputs import runs_dir
+    from mlatui.config.outputs import runs_dir
+    from mlatui.views.keys import keys_epilog
 
     return (
         f"recording: every run is written to --record FILE, by default a new\n"
@@ -71,9 +71,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from mlatui.inputs import read_scenario
-    from mlatui.model_inputs import check_model_ref
-    from mlatui.runconfig import RunConfig
+    from mlatui.config.inputs import read_scenario
+    from mlatui.config.model_inputs import check_model_ref
+    from mlatui.config.runconfig import RunConfig
 
     read_scenario(args.scenario)  # fail before the screen opens, as `bench` does
     if not args.random_weights:
@@ -173,14 +173,14 @@ def outcome(source, app, signals) -> tuple[int, list[str]]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from mlatui.outputs import check_out_dir, claim_output
-    from mlatui.signals import StopOnSignals
+    from mlatui.config.outputs import check_out_dir, claim_output
+    from mlatui.host.signals import StopOnSignals
 
     config = build_config(args)
     check_out_dir(args.out_dir)
     if config.record:  # a default name is created (unique) by the source
         claim_output(config.record, force=args.force, flag="--record")
-    from mlatui.sources import LiveSource, ProcessSource
+    from mlatui.stream.sources import LiveSource, ProcessSource
 
     source = ProcessSource(config) if args.isolate else LiveSource(config)
     from widgets.app import MlatuiApp

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from mlatui.argtypes import positive_float
+from mlatui.commands.argtypes import positive_float
 
 HELP = "replay a recorded run in the dashboard (no MLX needed)"
 
 
 def epilog() -> str:
-    from mlatui.keys import keys_epilog
+    from mlatui.views.keys import keys_epilog
 
     return keys_epilog(replay=True)
 
@@ -52,7 +52,7 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
     """The dashboard from a recording; a bad line is a RecordingError (one line, exit 2)."""
     import sys
 
-    from mlatui.sources import ReplaySource
+    from mlatui.stream.sources import ReplaySource
 
     ui_hz = 20.0 if args.dump else args.ui_hz
     source = ReplaySource(
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 def follow(path, args: argparse.Namespace) -> int:
     """The full dashboard on a recording that is still growing; it ends when `run_end` is read
     (--dump: then prints the summary)."""
-    from mlatui.follow_source import FollowSource
+    from mlatui.stream.follow_source import FollowSource
     from widgets.app import MlatuiApp
 
     source = FollowSource(path)

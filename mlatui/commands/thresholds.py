@@ -31,7 +31,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
     from mlatui.errors import UserError
 
     if args.family:
-        from mlatui import families
+        from mlatui.models import families
 
         if args.family not in families.FAMILIES:
             raise UserError(
@@ -66,10 +66,10 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 
 
 def thresholds(config: dict) -> dict:
-    from mlatui.argtypes import is_positive_int
+    from mlatui.commands.argtypes import is_positive_int
+    from mlatui.config.model_inputs import text_config
     from mlatui.errors import UserError
-    from mlatui.gate_policy import UNBOUNDED, FormulaPolicy, Geometry
-    from mlatui.model_inputs import text_config
+    from mlatui.gate.policy import UNBOUNDED, FormulaPolicy, Geometry
 
     nested = config.get("text_config")
     if nested is not None and not isinstance(nested, dict):
@@ -111,7 +111,7 @@ def thresholds(config: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.mdtable import num, table
+    from mlatui.views.mdtable import num, table
 
     config, source = read_config(args)
     out = thresholds(config)

@@ -1,7 +1,7 @@
 """mlatui's embedded model type: DeepSeek-V3 dense MLA layers plus pooled-indexer sparse layers.
 
-Dense layers are mlx-lm's own `deepseek_v3` classes (so `mlatui.mla.patch_model` finds them as
-it finds any checkpoint's); layers listed in `sparse_layers` use `mlatui.indexer`'s sparse MLA
+Dense layers are mlx-lm's own `deepseek_v3` classes (so `mlatui.gate.mla.patch_model` finds them as
+it finds any checkpoint's); layers listed in `sparse_layers` use `mlatui.models.indexer`'s sparse MLA
 attention. Weights ship as float16 and are widened to `compute_dtype` on load: float32 is what
 the CPU runs fastest (OpenBLAS) and what Metal/CUDA run without surprises.
 """
@@ -17,8 +17,8 @@ from mlx_lm.models import deepseek_v3 as dsv3
 from mlx_lm.models.base import BaseModelArgs, create_attention_mask
 from mlx_lm.models.cache import KVCache
 
-from mlatui.gate_policy import STOCK_POLICY
-from mlatui.indexer import SparseMLAConfig, SparseMLAttention
+from mlatui.gate.policy import STOCK_POLICY
+from mlatui.models.indexer import SparseMLAConfig, SparseMLAttention
 
 
 @dataclass
@@ -141,7 +141,7 @@ class Model(nn.Module):
 
     def sanitize(self, weights: dict[str, mx.array]) -> dict[str, mx.array]:
         """Widen to compute_dtype; drop the MTP layers (`model.layers.{n}.*`, n >= the trunk's
-        layers), which `mlatui.mtp.load_mtp_draft` reads from the files, as deepseek_v3 does."""
+        layers), which `mlatui.run.mtp.load_mtp_draft` reads from the files, as deepseek_v3 does."""
         dtype = getattr(mx, self.args.compute_dtype)
         n = self.args.num_hidden_layers
         return {

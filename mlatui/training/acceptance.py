@@ -3,11 +3,11 @@
     python -m mlatui.training.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
         [--contexts prompt,1024,2048,4096] [--tokens 128] [--depth 1] [--check] [--out FILE]
 
-Runs real greedy speculative decoding through `mlatui.spec.speculative_step`, for each draft kind
+Runs real greedy speculative decoding through `mlatui.run.spec.speculative_step`, for each draft kind
 the target has: `model` (the separate draft model) and `mtp` (the checkpoint's MTP head, loaded by
-`mlatui.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
+`mlatui.run.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
 verifies them in one forward of width depth + 1, the longest agreeing prefix is kept plus the
-target's own next token, and caches are trimmed back. Acceptance comes in mlatui.acceptance's
+target's own next token, and caches are trimmed back. Acceptance comes in mlatui.measure.acceptance's
 three forms (conditional by position, unconditional by position, mean accepted drafts per verify).
 Contexts: `prompt` is the shipped held-out prompts as they are; a number C is each prompt preceded
 by other held-out files so that drafting ends at C tokens (prompt C - tokens long). Repetition:
@@ -30,9 +30,9 @@ from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
-from mlatui.acceptance import AcceptanceCounts, VerifyStep
-from mlatui.draft import DraftModelSource, DraftSource
-from mlatui.spec import speculative_step
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.run.drafts import DraftModelSource, DraftSource
+from mlatui.run.spec import speculative_step
 from mlatui.training.repetition import distinct_ngram_share
 from mlx_lm.models.cache import make_prompt_cache
 
@@ -196,10 +196,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(a: argparse.Namespace) -> dict:
-    from mlatui.arms import Variant, gate_model
-    from mlatui.embedded import DRAFT_PATH, MODEL_PATH, prompts
-    from mlatui.loading import load_checkpoint
-    from mlatui.mtp import load_mtp_draft
+    from mlatui.run.arms import Variant, gate_model
+    from mlatui.models.embedded import DRAFT_PATH, MODEL_PATH, prompts
+    from mlatui.models.loading import load_checkpoint
+    from mlatui.run.mtp import load_mtp_draft
     from mlatui.training.contexts import held_out_docs, long_prompt
 
     kinds = _csv(a.kinds, "model")

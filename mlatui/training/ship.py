@@ -3,7 +3,7 @@
     python -m mlatui.training.ship --run OUT --data .corpus
 
 Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
-tokenizer into mlatui/embedded/,
+tokenizer into mlatui/models/embedded/,
 rebuilds prompts.json from the held-out files, and writes MANIFEST.json (sha256 of every
 shipped file, plus the run's final record).
 """
@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from mlatui.embedded import EMBEDDED_DIR, MANIFEST_PATH, PROMPTS_PATH, manifest
+from mlatui.models.embedded import EMBEDDED_DIR, MANIFEST_PATH, PROMPTS_PATH, manifest
 from mlatui.training.corpus import build_corpus, make_prompts
 
 

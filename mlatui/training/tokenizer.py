@@ -24,7 +24,7 @@ def train_tokenizer(docs: list[str], vocab_size: int):
 
 
 def save_tokenizer(tok, folder: Path, max_length: int) -> int:
-    """The shipped tokenizer's files (mlatui.checkpoint.write_tokenizer); the end-of-text id."""
-    from mlatui.checkpoint import write_tokenizer
+    """The shipped tokenizer's files (mlatui.models.checkpoint.write_tokenizer); the end-of-text id."""
+    from mlatui.models.checkpoint import write_tokenizer
 
     return write_tokenizer(tok, folder, EOT, max_length, pad=EOT)

@@ -1,0 +1,1 @@
+"""Standalone benchmarks: forced absorbed vs materialised attention, the sparse indexer kernels."""

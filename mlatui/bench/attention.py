@@ -1,0 +1,277 @@
+"""MLA attention benchmark (a): forced absorbed vs materialised branches on one attention layer.
+
+Timed through the one sampler (`mlatui.measure.sampler`): per context, rounds in which every width is
+measured once per branch as an A B B A quad (mirrored on odd rounds, widths rotating), every sample
+at the same cache length (the step's tokens are trimmed off again), warm-up excluded, raw samples
+kept. Figures are medians over rounds with seeded 95% bootstrap CIs; the per-width figure is the
+paired ratio absorbed/materialised. Part (b), whole model stock vs patched, is the engine's sweep
+(`mlatui bench SCENARIO.toml --random-weights`), see `mlatui.commands.bench_attention`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.base import create_causal_mask
+from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
+
+from mlatui.gate import mla
+from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.measure.records import BenchRecord
+from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.timing import timed_ms
+from mlatui.models import families
+from mlatui.models.loading import DTYPES
+
+ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
+
+
+def _sync(out: Any) -> None:
+    mx.eval(out)
+
+
+# ---- one attention layer, two forced branches -----------------------------------------------
+
+
+@dataclass
+class ForcedArms:
+    geometry: mla.Geometry
+    absorbed: nn.Module
+    materialised: nn.Module
+    hidden: int
+    takes_scale: bool  # mistral4: __call__(x, attn_scale, mask, cache)
+    dtype: mx.Dtype = mx.float32
+
+
+def forced_arms(
+    family: str,
+    size: str = "full",
+    bits: int | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
+) -> ForcedArms:
+    """One random-weight attention layer of the family's geometry, as two twins that always take
+    the absorbed / the materialised branch (they share the weights)."""
+    attn = families.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype)
+    arms = []
+    for force in (True, False):
+        t = mla.twin(attn)
+        mla.patch_model(t, mla.ForcedPolicy(force))
+        arms.append(t)
+    takes_scale = "attn_scale" in inspect.signature(type(attn).__call__).parameters
+    hidden = attn.o_proj.weight.shape[0]
+    return ForcedArms(mla.geometry_of(attn), arms[0], arms[1], hidden, takes_scale, dtype)
+
+
+def random_cache(attn: nn.Module, context: int, seed: int = 0, dtype: mx.Dtype = mx.float32) -> Any:
+    """A cache holding `context` random latents (normalised like kv_a_layernorm's output); filling it
+    through the layer would cost a materialised prefill per chunk and buys nothing for timing."""
+    mx.random.seed(seed)
+    r, rope = attn.kv_lora_rank, attn.qk_rope_head_dim
+    latent = KVCache()
+    latent.update_and_fetch(
+        mx.random.normal((1, 1, context, r)).astype(dtype),  # (B, 1, T, r)
+        mx.random.normal((1, 1, context, rope)).astype(dtype),  # (B, 1, T, rope)
+    )
+    if not hasattr(attn, "indexer"):
+        mx.eval(latent.state)
+        return latent
+    index = KVCache()
+    k = mx.random.normal((1, 1, context, attn.indexer.head_dim)).astype(dtype)  # (B, 1, T, Di)
+    index.update_and_fetch(k, k)
+    cache = CacheList(latent, index)
+    mx.eval(cache.state)
+    return cache
+
+
+def _offset(cache: Any) -> int:
+    return cache[0].offset if isinstance(cache, CacheList) else cache.offset
+
+
+def attention_step(
+    arms: ForcedArms, width: int, offset: int, seed: int = 0
+) -> Callable[[nn.Module, Any], mx.array]:
+    """One forward of `width` new tokens on a cache holding `offset` tokens. The inputs and the
+    causal mask are built and evaluated here, once, so the timed call holds only the forward."""
+    mx.random.seed(seed)
+    x = mx.random.normal((1, width, arms.hidden)).astype(arms.dtype)  # (B, L, D)
+    scale = mx.ones((width, 1), dtype=arms.dtype)
+    mask = create_causal_mask(width, offset) if width > 1 else None
+    mx.eval(x, scale, *([mask] if mask is not None else []))
+
+    def step(attn: nn.Module, cache: Any) -> mx.array:
+        if arms.takes_scale:
+            return attn(x, scale, mask, cache)
+        return attn(x, mask=mask, cache=cache)
+
+    return step
+
+
+def forced_measure(
+    arms: ForcedArms, cache: Any, widths: Sequence[int]
+) -> Callable[[str, int], float]:
+    """The sampler's `measure(arm, width)`: one timed forward of that branch at that width on the
+    shared cache (the timed region holds the forward and its `mx.eval` sync only), then the
+    width's tokens are trimmed off again, so every sample sees the same cache length."""
+    offset = _offset(cache)
+    steps = {w: attention_step(arms, w, offset) for w in widths}
+    modules = {"absorbed": arms.absorbed, "materialised": arms.materialised}
+
+    def measure(arm: str, width: int) -> float:
+        step, module = steps[width], modules[arm]
+        if _offset(cache) != offset:  # checked before the timed region opens
+            raise RuntimeError(f"cache holds {_offset(cache)} tokens, the steps expect {offset}")
+        ms = timed_ms(lambda: step(module, cache), _sync)
+        trim_prompt_cache([cache], width)
+        return ms
+
+    return measure
+
+
+def forced_plan(widths: Sequence[int], rounds: int, seed: int) -> SamplerPlan:
+    """Forced branches: no L = 1 check (the branches differ at every width), a fixed number of
+    rounds (odd counts are rounded up to whole pairs by the sampler)."""
+    return SamplerPlan(
+        tuple(dict.fromkeys(widths)),
+        min_rounds=rounds,
+        max_rounds=rounds,
+        warmup=1,
+        control_width=None,
+        arms=ARMS,
+        seed=seed,
+    )
+
+
+def time_forced(
+    arms: ForcedArms,
+    cache: Any,
+    plan: SamplerPlan,
+    on_round: Callable[[Any], None] = lambda e: None,
+    check_stop: Callable[[], None] = lambda: None,
+) -> SamplerRun:
+    """Both forced branches at every width of `plan`, through the sampler; `check_stop` runs
+    before every step (it raises to stop)."""
+    return sample_context(
+        plan, forced_measure(arms, cache, plan.widths), on_round=on_round, check_stop=check_stop
+    )
+
+
+ABSORBED_FASTER = "absorbed faster"
+MATERIALISED_FASTER = "materialised faster"
+TIE = "tie (within noise)"
+
+
+def verdict(ratio: Interval) -> str:
+    """From the paired ratio absorbed/materialised and its 95% CI."""
+    if ratio.n and ratio.high < 1:
+        return ABSORBED_FASTER
+    if ratio.n and ratio.low > 1:
+        return MATERIALISED_FASTER
+    return TIE
+
+
+def crossover(ratios: dict[int, Interval]) -> int | None:
+    """Largest width where the absorbed branch was significantly faster (None if it never was)."""
+    wins = [w for w, r in ratios.items() if verdict(r) == ABSORBED_FASTER]
+    return max(wins) if wins else None
+
+
+def interval_dict(iv: Interval) -> dict[str, float | int]:
+    return {"median": iv.median, "low": iv.low, "high": iv.high, "rounds": iv.n}
+
+
+def forced_sweep(
+    family: str,
+    contexts: Sequence[int],
+    widths: Sequence[int],
+    reps: int,
+    size: str = "full",
+    bits: int | None = None,
+    env: dict | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+    dtype: str = "float32",
+    seed: int = 0,
+    on_records: Callable[[list[BenchRecord]], None] = lambda records: None,
+    check_stop: Callable[[], None] = lambda: None,
+) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
+    """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
+    run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples and
+    their round indices, and per context: the estimates, the verdict per width, the measured
+    crossover and the formula's. `on_records` gets each context's records as soon as it is done
+    (streamed to JSONL); `check_stop` runs before every step and may raise Interrupted: the
+    contexts done so far are returned."""
+    from mlatui.host.signals import Interrupted
+
+    arms = forced_arms(family, size, bits, dtype=DTYPES[dtype])
+    g = arms.geometry
+    widths = sorted(set(widths))
+    settings = dict(
+        size=size,
+        bits=bits,
+        dtype=dtype,
+        reps=reps,
+        geometry=g.key,
+        heads=g.num_heads,
+        sampler="rounds of A B B A quads (mirrored on odd rounds), widths rotating",
+        estimator="median over rounds, 95% seeded bootstrap CI",
+    )
+    records, summary = [], {}
+    for context in contexts:
+        cache = random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
+        plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
+
+        def on_round(est, context=context, plan=plan) -> None:
+            progress(f"T={context}: round {est.rounds}/{plan.first_rounds}")
+
+        try:
+            run = time_forced(arms, cache, plan, on_round, check_stop)
+        except Interrupted:  # keep the contexts already done; this one is incomplete
+            break
+        est = run.estimates
+        per_width = {}
+        done = len(records)
+        for width in widths:
+            ratio = est.ratio[width]
+            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
+            per_width[width] = dict(absorbed=a, materialised=m, ratio=ratio, verdict=verdict(ratio))
+            progress(
+                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
+                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]: "
+                f"{verdict(ratio)}"
+            )
+            for arm in ARMS:
+                mine = [t for t in run.timings if t.arm == arm and t.width == width]
+                records.append(
+                    BenchRecord(
+                        "attention-forced",
+                        family,
+                        arm,
+                        context,
+                        width,
+                        [t.ms for t in mine],
+                        {
+                            **settings,
+                            "rounds": run.rounds,
+                            "sample_rounds": [t.round for t in mine],
+                            "step_ms": interval_dict(est.step_ms[arm, width]),
+                            "ratio_absorbed_over_materialised": interval_dict(ratio),
+                            "seed": plan.seed,
+                        },
+                        env or {},
+                        note=verdict(ratio),
+                    )
+                )
+        formula = mla.FormulaPolicy().limit(g, context)
+        summary[context] = dict(
+            widths=per_width,
+            rounds=run.rounds,
+            measured=crossover({w: s["ratio"] for w, s in per_width.items()}),
+            formula=formula,
+        )
+        on_records(records[done:])
+        del cache
+    return records, summary

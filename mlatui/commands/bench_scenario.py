@@ -1,0 +1,259 @@
+"""`mlatui bench SCENARIO.toml`: run a scenario headless; tables on stdout, events to JSONL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
+from mlatui.commands.gate_options import add_gate_options, gate_settings
+
+HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML (e.g. scenarios/default.toml)")
+    parser.add_argument(
+        "--model", help="local mlx-lm folder or hub id (default: the scenario's model)"
+    )
+    parser.add_argument("--draft-model", help="local mlx-lm folder or hub id of a draft model")
+    parser.add_argument(
+        "--out", help="JSONL recording (default: a new file in the user's data dir)"
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --out file, and run even when the memory estimate says it does not fit",
+    )
+    parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="build the scenario's model from its config values with random weights (timing only; acceptance is synthetic)",
+    )
+    add_gate_options(parser)
+    parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
+    parser.add_argument(
+        "--reps",
+        type=int_at_least(3, " (rounds before the L = 1 check may decide)"),
+        help="override every phase's reps",
+    )
+    parser.add_argument(
+        "--tokens", type=int_at_least(4), help="override every decode/tune phase's token count"
+    )
+    parser.add_argument(
+        "--arm-threads",
+        choices=("shared", "per-arm"),
+        default="shared",
+        help="shared (default): both arms take turns on one worker thread and MLX stream; "
+        "per-arm: a thread (and stream) each, the diagnostic that showed a slot bias on GPUs",
+    )
+    parser.add_argument("--shared-arm-thread", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="diagnostic: no untimed settle steps before each quad (shows the carry-over bias)",
+    )
+    parser.add_argument(
+        "--contexts",
+        type=int_list,
+        help="override every phase's contexts, e.g. 2048,8192,16k (tokens)",
+    )
+    parser.add_argument(
+        "--widths", type=int_list, help="override every sweep/indexer phase's widths, e.g. 1,2,4"
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int_at_least(2),
+        help="override every phase's round limit (inconclusive checks)",
+    )
+    parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
+    parser.add_argument(
+        "--budget",
+        type=non_negative_int,
+        default=0,
+        metavar="S",
+        help="fit the scenario to S seconds, as launch does with the scenario's budget_s "
+        "(default 0: bench runs the scenario in full)",
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=0)
+
+
+class StderrProgress:
+    """Phase, progress and ETA on stderr. Called between steps, never inside a timed region."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.lock = threading.Lock()
+
+    def __call__(self, event) -> None:
+        kind = event.type
+        with self.lock:
+            if kind == "phase_start":
+                print(
+                    f"[mlatui] phase {event.index + 1}/{event.total_phases}: {event.phase} ({event.kind}), contexts {list(event.contexts)}",
+                    file=self.stream,
+                )
+            elif kind == "progress":
+                eta = f", ETA {event.eta_s:.0f}s" if event.eta_s is not None else ""
+                print(
+                    f"[mlatui]   {event.phase}: {event.done}/{event.total}{eta}", file=self.stream
+                )
+            elif kind == "validity" and not event.valid:
+                print(
+                    f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: paired stock/patched {event.diff_pct:+.1f}%"
+                    + (
+                        f" [{(event.ratio_low - 1) * 100:+.1f}, {(event.ratio_high - 1) * 100:+.1f}]"
+                        if event.ratio is not None
+                        else ""
+                    )
+                    + " (95% CI must lie inside ±2%)",
+                    file=self.stream,
+                )
+            elif kind == "load_start":
+                size = f"{event.total_bytes / 1e6:,.1f} MB in {event.files} files"
+                what = f"{event.params / 1e6:,.1f}M random params" if event.params else size
+                print(f"[mlatui] loading {event.what} {event.source}: {what}", file=self.stream)
+            elif kind == "load_progress" and event.done:
+                print(f"[mlatui]   {event.what} loaded at {event.t:.1f}s", file=self.stream)
+            elif kind in ("log", "error"):
+                level = "error" if kind == "error" else event.level
+                print(f"[mlatui] {level}: {event.message}", file=self.stream)
+            elif kind == "phase_summary" and event.verdict:
+                print(f"[mlatui]   {event.phase}: {event.verdict}", file=self.stream)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.config.inputs import read_scenario
+    from mlatui.config.outputs import claim_output
+    from mlatui.errors import ExitStatus, UserError, error_line
+    from mlatui.host.signals import StopOnSignals
+
+    scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.stream.sinks import default_record_path, tee
+
+    overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
+    if args.reps:
+        overrides["reps"] = args.reps
+    if args.tokens:
+        overrides["tokens"] = args.tokens
+    if args.contexts:
+        overrides["contexts"] = args.contexts
+    if args.widths:
+        widths = args.widths
+        overrides["widths"] = sorted({1, *widths})  # the L = 1 control is never optional
+    if args.max_rounds is not None:
+        overrides["max_rounds"] = args.max_rounds
+    if args.phases:
+        overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = set(overrides.get("only_phases", ())) - {p.name for p in scenario.phases}
+    if unknown:  # checked here, before mlx is imported (engine.apply_overrides says the same)
+        raise UserError(
+            f"{scenario.path}: no phase named {', '.join(sorted(unknown))}",
+            f"phases: {', '.join(p.name for p in scenario.phases)}",
+        )
+    gates = gate_settings(args)
+    from mlatui.config.model_inputs import check_model_ref
+    from mlatui.host.distributed import launch_rank, launched
+
+    if not args.random_weights:
+        check_model_ref(args.model)
+    check_model_ref(args.draft_model, "--draft-model")
+    rank = launch_rank() if launched() else 0
+    # the output last: a refused argument leaves no empty file behind; only rank 0 records
+    if rank:
+        out = None
+    else:
+        out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    from mlatui.run.engine import run as run_engine  # imports mlx: after every check
+    from mlatui.stream.recorder import Recorder
+    from mlatui.views.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+
+    config = RunConfig(
+        model=args.model,
+        draft_model=args.draft_model,
+        scenario=args.scenario,
+        record=str(out) if out else None,
+        random_weights=args.random_weights,
+        seed=args.seed,
+        shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
+        overrides=overrides,
+        settle=not args.no_settle,
+        force=args.force,
+        budget_s=args.budget,
+        **gates,
+    )
+    events = []
+    stop = threading.Event()
+    if rank:
+        return _follower(config, rank, stop)
+    progress = StderrProgress()
+
+    def recording_failed(message: str) -> None:
+        print(f"[mlatui] error: {message}", file=progress.stream, flush=True)
+
+    with (
+        Recorder(out, on_error=recording_failed) as recorder,
+        StopOnSignals(stop) as signals,
+    ):
+        try:
+            status = run_engine(config, tee(recorder, events.append, progress), stop)
+        except KeyboardInterrupt:
+            stop.set()
+            status = "interrupted"
+    print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
+    print(f"[mlatui] recording: {out}", file=sys.stderr)
+    if signals.received is not None:
+        print(f"[mlatui] stopped by {signals.received.name}", file=sys.stderr)
+    errors = [e for e in events if e.type == "error"]
+    if errors or recorder.error:
+        if errors:
+            print(
+                error_line(f"{errors[0].message} — the recording {out} keeps what ran"),
+                file=sys.stderr,
+            )
+        if recorder.error:
+            print(error_line(recorder.error), file=sys.stderr)
+        return ExitStatus.USAGE if errors and errors[0].refused else ExitStatus.FAILED
+    bad = invalid_contexts(events)
+    if bad:
+        where = ", ".join(
+            f"{phase} @ {ctx} {outcome} ({diff:+.1f}%)" for phase, ctx, diff, outcome in bad
+        )
+        print(
+            "mlatui: L=1 check not passed (the paired L=1 ratio's 95% CI is not inside ±2%): "
+            f"{where}; those contexts are left out of every verdict",
+            file=sys.stderr,
+        )
+        return 3
+    if status == "completed":
+        return ExitStatus.OK
+    return signals.exit_status or ExitStatus.INTERRUPTED
+
+
+def _follower(config, rank: int, stop: threading.Event) -> int:
+    """A rank other than 0 under mlx.launch: the same schedule, no recording and no tables
+    (rank 0 has them); only its warnings and errors, on stderr, named by rank."""
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.host.signals import StopOnSignals
+    from mlatui.run.engine import run as run_engine
+
+    errors: list[str] = []
+
+    def sink(event) -> None:
+        if event.type == "error":
+            errors.append(event.message)
+        elif event.type == "log" and event.level in ("warning", "error"):
+            print(f"[mlatui rank {rank}] {event.level}: {event.message}", file=sys.stderr)
+
+    with StopOnSignals(stop, announce=False) as signals:
+        status = run_engine(config, sink, stop)
+    if errors:
+        message = errors[0] if errors[0].startswith("rank ") else f"rank {rank}: {errors[0]}"
+        print(error_line(message), file=sys.stderr)
+        return ExitStatus.FAILED
+    if status == "completed":
+        return ExitStatus.OK
+    return signals.exit_status or ExitStatus.INTERRUPTED

@@ -1,0 +1,51 @@
+"""The options that choose what the arms run, shared by `launch` and `bench SCENARIO`: one place
+parses them, and they reach every gated layer (dense and sparse) and every draft alike."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threshold",
+        default=None,
+        help="the patched arm's MLA gate, in every gated layer (dense and sparse) and draft: "
+        "formula | calibrated | stock | an integer (max absorbed queries); default: the "
+        "scenario's `threshold`, else formula",
+    )
+    parser.add_argument(
+        "--indexer",
+        choices=("patched", "stock"),  # gate_policy.IndexerMode
+        default=None,
+        help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
+    )
+    parser.add_argument(
+        "--null",
+        action="store_true",
+        help="A/A null test: both arms the same variant (both stock, then both patched) through "
+        "the identical harness; reports the harness bias and remembers it for this device and "
+        "scenario",
+    )
+    parser.add_argument(
+        "--fill",
+        choices=("prefill", "random-latents"),
+        help="with --random-weights: fill caches with random latents instead of a prefill "
+        "(timing only; long contexts in seconds instead of minutes)",
+    )
+
+
+def gate_settings(args: argparse.Namespace) -> dict:
+    """RunConfig fields; a bad threshold is a one-line error before anything loads."""
+    from mlatui.errors import UserError
+    from mlatui.gate.policy import Threshold
+
+    threshold = None
+    if args.threshold is not None:
+        try:
+            threshold = str(Threshold.parse(args.threshold))
+        except ValueError as e:
+            raise UserError(f"--{e}") from None
+    if args.fill == "random-latents" and not getattr(args, "random_weights", False):
+        raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
+    return {"threshold": threshold, "indexer": args.indexer, "null": args.null, "fill": args.fill}

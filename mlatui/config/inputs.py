@@ -1,0 +1,121 @@
+"""Scenario files as every command reads them (`bench`, `launch`, `bench observer`): one path,
+so a directory, a FIFO, bytes that are not UTF-8 or a table of the wrong shape get the same
+one-line error everywhere, before anything loads."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from mlatui.config.scenario import Scenario, ScenarioError, load_scenario, shipped
+from mlatui.errors import UserError
+
+MAX_SCENARIO_BYTES = 1 << 20  # the shipped ones are a few KB
+MAX_DEPTH = 32
+INT64 = (-(2**63), 2**63 - 1)
+SHIPPED_HINT = "pass a TOML file such as scenarios/default.toml (shipped: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
+SHAPE_HINT = "compare it with scenarios/default.toml"
+
+# table name -> what it must be; [[phase]] is checked apart (an array of tables)
+TABLES = ("model", "draft")
+SUBTABLES = (("model", "config"), ("draft", "config"))
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise UserError(f"{path}: no such scenario file", SHIPPED_HINT)
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a scenario file", SHIPPED_HINT)
+    if not path.is_file():
+        raise UserError(f"{path}: not a regular file (a FIFO or a device?)", SHIPPED_HINT)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SCENARIO_BYTES:
+            raise UserError(
+                f"{path}: {size:,} bytes is not a scenario (they are a few KB)", SHIPPED_HINT
+            )
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read it ({e.strerror})", "check its permissions") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{path}: not UTF-8 text (byte {e.start}: {e.reason})", "save it as UTF-8 TOML"
+        ) from None
+
+
+def _check_shapes(path: Path, raw: dict) -> None:
+    """The table shapes scenario.load_scenario takes for granted."""
+    for name in TABLES:
+        if name in raw and not isinstance(raw[name], dict):
+            raise UserError(
+                f"{path}: '{name}' must be a table ([{name}]), got {type(raw[name]).__name__}",
+                SHAPE_HINT,
+            )
+    for outer, inner in SUBTABLES:
+        value = raw.get(outer, {}).get(inner)
+        if value is not None and not isinstance(value, dict):
+            raise UserError(
+                f"{path}: '{outer}.{inner}' must be a table ([{outer}.{inner}]), got "
+                f"{type(value).__name__}",
+                SHAPE_HINT,
+            )
+    phases = raw.get("phase")
+    if phases is not None:
+        if not isinstance(phases, list):
+            raise UserError(
+                f"{path}: 'phase' must be an array of tables ([[phase]]), got {type(phases).__name__}",
+                SHAPE_HINT,
+            )
+        for i, phase in enumerate(phases):
+            if not isinstance(phase, dict):
+                raise UserError(
+                    f"{path} [[phase]] #{i + 1}: must be a table, got {type(phase).__name__} "
+                    f"{phase!r:.40}",
+                    SHAPE_HINT,
+                )
+
+
+def _check_integers(path: Path, value: object, key: str = "", depth: int = 0) -> None:
+    """TOML integers are 64-bit; tomllib reads any size, and a huge one would be taken as a
+    context or a count."""
+    if depth > MAX_DEPTH:
+        raise UserError(f"{path}: nested too deeply to be a scenario", SHAPE_HINT)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_integers(path, v, f"{key}.{k}" if key else str(k), depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_integers(path, v, key, depth + 1)
+    elif (
+        isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]
+    ):
+        raise UserError(
+            f"{path}: '{key}' = {str(value)[:24]}… is beyond a 64-bit integer (TOML's limit)",
+            SHAPE_HINT,
+        )
+
+
+def read_scenario(path: str | Path | None) -> Scenario:
+    """The scenario at `path` (None: the shipped default), or a UserError in one line."""
+    where = Path(path) if path is not None else shipped("default")
+    text = _read_text(where)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{where}: invalid TOML ({e})", SHAPE_HINT) from None
+    except RecursionError:
+        raise UserError(f"{where}: nested too deeply to be a scenario", SHAPE_HINT) from None
+    except ValueError as e:  # e.g. an integer of thousands of digits
+        raise UserError(f"{where}: invalid TOML ({e})", SHAPE_HINT) from None
+    _check_integers(where, raw)
+    _check_shapes(where, raw)
+    try:
+        return load_scenario(where)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as e:
+        raise UserError(
+            f"{where}: a value has the wrong type or size ({type(e).__name__}: {e})", SHAPE_HINT
+        ) from None

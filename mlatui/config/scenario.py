@@ -1,0 +1,379 @@
+"""TOML scenarios: which model, which draft, and which phases to run.
+
+Errors name the file, the key and what is allowed, in one line.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import math
+import tomllib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from mlatui.gate.policy import IndexerMode, Threshold
+
+PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
+MODEL_SOURCES = ("embedded", "random", "path")
+
+
+class DraftSource(StrEnum):
+    """A scenario's [draft] source."""
+
+    AUTO = "auto"  # the embedded model's draft, a checkpoint's MTP head if it has one, else none
+    DRAFT_MODEL = "draft-model"
+    MTP = "mtp"
+    SYNTHETIC = "synthetic"
+    NONE = "none"
+
+
+DRAFT_SOURCES = tuple(DraftSource)
+FILLS = ("prefill", "random-latents")
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.models.loading.DTYPES maps them to mlx
+SHARD_MODES = ("tensor", "pipeline")  # mlatui.host.distributed.ShardMode (no mlx import here)
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    kind: str
+    contexts: tuple[int, ...]
+    widths: tuple[int, ...] = (1, 2, 3, 4)
+    reps: int = 9  # rounds before the L = 1 check may decide (each round: every width, A B B A)
+    warmup: int = 2
+    tokens: int = 32
+    depths: tuple[int, ...] = (1, 2, 3)
+    max_rounds: int | None = (
+        None  # while the check is inconclusive, add rounds up to this (3x reps)
+    )
+    # decode / tune: `tokens` per block, `reps` rounds of two blocks per arm and setting
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 0.0  # 0 or 1: off
+    min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
+    min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "contexts": list(self.contexts),
+            "widths": list(self.widths),
+            "reps": self.reps,
+            "warmup": self.warmup,
+            "tokens": self.tokens,
+            "depths": list(self.depths),
+            "max_rounds": self.max_rounds,  # None: each phase kind's default (mlatui.measure.plans)
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "min_draft_share": self.min_draft_share,
+            "min_verify_steps": self.min_verify_steps,
+        }
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str = "embedded"  # embedded | random | path
+    path: str | None = None
+    family: str | None = None  # mlx-lm model_type for random weights
+    config: dict = field(default_factory=dict)  # config values for random weights
+    bits: int | None = None
+    dtype: str = "float32"
+    fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
+    shard: str = (
+        "tensor"  # under mlx.launch: tensor (model.shard) | pipeline (model.model.pipeline)
+    )
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    source: DraftSource = DraftSource.AUTO
+    path: str | None = None
+    config: dict = field(default_factory=dict)  # random-weight draft model config
+    acceptance: float = 0.7  # synthetic draft only
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    description: str
+    model: ModelSpec
+    draft: DraftSpec
+    phases: tuple[Phase, ...]
+    seed: int = 0
+    null: bool = False  # A/A: both arms the same (both stock, then both patched)
+    threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
+    indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
+    budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
+
+    def run_seed(self, offset: int = 0) -> int:
+        """The run's one seed (`seed`, plus `--seed`): random weights, random context ids, the
+        synthetic draft, random-latent fills, sampling and every bootstrap CI draw from it."""
+        return self.seed + offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "description": self.description,
+            "model_source": self.model.source,
+            "model_family": self.model.family,
+            "draft_source": self.draft.source.value,
+            "phases": [p.to_dict() for p in self.phases],
+            "seed": self.seed,
+            "null": self.null,
+            "threshold": self.threshold,
+            "indexer": self.indexer,
+            "budget_s": self.budget_s,
+            "fill": self.model.fill,
+        }
+
+
+def shipped(name: str) -> Path:
+    """Path of a scenario shipped with mlatui (`default`, `glm47-flash`, ...)."""
+    base = importlib.resources.files("mlatui.scenarios")
+    return Path(str(base / (name if name.endswith(".toml") else f"{name}.toml")))
+
+
+def _ints(where: str, key: str, value: Any, minimum: int = 1) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+    ):
+        raise ScenarioError(
+            f"{where}: '{key}' must be a non-empty list of integers >= {minimum}, got {value!r}"
+        )
+    return tuple(value)
+
+
+def _int(where: str, key: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ScenarioError(f"{where}: '{key}' must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+
+
+def _fraction(where: str, key: str, value: Any, closed_low: bool = True) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0 <= value <= 1 if closed_low else 0 < value <= 1):
+        raise ScenarioError(f"{where}: '{key}' must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _temperature(where: str, value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value <= 10:
+        raise ScenarioError(
+            f"{where}: 'temperature' must be a number in [0, 10] (0 = greedy), got {value!r}"
+        )
+    return float(value)
+
+
+def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | None = None) -> Phase:
+    defaults = defaults or {}
+    allowed = (
+        "name",
+        "kind",
+        "contexts",
+        "widths",
+        "reps",
+        "warmup",
+        "tokens",
+        "depths",
+        "max_rounds",
+        "temperature",
+        "top_p",
+        "min_draft_share",
+        "min_verify_steps",
+    )
+    _check_keys(where, raw, allowed)
+    kind = raw.get("kind")
+    if kind not in PHASE_KINDS:
+        raise ScenarioError(
+            f"{where}: 'kind' must be one of {', '.join(PHASE_KINDS)}, got {kind!r}"
+        )
+    if "contexts" not in raw:
+        raise ScenarioError(f"{where}: 'contexts' is required (a list of cache lengths in tokens)")
+    widths = _ints(where, "widths", raw.get("widths", [1, 2, 3, 4]))
+    if kind in ("sweep", "indexer") and 1 not in widths:
+        widths = (1, *widths)  # the L = 1 control is never optional
+    depths = _ints(where, "depths", raw.get("depths", [1, 2, 3]))
+    if kind == "decode" and len(depths) != 1:
+        raise ScenarioError(
+            f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
+        )
+    decoding = kind in ("decode", "tune")
+    reps = _int(where, "reps", raw.get("reps", 4 if decoding else 9), 2 if decoding else 3)
+    max_rounds = raw.get("max_rounds")
+    if max_rounds is not None:
+        max_rounds = _int(where, "max_rounds", max_rounds, reps)
+    return Phase(
+        max_rounds=max_rounds,
+        name=str(raw.get("name", f"{kind}-{index + 1}")),
+        kind=kind,
+        contexts=_ints(where, "contexts", raw["contexts"], minimum=16),
+        widths=widths,
+        reps=reps,
+        warmup=_int(where, "warmup", raw.get("warmup", 2), 1),
+        tokens=_int(where, "tokens", raw.get("tokens", 32), 4),
+        depths=depths,
+        temperature=_temperature(where, raw.get("temperature", defaults.get("temperature", 0.0))),
+        top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
+        min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
+        min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
+    )
+
+
+def load_scenario(path: str | Path | None = None) -> Scenario:
+    path = Path(path) if path is not None else shipped("default")
+    if not path.exists():
+        raise ScenarioError(
+            f"{path}: no such scenario file (shipped ones: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
+        )
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: invalid TOML ({e})") from e
+    _check_keys(
+        str(path),
+        raw,
+        (
+            "name",
+            "description",
+            "seed",
+            "null",
+            "threshold",
+            "indexer",
+            "budget_s",
+            "temperature",
+            "top_p",
+            "model",
+            "draft",
+            "phase",
+        ),
+    )
+    sampling = {
+        "temperature": _temperature(str(path), raw.get("temperature", 0.0)),
+        "top_p": _fraction(str(path), "top_p", raw.get("top_p", 0.0)),
+    }
+    threshold = raw.get("threshold")
+    if threshold is not None:
+        try:
+            threshold = str(Threshold.parse(threshold))
+        except ValueError as e:
+            raise ScenarioError(
+                f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
+            ) from None
+    indexer = raw.get("indexer")
+    if indexer is not None and indexer not in tuple(IndexerMode):
+        raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
+    budget_s = raw.get("budget_s", 0)
+    if (
+        isinstance(budget_s, bool)
+        or not isinstance(budget_s, (int, float))
+        or not (0 <= budget_s < 1e7)
+    ):
+        raise ScenarioError(
+            f"{path}: 'budget_s' must be a number of seconds >= 0 (0: no budget), got {budget_s!r}"
+        )
+    null = raw.get("null", False)
+    if not isinstance(null, bool):
+        raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
+    model_raw = raw.get("model", {})
+    _check_keys(
+        f"{path} [model]",
+        model_raw,
+        ("source", "path", "family", "config", "bits", "dtype", "fill", "shard"),
+    )
+    shard = model_raw.get("shard", "tensor")
+    if shard not in SHARD_MODES:
+        raise ScenarioError(
+            f"{path} [model]: 'shard' must be one of {', '.join(SHARD_MODES)}, got {shard!r}"
+        )
+    fill = model_raw.get("fill", "prefill")
+    if fill not in FILLS:
+        raise ScenarioError(
+            f"{path} [model]: 'fill' must be one of {', '.join(FILLS)}, got {fill!r}"
+        )
+    source = model_raw.get("source", "embedded")
+    if source not in MODEL_SOURCES:
+        raise ScenarioError(
+            f"{path} [model]: 'source' must be one of {', '.join(MODEL_SOURCES)}, got {source!r}"
+        )
+    if model_raw.get("dtype", "float32") not in DTYPE_NAMES:
+        raise ScenarioError(f"{path} [model]: 'dtype' must be one of {', '.join(DTYPE_NAMES)}")
+    if source == "random" and not (
+        model_raw.get("family") and isinstance(model_raw.get("config"), dict)
+    ):
+        raise ScenarioError(
+            f"{path} [model]: source = \"random\" needs 'family' (an mlx-lm model_type) and a [model.config] table"
+        )
+    bits = model_raw.get("bits")
+    if bits is not None and bits not in (2, 3, 4, 5, 6, 8):
+        raise ScenarioError(f"{path} [model]: 'bits' must be one of 2, 3, 4, 5, 6, 8, got {bits!r}")
+    model = ModelSpec(
+        source,
+        model_raw.get("path"),
+        model_raw.get("family"),
+        dict(model_raw.get("config", {})),
+        bits,
+        model_raw.get("dtype", "float32"),
+        fill,
+        shard,
+    )
+    draft_raw = raw.get("draft", {})
+    _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))
+    dsource = draft_raw.get("source", "auto")
+    if dsource not in DRAFT_SOURCES:
+        raise ScenarioError(
+            f"{path} [draft]: 'source' must be one of {', '.join(DRAFT_SOURCES)}, got {dsource!r}"
+        )
+    acceptance = draft_raw.get("acceptance", 0.7)
+    if not isinstance(acceptance, (int, float)) or not 0 <= acceptance <= 1:
+        raise ScenarioError(f"{path} [draft]: 'acceptance' must be a number in [0, 1]")
+    draft = DraftSpec(
+        DraftSource(dsource),
+        draft_raw.get("path"),
+        dict(draft_raw.get("config", {})),
+        float(acceptance),
+    )
+    phases_raw = raw.get("phase", [])
+    if not isinstance(phases_raw, list) or not phases_raw:
+        raise ScenarioError(
+            f"{path}: needs at least one [[phase]] table (kinds: {', '.join(PHASE_KINDS)})"
+        )
+    for i, p in enumerate(phases_raw):
+        if not isinstance(p, dict):
+            raise ScenarioError(
+                f"{path} [[phase]] #{i + 1}: must be a table (keys name, kind, contexts, ...), got {p!r}"
+            )
+    phases = tuple(
+        parse_phase(f"{path} [[phase]] #{i + 1}", p, i, sampling) for i, p in enumerate(phases_raw)
+    )
+    return Scenario(
+        name=str(raw.get("name", path.stem)),
+        path=str(path),
+        description=str(raw.get("description", "")),
+        model=model,
+        draft=draft,
+        phases=phases,
+        seed=_int(str(path), "seed", raw.get("seed", 0), 0),
+        null=null,
+        threshold=threshold,
+        indexer=indexer,
+        budget_s=float(budget_s),
+    )

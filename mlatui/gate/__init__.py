@@ -1,0 +1,1 @@
+"""The MLA gate: thresholds, the per-instance patch of installed mlx-lm, branch counters, how a threshold reads."""

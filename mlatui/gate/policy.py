@@ -1,0 +1,271 @@
+"""The threshold policy of every gated MLA layer, dense and sparse: the one parser of a threshold
+setting (CLI `--threshold`, a scenario's `threshold = ...`, `launch`) and the one object that says,
+for a layer geometry and cache length, the largest number of new queries that still takes the
+absorbed path. Pure Python (no mlx), so recordings, the dashboard and the CLI can use it too.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+UNBOUNDED = sys.maxsize
+
+
+def max_absorbed_queries(
+    kv_lora_rank: int,
+    qk_nope_head_dim: int,
+    v_head_dim: int,
+    cache_len: int | None = None,
+) -> int:
+    """Largest L for which the absorbed path is strictly cheaper, per head.
+
+    absorbed ~ L*r*d + 2*L*T*r, materialised ~ T*r*d + L*T*d with d = nope + v and T the
+    cache length after this step's update. Absorbed wins while L < T*r*d / (r*d + T*(2r - d)),
+    which tends to r*d / (2r - d) as T grows. Returns at least 1; UNBOUNDED when the
+    materialised path never wins (d >= 2r).
+    """
+    r, d = kv_lora_rank, qk_nope_head_dim + v_head_dim
+    if r <= 0 or qk_nope_head_dim <= 0 or v_head_dim <= 0:
+        return 1
+    if cache_len is None:
+        num, den = r * d, 2 * r - d
+    else:
+        if cache_len <= 0:
+            return 1
+        num, den = r * d * cache_len, r * d + cache_len * (2 * r - d)
+    if den <= 0:
+        return UNBOUNDED
+    return max(1, (num - 1) // den)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    num_heads: int
+
+    @property
+    def key(self) -> str:
+        return f"r{self.kv_lora_rank}-n{self.qk_nope_head_dim}-v{self.v_head_dim}"
+
+
+class ThresholdKind(StrEnum):
+    FORMULA = "formula"
+    CALIBRATED = "calibrated"
+    STOCK = "stock"
+    FIXED = "fixed"  # an explicit max_absorbed_queries
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A threshold setting as the user gave it, parsed; `str()` is how runs record it."""
+
+    kind: ThresholdKind = ThresholdKind.FORMULA
+    max_queries: int | None = None  # FIXED only
+
+    @classmethod
+    def parse(cls, value: object) -> Threshold:
+        """The one parser: formula | calibrated | stock | an integer >= 1 (1 = the stock gate)."""
+        if isinstance(value, Threshold):
+            return value
+        text = str(value).strip() if isinstance(value, (str, int)) else ""
+        if isinstance(value, bool):
+            text = ""
+        if text in (ThresholdKind.FORMULA, ThresholdKind.CALIBRATED, ThresholdKind.STOCK):
+            return cls(ThresholdKind(text))
+        if text.isdigit() and int(text) >= 1:
+            return cls(ThresholdKind.FIXED, int(text))
+        raise ValueError(
+            f"threshold {value!r}: use formula, calibrated, stock or an integer >= 1 (1 = the stock gate)"
+        )
+
+    def __str__(self) -> str:
+        return str(self.max_queries) if self.kind is ThresholdKind.FIXED else self.kind.value
+
+
+class IndexerMode(StrEnum):
+    """When the sparse indexer may reuse its pool cache: stock only at S == 1, patched at any S."""
+
+    PATCHED = "patched"
+    STOCK = "stock"
+
+    @classmethod
+    def parse(cls, value: object) -> IndexerMode:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"indexer mode must be 'patched' or 'stock', got {value!r}") from None
+
+
+class GatePolicy:
+    """Decides the branch from (geometry, L, T); the base is the stock gate (absorbed iff
+    L == 1). `name` is what reports and recordings show."""
+
+    name = "stock"
+
+    def bind(self, geometry: Geometry) -> None:
+        """A layer of `geometry` takes this policy: resolve whatever it needs now, untimed."""
+
+    def name_for(self, geometry: Geometry) -> str:
+        return self.name
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return length == 1
+
+    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
+        """max_absorbed_queries for a layer of `geometry` holding `cache_len` tokens (None: T->inf)."""
+        return 1
+
+
+class FormulaPolicy(GatePolicy):
+    name = "formula"
+
+    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
+        return max_absorbed_queries(
+            geometry.kv_lora_rank, geometry.qk_nope_head_dim, geometry.v_head_dim, cache_len
+        )
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return length == 1 or length <= self.limit(geometry, cache_len)
+
+
+class FixedPolicy(GatePolicy):
+    def __init__(self, max_queries: int):
+        if max_queries < 1:
+            raise ValueError(f"threshold must be >= 1, got {max_queries}")
+        self.max_queries = max_queries
+        self.name = f"fixed:{max_queries}"
+
+    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
+        return self.max_queries
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return length <= self.max_queries
+
+
+class ForcedPolicy(GatePolicy):
+    """Always one branch, at every L: the forced-branch attention benchmark."""
+
+    def __init__(self, absorbed: bool):
+        self.force = absorbed
+        self.name = "forced-absorbed" if absorbed else "forced-materialised"
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return self.force
+
+
+Crossovers = dict[int, int]  # context -> max absorbed width measured there
+
+
+def stored_crossovers(geometry: Geometry) -> Crossovers | None:
+    """What this device's calibration store holds for `geometry` (None: nothing usable)."""
+    from mlatui.store.calibration import load_crossovers
+
+    return load_crossovers(geometry)
+
+
+class CalibratedPolicy(GatePolicy):
+    """Measured crossovers per geometry, read from the calibration store once per geometry when a
+    layer binds; at cache length T, the one measured at the largest context <= T. A geometry
+    with no stored calibration (or T below every measured context) uses the formula."""
+
+    name = "calibrated"
+
+    def __init__(self, load: Callable[[Geometry], Crossovers | None] | None = None):
+        self._load = load or (lambda geometry: stored_crossovers(geometry))
+        self._lock = threading.Lock()
+        self.tables: dict[str, Crossovers] = {}
+        self.fallback = FormulaPolicy()
+
+    def bind(self, geometry: Geometry) -> None:
+        with self._lock:
+            if geometry.key in self.tables:
+                return
+            found = self._load(geometry)
+            self.tables[geometry.key] = dict(sorted(found.items())) if found else {}
+        if not found:
+            warnings.warn(
+                f"no usable calibration stored for {geometry.key} on this device; using the formula "
+                "(run `mlatui calibrate` to measure one)",
+                stacklevel=4,
+            )
+
+    def name_for(self, geometry: Geometry) -> str:
+        return self.name if self.tables.get(geometry.key) else self.fallback.name
+
+    def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
+        table = self.tables.get(geometry.key)
+        if not table:
+            return self.fallback.limit(geometry, cache_len)
+        if cache_len is None:
+            return table[max(table)]
+        below = [t for t in table if t <= cache_len]
+        return table[max(below)] if below else self.fallback.limit(geometry, cache_len)
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return length == 1 or length <= self.limit(geometry, cache_len)
+
+
+STOCK_POLICY = GatePolicy()
+
+
+def policy_for(threshold: Threshold) -> GatePolicy:
+    """The one place a threshold setting becomes a policy object."""
+    match threshold.kind:
+        case ThresholdKind.FORMULA:
+            return FormulaPolicy()
+        case ThresholdKind.CALIBRATED:
+            return CalibratedPolicy()
+        case ThresholdKind.STOCK:
+            return STOCK_POLICY
+        case ThresholdKind.FIXED:
+            assert threshold.max_queries is not None
+            return FixedPolicy(threshold.max_queries)
+
+
+def as_policy(value: Threshold | GatePolicy | str | int) -> GatePolicy:
+    return value if isinstance(value, GatePolicy) else policy_for(Threshold.parse(value))
+
+
+class Variant(StrEnum):
+    """What an arm runs: stock mlx-lm gates, or the patched ones. The two slots of a run are
+    named "stock" and "patched"; in an A/A (null) run both slots run the same variant."""
+
+    STOCK = "stock"
+    PATCHED = "patched"
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The patched variant's choices, applied alike to every gated layer, dense and sparse, and
+    to every draft that has MLA: one policy object (built once from the threshold) and the
+    sparse indexer's pooling. Every layer of an arm gets this very `policy`."""
+
+    threshold: Threshold = Threshold()
+    indexer: IndexerMode = IndexerMode.PATCHED
+    policy: GatePolicy = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", policy_for(self.threshold))
+
+    @classmethod
+    def parse(cls, threshold: object = None, indexer: object = None) -> Gates:
+        """From settings in order of precedence already picked (None: the default)."""
+        return cls(
+            Threshold.parse(threshold) if threshold is not None else Threshold(),
+            IndexerMode.parse(indexer) if indexer is not None else IndexerMode.PATCHED,
+        )
+
+    def for_variant(self, variant: Variant) -> Gates:
+        """What an arm of `variant` runs: the stock variant is stock in every layer."""
+        return STOCK_GATES if variant is Variant.STOCK else self
+
+
+STOCK_GATES = Gates(Threshold(ThresholdKind.STOCK), IndexerMode.STOCK)
+DEFAULT_GATES = Gates()

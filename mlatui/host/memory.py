@@ -1,0 +1,113 @@
+"""Memory samples: MLX allocator counters, the device's limit, process RSS, system memory, swap.
+
+The MLX memory queries are process-global (not per stream), so the sampler may run on its own
+thread. It never touches the UI: it hands each `MemorySample` to `emit`, which must be cheap and
+thread-safe (a queue put or a recorder write).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import mlx.core as mx
+import psutil
+
+from mlatui.stream.events import MemorySample
+
+_process = psutil.Process()
+
+
+def device_limit_bytes(info: dict | None = None) -> int | None:
+    """The accelerator's memory limit from `mx.device_info()`: Metal's recommended working set,
+    CUDA's total memory, None on CPU (no separate device memory)."""
+    if info is None:
+        info = mx.device_info()
+    for key in ("max_recommended_working_set_size", "total_memory"):
+        value = info.get(key)
+        if value:
+            return int(value)
+    return None
+
+
+def sample_memory(t: float, limit_bytes: int | None = -1) -> MemorySample:
+    """One sample at run time `t` (seconds). `limit_bytes=-1` queries the device limit now; pass a
+    cached value (or None) to skip that query."""
+    vm = psutil.virtual_memory()
+    return MemorySample(
+        t=t,
+        mlx_active_bytes=int(mx.get_active_memory()),
+        mlx_cache_bytes=int(mx.get_cache_memory()),
+        mlx_peak_bytes=int(mx.get_peak_memory()),
+        device_limit_bytes=device_limit_bytes() if limit_bytes == -1 else limit_bytes,
+        process_rss_bytes=int(_process.memory_info().rss),
+        system_available_bytes=int(vm.available),
+        system_total_bytes=int(vm.total),
+        swap_used_bytes=int(psutil.swap_memory().used),
+    )
+
+
+class MemorySampler:
+    """Daemon thread: `emit(sample_memory(clock()))` every `interval_s` until `stop()`."""
+
+    def __init__(
+        self,
+        emit: Callable[[MemorySample], None],
+        interval_s: float = 1.0,
+        clock: Callable[[], float] | None = None,
+    ):
+        if interval_s <= 0:
+            raise ValueError(f"memory sample interval must be > 0 s, got {interval_s}")
+        self.emit = emit
+        self.interval_s = interval_s
+        if clock is None:
+            t0 = time.monotonic()
+            clock = lambda: time.monotonic() - t0  # noqa: E731
+        self.clock = clock
+        self.samples = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._limit_bytes = device_limit_bytes()  # constant for the process: query once
+
+    def start(self) -> MemorySampler:
+        if self._thread is not None:
+            raise RuntimeError("memory sampler already started")
+        self._thread = threading.Thread(target=self._run, name="mlatui-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        next_s = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                self.emit(sample_memory(self.clock(), self._limit_bytes))
+                self.samples += 1
+                next_s += self.interval_s
+                # fixed schedule, no drift; after a stall, skip missed ticks rather than burst
+                delay_s = next_s - time.monotonic()
+                if delay_s < 0:
+                    next_s = time.monotonic()
+                    delay_s = 0.0
+                self._stop.wait(delay_s)
+        except BaseException as e:  # noqa: BLE001 - a sampler failure must not kill the run
+            self.error = e
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                raise RuntimeError(f"memory sampler did not stop within {timeout_s} s")
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> MemorySampler:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

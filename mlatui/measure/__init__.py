@@ -1,0 +1,1 @@
+"""Timing and statistics every comparison shares: sync points, the sampler, paired estimates, records."""

@@ -1,0 +1,294 @@
+"""Paired estimates with confidence intervals, from the sampler's rounds. Pure Python.
+
+Every figure is a median over rounds of a per-round quantity, with a seeded 95% percentile
+bootstrap interval over rounds, so a replay of a recording reproduces it exactly:
+
+- step ms of an arm at a width: the mean of that arm's samples at that width in the round;
+- stock/patched at a width: per A B B A quad, the sum of its stock samples over the sum of its
+  patched samples (a linear drift within the quad cancels); the median is over all quads of the
+  width, so the L = 1 control's several quads per round each count. On the H200 the device
+  switches clock regimes (~20 -> ~38 ms at L = 1) within a fraction of a second, inside rounds:
+  a quad that straddles a switch is an outlier the median ignores, where a per-round sum
+  absorbed it;
+- marginal cost of an arm: its round mean at L = 2 minus its round mean at L = 1.
+
+Medians of blocks measured at different times are never compared.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from mlatui.stream.events import ARMS
+
+BOOTSTRAP_RESAMPLES = 2000
+INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000
+CONFIDENCE = 0.95
+DRIFT_STEP = 0.10  # a round-to-round change of the L = 1 level larger than this is a drift event
+
+ESTIMATORS = {
+    "step_ms": "median over rounds of the arm's per-round mean",
+    "ratio": "median over A B B A quads of the quad-sum ratio stock/patched",
+    "marginal_ms": "median over rounds of the arm's per-round mean(L=2) - mean(L=1)",
+    "vs_l1": "median over rounds of the arm's per-round mean(L) / mean(L=1) (flat = 1)",
+}
+CI_METHOD = (
+    f"{CONFIDENCE:.0%} percentile bootstrap over rounds (ratios: rounds resampled whole, median "
+    f"over their quads), {BOOTSTRAP_RESAMPLES} resamples ({INTERIM_RESAMPLES} before the final "
+    "estimate), seeded"
+)
+
+
+class Outcome(StrEnum):
+    VALID = "valid"
+    INVALID = "invalid"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed step: round index, width, arm, milliseconds, and when (run seconds)."""
+
+    round: int
+    width: int
+    arm: str
+    ms: float
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
+class Interval:
+    median: float
+    low: float
+    high: float
+    n: int  # rounds
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+def stable_seed(*parts: object) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def bootstrap_median(
+    values: Sequence[float], seed: int, resamples: int = BOOTSTRAP_RESAMPLES
+) -> Interval:
+    """Median with a seeded percentile bootstrap interval."""
+    xs = [v for v in values if math.isfinite(v)]
+    n = len(xs)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    med = statistics.median(xs)
+    if n == 1:
+        return Interval(med, med, med, 1)
+    rng = random.Random(seed)
+    draws = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(resamples))
+    tail = (1 - CONFIDENCE) / 2
+    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
+    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
+    return Interval(med, lo, hi, n)
+
+
+def bootstrap_median_blocks(
+    blocks: Sequence[Sequence[float]], seed: int, resamples: int = BOOTSTRAP_RESAMPLES
+) -> Interval:
+    """Median of all values with a block bootstrap: rounds are resampled whole, with all their
+    quads, because quads of one round share its device regime and are not independent. `n` is
+    the number of values (quads)."""
+    blocks = [[v for v in b if math.isfinite(v)] for b in blocks]
+    blocks = [b for b in blocks if b]
+    xs = [v for b in blocks for v in b]
+    if not xs:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    med = statistics.median(xs)
+    if len(blocks) == 1:
+        return bootstrap_median(xs, seed, resamples)
+    rng = random.Random(seed)
+    draws = sorted(
+        statistics.median([v for b in rng.choices(blocks, k=len(blocks)) for v in b])
+        for _ in range(resamples)
+    )
+    tail = (1 - CONFIDENCE) / 2
+    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
+    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
+    return Interval(med, lo, hi, len(xs))
+
+
+def control_outcome(ratio: Interval, tolerance_pct: float) -> Outcome:
+    """The L = 1 check: both arms take the same branch, so the paired ratio must be 1 within the
+    tolerance. Valid: the whole CI inside; invalid: wholly outside; otherwise inconclusive."""
+    lo_bound, hi_bound = 1 - tolerance_pct / 100, 1 + tolerance_pct / 100
+    if ratio.n == 0 or not math.isfinite(ratio.median):
+        return Outcome.INCONCLUSIVE
+    if lo_bound <= ratio.low and ratio.high <= hi_bound:
+        return Outcome.VALID
+    if ratio.high < lo_bound or ratio.low > hi_bound:
+        return Outcome.INVALID
+    return Outcome.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Drift:
+    round: int
+    t: float
+    before_ms: float
+    after_ms: float
+
+    @property
+    def change_pct(self) -> float:
+        return (self.after_ms / self.before_ms - 1) * 100
+
+
+@dataclass
+class ContextEstimates:
+    rounds: int
+    step_ms: dict[tuple[str, int], Interval] = field(default_factory=dict)  # (arm, width)
+    ratio: dict[int, Interval] = field(default_factory=dict)  # width -> stock/patched
+    marginal_ms: dict[str, Interval] = field(default_factory=dict)  # arm -> L=2 - L=1
+    vs_l1: dict[tuple[str, int], Interval] = field(default_factory=dict)  # (arm, L) -> L / L=1
+    control_width: int | None = 1
+    control_outcome: Outcome | None = None
+    tolerance_pct: float = 2.0
+    drifts: list[Drift] = field(default_factory=list)
+    drifting_rounds: int = 0
+    control_level_ms: list[float] = field(default_factory=list)  # per round, both arms
+
+    @property
+    def control_ratio(self) -> Interval | None:
+        return self.ratio.get(self.control_width) if self.control_width is not None else None
+
+
+def _by_round(timings: Iterable[Timing]) -> dict[int, dict[tuple[str, int], list[float]]]:
+    rounds: dict[int, dict[tuple[str, int], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for t in timings:
+        rounds[t.round][(t.arm, t.width)].append(t.ms)
+    return rounds
+
+
+def _quads(timings: Iterable[Timing]) -> dict[int, list[list[Timing]]]:
+    """Complete quads per width: in the sampler's order, a round's samples of one width come in
+    runs of four (A B B A or B A A B), two per arm."""
+    runs: dict[tuple[int, int], list[Timing]] = defaultdict(list)
+    for t in timings:
+        runs[(t.round, t.width)].append(t)
+    out: dict[int, list[list[Timing]]] = defaultdict(list)
+    for (_, width), ts in sorted(runs.items()):
+        for i in range(0, len(ts) - 3, 4):
+            quad = ts[i : i + 4]
+            x = [t.arm for t in quad]
+            if x[0] == x[3] != x[1] == x[2]:  # A B B A or B A A B, nothing else
+                out[width].append(quad)
+    return out
+
+
+def _ratio(
+    quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str], seed: int, resamples: int
+) -> Interval | None:
+    """stock/patched at `width`: per-quad sum ratios, median over quads, rounds resampled whole."""
+    a, b = arms
+    by_round: dict[int, list[float]] = defaultdict(list)
+    for quad in quads.get(width, []):
+        sa = sum(t.ms for t in quad if t.arm == a)
+        sb = sum(t.ms for t in quad if t.arm == b)
+        if sb > 0:
+            by_round[quad[0].round].append(sa / sb)
+    if not by_round:
+        return None
+    return bootstrap_median_blocks(
+        [by_round[r] for r in sorted(by_round)], stable_seed(seed, "ratio", width), resamples
+    )
+
+
+def control_ratio(
+    timings: Sequence[Timing], arms: Sequence[str], control_width: int, seed: int
+) -> Interval | None:
+    """The L = 1 control's paired ratio alone, exactly as the final estimate computes it (same
+    seed, full resamples): what the sampler decides on after each pair of rounds."""
+    return _ratio(_quads(timings), control_width, arms, seed, BOOTSTRAP_RESAMPLES)
+
+
+def estimate_context(
+    timings: Sequence[Timing],
+    arms: Sequence[str] = ARMS,
+    control_width: int | None = 1,
+    tolerance_pct: float = 2.0,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> ContextEstimates:
+    """Every estimate of one context from its timings (complete quads only)."""
+    a, b = arms
+    rounds = _by_round(timings)
+    widths = sorted({t.width for t in timings})
+    out = ContextEstimates(len(rounds), control_width=control_width, tolerance_pct=tolerance_pct)
+    per_round_mean: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for r, cells in sorted(rounds.items()):
+        for (arm, width), ms in cells.items():
+            per_round_mean[(arm, width)][r] = statistics.fmean(ms)
+    for (arm, width), by_r in per_round_mean.items():
+        out.step_ms[(arm, width)] = bootstrap_median(
+            list(by_r.values()), stable_seed(seed, "step", arm, width), resamples
+        )
+    quads = _quads(timings)
+    for width in widths:
+        ratio = _ratio(quads, width, arms, seed, resamples)
+        if ratio is not None:
+            out.ratio[width] = ratio
+    if 1 in widths and 2 in widths:
+        for arm in arms:
+            one, two = per_round_mean[(arm, 1)], per_round_mean[(arm, 2)]
+            diffs = [two[r] - one[r] for r in sorted(one) if r in two]
+            if diffs:
+                out.marginal_ms[arm] = bootstrap_median(
+                    diffs, stable_seed(seed, "marginal", arm), resamples
+                )
+    if 1 in widths:
+        for arm in arms:
+            one = per_round_mean[(arm, 1)]
+            for width in widths:
+                if width == 1:
+                    continue
+                wide = per_round_mean[(arm, width)]
+                rel = [wide[r] / one[r] for r in sorted(one) if r in wide and one[r] > 0]
+                if rel:
+                    out.vs_l1[(arm, width)] = bootstrap_median(
+                        rel, stable_seed(seed, "vs_l1", arm, width), resamples
+                    )
+    if control_width is not None and control_width in out.ratio:
+        out.control_outcome = control_outcome(out.ratio[control_width], tolerance_pct)
+        level = [
+            statistics.fmean(
+                [*rounds[r].get((a, control_width), []), *rounds[r].get((b, control_width), [])]
+            )
+            for r in sorted(rounds)
+            if rounds[r].get((a, control_width)) or rounds[r].get((b, control_width))
+        ]
+        starts = {}
+        for t in timings:
+            if t.width == control_width:
+                starts.setdefault(t.round, t.t)
+        out.control_level_ms = level
+        out.drifts, out.drifting_rounds = drift_of(level, [starts[r] for r in sorted(starts)])
+    return out
+
+
+def drift_of(level: Sequence[float], starts: Sequence[float]) -> tuple[list[Drift], int]:
+    """Drift events (round-to-round steps > DRIFT_STEP) and how many rounds sit more than
+    DRIFT_STEP away from the context's median level (the drifting stretches)."""
+    drifts = [
+        Drift(i, starts[i] if i < len(starts) else 0.0, level[i - 1], level[i])
+        for i in range(1, len(level))
+        if level[i - 1] > 0 and abs(level[i] / level[i - 1] - 1) > DRIFT_STEP
+    ]
+    if not level:
+        return drifts, 0
+    med = statistics.median(level)
+    drifting = sum(1 for x in level if med > 0 and abs(x / med - 1) > DRIFT_STEP)
+    return drifts, drifting

@@ -1,0 +1,179 @@
+"""How each phase samples its contexts (pure: no mlx), shared by the engine that runs the plan
+and the progress estimator that forecasts it (`mlatui.views.progress`).
+
+A phase is a sequence of *segments*: one sampler run of one context (a sweep context; a tune
+context's synced verify steps, then its decode blocks). A segment is run in rounds; each round
+makes a fixed number of timed calls per width (a decode setting is a width: depth + 1), and
+while the L = 1 check is inconclusive the sampler adds rounds in pairs up to `max_rounds`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from mlatui.config.scenario import Phase
+from mlatui.measure.estimates import stable_seed
+from mlatui.measure.sampler import SamplerPlan, round_schedule
+from mlatui.measure.timing import L1_TOLERANCE_PCT
+
+# The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
+# the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
+CONTROL_QUADS = 3
+# The L = 1 check of a decode context is decided on the synced verify steps, like the sweep's: an
+# A/A of plain-decode blocks through generate_step scattered by 6% (16-token blocks) to 9%
+# (48-token) per quad on the idle 2-core CPU (docs/experiments/aa_plain_blocks.py), so a ±2% CI
+# from blocks needs 40+ quads per context, while synced steps decide in 6-10 rounds. The blocks'
+# own plain-decode ratio is still checked: a CI wholly outside ±2% invalidates the context.
+VERIFY_MIN_ROUNDS = 6
+VERIFY_MAX_ROUNDS = 18
+PLAIN_QUADS = 2
+
+
+def plan_for(
+    phase: Phase, widths: tuple[int, ...], seed: int, context: int, settle: bool = True
+) -> SamplerPlan:
+    return SamplerPlan(
+        widths,
+        min_rounds=max(2, phase.reps),  # rounds come in mirrored pairs
+        max_rounds=max(phase.max_rounds or 3 * phase.reps, phase.reps, 2),
+        warmup=phase.warmup,
+        control_width=1 if 1 in widths else None,
+        control_quads=CONTROL_QUADS if len(widths) > 1 else 1,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, context),
+        settle=settle,
+    )
+
+
+def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
+    rounds = max(2, phase.reps)
+    # with drafts the verify steps decide the L = 1 check: no rounds are added for the blocks
+    return SamplerPlan(
+        (1, *[d + 1 for d in depths]),
+        min_rounds=rounds,
+        max_rounds=rounds if depths else max(phase.max_rounds or 2 * rounds, rounds),
+        warmup=phase.warmup,
+        control_width=1,
+        control_quads=PLAIN_QUADS,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, "blocks", context),
+        settle=False,  # a block is many steps: one arm's carry-over is spread over all of them
+    )
+
+
+def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
+    return SamplerPlan(
+        tuple(range(1, max(depths) + 2)),
+        min_rounds=VERIFY_MIN_ROUNDS,
+        max_rounds=max(phase.max_rounds or VERIFY_MAX_ROUNDS, VERIFY_MIN_ROUNDS),
+        warmup=phase.warmup,
+        control_width=1,
+        control_quads=PLAIN_QUADS,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(seed, phase.name, "verify", context),
+        settle=settle,
+    )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sampler run: `part` is the phase label its events carry, `calls` the timed calls per
+    round of each width, `tokens` > 0 for decode blocks of that many tokens."""
+
+    part: str
+    context: int
+    calls: tuple[tuple[int, int], ...]
+    first_rounds: int
+    max_rounds: int
+    warmup: int = 1
+    tokens: int = 0
+    opens_context: bool = True  # starts with a prefill of `context` tokens
+
+    @property
+    def per_round(self) -> int:
+        return sum(n for _, n in self.calls)
+
+    @property
+    def last_round(self) -> int:
+        """The most rounds the sampler can run: pairs are added while under `max_rounds`."""
+        extra = max(0, self.max_rounds - self.first_rounds)
+        return self.first_rounds + extra + extra % 2
+
+    @property
+    def planned_calls(self) -> int:
+        return self.first_rounds * self.per_round
+
+    def to_dict(self) -> dict:
+        return {
+            "part": self.part,
+            "context": self.context,
+            "calls": [list(c) for c in self.calls],
+            "first_rounds": self.first_rounds,
+            "max_rounds": self.max_rounds,
+            "warmup": self.warmup,
+            "tokens": self.tokens,
+            "opens_context": self.opens_context,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Segment:
+        return cls(
+            str(d["part"]),
+            int(d["context"]),
+            tuple((int(w), int(n)) for w, n in d["calls"]),
+            int(d["first_rounds"]),
+            int(d["max_rounds"]),
+            int(d.get("warmup", 1)),
+            int(d.get("tokens", 0)),
+            bool(d.get("opens_context", True)),
+        )
+
+
+def segment(
+    part: str, context: int, plan: SamplerPlan, tokens: int = 0, opens: bool = True
+) -> Segment:
+    counts = Counter(
+        w
+        for w, _ in round_schedule(
+            plan.widths, 0, plan.arms, plan.control_width, plan.control_quads
+        )
+    )
+    return Segment(
+        part,
+        context,
+        tuple(sorted(counts.items())),
+        plan.first_rounds,
+        plan.max_rounds,
+        plan.warmup,
+        tokens,
+        opens,
+    )
+
+
+def sweep_segments(phase: Phase, settle: bool = True) -> tuple[Segment, ...]:
+    widths = tuple(sorted(set(phase.widths)))
+    return tuple(
+        segment(phase.name, c, plan_for(phase, widths, 0, c, settle)) for c in phase.contexts
+    )
+
+
+def decode_segments(phase: Phase, depths: list[int], settle: bool = True) -> tuple[Segment, ...]:
+    out: list[Segment] = []
+    for c in phase.contexts:
+        if depths:
+            out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
+        out.append(
+            segment(phase.name, c, block_plan(phase, depths, 0, c), phase.tokens, not depths)
+        )
+    return tuple(out)
+
+
+def phase_segments(phase: Phase, has_draft: bool, settle: bool = True) -> tuple[Segment, ...]:
+    """The segments a phase will run, in order; () for kinds the estimator does not model."""
+    if phase.kind == "sweep":
+        return sweep_segments(phase, settle)
+    if phase.kind in ("decode", "tune"):
+        depths = sorted(set(phase.depths)) if has_draft else []
+        return decode_segments(phase, depths, settle)
+    return ()

@@ -1,0 +1,333 @@
+"""Load the target and the draft: real checkpoints (local folder or hub id, through `mlx_lm.load`),
+the embedded default model (same loader), or random weights built from a scenario's config."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlatui.config.model_inputs import text_config
+from mlatui.config.scenario import DTYPE_NAMES, DraftSource, DraftSpec, ModelSpec, Scenario
+from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
+
+DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
+
+
+def default_dtype() -> str:
+    """float32 on the CPU (fastest there; MoE experts are float32-only on CPU), bfloat16 on a GPU
+    (what real checkpoints run)."""
+    return "bfloat16" if mx.default_device() == mx.gpu else "float32"
+
+
+class LoadError(ValueError):
+    """One line saying what could not be loaded and what to do."""
+
+
+class DraftKind(StrEnum):
+    """What proposes the drafts a verify step checks."""
+
+    NONE = "none"
+    DRAFT_MODEL = "draft-model"  # a separate small model (mlx-lm's --draft-model)
+    SYNTHETIC = "synthetic"  # random weights: tokens accepted at a set rate
+    MTP = "mtp"  # the checkpoint's MTP head, required
+    MTP_IF_PRESENT = "mtp?"  # the checkpoint's MTP head if it has one, else none
+
+
+@dataclass(frozen=True)
+class Draft:
+    """The run's draft choice. `label` is the recorded form (the header's `draft` field):
+    "draft-model:<source>", "synthetic(acceptance=0.7)", "mtp", "none"."""
+
+    kind: DraftKind = DraftKind.NONE
+    source: str = ""  # draft-model: "embedded", a folder or hub id, or "random:<family>"
+    acceptance: float = 0.0  # synthetic only
+
+    @property
+    def label(self) -> str:
+        if self.kind is DraftKind.DRAFT_MODEL:
+            return f"{self.kind.value}:{self.source}"
+        if self.kind is DraftKind.SYNTHETIC:
+            return f"synthetic(acceptance={self.acceptance:g})"
+        return self.kind.value
+
+    @property
+    def is_mtp(self) -> bool:
+        return self.kind in (DraftKind.MTP, DraftKind.MTP_IF_PRESENT)
+
+
+NO_DRAFT = Draft()
+EMBEDDED_DRAFT = Draft(DraftKind.DRAFT_MODEL, "embedded")
+
+
+@dataclass
+class Loaded:
+    model: nn.Module
+    tokenizer: Any | None
+    name: str
+    model_type: str
+    path: str | None
+    random_weights: bool
+    draft_model: nn.Module | None = None
+    draft: Draft = NO_DRAFT
+
+
+Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
+
+
+def load_checkpoint(
+    ref: str, what: str = "model", watch=no_watch, prepare: Prepare | None = None
+) -> tuple[nn.Module, Any, str]:
+    """`mlx_lm.load` of a local folder or a hub id; returns (model, tokenizer, model_type).
+    `watch(what, source, files=...)` reports the load as it reads (mlatui.models.load_watch);
+    `prepare(model)` (sharding) runs while the weights are still lazy, as mlx-lm's
+    `sharded_load` does: each rank then reads only its own part."""
+    from mlx_lm import load
+
+    _register()
+    local = Path(ref).expanduser()
+    if local.exists() and not (local / "config.json").exists():
+        raise LoadError(
+            f"{what} {ref!r}: folder has no config.json (expected an mlx-lm model folder)"
+        )
+    if not local.exists() and (ref.startswith((".", "/", "~")) or ref.count("/") != 1):
+        raise LoadError(
+            f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
+        )
+    try:
+        files = safetensors_files(local) if local.exists() else []
+        with watch(what, ref, files=files):
+            model, tokenizer = load(str(local) if local.exists() else ref, lazy=prepare is not None)
+    except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LoadError(
+            f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)"
+        ) from e
+    if prepare is not None:
+        prepare(model)
+        mx.eval(model.parameters())
+    model_type = _model_type(local if local.exists() else None, model)
+    return model, tokenizer, model_type
+
+
+def _register() -> None:
+    """Make mlatui's own model types (the embedded model) loadable by mlx-lm."""
+    import mlatui.models
+
+    register = getattr(mlatui.models, "register", None)
+    if register is not None:
+        register()
+
+
+def _model_type(folder: Path | None, model: nn.Module) -> str:
+    if folder is not None and (folder / "config.json").exists():
+        return json.loads((folder / "config.json").read_text()).get("model_type", "?")
+    return getattr(
+        getattr(model, "args", None), "model_type", type(model).__module__.rsplit(".", 1)[-1]
+    )
+
+
+def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
+    """A local checkpoint folder: its config and safetensors sizes (a hub id is checked by
+    nothing before mlx_lm.load fetches it)."""
+    from mlatui.models.fit import folder_weights_bytes
+
+    folder = Path(ref).expanduser()
+    if not (folder / "config.json").is_file():
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return  # mlx_lm.load reports a bad config in its own words
+    dtype = str(config.get("torch_dtype") or "bfloat16")
+    check(
+        text_config(config),
+        dtype if dtype in DTYPE_NAMES else "bfloat16",
+        folder_weights_bytes(folder),
+    )
+
+
+def build_random(
+    spec: ModelSpec,
+    seed: int,
+    check: Callable[[dict, str, int], None] | None = None,
+    watch=no_watch,
+    what: str = "model",
+    prepare: Prepare | None = None,
+) -> tuple[nn.Module, str]:
+    """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
+    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy;
+    `prepare(model)` (sharding) runs then too, so a rank only ever evaluates its own part."""
+    from mlatui.models.families import model_from_config, quantize
+
+    _register()
+    config = dict(spec.config)
+    config.setdefault("model_type", spec.family)
+    mx.random.seed(seed)
+    try:
+        model = model_from_config(config)
+    except ValueError as e:  # mlx-lm: "Model type X not supported."
+        raise LoadError(f"model family {spec.family!r} is not an mlx-lm model type") from e
+    except TypeError as e:
+        raise LoadError(f"model config for {spec.family}: {e}") from e
+    model.set_dtype(DTYPES[spec.dtype])
+    if spec.bits:
+        quantize(model, spec.bits)
+    from mlx.utils import tree_flatten
+
+    leaves = [v for _, v in tree_flatten(model.parameters())]
+    nbytes = sum(v.nbytes for v in leaves)
+    if check is not None:
+        check(config, spec.dtype, nbytes)
+    if prepare is not None:
+        prepare(model)
+    params = sum(v.size for v in leaves)
+    source = f"random:{config['model_type']}"
+    with watch(
+        what, source, kind="random", params=params, total_bytes=nbytes, counter=memory_counter()
+    ):
+        mx.eval(model.parameters())
+    return model, config["model_type"]
+
+
+def load_target(
+    model_ref: str | None,
+    scenario: Scenario,
+    random_weights: bool,
+    seed: int,
+    fit_check: Callable[[dict, str, int], None] | None = None,
+    watch=no_watch,
+    prepare: Prepare | None = None,
+) -> Loaded:
+    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
+    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
+    spec = scenario.model
+    check = fit_check or (lambda config, dtype, weights: None)
+    if model_ref is not None and not random_weights:
+        _check_folder(model_ref, check)
+        model, tok, mtype = load_checkpoint(model_ref, watch=watch, prepare=prepare)
+        return Loaded(model, tok, model_ref, mtype, model_ref, False)
+    if random_weights or spec.source == "random":
+        if not spec.family:
+            raise LoadError(
+                f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
+            )
+        model, mtype = build_random(spec, seed, check, watch, prepare=prepare)
+        return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
+    if spec.source == "path":
+        if not spec.path:
+            raise LoadError(f"{scenario.path} [model]: source = \"path\" needs 'path'")
+        _check_folder(os.path.expanduser(spec.path), check)
+        model, tok, mtype = load_checkpoint(
+            os.path.expanduser(spec.path), watch=watch, prepare=prepare
+        )
+        return Loaded(model, tok, spec.path, mtype, spec.path, False)
+    from mlatui.models.embedded import DRAFT_PATH, MODEL_PATH, load_embedded
+
+    with watch("model", "embedded", files=safetensors_files(MODEL_PATH, DRAFT_PATH)):
+        model, tok, draft = load_embedded()
+    if prepare is not None:  # 23 MB, loaded whole: sharded after
+        prepare(model)
+    loaded = Loaded(model, tok, "embedded", _model_type(None, model), None, False)
+    loaded.draft_model, loaded.draft = draft, EMBEDDED_DRAFT
+    return loaded
+
+
+def load_draft(
+    draft_ref: str | None,
+    spec: DraftSpec,
+    target: Loaded,
+    seed: int,
+    watch=no_watch,
+    prepare: Prepare | None = None,
+) -> None:
+    """Fill target.draft_model / draft per --draft-model, else the scenario's [draft]; a draft
+    model is checked against the target before any step. `prepare` shards it."""
+    _load_draft(draft_ref, spec, target, seed, watch, prepare)
+    if target.draft_model is not None and target.draft.kind is DraftKind.DRAFT_MODEL:
+        check_draft_vocabulary(target)
+
+
+def check_draft_vocabulary(target: Loaded) -> None:
+    """A draft model proposes token ids the target verifies: both must use one vocabulary. A
+    larger draft vocabulary made mlx-lm index past the target's logits (a segfault late in tune);
+    a smaller one silently never proposes the rest."""
+    mine, theirs = vocab_size(target.model), vocab_size(target.draft_model)
+    if mine != theirs:
+        raise LoadError(
+            f"draft model {target.draft.source}: vocabulary of {theirs} tokens, the target's has {mine} — "
+            "use a draft trained with the target's tokenizer"
+        )
+
+
+def _load_draft(
+    draft_ref: str | None,
+    spec: DraftSpec,
+    target: Loaded,
+    seed: int,
+    watch=no_watch,
+    prepare: Prepare | None = None,
+) -> None:
+    if draft_ref is not None:
+        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch, prepare)
+        target.draft = Draft(DraftKind.DRAFT_MODEL, draft_ref)
+        return
+    if target.random_weights and spec.source in (DraftSource.AUTO, DraftSource.MTP):
+        spec = DraftSpec(
+            DraftSource.SYNTHETIC, None, spec.config, spec.acceptance
+        )  # no checkpoint, no MTP head
+    if spec.source is DraftSource.DRAFT_MODEL:
+        if spec.path:
+            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch, prepare)
+            target.draft = Draft(DraftKind.DRAFT_MODEL, spec.path)
+        elif spec.config:
+            family = spec.config.get("model_type")
+            if not family:
+                raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
+            target.draft_model, _ = build_random(
+                ModelSpec("random", None, family, spec.config),
+                seed + 1,
+                None,
+                watch,
+                "draft model",
+                prepare,
+            )
+            target.draft = Draft(DraftKind.DRAFT_MODEL, f"random:{family}")
+        else:
+            raise LoadError(
+                "[draft] source = \"draft-model\" needs 'path' or a [draft.config] table"
+            )
+    elif spec.source is DraftSource.SYNTHETIC:
+        if spec.config:
+            family = spec.config.get("model_type")
+            target.draft_model, _ = build_random(
+                ModelSpec("random", None, family, spec.config),
+                seed + 1,
+                None,
+                watch,
+                "draft model",
+                prepare,
+            )
+        target.draft = Draft(DraftKind.SYNTHETIC, acceptance=spec.acceptance)
+    elif spec.source is DraftSource.MTP:
+        target.draft = Draft(DraftKind.MTP)
+    elif spec.source is DraftSource.NONE:
+        target.draft_model, target.draft = None, NO_DRAFT
+    elif spec.source is DraftSource.AUTO and target.draft_model is None and target.path is not None:
+        target.draft = Draft(DraftKind.MTP_IF_PRESENT)
+
+
+def vocab_size(model: nn.Module) -> int:
+    args = getattr(model, "args", None)
+    for obj in (args, getattr(args, "text_config", None)):
+        v = getattr(obj, "vocab_size", None) if obj is not None else None
+        if isinstance(v, int):
+            return v
+    raise LoadError("cannot tell the model's vocabulary size")

@@ -1,0 +1,343 @@
+"""Arms: the stock and the patched model, each on its own worker thread.
+
+MLX streams are per thread, so an arm does all its MLX work (caches, forwards) on its worker
+and hands back plain numbers. A baton makes the arms take turns: they never compute at the
+same time, whoever calls them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from queue import SimpleQueue
+from typing import Any, TypeVar
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlatui.gate import mla
+from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant
+from mlatui.host.distributed import beat, local_rank
+from mlatui.stream.events import ARMS
+
+T = TypeVar("T")
+
+
+def arm_cpus() -> set[int] | None:
+    """The CPUs every arm thread runs on: one CPU by default (the last one this process may
+    use); MLATUI_ARM_CPUS="off" disables pinning, "3" or "2,3" picks. None where there is no
+    affinity API (macOS) or pinning is off."""
+    setting = os.environ.get("MLATUI_ARM_CPUS", "").strip().lower()
+    if not hasattr(os, "sched_setaffinity") or setting in ("off", "none", "all"):
+        return None
+    allowed = os.sched_getaffinity(0)
+    if setting:
+        try:
+            cpus = {int(c) for c in setting.split(",")}
+        except ValueError:
+            raise ValueError(
+                f'MLATUI_ARM_CPUS={setting!r}: give CPU numbers like "3" or "2,3", or "off"'
+            ) from None
+        if not cpus <= allowed:
+            raise ValueError(
+                f"MLATUI_ARM_CPUS={setting!r}: this process may only use CPUs {sorted(allowed)}"
+            )
+        return cpus
+    # ranks sharing a machine (mlx.launch -n 2 on one box) each take their own CPU
+    ordered = sorted(allowed)
+    return {ordered[-1 - local_rank() % len(ordered)]}
+
+
+@contextlib.contextmanager
+def unpinned():
+    """Every thread of the process on every CPU the process may use, then each back to its own
+    affinity. Decode blocks run like this: mlx-lm's loop builds the next step's graph on the
+    Python thread while MLX's stream thread computes the current one, and pinned to one CPU (as
+    arm threads are for the synced steps) the two cannot overlap: the tiny model decoded at
+    0.80x a direct mlx-lm call pinned, 0.91-1.02x unpinned, on the 2-core CPU."""
+    if not hasattr(os, "sched_setaffinity") or arm_cpus() is None:
+        yield
+        return
+    allowed = os.sched_getaffinity(os.getpid())
+    saved: dict[int, set[int]] = {}
+    for tid in (int(t) for t in os.listdir("/proc/self/task")):
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, allowed)
+        except OSError:  # the thread ended meanwhile
+            pass
+    try:
+        yield
+    finally:
+        for tid, cpus in saved.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                pass
+
+
+class Baton:
+    """A lock that also remembers who held it, in order (tests check the A B B A pattern).
+    It also carries the CPUs that every arm sharing it is pinned to."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.history: list[str] = []
+        self.keep_history = False
+        self.cpus = arm_cpus()
+
+    def hold(self, who: str):
+        baton = self
+
+        class _Held:
+            def __enter__(self_inner):
+                baton._lock.acquire()
+                if baton.keep_history:
+                    baton.history.append(who)
+
+            def __exit__(self_inner, *exc):
+                baton._lock.release()
+
+        return _Held()
+
+
+@dataclass(frozen=True)
+class TargetHidden:
+    """The target's hidden states over a prefilled context, for a draft that reads them (MTP);
+    evaluated, so they may cross to another arm's thread."""
+
+    context: mx.array  # (1, T, D): every context position
+    last: mx.array  # (1, 1, D): the last one
+
+
+@dataclass
+class Arm:
+    name: str  # the slot: "stock" or "patched" (in an A/A run both slots run one variant)
+    model: nn.Module
+    report: mla.PatchReport
+    cache: list[Any] | None = None
+    draft: Any = None
+    variant: Variant | None = None  # None: the prefill arm (stock model, uninstrumented)
+    gates: Gates | None = None
+    model_name: str = "model"  # what errors about this arm's model call it
+    hidden: TargetHidden | None = None  # set by a prefill whose draft needs hidden states
+
+    @property
+    def counters(self) -> mla.BranchCounters:
+        return self.report.counters
+
+
+class ArmWorker:
+    """One long-lived thread per arm; `call(fn)` runs fn(arm) there while holding the baton.
+    With `host`, the arm has no thread of its own and runs on the host's (a diagnostic: both
+    arms on one thread and one MLX stream, to tell thread effects from the gate's)."""
+
+    def __init__(self, arm: Arm, baton: Baton, host: ArmWorker | None = None):
+        self.arm = arm
+        self.baton = baton
+        self.host = host
+        if host is not None:
+            return
+        self._queue: SimpleQueue = SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"mlatui-arm-{arm.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self) -> None:
+        # Pin before the first MLX call: this thread's stream (and its executor thread, which
+        # MLX creates lazily from here and which inherits the affinity) then runs on the same
+        # CPU for both arms. Unpinned, the kernel placed each arm's Python thread and executor
+        # thread anew (same or different CPUs, beside or away from other load), which on a
+        # 2-vCPU VM made one arm 5-15% slower than the other for a whole trial (L = 1 check
+        # passed 1 in 10 vs 9 in 12 pinned) and cost ~1 ms per step in cross-CPU wake-ups.
+        if self.baton.cpus:
+            try:
+                os.sched_setaffinity(0, self.baton.cpus)
+            except OSError:  # e.g. the CPU went offline: run unpinned rather than hang callers
+                pass
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future, arm = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                with self.baton.hold(arm.name):
+                    result = fn(arm)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+    def call(self, fn: Callable[[Arm], T]) -> T:
+        future: Future = Future()
+        (self.host or self)._queue.put((fn, future, self.arm))
+        return future.result()
+
+    def close(self) -> None:
+        if self.host is None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    @property
+    def alive(self) -> bool:
+        return (self.host or self)._thread.is_alive()
+
+
+def gate_model(model: nn.Module, variant: Variant, gates: Gates = DEFAULT_GATES) -> mla.PatchReport:
+    """Instrument (stock) or patch (patched) every gated layer of `model` in place: the dense
+    MLA layers and the sparse ones all get the same policy object, `gates.policy`."""
+    chosen = gates.for_variant(variant)
+    sparse = sparse_layers(model)
+    for _, layer in sparse:
+        layer.set_modes(chosen.policy, chosen.indexer)
+    if mla.mla_modules(model):
+        report = mla.patch_model(model, chosen.policy)
+    elif sparse:
+        geometry = sparse[0][1].geometry
+        report = mla.PatchReport(
+            chosen.policy.name_for(geometry),
+            [],
+            ["SparseMLAttention"],
+            geometry,
+            chosen.policy.limit(geometry),
+            mla.BranchCounters(),
+        )
+    else:
+        raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
+    for name, layer in sparse:
+        layer.counters = report.counters  # per arm: twin() copied the source's reference
+        if name not in report.modules:
+            report.modules.append(name)
+    if sparse:
+        report.indexer = chosen.indexer.value
+    return report
+
+
+def build_arms(
+    model: nn.Module,
+    gates: Gates = DEFAULT_GATES,
+    variants: tuple[Variant, Variant] = (Variant.STOCK, Variant.PATCHED),
+) -> tuple[Arm, Arm]:
+    """Two arms, each a twin of `model` sharing every weight (no weight is copied), each gated
+    as its variant says with the one `gates` (its policy object reaches every gated layer of
+    both arms); `model` itself stays stock and uninstrumented (prefills run on it). Both slots
+    are built the same way, so nothing but the variant differs between them. Parameters must
+    already be evaluated."""
+    arms = []
+    for slot, variant in zip(ARMS, variants, strict=True):
+        twin = mla.twin(model)
+        arms.append(
+            Arm(
+                slot,
+                twin,
+                gate_model(twin, Variant(variant), gates),
+                variant=Variant(variant),
+                gates=gates,
+            )
+        )
+    return arms[0], arms[1]
+
+
+def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """mlatui's sparse MLA layers (mlatui.models.sparse_mla.SparseMLAttention)."""
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if hasattr(m, "set_modes") and hasattr(m, "indexer")
+    ]
+
+
+def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
+    """Fresh cache holding `tokens`; returns the cache length. A draft that needs the target's
+    hidden states (MTP) gets them from the same forward."""
+    arm.cache = make_prompt_cache(arm.model)
+    x = mx.array([tokens])  # (1, T)
+    needs_hidden = arm.draft is not None and arm.draft.needs_hidden
+    hidden = []
+    for start in range(0, len(tokens), chunk):
+        if needs_hidden:
+            _, h = arm.draft.target_forward(arm.model, x[:, start : start + chunk], arm.cache)
+            mx.eval(h)
+            hidden.append(h)
+        else:
+            arm.model(x[:, start : start + chunk], cache=arm.cache)
+        # a sparse layer's index pool is not in its cache's `state`; left lazy here (when the
+        # last layer is sparse nothing else evaluates it), another thread could not evaluate it
+        pools = [getattr(getattr(c, "index", None), "pooled", None) for c in arm.cache]
+        mx.eval([c.state for c in arm.cache], [p for p in pools if p is not None])
+        beat("prefilling")  # a long prefill is progress, not a hung rank
+    if needs_hidden:
+        h = mx.concatenate(hidden, axis=1)  # (1, T, D)
+        last = h[:, -1:]  # (1, 1, D)
+        mx.eval(h, last)  # other threads use these: nothing lazy may cross (per-thread streams)
+        arm.hidden = TargetHidden(h, last)
+    return cache_len(arm.cache)
+
+
+def fill_random_latents(arm: Arm, length: int, seed: int) -> int:
+    """Timing-only fill: every layer's cache holds `length` random latents (unit-scale, like
+    kv_a_layernorm's output) instead of a prefill, which at 32K-128K on a full-size model takes
+    minutes. The branch costs do not depend on the values; outputs and acceptance mean nothing."""
+    from mlatui.models.sparse_mla import SparseMLACache
+
+    arm.cache = make_prompt_cache(arm.model)
+    mx.random.seed(seed)
+    layers = getattr(arm.model, "layers", None) or []
+    if len(layers) != len(arm.cache):
+        raise ValueError("random-latents fill: cannot pair this model's layers with its caches")
+    for layer, cache in zip(layers, arm.cache, strict=True):
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not hasattr(attn, "kv_lora_rank"):
+            raise ValueError(
+                f'random-latents fill: layer {type(layer).__name__} is not MLA attention; use fill = "prefill"'
+            )
+        dtype = attn.kv_a_layernorm.weight.dtype
+        r, rope = attn.kv_lora_rank, attn.qk_rope_head_dim
+        latent = mx.random.normal((1, 1, length, r)).astype(dtype)  # (B, 1, T, r)
+        pe = mx.random.normal((1, 1, length, rope)).astype(dtype)  # (B, 1, T, rope)
+        if isinstance(cache, SparseMLACache):
+            idx = attn.indexer
+            keys = mx.random.normal((1, idx.n_heads, length, idx.head_dim)).astype(
+                dtype
+            )  # (B, H, T, D)
+            gates = mx.random.normal((1, idx.n_heads, length)).astype(dtype)  # (B, H, T)
+            cache.fill(latent, keys, gates, pe if rope else None)
+        elif hasattr(cache, "update_and_fetch") and hasattr(cache, "offset"):
+            cache.update_and_fetch(latent, pe)
+        else:
+            raise ValueError(
+                f'random-latents fill: unsupported cache {type(cache).__name__}; use fill = "prefill"'
+            )
+        mx.eval(cache.state)
+    return cache_len(arm.cache)
+
+
+def copy_cache(cache: list[Any]) -> list[Any]:
+    """A bit-identical, independent copy, evaluated on the calling thread."""
+    new = copy.deepcopy(cache)
+    mx.eval([c.state for c in new])
+    return new
+
+
+def cache_len(cache: list[Any]) -> int:
+    """Tokens held by a model's cache: the first layer cache that counts them (hybrid models put
+    recurrent ArraysCaches, which do not, beside their KV caches)."""
+    for c in cache:
+        if hasattr(c, "offset"):
+            return c.offset
+        inner = getattr(c, "caches", None)
+        if inner:
+            try:
+                return cache_len(list(inner))
+            except ValueError:
+                continue
+    raise ValueError("cannot tell how many tokens this cache holds")

@@ -1,0 +1,80 @@
+"""`python -m mlatui.run.child --config JSON`: the engine in its own process, for `launch --isolate`.
+
+Events go to the original stdout as JSONL, one flushed line each; anything else that writes to
+stdout (libraries, prints) is redirected to stderr so the event pipe stays clean. The parent
+closes our stdin to ask for a stop; SIGTERM does the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+import mlatui  # noqa: F401  (preloads a fast BLAS before mlx is imported)
+from mlatui.config.runconfig import RunConfig
+from mlatui.stream.events import ErrorEvent, Event, RunEnd
+from mlatui.stream.sources import ENGINE, load_engine
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mlatui.run.child")
+    parser.add_argument("--config", required=True, help="RunConfig as JSON")
+    parser.add_argument("--engine", default=ENGINE, help="module:function of the engine")
+    args = parser.parse_args(argv)
+
+    events = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)  # stray prints must not corrupt the event stream
+    sys.stdout = sys.stderr
+
+    stop = threading.Event()
+    lock = threading.Lock()
+    saw_end = False
+
+    def emit(event: Event) -> None:
+        nonlocal saw_end
+        line = event.to_json()
+        with lock:
+            try:
+                events.write(line + "\n")
+                events.flush()
+            except (BrokenPipeError, ValueError):
+                stop.set()  # the parent is gone
+        if isinstance(event, RunEnd):
+            saw_end = True
+
+    def watch_stdin() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        stop.set()
+
+    threading.Thread(target=watch_stdin, name="mlatui-child-stdin", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    t0 = time.monotonic()
+    status = "error"
+    try:
+        status = load_engine(args.engine)(RunConfig.from_json(args.config), emit, stop)
+    except BaseException as e:
+        emit(ErrorEvent(time.monotonic() - t0, f"{type(e).__name__}: {e}", "engine"))
+    if not saw_end:
+        emit(RunEnd(time.monotonic() - t0, status))
+    try:
+        events.flush()
+        events.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    sys.stderr.flush()
+    # MLX can abort at interpreter exit after compiled mlx-lm code ran on a worker thread.
+    os._exit(1 if status == "error" else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""One arm's token stream at one context, and the decode block run on it (on the arm's thread).
+
+Every setting of a context (plain decode, depth 1, 2, ...) continues one stream per arm, so the
+settings of a round are measured on the same text, one after the other, and compared within the
+round. Each round starts again from the prefilled context (greedy rounds then repeat the same
+text; sampled rounds draw new text from new seeds), so the context grows by one round's tokens at
+most. The draft follows the stream: tokens emitted by plain decode are fed to it (untimed) before
+its next speculative block.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import trim_prompt_cache
+
+from mlatui.run.arms import Arm, cache_len
+from mlatui.run.drafts import DraftModelSource
+from mlatui.run.mtp import MTPDraft
+from mlatui.run.runtime import (
+    BlockResult,
+    CounterCache,
+    Sampling,
+    SyntheticDraftModel,
+    draft_model_block,
+    mtp_block,
+    plain_block,
+)
+from mlatui.run.spec import require_trimmable
+
+
+class SyntheticDraft:
+    """The draft of a random-weight target (see runtime.SyntheticDraftModel), held like a draft
+    model: `model` and `cache` go to mlx-lm's speculative loop."""
+
+    needs_hidden = False
+
+    def __init__(self, acceptance: float, seed: int, vocab_size: int, cost_model: Any = None):
+        self.name = f"synthetic(acceptance={acceptance:g})"
+        self.model = SyntheticDraftModel(acceptance, seed, vocab_size, cost_model)
+        self.cache: list[Any] = []
+
+    def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None:
+        cost = self.model.cost_model
+        if cost is None:
+            self.cache = [CounterCache(tokens.shape[1])]
+        else:
+            source = DraftModelSource(cost)
+            source.prefill(tokens)
+            self.cache = source.cache
+
+
+@dataclass
+class DecodeStream:
+    base_len: int  # cache positions of the context (the stream's first token is not in them)
+    first: int  # the context's next text token: the stream's token 0
+    tokens: list[int] = field(default_factory=list)
+    draft_len: int = 0  # stream positions the draft has consumed (aligned: == covered)
+    hidden: Any = None  # MTP: the target hidden state before the last token
+    base_hidden: Any = None
+    head_base: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self.tokens = self.tokens or [self.first]
+
+    @property
+    def covered(self) -> int:
+        """Cache positions that should be filled: the context and every stream token but the last."""
+        return self.base_len + len(self.tokens) - 1
+
+
+def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) -> DecodeStream:
+    """A fresh stream at a prefilled context; the draft consumes the context (untimed)."""
+    s = DecodeStream(base_len, first, draft_len=base_len)
+    if arm.draft is None:
+        return s
+    require_trimmable(arm.cache, arm.model_name)
+    target = arm.hidden
+    hidden = target.context if target is not None and arm.draft.needs_hidden else None
+    arm.draft.prefill(mx.array([context_tokens]), hidden)  # (1, T)
+    if isinstance(arm.draft, MTPDraft):
+        s.base_hidden = s.hidden = target.last if target is not None else None
+        s.head_base = arm.draft.consumed
+    return s
+
+
+def rewind(arm: Arm, s: DecodeStream) -> None:
+    """Back to the prefilled context (a new round)."""
+    trim_prompt_cache(arm.cache, cache_len(arm.cache) - s.base_len)
+    s.tokens = [s.first]
+    if isinstance(arm.draft, MTPDraft):
+        arm.draft.rewind(s.head_base, s.base_hidden)
+        s.hidden = s.base_hidden
+    elif arm.draft is not None:
+        trim_prompt_cache(arm.draft.cache, cache_len(arm.draft.cache) - s.base_len)
+    s.draft_len = s.base_len
+
+
+def _catch_up_draft(arm: Arm, s: DecodeStream) -> None:
+    """Feed the draft the stream tokens it has not seen (emitted by plain decode); untimed."""
+    missing = s.tokens[s.draft_len - s.base_len : len(s.tokens) - 1]
+    if not missing:
+        return
+    draft = arm.draft
+    if isinstance(draft, MTPDraft):
+        # the head needs the target's hidden states at those tokens: recompute them
+        trim_prompt_cache(arm.cache, len(missing))
+        _, h = draft.target_forward(arm.model, mx.array([missing]), arm.cache)  # (1, m, D)
+        mx.eval(h, [c.state for c in arm.cache])
+        draft.catch_up(missing, h)
+        s.hidden = h[:, -1:]
+    elif isinstance(draft, SyntheticDraft):
+        draft.model.catch_up(missing, draft.cache)
+    else:
+        draft.model(mx.array([missing]), cache=draft.cache)  # (1, m)
+        mx.eval([c.state for c in draft.cache])
+    s.draft_len = s.covered
+
+
+def run_block(
+    arm: Arm, s: DecodeStream, depth: int, n: int, sampling: Sampling, seed: int
+) -> BlockResult:
+    """Decode `n` tokens at one setting (depth 0 = plain), continuing the stream; timed inside."""
+    mx.random.seed(seed)  # both arms draw the same sampler stream for the same block
+    s.rng.seed(seed)
+    if isinstance(arm.draft, SyntheticDraft):
+        arm.draft.model.rng.seed(seed)
+    before = s.covered
+    if depth > 0:
+        _catch_up_draft(arm, s)
+    if depth == 0:
+        result = plain_block(arm.model, arm.cache, s.tokens[-1], n, sampling)
+    elif isinstance(arm.draft, MTPDraft):
+        result, s.hidden = mtp_block(
+            arm.model, arm.cache, arm.draft, s.tokens[-1], s.hidden, depth, n, sampling, s.rng
+        )
+    else:
+        synthetic = isinstance(arm.draft, SyntheticDraft)
+        result = draft_model_block(
+            arm.model,
+            arm.draft.model,
+            arm.cache,
+            arm.draft.cache,
+            s.tokens[-1],
+            depth,
+            n,
+            arm.draft.model.verify_sampler() if synthetic else sampling.sampler(),
+        )
+    s.tokens += result.tokens
+    expected = before + len(result.tokens)
+    extra = cache_len(arm.cache) - expected  # the last token was fed by the final step
+    if extra > 0:
+        trim_prompt_cache(arm.cache, extra)
+    if depth > 0 and not isinstance(arm.draft, MTPDraft):
+        have = cache_len(arm.draft.cache)
+        if have > expected:
+            trim_prompt_cache(arm.draft.cache, have - expected)
+        s.draft_len = min(have, expected)
+    elif depth > 0:
+        s.draft_len = expected
+    return result

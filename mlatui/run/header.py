@@ -1,0 +1,82 @@
+"""The run header: the self-describing first record of every recording (machine, versions,
+model geometry, thresholds, scenario, settings, and the distributed world when there is one)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+
+from mlatui.config.runconfig import RunConfig
+from mlatui.config.scenario import Scenario
+from mlatui.gate import mla
+from mlatui.gate.policy import FormulaPolicy, stored_crossovers
+from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded
+from mlatui.stream.events import SCHEMA_VERSION, RunHeader
+
+HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+
+
+def header(
+    config: RunConfig,
+    scenario: Scenario,
+    loaded: Loaded | None,
+    report: mla.PatchReport | None,
+    settings: dict,
+    distributed: dict | None = None,
+) -> RunHeader:
+    from mlatui import __version__
+    from mlatui.measure.records import environment
+
+    env = environment()
+    geometry, thresholds = {}, {}
+    if loaded is not None and report is not None and report.geometry is not None:
+        g = report.geometry
+        geometry = {
+            "kv_lora_rank": g.kv_lora_rank,
+            "qk_nope_head_dim": g.qk_nope_head_dim,
+            "v_head_dim": g.v_head_dim,
+            "num_heads": g.num_heads,
+            "num_mla_layers": len(report.modules),
+        }
+        try:
+            calibrated = stored_crossovers(g)
+        except Exception:  # noqa: BLE001 - calibration is optional
+            calibrated = None
+        thresholds = {
+            "policy": report.policy,
+            "formula_inf": report.threshold,
+            "formula_at": {
+                str(t): FormulaPolicy().limit(g, t)
+                for t in sorted(
+                    {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
+                )
+            },
+            "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
+        }
+    device = {
+        "name": env["device_name"],
+        "architecture": env["architecture"],
+        "backend": env["backend"],
+        "memory_bytes": env["device_memory_bytes"],
+        "blas": env["blas"],
+        "cpu_count": env["cpu_count"],
+    }
+    return RunHeader(
+        SCHEMA_VERSION,
+        __version__,
+        env["mlx"],
+        env["mlx_lm"],
+        platform.python_version(),
+        env["platform"],
+        device,
+        loaded.name if loaded else (config.model or "embedded"),
+        loaded.model_type if loaded else "?",
+        geometry,
+        thresholds,
+        scenario.to_dict(),
+        loaded.draft.label if loaded else NO_DRAFT.label,
+        bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        settings,
+        distributed or {},
+    )

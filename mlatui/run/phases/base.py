@@ -1,0 +1,439 @@
+"""Phase plumbing shared by all phases, and the sweep phase.
+
+The orchestrating thread hands each arm one step at a time (A B B A ...); arms return plain
+numbers; events are emitted here, after the timed region has closed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import trim_prompt_cache
+
+from mlatui.config.scenario import Phase
+from mlatui.host.distributed import Lockstep
+from mlatui.measure.estimates import (
+    CI_METHOD,
+    ESTIMATORS,
+    ContextEstimates,
+    Interval,
+    Outcome,
+    Timing,
+    stable_seed,
+)
+from mlatui.measure.plans import CONTROL_QUADS, plan_for, sweep_segments  # noqa: F401 - re-exported
+from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.timing import Stats
+from mlatui.run.arms import Arm, ArmWorker, copy_cache, fill_random_latents, prefill
+from mlatui.run.spec import require_trimmable
+from mlatui.stream.events import (
+    ARMS,
+    DriftEvent,
+    Estimate,
+    Event,
+    LogMessage,
+    PhaseStart,
+    PhaseSummary,
+    Progress,
+    Step,
+    Validity,
+)
+
+
+class Stopped(Exception):
+    """The run was asked to stop; raised between steps, never inside one."""
+
+
+@dataclass
+class RunContext:
+    workers: dict[str, ArmWorker]
+    emit: Callable[[Event], None]
+    stop: threading.Event
+    t0_ns: int
+    tokens_for: Callable[[int], list[int]]  # the first n tokens of the run's text
+    vocab_size: int
+    make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
+    prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
+    invalid_contexts: set[int] = field(default_factory=set)
+    seed: int = 0
+    fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
+    settle: bool = True
+    lockstep: Lockstep | None = None  # under mlx.launch: every rank runs this same schedule
+    # every sampler run's L = 1 control timings, per context: a decode phase's undecided check
+    # pools them with the sweep's at the same context (same arms, same hypothesis, paired quads)
+    l1_runs: dict[int, list[list[Timing]]] = field(default_factory=dict)
+
+    def keep_l1(self, context: int, timings: list[Timing], control_width: int | None) -> None:
+        if control_width is not None:
+            runs = self.l1_runs.setdefault(context, [])
+            runs.append([t for t in timings if t.width == control_width])
+
+    def pooled_l1(self, context: int) -> list[Timing]:
+        """This context's L = 1 timings from every run so far, rounds renumbered so that no two
+        runs share a round (the bootstrap resamples whole rounds)."""
+        out: list[Timing] = []
+        offset = 0
+        for run in self.l1_runs.get(context, []):
+            out += [replace(t, round=t.round + offset) for t in run]
+            offset += 1 + max((t.round for t in run), default=0)
+        return out
+
+    def now(self) -> float:
+        return (time.perf_counter_ns() - self.t0_ns) / 1e9
+
+    def check_stop(self) -> None:
+        """Between steps. Under mlx.launch this is also the barrier every step starts from: the
+        ranks share their stop flags in one tiny all_sum, so they stop at the same step and no
+        rank's clock starts while another is still finishing its previous step."""
+        stop = self.stop.is_set()
+        if self.lockstep is not None:
+            stop = self.lockstep.any_stop(stop)
+        if stop:
+            raise Stopped()
+
+    def decide_more(self, wants_more: bool) -> bool:
+        """More rounds? Rank 0's answer for every rank (each rank's own timings differ)."""
+        if self.lockstep is None:
+            return wants_more
+        return self.lockstep.leader_decides(wants_more)
+
+    def check_same(self, value: int, what: str) -> None:
+        if self.lockstep is not None:
+            self.lockstep.check_same(value, what)
+
+
+class ProgressTracker:
+    """Progress with an ETA, emitted at most twice a second."""
+
+    def __init__(self, ctx: RunContext, phase: str, total: int):
+        self.ctx, self.phase, self.total = ctx, phase, max(1, total)
+        self.done = 0
+        self.start = time.monotonic()
+        self.last_emit = 0.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last_emit >= 0.5 or self.done >= self.total:
+            self.last_emit = now
+            elapsed = now - self.start
+            eta = elapsed / self.done * (self.total - self.done) if self.done else None
+            self.ctx.emit(Progress(self.ctx.now(), self.phase, self.done, self.total, eta))
+
+    def after_round(self, plan: SamplerPlan, estimates: ContextEstimates) -> None:
+        """An undecided L = 1 check adds a pair of rounds: the planned total grows with it."""
+        r = estimates.rounds
+        if r >= plan.first_rounds and r % 2 == 0 and r < plan.max_rounds:
+            if estimates.control_outcome is Outcome.INCONCLUSIVE:
+                self.total += plan.timed_calls(2)
+
+
+def emit_phase_start(
+    ctx: RunContext, phase: Phase, index: int, total: int, planned: int, segments
+) -> None:
+    """The phase's PhaseStart, with its plan (mlatui.measure.plans segments) for the ETA."""
+    ctx.emit(
+        PhaseStart(
+            ctx.now(),
+            phase.name,
+            phase.kind,
+            index,
+            total,
+            planned,
+            phase.contexts,
+            tuple(s.to_dict() for s in segments),
+        )
+    )
+
+
+def share_context(ctx: RunContext, tokens: list[int]) -> int:
+    """Prefill once, with the stock model on a thread of its own, into a base cache; each arm
+    then takes its own bit-identical copy on its own thread. Neither arm's stream ever holds
+    the prefill's graphs or buffers (on CUDA each thread's stream keeps its own caches)."""
+    source = ctx.prefill_worker or ctx.workers["stock"]
+    if ctx.fill == "random-latents":
+        seed = stable_seed(ctx.seed, "latents", len(tokens))
+        length = source.call(lambda a: fill_random_latents(a, len(tokens), seed))
+    else:
+        length = source.call(lambda a: prefill(a, tokens))
+    base = source.arm.cache
+    hidden, source.arm.hidden = source.arm.hidden, None
+
+    def take(a: Arm) -> None:
+        a.cache = copy_cache(base)
+        a.hidden = hidden
+
+    for name in ARMS:
+        ctx.workers[name].call(take)
+    if source is ctx.prefill_worker:
+        source.arm.cache = None  # the base is no longer needed: free it
+    return length
+
+
+def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int]]:
+    """One synced step, timed. Sharded, the clock stops when rank 0's logits are evaluated,
+    which needs every rank's part: tensor parallel sums every layer's heads and MLP columns
+    across ranks, a pipeline gathers the last stage's output on all. No extra barrier sits
+    inside the timed region: its round trip would add the same constant to both arms and pull
+    their paired ratio towards 1. The barrier that starts every step (`check_stop`) is outside."""
+
+    def run(arm: Arm) -> tuple[float, int, int]:
+        x = mx.array([tokens])  # (1, L)
+        mx.eval(x)
+        before = arm.counters.total()
+        start = time.perf_counter_ns()
+        logits = arm.model(x, cache=arm.cache)
+        mx.eval(logits)
+        ms = (time.perf_counter_ns() - start) / 1e6
+        after = arm.counters.total()
+        trim_prompt_cache(arm.cache, len(tokens))
+        return ms, after[0] - before[0], after[1] - before[1]
+
+    return run
+
+
+def validity(
+    ctx: RunContext,
+    phase: str,
+    context: int,
+    estimates: ContextEstimates,
+    leaves_out: bool = True,
+) -> Validity:
+    """The L = 1 check of one context, from its paired estimates; invalid and inconclusive
+    contexts are kept out of every verdict (`leaves_out=False`: a check of a part of the model,
+    such as the indexer phase's, which leaves out only its own figures)."""
+    ratio = estimates.control_ratio
+    outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
+    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARMS}
+    v = Validity(
+        ctx.now(),
+        phase,
+        context,
+        one["stock"].median if one["stock"] else math.nan,
+        one["patched"].median if one["patched"] else math.nan,
+        (ratio.median - 1) * 100 if ratio else math.nan,
+        estimates.tolerance_pct,
+        outcome is Outcome.VALID,
+        outcome.value,
+        ratio.median if ratio else None,
+        ratio.low if ratio else None,
+        ratio.high if ratio else None,
+        estimates.rounds,
+    )
+    if outcome is not Outcome.VALID and leaves_out:
+        ctx.invalid_contexts.add(context)
+    ctx.emit(v)
+    return v
+
+
+def estimate_rows(estimates: ContextEstimates) -> tuple[dict, ...]:
+    rows = []
+    for (arm, width), iv in sorted(estimates.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append(_row("step_ms", arm, width, iv))
+    for width, iv in sorted(estimates.ratio.items()):
+        rows.append(_row("ratio", "", width, iv))
+    for arm, iv in estimates.marginal_ms.items():
+        rows.append(_row("marginal_ms", arm, 2, iv))
+    for (arm, width), iv in sorted(estimates.vs_l1.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append(_row("vs_l1", arm, width, iv))
+    return tuple(rows)
+
+
+def _row(quantity: str, arm: str, width: int, iv: Interval) -> dict:
+    return {
+        "quantity": quantity,
+        "arm": arm,
+        "width": width,
+        "median": iv.median,
+        "low": iv.low,
+        "high": iv.high,
+        "n": iv.n,
+    }
+
+
+class EstimateEmitter:
+    """Hands a context's estimates to the stream after every round (the dashboard's first point
+    appears after the first round, then tightens) and each new drift event once."""
+
+    def __init__(self, ctx: RunContext, phase: str, context: int):
+        self.ctx, self.phase, self.context = ctx, phase, context
+        self.drifts_seen = 0
+
+    def __call__(self, estimates: ContextEstimates, final: bool = False) -> None:
+        for d in estimates.drifts[self.drifts_seen :]:
+            self.ctx.emit(
+                DriftEvent(
+                    self.ctx.now(),
+                    self.phase,
+                    self.context,
+                    d.round,
+                    d.before_ms,
+                    d.after_ms,
+                    d.change_pct,
+                )
+            )
+            self.ctx.emit(
+                LogMessage(
+                    self.ctx.now(),
+                    "warning",
+                    f"{self.phase} @ {self.context}: device drift at round {d.round + 1}, "
+                    f"L=1 level {d.before_ms:.2f} -> {d.after_ms:.2f} ms ({d.change_pct:+.0f}%, "
+                    "both arms; paired figures cancel it)",
+                )
+            )
+        self.drifts_seen = len(estimates.drifts)
+        self.ctx.emit(
+            Estimate(
+                self.ctx.now(),
+                self.phase,
+                self.context,
+                estimates.rounds,
+                final,
+                estimates.control_outcome.value if estimates.control_outcome else "",
+                estimate_rows(estimates),
+                estimates.drifting_rounds,
+                dict(ESTIMATORS, ci=CI_METHOD),
+            )
+        )
+
+
+def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+    """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
+    CIs; the L = 1 check per context."""
+    widths = tuple(sorted(set(phase.widths)))
+    plans = {c: plan_for(phase, widths, ctx.seed, c, ctx.settle) for c in phase.contexts}
+    planned = sum(p.timed_calls() for p in plans.values())
+    emit_phase_start(ctx, phase, index, total_phases, planned, sweep_segments(phase, ctx.settle))
+    progress = ProgressTracker(ctx, phase.name, planned)
+    rows: list[dict] = []
+    for context in phase.contexts:
+        ctx.check_stop()
+        rows += _sweep_context(ctx, phase, context, plans[context], progress)
+    verdict = sweep_verdict(rows)
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
+    ctx.emit(summary)
+    return summary
+
+
+def _sweep_context(
+    ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
+) -> list[dict]:
+    text = ctx.tokens_for(context + max(plan.widths))
+    length = share_context(ctx, text[:context])
+    stock = ctx.workers["stock"].arm
+    require_trimmable(stock.cache, stock.model_name, "a sweep")
+    run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
+    v = validity(ctx, phase.name, length, run.estimates)
+    return sweep_rows(length, run, v)
+
+
+def sample_steps(
+    ctx: RunContext,
+    label: str,
+    length: int,
+    tail: list[int],
+    plan: SamplerPlan,
+    progress: ProgressTracker,
+    interim: bool = True,
+) -> SamplerRun:
+    """Synced steps of `tail[:width]` on the shared context of `length` tokens, at every width
+    of the plan in interleaved rounds: Step events, estimates (with `interim`, after each round
+    too), the L = 1 quads kept for the context's check."""
+    steps = {w: forward_and_trim(tail[:w]) for w in plan.widths}
+    emitter = EstimateEmitter(ctx, label, length)
+    pending: list[tuple[str, int, float, int, int]] = []
+
+    def measure(arm: str, width: int) -> float:
+        ms, absorbed, materialised = ctx.workers[arm].call(steps[width])
+        pending.append((arm, width, ms, absorbed, materialised))
+        return ms
+
+    def on_timing(t: Timing) -> None:  # after the timed region has closed
+        arm, width, ms, absorbed, materialised = pending.pop()
+        ctx.emit(Step(ctx.now(), label, arm, length, width, t.round, ms, absorbed, materialised))
+        progress.advance()
+
+    def on_round(estimates: ContextEstimates) -> None:
+        if interim:
+            emitter(estimates)
+        progress.after_round(plan, estimates)
+
+    run = sample_context(
+        plan,
+        measure,
+        warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
+        clock=ctx.now,
+        on_timing=on_timing,
+        on_round=on_round,
+        check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
+    )
+    emitter(run.estimates, final=True)
+    ctx.keep_l1(length, run.timings, plan.control_width)
+    return run
+
+
+def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
+    """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
+    est = run.estimates
+    samples: dict[tuple[str, int], list[float]] = {}
+    for t in run.timings:
+        samples.setdefault((t.arm, t.width), []).append(t.ms)
+    rows = []
+    for (arm, width), iv in sorted(est.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ratio = est.ratio.get(width)
+        marginal = est.marginal_ms.get(arm)
+        flat = est.vs_l1.get((arm, width))
+        s = Stats.of(samples[(arm, width)])
+        rows.append(
+            {
+                "context": length,
+                "width": width,
+                "arm": arm,
+                "median_ms": iv.median,
+                "ci_low_ms": iv.low,
+                "ci_high_ms": iv.high,
+                "p10_ms": s.p10,
+                "p90_ms": s.p90,
+                "rounds": run.rounds,
+                "n": s.n,
+                "ratio": ratio.median if ratio else None,
+                "ratio_low": ratio.low if ratio else None,
+                "ratio_high": ratio.high if ratio else None,
+                "marginal_ms": marginal.median if marginal else None,
+                "marginal_low_ms": marginal.low if marginal else None,
+                "marginal_high_ms": marginal.high if marginal else None,
+                "vs_l1": flat.median if flat else (1.0 if width == 1 else None),
+                "vs_l1_low": flat.low if flat else (1.0 if width == 1 else None),
+                "vs_l1_high": flat.high if flat else (1.0 if width == 1 else None),
+                "valid": v.valid,
+                "outcome": v.verdict,
+                "drifting_rounds": est.drifting_rounds,
+                "samples_ms": samples[(arm, width)],
+            }
+        )
+    return rows
+
+
+def sweep_verdict(rows: list[dict]) -> str:
+    """The largest valid context's widest width: paired stock/patched with its CI."""
+    valid = [r for r in rows if r["valid"]]
+    if not valid:
+        return "no valid context (the L = 1 check was invalid or inconclusive everywhere)"
+    top = max(r["context"] for r in valid)
+    cell = {(r["width"], r["arm"]): r for r in valid if r["context"] == top}
+    widths = sorted({w for w, _ in cell if w > 1})
+    if not widths:
+        return f"largest valid context {top}"
+    w = max(widths)
+    s, p = cell[(w, "stock")], cell[(w, "patched")]
+    return (
+        f"at context {top}, L = {w}: stock {s['median_ms']:.2f} ms vs patched {p['median_ms']:.2f} ms, "
+        f"paired stock/patched {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+    )

@@ -1,0 +1,323 @@
+"""Decode and tune phases: plain decode vs speculative decoding, per arm, as mlx-lm runs them.
+
+At each context, two measurements:
+
+1. verify ms: the sampler's synced steps at L = 1 .. max depth + 1 (like the sweep), so the
+   verify cost of every depth is known apart from the runtime's overlap;
+2. throughput: the sampler schedules decode *blocks* (an arm decodes `tokens` tokens at one
+   setting without interruption, through mlx-lm's generate_step / speculative_generate_step or
+   the MTP loop; see mlatui.run.runtime). A setting is a sampler "width" (depth + 1; plain decode is
+   width 1, the L = 1 control): blocks run A B B A per setting, settings rotate within rounds,
+   and tok/s, the speedup over plain decode (paired within rounds) and the stock/patched check of
+   plain decode all come with CIs from the same rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlatui.config.scenario import Phase
+from mlatui.measure.estimates import (
+    ContextEstimates,
+    Outcome,
+    Timing,
+    control_outcome,
+    control_ratio,
+    stable_seed,
+)
+from mlatui.measure.plans import (  # noqa: F401 - re-exported
+    PLAIN_QUADS,
+    VERIFY_MAX_ROUNDS,
+    VERIFY_MIN_ROUNDS,
+    block_plan,
+    decode_segments,
+    verify_plan,
+)
+from mlatui.measure.sampler import sample_context
+from mlatui.run.arms import Arm, unpinned
+from mlatui.run.decode_stream import (
+    DecodeStream,
+    SyntheticDraft,
+    open_stream,
+)
+from mlatui.run.mtp import MTPDraft
+from mlatui.run.phases.base import (
+    ProgressTracker,
+    RunContext,
+    emit_phase_start,
+    sample_steps,
+    share_context,
+    validity,
+)
+from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
+from mlatui.run.phases.decode_verdict import (
+    Guard,
+    GuardSettings,
+    decode_verdict,
+    guard_warnings,
+    tune_verdict,
+)
+from mlatui.stream.events import (
+    ARMS,
+    DecodeResult,
+    LogMessage,
+    PhaseSummary,
+    Validity,
+)
+
+TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
+
+
+def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, DecodeStream]]:
+    """Prefill `context` tokens once, a copy per arm; open each arm's stream there."""
+    text = ctx.tokens_for(context + 1)
+    length = share_context(ctx, text[:-1])
+    streams = {
+        name: ctx.workers[name].call(lambda a: open_stream(a, length, text[-1], text[:-1]))
+        for name in ARMS
+    }
+    return length, streams
+
+
+def _verify_ms(
+    ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
+) -> ContextEstimates:
+    """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms."""
+    plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
+    label = f"{phase.name}:verify"
+    text = ctx.tokens_for(length + max(plan.widths))
+    run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
+    return run.estimates
+
+
+def decode_validity(
+    ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates | None, blocks
+) -> Validity:
+    """The context's L = 1 check: decided on the synced verify steps when there are any; the
+    plain-decode blocks' own stock/patched ratio invalidates it only when its CI lies wholly
+    outside the tolerance (their scatter leaves them undecided too often to decide alone)."""
+    if verify is None or verify.control_outcome is None:
+        return validity(ctx, phase.name, length, blocks)
+    ratio = blocks.control_ratio
+    if ratio is not None:
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "info",
+                f"{phase.name} @ {length}: plain decode stock/patched {ratio.median:.3f} "
+                f"[{ratio.low:.3f}, {ratio.high:.3f}] over {blocks.rounds} rounds of blocks "
+                f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
+                "is decided on the synced steps",
+            )
+        )
+    # a bootstrap over fewer rounds than the verify's minimum is too narrow to veto on: on the
+    # 2-core CPU 4 rounds of blocks once read 1.094 [1.091, 1.120] where the steps read 1.00
+    if blocks.control_outcome is Outcome.INVALID and blocks.rounds >= VERIFY_MIN_ROUNDS:
+        return validity(ctx, phase.name, length, blocks)
+    if verify.control_outcome is Outcome.INCONCLUSIVE and len(ctx.l1_runs.get(length, [])) > 1:
+        verify = _pooled(ctx, phase, length, verify)
+    return validity(ctx, phase.name, length, verify)
+
+
+def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates):
+    """The check on every L = 1 quad this run measured at this context (the sweep's too): the
+    same arms and hypothesis, paired quads whose regimes cancel within each quad."""
+    timings = ctx.pooled_l1(length)
+    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase.name, "l1", length))
+    if ratio is None:
+        return verify
+    outcome = control_outcome(ratio, verify.tolerance_pct)
+    runs = len(ctx.l1_runs[length])
+    rounds = len({t.round for t in timings})
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"{phase.name} @ {length}: L = 1 check undecided on its own steps; on all {rounds} "
+            f"rounds of L = 1 quads this run measured at {length} ({runs} sampler runs, the "
+            f"sweep's included): {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}], "
+            f"{outcome.value}",
+        )
+    )
+    pooled = replace(verify, ratio={**verify.ratio, 1: ratio}, control_outcome=outcome)
+    return replace(pooled, rounds=rounds)
+
+
+def _runtime_name(arm: Arm, depth: int) -> str:
+    if depth == 0:
+        return "mlx_lm.generate_step"
+    if isinstance(arm.draft, MTPDraft):
+        return "mlatui MTP loop (pipelined)"
+    return "mlx_lm.speculative_generate_step"
+
+
+def _results(
+    ctx: RunContext,
+    phase: Phase,
+    length: int,
+    est: ContextEstimates,
+    runner: BlockRunner,
+    verify: ContextEstimates | None,
+    depths: list[int],
+    v_valid: bool,
+    v_outcome: str,
+) -> list[dict]:
+    n = runner.n
+    guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
+    synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+    rows = []
+    for depth in [0, *depths]:
+        for arm in ARMS:
+            ms = est.step_ms.get((arm, depth + 1))
+            if ms is None:
+                continue
+            flat = est.vs_l1.get((arm, depth + 1))
+            speedup = (1.0, 1.0, 1.0) if depth == 0 else None
+            if flat is not None and flat.median > 0:
+                speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
+            counts = runner.counts.get((arm, depth))
+            warnings = (
+                guard_warnings(counts, speedup[1] if speedup else None, guards) if depth else []
+            )
+            if depth and runner.divergence is not None and not synthetic:
+                at, rnd = runner.divergence
+                warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
+            worker_arm = ctx.workers[arm].arm
+            verify_iv = verify.step_ms.get((arm, depth + 1)) if verify and depth else None
+            timed = [t for t in runner.timings if t.arm == arm and t.width == depth + 1]
+            r = DecodeResult(
+                ctx.now(),
+                phase.name,
+                arm,
+                length,
+                depth,
+                n * len(timed),
+                sum(t.ms for t in timed) / 1e3,
+                n / ms.median * 1e3,
+                counts.unconditional if counts else (),
+                verify_iv.median if verify_iv else None,
+                None,
+                n / ms.high * 1e3,
+                n / ms.low * 1e3 if ms.low > 0 else None,
+                speedup[0] if speedup else None,
+                speedup[1] if speedup else None,
+                speedup[2] if speedup else None,
+                counts.conditional if counts else (),
+                counts.mean_accepted if counts else None,
+                counts.to_dict() if counts else {},
+                runner.sampling.rule(isinstance(worker_arm.draft, MTPDraft)).value if depth else "",
+                runner.sampling.to_dict(),
+                tuple(warnings),
+                est.rounds,
+                n,
+                _runtime_name(worker_arm, depth),
+            )
+            ctx.emit(r)
+            rows.append(_row(r, v_valid, v_outcome))
+    return rows
+
+
+def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
+    return {
+        "context": r.context,
+        "arm": r.arm,
+        "depth": r.depth,
+        "tok_s": r.tok_s,
+        "tok_s_low": r.tok_s_low,
+        "tok_s_high": r.tok_s_high,
+        "vs_plain": r.vs_plain,
+        "vs_plain_low": r.vs_plain_low,
+        "vs_plain_high": r.vs_plain_high,
+        "acceptance_conditional": list(r.acceptance_conditional),
+        "acceptance_by_position": list(r.acceptance_by_position),
+        "mean_accepted": r.mean_accepted,
+        "verify_ms_median": r.verify_ms_median,
+        "tokens": r.tokens,
+        "rounds": r.rounds,
+        "acceptance_rule": r.acceptance_rule,
+        "warnings": list(r.warnings),
+        "valid": valid,
+        "outcome": outcome,
+    }
+
+
+def decode_context(
+    ctx: RunContext, phase: Phase, context: int, depths: list[int], progress: ProgressTracker
+) -> list[dict]:
+    length, streams = _prepare_context(ctx, context)
+    verify = _verify_ms(ctx, phase, length, depths, progress) if depths else None
+    plan = block_plan(phase, depths, ctx.seed, length)
+    runner = BlockRunner(ctx, phase, length, streams, depths)
+
+    def on_timing(t: Timing) -> None:
+        runner.on_timing(t)
+        progress.advance()
+
+    def on_round(e: ContextEstimates) -> None:
+        runner.end_round()
+        progress.after_round(plan, e)
+
+    with unpinned():  # as users run mlx-lm: the next step is built while this one computes
+        run = sample_context(
+            plan,
+            runner.measure,
+            warm=runner.warm,
+            clock=ctx.now,
+            on_timing=on_timing,
+            on_round=on_round,
+            check_stop=ctx.check_stop,
+            decide_more=ctx.decide_more,
+        )
+    runner.timings = run.timings
+    if runner.divergence is not None:
+        at, rnd = runner.divergence
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{phase.name} @ {length}: arms diverged at token {at} (round {rnd + 1}, greedy): "
+                "their acceptance may differ for reasons unrelated to the gate",
+            )
+        )
+    v = decode_validity(ctx, phase, length, verify, run.estimates)
+    return _results(ctx, phase, length, run.estimates, runner, verify, depths, v.valid, v.verdict)
+
+
+def planned_calls(phase: Phase, depths: list[int], seed: int, settle: bool) -> int:
+    blocks = block_plan(phase, depths, seed, 0).timed_calls()
+    verify = verify_plan(phase, depths, seed, 0, settle).timed_calls() if depths else 0
+    return len(phase.contexts) * (blocks + verify)
+
+
+def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+    """Plain decode and speculative decoding at each context and depth, both arms."""
+    depths = sorted(set(phase.depths)) if ctx.make_draft is not None else []
+    if not depths:
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{phase.name}: no draft source, so only plain decode is measured",
+            )
+        )
+    sampling = sampling_of(phase)
+    if not sampling.greedy and any(
+        isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values()
+    ):
+        raise ValueError(
+            f"{phase.name}: temperature {sampling.temperature:g} with a synthetic draft (random "
+            "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
+        )
+    planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
+    emit_phase_start(
+        ctx, phase, index, total_phases, planned, decode_segments(phase, depths, ctx.settle)
+    )
+    progress = ProgressTracker(ctx, phase.name, planned)
+    rows: list[dict] = []
+    for context in phase.contexts:
+        ctx.check_stop()
+        rows += decode_context(ctx, phase, context, depths, progress)
+    verdict = tune_verdict(rows, TIE_PCT) if phase.kind == "tune" else decode_verdict(rows)
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
+    ctx.emit(summary)
+    return summary

@@ -1,0 +1,112 @@
+"""Decode blocks as the sampler's unit of work: one arm decodes `tokens` tokens at one setting
+through mlx-lm's runtime (or the MTP loop), its acceptance is counted and its block recorded."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+
+from mlatui.config.scenario import Phase
+from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.measure.estimates import Timing, stable_seed
+from mlatui.run.arms import Arm
+from mlatui.run.decode_stream import rewind, run_block
+from mlatui.run.mtp import MTPDraft
+from mlatui.run.phases.base import RunContext
+from mlatui.run.phases.decode_verdict import first_divergence
+from mlatui.run.runtime import BlockResult, Sampling
+from mlatui.stream.events import ARMS, DecodeBlock
+
+
+def sampling_of(phase: Phase) -> Sampling:
+    return Sampling(phase.temperature, phase.top_p)
+
+
+class BlockRunner:
+    """The sampler's `measure` for decode blocks: runs one block on an arm's thread, keeps its
+    acceptance counts (timed blocks only), rewinds both streams at every round's start."""
+
+    def __init__(self, ctx: RunContext, phase: Phase, length: int, streams, depths: list[int]):
+        self.ctx, self.phase, self.length, self.streams = ctx, phase, length, streams
+        self.sampling = sampling_of(phase)
+        self.n = phase.tokens
+        self.round = 0
+        self.fresh_round = True
+        self.blocks_in_round: dict[tuple[str, int], int] = {}
+        self.counts = {(a, d): AcceptanceCounts(d) for a in ARMS for d in depths}
+        self.pending: list[tuple[str, int, BlockResult]] = []
+        self.divergence: tuple[int, int] | None = None  # (token, round)
+        self.timings: list[Timing] = []
+
+    def _block(self, arm: str, width: int) -> BlockResult:
+        depth = width - 1
+        key = (arm, depth)
+        index = self.blocks_in_round.get(key, 0)
+        self.blocks_in_round[key] = index + 1
+        seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, depth, index)
+        stream = self.streams[arm]
+        n = self.n
+
+        lockstep = self.ctx.lockstep is not None
+
+        def block(a: Arm) -> BlockResult:
+            result = run_block(a, stream, depth, n, self.sampling, seed)
+            if lockstep:
+                # after the clock: mlx-lm's generator leaves its next step in flight, and its
+                # all_sums would interleave with the next lockstep collective (garbage sums)
+                mx.synchronize()
+                mx.synchronize(generation_stream)
+            return result
+
+        return self.ctx.workers[arm].call(block)
+
+    def warm(self, arm: str, width: int) -> None:
+        self._block(arm, width)
+
+    def measure(self, arm: str, width: int) -> float:
+        if self.fresh_round:
+            self.fresh_round = False
+            self.blocks_in_round = {}
+            for name in ARMS:
+                s = self.streams[name]
+                self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
+        result = self._block(arm, width)
+        # ranks that emitted different tokens would issue different collectives next
+        self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")
+        self.pending.append((arm, width - 1, result))
+        return result.ms
+
+    def on_timing(self, t: Timing) -> None:
+        arm, depth, r = self.pending.pop()
+        if depth > 0:
+            for step in r.steps:
+                self.counts[(arm, depth)].add(step)
+        self.ctx.emit(
+            DecodeBlock(
+                self.ctx.now(),
+                self.phase.name,
+                arm,
+                self.length,
+                depth,
+                t.round,
+                len(r.tokens),
+                r.ms,
+                tuple(s.drafted for s in r.steps),
+                tuple(s.accepted for s in r.steps),
+                tuple(s.emitted for s in r.steps),
+                tuple(r.tokens),
+                self.rule_of(arm).value if depth else "",
+                self.sampling.temperature,
+            )
+        )
+
+    def rule_of(self, arm: str):
+        return self.sampling.rule(isinstance(self.ctx.workers[arm].arm.draft, MTPDraft))
+
+    def end_round(self) -> None:
+        a, b = (self.streams[name].tokens for name in ARMS)
+        at = first_divergence(a, b)
+        if at is not None and self.divergence is None and self.sampling.greedy:
+            self.divergence = (at, self.round)
+        self.round += 1
+        self.fresh_round = True

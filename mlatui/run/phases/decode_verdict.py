@@ -1,0 +1,140 @@
+"""Guards on decode results and the tune verdict, from result rows alone (pure Python).
+
+A row is one (context, arm, depth) result of a decode or tune phase; depth 0 is plain decode.
+Rows carry tok/s and the speedup over plain decode with their 95% CIs (paired within rounds),
+the acceptance counts, and the warnings of the guards below. A warned row is shown with its
+warning and left out of every verdict.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.stream.events import ARMS
+
+
+class Guard(enum.StrEnum):
+    BARELY_SPECULATED = "barely speculated"
+    TOO_FEW_VERIFIES = "too few verify steps"
+    IMPOSSIBLE_SPEEDUP = "speedup above what acceptance allows"
+    DIVERGED = "arms diverged"
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    min_draft_share: float = 0.25
+    min_verify_steps: int = 16
+
+
+def guard_warnings(
+    counts: AcceptanceCounts | None,
+    speedup_low: float | None,
+    settings: GuardSettings,
+) -> list[str]:
+    """Warnings of one speculative result (empty: it may enter a verdict).
+
+    - barely speculated: fewer than `min_draft_share` of the emitted tokens were accepted drafts
+      (the reference run threw out by hand a sampled run that drafted 12 of 256 tokens yet
+      "ran 3x plain decode");
+    - too few verify steps to say anything;
+    - a speedup whose CI lies above the tokens emitted per verify step: a verify step costs at
+      least one plain step, so a real speedup cannot exceed that; the timing is an artefact.
+    """
+    if counts is None:
+        return []
+    out = []
+    share = counts.draft_share
+    if share is not None and share < settings.min_draft_share:
+        out.append(
+            f"{Guard.BARELY_SPECULATED}: {share:.0%} of {counts.emitted_tokens} tokens were "
+            f"accepted drafts (< {settings.min_draft_share:.0%})"
+        )
+    if counts.verify_steps < settings.min_verify_steps:
+        out.append(
+            f"{Guard.TOO_FEW_VERIFIES}: {counts.verify_steps} (< {settings.min_verify_steps})"
+        )
+    bound = counts.emitted_per_verify
+    if bound is not None and speedup_low is not None and speedup_low > bound:
+        out.append(
+            f"{Guard.IMPOSSIBLE_SPEEDUP}: CI low {speedup_low:.2f}x > {bound:.2f} tokens per verify"
+        )
+    return out
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """1-based index of the first emitted token where two streams differ (token 0, the shared
+    context token, is not counted); None when they agree over their common length."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None
+
+
+def pick(speedups: dict[int, tuple[float, float, float]], tie_pct: float) -> int | None:
+    """The winning depth among those whose speedup CI lies above 1, or None. Within tie_pct of
+    the fastest median, the deeper depth wins (it amortises better at long outputs)."""
+    winners = {d: v for d, v in speedups.items() if v[1] > 1.0}
+    if not winners:
+        return None
+    best = max(v[0] for v in winners.values())
+    return max(d for d, v in winners.items() if v[0] >= best * (1 - tie_pct / 100))
+
+
+def _ci(median: float, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return f"{median:.2f}x"
+    return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def tune_verdict(rows: list[dict], tie_pct: float = 2.0) -> str:
+    parts = []
+    for context in sorted({r["context"] for r in rows}):
+        for arm in ARMS:
+            mine = [r for r in rows if r["context"] == context and r["arm"] == arm]
+            plain = next((r for r in mine if r["depth"] == 0), None)
+            if plain is None:
+                continue
+            if not plain["valid"]:
+                parts.append(
+                    f"{arm} @ {context}: left out (L = 1 check {plain.get('outcome', 'invalid')})"
+                )
+                continue
+            spec = [r for r in mine if r["depth"] > 0]
+            usable = {
+                r["depth"]: (r["vs_plain"], r["vs_plain_low"], r["vs_plain_high"])
+                for r in spec
+                if not r.get("warnings") and r.get("vs_plain") is not None
+            }
+            warned = sorted(r["depth"] for r in spec if r.get("warnings"))
+            note = f" (d{','.join(map(str, warned))} left out: see warnings)" if warned else ""
+            plain_txt = f"{plain['tok_s']:.1f} tok/s plain"
+            depth = pick({d: v for d, v in usable.items() if v[1] is not None}, tie_pct)
+            if depth is not None:
+                r = next(x for x in spec if x["depth"] == depth)
+                parts.append(
+                    f"{arm} @ {context}: depth {depth} wins {_ci(*usable[depth])} plain "
+                    f"({r['tok_s']:.1f} vs {plain_txt}){note}"
+                )
+            elif not usable:
+                parts.append(f"{arm} @ {context}: no usable speculative result{note}")
+            else:
+                best = max(usable, key=lambda d: usable[d][0])
+                slower = all(v[2] is not None and v[2] < 1.0 for v in usable.values())
+                word = "speculation rejected" if slower else "no significant winner"
+                parts.append(
+                    f"{arm} @ {context}: {word}, best d{best} {_ci(*usable[best])} ({plain_txt}){note}"
+                )
+    return "; ".join(parts)
+
+
+def decode_verdict(rows: list[dict]) -> str:
+    parts = []
+    for r in rows:
+        if r["depth"] > 0 and r["valid"] and not r.get("warnings"):
+            parts.append(
+                f"{r['arm']} @ {r['context']} depth {r['depth']}: {r['tok_s']:.1f} tok/s "
+                f"({_ci(r['vs_plain'], r.get('vs_plain_low'), r.get('vs_plain_high'))} plain)"
+            )
+    return "; ".join(parts)

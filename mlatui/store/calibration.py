@@ -1,0 +1,247 @@
+"""Measured absorbed/materialised crossovers, stored per device and MLA geometry.
+
+`mlatui calibrate` writes them; `gate_policy.CalibratedPolicy` (threshold = "calibrated") reads
+them through `load_crossovers`, once per geometry. One JSON file per device in the user's cache folder:
+{geometry key: {"crossovers": {context: max absorbed width}, "family": ..., "dtype": ...,
+"bits": ..., "env": ...}}. Each probe of the bisection is one width timed through the sampler
+(`mlatui.measure.sampler`): rounds of A B B A quads of the two forced branches, decided by the median of
+the per-round paired ratio absorbed/materialised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlatui.commands.argtypes import is_positive_int
+from mlatui.measure.estimates import Interval, stable_seed
+
+CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mlatui"))
+
+
+def device_key(env: dict[str, Any] | None = None) -> str:
+    if env is None:
+        from mlatui.measure.records import environment
+
+        env = environment()
+    raw = f"{env.get('backend')}-{env.get('device_name')}"
+    if env.get("backend") == "cpu":
+        raw += "-" + ("openblas" if str(env.get("blas", "")).startswith("openblas") else "refblas")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("_")
+
+
+def calibration_path(env: dict[str, Any] | None = None) -> Path:
+    return cache_dir() / "calibration" / f"{device_key(env)}.json"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class CalibrationWarning(UserWarning):
+    """A calibration file (or entry) that was ignored or partly ignored; it names the file."""
+
+
+ENTRY_KEYS = ("crossovers", "family", "num_heads", "dtype", "bits", "rounds_per_probe", "env")
+GEOMETRY_KEY = re.compile(r"^r[1-9][0-9]*-n[1-9][0-9]*-v[1-9][0-9]*$")
+
+
+def _int_text(text: Any) -> int | None:
+    try:
+        value = int(str(text))
+    except ValueError:
+        return None
+    return value if value > 0 and str(value) == str(text) else None
+
+
+def entry_problems(entry: Any, geometry, file_device: str) -> list[str]:
+    """Why an entry cannot be used for `geometry` on this device (empty: it can)."""
+    if not isinstance(entry, dict):
+        return [f"the entry is a {type(entry).__name__}, not a table"]
+    problems = []
+    env = entry.get("env")
+    if env is not None:
+        if not isinstance(env, dict):
+            problems.append("'env' is not a table")
+        elif device_key(env) != file_device:
+            problems.append(f"it was measured on another device ({device_key(env)})")
+    heads = entry.get("num_heads")
+    if heads is not None and not is_positive_int(heads):
+        problems.append(f"'num_heads' {heads!r} is not a positive integer")
+    crossovers = entry.get("crossovers")
+    if not isinstance(crossovers, dict) or not crossovers:
+        problems.append("'crossovers' must be a non-empty table {context: max absorbed width}")
+        return problems
+    for context, width in crossovers.items():
+        if _int_text(context) is None:
+            problems.append(f"context {context!r} is not a positive integer")
+        if not is_positive_int(width):
+            problems.append(f"crossover {width!r} at context {context} is not a positive integer")
+    return problems
+
+
+def _warn(path: Path, what: str) -> None:
+    warnings.warn(f"{path}: {what}", CalibrationWarning, stacklevel=3)
+
+
+def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, int] | None:
+    """context -> max absorbed width measured on this device for `geometry` (an mla.Geometry), or
+    None. A file or entry that cannot be used is reported (a CalibrationWarning naming the file)
+    and ignored: the caller falls back to the formula."""
+    path = calibration_path(env)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        _warn(path, f"unreadable calibration file ({type(e).__name__}: {e}); using the formula")
+        return None
+    if not isinstance(data, dict):
+        _warn(
+            path, f"a calibration file holds a table, got {type(data).__name__}; using the formula"
+        )
+        return None
+    unknown = [k for k in data if not GEOMETRY_KEY.match(str(k))]
+    if unknown:
+        _warn(path, f"unknown keys ignored (not geometry keys like r512-n128-v128): {unknown}")
+    entry = data.get(geometry.key)
+    if entry is None:
+        return None
+    extra = sorted(set(entry) - set(ENTRY_KEYS)) if isinstance(entry, dict) else []
+    if extra:
+        _warn(path, f"{geometry.key}: unknown keys ignored: {', '.join(map(str, extra))}")
+    problems = entry_problems(entry, geometry, path.stem)
+    if problems:
+        _warn(path, f"{geometry.key}: ignored ({'; '.join(problems)}); using the formula")
+        return None
+    return {int(t): int(w) for t, w in entry["crossovers"].items()}
+
+
+def save_crossovers(
+    geometry,
+    crossovers: dict[int, int],
+    family: str,
+    env: dict[str, Any],
+    dtype: str | None = None,
+    bits: int | None = None,
+    rounds: int | None = None,
+) -> Path:
+    """Store the crossovers with what they were measured in: dtype and quantisation (None: the
+    layer's weights were not quantised), and the sampler rounds per probe."""
+    path = calibration_path(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _read(path)
+    data[geometry.key] = {
+        "crossovers": {str(t): int(w) for t, w in sorted(crossovers.items())},
+        "family": family,
+        "num_heads": geometry.num_heads,
+        "dtype": dtype,
+        "bits": bits,
+        "rounds_per_probe": rounds,
+        "env": env,
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def find_crossover(
+    faster: Callable[[int], bool], max_width: int, progress: Callable[[str], None] = lambda s: None
+) -> int:
+    """Largest width in [1, max_width] where `faster(width)` (absorbed beats materialised), by
+    bisection: assumes absorbed wins at 1 on a warm cache and the win region is contiguous."""
+    if faster(max_width):
+        return max_width
+    lo, hi = 1, max_width
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if faster(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One bisection probe: per-branch step ms and the paired ratio absorbed/materialised."""
+
+    width: int
+    absorbed: Interval
+    materialised: Interval
+    ratio: Interval
+    faster: bool  # absorbed faster: the ratio's median < 1
+
+    @property
+    def within_noise(self) -> bool:
+        return self.ratio.low <= 1 <= self.ratio.high
+
+
+def calibrate(
+    family: str,
+    contexts: Sequence[int],
+    reps: int = 6,
+    max_width: int = 2048,
+    size: str = "full",
+    bits: int | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+    dtype: str = "float32",
+    on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
+    check_stop: Callable[[], None] = lambda: None,
+) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
+    """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
+    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
+    `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
+    crossovers of the contexts completed so far are returned (probes: every completed one)."""
+    from mlatui.bench import attention as attnbench
+    from mlatui.host.signals import Interrupted
+    from mlatui.models.loading import DTYPES
+
+    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype])
+    crossovers, probes = {}, {}
+    for context in contexts:
+        cache = attnbench.random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
+        probes[context] = []
+
+        def faster(width: int, context=context, cache=cache) -> bool:
+            plan = attnbench.forced_plan(
+                (width,), reps, stable_seed("calibrate", family, context, width)
+            )
+            run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
+            est = run.estimates
+            ratio = est.ratio[width]
+            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
+            probe = Probe(width, a, m, ratio, ratio.median < 1)
+            probes[context].append(probe)
+            on_probe(context, probe)
+            noise = "; CI straddles 1: within noise" if probe.within_noise else ""
+            progress(
+                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
+                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
+                f"over {run.rounds} rounds: {'absorbed' if probe.faster else 'materialised'} "
+                f"faster{noise}"
+            )
+            return probe.faster
+
+        try:
+            crossovers[context] = find_crossover(faster, max_width)
+        except Interrupted:
+            break
+        del cache
+    return arms.geometry, crossovers, probes

@@ -1,0 +1,365 @@
+"""The one interface between the engine and everything that shows or stores its results.
+
+Events are frozen dataclasses of plain numbers, strings, tuples and dicts (never mx.array),
+serialised one per JSONL line as {"type": <name>, ...fields}. The first line of every stream
+is a RunHeader. Times `t` are seconds since the run started (monotonic clock).
+Nothing here imports mlx or textual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 3  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+# 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
+ARMS = ("stock", "patched")
+
+
+@dataclass(frozen=True)
+class Event:
+    type: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"type": self.type}
+        d.update(dataclasses.asdict(self))
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"not JSON-serialisable in an event: {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class RunHeader(Event):
+    """Self-describing first record: what machine, versions and settings produced the run."""
+
+    type: ClassVar[str] = "header"
+    schema_version: int
+    mlatui_version: str
+    mlx_version: str
+    mlx_lm_version: str
+    python_version: str
+    platform: str
+    device: dict  # name, architecture, memory_bytes, blas, backend
+    model: str  # path, hub id or "embedded"/"random:<family>"
+    model_type: str
+    geometry: dict  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
+    thresholds: dict  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
+    scenario: dict  # name, path, phases [{name, kind, ...}]
+    draft: str  # "draft-model:<path>", "mtp", "none"
+    synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
+    started_at: str  # ISO-8601 wall clock
+    settings: dict = field(default_factory=dict)
+    # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
+    distributed: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PhaseStart(Event):
+    type: ClassVar[str] = "phase_start"
+    t: float
+    phase: str
+    kind: str  # sweep | decode | tune | indexer
+    index: int
+    total_phases: int
+    planned_steps: int
+    contexts: tuple[int, ...] = ()
+    plan: tuple[dict, ...] = ()  # mlatui.measure.plans.Segment dicts, in the order they run
+
+
+@dataclass(frozen=True)
+class BudgetPlanned(Event):
+    """The scenario fitted to its time budget (mlatui.run.budget) from a probe of this device, before
+    the first phase: the forecasts, what was scaled down, and the phases that will run."""
+
+    type: ClassVar[str] = "budget_planned"
+    t: float
+    budget_s: float
+    full_s: float  # forecast of the phases as written
+    predicted_s: float  # forecast of the phases chosen
+    changes: tuple[str, ...]
+    phases: tuple[dict, ...]  # Phase.to_dict() of each phase that runs
+    probe_contexts: tuple[int, ...]
+    probe_s: float  # what the probe itself took
+
+
+@dataclass(frozen=True)
+class LoadStart(Event):
+    """Sent before any weight is read or built (and before the header, which needs the loaded
+    model; the recorder writes it after the header). `kind`: checkpoint | random. `files` and
+    `total_bytes` are the safetensors on disk (0 when unknown, e.g. a hub id not yet fetched);
+    `params` the parameter count of a random build."""
+
+    type: ClassVar[str] = "load_start"
+    t: float
+    what: str  # "model" | "draft model"
+    source: str  # path, hub id, "embedded" or "random:<family>"
+    kind: str
+    files: int = 0
+    total_bytes: int = 0
+    params: int = 0
+    file_bytes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadProgress(Event):
+    """Bytes read so far; an estimate (`measure` says from what) when the loader is one call.
+    `done` on the last one of a load."""
+
+    type: ClassVar[str] = "load_progress"
+    t: float
+    what: str
+    bytes_read: int
+    files_read: int
+    measure: str = ""  # process read bytes | mlx active memory | exact
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    type: ClassVar[str] = "progress"
+    t: float
+    phase: str
+    done: int
+    total: int
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    """One timed forward of `width` new tokens on a cache of `context` tokens. `rep` is the
+    sampler's round (every width and arm is measured in every round, A B B A)."""
+
+    type: ClassVar[str] = "step"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    width: int
+    rep: int
+    ms: float
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+
+@dataclass(frozen=True)
+class SpecStep(Event):
+    """One speculative step: draft `depth` tokens, verify them at L = depth + 1."""
+
+    type: ClassVar[str] = "spec_step"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    step: int
+    draft_ms: float
+    verify_ms: float
+    accepted: int
+    accepted_by_position: tuple[int, ...]  # 1/0 per draft position, up to the first rejection
+    tokens: int  # tokens emitted this step (accepted + 1)
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+
+@dataclass(frozen=True)
+class DecodeBlock(Event):
+    """One arm decoding `tokens` tokens at one setting without interruption (depth 0 = plain
+    decode through mlx-lm's generate_step; depth k through speculative_generate_step or the MTP
+    loop). `accepted` lists each verify step's accepted drafts; `drafted` its drafted count."""
+
+    type: ClassVar[str] = "decode_block"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    round: int
+    tokens: int
+    ms: float
+    drafted: tuple[int, ...] = ()
+    accepted: tuple[int, ...] = ()
+    emitted: tuple[int, ...] = ()
+    token_ids: tuple[int, ...] = ()  # the block's tokens: divergence and seeds can be checked
+    acceptance_rule: str = ""  # exact-match | rejection-sampling (runtime.AcceptanceRule)
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecodeResult(Event):
+    """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run.
+    tok/s and the speedup over plain decode are medians over rounds with 95% CIs (the speedup is
+    paired within rounds). Acceptance: `acceptance_conditional` P(accept i | 1..i-1 accepted),
+    `acceptance_by_position` the unconditional share per position, `mean_accepted` accepted
+    drafts per verify step; `counts` the raw per-position counts (mlatui.measure.acceptance)."""
+
+    type: ClassVar[str] = "decode_result"
+    t: float
+    phase: str
+    arm: str
+    context: int
+    depth: int
+    tokens: int
+    seconds: float
+    tok_s: float
+    acceptance_by_position: tuple[float | None, ...] = ()
+    verify_ms_median: float | None = None
+    draft_ms_median: float | None = None
+    tok_s_low: float | None = None
+    tok_s_high: float | None = None
+    vs_plain: float | None = None
+    vs_plain_low: float | None = None
+    vs_plain_high: float | None = None
+    acceptance_conditional: tuple[float | None, ...] = ()
+    mean_accepted: float | None = None
+    counts: dict = field(default_factory=dict)
+    acceptance_rule: str = ""
+    sampling: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    rounds: int = 0
+    block_tokens: int = 0
+    runtime: str = ""  # what decoded: "mlx_lm.generate_step", "mlx_lm.speculative_generate_step", "mlatui MTP loop"
+
+
+@dataclass(frozen=True)
+class MemorySample(Event):
+    type: ClassVar[str] = "memory"
+    t: float
+    mlx_active_bytes: int
+    mlx_cache_bytes: int
+    mlx_peak_bytes: int
+    device_limit_bytes: int | None
+    process_rss_bytes: int
+    system_available_bytes: int
+    system_total_bytes: int
+    swap_used_bytes: int
+
+
+@dataclass(frozen=True)
+class Validity(Event):
+    """The L = 1 check: both arms take the same branch at L = 1, so their paired ratio must be 1
+    within the tolerance. `outcome` is valid (95% CI inside), invalid (wholly outside) or
+    inconclusive (straddles a bound after the most rounds allowed); only valid counts.
+    `stock_l1_ms`/`patched_l1_ms` are per-arm medians over rounds, `diff_pct` the signed paired
+    difference (ratio - 1) in %."""
+
+    type: ClassVar[str] = "validity"
+    t: float
+    phase: str
+    context: int
+    stock_l1_ms: float
+    patched_l1_ms: float
+    diff_pct: float
+    tolerance_pct: float
+    valid: bool
+    outcome: str = ""  # valid | invalid | inconclusive ("" in schema 1: valid decides)
+    ratio: float | None = None  # paired stock/patched at L = 1, median over rounds
+    ratio_low: float | None = None  # its 95% bootstrap CI
+    ratio_high: float | None = None
+    rounds: int = 0
+
+    @property
+    def verdict(self) -> str:
+        return self.outcome or ("valid" if self.valid else "invalid")
+
+
+@dataclass(frozen=True)
+class Estimate(Event):
+    """A context's paired estimates after `rounds` rounds (`final` after the last). Each row:
+    {"quantity": step_ms | ratio | marginal_ms, "arm", "width", "median", "low", "high", "n"},
+    a median over rounds with its 95% bootstrap CI; `estimators` names how each was made."""
+
+    type: ClassVar[str] = "estimate"
+    t: float
+    phase: str
+    context: int
+    rounds: int
+    final: bool
+    outcome: str  # the L = 1 check so far ("" without a control width)
+    rows: tuple[dict, ...]
+    drifting_rounds: int = 0
+    estimators: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DriftEvent(Event):
+    """The L = 1 level (both arms) stepped by more than 10% between two rounds of a context."""
+
+    type: ClassVar[str] = "drift"
+    t: float
+    phase: str
+    context: int
+    round: int
+    before_ms: float
+    after_ms: float
+    change_pct: float
+
+
+@dataclass(frozen=True)
+class PhaseSummary(Event):
+    """Medians and spreads for a phase; `rows` are flat dicts of plain values."""
+
+    type: ClassVar[str] = "phase_summary"
+    t: float
+    phase: str
+    kind: str
+    rows: tuple[dict, ...]
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
+class LogMessage(Event):
+    type: ClassVar[str] = "log"
+    t: float
+    level: str  # info | warning
+    message: str
+
+
+@dataclass(frozen=True)
+class ErrorEvent(Event):
+    type: ClassVar[str] = "error"
+    t: float
+    message: str
+    where: str = ""
+    refused: bool = False  # refused before loading (bad input or does not fit): exit status 2
+
+
+@dataclass(frozen=True)
+class RunEnd(Event):
+    type: ClassVar[str] = "run_end"
+    t: float
+    status: str  # completed | interrupted | error
+    invalid_contexts: tuple[int, ...] = ()
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunHeader,
+        BudgetPlanned,
+        LoadStart,
+        LoadProgress,
+        PhaseStart,
+        Progress,
+        Step,
+        SpecStep,
+        DecodeBlock,
+        DecodeResult,
+        MemorySample,
+        Validity,
+        Estimate,
+        DriftEvent,
+        PhaseSummary,
+        LogMessage,
+        ErrorEvent,
+        RunEnd,
+    )
+}

@@ -1,0 +1,238 @@
+"""JSONL recordings: one event per line, flushed as written, read back with clear errors."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlatui.errors import UserError
+from mlatui.stream.events import SCHEMA_VERSION, Event, RunHeader
+from mlatui.stream.recording_schema import LineError, decode_event
+
+MAX_LINE_BYTES = 16 * 2**20  # one event; a longer line is refused before it is decoded
+SKIP_HINT = "fix or delete that line, or replay with --skip-bad to leave bad lines out"
+
+
+class RecordingError(UserError, ValueError):
+    """A recording that cannot be read; the message names the file and line
+    (`FILE:LINE: <field>: <problem>`), the hint what to do."""
+
+    def __init__(self, what: str, hint: str = ""):
+        super().__init__(what, hint)
+
+
+class Recorder:
+    """A sink that appends each event as one JSON line and flushes it, so a crash loses nothing
+    already completed. A failed write (disk full, a device that refuses) never raises into the
+    run: the first failure is kept in `error`, reported once through `on_error`, and later events
+    are not written (the run goes on; its caller reports the failure and exits non-zero)."""
+
+    def __init__(self, path: str | os.PathLike, on_error: Callable[[str], None] | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "w", encoding="utf-8", buffering=1)
+        self._lock = threading.Lock()
+        self.on_error = on_error
+        self.error: str | None = None
+        self.lines = 0
+        self._header_seen = False
+        self._early: list[str] = []
+
+    def _failed(self, e: OSError) -> None:
+        self.error = (
+            f"recording {self.path}: write failed after {self.lines} lines "
+            f"({e.strerror or e}) — free some space or record elsewhere; the run went on, "
+            "later events were not saved"
+        )
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        if self.on_error is not None:
+            self.on_error(self.error)
+
+    def __call__(self, event: Event) -> None:
+        line = event.to_json()
+        with self._lock:
+            if self._file.closed:
+                return
+            lines = [line]
+            if not self._header_seen:  # loading events come before the header: held until it
+                if event.type != "header":
+                    self._early.append(line)
+                    return
+                self._header_seen = True
+                lines, self._early = [line, *self._early], []
+            for one in lines:
+                try:
+                    self._file.write(one + "\n")
+                    self._file.flush()
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self.lines += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._early and not self._file.closed:  # no header came: keep what did
+                try:
+                    self._file.write("\n".join(self._early) + "\n")
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self._early = []
+            if not self._file.closed:
+                try:
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                except OSError as e:
+                    self._failed(e)
+                    return
+                self._file.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class Recording:
+    path: Path
+    header: RunHeader
+    events: list[Event]
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    skipped: int = 0  # bad lines left out (skip_bad)
+
+
+def parse_line(path: Path, lineno: int, line: str | bytes) -> Event:
+    """One line as its event; RecordingError naming `path:lineno` and the field otherwise."""
+    try:
+        return decode_event(line)
+    except LineError as e:
+        raise RecordingError(f"{path}:{lineno}: {e}", SKIP_HINT) from None
+    except ValueError as e:  # msgspec.DecodeError: not JSON, or not UTF-8
+        raise RecordingError(f"{path}:{lineno}: not a JSON line ({e})", SKIP_HINT) from None
+
+
+def check_header(path: Path, event: Event) -> RunHeader:
+    if not isinstance(event, RunHeader):
+        raise RecordingError(
+            f"{path}:1: the first line must be the run header, found '{event.type}'"
+        )
+    if event.schema_version > SCHEMA_VERSION:
+        raise RecordingError(
+            f"{path}:1: header.schema_version: recorded with schema {event.schema_version}, "
+            f"newer than this mlatui reads ({SCHEMA_VERSION})",
+            "upgrade mlatui to replay it",
+        )
+    return event
+
+
+def open_recording(path: Path):
+    """The file opened for binary reading, after refusing what is not a regular file."""
+    if not path.exists():
+        raise RecordingError(f"{path}: no such recording")
+    if path.is_dir():
+        raise RecordingError(f"{path}: is a directory, not a JSONL recording")
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise RecordingError(f"{path}: not a regular file (a FIFO or a device?)")
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
+
+
+def read_lines(path: Path, file) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line) for each non-blank line, one at a time."""
+    offset = 0
+    lineno = 0
+    while True:
+        try:
+            line = file.readline(MAX_LINE_BYTES + 1)
+        except OSError as e:
+            raise RecordingError(f"{path}:{lineno + 1}: cannot read it ({e.strerror})") from e
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            raise RecordingError(
+                f"{path}:{lineno}: line: longer than {MAX_LINE_BYTES >> 20} MiB "
+                "(not an mlatui event)"
+            )
+        if line.strip():
+            yield lineno, offset, line
+        elif lineno == 1:
+            raise RecordingError(f"{path}:1: empty recording")
+        offset += len(line)
+
+
+@dataclass
+class RecordingScan:
+    """What a streamed read found besides the events: filled in as the events are read."""
+
+    path: Path
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    skipped: int = 0
+    first_bad: str = ""
+
+    def skipped_note(self) -> str:
+        """The one line that reports skipped lines ("" when none were)."""
+        if not self.skipped:
+            return ""
+        lines = "line" if self.skipped == 1 else "lines"
+        return f"{self.path}: skipped {self.skipped} bad {lines} (first: {self.first_bad})"
+
+
+def iter_recording(
+    path: str | os.PathLike, skip_bad: bool = False, scan: RecordingScan | None = None
+) -> Iterator[tuple[int, Event]]:
+    """(byte offset, event) for each line, streamed: the header first (checked), then the
+    events. A bad line raises RecordingError naming the file, line and field, or with
+    `skip_bad` is counted in `scan` and left out. A truncated last line (a run killed
+    mid-write) is dropped with a warning. The header itself is never skipped."""
+    path = Path(path)
+    scan = scan if scan is not None else RecordingScan(path)
+    with open_recording(path) as file:
+        seen_any = False
+        for lineno, offset, line in read_lines(path, file):
+            seen_any = True
+            try:
+                event = parse_line(path, lineno, line)
+                if lineno > 1 and isinstance(event, RunHeader):
+                    raise RecordingError(
+                        f"{path}:{lineno}: header: a second run header (two recordings in one "
+                        "file?)",
+                        "split the file at that line, or --skip-bad to leave it out",
+                    )
+            except RecordingError as e:
+                if lineno > 1 and not line.endswith(b"\n"):
+                    scan.truncated = True
+                    scan.warnings.append(
+                        f"{path}:{lineno}: last line is truncated (run stopped mid-write); ignored"
+                    )
+                    return
+                if not skip_bad or lineno == 1:
+                    raise
+                scan.skipped += 1
+                scan.first_bad = scan.first_bad or e.what
+                continue
+            if lineno == 1:
+                event = check_header(path, event)
+            yield offset, event
+        if not seen_any:
+            raise RecordingError(f"{path}:1: empty recording")
+
+
+def read_recording(path: str | os.PathLike, skip_bad: bool = False) -> Recording:
+    """Read a whole recording into memory (for small ones: the replay streams instead)."""
+    path = Path(path)
+    scan = RecordingScan(path)
+    events = [event for _, event in iter_recording(path, skip_bad, scan)]
+    return Recording(path, events[0], events[1:], scan.truncated, scan.warnings, scan.skipped)

@@ -1,0 +1,173 @@
+"""The replay source: a recording played back on its own clock, streamed from the file.
+
+Opening a recording validates every line once (stopping at the first bad one, or skipping bad
+lines with `skip_bad`) and keeps only an index: each event's byte offset, replay time and
+whether it is a timed step, about 17 bytes an event. Events are decoded again from the file as
+they are handed out, at most `batch` per drain, so a recording of any size replays in bounded
+memory. Gaps between events are capped at `max_gap_s` recording seconds (the UI tick), so a
+recorded `t` of 1e308 never makes a replay wait. Nothing here imports mlx or textual.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from array import array
+from pathlib import Path
+
+from mlatui.stream.events import Event, RunHeader
+from mlatui.stream.recorder import RecordingScan, iter_recording, open_recording, parse_line
+
+DEFAULT_MAX_GAP_S = 0.25  # the default UI tick (4 Hz)
+DEFAULT_BATCH = 20_000  # events handed out per drain at most
+TIMED = ("step", "spec_step")
+
+
+class ReplaySource:
+    """Plays a recording back on the recording's own clock (`t / speed`, gaps capped), with
+    pause, single step, seek and speed changes. Seeking backwards bumps `epoch`: the consumer
+    must rebuild its state from the events drained next (they start again at the header)."""
+
+    kind = "replay"
+    record_path: Path | None = None
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        speed: float = 1.0,
+        *,
+        skip_bad: bool = False,
+        max_gap_s: float = DEFAULT_MAX_GAP_S,
+        batch: int = DEFAULT_BATCH,
+    ):
+        if not speed > 0:
+            raise ValueError("speed must be > 0")
+        self.path = Path(path)
+        self.scan = RecordingScan(self.path)
+        self._offsets = array("q")
+        self._times = array("d")
+        self._timed = bytearray()
+        self.header: RunHeader | None = None
+        clock = 0.0
+        last_t: float | None = None
+        for offset, event in iter_recording(self.path, skip_bad, self.scan):
+            if self.header is None:
+                self.header = event
+            t = getattr(event, "t", None)
+            if t is not None:
+                if last_t is not None:  # monotonic (for bisect), no gap past max_gap_s
+                    clock += min(max(t - last_t, 0.0), max_gap_s)
+                last_t = t
+            self._offsets.append(offset)
+            self._times.append(clock)
+            self._timed.append(event.type in TIMED)
+        self.duration_s = self._times[-1]
+        self.batch = max(1, int(batch))
+        self.speed = speed
+        self.paused = False
+        self.epoch = 0
+        self._file = None
+        self._next = 0  # index of the next event to hand out
+        self._pos = 0.0  # recording seconds at the anchor
+        self._anchor = 0.0  # wall clock at the anchor
+        self._started = False
+        self._lock = threading.Lock()
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.scan.warnings
+
+    @property
+    def skipped(self) -> int:
+        return self.scan.skipped
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def _event(self, index: int) -> Event:
+        if index == 0:
+            return self.header
+        if self._file is None or self._file.closed:
+            self._file = open_recording(self.path)
+        self._file.seek(self._offsets[index])
+        return parse_line(self.path, index, self._file.readline())
+
+    def _now(self) -> float:
+        return (
+            self._pos
+            if self.paused or not self._started
+            else self._pos + (time.monotonic() - self._anchor) * self.speed
+        )
+
+    @property
+    def position_s(self) -> float:
+        with self._lock:
+            return min(self._now(), self.duration_s)
+
+    def start(self) -> None:
+        with self._lock:
+            self._started = True
+            self._anchor = time.monotonic()
+
+    def _reanchor(self, pos: float) -> None:
+        self._pos = max(0.0, min(pos, self.duration_s))
+        self._anchor = time.monotonic()
+
+    def drain(self) -> list[Event]:
+        with self._lock:
+            if not self._started:
+                return []
+            end = bisect.bisect_right(self._times, self._now())
+            end = min(max(end, 1), self._next + self.batch)  # the header is always out first
+            out = [self._event(i) for i in range(self._next, end)]
+            self._next = max(self._next, end)
+            return out
+
+    def set_speed(self, speed: float) -> None:
+        with self._lock:
+            self._reanchor(self._now())
+            self.speed = max(0.0625, min(float(speed), 1024.0))
+
+    def pause(self) -> None:
+        with self._lock:
+            self._reanchor(self._now())
+            self.paused = True
+
+    def resume(self) -> None:
+        with self._lock:
+            self._reanchor(self._pos)  # no catching up after a pause
+            self.paused = False
+
+    def toggle_pause(self) -> bool:
+        (self.resume if self.paused else self.pause)()
+        return self.paused
+
+    def step(self) -> None:
+        """Pause, then move the clock to the next timed step (Step or SpecStep) event."""
+        with self._lock:
+            self._reanchor(self._now())
+            self.paused = True
+            index = self._timed.find(1, self._next)
+            self._pos = self.duration_s if index < 0 else max(self._pos, self._times[index])
+
+    def seek(self, delta_s: float) -> None:
+        with self._lock:
+            target = self._now() + delta_s
+            self._reanchor(target)
+            first_after = bisect.bisect_right(self._times, self._pos)
+            if first_after < self._next:  # went back: hand everything out again from the header
+                self._next = 0
+                self.epoch += 1
+
+    def stop(self) -> None:
+        with self._lock:
+            self._reanchor(self._now())
+            self.paused = True
+            if self._file is not None:
+                self._file.close()
+
+    @property
+    def finished(self) -> bool:
+        return self._next >= len(self._offsets)

@@ -1,0 +1,269 @@
+"""Event sources for the dashboard: a recording, the engine in a worker thread, or the engine in a
+child process. None of them touches the UI: producers append to a deque, and the UI calls
+`drain()` on its own fixed tick. All expose start(), drain(), stop() and `finished`.
+Nothing here imports mlx or textual (the live source imports the engine only when started).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from mlatui.config.runconfig import RunConfig
+from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
+from mlatui.stream.recorder import Recorder, parse_line
+from mlatui.stream.replay_source import ReplaySource
+from mlatui.stream.sinks import default_record_path
+
+Engine = Callable[[RunConfig, Callable[[Event], None], threading.Event], str]
+ENGINE = "mlatui.run.engine:run"
+
+
+def load_engine(spec: str = ENGINE) -> Engine:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name or "run")
+
+
+class Source:
+    kind = "source"
+    record_path: Path | None = None
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def drain(self) -> list[Event]:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def finished(self) -> bool:
+        raise NotImplementedError
+
+
+class _Buffered(Source):
+    """Shared by the live sources: a deque the producer appends to, teed into a Recorder."""
+
+    def __init__(self, record: str | os.PathLike | None):
+        self.record_path = Path(record) if record else default_record_path()
+        self._buffer: deque[Event] = deque()
+        self._recorder: Recorder | None = None
+        self._saw_end = False
+        self.status: str | None = None
+        self._t0 = time.monotonic()
+
+    def _open_recorder(self) -> Recorder:
+        self._t0 = time.monotonic()
+        self._recorder = Recorder(self.record_path, on_error=self._recording_failed)
+        return self._recorder
+
+    def _recording_failed(self, message: str) -> None:
+        # Shown in the dashboard (log + notification); the run goes on, the exit status says it.
+        self._buffer.append(LogMessage(time.monotonic() - self._t0, "error", message))
+
+    @property
+    def recording_error(self) -> str | None:
+        return self._recorder.error if self._recorder is not None else None
+
+    def _emit(self, event: Event) -> None:
+        # Called on the producer's thread: append and record, nothing else.
+        if self._recorder is not None:
+            self._recorder(event)
+        self._buffer.append(event)
+        if isinstance(event, RunEnd):
+            self._saw_end = True
+
+    def drain(self) -> list[Event]:
+        out = []
+        while True:
+            try:
+                out.append(self._buffer.popleft())
+            except IndexError:
+                return out
+
+    def _close_recorder(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()
+
+
+class LiveSource(_Buffered):
+    """The engine on an in-process worker thread. `engine` defaults to mlatui.run.engine.run."""
+
+    kind = "live"
+
+    def __init__(self, config: RunConfig, engine: Engine | None = None, record=None):
+        super().__init__(record if record is not None else config.record)
+        self.config = config
+        self._engine = engine
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        engine = self._engine or load_engine()
+        self._open_recorder()
+        self._thread = threading.Thread(
+            target=self._run, args=(engine,), name="mlatui-engine", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, engine: Engine) -> None:
+        t0 = time.monotonic()
+        try:
+            self.status = engine(self.config, self._emit, self._stop)
+        except BaseException as e:  # the UI shows it; the recording keeps it
+            self.status = "error"
+            t = time.monotonic() - t0
+            self._emit(ErrorEvent(t, f"{type(e).__name__}: {e}", "engine"))
+            if not self._saw_end:
+                self._emit(RunEnd(t, "error"))
+        finally:
+            if not self._saw_end:
+                status = self.status or ("interrupted" if self._stop.is_set() else "error")
+                self._emit(RunEnd(time.monotonic() - t0, status))
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)  # one MLX step cannot be interrupted
+        self._close_recorder()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def finished(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive() and not self._buffer
+
+
+class ProcessSource(_Buffered):
+    """The engine in a child process (`python -m mlatui.run.child`), events as JSONL over a pipe.
+    Closing the child's stdin asks it to stop; it is terminated if it does not."""
+
+    kind = "isolated"
+
+    def __init__(
+        self, config: RunConfig, engine: str = ENGINE, record=None, env: dict | None = None
+    ):
+        super().__init__(record if record is not None else config.record)
+        self.config = config
+        self.engine = engine
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=50)
+        self._threads: list[threading.Thread] = []
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._open_recorder()
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlatui.run.child",
+            "--engine",
+            self.engine,
+            "--config",
+            self.config.to_json(),
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            text=True,
+            bufsize=1,
+        )
+        for target, name in ((self._read_events, "events"), (self._read_stderr, "stderr")):
+            th = threading.Thread(target=target, name=f"mlatui-child-{name}", daemon=True)
+            th.start()
+            self._threads.append(th)
+
+    def _read_events(self) -> None:
+        path = Path("<child stdout>")
+        for lineno, line in enumerate(self.proc.stdout, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = parse_line(path, lineno, line)
+            except ValueError as e:
+                self.stderr_tail.append(str(e))
+                continue
+            if isinstance(event, RunEnd):
+                self.status = event.status
+            self._emit(event)
+        code = self.proc.wait()
+        if not self._saw_end:
+            t = time.monotonic() - self._t0
+            tail = next((s for s in reversed(self.stderr_tail) if s.strip()), "")
+            self._emit(
+                ErrorEvent(
+                    t,
+                    f"engine process exited with status {code}" + (f": {tail}" if tail else ""),
+                    "child",
+                )
+            )
+            self._emit(RunEnd(t, "error"))
+            self.status = "error"
+
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line.rstrip("\n"))
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for th in self._threads:
+            th.join(5)
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                try:
+                    f.close()
+                except (OSError, ValueError):
+                    pass
+        self._close_recorder()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def finished(self) -> bool:
+        return (
+            self.proc is not None
+            and self.proc.poll() is not None
+            and all(not th.is_alive() for th in self._threads)
+            and not self._buffer
+        )
+
+
+__all__ = [
+    "ENGINE",
+    "LiveSource",
+    "ProcessSource",
+    "ReplaySource",
+    "Source",
+    "default_record_path",
+    "load_engine",
+]

@@ -1,0 +1,215 @@
+"""Two recorded runs side by side (pure Python, no mlx, no textual): each is replayed through
+the streamed reader into its own DashboardState, then matched on shared contexts, widths and
+depths; B/A ratios of the medians; what differs between the headers.
+
+Serves "before/after a patch" (same machine, other code) and "this machine vs that one" (same
+scenario, other device). The B/A range comes from the CI ends (B low / A high .. B high / A low):
+conservative, and it excludes 1 exactly when the two CIs do not overlap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlatui.errors import UserError
+from mlatui.stream.events import RunHeader
+from mlatui.stream.recorder import RecordingError
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import Ci
+from mlatui.views.run_meta import header_fields
+from mlatui.views.run_tables import Cell, Check, Quantity, check, decode_cells, latest_sweep_cells
+
+SECTIONS = (
+    Quantity.MARGINAL_MS,
+    Quantity.STEP_MS,
+    Quantity.RATIO,
+    Quantity.TOK_S,
+    Quantity.VS_PLAIN,
+)
+NOT_A_DIFFERENCE = {"started"}  # always differs; shown beside each run instead
+HINT = "compare takes event recordings (from `mlatui launch`, `mlatui bench SCENARIO --out`, or scenarios/demo.jsonl)"
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # "A" | "B"
+    path: Path
+    state: DashboardState
+    notes: tuple[str, ...] = ()  # truncated last line, skipped lines
+
+    @property
+    def header(self) -> RunHeader:
+        if self.state.header is None:  # the reader refuses a file without one; kept for Run(...)
+            raise RecordingError(f"{self.path}: no header record", HINT)
+        return self.state.header
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def title(self) -> str:
+        h = self.header
+        return f"{self.label} {self.name}: {h.model} · {h.device.get('name', '?')}"
+
+
+def _bench_record_error(path: Path) -> UserError | None:
+    """A bench record file (`mlatui bench attention` and friends) said as such."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+    if isinstance(first, dict) and "type" not in first and "bench" in first:
+        return UserError(
+            f"{path}: a bench record file ('{first['bench']}' records), not an event recording",
+            HINT,
+        )
+    return None
+
+
+def load_run(label: str, path: str | Path, skip_bad: bool = False) -> Run:
+    """Replay a recording at once through the streamed reader into a DashboardState."""
+    from mlatui.stream.replay_source import ReplaySource
+
+    path = Path(path)
+    try:
+        source = ReplaySource(path, speed=1e12, skip_bad=skip_bad)
+    except RecordingError as e:
+        bench = _bench_record_error(path)
+        if bench is not None:
+            raise bench from None
+        if not e.hint:
+            raise RecordingError(e.what, HINT) from None
+        raise
+    state = DashboardState()
+    source.start()
+    while not source.finished:
+        state.apply_all(source.drain())
+    source.stop()
+    notes = [*source.warnings]
+    if source.scan.skipped_note():
+        notes.append(source.scan.skipped_note())
+    return Run(label, path, state, tuple(notes))
+
+
+@dataclass(frozen=True)
+class HeaderField:
+    key: str
+    label: str
+    a: str
+    b: str
+
+    @property
+    def differs(self) -> bool:
+        return self.a != self.b and self.key not in NOT_A_DIFFERENCE
+
+    @property
+    def value(self) -> str:
+        return self.a if self.a == self.b else f"{self.a} / {self.b}"
+
+
+def header_diff(a: RunHeader, b: RunHeader) -> list[HeaderField]:
+    fa = {f.key: f for f in header_fields(a)}
+    fb = {f.key: f for f in header_fields(b)}
+    keys = list(fa) + [k for k in fb if k not in fa]
+    return [
+        HeaderField(
+            k,
+            (fa.get(k) or fb[k]).label,
+            fa[k].value if k in fa else "–",
+            fb[k].value if k in fb else "–",
+        )
+        for k in keys
+    ]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure in both runs: `width` is L (sweep) or the draft depth (decode, 0 = plain)."""
+
+    quantity: Quantity
+    context: int
+    width: int
+    arm: str
+    a: Ci
+    b: Ci
+    check_a: Check
+    check_b: Check
+
+    @property
+    def ratio(self) -> float | None:
+        """B/A of the medians (None when A's is not positive: a log ratio means nothing)."""
+        return self.b.median / self.a.median if self.a.median > 0 else None
+
+    @property
+    def ratio_range(self) -> tuple[float, float] | None:
+        a, b = self.a, self.b
+        if not (a.has_ci and b.has_ci) or a.low <= 0 or b.low < 0:
+            return None
+        return b.low / a.high, b.high / a.low
+
+    @property
+    def differs(self) -> bool:
+        """The two CIs do not overlap."""
+        return self.a.disjoint(self.b)
+
+    @property
+    def valid(self) -> bool:
+        """Both runs' L = 1 checks valid at this context (else the row is in no verdict)."""
+        return self.check_a == Check.VALID and self.check_b == Check.VALID
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Run
+    b: Run
+    header: list[HeaderField]
+    rows: list[Row]
+
+    @property
+    def runs(self) -> tuple[Run, Run]:
+        return self.a, self.b
+
+    @property
+    def differing(self) -> list[HeaderField]:
+        return [f for f in self.header if f.differs]
+
+    @property
+    def same(self) -> list[HeaderField]:
+        return [f for f in self.header if not f.differs and f.key not in NOT_A_DIFFERENCE]
+
+    def section(self, quantity: Quantity) -> list[Row]:
+        return [r for r in self.rows if r.quantity == quantity]
+
+    @property
+    def shared_contexts(self) -> list[int]:
+        return sorted({r.context for r in self.rows if r.quantity in SWEEP})
+
+
+SWEEP = (Quantity.MARGINAL_MS, Quantity.STEP_MS, Quantity.RATIO)
+
+
+def _keyed(state: DashboardState) -> dict[tuple, tuple[Cell, Check]]:
+    out = {}
+    for cell in [*latest_sweep_cells(state), *decode_cells(state)]:
+        if cell.quantity in SECTIONS:
+            key = (cell.quantity, cell.context, cell.width, cell.arm)
+            out[key] = (cell, check(state, cell.phase, cell.context))
+    return out
+
+
+def compare(a: Run, b: Run) -> Comparison:
+    ka, kb = _keyed(a.state), _keyed(b.state)
+    order = {q: i for i, q in enumerate(SECTIONS)}
+    shared = sorted(
+        set(ka) & set(kb), key=lambda k: (order[k[0]], k[1], k[2], {"stock": 0}.get(k[3], 1))
+    )
+    rows = [Row(*k, ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1]) for k in shared]
+    return Comparison(a, b, header_diff(a.header, b.header), rows)
+
+
+def compare_files(path_a: str | Path, path_b: str | Path, skip_bad: bool = False) -> Comparison:
+    return compare(load_run("A", path_a, skip_bad), load_run("B", path_b, skip_bad))

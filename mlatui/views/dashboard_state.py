@@ -1,0 +1,393 @@
+"""What the dashboard shows, computed from the event stream alone (no mlx, no textual).
+
+`DashboardState.apply(event)` folds one event in; the UI reads the fields and `changed` (the
+sections touched since it last looked) on its tick. Replay, live and isolated runs all feed it
+the same events, so a recording is enough to test every number on screen.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.stream.events import (
+    ARMS,
+    BudgetPlanned,
+    DecodeBlock,
+    DecodeResult,
+    DriftEvent,
+    ErrorEvent,
+    Estimate,
+    Event,
+    LoadProgress,
+    LoadStart,
+    LogMessage,
+    MemorySample,
+    PhaseStart,
+    PhaseSummary,
+    Progress,
+    RunEnd,
+    RunHeader,
+    SpecStep,
+    Step,
+    Validity,
+)
+from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
+from mlatui.views.progress import RunProgress
+from mlatui.views.step_series import StepSeries
+
+LOG_LINES = 500
+SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "indexer", "log")
+
+
+class DashboardState:
+    def __init__(self) -> None:
+        self.header: RunHeader | None = None
+        self.phase = PhaseView()
+        self.arms: dict[str, ArmView] = {arm: ArmView() for arm in ARMS}
+        # sweep steps: (arm, context, width) -> [ms]
+        self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
+        self.steps = StepSeries()  # every timed step by (phase, arm, width, context)
+        self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context): model phases
+        self.indexer = IndexerView()  # the indexer phases: their own view, never the sweep's
+        self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
+        self.drifts: list[DriftEvent] = []
+        self.memory: MemorySample | None = None
+        self.rss_history: deque = deque(maxlen=SERIES_POINTS)
+        self.log: deque = deque(maxlen=LOG_LINES)
+        self.summaries: list[PhaseSummary] = []
+        self.phase_kinds: dict[str, str] = {}
+        self.decode_results: list[DecodeResult] = []
+        self.status = "waiting"  # waiting | running | completed | interrupted | error
+        self.error: str | None = None
+        self.t = 0.0
+        self.context: int | None = None  # of the latest timed step
+        self.events = 0
+        self.progress = RunProgress()  # ETA, elapsed, stall, loading (mlatui.views.progress)
+        self.budget: BudgetPlanned | None = None  # the run's plan fitted to its time budget
+        self.changed: set[str] = set(SECTIONS)
+
+    # -- folding events ---------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        self.events += 1
+        t = getattr(event, "t", None)
+        if t is not None:
+            self.t = max(self.t, t)
+        self.progress.apply(event)
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def apply_all(self, events: list[Event]) -> None:
+        for e in events:
+            self.apply(e)
+
+    def take_changed(self) -> set[str]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def _log(self, t: float | None, level: str, message: str) -> None:
+        self.log.append((t, level, message))
+        self.changed.add("log")
+
+    def _on_header(self, e: RunHeader) -> None:
+        self.header = e
+        self.status = "running"
+        self.changed |= {"header", "phase", "arms"}
+        scenario = e.scenario.get("name", "?")
+        self._log(0.0, "info", f"run started: {e.model} · scenario {scenario} · {e.started_at}")
+        if e.synthetic_acceptance:
+            self._log(0.0, "warning", "random weights: acceptance numbers are synthetic")
+
+    def _on_budget_planned(self, e: BudgetPlanned) -> None:
+        self.budget = e
+        self.changed.add("header")
+
+    @property
+    def budget_text(self) -> str:
+        """A short header token: `budget 90 s` (fits) or `budget 90 s: scaled down` (see log)."""
+        b = self.budget
+        if b is None:
+            return ""
+        return f"budget {b.budget_s:.0f} s" + (": scaled down, see log" if b.changes else "")
+
+    def _on_phase_start(self, e: PhaseStart) -> None:
+        self.phase = PhaseView(e.phase, e.kind, e.index, e.total_phases, 0, e.planned_steps)
+        self.phase_kinds[e.phase] = e.kind
+        for arm in self.arms.values():
+            arm.phase_verify_ms = []
+            if e.kind in ("decode", "tune"):
+                arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
+                arm.counts, arm.depth, arm.spec_vs_plain = {}, None, {}
+        self.changed |= {"phase", "arms"}
+        self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
+
+    def _on_load_start(self, e: LoadStart) -> None:
+        self.changed |= {"header", "phase"}
+        if e.kind == "random":
+            what = f"building random weights ({e.params / 1e6:,.1f}M params)"
+        elif e.total_bytes:
+            what = f"{e.files} files, {e.total_bytes / 1e6:,.1f} MB"
+        else:
+            what = "size unknown until fetched"
+        self._log(e.t, "info", f"loading {e.what} {e.source}: {what}")
+
+    def _on_load_progress(self, e: LoadProgress) -> None:
+        self.changed |= {"header", "phase"}
+        if e.done and self.progress.load is not None:
+            lv = self.progress.load
+            self._log(
+                e.t,
+                "info",
+                f"{lv.what} loaded in {lv.seconds:.1f} s ({e.bytes_read / 1e6:,.1f} MB"
+                + (f", {e.measure}" if e.measure and e.measure != "exact" else "")
+                + ")",
+            )
+
+    def _on_progress(self, e: Progress) -> None:
+        if e.phase == self.phase.name:
+            self.phase.done, self.phase.total, self.phase.eta_s = e.done, e.total, e.eta_s
+            self.changed.add("phase")
+
+    def _arm(self, name: str) -> ArmView:
+        if name not in self.arms:
+            self.arms[name] = ArmView()
+        return self.arms[name]
+
+    def _kind(self, phase: str) -> str:
+        """A phase's kind; the indexer phase's parts ("indexer:layer") take their phase's."""
+        return self.phase_kinds.get(phase, self.phase_kinds.get(phase.split(":")[0], "sweep"))
+
+    def _on_step(self, e: Step) -> None:
+        self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
+        if self._kind(e.phase) == "indexer":  # one layer's timings: not the model's steps
+            self.indexer.add_step(e.phase, e.arm, e.context, e.width, e.ms)
+            self.indexer.add_branches(e.arm, e.absorbed_calls, e.materialised_calls)
+            self.changed.add("indexer")
+            return
+        arm = self._arm(e.arm)
+        self.context = e.context
+        if self._kind(e.phase) == "sweep":
+            self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
+        arm.absorbed_calls += e.absorbed_calls
+        arm.materialised_calls += e.materialised_calls
+        if e.width >= 2:  # a verify-shaped forward
+            arm.verify_ms.append(e.ms)
+            arm.verify_key.append((e.phase, e.context))
+            arm.phase_verify_ms.append(e.ms)
+        self.changed |= {"arms", "marginal"} if e.width <= 2 else {"arms"}
+
+    def _on_spec_step(self, e: SpecStep) -> None:  # recordings before schema 3
+        arm = self._arm(e.arm)
+        self.context = e.context
+        arm.verify_ms.append(e.verify_ms)
+        arm.verify_key.append((e.phase, e.context))
+        arm.phase_verify_ms.append(e.verify_ms)
+        self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
+        arm.absorbed_calls += e.absorbed_calls
+        arm.materialised_calls += e.materialised_calls
+        arm.add_steps(e.depth, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
+        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.draft_ms + e.verify_ms
+        self.changed.add("arms")
+
+    def _on_decode_block(self, e: DecodeBlock) -> None:
+        arm = self._arm(e.arm)
+        self.context = e.context
+        if arm.counts_context != e.context:
+            arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
+        if e.depth:
+            arm.add_steps(
+                e.depth,
+                [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
+            )
+            arm.acceptance_rule = e.acceptance_rule
+        arm.temperature = e.temperature
+        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.ms
+        self.changed.add("arms")
+
+    def _on_decode_result(self, e: DecodeResult) -> None:
+        arm = self._arm(e.arm)
+        self.decode_results.append(e)
+        if e.depth == 0:
+            arm.plain_tok_s = e.tok_s
+        else:
+            arm.spec_result[e.depth] = e.tok_s
+            if e.vs_plain is not None:
+                arm.spec_vs_plain[e.depth] = e.vs_plain
+            if e.counts:
+                arm.counts[e.depth] = AcceptanceCounts.from_dict(e.counts)
+        self.changed.add("arms")
+        label = "plain decode" if e.depth == 0 else f"depth {e.depth}"
+        ci = (
+            f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
+            if e.tok_s_low is not None and e.tok_s_high is not None
+            else ""
+        )
+        msg = f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
+        if e.depth and e.vs_plain is not None:
+            lo, hi = e.vs_plain_low, e.vs_plain_high
+            msg += (
+                f", ×{e.vs_plain:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
+            )
+        self._log(e.t, "warning" if e.warnings else "info", msg)
+        for w in e.warnings:
+            self._log(
+                e.t,
+                "warning",
+                f"{e.arm} depth {e.depth} at {e.context}: {w} (left out of verdicts)",
+            )
+
+    def _on_memory(self, e: MemorySample) -> None:
+        self.memory = e
+        self.rss_history.append(e.process_rss_bytes)
+        self.changed.add("memory")
+
+    def _on_validity(self, e: Validity) -> None:
+        if self._kind(e.phase) == "indexer":
+            self.changed.add("indexer")
+            self._log(e.t, *self.indexer.add_check(e))
+            return
+        self.validity[(e.phase, e.context)] = e
+        self.changed |= {"validity", "marginal", "arms"}
+        ci = (
+            f" paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}], {e.rounds} rounds"
+            if e.ratio is not None
+            else ""
+        )
+        if e.valid:
+            msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")
+        else:
+            word = "INCONCLUSIVE" if e.verdict == "inconclusive" else "INVALID"
+            msg = f"L=1 check at {e.context}: {'?' if word == 'INCONCLUSIVE' else '✗'} {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            self._log(
+                e.t,
+                "warning",
+                msg + f" ({e.diff_pct:+.1f}%{ci}; CI not inside ±{e.tolerance_pct:g}%)",
+            )
+
+    def _on_estimate(self, e: Estimate) -> None:
+        if self._kind(e.phase) == "indexer":
+            self.indexer.estimates[(e.phase, e.context)] = e
+            self.changed.add("indexer")
+            return
+        self.estimates[(e.phase, e.context)] = e
+        self.changed |= {"marginal", "arms"}
+
+    def _on_drift(self, e: DriftEvent) -> None:
+        self.drifts.append(e)
+
+    def _on_phase_summary(self, e: PhaseSummary) -> None:
+        self.summaries.append(e)
+        self._log(e.t, "info", f"{e.phase} done" + (f": {e.verdict}" if e.verdict else ""))
+
+    def _on_log(self, e: LogMessage) -> None:
+        self._log(e.t, e.level, e.message)
+
+    def _on_error(self, e: ErrorEvent) -> None:
+        self.error = e.message + (f" (in {e.where})" if e.where else "")
+        self.status = "error"
+        self.changed |= {"header", "phase"}
+        self._log(e.t, "error", self.error)
+
+    def _on_run_end(self, e: RunEnd) -> None:
+        if self.status != "error" or e.status == "error":
+            self.status = e.status
+        self.phase.eta_s = None
+        self.changed |= {"header", "phase"}
+        extra = (
+            f"; left out of verdicts (L=1 check invalid or inconclusive): {', '.join(map(str, e.invalid_contexts))}"
+            if e.invalid_contexts
+            else ""
+        )
+        self._log(e.t, "error" if e.status == "error" else "info", f"run {e.status}{extra}")
+
+    # -- derived views ----------------------------------------------------------------------
+
+    def is_invalid(self, context: int, phase: str | None = None) -> bool:
+        """Failed the L = 1 check at this context (in `phase`, or in any phase)."""
+        return any(
+            not v.valid and c == context and phase in (None, p)
+            for (p, c), v in self.validity.items()
+        )
+
+    def sweep_invalid(self, context: int) -> bool:
+        """Failed the L = 1 check of a sweep phase at this context (the marginal-cost figure)."""
+        return any(
+            not v.valid and c == context and self.phase_kinds.get(p, "sweep") == "sweep"
+            for (p, c), v in self.validity.items()
+        )
+
+    def verdict(self, context: int) -> Validity | None:
+        """The sweep's check at this context if there is one, else any phase's."""
+        checks = [v for (p, c), v in self.validity.items() if c == context]
+        return next((v for v in checks if not v.valid), checks[0] if checks else None)
+
+    def contexts(self) -> list[int]:
+        """Sweep contexts: from their steps, or from their estimates when only those were kept."""
+        from_estimates = {c for (p, c) in self.estimates if self._kind(p) == "sweep"}
+        return sorted({c for (_, c, _) in self.sweep_ms} | from_estimates)
+
+    def _sweep_estimate(self, context: int) -> Estimate | None:
+        found = [
+            e for (p, c), e in self.estimates.items() if c == context and self._kind(p) == "sweep"
+        ]
+        return found[-1] if found else None
+
+    def estimate(self, quantity: str, arm: str, context: int, width: int) -> dict | None:
+        """The latest paired estimate row {median, low, high, n} of a sweep context, if any."""
+        e = self._sweep_estimate(context)
+        if e is None:
+            return None
+        return next(
+            (
+                r
+                for r in e.rows
+                if r["quantity"] == quantity and r["arm"] == arm and r["width"] == width
+            ),
+            None,
+        )
+
+    def l_median(self, arm: str, context: int, width: int) -> float | None:
+        """Step ms: the sampler's median over rounds when estimates exist (schema 2), else the
+        plain median of the samples (older recordings)."""
+        row = self.estimate("step_ms", arm, context, width)
+        if row is not None:
+            return row["median"]
+        return _median(self.sweep_ms.get((arm, context, width), []))
+
+    def marginal(self, arm: str) -> list[tuple[int, float]]:
+        """(context, marginal cost of the second query, ms) for every context that has one: the
+        paired per-round estimate when the recording has it, else median(L=2) - median(L=1)."""
+        return [(c, m) for c, m, _, _ in self.marginal_ci(arm)]
+
+    def marginal_ci(self, arm: str) -> list[tuple[int, float, float | None, float | None]]:
+        """(context, median, CI low, CI high) of the marginal cost; CI None for older recordings."""
+        out = []
+        for c in self.contexts():
+            row = self.estimate("marginal_ms", arm, c, 2)
+            if row is not None:
+                out.append((c, row["median"], row["low"], row["high"]))
+                continue
+            l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
+            if l1 is not None and l2 is not None:
+                out.append((c, l2 - l1, None, None))
+        return out
+
+    @property
+    def harness_bias(self) -> str:
+        """'harness bias ±0.4% (...)' from the header, when an A/A run was stored for this device."""
+        from mlatui.store.harness_bias import describe
+
+        if self.header is None:
+            return ""
+        return describe((self.header.settings or {}).get("harness_bias"))
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.header and self.header.synthetic_acceptance)

@@ -1,0 +1,155 @@
+"""The per-arm and per-phase views DashboardState keeps (pure Python)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.stream.events import Validity
+
+SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
+
+
+@dataclass
+class ArmView:
+    """One arm's column: per-step verify ms, acceptance (per depth, never mixed), throughput and
+    gate branch counts."""
+
+    verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    verify_key: deque = field(  # (phase, context) of each sample
+        default_factory=lambda: deque(maxlen=SERIES_POINTS)
+    )
+    phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
+    counts: dict = field(default_factory=dict)  # depth -> AcceptanceCounts, this phase (live)
+    depth: int | None = None  # the depth of the latest speculative block
+    counts_context: int | None = None  # counts are per context too: a new one starts afresh
+    acceptance_rule: str = ""
+    temperature: float = 0.0
+    spec_live: dict = field(default_factory=dict)  # depth -> [tokens, ms], this phase
+    spec_result: dict = field(default_factory=dict)  # depth -> measured tok/s (DecodeResult)
+    spec_vs_plain: dict = field(default_factory=dict)  # depth -> paired speedup (DecodeResult)
+    plain_tok_s: float | None = None
+    absorbed_calls: int = 0
+    materialised_calls: int = 0
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
+
+    @property
+    def current_counts(self) -> AcceptanceCounts | None:
+        return self.counts.get(self.depth) if self.depth is not None else None
+
+    @property
+    def acceptance(self) -> list[float | None]:
+        """Conditional acceptance P(accept i | 1..i-1 accepted) by position, at the current
+        depth only (a depth-3 step's position 2 is not a depth-2 step's)."""
+        c = self.current_counts
+        return list(c.conditional) if c else []
+
+    @property
+    def mean_accepted(self) -> float | None:
+        c = self.current_counts
+        return c.mean_accepted if c else None
+
+    def tok_s_by_depth(self) -> dict[int, tuple[float, bool]]:
+        """depth -> (tok/s, is_live_estimate): measured results win over the running estimate."""
+        out = {
+            d: (tokens / ms * 1e3, True)
+            for d, (tokens, ms) in self.spec_live.items()
+            if ms > 0 and d > 0
+        }
+        out.update({d: (v, False) for d, v in self.spec_result.items()})
+        return dict(sorted(out.items()))
+
+    @property
+    def plain_live(self) -> float | None:
+        tokens, ms = self.spec_live.get(0, (0, 0.0))
+        return tokens / ms * 1e3 if ms > 0 else None
+
+    def ratio(self, depth: int) -> float | None:
+        """Speedup over plain decode: the result's paired estimate (median over rounds of the
+        within-round ratio), else the ratio of the running tok/s figures."""
+        if depth in self.spec_vs_plain:
+            return self.spec_vs_plain[depth]
+        v = self.tok_s_by_depth().get(depth)
+        plain = self.plain_tok_s or self.plain_live
+        return v[0] / plain if v and plain else None
+
+    def add_steps(self, depth: int, steps: list[VerifyStep]) -> None:
+        counts = self.counts.setdefault(depth, AcceptanceCounts(depth))
+        for step in steps:
+            counts.add(step)
+        self.depth = depth
+
+
+@dataclass
+class PhaseView:
+    name: str = ""
+    kind: str = ""
+    index: int = 0
+    total_phases: int = 0
+    done: int = 0
+    total: int = 0
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def pressure(used: float, limit: float | None) -> str:
+    """ok | high | critical for a used/limit pair (colours follow it)."""
+    if not limit:
+        return "ok"
+    f = used / limit
+    return "critical" if f >= 0.9 else "high" if f >= 0.75 else "ok"
+
+
+@dataclass
+class IndexerView:
+    """The indexer phases' own figures, kept apart from the sweep's tables, the key figure, the
+    arms' verify series and the model's L = 1 checks. Keys use the parts' phase names
+    (`<phase>:indexer`, `<phase>:layer`); checks the phase's name."""
+
+    samples: dict = field(default_factory=dict)  # (part phase, arm, context, width) -> [ms]
+    branches: dict = field(default_factory=dict)  # arm -> [absorbed, materialised] calls
+    estimates: dict = field(default_factory=dict)  # (part phase, context) -> latest Estimate
+    checks: dict = field(default_factory=dict)  # (phase, context) -> the S = 1 Validity
+
+    def add_step(self, phase: str, arm: str, context: int, width: int, ms: float) -> None:
+        self.samples.setdefault((phase, arm, context, width), []).append(ms)
+
+    def add_branches(self, arm: str, absorbed: int, materialised: int) -> None:
+        counts = self.branches.setdefault(arm, [0, 0])
+        counts[0] += absorbed
+        counts[1] += materialised
+
+    def add_check(self, e: Validity) -> tuple[str, str]:
+        """Keep the S = 1 check; its (level, log line)."""
+        self.checks[(e.phase, e.context)] = e
+        mark = "✓" if e.valid else "?" if e.verdict == "inconclusive" else "✗"
+        ci = (
+            ""
+            if e.ratio is None
+            else f", paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}]"
+        )
+        line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
+        return ("info" if e.valid else "warning"), line
+
+    def median_ms(self, phase: str, arm: str, context: int, width: int) -> float | None:
+        """The sampler's median over rounds when an estimate exists, else the samples' median."""
+        e = self.estimates.get((phase, context))
+        for r in e.rows if e else ():
+            if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
+                return r["median"]
+        return _median(self.samples.get((phase, arm, context, width), []))
+
+    def contexts(self) -> list[int]:
+        return sorted({c for _, _, c, _ in self.samples} | {c for _, c in self.estimates})

@@ -1,0 +1,268 @@
+"""The dashboard's export (`e`, `replay --dump`): markdown and CSV of what the dashboard knows,
+at any moment of a run (pure Python, from DashboardState alone).
+
+Both carry the run metadata, the verdict strip, the L = 1 checks, the marginal cost of the
+second query, and one table per phase (sweep and tune/decode never share a table; the CSV has a
+`table` column to filter on). Numbers are rounded to what their CI supports (mlatui.views.rounding).
+"""
+
+from __future__ import annotations
+
+from mlatui.stream.events import ARMS, DecodeResult
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.mdtable import csv_text, table
+from mlatui.views.report import drift_line, indexer_table
+from mlatui.views.rounding import Ci, ci_text, sig
+from mlatui.views.run_meta import header_fields, header_lines
+from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
+from mlatui.views.verdict_strip import verdict_line
+
+CSV_COLUMNS = (
+    "table",
+    "phase",
+    "kind",
+    "context",
+    "width",
+    "arm",
+    "quantity",
+    "median",
+    "low",
+    "high",
+    "n",
+    "rounds",
+    "check",
+    "text",
+)
+
+
+def _by(cells: list[Cell], quantity: Quantity) -> dict[tuple[int, int, str], Cell]:
+    return {(c.context, c.width, c.arm): c for c in cells if c.quantity == quantity}
+
+
+def _status(state: DashboardState) -> str:
+    if state.status == "running" and state.phase.name:
+        p = state.phase
+        return f"running (phase {p.index + 1}/{p.total_phases} {p.name}: {p.done}/{p.total})"
+    return state.status + (f" ({state.error})" if state.error else "")
+
+
+def _phases(state: DashboardState) -> list[tuple[str, str]]:
+    return list(state.phase_kinds.items())
+
+
+# -- markdown -----------------------------------------------------------------------------------
+
+
+def _l1_table(state: DashboardState) -> str:
+    rows = []
+    for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
+        paired = Ci(v.ratio, v.ratio_low, v.ratio_high) if v.ratio is not None else None
+        rows.append(
+            [
+                phase,
+                context,
+                sig(v.stock_l1_ms),
+                sig(v.patched_l1_ms),
+                ci_text(paired),
+                f"{v.diff_pct:+.1f}%",
+                v.rounds or "–",
+                f"{check(state, phase, context).mark} {v.verdict}",
+            ]
+        )
+    tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
+    head = ["phase", "context", "stock L=1 ms", "patched L=1 ms", "paired stock/patched [95% CI]"]
+    return table([*head, "diff", "rounds", f"CI within ±{tol:g}%"], rows)
+
+
+def _marginal_table(state: DashboardState) -> str:
+    phases = sweep_phases(state)
+    rows = []
+    for phase in phases:
+        marg = _by(sweep_cells(state, phase), Quantity.MARGINAL_MS)
+        for context in sorted({c for c, _, _ in marg}):
+            s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
+            times = f"{s.ci.median / p.ci.median:.2g}×" if s and p and p.ci.median > 0 else "–"
+            cells = [context, ci_text(s and s.ci), ci_text(p and p.ci), times]
+            c = check(state, phase, context)
+            rows.append(([phase] if len(phases) > 1 else []) + cells + [f"{c.mark} {c}"])
+    head = ["context", "stock Δ2 ms [95% CI]", "patched Δ2 ms [95% CI]", "stock / patched"]
+    return table((["phase"] if len(phases) > 1 else []) + head + ["L=1 check"], rows)
+
+
+def _sweep_table(state: DashboardState, phase: str) -> str:
+    cells = sweep_cells(state, phase)
+    step, ratio = _by(cells, Quantity.STEP_MS), _by(cells, Quantity.RATIO)
+    rows = []
+    for context, width in sorted({(c, w) for c, w, _ in step}):
+        s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
+        r = ratio.get((context, width, ""))
+        rounds = next((x.rounds for x in (s, p) if x and x.rounds), None)
+        c = check(state, phase, context)
+        rows.append(
+            [
+                context,
+                width,
+                ci_text(s and s.ci),
+                ci_text(p and p.ci),
+                ci_text(r and r.ci, "×"),
+                rounds or "–",
+                f"{c.mark} {c}",
+            ]
+        )
+    head = ["context", "L", "stock ms [95% CI]", "patched ms [95% CI]"]
+    return table([*head, "stock/patched paired [95% CI]", "rounds", "L=1 check"], rows)
+
+
+def _positions(values) -> str:
+    return " ".join("–" if v is None else f"{v:.2f}" for v in values) or "–"
+
+
+def _decode_row(state: DashboardState, r: DecodeResult) -> list:
+    tok = Ci(r.tok_s, r.tok_s_low, r.tok_s_high)
+    vs = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high) if r.vs_plain is not None else None
+    c = check(state, r.phase, r.context)
+    return [
+        r.context,
+        r.arm,
+        "plain" if r.depth == 0 else r.depth,
+        tok.text(),
+        ci_text(vs, "×") if r.depth else "1",
+        _positions(r.acceptance_conditional or r.acceptance_by_position) if r.depth else "–",
+        "–" if r.mean_accepted is None else f"{r.mean_accepted:.2f}/{r.depth}",
+        sig(r.verify_ms_median),
+        f"{c.mark} {c}",
+        "; ".join(r.warnings) or "–",
+    ]
+
+
+def _decode_table(state: DashboardState, phase: str) -> str:
+    acc = "acceptance (synthetic)" if state.synthetic else "acceptance"
+    rows = [_decode_row(state, r) for r in state.decode_results if r.phase == phase]
+    head = ["context", "arm", "depth", "tok/s [95% CI]", "vs plain [95% CI]"]
+    head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "verify ms", "L=1 check"]
+    return table([*head, "warnings (left out of verdicts)"], rows)
+
+
+def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
+    summary = next((s for s in state.summaries if s.phase == phase), None)
+    body = ""
+    if kind == "sweep":
+        body = _sweep_table(state, phase)
+    elif kind in ("decode", "tune"):
+        body = _decode_table(state, phase)
+    elif summary is not None:
+        body = indexer_table(summary)
+    running = summary is None and state.status == "running" and phase == state.phase.name
+    out = [f"## Phase {phase} ({kind})" + (" — in progress" if running else ""), "", body]
+    if summary is not None and summary.verdict:
+        out += ["", f"Verdict: {summary.verdict}"]
+    return out + [""]
+
+
+def summary_markdown(state: DashboardState) -> str:
+    lines = ["# mlatui run summary", ""]
+    if state.header is not None:
+        lines += header_lines(state.header)
+    lines += [f"- status: {_status(state)}"]
+    lines += ["", f"**Verdict:** {verdict_line(state)}", ""]
+    if state.validity:
+        lines += ["## L = 1 check (both arms take the same branch: paired ratio 1 ± 2%)", ""]
+        lines += [_l1_table(state), ""]
+    if any(c.quantity == Quantity.MARGINAL_MS for c in sweep_cells(state)):
+        lines += ["## Marginal cost of a second query (L=2 − L=1, median over rounds)", ""]
+        lines += [_marginal_table(state), ""]
+    for phase, kind in _phases(state):
+        lines += _phase_section(state, phase, kind)
+    if state.drifts:
+        lines += [drift_line(state.drifts), ""]
+    left_out = sorted({c for (_, c), v in state.validity.items() if not v.valid})
+    if left_out and state.status != "running":
+        lines.append(
+            "Left out of verdicts (L=1 check invalid or inconclusive): "
+            + ", ".join(map(str, left_out))
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- CSV ----------------------------------------------------------------------------------------
+
+
+def _cell_row(table_name: str, kind: str, cell: Cell, state: DashboardState) -> dict:
+    median, low, high = cell.ci.cells()
+    return {
+        "table": table_name,
+        "phase": cell.phase,
+        "kind": kind,
+        "context": cell.context,
+        "width": cell.width,
+        "arm": cell.arm,
+        "quantity": cell.quantity.value,
+        "median": median,
+        "low": low,
+        "high": high,
+        "n": "" if cell.n is None else cell.n,
+        "rounds": "" if cell.rounds is None else cell.rounds,
+        "check": check(state, cell.phase, cell.context).value,
+    }
+
+
+def csv_rows(state: DashboardState) -> list[dict]:
+    """Tidy rows: table is meta | verdict | l1_check | marginal | sweep | decode | indexer;
+    `width` is L in sweep rows and the draft depth (0 = plain) in decode rows."""
+    rows: list[dict] = []
+    if state.header is not None:
+        rows += [
+            {"table": "meta", "quantity": f.key, "text": f.value}
+            for f in header_fields(state.header)
+        ]
+    rows.append({"table": "meta", "quantity": "status", "text": _status(state)})
+    rows.append({"table": "verdict", "text": verdict_line(state)})
+    for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
+        base = {"table": "l1_check", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
+        base |= {"context": context, "width": 1, "check": v.verdict, "rounds": v.rounds or ""}
+        for arm, ms in zip(ARMS, (v.stock_l1_ms, v.patched_l1_ms), strict=True):
+            rows.append(base | {"arm": arm, "quantity": "step_ms", "median": sig(ms, 4)})
+        if v.ratio is not None:
+            m, lo, hi = Ci(v.ratio, v.ratio_low, v.ratio_high).cells()
+            rows.append(base | {"quantity": "ratio", "median": m, "low": lo, "high": hi})
+    for phase in sweep_phases(state):
+        for cell in sweep_cells(state, phase):
+            if cell.quantity == Quantity.MARGINAL_MS:
+                rows.append(_cell_row("marginal", "sweep", cell, state))
+    for phase, kind in _phases(state):
+        if kind == "sweep":
+            for cell in sweep_cells(state, phase):
+                if cell.quantity != Quantity.MARGINAL_MS:
+                    rows.append(_cell_row("sweep", kind, cell, state))
+        elif kind in ("decode", "tune"):
+            for cell in decode_cells(state):
+                if cell.phase == phase:
+                    rows.append(_cell_row("decode", kind, cell, state))
+        else:
+            summary = next((s for s in state.summaries if s.phase == phase), None)
+            for r in summary.rows if summary else ():
+                row = {"table": kind, "phase": phase, "kind": kind, "arm": r.get("arm", "")}
+                row |= {"context": r.get("context", ""), "width": r.get("width", "")}
+                row |= {
+                    "quantity": f"{r.get('part', kind)}_ms",
+                    "median": sig(r.get("median_ms"), 4),
+                    "low": sig(r.get("ci_low_ms"), 4),
+                    "high": sig(r.get("ci_high_ms"), 4),
+                    "n": r.get("n", ""),
+                    "rounds": r.get("rounds", ""),
+                    "text": r.get("layer", ""),
+                }
+                check = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
+                rows.append(row | {"check": check})
+    for r in state.decode_results:
+        if r.warnings:
+            rows.append(
+                {"table": "decode", "phase": r.phase, "kind": state.phase_kinds.get(r.phase, "")}
+                | {"context": r.context, "width": r.depth, "arm": r.arm, "quantity": "warnings"}
+                | {"text": "; ".join(r.warnings)}
+            )
+    return rows
+
+
+def summary_csv(state: DashboardState) -> str:
+    return csv_text(CSV_COLUMNS, csv_rows(state), extras="raise")

@@ -1,0 +1,120 @@
+"""The key figure's data: each arm's marginal cost of a 2nd query (L=2 − L=1) against context,
+with its CI, the L = 1 check of each context, and where the patched gate starts absorbing L = 2.
+
+Plain data built from DashboardState (no textual, no mlx); widgets.figure draws it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from mlatui.views.dashboard_state import DashboardState
+
+ARM_COLOURS = {"stock": "red", "patched": "green"}
+
+
+class PointStatus(enum.StrEnum):
+    VALID = "valid"
+    PENDING = "pending"  # measured, L = 1 check not decided yet
+    INCONCLUSIVE = "inconclusive"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class FigurePoint:
+    context: int
+    ms: float
+    low_ms: float | None = None
+    high_ms: float | None = None
+    status: PointStatus = PointStatus.VALID
+
+
+@dataclass(frozen=True)
+class FigureSeries:
+    name: str
+    colour: str
+    points: tuple[FigurePoint, ...]
+
+
+@dataclass(frozen=True)
+class KeyFigure:
+    series: tuple[FigureSeries, ...]
+    # the smallest context from which the patched gate takes the absorbed path at L = 2, when
+    # the run's thresholds place it inside the measured range; None otherwise
+    crossover_context: int | None = None
+    threshold_note: str = ""  # what the thresholds say about L = 2 over the measured range
+    not_positive: int = 0  # points <= 0 ms, which a log axis cannot show
+    y_label: str = "ms, lower is better"
+    x_label: str = "context (tokens)"
+
+    @property
+    def empty(self) -> bool:
+        return not any(s.points for s in self.series) and not self.not_positive
+
+
+def sweep_status(state: DashboardState, context: int) -> PointStatus:
+    checks = [
+        v
+        for (p, c), v in state.validity.items()
+        if c == context and state.phase_kinds.get(p, "sweep") == "sweep"
+    ]
+    if not checks:
+        return PointStatus.PENDING
+    verdicts = {v.verdict for v in checks}
+    for status in (PointStatus.INVALID, PointStatus.INCONCLUSIVE):
+        if status.value in verdicts:
+            return status
+    return PointStatus.VALID
+
+
+def gate_table(thresholds: dict) -> dict[int, int]:
+    """{context: max absorbed width} the patched gate uses: calibrated when that is the policy."""
+    table = thresholds.get("calibrated") if thresholds.get("policy") == "calibrated" else None
+    table = table or thresholds.get("formula_at") or {}
+    return {int(k): int(v) for k, v in table.items() if v is not None}
+
+
+def absorbs_from(table: dict[int, int], width: int = 2) -> int | None:
+    """The smallest context of the table from which every listed L* admits `width`."""
+    start = None
+    for t, limit in sorted(table.items()):
+        if limit >= width:
+            start = t if start is None else start
+        else:
+            start = None
+    return start
+
+
+def threshold_mark(thresholds: dict, contexts: list[int]) -> tuple[int | None, str]:
+    """(crossover context inside the measured range or None, a note when L = 2 is absorbed at
+    every measured context) for the formula and calibrated gates; nothing for the others."""
+    if not contexts or thresholds.get("policy") not in ("formula", "calibrated"):
+        return None, ""
+    table = gate_table(thresholds)
+    start = absorbs_from(table)
+    if start is None:
+        return None, ""
+    if contexts[0] < start <= contexts[-1]:
+        return start, ""
+    if start > contexts[-1]:
+        return None, ""
+    inside = [v for t, v in table.items() if contexts[0] <= t <= contexts[-1]]
+    lowest = min(inside or [table[start]])
+    return None, f"patched absorbs L=2 (L* ≥ {lowest})"
+
+
+def key_figure(state: DashboardState) -> KeyFigure:
+    series, not_positive = [], 0
+    for arm in state.arms:
+        points = []
+        for c, ms, low, high in state.marginal_ci(arm):
+            if ms <= 0:
+                not_positive += 1
+                continue
+            points.append(FigurePoint(c, ms, low, high, sweep_status(state, c)))
+        series.append(FigureSeries(arm, ARM_COLOURS.get(arm, "cyan"), tuple(points)))
+    contexts = sorted({p.context for s in series for p in s.points})
+    thresholds = state.header.thresholds if state.header is not None else {}
+    crossover, note = threshold_mark(thresholds or {}, contexts)
+    return KeyFigure(tuple(series), crossover, note, not_positive)

@@ -1,0 +1,89 @@
+"""The progress and loading text of the header, from RunProgress (pure; widgets only style it).
+
+`now_s` is the run's clock: the replay position in a replay (recorded time, never the wall
+clock), the engine's time since its start in a live run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlatui.views.loading_view import LoadView
+from mlatui.views.progress import Eta, RunProgress
+
+
+@dataclass(frozen=True)
+class ProgressText:
+    elapsed: str  # "elapsed 1m02s"
+    eta: str  # "ETA 40s phase · 2m10s run (1m50s–4m30s, + up to 24 extra rounds)"
+    eta_short: str  # "ETA 2m10s"
+    stalled: str  # "stalled: no step for 42 s" or ""
+
+
+def duration(s: float | None) -> str:
+    if s is None or s != s or s < 0:
+        return "–"
+    s = int(round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
+
+
+def size(n: float, of: float | None = None) -> str:
+    """`1.2 GB`; with `of`, `1.2/3.4 GB` in the unit of `of`."""
+    top = of if of is not None else n
+    unit, scale = next(((u, s) for u, s in UNITS if abs(top) >= s), UNITS[-1])
+    digits = 0 if unit == "B" else 1
+    if of is None:
+        return f"{n / scale:.{digits}f} {unit}"
+    return f"{n / scale:.{digits}f}/{of / scale:.{digits}f} {unit}"
+
+
+def _range(e: Eta) -> str:
+    lo, hi = duration(e.low), duration(e.high)
+    spread = lo != hi and (e.high - e.low) > max(5.0, 0.1 * e.mid)
+    parts = [f"{lo}–{hi}"] if spread else []
+    if e.extra_rounds:
+        parts.append(f"+ up to {e.extra_rounds} extra rounds")
+    if e.partial:
+        parts.append("+ phases not yet estimated")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def progress_text(p: RunProgress, now_s: float | None, running: bool) -> ProgressText:
+    elapsed = f"elapsed {duration(now_s)}" if now_s is not None else ""
+    if not running:
+        return ProgressText(elapsed, "", "", "")
+    phase, run = p.eta(now_s)
+    if run is None or phase is None:
+        eta = short = "ETA measuring…"
+    else:
+        short = f"ETA {duration(run.mid)}"
+        same = abs(phase.mid - run.mid) < 1.0
+        head = short if same else f"ETA {duration(phase.mid)} phase · {duration(run.mid)} run"
+        eta = head + _range(run)
+    quiet = p.stalled_s(now_s)
+    stalled = f"stalled: no step for {duration(quiet)}" if quiet is not None else ""
+    return ProgressText(elapsed, eta, short, stalled)
+
+
+def loading_text(load: LoadView, now_s: float | None) -> str:
+    """`loading model: 1.2/3.4 GB (2/5 files) 12 s`; `~` marks bytes estimated from outside
+    the loader; random builds say what they build."""
+    took = f" {duration(max(0.0, (now_s if now_s is not None else load.last_t) - load.started_t))}"
+    if load.kind == "random":
+        return (
+            f"building random weights for the {load.what} ({load.params / 1e6:,.1f}M params){took}"
+        )
+    est = "~" if load.measure and load.measure != "exact" else ""
+    if load.total_bytes:
+        done = min(load.bytes_read, load.total_bytes)
+        files = f" ({load.files_read}/{load.files} files)" if load.files else ""
+        amount = f"{est}{size(done, load.total_bytes)}"
+    else:
+        files = ""
+        amount = f"{est}{size(load.bytes_read)} read" if load.bytes_read else "fetching"
+    return f"loading {load.what}: {amount}{files}{took}"

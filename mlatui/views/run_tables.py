@@ -1,0 +1,154 @@
+"""A run's figures as typed cells, read from DashboardState (pure Python): what the exports
+print and what `mlatui compare` matches between two runs.
+
+Sweep cells come from the paired estimates (medians over rounds with 95% CIs), available from
+the first round on, so a mid-run export has them; recordings before schema 2 have no estimates
+and give plain medians of the samples, without a CI.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from mlatui.stream.events import ARMS, Estimate
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import Ci
+
+
+class Quantity(enum.StrEnum):
+    STEP_MS = "step_ms"  # one arm's step at width L
+    RATIO = "ratio"  # stock/patched, paired within rounds
+    MARGINAL_MS = "marginal_ms"  # L=2 − L=1 of one arm (the key figure)
+    VS_L1 = "vs_l1"  # one arm's step at L over its step at L=1
+    TOK_S = "tok_s"  # decode throughput of one arm at one depth (0 = plain)
+    VS_PLAIN = "vs_plain"  # speculative tok/s over plain decode, paired within rounds
+
+
+class Check(enum.StrEnum):
+    """The L = 1 check of a (phase, context); PENDING before it is decided."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    INCONCLUSIVE = "inconclusive"
+    PENDING = "pending"
+
+    @property
+    def mark(self) -> str:
+        return {"valid": "✓", "invalid": "✗", "inconclusive": "?", "pending": "…"}[self.value]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure: `width` is L for sweep quantities and the draft depth for decode ones."""
+
+    phase: str
+    context: int
+    width: int
+    arm: str  # "" for the paired stock/patched ratio
+    quantity: Quantity
+    ci: Ci
+    n: int | None = None
+    rounds: int | None = None
+
+
+def check(state: DashboardState, phase: str, context: int) -> Check:
+    v = state.validity.get((phase, context))
+    return Check.PENDING if v is None else Check(v.verdict)
+
+
+def sweep_phases(state: DashboardState) -> list[str]:
+    return [p for p, kind in state.phase_kinds.items() if kind == "sweep"]
+
+
+def _estimate_cells(e: Estimate) -> list[Cell]:
+    out = []
+    for r in e.rows:
+        try:
+            q = Quantity(r["quantity"])
+        except ValueError:
+            continue
+        out.append(
+            Cell(
+                e.phase,
+                e.context,
+                int(r["width"]),
+                str(r.get("arm", "")),
+                q,
+                Ci(r["median"], r.get("low"), r.get("high")),
+                r.get("n"),
+                e.rounds,
+            )
+        )
+    return out
+
+
+def _sample_cells(state: DashboardState, phase: str) -> list[Cell]:
+    """Older recordings: plain medians of the sweep samples (no rounds, no CIs)."""
+    out = []
+    for (arm, c, w), samples in sorted(state.sweep_ms.items(), key=lambda kv: kv[0][1:]):
+        m = state.l_median(arm, c, w)
+        if m is not None:
+            out.append(Cell(phase, c, w, arm, Quantity.STEP_MS, Ci(m), len(samples)))
+    for c in sorted({c for (_, c, _) in state.sweep_ms}):
+        for arm in ARMS:
+            one, two = state.l_median(arm, c, 1), state.l_median(arm, c, 2)
+            if one is not None and two is not None:
+                out.append(Cell(phase, c, 2, arm, Quantity.MARGINAL_MS, Ci(two - one)))
+    return out
+
+
+def sweep_cells(state: DashboardState, phase: str | None = None) -> list[Cell]:
+    """Every sweep phase's cells (or `phase`'s), per context in context order."""
+    phases = [phase] if phase else sweep_phases(state)
+    out: list[Cell] = []
+    for p in phases:
+        found = sorted((c, e) for (ph, c), e in state.estimates.items() if ph == p)
+        if found:
+            for _, e in found:
+                out += _estimate_cells(e)
+        elif p == (sweep_phases(state) or [p])[0]:  # samples are not kept per phase
+            out += _sample_cells(state, p)
+    return out
+
+
+def latest_sweep_cells(state: DashboardState) -> list[Cell]:
+    """Per sweep context, the cells of its latest estimate (what the dashboard's figure shows)."""
+    latest: dict[int, list[Cell]] = {}
+    for cell in sweep_cells(state):
+        latest.setdefault(cell.context, [])
+        if latest[cell.context] and latest[cell.context][0].phase != cell.phase:
+            latest[cell.context] = []
+        latest[cell.context].append(cell)
+    return [c for context in sorted(latest) for c in latest[context]]
+
+
+def decode_cells(state: DashboardState) -> list[Cell]:
+    out = []
+    for r in state.decode_results:
+        out.append(
+            Cell(
+                r.phase,
+                r.context,
+                r.depth,
+                r.arm,
+                Quantity.TOK_S,
+                Ci(r.tok_s, r.tok_s_low, r.tok_s_high),
+                r.tokens,
+                r.rounds or None,
+            )
+        )
+        if r.depth and r.vs_plain is not None:
+            out.append(
+                Cell(
+                    r.phase,
+                    r.context,
+                    r.depth,
+                    r.arm,
+                    Quantity.VS_PLAIN,
+                    Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high),
+                    r.tokens,
+                    r.rounds or None,
+                )
+            )
+    return out

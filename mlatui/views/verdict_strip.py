@@ -1,0 +1,139 @@
+"""The run's verdict in one line, from what the dashboard knows (pure Python).
+
+One function for the screen, `replay --dump` and the exported markdown, so they never disagree:
+the best significant speculative result per arm, the marginal cost of the second query at the
+largest valid context, the L = 1 checks, and the harness bias. It follows the verdict rules:
+contexts whose L = 1 check is invalid or inconclusive and results with guard warnings are never
+used; a speedup counts only when its CI lies above 1.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from mlatui.stream.events import ARMS, DecodeResult
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import fmt_context, sig
+
+
+class Tone(enum.StrEnum):
+    GOOD = "good"
+    BAD = "bad"
+    WARN = "warn"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Part:
+    text: str
+    short: str  # for narrow screens
+    tone: Tone
+
+
+def _speculation(state: DashboardState) -> list[Part]:
+    results = [r for r in state.decode_results if r.depth > 0]
+    if not results:
+        return []
+    usable = [
+        r
+        for r in results
+        if not r.warnings
+        and r.vs_plain is not None
+        and (v := state.validity.get((r.phase, r.context))) is not None
+        and v.valid
+    ]
+    if not usable:
+        held = sorted({r.context for r in results})
+        return [
+            Part(
+                f"tune: no verdict (L=1 check not valid at {', '.join(map(fmt_context, held))})",
+                "tune: no verdict",
+                Tone.WARN,
+            )
+        ]
+    parts = []
+    for arm in ARMS:
+        mine = [r for r in usable if r.arm == arm]
+        if not mine:
+            continue
+        wins = [r for r in mine if r.vs_plain_low is not None and r.vs_plain_low > 1]
+        if wins:
+            best: DecodeResult = max(wins, key=lambda r: (r.vs_plain, r.context))
+            ci = f" [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
+            where = f"d{best.depth} @ {fmt_context(best.context)}"
+            parts.append(
+                Part(
+                    f"{arm} spec wins ×{best.vs_plain:.2f}{ci} ({where})",
+                    f"{arm} ×{best.vs_plain:.2f} ({where})",
+                    Tone.GOOD,
+                )
+            )
+        elif all(r.vs_plain_high is not None and r.vs_plain_high < 1 for r in mine):
+            worst = max(r.context for r in mine)
+            parts.append(
+                Part(
+                    f"{arm} spec rejected (slower at {fmt_context(worst)})",
+                    f"{arm} rejected",
+                    Tone.BAD,
+                )
+            )
+        else:
+            parts.append(Part(f"{arm} no significant gain", f"{arm} n.s.", Tone.INFO))
+    return parts
+
+
+def _marginal(state: DashboardState) -> list[Part]:
+    valid = [
+        c
+        for c in state.contexts()
+        if not state.sweep_invalid(c) and (v := state.verdict(c)) is not None and v.valid
+    ]
+    if not valid:
+        return []
+    top = max(valid)
+    m = {arm: dict(state.marginal(arm)).get(top) for arm in ARMS}
+    if m["stock"] is None or m["patched"] is None:
+        return []
+    s, p = m["stock"], m["patched"]
+    ratio = f" ({s / p:.0f}×)" if p > 0 else ""
+    return [
+        Part(
+            f"Δ2 @ {fmt_context(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
+            f"Δ2 @ {fmt_context(top)}{ratio}",
+            Tone.GOOD if p > 0 and s / p >= 2 else Tone.INFO,
+        )
+    ]
+
+
+def _checks(state: DashboardState) -> list[Part]:
+    checks = list(state.validity.values())
+    if not checks:
+        return []
+    ok = sum(v.valid for v in checks)
+    unsure = sum(v.verdict == "inconclusive" for v in checks)
+    bad = len(checks) - ok - unsure
+    text = f"L=1 ✓ {ok}/{len(checks)}"
+    if unsure:
+        text += f" ? {unsure}"
+    if bad:
+        text += f" ✗ {bad}"
+    tone = Tone.GOOD if ok == len(checks) else Tone.BAD if bad else Tone.WARN
+    return [Part(text, text, tone)]
+
+
+def verdict_parts(state: DashboardState) -> list[Part]:
+    parts = [*_speculation(state), *_marginal(state), *_checks(state)]
+    bias = state.harness_bias
+    if bias:
+        parts.append(Part(bias, bias.split(" (")[0], Tone.INFO))
+    return parts
+
+
+def verdict_line(state: DashboardState, width: int = 1000) -> str:
+    """The parts joined with ' · '; short forms when the long line does not fit `width`."""
+    parts = verdict_parts(state)
+    if not parts:
+        return "no result yet"
+    long = " · ".join(p.text for p in parts)
+    return long if len(long) <= width else " · ".join(p.short for p in parts)
