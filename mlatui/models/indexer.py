@@ -341,11 +341,3 @@ class Indexer(nn.Module):
         pooled = cache.refresh_pool(self.kpool, S, incremental, self.compress_ape)
         complete = pooled[:, :, : cache.offset // self.kpool]  # (B, H, T // kpool, D)
         return select_tokens(q, w, complete, start, self.kpool, self.index_topk, self.query_chunk)
-
-
-def __getattr__(name: str):
-    if name in ("SparseMLAttention", "SparseMLACache"):
-        from mlatui.models import sparse_mla
-
-        return getattr(sparse_mla, name)
-    raise AttributeError(name)

@@ -18,7 +18,8 @@ from mlx_lm.models.base import BaseModelArgs, create_attention_mask
 from mlx_lm.models.cache import KVCache
 
 from mlatui.gate.policy import STOCK_POLICY
-from mlatui.models.indexer import SparseMLAConfig, SparseMLAttention
+from mlatui.models.indexer import SparseMLAConfig
+from mlatui.models.sparse_mla import SparseMLAttention
 
 
 @dataclass
