@@ -10,6 +10,7 @@ import pytest
 # test's closed stream in the next.
 import mlatui.commands.bench_scenario  # noqa: F401
 from mlatui.bench import attention as attnbench
+from mlatui.bench import crossover
 from mlatui.cli import main
 from mlatui.gate import mla
 from mlatui.measure.estimates import Interval
@@ -357,10 +358,10 @@ def test_find_crossover_bisects():
         probes.append(w)
         return w <= 300
 
-    assert calibration.find_crossover(faster, 2048) == 300
+    assert crossover.find_crossover(faster, 2048) == 300
     assert len(probes) <= 13
-    assert calibration.find_crossover(lambda w: True, 64) == 64
-    assert calibration.find_crossover(lambda w: w == 1, 64) == 1
+    assert crossover.find_crossover(lambda w: True, 64) == 64
+    assert crossover.find_crossover(lambda w: w == 1, 64) == 1
 
 
 def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):

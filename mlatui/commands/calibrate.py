@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     import threading
 
+    from mlatui.bench import crossover
     from mlatui.commands.bench_attention import refuse_unless_layer_fits
     from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     settings = {"family": args.family, "dtype": dtype, "bits": bits, "rounds": reps + reps % 2}
     stop = threading.Event()
     with JsonlSink(out) as sink, StopOnSignals(stop) as signals:
-        geometry, crossovers, probes = calibration.calibrate(
+        geometry, crossovers, probes = crossover.calibrate(
             args.family,
             contexts,
             reps,

@@ -1,11 +1,10 @@
 """Measured absorbed/materialised crossovers, stored per device and MLA geometry.
 
-`mlatui calibrate` writes them; `gate_policy.CalibratedPolicy` (threshold = "calibrated") reads
-them through `load_crossovers`, once per geometry. One JSON file per device in the user's cache folder:
-{geometry key: {"crossovers": {context: max absorbed width}, "family": ..., "dtype": ...,
-"bits": ..., "env": ...}}. Each probe of the bisection is one width timed through the sampler
-(`mlatui.measure.sampler`): rounds of A B B A quads of the two forced branches, decided by the median of
-the per-round paired ratio absorbed/materialised.
+`mlatui calibrate` measures them (mlatui/bench/crossover.py) and writes them;
+`gate.policy.CalibratedPolicy` (threshold = "calibrated") reads them through `load_crossovers`,
+once per geometry. One JSON file per device in the user's cache folder: {geometry key:
+{"crossovers": {context: max absorbed width}, "family": ..., "dtype": ..., "bits": ...,
+"env": ...}}.
 """
 
 from __future__ import annotations
@@ -14,13 +13,10 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlatui.commands.argtypes import is_positive_int
-from mlatui.measure.estimates import Interval, stable_seed
 
 CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
 
@@ -159,89 +155,3 @@ def save_crossovers(
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
     return path
-
-
-def find_crossover(
-    faster: Callable[[int], bool], max_width: int, progress: Callable[[str], None] = lambda s: None
-) -> int:
-    """Largest width in [1, max_width] where `faster(width)` (absorbed beats materialised), by
-    bisection: assumes absorbed wins at 1 on a warm cache and the win region is contiguous."""
-    if faster(max_width):
-        return max_width
-    lo, hi = 1, max_width
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if faster(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One bisection probe: per-branch step ms and the paired ratio absorbed/materialised."""
-
-    width: int
-    absorbed: Interval
-    materialised: Interval
-    ratio: Interval
-    faster: bool  # absorbed faster: the ratio's median < 1
-
-    @property
-    def within_noise(self) -> bool:
-        return self.ratio.low <= 1 <= self.ratio.high
-
-
-def calibrate(
-    family: str,
-    contexts: Sequence[int],
-    reps: int = 6,
-    max_width: int = 2048,
-    size: str = "full",
-    bits: int | None = None,
-    progress: Callable[[str], None] = lambda s: None,
-    dtype: str = "float32",
-    on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
-    check_stop: Callable[[], None] = lambda: None,
-) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
-    """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
-    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
-    `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
-    crossovers of the contexts completed so far are returned (probes: every completed one)."""
-    from mlatui.bench import attention as attnbench
-    from mlatui.host.signals import Interrupted
-    from mlatui.models.loading import DTYPES
-
-    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype])
-    crossovers, probes = {}, {}
-    for context in contexts:
-        cache = attnbench.random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
-        probes[context] = []
-
-        def faster(width: int, context=context, cache=cache) -> bool:
-            plan = attnbench.forced_plan(
-                (width,), reps, stable_seed("calibrate", family, context, width)
-            )
-            run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
-            est = run.estimates
-            ratio = est.ratio[width]
-            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
-            probe = Probe(width, a, m, ratio, ratio.median < 1)
-            probes[context].append(probe)
-            on_probe(context, probe)
-            noise = "; CI straddles 1: within noise" if probe.within_noise else ""
-            progress(
-                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
-                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
-                f"over {run.rounds} rounds: {'absorbed' if probe.faster else 'materialised'} "
-                f"faster{noise}"
-            )
-            return probe.faster
-
-        try:
-            crossovers[context] = find_crossover(faster, max_width)
-        except Interrupted:
-            break
-        del cache
-    return arms.geometry, crossovers, probes
