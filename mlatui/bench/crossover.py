@@ -1,5 +1,9 @@
 """The crossover search behind `mlatui calibrate`: forced-branch probes of one attention layer,
-bisected per context to the widest L at which the absorbed branch still wins."""
+bisected per context to the widest L at which the absorbed branch still wins.
+
+Each probe is one width timed through the sampler (`mlatui.measure.sampler`): rounds of A B B A
+quads of the two forced branches, decided by the median of the per-round paired ratio
+absorbed/materialised."""
 
 from __future__ import annotations
 
