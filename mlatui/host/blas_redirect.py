@@ -18,7 +18,7 @@ import importlib.util
 import os
 import sys
 
-from mlatui.host import blas
+from mlatui.host import linker
 
 GEMMS = ("cblas_sgemm", "cblas_dgemm", "cblas_cgemm")
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -44,7 +44,7 @@ def redirect_gemm(library: str) -> str:
     Raises OSError/ValueError when libmlx is not loaded or a slot cannot be found."""
     global _redirected
     lib = ctypes.CDLL(library, mode=os.RTLD_LAZY)
-    mlx = [o for o in blas._loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
+    mlx = [o for o in linker.loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
     if not mlx:
         raise OSError("libmlx is not loaded")
     path, bias, l_ld = mlx[0]
@@ -52,7 +52,7 @@ def redirect_gemm(library: str) -> str:
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     for name in GEMMS:
         target = ctypes.cast(getattr(lib, "scipy_" + name), ctypes.c_void_p).value
-        dyn_vaddr, slots = blas._elf_slots(path, name)
+        dyn_vaddr, slots = linker.elf_slots(path, name)
         if bias + dyn_vaddr != l_ld:
             raise ValueError(f"{path} on disk differs from the loaded libmlx")
         if not slots:
