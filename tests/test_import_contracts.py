@@ -1,0 +1,40 @@
+"""The import-linter contracts in pyproject.toml: packages import downwards only, only the
+commands open the Textual app, widgets never import mlx or the engine side."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    return subprocess.run(
+        [str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_tree_keeps_every_contract():
+    out = lint(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Contracts: 3 kept, 0 broken." in out.stdout
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path):
+    for name in ("mlatui", "widgets"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("embedded"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    gate = tmp_path / "mlatui" / "gate" / "threshold_text.py"
+    gate.write_text(gate.read_text() + "\n\ndef _upward():\n    from mlatui.run import engine\n")
+    widget = tmp_path / "widgets" / "help.py"
+    widget.write_text(widget.read_text() + "\n\ndef _mlx():\n    import mlx.core\n")
+    out = lint(tmp_path)
+    assert out.returncode != 0
+    assert "mlatui.gate is not allowed to import mlatui.run" in out.stdout
+    assert "widgets.help -> mlx" in out.stdout
