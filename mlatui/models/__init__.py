@@ -1,4 +1,6 @@
-"""mlx-lm model types that mlatui registers (the embedded model).
+"""Models: family configs, random-weight builds, the sparse layers, the embedded model and loading.
+
+This package's own code registers mlatui's mlx-lm model types (the embedded model):
 
 `mlx_lm.utils._get_classes` resolves a config's `model_type` with
 `importlib.import_module(f"mlx_lm.models.{model_type}")`, which consults `sys.modules` first.
