@@ -97,7 +97,10 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     assert status == "completed"
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
     assert plan.budget_s == 1 and plan.changes and plan.predicted_s < plan.full_s
-    assert plan.probe_contexts and plan.probe_s > 0
+    assert plan.probe_s > 0
+    # a 1 s budget cannot afford the longer probe length: one length, and the log says why
+    assert plan.probe_contexts == (128,)
+    assert any("512 tokens left out" in e.message for e in events if isinstance(e, LogMessage))
     said = [e.message for e in events if isinstance(e, LogMessage) and "budget 1 s" in e.message]
     assert said and "scaled down" in said[0]
     starts = {e.phase: e.contexts for e in events if isinstance(e, PhaseStart)}
@@ -118,3 +121,28 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     )
     assert not any(isinstance(e, BudgetPlanned) for e in events)
     assert next(e for e in events if isinstance(e, PhaseStart)).contexts == (128, 256, 384, 512)
+
+
+def test_a_budget_that_affords_it_probes_two_lengths(tmp_path):
+    """The probe's second, longer length is what lets the forecast see growth with context; a
+    budget far above the probe's cost keeps it."""
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run.engine import run
+    from mlatui.stream.events import BudgetPlanned, LogMessage
+
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
+    events = []
+    status = run(
+        RunConfig(
+            scenario=str(scenario),
+            random_weights=True,
+            overrides={"reps": 2, "only_phases": ["sweep"]},
+        ),
+        events.append,
+    )
+    assert status == "completed"
+    plan = next(e for e in events if isinstance(e, BudgetPlanned))
+    assert plan.probe_contexts == (128, 256) and not plan.changes
+    assert not any("left out" in e.message for e in events if isinstance(e, LogMessage))
