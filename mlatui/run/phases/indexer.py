@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from mlatui.bench.indexer import IndexerRecord, PartRun, part_records
+from mlatui.bench.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
 from mlatui.measure.plans import plan_for
