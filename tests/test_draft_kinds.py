@@ -11,7 +11,7 @@ import mlx.core as mx
 import pytest
 
 from mlatui.config.scenario import DraftSource, DraftSpec, load_scenario
-from mlatui.models import families
+from mlatui.models import build
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -23,7 +23,7 @@ from mlatui.models.loading import (
     load_draft,
 )
 from mlatui.run.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
-from mlatui.run.engine import _draft_factory
+from mlatui.run.draft_factory import draft_factory
 from mlatui.run.phases.base import RunContext, share_context
 
 ROOT = Path(__file__).parent.parent
@@ -108,11 +108,11 @@ def test_mtp_if_present_without_a_head_becomes_no_draft(tiny_checkpoint):
     loaded = Loaded(model, tok, "tiny", mtype, str(tiny_checkpoint), False)
     loaded.draft = Draft(DraftKind.MTP_IF_PRESENT)
     scenario = load_scenario(None)
-    assert _draft_factory(loaded, scenario, 0) is None
+    assert draft_factory(loaded, scenario, 0) is None
     assert loaded.draft is NO_DRAFT
     loaded.draft = Draft(DraftKind.MTP)  # asked for explicitly: a missing head is an error
     with pytest.raises(Exception, match="MTP"):
-        _draft_factory(loaded, scenario, 0)
+        draft_factory(loaded, scenario, 0)
 
 
 class HiddenDraft:
@@ -126,7 +126,7 @@ class HiddenDraft:
 
 
 def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     stock, _ = build_arms(model)
     stock.draft = HiddenDraft()
     assert prefill(stock, list(range(10)), chunk=4) == 10
@@ -137,7 +137,7 @@ def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
 
 
 def test_share_context_moves_the_hidden_states_to_both_arms():
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     mx.eval(model.parameters())
     stock, patched = build_arms(model)
     baton = Baton()
