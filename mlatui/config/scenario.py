@@ -30,6 +30,8 @@ class DraftSource(StrEnum):
 
 
 DRAFT_SOURCES = tuple(DraftSource)
+# the kinds a `sources = [...]` list may name: each is a real draft measured on its own
+LISTABLE_SOURCES = (DraftSource.MTP, DraftSource.DRAFT_MODEL)
 FILLS = ("prefill", "random-latents")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.models.loading.DTYPES maps them to mlx
 SHARD_MODES = ("tensor", "pipeline")  # mlatui.host.distributed.ShardMode (no mlx import here)
@@ -57,6 +59,11 @@ class Phase:
     top_p: float = 0.0  # 0 or 1: off
     min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
     min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
+    # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer)
+    kind_depths: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def depths_for(self, kind: str) -> tuple[int, ...]:
+        return dict(self.kind_depths).get(kind, self.depths)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +80,7 @@ class Phase:
             "top_p": self.top_p,
             "min_draft_share": self.min_draft_share,
             "min_verify_steps": self.min_verify_steps,
+            "kind_depths": {k: list(d) for k, d in self.kind_depths},
         }
 
 
@@ -96,6 +104,12 @@ class DraftSpec:
     path: str | None = None
     config: dict = field(default_factory=dict)  # random-weight draft model config
     acceptance: float = 0.7  # synthetic draft only
+    sources: tuple[DraftSource, ...] = ()  # `sources = [...]`: several kinds, each measured
+
+    @property
+    def kinds(self) -> tuple[DraftSource, ...]:
+        """Every source asked for, in the scenario's order (one for `source = ...`)."""
+        return self.sources or (self.source,)
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class Scenario:
             "model_source": self.model.source,
             "model_family": self.model.family,
             "draft_source": self.draft.source.value,
+            "draft_sources": [k.value for k in self.draft.kinds],
             "phases": [p.to_dict() for p in self.phases],
             "seed": self.seed,
             "null": self.null,
@@ -336,8 +351,9 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         shard,
     )
     draft_raw = raw.get("draft", {})
-    _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))
-    dsource = draft_raw.get("source", "auto")
+    _check_keys(f"{path} [draft]", draft_raw, ("source", "sources", "path", "config", "acceptance"))
+    sources = _draft_sources(path, draft_raw)
+    dsource = sources[0].value if sources else draft_raw.get("source", "auto")
     if dsource not in DRAFT_SOURCES:
         raise ScenarioError(
             f"{path} [draft]: 'source' must be one of {', '.join(DRAFT_SOURCES)}, got {dsource!r}"
@@ -350,6 +366,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         draft_raw.get("path"),
         dict(draft_raw.get("config", {})),
         float(acceptance),
+        sources if len(sources) > 1 else (),
     )
     phases_raw = raw.get("phase", [])
     if not isinstance(phases_raw, list) or not phases_raw:
@@ -377,3 +394,22 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         indexer=indexer,
         budget_s=float(budget_s),
     )
+
+
+def _draft_sources(path: Path, raw: dict) -> tuple[DraftSource, ...]:
+    """`sources = ["mtp", "draft-model"]`: several draft kinds, each measured at every depth."""
+    if "sources" not in raw:
+        return ()
+    where = f"{path} [draft]"
+    if "source" in raw:
+        raise ScenarioError(f"{where}: give 'source' or 'sources', not both")
+    given = raw["sources"]
+    allowed = ", ".join(s.value for s in LISTABLE_SOURCES)
+    if not isinstance(given, list) or not given:
+        raise ScenarioError(f"{where}: 'sources' must be a non-empty list of {allowed}")
+    for s in given:
+        if s not in LISTABLE_SOURCES:
+            raise ScenarioError(f"{where}: 'sources' may list {allowed}, got {s!r}")
+    if len(set(given)) != len(given):
+        raise ScenarioError(f"{where}: 'sources' names a kind twice: {given}")
+    return tuple(DraftSource(s) for s in given)

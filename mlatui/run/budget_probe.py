@@ -28,13 +28,13 @@ def probe_contexts(scenario: Scenario) -> tuple[int, ...]:
     return tuple(sorted({small, min(4 * small, contexts[-1])}))
 
 
-def _widths(scenario: Scenario, has_draft: bool) -> tuple[int, ...]:
+def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
     widest = 1
     for p in scenario.phases:
         if p.kind == "sweep":
             widest = max(widest, *p.widths)
-        elif p.kind in ("tune", "decode") and has_draft:
-            widest = max(widest, max(p.depths) + 1)
+        elif p.kind in ("tune", "decode"):
+            widest = max(widest, *(max(p.depths_for(k)) + 1 for k in kinds), 1)
     return tuple(range(1, widest + 1))
 
 
@@ -42,8 +42,8 @@ def probe(ctx: RunContext, scenario: Scenario) -> tuple[RunProgress, tuple[int, 
     """Synced steps at every width the scenario needs, both arms, at two context lengths; each
     prefill is timed as set-up. Nothing is emitted: these samples enter no estimate."""
     costs = RunProgress()
-    costs.has_draft = ctx.make_draft is not None
-    widths = _widths(scenario, costs.has_draft)
+    costs.draft_kinds = ctx.draft_kinds
+    widths = _widths(scenario, costs.draft_kinds)
     lengths = []
     for context in probe_contexts(scenario):
         ctx.check_stop()
@@ -71,7 +71,7 @@ def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenar
     costs, lengths = probe(ctx, scenario)
     probe_s = time.perf_counter() - start
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s)
+    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()
     plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlatui.measure.plans import Segment, phase_segments
+from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.stream.events import (
     ARMS,
     BudgetPlanned,
@@ -99,7 +99,7 @@ class RunProgress:
         self.slowest_gap_s = 0.0
         self.last_activity_t: float | None = None
         self.load: LoadView | None = None
-        self.has_draft = True
+        self.draft_kinds: tuple[str, ...] = ("",)  # the run's draft kinds; "": one, unnamed
         self._passes: list[str] = [""]
         self._settle = True
         self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
@@ -132,7 +132,9 @@ class RunProgress:
         self._dirty = True
 
     def _header(self, h: RunHeader) -> None:
-        self.has_draft = h.draft not in ("none", "")
+        kinds = (h.settings or {}).get("draft_kinds")
+        has_draft = h.draft not in ("none", "")
+        self.draft_kinds = tuple(kinds) if kinds is not None else ("",) if has_draft else ()
         self._passes = (h.settings or {}).get("passes") or [""]
         self._settle = bool((h.settings or {}).get("settle", True))
         self._plan_from((h.scenario or {}).get("phases") or [])
@@ -157,7 +159,7 @@ class RunProgress:
                     continue
                 name = f"{d.get('name')}/{tag}" if tag else str(d.get("name"))
                 phase = replace(phase, name=name)
-                segs = phase_segments(phase, self.has_draft, self._settle)
+                segs = phase_segments(phase, self.draft_kinds, self._settle)
                 self.phases.append(
                     PhaseRun(
                         name,
@@ -192,7 +194,9 @@ class RunProgress:
             self.costs.add_step(e.arm, e.context, e.width, e.ms)
             ms = e.ms
         elif isinstance(e, DecodeBlock):
-            self.costs.add_block(e.arm, e.context, e.depth, e.tokens, e.ms, len(e.accepted))
+            self.costs.add_block(
+                e.arm, e.context, Setting(e.draft_kind, e.depth), e.tokens, e.ms, len(e.accepted)
+            )
             ms = e.ms
         else:
             ms = e.draft_ms + e.verify_ms
@@ -273,7 +277,7 @@ class RunProgress:
         costs = []
         for arm in ARMS:
             c = (
-                self.costs.block(arm, seg.context, width - 1, seg.tokens)
+                self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
                 if seg.tokens
                 else self.costs.step(arm, seg.context, width)
             )
@@ -329,7 +333,7 @@ class RunProgress:
         budget planner's forecast); inf when some segment has no cost model."""
         total = 0.0
         for phase in phases:
-            for seg in phase_segments(phase, self.has_draft, settle):
+            for seg in phase_segments(phase, self.draft_kinds, settle):
                 got = self._segment_left(SegmentRun(seg))
                 if got is None:
                     return math.inf
