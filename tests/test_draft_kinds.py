@@ -23,7 +23,7 @@ from mlatui.models.loading import (
     load_draft,
 )
 from mlatui.run.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
-from mlatui.run.engine import _draft_factory
+from mlatui.run.draft_factory import draft_factory
 from mlatui.run.phases.base import RunContext, share_context
 
 ROOT = Path(__file__).parent.parent
@@ -108,11 +108,11 @@ def test_mtp_if_present_without_a_head_becomes_no_draft(tiny_checkpoint):
     loaded = Loaded(model, tok, "tiny", mtype, str(tiny_checkpoint), False)
     loaded.draft = Draft(DraftKind.MTP_IF_PRESENT)
     scenario = load_scenario(None)
-    assert _draft_factory(loaded, scenario, 0) is None
+    assert draft_factory(loaded, scenario, 0) is None
     assert loaded.draft is NO_DRAFT
     loaded.draft = Draft(DraftKind.MTP)  # asked for explicitly: a missing head is an error
     with pytest.raises(Exception, match="MTP"):
-        _draft_factory(loaded, scenario, 0)
+        draft_factory(loaded, scenario, 0)
 
 
 class HiddenDraft:

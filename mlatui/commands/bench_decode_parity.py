@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.config.scenario import ScenarioError, load_scenario
     from mlatui.measure.records import BenchRecord, env_line, environment, to_jsonl
     from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
-    from mlatui.run.engine import _draft_factory, text_tokens
+    from mlatui.run.draft_factory import draft_factory
     from mlatui.run.parity import TOLERANCE_PCT, run_parity
+    from mlatui.run.prompts import text_tokens
     from mlatui.run.runtime import Sampling
     from mlatui.views.mdtable import num, table
 
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except (ScenarioError, LoadError) as e:
         raise UserError(str(e)) from None
     sampling = Sampling(args.temperature)
-    make_draft = _draft_factory(loaded, scenario, seed)
+    make_draft = draft_factory(loaded, scenario, seed)
     if not sampling.greedy and loaded.draft.kind is DraftKind.SYNTHETIC:
         raise UserError("a synthetic draft (random weights) decodes greedily: use --temperature 0")
     tunes = [p for p in scenario.phases if p.kind in ("tune", "decode")]

@@ -149,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = set(overrides.get("only_phases", ())) - {p.name for p in scenario.phases}
-    if unknown:  # checked here, before mlx is imported (engine.apply_overrides says the same)
+    if (
+        unknown
+    ):  # checked here, before mlx is imported (config.overrides.apply_overrides says the same)
         raise UserError(
             f"{scenario.path}: no phase named {', '.join(sorted(unknown))}",
             f"phases: {', '.join(p.name for p in scenario.phases)}",

@@ -1,4 +1,4 @@
-"""The engine: load, build both arms, run the scenario's phases, emit events.
+"""The engine orchestrates a run: load, build both arms, run the scenario's phases, emit events.
 
 `run(config, emit, stop)` is the one entry point used by `bench SCENARIO`, `launch` (in a worker
 thread or a child process) and the tests. It never raises: failures become an ErrorEvent and a
@@ -7,7 +7,6 @@ RunEnd with status "error".
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import traceback
@@ -16,35 +15,24 @@ from dataclasses import replace
 
 import mlx.core as mx
 
+from mlatui.config.overrides import apply_overrides
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Scenario, ScenarioError, load_scenario
-from mlatui.gate import mla
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
-    Draft,
-    DraftKind,
-    Loaded,
     LoadError,
     load_draft,
     load_target,
     vocab_size,
 )
-from mlatui.run.arms import (
-    Arm,
-    ArmWorker,
-    Baton,
-    Gates,
-    Variant,
-    arm_cpus,
-    build_arms,
-    gate_model,
-    sparse_layers,
-)
-from mlatui.run.drafts import DraftModelSource
+from mlatui.run.arms import Arm, ArmWorker, Baton, Gates, Variant, build_arms
+from mlatui.run.draft_factory import draft_factory
 from mlatui.run.engine_dist import DistRun
-from mlatui.run.header import header
+from mlatui.run.header import header, run_settings
+from mlatui.run.notices import opening_notices
 from mlatui.run.phases.base import RunContext, Stopped, run_sweep
+from mlatui.run.prompts import text_tokens
 from mlatui.stream.events import (
     ErrorEvent,
     Estimate,
@@ -66,134 +54,6 @@ def _phase_runner(kind: str) -> Callable:
 
         return run_indexer_phase
     raise ScenarioError(f"unknown phase kind {kind!r}")
-
-
-def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
-    """Quick runs: override reps/warmup/tokens/contexts of every phase (tests, --quick)."""
-    if not overrides:
-        return scenario
-    from dataclasses import replace
-
-    phases = []
-    only = overrides.get("only_phases")
-    if only:
-        unknown = set(only) - {p.name for p in scenario.phases}
-        if unknown:
-            raise ScenarioError(
-                f"{scenario.path}: no phase named {', '.join(sorted(unknown))} (phases: {', '.join(p.name for p in scenario.phases)})"
-            )
-    for p in scenario.phases:
-        if only and p.name not in only:
-            continue
-        changes = {
-            k: (tuple(v) if isinstance(v, list) else v)
-            for k, v in overrides.items()
-            if hasattr(p, k)
-        }
-        phases.append(replace(p, **changes))
-    return replace(scenario, phases=tuple(phases))
-
-
-def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
-    """Context tokens: real text for a model with a tokenizer (the shipped prompts, repeated),
-    seeded random ids for random weights."""
-    vocab = vocab_size(loaded.model)
-    cache: list[int] = []
-    if loaded.tokenizer is not None:
-        from mlatui.run.prompts import context_text
-
-        text = context_text()
-        if loaded.name == "embedded":  # its held-out prompts first: text it never trained on
-            from mlatui.models.embedded import prompts
-
-            text = "\n\n".join(prompts()) + "\n\n" + text
-        cache = _encode_quietly(loaded.tokenizer, text)
-    rng = random.Random(seed)
-
-    def tokens_for(n: int) -> list[int]:
-        nonlocal cache
-        while len(cache) < n:
-            if loaded.tokenizer is not None and cache:
-                cache += cache[: n - len(cache)]
-            else:
-                cache.append(rng.randrange(vocab))
-        return cache[:n]
-
-    return tokens_for
-
-
-def _encode_quietly(tokenizer, text: str) -> list[int]:
-    """Tokenize the whole context text without transformers' warning that it is longer than the
-    model's maximum (we only ever feed it up to each context length)."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return list(tokenizer.encode(text))
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        return list(tokenizer.encode(text))
-    finally:
-        hf_logging.set_verbosity(level)
-
-
-def _draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
-    kind = loaded.draft.kind
-    if kind is DraftKind.SYNTHETIC:
-        from mlatui.run.decode_stream import SyntheticDraft
-
-        vocab = vocab_size(loaded.model)
-
-        def synthetic(arm: Arm):
-            cost = (
-                _arm_draft_model(arm, loaded.draft_model)
-                if loaded.draft_model is not None
-                else None
-            )
-            return SyntheticDraft(
-                scenario.draft.acceptance, seed, vocab, cost
-            )  # same draws in both arms
-
-        return synthetic
-    if loaded.draft.is_mtp:
-        from mlatui.run.mtp import load_mtp_draft
-
-        probe = (
-            load_mtp_draft(loaded.path, loaded.model, required=kind is DraftKind.MTP)
-            if loaded.path
-            else None
-        )
-        if probe is None:
-            loaded.draft = NO_DRAFT
-            return None
-        loaded.draft = Draft(DraftKind.MTP)
-
-        def mtp(arm: Arm):
-            head = probe.twin()  # shares the head's weights, own cache; gated like its arm
-            _gate_if_mla(head.head, arm)
-            return head
-
-        return mtp
-    if loaded.draft_model is not None:
-
-        def draft_model(arm: Arm):
-            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), loaded.draft.label)
-
-        return draft_model
-    return None
-
-
-def _arm_draft_model(arm: Arm, model):
-    """Each arm's draft is a twin gated like the arm (the fix applies process-wide, so the
-    patched variant's draft has the patched gates too; an A/A gives both arms the same draft)."""
-    model = mla.twin(model)
-    _gate_if_mla(model, arm)
-    return model
-
-
-def _gate_if_mla(model, arm: Arm) -> None:
-    if mla.mla_modules(model) or sparse_layers(model):
-        gate_model(model, arm.variant or Variant.STOCK, arm.gates or Gates())
 
 
 NULL_PASSES = ((Variant.STOCK, Variant.STOCK), (Variant.PATCHED, Variant.PATCHED))
@@ -280,7 +140,7 @@ def run(
             raise Stopped()
         if config.random_weights and loaded.draft == EMBEDDED_DRAFT:
             loaded.draft = NO_DRAFT
-        make_draft = _draft_factory(loaded, scenario, seed)
+        make_draft = draft_factory(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
         # the one policy object of this run: the CLI's choice, else the scenario's, else formula
         gates = Gates.parse(
@@ -294,19 +154,9 @@ def run(
             )
         passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
         stock, patched = build_arms(loaded.model, gates, passes[0])
-        settings = {
-            "threshold": str(gates.threshold),
-            "indexer": gates.indexer.value,
-            "null": null,
-            "passes": [pass_name(p, null) for p in passes],
-            "fill": fill,
-            "settle": config.settle,
-            "seed": config.seed,
-            "overrides": config.overrides,
-            "random_weights": loaded.random_weights,
-            "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
-            "arm_cpus": sorted(arm_cpus() or []),
-        }
+        settings = run_settings(
+            config, loaded, gates, null, [pass_name(p, null) for p in passes], fill
+        )
         from mlatui.store.harness_bias import bias_key, lookup
 
         key = bias_key(scenario.name, settings, loaded.name)
@@ -315,40 +165,11 @@ def run(
             settings["harness_bias"] = bias
         emit(header(config, scenario, loaded, patched.report, settings, dist.describe()))
         header_sent = True
-        for note in fit_notes:
-            emit(LogMessage(now(), "info", note))
-        if loaded.name == "embedded":
-            from mlatui.models.embedded import trained_window
-
-            args = getattr(loaded.model, "args", None)
-            limit = getattr(args, "max_position_embeddings", None)
-            fit_warnings.extend(
-                context_warnings({"max_position_embeddings": limit}, longest, trained_window())
-            )
-        from mlatui.run.phases.indexer_sites import load_warnings
-
-        fit_warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
-        for warning in fit_warnings:
-            emit(LogMessage(now(), "warning", warning))
-        emit(LogMessage(now(), "info", f"patched arm: {patched.report.summary()}"))
-        if null:
-            emit(
-                LogMessage(
-                    now(),
-                    "info",
-                    "A/A null run: both arms run the same variant (every gated layer, dense and "
-                    "sparse, and every draft); any difference is the harness's own bias",
-                )
-            )
-        if fill == "random-latents":
-            emit(
-                LogMessage(
-                    now(),
-                    "warning",
-                    "caches filled with random latents (timing only: branch costs do not depend "
-                    "on the values; outputs and acceptance mean nothing)",
-                )
-            )
+        notices = opening_notices(
+            loaded, scenario, patched.report, longest, fit_notes, fit_warnings, null, fill
+        )
+        for level, text in notices:
+            emit(LogMessage(now(), level, text))
         from mlatui.host.memory import MemorySampler
 
         if dist.leader:  # the others' figures would go nowhere: only rank 0 records
@@ -417,44 +238,18 @@ def run(
     except Stopped:
         status = "interrupted"
         if not header_sent:
-            emit(
-                header(config, scenario or _empty_scenario(config), None, None, {}, dist.describe())
-            )
+            emit(_bare_header(config, scenario, dist))
             header_sent = True
             emit(LogMessage(now(), "warning", "stopped while loading the model, before any step"))
     except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         if not header_sent:
             try:
-                emit(
-                    header(
-                        config,
-                        scenario or _empty_scenario(config),
-                        None,
-                        None,
-                        {},
-                        dist.describe(),
-                    )
-                )
+                emit(_bare_header(config, scenario, dist))
             except Exception:  # noqa: BLE001
                 pass
         if status == "error":
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            lost = dist.failure(e)  # a rank died or hung: say which, not where we noticed
-            msg = lost or msg
-            from mlatui.models.fit import FitError
-
-            emit(
-                ErrorEvent(
-                    now(),
-                    msg,
-                    f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
-                    if not (lost or isinstance(e, (LoadError, ScenarioError, FitError)))
-                    else "",
-                    isinstance(e, FitError),
-                )
-            )
+            emit(_error_event(e, dist, now))
     finally:
         if sampler is not None:
             sampler.stop()
@@ -487,7 +282,29 @@ def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:
     return locked
 
 
-def _empty_scenario(config: RunConfig) -> Scenario:
-    from mlatui.config.scenario import DraftSpec, ModelSpec
+def _bare_header(config: RunConfig, scenario: Scenario | None, dist: DistRun):
+    """The header of a run that ended before its model was ready (a recording always has one)."""
+    if scenario is None:
+        from mlatui.config.scenario import DraftSpec, ModelSpec
 
-    return Scenario("?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ())
+        scenario = Scenario(
+            "?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ()
+        )
+    return header(config, scenario, None, None, {}, dist.describe())
+
+
+def _error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> ErrorEvent:
+    """A failure in one line: a lost rank by name, a user's mistake without a source location,
+    anything else with the file and line it came from."""
+    from mlatui.models.fit import FitError
+
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    lost = dist.failure(e)  # a rank died or hung: say which, not where we noticed
+    located = not (lost or isinstance(e, (LoadError, ScenarioError, FitError)))
+    return ErrorEvent(
+        now(),
+        lost or msg,
+        f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if located else "",
+        isinstance(e, FitError),
+    )

@@ -1,4 +1,4 @@
-"""The run header: the self-describing first record of every recording (machine, versions,
+"""The run header, the self-describing first record of every recording (machine, versions,
 model geometry, thresholds, scenario, settings, and the distributed world when there is one)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import platform
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
-from mlatui.gate.policy import FormulaPolicy, stored_crossovers
+from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded
+from mlatui.run.arms import arm_cpus
 from mlatui.stream.events import SCHEMA_VERSION, RunHeader
 
 HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
@@ -80,3 +81,22 @@ def header(
         settings,
         distributed or {},
     )
+
+
+def run_settings(
+    config: RunConfig, loaded: Loaded, gates: Gates, null: bool, passes: list[str], fill: str
+) -> dict:
+    """The header's `settings`: every choice that shapes the figures (and keys the harness bias)."""
+    return {
+        "threshold": str(gates.threshold),
+        "indexer": gates.indexer.value,
+        "null": null,
+        "passes": passes,
+        "fill": fill,
+        "settle": config.settle,
+        "seed": config.seed,
+        "overrides": config.overrides,
+        "random_weights": loaded.random_weights,
+        "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
+        "arm_cpus": sorted(arm_cpus() or []),
+    }

@@ -1,0 +1,31 @@
+"""Quick-run overrides of every phase of a scenario (reps, warmup, tokens, contexts, only some phases)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlatui.config.scenario import Scenario, ScenarioError
+
+
+def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
+    """Quick runs: override reps/warmup/tokens/contexts of every phase (tests, --quick)."""
+    if not overrides:
+        return scenario
+    phases = []
+    only = overrides.get("only_phases")
+    if only:
+        unknown = set(only) - {p.name for p in scenario.phases}
+        if unknown:
+            raise ScenarioError(
+                f"{scenario.path}: no phase named {', '.join(sorted(unknown))} (phases: {', '.join(p.name for p in scenario.phases)})"
+            )
+    for p in scenario.phases:
+        if only and p.name not in only:
+            continue
+        changes = {
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in overrides.items()
+            if hasattr(p, k)
+        }
+        phases.append(replace(p, **changes))
+    return replace(scenario, phases=tuple(phases))

@@ -1,0 +1,50 @@
+"""The log lines a run opens with, after its header: estimates, warnings and what kind of run it is."""
+
+from __future__ import annotations
+
+from mlatui.config.scenario import Scenario
+from mlatui.gate import mla
+from mlatui.models.fit import context_warnings
+from mlatui.models.loading import Loaded
+from mlatui.run.phases.indexer_sites import load_warnings
+
+NULL_NOTICE = (
+    "A/A null run: both arms run the same variant (every gated layer, dense and "
+    "sparse, and every draft); any difference is the harness's own bias"
+)
+RANDOM_LATENTS_WARNING = (
+    "caches filled with random latents (timing only: branch costs do not depend "
+    "on the values; outputs and acceptance mean nothing)"
+)
+
+
+def opening_notices(
+    loaded: Loaded,
+    scenario: Scenario,
+    report: mla.PatchReport,
+    longest: int,
+    fit_notes: list[str],
+    fit_warnings: list[str],
+    null: bool,
+    fill: str,
+) -> list[tuple[str, str]]:
+    """(level, text) in the order they are logged: the load's notes, every warning about contexts
+    the model cannot serve, the patched arm's summary, then the A/A and random-fill notices."""
+    notices = [("info", note) for note in fit_notes]
+    warnings = list(fit_warnings)
+    if loaded.name == "embedded":
+        from mlatui.models.embedded import trained_window
+
+        args = getattr(loaded.model, "args", None)
+        limit = getattr(args, "max_position_embeddings", None)
+        warnings.extend(
+            context_warnings({"max_position_embeddings": limit}, longest, trained_window())
+        )
+    warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
+    notices += [("warning", w) for w in warnings]
+    notices.append(("info", f"patched arm: {report.summary()}"))
+    if null:
+        notices.append(("info", NULL_NOTICE))
+    if fill == "random-latents":
+        notices.append(("warning", RANDOM_LATENTS_WARNING))
+    return notices
