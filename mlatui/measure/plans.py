@@ -205,22 +205,24 @@ def sweep_segments(phase: Phase, settle: bool = True) -> tuple[Segment, ...]:
     )
 
 
-def decode_segments(phase: Phase, depths: list[int], settle: bool = True) -> tuple[Segment, ...]:
+def decode_segments(
+    phase: Phase, settings: Sequence[Setting], settle: bool = True
+) -> tuple[Segment, ...]:
+    depths = spec_depths(settings)
     out: list[Segment] = []
     for c in phase.contexts:
         if depths:
             out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
-        out.append(
-            segment(phase.name, c, block_plan(phase, depths, 0, c), phase.tokens, not depths)
-        )
+        plan = block_plan(phase, settings, 0, c)
+        out.append(segment(phase.name, c, plan, phase.tokens, not depths, settings))
     return tuple(out)
 
 
-def phase_segments(phase: Phase, has_draft: bool, settle: bool = True) -> tuple[Segment, ...]:
-    """The segments a phase will run, in order; () for kinds the estimator does not model."""
+def phase_segments(phase: Phase, kinds: Sequence[str], settle: bool = True) -> tuple[Segment, ...]:
+    """The segments a phase will run, in order; () for kinds the estimator does not model.
+    `kinds`: the run's draft kinds (none: plain decode only)."""
     if phase.kind == "sweep":
         return sweep_segments(phase, settle)
     if phase.kind in ("decode", "tune"):
-        depths = sorted(set(phase.depths)) if has_draft else []
-        return decode_segments(phase, depths, settle)
+        return decode_segments(phase, decode_settings(phase, kinds), settle)
     return ()
