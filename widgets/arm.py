@@ -24,8 +24,8 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     acc = a.acceptance
     line = Text()
     line.append("acceptance" if not narrow else "accept", style="bold")
-    if a.depth is not None:
-        line.append(f" d{a.depth}")
+    if a.setting is not None:
+        line.append(f" {a.setting.label}")
     if state.synthetic:
         line.append(" (synthetic)", style="yellow")
     line.append(" P(i∣<i): " if not narrow else ": ")
@@ -54,14 +54,14 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
     plain = a.plain_tok_s or a.plain_live
     live = a.plain_tok_s is None and plain is not None
     line.append(f" plain {'~' if live else ''}{plain:.1f}" if plain else " plain –")
-    for i, (depth, (tok_s, live)) in enumerate(a.tok_s_by_depth().items()):
+    for i, (setting, (tok_s, live)) in enumerate(a.tok_s_by_setting().items()):
         if narrow and i % 2 == 0:
             lines.append(line)
             line = Text("  ")
         else:
             line.append(" │ ")
-        line.append(f"d{depth} " + ("~" if live else "") + f"{tok_s:.1f}")
-        r = a.ratio(depth)
+        line.append(f"{setting.label} " + ("~" if live else "") + f"{tok_s:.1f}")
+        r = a.ratio(setting)
         if r:
             line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
     lines.append(line)

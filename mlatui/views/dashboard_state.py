@@ -8,8 +8,10 @@ the same events, so a recording is enough to test every number on screen.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import (
     ARMS,
     BudgetPlanned,
@@ -119,7 +121,7 @@ class DashboardState:
             arm.phase_verify_ms = []
             if e.kind in ("decode", "tune"):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
-                arm.counts, arm.depth, arm.spec_vs_plain = {}, None, {}
+                arm.counts, arm.setting, arm.spec_vs_plain = {}, None, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 
@@ -187,42 +189,61 @@ class DashboardState:
         self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
-        arm.add_steps(e.depth, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
-        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        st = Setting(self.legacy_kind, e.depth)
+        arm.add_steps(st, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
+        live = arm.spec_live.setdefault(st, [0, 0.0])
         live[0] += e.tokens
         live[1] += e.draft_ms + e.verify_ms
         self.changed.add("arms")
+
+    @property
+    def legacy_kind(self) -> str:
+        """The draft kind of a recording before schema 4 (one kind, named only in the header's
+        `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
+        label = self.header.draft if self.header is not None else ""
+        if label in ("", "none") or " + " in label:
+            return ""
+        return label.split(":")[0].split("(")[0].rstrip("?")
+
+    def _setting(self, e: DecodeBlock | DecodeResult) -> Setting:
+        if e.depth == 0:
+            return PLAIN
+        return Setting(e.draft_kind or self.legacy_kind, e.depth)
 
     def _on_decode_block(self, e: DecodeBlock) -> None:
         arm = self._arm(e.arm)
         self.context = e.context
         if arm.counts_context != e.context:
             arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
+        st = self._setting(e)
         if e.depth:
             arm.add_steps(
-                e.depth,
+                st,
                 [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
             )
             arm.acceptance_rule = e.acceptance_rule
         arm.temperature = e.temperature
-        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
+        live = arm.spec_live.setdefault(st, [0, 0.0])
         live[0] += e.tokens
         live[1] += e.ms
         self.changed.add("arms")
 
     def _on_decode_result(self, e: DecodeResult) -> None:
         arm = self._arm(e.arm)
+        st = self._setting(e)
+        if st.kind != e.draft_kind:  # schema < 4: the header's one kind, so every view names it
+            e = replace(e, draft_kind=st.kind)
         self.decode_results.append(e)
         if e.depth == 0:
             arm.plain_tok_s = e.tok_s
         else:
-            arm.spec_result[e.depth] = e.tok_s
+            arm.spec_result[st] = e.tok_s
             if e.vs_plain is not None:
-                arm.spec_vs_plain[e.depth] = e.vs_plain
+                arm.spec_vs_plain[st] = e.vs_plain
             if e.counts:
-                arm.counts[e.depth] = AcceptanceCounts.from_dict(e.counts)
+                arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
         self.changed.add("arms")
-        label = "plain decode" if e.depth == 0 else f"depth {e.depth}"
+        label = "plain decode" if e.depth == 0 else st.label
         ci = (
             f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
             if e.tok_s_low is not None and e.tok_s_high is not None
@@ -239,7 +260,7 @@ class DashboardState:
             self._log(
                 e.t,
                 "warning",
-                f"{e.arm} depth {e.depth} at {e.context}: {w} (left out of verdicts)",
+                f"{e.arm} {st.label} at {e.context}: {w} (left out of verdicts)",
             )
 
     def _on_memory(self, e: MemorySample) -> None:

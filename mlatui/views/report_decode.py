@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import PhaseSummary
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
@@ -30,7 +31,7 @@ def decode_table(summary: PhaseSummary) -> str:
             [
                 r["context"],
                 r["arm"],
-                "plain" if r["depth"] == 0 else r["depth"],
+                Setting(r.get("draft_kind") or "", r["depth"]).label,
                 ci(r["tok_s"], r.get("tok_s_low"), r.get("tok_s_high"), 1),
                 ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"), unit="x")
                 if r["depth"]
@@ -47,7 +48,7 @@ def decode_table(summary: PhaseSummary) -> str:
         [
             "context",
             "arm",
-            "depth",
+            "draft",
             "tok/s [95% CI]",
             "vs plain [95% CI]",
             "acceptance P(i ∣ 1..i-1) by position",
