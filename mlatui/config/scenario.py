@@ -214,6 +214,7 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         "top_p",
         "min_draft_share",
         "min_verify_steps",
+        "kind_depths",
     )
     _check_keys(where, raw, allowed)
     kind = raw.get("kind")
@@ -250,7 +251,22 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
         min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
         min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
+        kind_depths=_kind_depths(where, raw.get("kind_depths", {})),
     )
+
+
+def _kind_depths(where: str, raw: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """`kind_depths = { "draft-model" = [1] }`: a draft kind measured at other depths than
+    `depths` (what the budget writes when it keeps a weaker kind at fewer)."""
+    kinds = ", ".join(s.value for s in LISTABLE_SOURCES)
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: 'kind_depths' must be a table of draft kind -> depths")
+    for kind in raw:
+        if kind not in LISTABLE_SOURCES:
+            raise ScenarioError(
+                f"{where}: 'kind_depths' keys are draft kinds ({kinds}), got {kind!r}"
+            )
+    return tuple((k, _ints(where, f"kind_depths.{k}", v)) for k, v in raw.items())
 
 
 def load_scenario(path: str | Path | None = None) -> Scenario:

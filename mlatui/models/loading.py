@@ -64,6 +64,12 @@ class Draft:
 
 
 NO_DRAFT = Draft()
+
+
+def drafts_label(drafts: tuple[Draft, ...]) -> str:
+    return " + ".join(d.label for d in drafts) or NO_DRAFT.label
+
+
 EMBEDDED_DRAFT = Draft(DraftKind.DRAFT_MODEL, "embedded")
 
 
@@ -85,6 +91,11 @@ class Loaded:
         if self.drafts:
             return self.drafts
         return () if self.draft.kind is DraftKind.NONE else (self.draft,)
+
+    @property
+    def draft_label(self) -> str:
+        """The header's `draft`: one kind's label, or several joined ("mtp + draft-model:embedded")."""
+        return drafts_label(self.draft_kinds)
 
     @property
     def checkpoint_dir(self) -> str | None:

@@ -75,9 +75,7 @@ def header(
         geometry,
         thresholds,
         scenario.to_dict(),
-        " + ".join(d.label for d in loaded.draft_kinds) or NO_DRAFT.label
-        if loaded
-        else NO_DRAFT.label,
+        loaded.draft_label if loaded else NO_DRAFT.label,
         bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
