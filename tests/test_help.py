@@ -14,7 +14,8 @@ from mlatui.config.outputs import runs_dir
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.views.keys import KEYS
-from widgets.app import REPLAY_ONLY, MlatuiApp
+from widgets.app import MlatuiApp
+from widgets.controls import REPLAY_ONLY
 from widgets.help import HelpScreen
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"

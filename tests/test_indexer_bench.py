@@ -14,12 +14,12 @@ import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
 from mlatui.bench import indexer as indexer_bench
 from mlatui.bench.indexer import (
     CONTROL_QUADS,
-    IndexerRecord,
-    _rewind,
     default_plan,
     measure_part,
     run_indexer_bench,
 )
+from mlatui.bench.indexer_parts import rewind
+from mlatui.bench.indexer_records import IndexerRecord
 from mlatui.gate.policy import STOCK_GATES
 from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
 from mlatui.measure.sampler import round_schedule
@@ -78,12 +78,12 @@ def test_rewind_restores_the_steady_state_exactly(context, width):
     ix(x, x, base)
     ix(_x(1, 2), _x(1, 2), base)  # an S = 1 step: the pool is current at context + 1
     base.trim(1)
-    base.pool_length = context  # (what _rewind does, by hand, for the reference)
+    base.pool_length = context  # (what rewind does, by hand, for the reference)
     y, z = _x(width, 3), _x(width, 4)
 
     rewound = base.copy()
     ix(y, y, rewound)
-    _rewind(rewound, rewound, context)
+    rewind(rewound, rewound, context)
     assert rewound.offset == rewound.pool_length == context
     got = ix(z, z, rewound)
     assert rewound.last_reused and rewound.rebuilds == base.rebuilds

@@ -174,7 +174,7 @@ def _printer(quiet: bool, check_stop=lambda: None):
                 )
 
         def done(self, result):
-            from mlatui.bench.indexer import control_note
+            from mlatui.bench.indexer_records import control_note
 
             print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)
 

@@ -31,7 +31,8 @@ from mlatui.run.draft_factory import draft_factories, hidden_reader, install_dra
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.header import header, run_settings
 from mlatui.run.notices import opening_notices
-from mlatui.run.phases.base import RunContext, Stopped, run_sweep
+from mlatui.run.phases.base import RunContext, Stopped
+from mlatui.run.phases.sweep import run_sweep
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.events import (
     ErrorEvent,

@@ -12,7 +12,8 @@ from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
-from mlatui.views.report import drift_line, indexer_table
+from mlatui.views.report import drift_line
+from mlatui.views.report_indexer import indexer_table
 from mlatui.views.rounding import Ci, ci_text, sig
 from mlatui.views.run_meta import header_fields, header_lines
 from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases

@@ -1,24 +1,15 @@
-"""Honest progress: per-phase and whole-run ETA from the measured cost of each (context, width)
-already seen, extrapolated to the planned remaining work; elapsed time; a stall flag; model
-loading as its own phase. A pure fold of events (no mlx, no textual), fed by DashboardState.
+"""Honest progress, a pure fold of events: phases and segments as planned and as run, stalls, loading.
 
-The plan comes from each PhaseStart's `plan` (mlatui.measure.plans segments) or, for recordings made
-before it existed, from the header's scenario through the same functions. Wall time per unit of
-measured compute (settle steps, estimates, hand-over) is learned from the gaps between events;
-the set-up of a segment (prefill, warm-up) from the gap before its first event. Where the plan is
-adaptive (rounds added while the L = 1 check is inconclusive) the ETA is a range: the point
-expects each context to need the share of its possible extra rounds that the run's earlier
-contexts needed (half, before any has decided), the high end every context at its most rounds.
+No mlx, no textual; fed by DashboardState. The plan comes from each PhaseStart's `plan`
+(mlatui.measure.plans segments) or, for recordings made before it existed, from the header's
+scenario through the same functions. The ETA it offers (`eta`, `forecast_s`) is
+mlatui.views.progress_forecast's, from the costs and gaps folded here.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.stream.events import (
-    ARMS,
     BudgetPlanned,
     DecodeBlock,
     Estimate,
@@ -32,63 +23,16 @@ from mlatui.stream.events import (
     Step,
 )
 from mlatui.views.loading_view import LoadView
-from mlatui.views.progress_costs import Cost, CostTable, add, scale
+from mlatui.views.progress_costs import CostTable
+from mlatui.views.progress_forecast import Eta, Forecast, PhaseRun, SegmentRun
 
-PRIOR_OVERHEAD = {False: 1.3, True: 1.05}  # wall s per measured s (steps, blocks) until seen
 STALL_MIN_S = 10.0
 STALL_FACTOR = 5.0  # times the slowest gap between steps seen
 
 
-@dataclass(frozen=True)
-class Eta:
-    """Seconds left: `mid` is the estimate, `low`..`high` its range; `extra_rounds` the rounds the
-    adaptive check may still add; `partial` when some planned work has no cost model yet."""
+class RunProgress(Forecast):
+    """The fold: phases and segments as planned and as run, the costs seen, the run's activity."""
 
-    low: float
-    mid: float
-    high: float
-    extra_rounds: int = 0
-    partial: bool = False
-
-    def minus(self, s: float) -> Eta:
-        f = lambda x: max(0.0, x - s)  # noqa: E731
-        return Eta(f(self.low), f(self.mid), f(self.high), self.extra_rounds, self.partial)
-
-
-@dataclass
-class SegmentRun:
-    seg: Segment
-    start_t: float | None = None
-    first_t: float | None = None
-    last_t: float | None = None
-    calls: int = 0
-    done: bool = False
-
-    def rounds(self) -> tuple[int, int]:
-        """(fewest, most) rounds this segment can still end with, given what it has run."""
-        s = self.seg
-        started = math.ceil(self.calls / s.per_round) if s.per_round else 0
-        base = max(s.first_rounds, started + started % 2)
-        return base, max(base, s.last_round)
-
-
-@dataclass
-class PhaseRun:
-    name: str
-    kind: str
-    segments: list[SegmentRun]
-    planned: int = 0
-    done: int = 0
-    total: int = 0
-    started_t: float | None = None
-    finished: bool = False
-
-    @property
-    def modelled(self) -> bool:
-        return bool(self.segments)
-
-
-class RunProgress:
     def __init__(self) -> None:
         self.phases: list[PhaseRun] = []
         self.costs = CostTable()
@@ -247,154 +191,6 @@ class RunProgress:
         elif self.load is not None:
             self.load.progress(e)
         self.last_activity_t = e.t
-
-    # -- forecasting ------------------------------------------------------------------------
-
-    def overhead(self, blocks: bool) -> float:
-        """Wall seconds per second of measured compute, for steps (settle steps, estimates and
-        hand-over between them) or decode blocks."""
-        wall, compute = self.wall_s[blocks], self.compute_s[blocks]
-        return wall / compute if compute > 1.0 else PRIOR_OVERHEAD[blocks]
-
-    def _continue_share(self, blocks: bool) -> float:
-        """How often an inconclusive check asked for two more rounds, in this run's finished
-        segments of the same sort (steps or blocks); Laplace's prior of one each way."""
-        more = stops = 0
-        for p in self.phases:
-            for s in p.segments:
-                seg = s.seg
-                if not s.done or not s.calls or seg.last_round <= seg.first_rounds:
-                    continue
-                if bool(seg.tokens) != blocks:
-                    continue
-                rounds = round(s.calls / seg.per_round)
-                more += max(0, (rounds - seg.first_rounds) // 2)
-                stops += rounds < seg.last_round
-        return (more + 1) / (more + stops + 2)
-
-    def _call_cost(self, seg: Segment, width: int) -> Cost | None:
-        """ms of one timed call of `width` in `seg`, both arms averaged."""
-        costs = []
-        for arm in ARMS:
-            c = (
-                self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
-                if seg.tokens
-                else self.costs.step(arm, seg.context, width)
-            )
-            if c is None:
-                return None
-            costs.append(c)
-        return scale(add(costs[0], costs[1]), 0.5)
-
-    def _round_cost(self, seg: Segment) -> Cost | None:
-        total: Cost = (0.0, 0.0, 0.0)
-        for width, n in seg.calls:
-            c = self._call_cost(seg, width)
-            if c is None:
-                return None
-            total = add(total, scale(c, n))
-        return total
-
-    def _warmup(self, seg: Segment) -> Cost | None:
-        total: Cost = (0.0, 0.0, 0.0)
-        for width, _ in seg.calls:
-            c = self._call_cost(seg, width)
-            if c is None:
-                return None
-            total = add(total, scale(c, 2 * seg.warmup / 1e3))
-        return total
-
-    def _segment_left(self, run: SegmentRun) -> tuple[Cost, int] | None:
-        """Seconds left in a segment (set-up included when it has not started) and the rounds
-        the check may still add. Expected extra rounds: at each remaining decision the check
-        asks for two more with the share this run's earlier segments did."""
-        seg = run.seg
-        round_ms = self._round_cost(seg)
-        if round_ms is None or not seg.per_round:
-            return None
-        overhead = self.overhead(bool(seg.tokens))
-        per_call = scale(round_ms, overhead / 1e3 / seg.per_round)
-        lo, hi = run.rounds()
-        q = self._continue_share(bool(seg.tokens))
-        if run.calls and self.outcomes.get((seg.part, seg.context)) in ("valid", "invalid"):
-            q = 0.0  # the check reads decided now: expect it to stop at its next decision
-        mid = lo + 2 * sum(q**k for k in range(1, (hi - lo) // 2 + 1))
-        left = [max(0.0, r * seg.per_round - run.calls) for r in (lo, mid, hi)]
-        out: Cost = (per_call[0] * left[0], per_call[1] * left[1], per_call[2] * left[2])
-        if run.calls == 0:
-            warm = self._warmup(seg) or (0.0, 0.0, 0.0)
-            out = add(out, scale(warm, overhead))
-            if seg.opens_context:
-                out = add(out, self._prefill(seg.context))
-        return out, hi - lo
-
-    def forecast_s(self, phases, settle: bool = True) -> float:
-        """Seconds the given phases would take from scratch with the costs seen so far (the
-        budget planner's forecast); inf when some segment has no cost model."""
-        total = 0.0
-        for phase in phases:
-            for seg in phase_segments(phase, self.draft_kinds, settle):
-                got = self._segment_left(SegmentRun(seg))
-                if got is None:
-                    return math.inf
-                total += got[0][1]
-        return total
-
-    def _prefill(self, context: int) -> Cost:
-        from mlatui.views.progress_costs import extrapolate
-
-        return extrapolate(self.prefill, context) or (0.0, 0.0, 0.0)
-
-    def _phase_left(self, p: PhaseRun, now_t: float) -> tuple[Eta, bool]:
-        """(seconds left, modelled) for one phase; a phase without a cost model yet uses its
-        own rate (elapsed / done x left) once started."""
-        total: Cost = (0.0, 0.0, 0.0)
-        extra = 0
-        if p.modelled and not self.costs.empty:
-            ok = True
-            for run in p.segments:
-                if run.done:
-                    continue
-                got = self._segment_left(run)
-                if got is None:
-                    ok = False
-                    break
-                total, extra = add(total, got[0]), extra + got[1]
-            if ok:
-                return Eta(total[0], total[1], total[2], extra), True
-        if p.started_t is not None and p.done and p.total:
-            rate = (now_t - p.started_t) / p.done
-            left = rate * max(0, p.total - p.done)
-            return Eta(left, left, left), True
-        return Eta(0.0, 0.0, 0.0, 0, True), False
-
-    def eta(self, now_t: float | None = None) -> tuple[Eta | None, Eta | None]:
-        """(this phase, whole run) seconds left at `now_t` (the latest event when None)."""
-        if self._current is None or self.costs.empty:
-            return None, None
-        last = self.last_activity_t or 0.0
-        if self._dirty or self._cache is None:
-            self._cache = self._compute(last)
-            self._dirty = False
-        since = max(0.0, (now_t if now_t is not None else last) - last)
-        return self._cache[0].minus(since), self._cache[1].minus(since)
-
-    def _compute(self, now_t: float) -> tuple[Eta, Eta]:
-        pi = self._current[0] if self._current else 0
-        phase_eta: Eta | None = None
-        lo = mid = hi = 0.0
-        extra, partial = 0, False
-        for i, p in enumerate(self.phases):
-            if p.finished or i < pi:
-                continue
-            got, modelled = self._phase_left(p, now_t)
-            if i == pi:
-                phase_eta = got
-            lo, mid, hi = lo + got.low, mid + got.mid, hi + got.high
-            extra += got.extra_rounds
-            partial |= not modelled
-        phase_eta = phase_eta or Eta(0.0, 0.0, 0.0)
-        return phase_eta, Eta(lo, mid, hi, extra, partial)
 
     # -- what the header shows --------------------------------------------------------------
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlatui.views.loading_view import LoadView
-from mlatui.views.progress import Eta, RunProgress
+from mlatui.views.progress import RunProgress
+from mlatui.views.progress_forecast import Eta
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from mlatui.bench.indexer import IndexerRecord, PartRun, part_records
+from mlatui.bench.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
+from mlatui.measure.plans import plan_for
 from mlatui.measure.sampler import SamplerPlan, sample_context
 from mlatui.run.phases.base import (
     EstimateEmitter,
     ProgressTracker,
     RunContext,
     emit_phase_start,
-    plan_for,
     share_context,
     validity,
 )

@@ -2,8 +2,8 @@
 their geometry, and one arm's layer at one context with its inputs (used on that arm's thread).
 
 One sample appends S tokens to a cache of exactly `context` tokens whose pool is current (all
-drafts accepted) and is rewound to it outside the timed region (`indexer_bench._rewind`, whose
-docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
+drafts accepted) and is rewound to it outside the timed region (`rewind` of
+mlatui.bench.indexer_parts; mlatui.bench.indexer's docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
 arms: the pool refresh, the scoring, the top-k and the gathers cost the same whatever the values.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlatui.bench.indexer import INPUTS_PER_WIDTH, _rewind
+from mlatui.bench.indexer_parts import INPUTS_PER_WIDTH, rewind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.timing import timed_ms
@@ -152,7 +152,7 @@ def step(s: ArmSite, arm: Arm, part: str, width: int) -> tuple[float, int, int, 
             f"{part} @ {s.context}: the {arm.name} arm's patched pool was rebuilt at S={width}; "
             "the harness is measuring the rejection case, not consecutive accepted steps"
         )
-    _rewind(index if part == "indexer" else s.cache, index, s.context)
+    rewind(index if part == "indexer" else s.cache, index, s.context)
     return ms, rebuilt, index.reuses - reuses, after[0] - before[0], after[1] - before[1]
 
 
@@ -164,7 +164,7 @@ def output(s: ArmSite, part: str, width: int) -> np.ndarray:
         result = np.sort(np.array(mx.where(valid, idx, -1)), axis=-1)
     else:
         result = np.array(out.astype(mx.float32))
-    _rewind(s.cache.index if part == "indexer" else s.cache, s.cache.index, s.context)
+    rewind(s.cache.index if part == "indexer" else s.cache, s.cache.index, s.context)
     return result
 
 

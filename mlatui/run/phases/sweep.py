@@ -1,0 +1,108 @@
+"""The sweep phase: step ms per arm at each context and width, its rows and its verdict."""
+
+from __future__ import annotations
+
+from mlatui.config.scenario import Phase
+from mlatui.measure.plans import plan_for, sweep_segments
+from mlatui.measure.sampler import SamplerPlan, SamplerRun
+from mlatui.measure.timing import Stats
+from mlatui.run.phases.base import (
+    ProgressTracker,
+    RunContext,
+    emit_phase_start,
+    sample_steps,
+    share_context,
+    validity,
+)
+from mlatui.run.spec import require_trimmable
+from mlatui.stream.events import PhaseSummary, Validity
+
+
+def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+    """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
+    CIs; the L = 1 check per context."""
+    widths = tuple(sorted(set(phase.widths)))
+    plans = {c: plan_for(phase, widths, ctx.seed, c, ctx.settle) for c in phase.contexts}
+    planned = sum(p.timed_calls() for p in plans.values())
+    emit_phase_start(ctx, phase, index, total_phases, planned, sweep_segments(phase, ctx.settle))
+    progress = ProgressTracker(ctx, phase.name, planned)
+    rows: list[dict] = []
+    for context in phase.contexts:
+        ctx.check_stop()
+        rows += _sweep_context(ctx, phase, context, plans[context], progress)
+    verdict = sweep_verdict(rows)
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
+    ctx.emit(summary)
+    return summary
+
+
+def _sweep_context(
+    ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
+) -> list[dict]:
+    text = ctx.tokens_for(context + max(plan.widths))
+    length = share_context(ctx, text[:context])
+    stock = ctx.workers["stock"].arm
+    require_trimmable(stock.cache, stock.model_name, "a sweep")
+    run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
+    v = validity(ctx, phase.name, length, run.estimates)
+    return sweep_rows(length, run, v)
+
+
+def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
+    """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
+    est = run.estimates
+    samples: dict[tuple[str, int], list[float]] = {}
+    for t in run.timings:
+        samples.setdefault((t.arm, t.width), []).append(t.ms)
+    rows = []
+    for (arm, width), iv in sorted(est.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ratio = est.ratio.get(width)
+        marginal = est.marginal_ms.get(arm)
+        flat = est.vs_l1.get((arm, width))
+        s = Stats.of(samples[(arm, width)])
+        rows.append(
+            {
+                "context": length,
+                "width": width,
+                "arm": arm,
+                "median_ms": iv.median,
+                "ci_low_ms": iv.low,
+                "ci_high_ms": iv.high,
+                "p10_ms": s.p10,
+                "p90_ms": s.p90,
+                "rounds": run.rounds,
+                "n": s.n,
+                "ratio": ratio.median if ratio else None,
+                "ratio_low": ratio.low if ratio else None,
+                "ratio_high": ratio.high if ratio else None,
+                "marginal_ms": marginal.median if marginal else None,
+                "marginal_low_ms": marginal.low if marginal else None,
+                "marginal_high_ms": marginal.high if marginal else None,
+                "vs_l1": flat.median if flat else (1.0 if width == 1 else None),
+                "vs_l1_low": flat.low if flat else (1.0 if width == 1 else None),
+                "vs_l1_high": flat.high if flat else (1.0 if width == 1 else None),
+                "valid": v.valid,
+                "outcome": v.verdict,
+                "drifting_rounds": est.drifting_rounds,
+                "samples_ms": samples[(arm, width)],
+            }
+        )
+    return rows
+
+
+def sweep_verdict(rows: list[dict]) -> str:
+    """The largest valid context's widest width: paired stock/patched with its CI."""
+    valid = [r for r in rows if r["valid"]]
+    if not valid:
+        return "no valid context (the L = 1 check was invalid or inconclusive everywhere)"
+    top = max(r["context"] for r in valid)
+    cell = {(r["width"], r["arm"]): r for r in valid if r["context"] == top}
+    widths = sorted({w for w, _ in cell if w > 1})
+    if not widths:
+        return f"largest valid context {top}"
+    w = max(widths)
+    s, p = cell[(w, "stock")], cell[(w, "patched")]
+    return (
+        f"at context {top}, L = {w}: stock {s['median_ms']:.2f} ms vs patched {p['median_ms']:.2f} ms, "
+        f"paired stock/patched {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+    )

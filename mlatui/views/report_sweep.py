@@ -1,0 +1,178 @@
+"""The sweep phase's markdown tables: step ms and paired ratios per width, the L = 1 checks, the A/A bias."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mlatui.stream.events import ARMS, Event, PhaseSummary, Validity
+from mlatui.views.mdtable import check as _check
+from mlatui.views.mdtable import ci
+from mlatui.views.mdtable import fmt as _fmt
+from mlatui.views.mdtable import table as _table
+
+
+def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
+    """Per context and width: each arm's step ms and the paired stock/patched ratio, medians over
+    rounds with 95% bootstrap CIs; then the marginal cost of the second query per arm."""
+    med = {(r["context"], r["width"], r["arm"]): r for r in summary.rows}
+    keys = sorted({(c, w) for c, w, _ in med})
+    if keys and "ratio" not in next(iter(med.values())):
+        return _legacy_sweep_table(summary)
+    a, b = ("A", "B") if null else ARMS
+    rows = []
+    for c, w in keys:
+        s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
+        if not s or not p:
+            continue
+        rows.append(
+            [
+                c,
+                w,
+                ci(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"]),
+                ci(p["median_ms"], p["ci_low_ms"], p["ci_high_ms"]),
+                ci(s["ratio"], s["ratio_low"], s["ratio_high"], 3) + ("" if null else "x"),
+                ci(p.get("vs_l1"), p.get("vs_l1_low"), p.get("vs_l1_high")) if w > 1 else "1",
+                s["rounds"],
+                s.get("drifting_rounds", 0),
+                _check(s),
+            ]
+        )
+    out = _table(
+        [
+            "context",
+            "L",
+            f"{a} ms [95% CI]",
+            f"{b} ms [95% CI]",
+            f"{a}/{b} paired [95% CI]",
+            f"{b} L / L=1 [95% CI]",
+            "rounds",
+            "drifting",
+            "L=1 check",
+        ],
+        rows,
+    )
+    marg = []
+    for c in sorted({c for c, _ in keys}):
+        s, p = med.get((c, 2, "stock")), med.get((c, 2, "patched"))
+        if s and p and s.get("marginal_ms") is not None:
+            marg.append(
+                [
+                    c,
+                    ci(s["marginal_ms"], s["marginal_low_ms"], s["marginal_high_ms"]),
+                    ci(p["marginal_ms"], p["marginal_low_ms"], p["marginal_high_ms"]),
+                    _check(s),
+                ]
+            )
+    if marg:
+        out += (
+            "\n\nMarginal cost of the second query, per round mean(L=2) - mean(L=1), median over "
+            "rounds [95% CI], ms:\n\n"
+        )
+        out += _table(["context", a, b, "L=1 check"], marg)
+    return out
+
+
+def _legacy_sweep_table(summary: PhaseSummary) -> str:
+    """Schema-1 recordings: unpaired medians (kept readable; never a verdict of this version)."""
+    med = {(r["context"], r["width"], r["arm"]): r for r in summary.rows}
+    rows = []
+    for c, w in sorted({(c, w) for c, w, _ in med}):
+        s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
+        if s and p:
+            rows.append(
+                [
+                    c,
+                    w,
+                    f"{s['median_ms']:.2f} ({s['p10_ms']:.2f}-{s['p90_ms']:.2f})",
+                    f"{p['median_ms']:.2f} ({p['p10_ms']:.2f}-{p['p90_ms']:.2f})",
+                    f"{s['median_ms'] / p['median_ms']:.2f}x" if p["median_ms"] else "-",
+                    "ok" if s["valid"] else "INVALID",
+                ]
+            )
+    out = "(recorded by an older mlatui: unpaired medians, no CIs)\n\n" + _table(
+        [
+            "context",
+            "L",
+            "stock ms (p10-p90)",
+            "patched ms (p10-p90)",
+            "ratio of medians",
+            "L=1 check",
+        ],
+        rows,
+    )
+    marg = []
+    for c in sorted({c for c, _, _ in med}):
+        vals = []
+        for arm in ARMS:
+            one, two = med.get((c, 1, arm)), med.get((c, 2, arm))
+            vals.append(_fmt(two["median_ms"] - one["median_ms"]) if one and two else "-")
+        marg.append([c, *vals])
+    if marg:
+        out += (
+            "\n\nMarginal cost of the second query, median(L=2) - median(L=1) (unpaired), ms:\n\n"
+        )
+        out += _table(["context", "stock", "patched"], marg)
+    return out
+
+
+def null_bias_table(events: Sequence[Event]) -> str:
+    """A/A runs: the harness's own bias per pass, context and width (paired ratio - 1)."""
+    from mlatui.stream.events import Estimate
+
+    rows = []
+    for e in events:
+        if isinstance(e, Estimate) and e.final and "/aa-" in e.phase:
+            for r in e.rows:
+                if r["quantity"] == "ratio":
+                    lo, hi = (r["low"] - 1) * 100, (r["high"] - 1) * 100
+                    rows.append(
+                        [
+                            e.phase.rsplit("/", 1)[1],
+                            e.context,
+                            r["width"],
+                            f"{(r['median'] - 1) * 100:+.2f}% [{lo:+.2f}, {hi:+.2f}]",
+                            "yes" if lo <= 0 <= hi else "NO",
+                            r["n"],
+                        ]
+                    )
+    if not rows:
+        return ""
+    return _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
+
+
+def validity_table(events: Sequence[Event]) -> str:
+    rows = []
+    for v in events:
+        if not isinstance(v, Validity):
+            continue
+        paired = ci(v.ratio, v.ratio_low, v.ratio_high, 4)
+        rows.append(
+            [
+                v.phase,
+                v.context,
+                f"{v.stock_l1_ms:.3f}",
+                f"{v.patched_l1_ms:.3f}",
+                paired,
+                f"{v.diff_pct:+.2f}%",
+                v.rounds or "-",
+                v.verdict.upper() if v.verdict != "valid" else "valid",
+            ]
+        )
+    tol = events_tolerance(events)
+    return _table(
+        [
+            "phase",
+            "context",
+            "stock L=1 ms",
+            "patched L=1 ms",
+            "paired ratio [95% CI]",
+            "diff",
+            "rounds",
+            f"CI within ±{tol:g}%",
+        ],
+        rows,
+    )
+
+
+def events_tolerance(events: Sequence[Event]) -> float:
+    return next((v.tolerance_pct for v in events if isinstance(v, Validity)), 2.0)

@@ -1,0 +1,76 @@
+"""The dashboard's panes on three pages: all side by side, or one page at a time on a compact screen."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Tab, Tabs
+
+from widgets.keybar import KeyFooter
+from widgets.panes import (
+    ArmPane,
+    ExplainPane,
+    HeaderPane,
+    LogPane,
+    MarginalPane,
+    MemoryPane,
+    ValidityPane,
+)
+
+PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", "Memory · log"))
+COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
+
+
+class PagesMixin:
+    def compose(self) -> ComposeResult:
+        yield HeaderPane(id="header")
+        if self.mode == "demo":
+            yield ExplainPane(id="explain", title="what you are looking at")
+        tabs = Tabs(*(Tab(label, id=f"tab-{pid}") for pid, label in PAGES), id="pages")
+        tabs.can_focus = False  # 1/2/3 or a click switch pages; ←/→ stay replay seeks
+        yield tabs
+        with Horizontal(id="page-arms", classes="page"):
+            yield ArmPane("stock", id="arm-stock", title="stock · mlx-lm as installed")
+            yield ArmPane("patched", id="arm-patched", title="patched · gate L ≤ L*")
+        with Horizontal(id="page-cost", classes="page"):
+            yield MarginalPane(
+                id="marginal", title="marginal cost of a 2nd query (L=2 − L=1) vs context"
+            )
+            yield ValidityPane(id="validity", title="L=1 check per context")
+        with Horizontal(id="page-sys", classes="page"):
+            yield MemoryPane(id="memory", title="memory")
+            yield LogPane(id="log", title="events")
+        yield KeyFooter(compact=True)
+
+    def on_mount(self) -> None:
+        self._layout(self.size.width, self.size.height)
+        self.source.start()
+        self._tick()
+        self.set_interval(1.0 / self.ui_hz, self._tick, name="drain")
+
+    def on_resize(self, event) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        self.compact = compact
+        self.screen.set_class(compact, "compact")
+        self._show_page(self.page)
+
+    def _show_page(self, index: int) -> None:
+        self.page = index % len(PAGES)
+        for i, (pid, _) in enumerate(PAGES):
+            self.query_one(f"#{pid}").set_class(self.compact and i != self.page, "hidden")
+        tabs = self.query_one("#pages", Tabs)
+        tab_id = f"tab-{PAGES[self.page][0]}"
+        if tabs.active != tab_id:
+            tabs.active = tab_id
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab is None:
+            return
+        ids = [f"tab-{pid}" for pid, _ in PAGES]
+        if event.tab.id in ids:
+            self.page = ids.index(event.tab.id)
+            for i, (pid, _) in enumerate(PAGES):
+                self.query_one(f"#{pid}").set_class(self.compact and i != self.page, "hidden")
