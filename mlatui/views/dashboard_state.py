@@ -197,6 +197,15 @@ class DashboardState:
         self.changed.add("arms")
 
     @property
+    def draft_kinds(self) -> tuple[str, ...]:
+        """The run's draft kinds in its order: the header's, else those its results name."""
+        kinds = (self.header.settings or {}).get("draft_kinds") if self.header else None
+        if kinds:
+            return tuple(kinds)
+        seen = [r.draft_kind for r in self.decode_results if r.depth and r.draft_kind]
+        return tuple(dict.fromkeys(seen))
+
+    @property
     def legacy_kind(self) -> str:
         """The draft kind of a recording before schema 4 (one kind, named only in the header's
         `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
