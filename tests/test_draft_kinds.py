@@ -10,7 +10,8 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from mlatui.config.scenario import DraftSource, DraftSpec, load_scenario
+from mlatui.config.draft_spec import DraftSource, DraftSpec
+from mlatui.config.scenario import load_scenario
 from mlatui.models import families
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,

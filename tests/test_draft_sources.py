@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.config.scenario import DraftSource, ScenarioError, load_scenario
+from mlatui.config.draft_spec import DraftSource
+from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.measure.plans import Setting, decode_settings, phase_segments
 from mlatui.run.budget import fit_to_budget, reductions
 from mlatui.run.phases.decode_verdict import tune_verdict

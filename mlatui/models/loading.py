@@ -14,8 +14,9 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
-from mlatui.config.scenario import DTYPE_NAMES, DraftSource, DraftSpec, ModelSpec, Scenario
+from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}

@@ -285,7 +285,8 @@ def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:
 def _bare_header(config: RunConfig, scenario: Scenario | None, dist: DistRun):
     """The header of a run that ended before its model was ready (a recording always has one)."""
     if scenario is None:
-        from mlatui.config.scenario import DraftSpec, ModelSpec
+        from mlatui.config.draft_spec import DraftSpec
+        from mlatui.config.scenario import ModelSpec
 
         scenario = Scenario(
             "?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ()
