@@ -1,4 +1,6 @@
-"""`mlatui` command line. Each subcommand is one module in mlatui/commands/, listed in COMMANDS,
+"""The `mlatui` command line: an explicit table of subcommands and the one place errors leave.
+
+Each subcommand is one module in mlatui/commands/, listed in COMMANDS,
 with `HELP`, `configure(parser)` and `run(args) -> int`; they import mlx/textual only inside `run`.
 `mlatui bench <what>` dispatches through BENCH_TARGETS, or runs a scenario file (BENCH_SCENARIO).
 

@@ -11,7 +11,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlatui.gate import mla
 from mlatui.host import distributed
 from mlatui.host.distributed import ShardMode
-from mlatui.models import families
+from mlatui.models import build, family_configs
 from mlatui.run.arms import build_arms
 from mlatui.run.sharding import shard
 
@@ -23,14 +23,14 @@ def main(names: list[str], mode: ShardMode = ShardMode.TENSOR) -> None:
     world = distributed.world()
     assert world is not None and world.size == 2, "run me under mlx.launch -n 2"
     for name in names:
-        full = families.build_model(name, seed=0)
+        full = build.build_model(name, seed=0)
         stock, _ = build_arms(full)
-        sharded = families.build_model(name, seed=0, evaluate=False)
+        sharded = build.build_model(name, seed=0, evaluate=False)
         shard(sharded, mode, distributed.group())
         _, patched = build_arms(sharded)
         heads = patched.report.geometry.num_heads
         mx.random.seed(1)
-        context = mx.random.randint(0, families.VOCAB_TINY, (1, 48))
+        context = mx.random.randint(0, family_configs.VOCAB_TINY, (1, 48))
         cs, cp = make_prompt_cache(stock.model), make_prompt_cache(patched.model)
         mx.eval(stock.model(context, cache=cs), patched.model(context, cache=cp))
         counters = mla.branch_counters(patched.model)
@@ -38,7 +38,7 @@ def main(names: list[str], mode: ShardMode = ShardMode.TENSOR) -> None:
         diffs = {}
         for i, length in enumerate(WIDTHS):
             mx.random.seed(10 + i)
-            tokens = mx.random.randint(0, families.VOCAB_TINY, (1, length))
+            tokens = mx.random.randint(0, family_configs.VOCAB_TINY, (1, length))
             a, b = stock.model(tokens, cache=cs), patched.model(tokens, cache=cp)
             mx.eval(a, b)
             diffs[length] = {

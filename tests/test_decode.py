@@ -117,7 +117,7 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from mlatui.models.families import build_model  # noqa: E402
+from mlatui.models.build import build_model  # noqa: E402
 from mlatui.run.arms import build_arms, cache_len, prefill  # noqa: E402
 from mlatui.run.decode_stream import open_stream, rewind, run_block  # noqa: E402
 from mlatui.run.drafts import DraftModelSource  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.scenario import load_scenario
-from mlatui.models import families
+from mlatui.models import build
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -129,7 +129,7 @@ class HiddenDraft:
 
 
 def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     stock, _ = build_arms(model)
     stock.draft = HiddenDraft()
     assert prefill(stock, list(range(10)), chunk=4) == 10
@@ -140,7 +140,7 @@ def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
 
 
 def test_share_context_moves_the_hidden_states_to_both_arms():
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     mx.eval(model.parameters())
     stock, patched = build_arms(model)
     baton = Baton()

@@ -19,7 +19,7 @@ import mlatui.run.arms
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.sampler import round_schedule
-from mlatui.models.families import build_model
+from mlatui.models.build import build_model
 from mlatui.run.arms import ArmWorker, Baton, build_arms
 from mlatui.run.drafts import DraftModelSource
 from mlatui.run.engine import run

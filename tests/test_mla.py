@@ -14,7 +14,7 @@ from mlx_lm.models.deepseek_v3 import DeepseekV3Attention
 from mlx_lm.models.deepseek_v32 import DeepseekV32Attention
 
 from mlatui.gate import mla
-from mlatui.models import families
+from mlatui.models import build, families, family_configs
 
 PROMPT_T = 72
 WIDTHS = (1, 2, 3, 4, 8)
@@ -78,13 +78,13 @@ def test_invalid_geometry_gives_one(args):
 @functools.cache
 def _arms(name: str, dtype=mx.float32, **overrides):
     """Stock model (instrumented), patched twin, and a warm cache prefilled once by stock."""
-    stock = families.build_model(name, dtype=dtype, **overrides)
+    stock = build.build_model(name, dtype=dtype, **overrides)
     patched = mla.twin(stock)
     report = mla.patch_model(patched)
     mla.count_branches(stock)
     cache = make_prompt_cache(stock)
     mx.random.seed(1)
-    prompt = mx.random.randint(0, families.VOCAB_TINY, (1, PROMPT_T))
+    prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))
     mx.eval(stock(prompt, cache=cache), [c.state for c in cache])
     return stock, patched, report, cache
 
@@ -106,7 +106,7 @@ def _first_mla_prefix(caches, rank: int) -> list[mx.array]:
 
 def _step_both(stock, patched, cs, cp, length, seed):
     mx.random.seed(seed)
-    tokens = mx.random.randint(0, families.VOCAB_TINY, (1, length))
+    tokens = mx.random.randint(0, family_configs.VOCAB_TINY, (1, length))
     a, b = stock(tokens, cache=cs), patched(tokens, cache=cp)
     mx.eval(a, b, [c.state for c in cs], [c.state for c in cp])
     return a, b
@@ -176,7 +176,7 @@ def test_mistral4_string_mask_is_exercised():
 
 @pytest.mark.parametrize("name", ["deepseek_v3", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa"])
 def test_module_cache_bitwise(name):
-    model = families.build_model(name, layers=1)
+    model = build.build_model(name, layers=1)
     attn = mla.mla_modules(model)[0][1]
     gated = mla.twin(attn)
     mla.patch_model(gated)
@@ -227,16 +227,16 @@ def test_sparse_path_runs_and_matches(name):
     stock, patched, _, cache = _arms(name)
     topk = families.config_for(name)["index_topk"]
     assert PROMPT_T > topk
-    dense = families.build_model(name, index_topk=4096)  # same seed: same weights, no top-k
+    dense = build.build_model(name, index_topk=4096)  # same seed: same weights, no top-k
     dense_cache = make_prompt_cache(dense)
     mx.random.seed(1)
-    prompt = mx.random.randint(0, families.VOCAB_TINY, (1, PROMPT_T))
+    prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))
     mx.eval(dense(prompt, cache=dense_cache))
     cs, cp = copy.deepcopy(cache), copy.deepcopy(cache)
     for i, length in enumerate((1, 3)):
         a, b = _step_both(stock, patched, cs, cp, length, seed=20 + i)
         mx.random.seed(20 + i)
-        tokens = mx.random.randint(0, families.VOCAB_TINY, (1, length))
+        tokens = mx.random.randint(0, family_configs.VOCAB_TINY, (1, length))
         d = dense(tokens, cache=dense_cache)
         assert mx.abs(a - d).max().item() > 1e-3, "the sparse path did not change the output"
         assert mx.allclose(a, b, atol=F32_TOL, rtol=F32_TOL).item()
@@ -247,8 +247,8 @@ def test_sparse_path_runs_and_matches(name):
 
 def test_patching_one_instance_leaves_others_stock():
     stock_call = DeepseekV3Attention.__call__
-    a = families.build_model("deepseek_v3")
-    b = families.build_model("deepseek_v3")  # same seed: same weights
+    a = build.build_model("deepseek_v3")
+    b = build.build_model("deepseek_v3")  # same seed: same weights
     c = mla.twin(a)
     mla.patch_model(c)
     assert DeepseekV3Attention.__call__ is stock_call
@@ -260,7 +260,7 @@ def test_patching_one_instance_leaves_others_stock():
         assert mla.branch_counters(m) is None
     ca, cb = make_prompt_cache(a), make_prompt_cache(b)
     mx.random.seed(1)
-    prompt = mx.random.randint(0, families.VOCAB_TINY, (1, PROMPT_T))
+    prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))
     mx.eval(a(prompt, cache=ca), b(prompt, cache=cb))
     step = mx.array([[1, 2, 3]])
     ya, yb = a(step, cache=ca), b(step, cache=cb)
@@ -269,7 +269,7 @@ def test_patching_one_instance_leaves_others_stock():
 
 
 def test_twin_shares_every_array():
-    model = families.build_model("glm4_moe_lite")
+    model = build.build_model("glm4_moe_lite")
     before = mx.get_active_memory()
     other = mla.twin(model)
     grown = mx.get_active_memory() - before
@@ -300,7 +300,7 @@ class UpstreamFixedAttention(DeepseekV3Attention):
 
 @pytest.mark.parametrize("cls", [NoGateAttention, UpstreamFixedAttention])
 def test_patch_fails_closed(cls):
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     cls.__module__ = "mlx_lm.models.deepseek_v3"  # looks like an mlx-lm class
     attn = mla.mla_modules(model)[0][1]
     attn.__class__ = cls
@@ -317,7 +317,7 @@ def test_patch_fails_closed(cls):
 
 
 def test_bad_threshold_is_rejected():
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     with pytest.raises(ValueError):
         mla.patch_model(model, threshold="fast")
     with pytest.raises(ValueError):
@@ -337,12 +337,12 @@ def test_fixed_threshold_routes_wide_steps():
 
 
 def test_quantized_model_patches(name="glm4_moe_lite"):
-    stock = families.build_model(name, bits=4)
+    stock = build.build_model(name, bits=4)
     assert isinstance(mla.mla_modules(stock)[0][1].q_b_proj, nn.QuantizedLinear)
     patched = mla.twin(stock)
     mla.patch_model(patched)
     cache = make_prompt_cache(stock)
-    mx.eval(stock(mx.arange(PROMPT_T)[None] % families.VOCAB_TINY, cache=cache))
+    mx.eval(stock(mx.arange(PROMPT_T)[None] % family_configs.VOCAB_TINY, cache=cache))
     cs, cp = copy.deepcopy(cache), copy.deepcopy(cache)
     a, b = _step_both(stock, patched, cs, cp, 3, seed=7)
     assert mx.allclose(a, b, atol=F32_TOL, rtol=F32_TOL).item()

@@ -15,7 +15,7 @@ from mlatui.cli import main
 from mlatui.gate import mla
 from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
-from mlatui.models import families
+from mlatui.models import build, families
 from mlatui.store import calibration
 
 
@@ -320,7 +320,7 @@ def test_calibrate_stores_and_loads(tmp_path, monkeypatch, capsys):
     assert len(files) == 1
     entry = json.loads(files[0].read_text())["r512-n128-v128"]
     assert entry["dtype"] == "bfloat16" and entry["bits"] == 4 and entry["rounds_per_probe"] == 2
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "calibrated" and report.threshold == found[128]
 
@@ -366,7 +366,7 @@ def test_find_crossover_bisects():
 
 def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
-    model = families.build_model("deepseek_v3", layers=1)
+    model = build.build_model("deepseek_v3", layers=1)
     with pytest.warns(UserWarning, match="mlatui calibrate"):
         report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "formula" and report.threshold == 170

@@ -1,4 +1,4 @@
-"""The mlatui dashboard app: one screen fed by any event source, drained and folded on a fixed tick."""
+"""The mlatui dashboard app: one screen fed by any event source, drained on a fixed tick."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dashboard's panes on three pages: all side by side, or one page at a time on a compact screen."""
+"""The dashboard's panes on three pages: side by side, or one at a time on a compact screen."""
 
 from __future__ import annotations
 

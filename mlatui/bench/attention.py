@@ -24,7 +24,7 @@ from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
-from mlatui.models import families
+from mlatui.models import build
 from mlatui.models.loading import DTYPES
 
 ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
@@ -56,7 +56,7 @@ def forced_arms(
 ) -> ForcedArms:
     """One random-weight attention layer of the family's geometry, as two twins that always take
     the absorbed / the materialised branch (they share the weights)."""
-    attn = families.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype)
+    attn = build.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype)
     arms = []
     for force in (True, False):
         t = mla.twin(attn)

@@ -1,4 +1,4 @@
-"""`mlatui bench attention|indexer|SCENARIO.toml ...`."""
+"""`mlatui bench attention|indexer|SCENARIO.toml ...`: hands the arguments to the benchmark named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`mlatui bench observer`: does watching change what is measured?
+"""`mlatui bench observer`: measures whether watching a run (the dashboard) changes its figures.
 
 Runs one scenario headless, under the dashboard in-process (LiveSource), and under the dashboard
 with the engine in a child process (ProcessSource), in rounds (H T I H T I ...), and compares

@@ -1,4 +1,4 @@
-"""Quick-run overrides of every phase of a scenario (reps, warmup, tokens, contexts, only some phases)."""
+"""Quick-run overrides of a scenario's phases: reps, warmup, tokens, contexts, some phases only."""
 
 from __future__ import annotations
 

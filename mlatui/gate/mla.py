@@ -1,4 +1,4 @@
-"""The MLA gate: thresholds, a per-instance patch derived from installed mlx-lm, branch counters.
+"""The MLA gate's patch: each attention instance's gate rewritten from mlx-lm, with counters.
 
 MLA caches a rank-r latent per token. A step with L new queries can either *absorb* the
 up-projection into the queries and attend against the latent (cost ~ L), or *materialise*

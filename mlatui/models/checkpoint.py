@@ -76,7 +76,8 @@ def save_random_checkpoint(
     from mlx_lm.utils import save_config, save_model
 
     from mlatui.config.model_inputs import text_config
-    from mlatui.models.families import GROUP_SIZE, build_model, config_for
+    from mlatui.models.build import GROUP_SIZE, build_model
+    from mlatui.models.families import config_for
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

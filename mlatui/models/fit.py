@@ -1,4 +1,4 @@
-"""Will the run fit? An estimate from the model's config and the scenario, before anything loads.
+"""Whether a run fits in memory, estimated from its model's config and scenario before loading.
 
 MLX does not fail politely when it cannot allocate: a random build of a full-size DeepSeek-V3 or a
 4M-token context ended in signal 11 with no message and no recording. So the engine refuses, with

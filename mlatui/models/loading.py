@@ -196,7 +196,7 @@ def build_random(
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
     `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy;
     `prepare(model)` (sharding) runs then too, so a rank only ever evaluates its own part."""
-    from mlatui.models.families import model_from_config, quantize
+    from mlatui.models.build import model_from_config, quantize
 
     _register()
     config = dict(spec.config)

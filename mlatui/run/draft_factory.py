@@ -1,4 +1,4 @@
-"""Each arm's draft, built from what was loaded: a synthetic draft, an MTP head or a draft model, gated like its arm."""
+"""Each arm's own draft from what was loaded (synthetic, MTP or a draft model), gated like it."""
 
 from __future__ import annotations
 

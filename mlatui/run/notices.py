@@ -1,4 +1,4 @@
-"""The log lines a run opens with, after its header: estimates, warnings and what kind of run it is."""
+"""The log lines a run opens with after its header: estimates, warnings, what kind of run."""
 
 from __future__ import annotations
 

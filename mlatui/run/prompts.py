@@ -1,4 +1,4 @@
-"""The tokens every context is cut from: shipped text for a model with a tokenizer, seeded ids otherwise."""
+"""The tokens contexts are cut from: shipped text for a model with a tokenizer, else seeded ids."""
 
 from __future__ import annotations
 

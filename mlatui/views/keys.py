@@ -1,5 +1,6 @@
-"""The dashboard's keys as plain data, for `--help` texts (no textual import). widgets/app.py's
-BINDINGS are the live source; tests/test_help.py proves the two agree."""
+"""The dashboard's keys as plain data, for `--help` texts (no textual import).
+
+widgets/controls.py's KEY_BINDINGS are the live source; tests/test_help.py proves the two agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sweep phase's markdown tables: step ms and paired ratios per width, the L = 1 checks, the A/A bias."""
+"""The sweep's markdown tables: step ms and paired ratios per width, L = 1 checks, A/A bias."""
 
 from __future__ import annotations
 

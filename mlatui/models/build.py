@@ -1,0 +1,76 @@
+"""Random-weight mlx-lm models of a family (whole, or one attention layer), quantized on request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlatui.models.families import config_for
+
+GROUP_SIZE = 64
+
+
+def model_from_config(config: dict[str, Any]) -> nn.Module:
+    from mlx_lm.utils import _get_classes
+
+    model_cls, args_cls = _get_classes(config)
+    return model_cls(args_cls.from_dict(config))
+
+
+def quantize(model: nn.Module, bits: int, group_size: int = GROUP_SIZE) -> None:
+    nn.quantize(
+        model,
+        group_size=group_size,
+        bits=bits,
+        class_predicate=lambda _, m: (
+            hasattr(m, "to_quantized") and m.weight.shape[-1] % group_size == 0
+        ),
+    )
+
+
+def build_model(
+    name: str,
+    size: str = "tiny",
+    layers: int | None = None,
+    bits: int | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
+    evaluate: bool = True,
+    **overrides: Any,
+) -> nn.Module:
+    """A random-weight mlx-lm model of `family`. On CPU, MoE needs float32 or `bits` weights
+    (GatherMM is float32-only). `evaluate=False` leaves the weights lazy (nothing is allocated)."""
+    mx.random.seed(seed)
+    model = model_from_config(config_for(name, size, layers, **overrides))
+    model.set_dtype(dtype)
+    if bits:
+        quantize(model, bits)
+    model.eval()
+    if evaluate:
+        mx.eval(model.parameters())
+    return model
+
+
+def attention_layer(
+    name: str,
+    size: str = "full",
+    bits: int | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
+) -> nn.Module:
+    """One MLA attention module of the family's geometry with random weights; only its own
+    weights are allocated (the rest of the model is never evaluated)."""
+    from mlatui.gate.mla import mla_modules
+
+    mx.random.seed(seed)
+    config = config_for(name, size, layers=1)
+    model = model_from_config(config)
+    attn = mla_modules(model)[0][1]
+    attn.set_dtype(dtype)
+    if bits:
+        quantize(attn, bits)
+    attn.eval()
+    mx.eval(attn.parameters())
+    return attn
