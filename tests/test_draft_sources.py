@@ -277,3 +277,26 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
     rewind(arm, s)
     assert cache_len(arm.cache) == len(context) - 1
     assert all(t.draft_len == len(context) - 1 for t in s.tracks.values())
+
+
+def test_compare_matches_results_by_kind_never_mixing_them():
+    from mlatui.views.compare import compare_files
+    from mlatui.views.compare_report import width_label
+    from mlatui.views.run_tables import Quantity
+
+    c = compare_files(TWO_KINDS, TWO_KINDS)
+    rows = [r for r in c.rows if r.quantity == Quantity.VS_PLAIN and r.arm == "patched"]
+    assert sorted(width_label(r) for r in rows) == sorted(
+        f"{k} d{d}" for k in ("mtp", "draft-model") for d in (1, 2, 3)
+    )
+    assert all(r.a.median == r.b.median for r in rows)  # each kind against its own figure
+
+
+def test_the_bench_markdown_names_the_kind_new_and_old():
+    from mlatui.views.report import summary_markdown as bench_markdown
+
+    new = read_recording(TWO_KINDS)
+    md = bench_markdown([new.header, *new.events])
+    assert "| 256 | patched | mtp d1 |" in md and "| 256 | patched | draft-model d1 |" in md
+    old = read_recording(DEMO)  # schema 3: its rows carry no kind, its header names one
+    assert "| 1024 | patched | draft-model d2 |" in bench_markdown([old.header, *old.events])

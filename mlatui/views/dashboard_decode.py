@@ -13,6 +13,13 @@ from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
 from mlatui.views.dashboard_views import ArmView
 
 
+def kind_of_label(label: str) -> str:
+    """The one draft kind a header's `draft` label names ("" for none, or for several)."""
+    if label in ("", "none") or " + " in label:
+        return ""
+    return label.split(":")[0].split("(")[0].rstrip("?")
+
+
 class DecodeFold:
     """The decode half of DashboardState (it provides these fields and `_arm`, `_log`)."""
 
@@ -57,10 +64,7 @@ class DecodeFold:
     def legacy_kind(self) -> str:
         """The draft kind of a recording before schema 4 (one kind, named only in the header's
         `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
-        label = self.header.draft if self.header is not None else ""
-        if label in ("", "none") or " + " in label:
-            return ""
-        return label.split(":")[0].split("(")[0].rstrip("?")
+        return kind_of_label(self.header.draft if self.header is not None else "")
 
     def _setting(self, e: DecodeBlock | DecodeResult) -> Setting:
         if e.depth == 0:

@@ -18,10 +18,11 @@ def _positions(values: Any) -> str:
     return " ".join("–" if v is None else f"{v:.2f}" for v in values)
 
 
-def decode_table(summary: PhaseSummary) -> str:
+def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
     """Per context, arm and setting: tok/s and the speedup over plain decode (medians over
     rounds, 95% CIs; the speedup paired within rounds), acceptance three ways, verify ms from the
-    synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict)."""
+    synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict).
+    `default_kind`: the draft kind of rows recorded before they carried one (schema < 4)."""
     if summary.rows and "tok_s_low" not in summary.rows[0]:
         return _legacy_decode_table(summary)
     rows = []
@@ -31,7 +32,7 @@ def decode_table(summary: PhaseSummary) -> str:
             [
                 r["context"],
                 r["arm"],
-                Setting(r.get("draft_kind") or "", r["depth"]).label,
+                Setting(r.get("draft_kind") or default_kind, r["depth"]).label,
                 ci(r["tok_s"], r.get("tok_s_low"), r.get("tok_s_high"), 1),
                 ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"), unit="x")
                 if r["depth"]
