@@ -162,7 +162,7 @@ def test_blocks_at_every_setting_continue_one_greedy_stream():
             r = run_block(arm, s, depth, n, Sampling(), seed=0)
             assert len(r.tokens) == n and sum(st.emitted for st in r.steps) == (n if depth else 0)
             assert cache_len(arm.cache) == s.covered
-            assert s.draft_len <= s.covered
+            assert s.tracks[""].draft_len <= s.covered
         want = _mlx_lm_greedy(arm.model, n * len(SETTINGS))
         assert s.tokens[1:] == want, arm.name
         rewind(arm, s)

@@ -10,7 +10,8 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from mlatui.config.scenario import DraftSource, DraftSpec, load_scenario
+from mlatui.config.draft_spec import DraftSource, DraftSpec
+from mlatui.config.scenario import load_scenario
 from mlatui.models import build
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
@@ -19,6 +20,7 @@ from mlatui.models.loading import (
     DraftKind,
     Loaded,
     LoadError,
+    drafts_label,
     load_checkpoint,
     load_draft,
 )
@@ -54,6 +56,7 @@ def test_every_shipped_recording_names_a_draft_the_enum_makes():
         NO_DRAFT.label,
         Draft(DraftKind.MTP).label,
         Draft(DraftKind.SYNTHETIC, acceptance=0.75).label,
+        drafts_label((Draft(DraftKind.MTP), EMBEDDED_DRAFT)),  # the default scenario's two kinds
     }
     seen = set()
     for path in RECORDINGS:

@@ -451,7 +451,7 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
 
     spy("load_target", engine.load_target, 3)
     spy("load_draft", engine.load_draft, 3)
-    spy("draft_factory", engine.draft_factory, 2)
+    spy("draft_factories", engine.draft_factories, 2)
     spy("text_tokens", engine.text_tokens, 1)
 
     def context(*args, **kwargs):
@@ -465,7 +465,7 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
     config = RunConfig(scenario=str(scenario), random_weights=True, seed=4, overrides=QUICK)
     assert run(config, events.append) == "interrupted"
     assert seen == dict.fromkeys(
-        ("load_target", "load_draft", "draft_factory", "text_tokens", "RunContext"), 7
+        ("load_target", "load_draft", "draft_factories", "text_tokens", "RunContext"), 7
     )
     h = next(e for e in events if e.type == "header")
     assert h.scenario["seed"] == 3 and h.settings["seed"] == 4

@@ -68,7 +68,9 @@ def test_markdown_has_metadata_verdict_l1_marginal_and_each_phase(demo):
         "| sweep | 512 | 9.93 | 10.1 | 0.981 [0.971, 0.993] | -1.9% | 22 | ? inconclusive |" in md
     )
     assert "| 1024 | 3 | 49.4 [48.5, 51.8] |" in md
-    assert "| 2000 | patched | 3 | 82 [61, 94] | 1.60× [1.24, 1.74] |" in md
+    assert (
+        "| 2000 | patched | draft-model d3 | 82 [61, 94] | 1.60× [1.24, 1.74] |" in md
+    )  # schema 3: the header names the kind
     assert "Left out of verdicts (L=1 check invalid or inconclusive): 512, 1024" in md
 
 

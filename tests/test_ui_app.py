@@ -62,6 +62,24 @@ async def test_replay_fills_every_pane(tmp_path):
             assert region.width >= 20 and region.height >= 3, pid
 
 
+async def test_two_draft_kinds_are_named_on_screen(tmp_path):
+    """A recorded tune of both draft kinds on the embedded model: the header names both, each
+    arm shows one tok/s line per kind and the acceptance line says which kind it counts."""
+    fixture = FIXTURE.parent / "two_kinds_tune.jsonl"
+    app = MlatuiApp(ReplaySource(fixture, speed=1024.0), ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: app._done)
+        assert "draft mtp + draft-model:embedded" in pane_text(app, "header")
+        for arm in ("stock", "patched"):
+            lines = pane_text(app, f"arm-{arm}").splitlines()
+            mtp = next(line for line in lines if line.strip().startswith("mtp d1"))
+            model = next(line for line in lines if line.strip().startswith("draft-model d1"))
+            assert "│ d2 " in mtp and "│ d3 " in mtp and "×" in mtp
+            assert "│ d2 " in model and "│ d3 " in model and "×" in model
+            assert any(line.startswith("acceptance draft-model d3") for line in lines)
+        assert "patched: mtp d2 at 256:" in pane_text(app, "log")
+
+
 def no_overlap(app) -> list[str]:
     visible = [p for p in app.panes() if p.display and p.region.area and p.parent.display]
     screen = app.screen.region

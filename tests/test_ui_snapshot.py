@@ -13,6 +13,7 @@ from mlatui.stream.sources import ReplaySource
 from widgets.app import MlatuiApp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
+TWO_KINDS = Path(__file__).parent / "fixtures" / "two_kinds_tune.jsonl"
 
 
 async def run_before(pilot) -> None:
@@ -39,3 +40,9 @@ def test_main_screen_snapshot(snap_compare, tmp_path, size):
     is checked by the Pilot layout tests, which read its text at five sizes, not by a snapshot.)"""
     app = MlatuiApp(ReplaySource(FIXTURE, speed=1024.0), ui_hz=20, out_dir=tmp_path)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_two_draft_kinds_snapshot(snap_compare, tmp_path):
+    """A tune of both draft kinds: one tok/s line per kind in each arm, the kinds in the header."""
+    app = MlatuiApp(ReplaySource(TWO_KINDS, speed=1024.0), ui_hz=20, out_dir=tmp_path)
+    assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)

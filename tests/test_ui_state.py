@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import ui_events
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import RunEnd
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
@@ -47,9 +48,9 @@ def test_validity_acceptance_throughput_and_counts():
     # depth 3, steps alternate (1,0) and (1,1,0): position 1 always accepted, 2 half the time
     assert a.acceptance == [1.0, 0.5, 0.0]
     assert a.plain_tok_s == 150.0
-    assert a.tok_s_by_depth() == {3: (80.0, False)}
-    assert a.ratio(3) == pytest.approx(80 / 150)
-    assert s.arms["patched"].ratio(3) == pytest.approx(210 / 150)
+    assert a.tok_s_by_setting() == {Setting("", 3): (80.0, False)}
+    assert a.ratio(Setting("", 3)) == pytest.approx(80 / 150)
+    assert s.arms["patched"].ratio(Setting("", 3)) == pytest.approx(210 / 150)
     assert a.materialised_calls > 0 and s.arms["patched"].materialised_calls < a.materialised_calls
     assert s.status == "completed" and s.phase.fraction == 1.0
 
@@ -57,7 +58,7 @@ def test_validity_acceptance_throughput_and_counts():
 def test_live_tok_s_estimate_before_results():
     evts = [e for e in ui_events.events() if e.type not in ("decode_result", "run_end")]
     a = state_of(evts).arms["stock"]
-    tok_s, live = a.tok_s_by_depth()[3]
+    tok_s, live = a.tok_s_by_setting()[Setting("", 3)]
     assert live and tok_s == pytest.approx(25 / (10 * 4.5) * 1e3)  # 25 tokens in 10 steps of 4.5 ms
 
 
@@ -93,7 +94,7 @@ def test_real_recording_fills_every_section(real):
     assert real.memory is not None and real.validity and real.log
     for arm in ("stock", "patched"):
         a = real.arms[arm]
-        assert a.verify_ms and a.acceptance and a.plain_tok_s and a.tok_s_by_depth()
+        assert a.verify_ms and a.acceptance and a.plain_tok_s and a.tok_s_by_setting()
     # the patched arm never materialises; stock does at every verify width
     assert real.arms["patched"].materialised_calls == 0 < real.arms["stock"].materialised_calls
 

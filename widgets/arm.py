@@ -24,8 +24,9 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     acc = a.acceptance
     line = Text()
     line.append("acceptance" if not narrow else "accept", style="bold")
-    if a.depth is not None:
-        line.append(f" d{a.depth}")
+    if a.setting is not None:  # the kind only beside another: one kind is the header's `draft`
+        several = len(state.draft_kinds) > 1
+        line.append(f" {a.setting.label}" if several else f" d{a.setting.depth}")
     if state.synthetic:
         line.append(" (synthetic)", style="yellow")
     line.append(" P(i∣<i): " if not narrow else ": ")
@@ -45,6 +46,8 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
 
 
 def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
+    """Plain decode, then every depth's tok/s and speedup; with several draft kinds, one line
+    per kind, named."""
     a = state.arms[arm]
     lines: list[Text] = []
     line = Text()
@@ -54,16 +57,27 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
     plain = a.plain_tok_s or a.plain_live
     live = a.plain_tok_s is None and plain is not None
     line.append(f" plain {'~' if live else ''}{plain:.1f}" if plain else " plain –")
-    for i, (depth, (tok_s, live)) in enumerate(a.tok_s_by_depth().items()):
-        if narrow and i % 2 == 0:
+    by_kind: dict[str, list] = {}
+    for setting, figures in a.tok_s_by_setting().items():
+        by_kind.setdefault(setting.kind, []).append((setting, figures))
+    several = len(by_kind) > 1
+    for kind, settings in by_kind.items():
+        if several:
             lines.append(line)
             line = Text("  ")
-        else:
-            line.append(" │ ")
-        line.append(f"d{depth} " + ("~" if live else "") + f"{tok_s:.1f}")
-        r = a.ratio(depth)
-        if r:
-            line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
+            line.append(kind, style="bold")
+        for i, (setting, (tok_s, live)) in enumerate(settings):
+            if narrow and i % 2 == 0 and not (several and i == 0):
+                lines.append(line)
+                line = Text("  ")
+            elif not (several and i == 0):
+                line.append(" │ ")
+            else:
+                line.append(" ")
+            line.append(f"d{setting.depth} " + ("~" if live else "") + f"{tok_s:.1f}")
+            r = a.ratio(setting)
+            if r:
+                line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
     lines.append(line)
     return lines
 

@@ -16,7 +16,8 @@ from textual.widgets import Static
 
 LEGEND_WIDTH = 76
 LEGEND = (
-    "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · ~ live estimate "
+    "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · mtp d2: the "
+    "MTP head drafting 2, draft-model d2: the draft model · ~ live estimate "
     "(not yet measured over rounds) · ×1.60 speedup over plain decode · [a-b] 95% CI · "
     "ā accepted drafts per verify · P(i∣<i) acceptance at position i given the earlier ones · "
     "L=1 check: ✓ valid ✗ invalid ? inconclusive … pending · grey: left out of verdicts · "

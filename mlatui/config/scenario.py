@@ -9,34 +9,20 @@ import importlib.resources
 import math
 import tomllib
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from mlatui.config.checks import ScenarioError, check_keys, int_list
+from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
 from mlatui.gate.policy import IndexerMode, Threshold
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 
 
-class DraftSource(StrEnum):
-    """A scenario's [draft] source."""
-
-    AUTO = "auto"  # the embedded model's draft, a checkpoint's MTP head if it has one, else none
-    DRAFT_MODEL = "draft-model"
-    MTP = "mtp"
-    SYNTHETIC = "synthetic"
-    NONE = "none"
-
-
-DRAFT_SOURCES = tuple(DraftSource)
 FILLS = ("prefill", "random-latents")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.models.loading.DTYPES maps them to mlx
 SHARD_MODES = ("tensor", "pipeline")  # mlatui.host.distributed.ShardMode (no mlx import here)
-
-
-class ScenarioError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -57,6 +43,11 @@ class Phase:
     top_p: float = 0.0  # 0 or 1: off
     min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
     min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
+    # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer)
+    kind_depths: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def depths_for(self, kind: str) -> tuple[int, ...]:
+        return dict(self.kind_depths).get(kind, self.depths)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +64,7 @@ class Phase:
             "top_p": self.top_p,
             "min_draft_share": self.min_draft_share,
             "min_verify_steps": self.min_verify_steps,
+            "kind_depths": {k: list(d) for k, d in self.kind_depths},
         }
 
 
@@ -88,14 +80,6 @@ class ModelSpec:
     shard: str = (
         "tensor"  # under mlx.launch: tensor (model.shard) | pipeline (model.model.pipeline)
     )
-
-
-@dataclass(frozen=True)
-class DraftSpec:
-    source: DraftSource = DraftSource.AUTO
-    path: str | None = None
-    config: dict = field(default_factory=dict)  # random-weight draft model config
-    acceptance: float = 0.7  # synthetic draft only
 
 
 @dataclass(frozen=True)
@@ -125,6 +109,7 @@ class Scenario:
             "model_source": self.model.source,
             "model_family": self.model.family,
             "draft_source": self.draft.source.value,
+            "draft_sources": [k.value for k in self.draft.kinds],
             "phases": [p.to_dict() for p in self.phases],
             "seed": self.seed,
             "null": self.null,
@@ -141,30 +126,10 @@ def shipped(name: str) -> Path:
     return Path(str(base / (name if name.endswith(".toml") else f"{name}.toml")))
 
 
-def _ints(where: str, key: str, value: Any, minimum: int = 1) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = [value]
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
-    ):
-        raise ScenarioError(
-            f"{where}: '{key}' must be a non-empty list of integers >= {minimum}, got {value!r}"
-        )
-    return tuple(value)
-
-
 def _int(where: str, key: str, value: Any, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ScenarioError(f"{where}: '{key}' must be an integer >= {minimum}, got {value!r}")
     return value
-
-
-def _check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
 
 
 def _fraction(where: str, key: str, value: Any, closed_low: bool = True) -> float:
@@ -199,8 +164,9 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         "top_p",
         "min_draft_share",
         "min_verify_steps",
+        "kind_depths",
     )
-    _check_keys(where, raw, allowed)
+    check_keys(where, raw, allowed)
     kind = raw.get("kind")
     if kind not in PHASE_KINDS:
         raise ScenarioError(
@@ -208,10 +174,10 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         )
     if "contexts" not in raw:
         raise ScenarioError(f"{where}: 'contexts' is required (a list of cache lengths in tokens)")
-    widths = _ints(where, "widths", raw.get("widths", [1, 2, 3, 4]))
+    widths = int_list(where, "widths", raw.get("widths", [1, 2, 3, 4]))
     if kind in ("sweep", "indexer") and 1 not in widths:
         widths = (1, *widths)  # the L = 1 control is never optional
-    depths = _ints(where, "depths", raw.get("depths", [1, 2, 3]))
+    depths = int_list(where, "depths", raw.get("depths", [1, 2, 3]))
     if kind == "decode" and len(depths) != 1:
         raise ScenarioError(
             f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
@@ -225,7 +191,7 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         max_rounds=max_rounds,
         name=str(raw.get("name", f"{kind}-{index + 1}")),
         kind=kind,
-        contexts=_ints(where, "contexts", raw["contexts"], minimum=16),
+        contexts=int_list(where, "contexts", raw["contexts"], minimum=16),
         widths=widths,
         reps=reps,
         warmup=_int(where, "warmup", raw.get("warmup", 2), 1),
@@ -235,6 +201,7 @@ def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | No
         top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
         min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
         min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
+        kind_depths=kind_depths(where, raw.get("kind_depths", {})),
     )
 
 
@@ -248,7 +215,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML ({e})") from e
-    _check_keys(
+    check_keys(
         str(path),
         raw,
         (
@@ -294,7 +261,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     if not isinstance(null, bool):
         raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
     model_raw = raw.get("model", {})
-    _check_keys(
+    check_keys(
         f"{path} [model]",
         model_raw,
         ("source", "path", "family", "config", "bits", "dtype", "fill", "shard"),
@@ -335,22 +302,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         fill,
         shard,
     )
-    draft_raw = raw.get("draft", {})
-    _check_keys(f"{path} [draft]", draft_raw, ("source", "path", "config", "acceptance"))
-    dsource = draft_raw.get("source", "auto")
-    if dsource not in DRAFT_SOURCES:
-        raise ScenarioError(
-            f"{path} [draft]: 'source' must be one of {', '.join(DRAFT_SOURCES)}, got {dsource!r}"
-        )
-    acceptance = draft_raw.get("acceptance", 0.7)
-    if not isinstance(acceptance, (int, float)) or not 0 <= acceptance <= 1:
-        raise ScenarioError(f"{path} [draft]: 'acceptance' must be a number in [0, 1]")
-    draft = DraftSpec(
-        DraftSource(dsource),
-        draft_raw.get("path"),
-        dict(draft_raw.get("config", {})),
-        float(acceptance),
-    )
+    draft = parse_draft(f"{path} [draft]", raw.get("draft", {}))
     phases_raw = raw.get("phase", [])
     if not isinstance(phases_raw, list) or not phases_raw:
         raise ScenarioError(

@@ -3,13 +3,16 @@ and the progress estimator that forecasts it (`mlatui.views.progress`).
 
 A phase is a sequence of *segments*: one sampler run of one context (a sweep context; a tune
 context's synced verify steps, then its decode blocks). A segment is run in rounds; each round
-makes a fixed number of timed calls per width (a decode setting is a width: depth + 1), and
-while the L = 1 check is inconclusive the sampler adds rounds in pairs up to `max_rounds`.
+makes a fixed number of timed calls per width, and while the L = 1 check is inconclusive the
+sampler adds rounds in pairs up to `max_rounds`. A decode block's width is its setting's place
+in `decode_settings` plus one: width 1 is plain decode (the L = 1 control), then every depth of
+every draft kind (one kind: width = depth + 1, as before several kinds).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlatui.config.scenario import Phase
@@ -30,6 +33,33 @@ VERIFY_MAX_ROUNDS = 18
 PLAIN_QUADS = 2
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a decode block runs: plain decode (kind "", depth 0) or one draft kind at a depth."""
+
+    kind: str = ""  # "mtp" | "draft-model" | "synthetic"; "" plain, or a recording before kinds
+    depth: int = 0
+
+    @property
+    def label(self) -> str:
+        if self.depth == 0:
+            return "plain"
+        return f"{self.kind} d{self.depth}" if self.kind else f"d{self.depth}"
+
+
+PLAIN = Setting()
+
+
+def decode_settings(phase: Phase, kinds: Sequence[str]) -> tuple[Setting, ...]:
+    """Plain decode, then every depth of every draft kind in order; settings[i] is width i + 1."""
+    return (PLAIN, *(Setting(k, d) for k in kinds for d in sorted(set(phase.depths_for(k)))))
+
+
+def spec_depths(settings: Sequence[Setting]) -> list[int]:
+    """Every speculative depth of the settings (the verify steps measure L = 1 .. max + 1)."""
+    return sorted({s.depth for s in settings if s.depth})
+
+
 def plan_for(
     phase: Phase, widths: tuple[int, ...], seed: int, context: int, settle: bool = True
 ) -> SamplerPlan:
@@ -46,13 +76,14 @@ def plan_for(
     )
 
 
-def block_plan(phase: Phase, depths: list[int], seed: int, context: int) -> SamplerPlan:
+def block_plan(phase: Phase, settings: Sequence[Setting], seed: int, context: int) -> SamplerPlan:
     rounds = max(2, phase.reps)
+    spec = len(settings) > 1
     # with drafts the verify steps decide the L = 1 check: no rounds are added for the blocks
     return SamplerPlan(
-        (1, *[d + 1 for d in depths]),
+        tuple(range(1, len(settings) + 1)),
         min_rounds=rounds,
-        max_rounds=rounds if depths else max(phase.max_rounds or 2 * rounds, rounds),
+        max_rounds=rounds if spec else max(phase.max_rounds or 2 * rounds, rounds),
         warmup=phase.warmup,
         control_width=1,
         control_quads=PLAIN_QUADS,
@@ -79,7 +110,8 @@ def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle
 @dataclass(frozen=True)
 class Segment:
     """One sampler run: `part` is the phase label its events carry, `calls` the timed calls per
-    round of each width, `tokens` > 0 for decode blocks of that many tokens."""
+    round of each width, `tokens` > 0 for decode blocks of that many tokens, `settings` the
+    (width, draft kind, depth) of each block width (empty: depth = width - 1, one kind)."""
 
     part: str
     context: int
@@ -89,6 +121,13 @@ class Segment:
     warmup: int = 1
     tokens: int = 0
     opens_context: bool = True  # starts with a prefill of `context` tokens
+    settings: tuple[tuple[int, str, int], ...] = ()
+
+    def setting(self, width: int) -> Setting:
+        for w, kind, depth in self.settings:
+            if w == width:
+                return Setting(kind, depth)
+        return Setting("", width - 1)
 
     @property
     def per_round(self) -> int:
@@ -114,6 +153,7 @@ class Segment:
             "warmup": self.warmup,
             "tokens": self.tokens,
             "opens_context": self.opens_context,
+            "settings": [list(s) for s in self.settings],
         }
 
     @classmethod
@@ -127,11 +167,17 @@ class Segment:
             int(d.get("warmup", 1)),
             int(d.get("tokens", 0)),
             bool(d.get("opens_context", True)),
+            tuple((int(w), str(k), int(n)) for w, k, n in d.get("settings", ())),
         )
 
 
 def segment(
-    part: str, context: int, plan: SamplerPlan, tokens: int = 0, opens: bool = True
+    part: str,
+    context: int,
+    plan: SamplerPlan,
+    tokens: int = 0,
+    opens: bool = True,
+    settings: Sequence[Setting] = (),
 ) -> Segment:
     counts = Counter(
         w
@@ -148,6 +194,7 @@ def segment(
         plan.warmup,
         tokens,
         opens,
+        tuple((i + 1, st.kind, st.depth) for i, st in enumerate(settings)),
     )
 
 
@@ -158,22 +205,24 @@ def sweep_segments(phase: Phase, settle: bool = True) -> tuple[Segment, ...]:
     )
 
 
-def decode_segments(phase: Phase, depths: list[int], settle: bool = True) -> tuple[Segment, ...]:
+def decode_segments(
+    phase: Phase, settings: Sequence[Setting], settle: bool = True
+) -> tuple[Segment, ...]:
+    depths = spec_depths(settings)
     out: list[Segment] = []
     for c in phase.contexts:
         if depths:
             out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
-        out.append(
-            segment(phase.name, c, block_plan(phase, depths, 0, c), phase.tokens, not depths)
-        )
+        plan = block_plan(phase, settings, 0, c)
+        out.append(segment(phase.name, c, plan, phase.tokens, not depths, settings))
     return tuple(out)
 
 
-def phase_segments(phase: Phase, has_draft: bool, settle: bool = True) -> tuple[Segment, ...]:
-    """The segments a phase will run, in order; () for kinds the estimator does not model."""
+def phase_segments(phase: Phase, kinds: Sequence[str], settle: bool = True) -> tuple[Segment, ...]:
+    """The segments a phase will run, in order; () for kinds the estimator does not model.
+    `kinds`: the run's draft kinds (none: plain decode only)."""
     if phase.kind == "sweep":
         return sweep_segments(phase, settle)
     if phase.kind in ("decode", "tune"):
-        depths = sorted(set(phase.depths)) if has_draft else []
-        return decode_segments(phase, depths, settle)
+        return decode_segments(phase, decode_settings(phase, kinds), settle)
     return ()

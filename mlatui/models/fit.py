@@ -289,7 +289,7 @@ def prebuild_checks(scenario: Any, model_ref: str | None, random_weights: bool):
     if random_weights or spec.source == "random":
         config = {**spec.config}
         weights = config_weights_lower_bound(config, spec.dtype, spec.bits)
-        from mlatui.config.scenario import DraftSource
+        from mlatui.config.draft_spec import DraftSource
 
         draft = scenario.draft
         if draft.source is DraftSource.DRAFT_MODEL and draft.config and not draft.path:

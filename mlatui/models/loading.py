@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,9 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
-from mlatui.config.scenario import DTYPE_NAMES, DraftSource, DraftSpec, ModelSpec, Scenario
+from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
@@ -64,6 +65,12 @@ class Draft:
 
 
 NO_DRAFT = Draft()
+
+
+def drafts_label(drafts: tuple[Draft, ...]) -> str:
+    return " + ".join(d.label for d in drafts) or NO_DRAFT.label
+
+
 EMBEDDED_DRAFT = Draft(DraftKind.DRAFT_MODEL, "embedded")
 
 
@@ -76,7 +83,31 @@ class Loaded:
     path: str | None
     random_weights: bool
     draft_model: nn.Module | None = None
-    draft: Draft = NO_DRAFT
+    draft: Draft = NO_DRAFT  # the first (or only) draft kind
+    drafts: tuple[Draft, ...] = ()  # every kind, when the scenario asked for several
+
+    @property
+    def draft_kinds(self) -> tuple[Draft, ...]:
+        """The drafts this run measures, in the scenario's order; () without one."""
+        if self.drafts:
+            return self.drafts
+        return () if self.draft.kind is DraftKind.NONE else (self.draft,)
+
+    @property
+    def draft_label(self) -> str:
+        """The header's `draft`: one kind's label, or several joined ("mtp + draft-model:embedded")."""
+        return drafts_label(self.draft_kinds)
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """The folder an MTP head is read from: the checkpoint's, or the embedded model's."""
+        if self.path is not None:
+            return self.path
+        if self.name == "embedded":
+            from mlatui.models.embedded import MODEL_PATH
+
+            return str(MODEL_PATH)
+        return None
 
 
 Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
@@ -278,12 +309,20 @@ def _load_draft(
     if draft_ref is not None:
         target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch, prepare)
         target.draft = Draft(DraftKind.DRAFT_MODEL, draft_ref)
+        if DraftSource.MTP in spec.sources:  # --draft-model replaces the draft-model kind only
+            target.drafts = (Draft(DraftKind.MTP), target.draft)
         return
+    if spec.sources:
+        spec = _several(spec, target, seed, watch, prepare)
+        if spec is None:
+            return
     if target.random_weights and spec.source in (DraftSource.AUTO, DraftSource.MTP):
         spec = DraftSpec(
             DraftSource.SYNTHETIC, None, spec.config, spec.acceptance
         )  # no checkpoint, no MTP head
     if spec.source is DraftSource.DRAFT_MODEL:
+        if not spec.path and not spec.config and target.draft == EMBEDDED_DRAFT:
+            return  # the embedded model's own draft model
         if spec.path:
             target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch, prepare)
             target.draft = Draft(DraftKind.DRAFT_MODEL, spec.path)
@@ -322,6 +361,29 @@ def _load_draft(
         target.draft_model, target.draft = None, NO_DRAFT
     elif spec.source is DraftSource.AUTO and target.draft_model is None and target.path is not None:
         target.draft = Draft(DraftKind.MTP_IF_PRESENT)
+
+
+def _several(
+    spec: DraftSpec, target: Loaded, seed: int, watch, prepare: Prepare | None
+) -> DraftSpec | None:
+    """`sources = ["mtp", "draft-model"]`: load the draft model, record both kinds. Random weights
+    have no MTP head, so they keep one kind (the draft model if one is given, else synthetic);
+    the returned spec is that one kind, None when both were set here."""
+    if target.random_weights:
+        model_given = spec.path or spec.config
+        one = DraftSource.DRAFT_MODEL if model_given else DraftSource.SYNTHETIC
+        return replace(spec, source=one, sources=())
+    single = replace(spec, sources=())
+    for kind in spec.sources:
+        if kind is DraftSource.DRAFT_MODEL:
+            _load_draft(None, replace(single, source=kind), target, seed, watch, prepare)
+    model_draft = target.draft if target.draft.kind is DraftKind.DRAFT_MODEL else None
+    target.drafts = tuple(
+        Draft(DraftKind.MTP) if k is DraftSource.MTP else model_draft  # type: ignore[misc]
+        for k in spec.sources
+    )
+    target.draft = target.drafts[0]
+    return None
 
 
 def vocab_size(model: nn.Module) -> int:

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
@@ -122,7 +122,8 @@ class Arm:
     model: nn.Module
     report: mla.PatchReport
     cache: list[Any] | None = None
-    draft: Any = None
+    draft: Any = None  # the first draft kind's source (the prefill arm: one that reads hidden)
+    drafts: dict[str, Any] = field(default_factory=dict)  # draft kind -> source, every kind
     variant: Variant | None = None  # None: the prefill arm (stock model, uninstrumented)
     gates: Gates | None = None
     model_name: str = "model"  # what errors about this arm's model call it
@@ -131,6 +132,10 @@ class Arm:
     @property
     def counters(self) -> mla.BranchCounters:
         return self.report.counters
+
+    def draft_of(self, kind: str) -> Any:
+        """The draft source of `kind` ("": the only one, as before several kinds)."""
+        return self.drafts.get(kind, self.draft) if kind else self.draft
 
 
 class ArmWorker:

@@ -4,17 +4,19 @@ the forecast fits. Pure (no mlx): the probe's costs come in as a `RunProgress` c
 
 The order of reductions (each applied only while the forecast is over budget):
 1. an undecided L = 1 check may add at most two rounds (not up to 3x the rounds);
-2. the tune keeps one context, its smallest (each tune context is a full set of decode blocks);
-3. the sweep's rounds go down to 5, then 4;
-4. the sweep drops its largest contexts while more than three are left (three still show the
+2. with several draft kinds, the weaker ones (listed after the first in `[draft] sources`: the
+   strongest first) keep only their smallest depth, the last-listed first;
+3. the tune keeps one context, its smallest (each tune context is a full set of decode blocks);
+4. the sweep's rounds go down to 5, then 4;
+5. the sweep drops its largest contexts while more than three are left (three still show the
    stock arm's marginal cost growing with context);
-5. decode blocks of 8 tokens instead of 16 or more.
+6. decode blocks of 8 tokens instead of 16 or more.
 What remains is run even when it does not fit, and the screen says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from mlatui.config.scenario import Phase
@@ -73,10 +75,35 @@ def _cap_rounds(phases: tuple[Phase, ...]) -> tuple[tuple[Phase, ...], str]:
     return tuple(out), f"an undecided L = 1 check adds at most {EXTRA_ROUNDS} rounds"
 
 
-def reductions(phases: tuple[Phase, ...]) -> Iterator[tuple[tuple[Phase, ...], str]]:
-    """Successively smaller plans, each with the change that made it."""
+def _weaker_kinds(
+    current: tuple[Phase, ...], kinds: Sequence[str]
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    for kind in reversed(kinds[1:]):
+        for i, p in enumerate(current):
+            depths = sorted(set(p.depths_for(kind)))
+            if p.kind in ("tune", "decode") and len(depths) > 1:
+                keep = (depths[0],)
+                q = replace(p, kind_depths=(*p.kind_depths, (kind, keep)))
+                current = (*current[:i], q, *current[i + 1 :])
+                yield (
+                    current,
+                    (
+                        f"{p.name}: {kind} depths {_span(tuple(depths))} -> {_span(keep)} "
+                        f"(weaker than {kinds[0]})"
+                    ),
+                )
+
+
+def reductions(
+    phases: tuple[Phase, ...], kinds: Sequence[str] = ()
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    """Successively smaller plans, each with the change that made it. `kinds`: the run's draft
+    kinds, strongest first."""
     current, note = _cap_rounds(phases)
     yield current, note
+    for plan, note in _weaker_kinds(current, kinds):
+        current = plan
+        yield current, note
     for i, p in enumerate(current):
         if p.kind == "tune" and len(p.contexts) > 1:
             keep = (min(p.contexts),)
@@ -103,7 +130,10 @@ def reductions(phases: tuple[Phase, ...]) -> Iterator[tuple[tuple[Phase, ...], s
 
 
 def fit_to_budget(
-    phases: tuple[Phase, ...], budget_s: float, forecast_s: Callable[[tuple[Phase, ...]], float]
+    phases: tuple[Phase, ...],
+    budget_s: float,
+    forecast_s: Callable[[tuple[Phase, ...]], float],
+    kinds: Sequence[str] = (),
 ) -> BudgetPlan:
     """The first plan in `reductions` order whose forecast fits `budget_s` (the phases as
     written if they fit; the smallest plan if none does). Changes that replace an earlier one of
@@ -113,7 +143,7 @@ def fit_to_budget(
         return BudgetPlan(budget_s, full, full, phases, ())
     changes: list[str] = []
     chosen, predicted = phases, full
-    for plan, note in reductions(phases):
+    for plan, note in reductions(phases, kinds):
         key = note.split(" -> ")[0]
         changes = [c for c in changes if c.split(" -> ")[0] != key] + [note]
         chosen, predicted = plan, forecast_s(plan)

@@ -32,13 +32,13 @@ def probe_contexts(scenario: Scenario) -> tuple[int, ...]:
     return tuple(sorted({small, min(4 * small, contexts[-1])}))
 
 
-def _widths(scenario: Scenario, has_draft: bool) -> tuple[int, ...]:
+def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
     widest = 1
     for p in scenario.phases:
         if p.kind == "sweep":
             widest = max(widest, *p.widths)
-        elif p.kind in ("tune", "decode") and has_draft:
-            widest = max(widest, max(p.depths) + 1)
+        elif p.kind in ("tune", "decode"):
+            widest = max(widest, *(max(p.depths_for(k)) + 1 for k in kinds), 1)
     return tuple(range(1, widest + 1))
 
 
@@ -50,22 +50,21 @@ def probe(
     budget, a longer length whose probe would take the probe past PROBE_BUDGET_SHARE of it (its
     cost guessed as the last length's, in proportion to the length) is left out."""
     costs = RunProgress()
-    costs.has_draft = ctx.make_draft is not None
-    widths = _widths(scenario, costs.has_draft)
+    costs.draft_kinds = ctx.draft_kinds
+    widths = _widths(scenario, costs.draft_kinds)
     lengths: list[int] = []
-    start = time.perf_counter()
+    last_s = 0.0  # the last length's probe, prefill included
     for context in probe_contexts(scenario):
         ctx.check_stop()
         if lengths and budget_s > 0:
-            spent_s = time.perf_counter() - start
-            guess_s = spent_s * context / lengths[-1]
-            if spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s:
+            guess_s = last_s * context / lengths[-1]
+            if last_s + guess_s > PROBE_BUDGET_SHARE * budget_s:
                 ctx.emit(
                     LogMessage(
                         ctx.now(),
                         "info",
                         f"budget probe: {context} tokens left out (the {lengths[-1]}-token probe "
-                        f"took {spent_s:.1f} s; {context} would take ~{guess_s:.0f} s more); "
+                        f"took {last_s:.1f} s; {context} would take ~{guess_s:.0f} s more); "
                         "longer contexts are extrapolated from one length",
                     )
                 )
@@ -85,6 +84,7 @@ def probe(
                     costs.costs.add_step(arm, length, w, ms)
         costs.prefill.append((length, setup_s))
         lengths.append(length)
+        last_s = time.perf_counter() - start
     return costs, tuple(lengths)
 
 
@@ -94,7 +94,7 @@ def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenar
     costs, lengths = probe(ctx, scenario, budget_s)
     probe_s = time.perf_counter() - start
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s)
+    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()
     plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)

@@ -4,8 +4,8 @@ Every setting of a context (plain decode, depth 1, 2, ...) continues one stream 
 settings of a round are measured on the same text, one after the other, and compared within the
 round. Each round starts again from the prefilled context (greedy rounds then repeat the same
 text; sampled rounds draw new text from new seeds), so the context grows by one round's tokens at
-most. The draft follows the stream: tokens emitted by plain decode are fed to it (untimed) before
-its next speculative block.
+most. Each draft kind follows the stream: tokens emitted by plain decode (or by another kind's
+blocks) are fed to it (untimed) before its next speculative block.
 """
 
 from __future__ import annotations
@@ -54,14 +54,22 @@ class SyntheticDraft:
 
 
 @dataclass
+class DraftTrack:
+    """Where one draft kind stands on the stream: every kind follows the same tokens, each
+    catches up (untimed) on what other settings emitted before its next block."""
+
+    draft_len: int = 0  # stream positions this draft has consumed (aligned: == covered)
+    hidden: Any = None  # MTP: the target hidden state before the last token
+    base_hidden: Any = None
+    head_base: int = 0
+
+
+@dataclass
 class DecodeStream:
     base_len: int  # cache positions of the context (the stream's first token is not in them)
     first: int  # the context's next text token: the stream's token 0
     tokens: list[int] = field(default_factory=list)
-    draft_len: int = 0  # stream positions the draft has consumed (aligned: == covered)
-    hidden: Any = None  # MTP: the target hidden state before the last token
-    base_hidden: Any = None
-    head_base: int = 0
+    tracks: dict[str, DraftTrack] = field(default_factory=dict)  # draft kind -> its place
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
@@ -73,18 +81,28 @@ class DecodeStream:
         return self.base_len + len(self.tokens) - 1
 
 
+def _sources(arm: Arm) -> dict[str, Any]:
+    """Every draft of the arm by kind ("" for an arm given a single `draft`)."""
+    if arm.drafts:
+        return arm.drafts
+    return {"": arm.draft} if arm.draft is not None else {}
+
+
 def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) -> DecodeStream:
-    """A fresh stream at a prefilled context; the draft consumes the context (untimed)."""
-    s = DecodeStream(base_len, first, draft_len=base_len)
-    if arm.draft is None:
+    """A fresh stream at a prefilled context; every draft consumes the context (untimed)."""
+    s = DecodeStream(base_len, first)
+    sources = _sources(arm)
+    if not sources:
         return s
     require_trimmable(arm.cache, arm.model_name)
     target = arm.hidden
-    hidden = target.context if target is not None and arm.draft.needs_hidden else None
-    arm.draft.prefill(mx.array([context_tokens]), hidden)  # (1, T)
-    if isinstance(arm.draft, MTPDraft):
-        s.base_hidden = s.hidden = target.last if target is not None else None
-        s.head_base = arm.draft.consumed
+    for kind, draft in sources.items():
+        track = s.tracks[kind] = DraftTrack(base_len)
+        hidden = target.context if target is not None and draft.needs_hidden else None
+        draft.prefill(mx.array([context_tokens]), hidden)  # (1, T)
+        if isinstance(draft, MTPDraft):
+            track.base_hidden = track.hidden = target.last if target is not None else None
+            track.head_base = draft.consumed
     return s
 
 
@@ -92,74 +110,79 @@ def rewind(arm: Arm, s: DecodeStream) -> None:
     """Back to the prefilled context (a new round)."""
     trim_prompt_cache(arm.cache, cache_len(arm.cache) - s.base_len)
     s.tokens = [s.first]
-    if isinstance(arm.draft, MTPDraft):
-        arm.draft.rewind(s.head_base, s.base_hidden)
-        s.hidden = s.base_hidden
-    elif arm.draft is not None:
-        trim_prompt_cache(arm.draft.cache, cache_len(arm.draft.cache) - s.base_len)
-    s.draft_len = s.base_len
+    for kind, draft in _sources(arm).items():
+        track = s.tracks[kind]
+        if isinstance(draft, MTPDraft):
+            draft.rewind(track.head_base, track.base_hidden)
+            track.hidden = track.base_hidden
+        else:
+            trim_prompt_cache(draft.cache, cache_len(draft.cache) - s.base_len)
+        track.draft_len = s.base_len
 
 
-def _catch_up_draft(arm: Arm, s: DecodeStream) -> None:
-    """Feed the draft the stream tokens it has not seen (emitted by plain decode); untimed."""
-    missing = s.tokens[s.draft_len - s.base_len : len(s.tokens) - 1]
+def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) -> None:
+    """Feed the draft the stream tokens it has not seen (emitted by plain decode or by another
+    draft kind); untimed."""
+    missing = s.tokens[track.draft_len - s.base_len : len(s.tokens) - 1]
     if not missing:
         return
-    draft = arm.draft
     if isinstance(draft, MTPDraft):
         # the head needs the target's hidden states at those tokens: recompute them
         trim_prompt_cache(arm.cache, len(missing))
         _, h = draft.target_forward(arm.model, mx.array([missing]), arm.cache)  # (1, m, D)
         mx.eval(h, [c.state for c in arm.cache])
         draft.catch_up(missing, h)
-        s.hidden = h[:, -1:]
+        track.hidden = h[:, -1:]
     elif isinstance(draft, SyntheticDraft):
         draft.model.catch_up(missing, draft.cache)
     else:
         draft.model(mx.array([missing]), cache=draft.cache)  # (1, m)
         mx.eval([c.state for c in draft.cache])
-    s.draft_len = s.covered
+    track.draft_len = s.covered
 
 
 def run_block(
-    arm: Arm, s: DecodeStream, depth: int, n: int, sampling: Sampling, seed: int
+    arm: Arm, s: DecodeStream, depth: int, n: int, sampling: Sampling, seed: int, kind: str = ""
 ) -> BlockResult:
-    """Decode `n` tokens at one setting (depth 0 = plain), continuing the stream; timed inside."""
+    """Decode `n` tokens at one setting (depth 0 = plain; else the draft of `kind`), continuing
+    the stream; timed inside."""
     mx.random.seed(seed)  # both arms draw the same sampler stream for the same block
     s.rng.seed(seed)
-    if isinstance(arm.draft, SyntheticDraft):
-        arm.draft.model.rng.seed(seed)
+    draft = arm.draft_of(kind) if depth > 0 else None
+    track = s.tracks.get(kind) if depth > 0 else None
+    if isinstance(draft, SyntheticDraft):
+        draft.model.rng.seed(seed)
     before = s.covered
-    if depth > 0:
-        _catch_up_draft(arm, s)
-    if depth == 0:
+    if draft is not None and track is not None:
+        _catch_up_draft(arm, s, draft, track)
+    if draft is None or track is None:
         result = plain_block(arm.model, arm.cache, s.tokens[-1], n, sampling)
-    elif isinstance(arm.draft, MTPDraft):
-        result, s.hidden = mtp_block(
-            arm.model, arm.cache, arm.draft, s.tokens[-1], s.hidden, depth, n, sampling, s.rng
+    elif isinstance(draft, MTPDraft):
+        result, track.hidden = mtp_block(
+            arm.model, arm.cache, draft, s.tokens[-1], track.hidden, depth, n, sampling, s.rng
         )
     else:
-        synthetic = isinstance(arm.draft, SyntheticDraft)
+        synthetic = isinstance(draft, SyntheticDraft)
         result = draft_model_block(
             arm.model,
-            arm.draft.model,
+            draft.model,
             arm.cache,
-            arm.draft.cache,
+            draft.cache,
             s.tokens[-1],
             depth,
             n,
-            arm.draft.model.verify_sampler() if synthetic else sampling.sampler(),
+            draft.model.verify_sampler() if synthetic else sampling.sampler(),
         )
     s.tokens += result.tokens
     expected = before + len(result.tokens)
     extra = cache_len(arm.cache) - expected  # the last token was fed by the final step
     if extra > 0:
         trim_prompt_cache(arm.cache, extra)
-    if depth > 0 and not isinstance(arm.draft, MTPDraft):
-        have = cache_len(arm.draft.cache)
+    if track is not None and not isinstance(draft, MTPDraft):
+        have = cache_len(draft.cache)
         if have > expected:
-            trim_prompt_cache(arm.draft.cache, have - expected)
-        s.draft_len = min(have, expected)
-    elif depth > 0:
-        s.draft_len = expected
+            trim_prompt_cache(draft.cache, have - expected)
+        track.draft_len = min(have, expected)
+    elif track is not None:
+        track.draft_len = expected
     return result

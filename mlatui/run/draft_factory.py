@@ -11,11 +11,50 @@ from mlatui.models.loading import NO_DRAFT, Draft, DraftKind, Loaded, vocab_size
 from mlatui.run.arms import Arm, gate_model, sparse_layers
 from mlatui.run.drafts import DraftModelSource
 
+Factory = Callable[[Arm], object]
 
-def draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Arm], object] | None:
-    """A function from an arm to its own draft, or None for a run without drafting (an MTP draft
-    that the checkpoint does not have becomes no draft, and `loaded.draft` says so)."""
-    kind = loaded.draft.kind
+
+def draft_factories(loaded: Loaded, scenario: Scenario, seed: int) -> dict[str, Factory]:
+    """Per draft kind ("mtp", "draft-model", "synthetic"), in the scenario's order, a function
+    from an arm to its own draft of that kind; {} for a run without drafting. An MTP head asked
+    for explicitly that the checkpoint lacks is an error (MTPError, one line); one asked for
+    only if present becomes no draft, and `loaded.draft` / `loaded.drafts` say so."""
+    out: dict[str, Factory] = {}
+    kept: list[Draft] = []
+    for draft in loaded.draft_kinds:
+        make = _factory(loaded, draft, scenario, seed)
+        if make is None:
+            continue
+        resolved = Draft(DraftKind.MTP) if draft.is_mtp else draft
+        out[resolved.kind.value] = make
+        kept.append(resolved)
+    loaded.draft = kept[0] if kept else NO_DRAFT
+    loaded.drafts = tuple(kept) if len(kept) > 1 else ()
+    return out
+
+
+def install_drafts(arm: Arm, factories: dict[str, Factory]) -> None:
+    """On the arm's thread: its own draft of every kind; `arm.draft` is the first."""
+    arm.drafts = {kind: make(arm) for kind, make in factories.items()}
+    arm.draft = next(iter(arm.drafts.values()), None)
+
+
+def hidden_reader(arm: Arm) -> object:
+    """The draft a prefill serves: one that reads the target's hidden states (MTP), else the
+    first (the prefill then computes the hidden states once for every kind)."""
+    readers = [d for d in arm.drafts.values() if getattr(d, "needs_hidden", False)]
+    return readers[0] if readers else arm.draft
+
+
+def draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Factory | None:
+    """One draft for a run that compares a single one (decode parity): the draft model when
+    there is one (mlx-lm has no MTP loop to compare against), else the first kind."""
+    made = draft_factories(loaded, scenario, seed)
+    return made.get(DraftKind.DRAFT_MODEL.value) or next(iter(made.values()), None)
+
+
+def _factory(loaded: Loaded, draft: Draft, scenario: Scenario, seed: int) -> Factory | None:
+    kind = draft.kind
     if kind is DraftKind.SYNTHETIC:
         from mlatui.run.decode_stream import SyntheticDraft
 
@@ -32,18 +71,21 @@ def draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Ar
             )  # same draws in both arms
 
         return synthetic
-    if loaded.draft.is_mtp:
+    if draft.is_mtp:
         from mlatui.run.mtp import load_mtp_draft
 
-        probe = (
-            load_mtp_draft(loaded.path, loaded.model, required=kind is DraftKind.MTP)
-            if loaded.path
-            else None
-        )
+        folder = loaded.checkpoint_dir
+        required = kind is DraftKind.MTP
+        if folder is None and required:
+            from mlatui.run.mtp import MTPError
+
+            raise MTPError(
+                f"{loaded.name}: no checkpoint folder to read an MTP head from — "
+                'use [draft] source = "draft-model" or a checkpoint with an MTP head'
+            )
+        probe = load_mtp_draft(folder, loaded.model, required=required) if folder else None
         if probe is None:
-            loaded.draft = NO_DRAFT
             return None
-        loaded.draft = Draft(DraftKind.MTP)
 
         def mtp(arm: Arm):
             head = probe.twin()  # shares the head's weights, own cache; gated like its arm
@@ -51,10 +93,10 @@ def draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Callable[[Ar
             return head
 
         return mtp
-    if loaded.draft_model is not None:
+    if kind is DraftKind.DRAFT_MODEL and loaded.draft_model is not None:
 
         def draft_model(arm: Arm):
-            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), loaded.draft.label)
+            return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), draft.label)
 
         return draft_model
     return None

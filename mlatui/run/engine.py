@@ -27,7 +27,7 @@ from mlatui.models.loading import (
     vocab_size,
 )
 from mlatui.run.arms import Arm, ArmWorker, Baton, Gates, Variant, build_arms
-from mlatui.run.draft_factory import draft_factory
+from mlatui.run.draft_factory import draft_factories, hidden_reader, install_drafts
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.header import header, run_settings
 from mlatui.run.notices import opening_notices
@@ -141,7 +141,7 @@ def run(
             raise Stopped()
         if config.random_weights and loaded.draft == EMBEDDED_DRAFT:
             loaded.draft = NO_DRAFT
-        make_draft = draft_factory(loaded, scenario, seed)
+        make_drafts = draft_factories(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
         # the one policy object of this run: the CLI's choice, else the scenario's, else formula
         gates = Gates.parse(
@@ -186,12 +186,11 @@ def run(
             workers = {"stock": ArmWorker(stock, baton)}
             host = workers["stock"] if config.shared_arm_thread else None
             workers["patched"] = ArmWorker(patched, baton, host=host)
-            if make_draft is not None:
-                for w in workers.values():
-                    w.call(lambda a: setattr(a, "draft", make_draft(a)))
+            for w in workers.values():
+                w.call(lambda a: install_drafts(a, make_drafts))
             # prefills run the uninstrumented stock model on a third thread; both arms copy it
             # (an MTP draft: the prefill also computes the target's hidden states for it)
-            prefill_arm = Arm("prefill", loaded.model, patched.report, draft=stock.draft)
+            prefill_arm = Arm("prefill", loaded.model, patched.report, draft=hidden_reader(stock))
             prefill_worker = ArmWorker(prefill_arm, baton)
             workers_all = [*workers.values(), prefill_worker]
             invalid = ctx.invalid_contexts if ctx else set()
@@ -202,7 +201,7 @@ def run(
                 t0,
                 tokens_for,
                 vocab_size(loaded.model),
-                make_draft,
+                tuple(make_drafts),
                 prefill_worker=prefill_worker,
                 invalid_contexts=invalid,
                 seed=seed,
@@ -286,7 +285,8 @@ def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:
 def _bare_header(config: RunConfig, scenario: Scenario | None, dist: DistRun):
     """The header of a run that ended before its model was ready (a recording always has one)."""
     if scenario is None:
-        from mlatui.config.scenario import DraftSpec, ModelSpec
+        from mlatui.config.draft_spec import DraftSpec
+        from mlatui.config.scenario import ModelSpec
 
         scenario = Scenario(
             "?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ()

@@ -75,7 +75,7 @@ def header(
         geometry,
         thresholds,
         scenario.to_dict(),
-        loaded.draft.label if loaded else NO_DRAFT.label,
+        loaded.draft_label if loaded else NO_DRAFT.label,
         bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
@@ -99,4 +99,5 @@ def run_settings(
         "random_weights": loaded.random_weights,
         "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
         "arm_cpus": sorted(arm_cpus() or []),
+        "draft_kinds": [d.kind.value for d in loaded.draft_kinds],
     }

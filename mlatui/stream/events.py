@@ -13,8 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 3  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 4  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
+# 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
 ARMS = ("stock", "patched")
 
 
@@ -191,6 +192,9 @@ class DecodeBlock(Event):
     token_ids: tuple[int, ...] = ()  # the block's tokens: divergence and seeds can be checked
     acceptance_rule: str = ""  # exact-match | rejection-sampling (runtime.AcceptanceRule)
     temperature: float = 0.0
+    draft_kind: str = (
+        ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,9 @@ class DecodeResult(Event):
     rounds: int = 0
     block_tokens: int = 0
     runtime: str = ""  # what decoded: "mlx_lm.generate_step", "mlx_lm.speculative_generate_step", "mlatui MTP loop"
+    draft_kind: str = (
+        ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
+    )
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class Row:
     b: Ci
     check_a: Check
     check_b: Check
+    draft_kind: str = ""  # decode figures: the kind that drafted (kinds are matched, never mixed)
 
     @property
     def ratio(self) -> float | None:
@@ -196,7 +197,7 @@ def _keyed(state: DashboardState) -> dict[tuple, tuple[Cell, Check]]:
     out = {}
     for cell in [*latest_sweep_cells(state), *decode_cells(state)]:
         if cell.quantity in SECTIONS:
-            key = (cell.quantity, cell.context, cell.width, cell.arm)
+            key = (cell.quantity, cell.context, cell.width, cell.arm, cell.draft_kind)
             out[key] = (cell, check(state, cell.phase, cell.context))
     return out
 
@@ -205,9 +206,10 @@ def compare(a: Run, b: Run) -> Comparison:
     ka, kb = _keyed(a.state), _keyed(b.state)
     order = {q: i for i, q in enumerate(SECTIONS)}
     shared = sorted(
-        set(ka) & set(kb), key=lambda k: (order[k[0]], k[1], k[2], {"stock": 0}.get(k[3], 1))
+        set(ka) & set(kb),
+        key=lambda k: (order[k[0]], k[1], k[4], k[2], {"stock": 0}.get(k[3], 1)),
     )
-    rows = [Row(*k, ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1]) for k in shared]
+    rows = [Row(*k[:4], ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1], k[4]) for k in shared]
     return Comparison(a, b, header_diff(a.header, b.header), rows)
 
 

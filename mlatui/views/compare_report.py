@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlatui.measure.plans import Setting
 from mlatui.views.compare import SECTIONS, Comparison, Row
 from mlatui.views.mdtable import table
 from mlatui.views.rounding import ci_text, sig
@@ -39,7 +40,7 @@ def checks_text(row: Row) -> str:
 
 def width_label(row: Row) -> str:
     if row.quantity in (Quantity.TOK_S, Quantity.VS_PLAIN):
-        return "plain" if row.width == 0 else f"d{row.width}"
+        return Setting(row.draft_kind, row.width).label
     return str(row.width)
 
 

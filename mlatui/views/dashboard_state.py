@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.stream.events import (
     ARMS,
     BudgetPlanned,
-    DecodeBlock,
     DecodeResult,
     DriftEvent,
     ErrorEvent,
@@ -28,10 +26,10 @@ from mlatui.stream.events import (
     Progress,
     RunEnd,
     RunHeader,
-    SpecStep,
     Step,
     Validity,
 )
+from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
 from mlatui.views.progress import RunProgress
 from mlatui.views.step_series import StepSeries
@@ -40,7 +38,7 @@ LOG_LINES = 500
 SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "indexer", "log")
 
 
-class DashboardState:
+class DashboardState(DecodeFold):
     def __init__(self) -> None:
         self.header: RunHeader | None = None
         self.phase = PhaseView()
@@ -119,7 +117,7 @@ class DashboardState:
             arm.phase_verify_ms = []
             if e.kind in ("decode", "tune"):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
-                arm.counts, arm.depth, arm.spec_vs_plain = {}, None, {}
+                arm.counts, arm.setting, arm.spec_vs_plain = {}, None, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 
@@ -177,70 +175,6 @@ class DashboardState:
             arm.verify_key.append((e.phase, e.context))
             arm.phase_verify_ms.append(e.ms)
         self.changed |= {"arms", "marginal"} if e.width <= 2 else {"arms"}
-
-    def _on_spec_step(self, e: SpecStep) -> None:  # recordings before schema 3
-        arm = self._arm(e.arm)
-        self.context = e.context
-        arm.verify_ms.append(e.verify_ms)
-        arm.verify_key.append((e.phase, e.context))
-        arm.phase_verify_ms.append(e.verify_ms)
-        self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
-        arm.absorbed_calls += e.absorbed_calls
-        arm.materialised_calls += e.materialised_calls
-        arm.add_steps(e.depth, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
-        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
-        live[0] += e.tokens
-        live[1] += e.draft_ms + e.verify_ms
-        self.changed.add("arms")
-
-    def _on_decode_block(self, e: DecodeBlock) -> None:
-        arm = self._arm(e.arm)
-        self.context = e.context
-        if arm.counts_context != e.context:
-            arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
-        if e.depth:
-            arm.add_steps(
-                e.depth,
-                [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
-            )
-            arm.acceptance_rule = e.acceptance_rule
-        arm.temperature = e.temperature
-        live = arm.spec_live.setdefault(e.depth, [0, 0.0])
-        live[0] += e.tokens
-        live[1] += e.ms
-        self.changed.add("arms")
-
-    def _on_decode_result(self, e: DecodeResult) -> None:
-        arm = self._arm(e.arm)
-        self.decode_results.append(e)
-        if e.depth == 0:
-            arm.plain_tok_s = e.tok_s
-        else:
-            arm.spec_result[e.depth] = e.tok_s
-            if e.vs_plain is not None:
-                arm.spec_vs_plain[e.depth] = e.vs_plain
-            if e.counts:
-                arm.counts[e.depth] = AcceptanceCounts.from_dict(e.counts)
-        self.changed.add("arms")
-        label = "plain decode" if e.depth == 0 else f"depth {e.depth}"
-        ci = (
-            f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
-            if e.tok_s_low is not None and e.tok_s_high is not None
-            else ""
-        )
-        msg = f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
-        if e.depth and e.vs_plain is not None:
-            lo, hi = e.vs_plain_low, e.vs_plain_high
-            msg += (
-                f", ×{e.vs_plain:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
-            )
-        self._log(e.t, "warning" if e.warnings else "info", msg)
-        for w in e.warnings:
-            self._log(
-                e.t,
-                "warning",
-                f"{e.arm} depth {e.depth} at {e.context}: {w} (left out of verdicts)",
-            )
 
     def _on_memory(self, e: MemorySample) -> None:
         self.memory = e

@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import Validity
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
@@ -14,22 +15,23 @@ SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
 @dataclass
 class ArmView:
-    """One arm's column: per-step verify ms, acceptance (per depth, never mixed), throughput and
-    gate branch counts."""
+    """One arm's column: per-step verify ms, acceptance (per draft kind and depth, never mixed),
+    throughput and gate branch counts. Settings key the figures: a draft kind at a depth, or
+    plain decode (PLAIN)."""
 
     verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
     verify_key: deque = field(  # (phase, context) of each sample
         default_factory=lambda: deque(maxlen=SERIES_POINTS)
     )
     phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
-    counts: dict = field(default_factory=dict)  # depth -> AcceptanceCounts, this phase (live)
-    depth: int | None = None  # the depth of the latest speculative block
+    counts: dict = field(default_factory=dict)  # Setting -> AcceptanceCounts, this phase (live)
+    setting: Setting | None = None  # the setting of the latest speculative block
     counts_context: int | None = None  # counts are per context too: a new one starts afresh
     acceptance_rule: str = ""
     temperature: float = 0.0
-    spec_live: dict = field(default_factory=dict)  # depth -> [tokens, ms], this phase
-    spec_result: dict = field(default_factory=dict)  # depth -> measured tok/s (DecodeResult)
-    spec_vs_plain: dict = field(default_factory=dict)  # depth -> paired speedup (DecodeResult)
+    spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
+    spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
+    spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)
     plain_tok_s: float | None = None
     absorbed_calls: int = 0
     materialised_calls: int = 0
@@ -39,8 +41,12 @@ class ArmView:
         return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
 
     @property
+    def depth(self) -> int | None:
+        return self.setting.depth if self.setting is not None else None
+
+    @property
     def current_counts(self) -> AcceptanceCounts | None:
-        return self.counts.get(self.depth) if self.depth is not None else None
+        return self.counts.get(self.setting) if self.setting is not None else None
 
     @property
     def acceptance(self) -> list[float | None]:
@@ -54,35 +60,37 @@ class ArmView:
         c = self.current_counts
         return c.mean_accepted if c else None
 
-    def tok_s_by_depth(self) -> dict[int, tuple[float, bool]]:
-        """depth -> (tok/s, is_live_estimate): measured results win over the running estimate."""
+    def tok_s_by_setting(self) -> dict[Setting, tuple[float, bool]]:
+        """setting -> (tok/s, is_live_estimate), in the run's order of kinds, then by depth:
+        measured results win over the running estimate."""
         out = {
-            d: (tokens / ms * 1e3, True)
-            for d, (tokens, ms) in self.spec_live.items()
-            if ms > 0 and d > 0
+            st: (tokens / ms * 1e3, True)
+            for st, (tokens, ms) in self.spec_live.items()
+            if ms > 0 and st.depth > 0
         }
-        out.update({d: (v, False) for d, v in self.spec_result.items()})
-        return dict(sorted(out.items()))
+        out.update({st: (v, False) for st, v in self.spec_result.items()})
+        kinds = list(dict.fromkeys(st.kind for st in [*self.spec_live, *self.spec_result]))
+        return dict(sorted(out.items(), key=lambda kv: (kinds.index(kv[0].kind), kv[0].depth)))
 
     @property
     def plain_live(self) -> float | None:
-        tokens, ms = self.spec_live.get(0, (0, 0.0))
+        tokens, ms = self.spec_live.get(PLAIN, (0, 0.0))
         return tokens / ms * 1e3 if ms > 0 else None
 
-    def ratio(self, depth: int) -> float | None:
+    def ratio(self, setting: Setting) -> float | None:
         """Speedup over plain decode: the result's paired estimate (median over rounds of the
         within-round ratio), else the ratio of the running tok/s figures."""
-        if depth in self.spec_vs_plain:
-            return self.spec_vs_plain[depth]
-        v = self.tok_s_by_depth().get(depth)
+        if setting in self.spec_vs_plain:
+            return self.spec_vs_plain[setting]
+        v = self.tok_s_by_setting().get(setting)
         plain = self.plain_tok_s or self.plain_live
         return v[0] / plain if v and plain else None
 
-    def add_steps(self, depth: int, steps: list[VerifyStep]) -> None:
-        counts = self.counts.setdefault(depth, AcceptanceCounts(depth))
+    def add_steps(self, setting: Setting, steps: list[VerifyStep]) -> None:
+        counts = self.counts.setdefault(setting, AcceptanceCounts(setting.depth))
         for step in steps:
             counts.add(step)
-        self.depth = depth
+        self.setting = setting
 
 
 @dataclass

@@ -8,6 +8,7 @@ second query, and one table per phase (sweep and tune/decode never share a table
 
 from __future__ import annotations
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
@@ -33,6 +34,7 @@ CSV_COLUMNS = (
     "rounds",
     "check",
     "text",
+    "draft",
 )
 
 
@@ -125,7 +127,7 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
     return [
         r.context,
         r.arm,
-        "plain" if r.depth == 0 else r.depth,
+        Setting(r.draft_kind, r.depth).label,
         tok.text(),
         ci_text(vs, "×") if r.depth else "1",
         _positions(r.acceptance_conditional or r.acceptance_by_position) if r.depth else "–",
@@ -139,7 +141,7 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
 def _decode_table(state: DashboardState, phase: str) -> str:
     acc = "acceptance (synthetic)" if state.synthetic else "acceptance"
     rows = [_decode_row(state, r) for r in state.decode_results if r.phase == phase]
-    head = ["context", "arm", "depth", "tok/s [95% CI]", "vs plain [95% CI]"]
+    head = ["context", "arm", "draft", "tok/s [95% CI]", "vs plain [95% CI]"]
     head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "verify ms", "L=1 check"]
     return table([*head, "warnings (left out of verdicts)"], rows)
 
@@ -204,6 +206,7 @@ def _cell_row(table_name: str, kind: str, cell: Cell, state: DashboardState) -> 
         "n": "" if cell.n is None else cell.n,
         "rounds": "" if cell.rounds is None else cell.rounds,
         "check": check(state, cell.phase, cell.context).value,
+        "draft": cell.draft_kind,
     }
 
 
@@ -260,7 +263,7 @@ def csv_rows(state: DashboardState) -> list[dict]:
             rows.append(
                 {"table": "decode", "phase": r.phase, "kind": state.phase_kinds.get(r.phase, "")}
                 | {"context": r.context, "width": r.depth, "arm": r.arm, "quantity": "warnings"}
-                | {"text": "; ".join(r.warnings)}
+                | {"text": "; ".join(r.warnings), "draft": r.draft_kind}
             )
     return rows
 

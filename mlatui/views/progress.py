@@ -8,7 +8,7 @@ mlatui.views.progress_forecast's, from the costs and gaps folded here.
 
 from __future__ import annotations
 
-from mlatui.measure.plans import Segment, phase_segments
+from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.stream.events import (
     BudgetPlanned,
     DecodeBlock,
@@ -43,7 +43,7 @@ class RunProgress(Forecast):
         self.slowest_gap_s = 0.0
         self.last_activity_t: float | None = None
         self.load: LoadView | None = None
-        self.has_draft = True
+        self.draft_kinds: tuple[str, ...] = ("",)  # the run's draft kinds; "": one, unnamed
         self._passes: list[str] = [""]
         self._settle = True
         self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
@@ -76,7 +76,9 @@ class RunProgress(Forecast):
         self._dirty = True
 
     def _header(self, h: RunHeader) -> None:
-        self.has_draft = h.draft not in ("none", "")
+        kinds = (h.settings or {}).get("draft_kinds")
+        has_draft = h.draft not in ("none", "")
+        self.draft_kinds = tuple(kinds) if kinds is not None else ("",) if has_draft else ()
         self._passes = (h.settings or {}).get("passes") or [""]
         self._settle = bool((h.settings or {}).get("settle", True))
         self._plan_from((h.scenario or {}).get("phases") or [])
@@ -101,7 +103,7 @@ class RunProgress(Forecast):
                     continue
                 name = f"{d.get('name')}/{tag}" if tag else str(d.get("name"))
                 phase = replace(phase, name=name)
-                segs = phase_segments(phase, self.has_draft, self._settle)
+                segs = phase_segments(phase, self.draft_kinds, self._settle)
                 self.phases.append(
                     PhaseRun(
                         name,
@@ -136,7 +138,9 @@ class RunProgress(Forecast):
             self.costs.add_step(e.arm, e.context, e.width, e.ms)
             ms = e.ms
         elif isinstance(e, DecodeBlock):
-            self.costs.add_block(e.arm, e.context, e.depth, e.tokens, e.ms, len(e.accepted))
+            self.costs.add_block(
+                e.arm, e.context, Setting(e.draft_kind, e.depth), e.tokens, e.ms, len(e.accepted)
+            )
             ms = e.ms
         else:
             ms = e.draft_ms + e.verify_ms

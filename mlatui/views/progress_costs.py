@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mlatui.measure.plans import Setting
+
 Cost = tuple[float, float, float]  # (low, mid, high)
 
 PRIOR_ACCEPT = 0.5  # per draft position, until a block of that depth is seen
@@ -69,14 +71,15 @@ def add(a: Cost, b: Cost) -> Cost:
 
 class CostTable:
     """Mean ms per (arm, context, width) for synced steps and per token for decode blocks, with
-    each depth's tokens per verify step and draft share once blocks show them."""
+    each setting's (draft kind and depth) tokens per verify step and draft share once blocks
+    show them: an MTP head and a draft model accept and cost differently."""
 
     def __init__(self) -> None:
         self.steps: dict[tuple[str, int, int], list[float]] = {}  # -> [sum ms, n]
         self.blocks: dict[
-            tuple[str, int, int], list[float]
-        ] = {}  # (arm, ctx, depth) -> [ms, tokens]
-        self.verify_steps: dict[int, list[int]] = {}  # depth -> [tokens emitted, verify steps]
+            tuple[str, int, Setting], list[float]
+        ] = {}  # (arm, ctx, setting) -> [ms, tokens]
+        self.verify_steps: dict[Setting, list[int]] = {}  # -> [tokens emitted, verify steps]
 
     def add_step(self, arm: str, context: int, width: int, ms: float) -> None:
         cell = self.steps.setdefault((arm, context, width), [0.0, 0])
@@ -84,13 +87,15 @@ class CostTable:
         cell[1] += 1
 
     def add_block(
-        self, arm: str, context: int, depth: int, tokens: int, ms: float, verifies: int
+        self, arm: str, context: int, setting: Setting, tokens: int, ms: float, verifies: int
     ) -> None:
-        cell = self.blocks.setdefault((arm, context, depth), [0.0, 0])
+        if setting.depth == 0:
+            setting = Setting()  # plain decode is one setting whatever draft kinds there are
+        cell = self.blocks.setdefault((arm, context, setting), [0.0, 0])
         cell[0] += ms
         cell[1] += tokens
-        if depth and verifies:
-            v = self.verify_steps.setdefault(depth, [0, 0])
+        if setting.depth and verifies:
+            v = self.verify_steps.setdefault(setting, [0, 0])
             v[0] += tokens
             v[1] += verifies
 
@@ -109,21 +114,24 @@ class CostTable:
         lower = sorted({w for (a, _, w) in self.steps if a == arm and w < width}, reverse=True)
         return self.step(arm, context, lower[0]) if lower else None
 
-    def tokens_per_verify(self, depth: int) -> float:
-        seen = self.verify_steps.get(depth)
+    def tokens_per_verify(self, setting: Setting) -> float:
+        seen = self.verify_steps.get(setting)
         if seen and seen[1]:
             return seen[0] / seen[1]
-        return 1 + sum(PRIOR_ACCEPT**i for i in range(1, depth + 1))
+        return 1 + sum(PRIOR_ACCEPT**i for i in range(1, setting.depth + 1))
 
-    def block(self, arm: str, context: int, depth: int, tokens: int) -> Cost | None:
-        cell = self.blocks.get((arm, context, depth))
+    def block(self, arm: str, context: int, setting: Setting, tokens: int) -> Cost | None:
+        if setting.depth == 0:
+            setting = Setting()
+        depth = setting.depth
+        cell = self.blocks.get((arm, context, setting))
         if cell and cell[1]:
             m = cell[0] / cell[1] * tokens
             return (m, m, m)
         points = [
             (c, ms / n)
-            for (a, c, d), (ms, n) in self.blocks.items()
-            if a == arm and d == depth and n
+            for (a, c, st), (ms, n) in self.blocks.items()
+            if a == arm and st == setting and n
         ]
         if points:
             got = extrapolate(points, context)
@@ -134,18 +142,19 @@ class CostTable:
         if depth == 0:
             return scale(one, tokens)
         verify = self.step(arm, context, depth + 1) or one
-        per_verify = add(verify, scale(one, depth * self._draft_share(arm, context, depth)))
-        return scale(per_verify, tokens / self.tokens_per_verify(depth))
+        per_verify = add(verify, scale(one, depth * self._draft_share(arm, setting)))
+        return scale(per_verify, tokens / self.tokens_per_verify(setting))
 
-    def _draft_share(self, arm: str, context: int, depth: int) -> float:
+    def _draft_share(self, arm: str, setting: Setting) -> float:
         """A drafted token's cost as a share of the L = 1 step: from a measured block of this
-        depth at any context (what its verify steps do not explain), else the prior."""
-        for (a, c, d), (ms, n) in self.blocks.items():
-            if a != arm or d != depth or not n:
+        setting at any context (what its verify steps do not explain), else the prior."""
+        d = setting.depth
+        for (a, c, st), (ms, n) in self.blocks.items():
+            if a != arm or st != setting or not n:
                 continue
             one, verify = self.step(a, c, 1), self.step(a, c, d + 1)
             if one is None or verify is None or one[1] <= 0:
                 continue
-            per_verify = ms / n * self.tokens_per_verify(d)
+            per_verify = ms / n * self.tokens_per_verify(st)
             return max(0.0, (per_verify - verify[1]) / (d * one[1]))
         return PRIOR_DRAFT_SHARE

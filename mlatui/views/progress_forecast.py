@@ -77,7 +77,7 @@ class Forecast:
     wall_s: dict[bool, float]
     compute_s: dict[bool, float]
     prefill: list[tuple[float, float]]
-    has_draft: bool
+    draft_kinds: tuple[str, ...]
     outcomes: dict[tuple[str, int], str]
     last_activity_t: float | None
     _current: tuple[int, int] | None
@@ -111,7 +111,7 @@ class Forecast:
         costs = []
         for arm in ARMS:
             c = (
-                self.costs.block(arm, seg.context, width - 1, seg.tokens)
+                self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
                 if seg.tokens
                 else self.costs.step(arm, seg.context, width)
             )
@@ -167,7 +167,7 @@ class Forecast:
         budget planner's forecast); inf when some segment has no cost model."""
         total = 0.0
         for phase in phases:
-            for seg in phase_segments(phase, self.has_draft, settle):
+            for seg in phase_segments(phase, self.draft_kinds, settle):
                 got = self._segment_left(SegmentRun(seg))
                 if got is None:
                     return math.inf

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlatui.stream.events import ARMS, DriftEvent, Event, PhaseSummary, RunEnd, RunHeader, Validity
+from mlatui.views.dashboard_decode import kind_of_label
 from mlatui.views.mdtable import csv_text
 from mlatui.views.report_decode import decode_table
 from mlatui.views.report_indexer import indexer_table
@@ -76,7 +77,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
         if s.kind == "sweep":
             parts.append(sweep_table(s, null="/aa-" in s.phase))
         elif s.kind in ("decode", "tune"):
-            parts.append(decode_table(s))
+            parts.append(decode_table(s, kind_of_label(h.draft) if h else ""))
         elif s.kind == "indexer":
             parts.append(indexer_table(s))
         if s.verdict:

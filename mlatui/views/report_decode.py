@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import PhaseSummary
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
@@ -17,10 +18,11 @@ def _positions(values: Any) -> str:
     return " ".join("–" if v is None else f"{v:.2f}" for v in values)
 
 
-def decode_table(summary: PhaseSummary) -> str:
+def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
     """Per context, arm and setting: tok/s and the speedup over plain decode (medians over
     rounds, 95% CIs; the speedup paired within rounds), acceptance three ways, verify ms from the
-    synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict)."""
+    synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict).
+    `default_kind`: the draft kind of rows recorded before they carried one (schema < 4)."""
     if summary.rows and "tok_s_low" not in summary.rows[0]:
         return _legacy_decode_table(summary)
     rows = []
@@ -30,7 +32,7 @@ def decode_table(summary: PhaseSummary) -> str:
             [
                 r["context"],
                 r["arm"],
-                "plain" if r["depth"] == 0 else r["depth"],
+                Setting(r.get("draft_kind") or default_kind, r["depth"]).label,
                 ci(r["tok_s"], r.get("tok_s_low"), r.get("tok_s_high"), 1),
                 ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"), unit="x")
                 if r["depth"]
@@ -47,7 +49,7 @@ def decode_table(summary: PhaseSummary) -> str:
         [
             "context",
             "arm",
-            "depth",
+            "draft",
             "tok/s [95% CI]",
             "vs plain [95% CI]",
             "acceptance P(i ∣ 1..i-1) by position",

@@ -40,7 +40,8 @@ class Check(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Cell:
-    """One figure: `width` is L for sweep quantities and the draft depth for decode ones."""
+    """One figure: `width` is L for sweep quantities and the draft depth for decode ones, with
+    the `draft_kind` that drafted ("" for sweep figures and plain decode)."""
 
     phase: str
     context: int
@@ -50,6 +51,7 @@ class Cell:
     ci: Ci
     n: int | None = None
     rounds: int | None = None
+    draft_kind: str = ""
 
 
 def check(state: DashboardState, phase: str, context: int) -> Check:
@@ -136,6 +138,7 @@ def decode_cells(state: DashboardState) -> list[Cell]:
                 Ci(r.tok_s, r.tok_s_low, r.tok_s_high),
                 r.tokens,
                 r.rounds or None,
+                r.draft_kind,
             )
         )
         if r.depth and r.vs_plain is not None:
@@ -149,6 +152,7 @@ def decode_cells(state: DashboardState) -> list[Cell]:
                     Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high),
                     r.tokens,
                     r.rounds or None,
+                    r.draft_kind,
                 )
             )
     return out

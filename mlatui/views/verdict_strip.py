@@ -1,7 +1,7 @@
 """The run's verdict in one line, from what the dashboard knows (pure Python).
 
 One function for the screen, `replay --dump` and the exported markdown, so they never disagree:
-the best significant speculative result per arm, the marginal cost of the second query at the
+the best significant speculative result per arm (its draft kind and depth), the marginal cost of the second query at the
 largest valid context, the L = 1 checks, and the harness bias. It follows the verdict rules:
 contexts whose L = 1 check is invalid or inconclusive and results with guard warnings are never
 used; a speedup counts only when its CI lies above 1.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context, sig
@@ -61,7 +62,7 @@ def _speculation(state: DashboardState) -> list[Part]:
         if wins:
             best: DecodeResult = max(wins, key=lambda r: (r.vs_plain, r.context))
             ci = f" [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
-            where = f"d{best.depth} @ {fmt_context(best.context)}"
+            where = f"{Setting(best.draft_kind, best.depth).label} @ {fmt_context(best.context)}"
             parts.append(
                 Part(
                     f"{arm} spec wins ×{best.vs_plain:.2f}{ci} ({where})",

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
@@ -54,7 +53,7 @@ class RunContext:
     t0_ns: int
     tokens_for: Callable[[int], list[int]]  # the first n tokens of the run's text
     vocab_size: int
-    make_draft: Callable[[Arm], Any] | None = None  # per-arm DraftSource factory
+    draft_kinds: tuple[str, ...] = ()  # in the scenario's order; each arm has a draft per kind
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
     invalid_contexts: set[int] = field(default_factory=set)
     seed: int = 0

@@ -29,8 +29,11 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     PLAIN_QUADS,
     VERIFY_MAX_ROUNDS,
     VERIFY_MIN_ROUNDS,
+    Setting,
     block_plan,
     decode_segments,
+    decode_settings,
+    spec_depths,
     verify_plan,
 )
 from mlatui.measure.sampler import sample_context
@@ -143,10 +146,10 @@ def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates
     return replace(pooled, rounds=rounds)
 
 
-def _runtime_name(arm: Arm, depth: int) -> str:
-    if depth == 0:
+def _runtime_name(arm: Arm, st: Setting) -> str:
+    if st.depth == 0:
         return "mlx_lm.generate_step"
-    if isinstance(arm.draft, MTPDraft):
+    if isinstance(arm.draft_of(st.kind), MTPDraft):
         return "mlatui MTP loop (pipelined)"
     return "mlx_lm.speculative_generate_step"
 
@@ -158,7 +161,6 @@ def _results(
     est: ContextEstimates,
     runner: BlockRunner,
     verify: ContextEstimates | None,
-    depths: list[int],
     v_valid: bool,
     v_outcome: str,
 ) -> list[dict]:
@@ -166,16 +168,17 @@ def _results(
     guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
     synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
     rows = []
-    for depth in [0, *depths]:
+    for width, st in enumerate(runner.settings, start=1):
+        depth = st.depth
         for arm in ARMS:
-            ms = est.step_ms.get((arm, depth + 1))
+            ms = est.step_ms.get((arm, width))
             if ms is None:
                 continue
-            flat = est.vs_l1.get((arm, depth + 1))
+            flat = est.vs_l1.get((arm, width))
             speedup = (1.0, 1.0, 1.0) if depth == 0 else None
             if flat is not None and flat.median > 0:
                 speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
-            counts = runner.counts.get((arm, depth))
+            counts = runner.counts.get((arm, st))
             warnings = (
                 guard_warnings(counts, speedup[1] if speedup else None, guards) if depth else []
             )
@@ -184,7 +187,7 @@ def _results(
                 warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
             worker_arm = ctx.workers[arm].arm
             verify_iv = verify.step_ms.get((arm, depth + 1)) if verify and depth else None
-            timed = [t for t in runner.timings if t.arm == arm and t.width == depth + 1]
+            timed = [t for t in runner.timings if t.arm == arm and t.width == width]
             r = DecodeResult(
                 ctx.now(),
                 phase.name,
@@ -205,12 +208,13 @@ def _results(
                 counts.conditional if counts else (),
                 counts.mean_accepted if counts else None,
                 counts.to_dict() if counts else {},
-                runner.sampling.rule(isinstance(worker_arm.draft, MTPDraft)).value if depth else "",
+                runner.rule_of(arm, st.kind).value if depth else "",
                 runner.sampling.to_dict(),
                 tuple(warnings),
                 est.rounds,
                 n,
-                _runtime_name(worker_arm, depth),
+                _runtime_name(worker_arm, st),
+                st.kind if depth else "",
             )
             ctx.emit(r)
             rows.append(_row(r, v_valid, v_outcome))
@@ -222,6 +226,7 @@ def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
         "context": r.context,
         "arm": r.arm,
         "depth": r.depth,
+        "draft_kind": r.draft_kind,
         "tok_s": r.tok_s,
         "tok_s_low": r.tok_s_low,
         "tok_s_high": r.tok_s_high,
@@ -242,12 +247,17 @@ def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
 
 
 def decode_context(
-    ctx: RunContext, phase: Phase, context: int, depths: list[int], progress: ProgressTracker
+    ctx: RunContext,
+    phase: Phase,
+    context: int,
+    settings: tuple[Setting, ...],
+    progress: ProgressTracker,
 ) -> list[dict]:
     length, streams = _prepare_context(ctx, context)
+    depths = spec_depths(settings)
     verify = _verify_ms(ctx, phase, length, depths, progress) if depths else None
-    plan = block_plan(phase, depths, ctx.seed, length)
-    runner = BlockRunner(ctx, phase, length, streams, depths)
+    plan = block_plan(phase, settings, ctx.seed, length)
+    runner = BlockRunner(ctx, phase, length, streams, settings)
 
     def on_timing(t: Timing) -> None:
         runner.on_timing(t)
@@ -280,19 +290,21 @@ def decode_context(
             )
         )
     v = decode_validity(ctx, phase, length, verify, run.estimates)
-    return _results(ctx, phase, length, run.estimates, runner, verify, depths, v.valid, v.verdict)
+    return _results(ctx, phase, length, run.estimates, runner, verify, v.valid, v.verdict)
 
 
-def planned_calls(phase: Phase, depths: list[int], seed: int, settle: bool) -> int:
-    blocks = block_plan(phase, depths, seed, 0).timed_calls()
+def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:
+    depths = spec_depths(settings)
+    blocks = block_plan(phase, settings, seed, 0).timed_calls()
     verify = verify_plan(phase, depths, seed, 0, settle).timed_calls() if depths else 0
     return len(phase.contexts) * (blocks + verify)
 
 
 def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
-    """Plain decode and speculative decoding at each context and depth, both arms."""
-    depths = sorted(set(phase.depths)) if ctx.make_draft is not None else []
-    if not depths:
+    """Plain decode and speculative decoding at each context, for every depth of every draft
+    kind, both arms."""
+    settings = decode_settings(phase, ctx.draft_kinds)
+    if len(settings) == 1:
         ctx.emit(
             LogMessage(
                 ctx.now(),
@@ -308,15 +320,15 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
             f"{phase.name}: temperature {sampling.temperature:g} with a synthetic draft (random "
             "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
         )
-    planned = planned_calls(phase, depths, ctx.seed, ctx.settle)
+    planned = planned_calls(phase, settings, ctx.seed, ctx.settle)
     emit_phase_start(
-        ctx, phase, index, total_phases, planned, decode_segments(phase, depths, ctx.settle)
+        ctx, phase, index, total_phases, planned, decode_segments(phase, settings, ctx.settle)
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     for context in phase.contexts:
         ctx.check_stop()
-        rows += decode_context(ctx, phase, context, depths, progress)
+        rows += decode_context(ctx, phase, context, settings, progress)
     verdict = tune_verdict(rows, TIE_PCT) if phase.kind == "tune" else decode_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)

@@ -9,6 +9,7 @@ from mlx_lm.generate import generation_stream
 from mlatui.config.scenario import Phase
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.estimates import Timing, stable_seed
+from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm
 from mlatui.run.decode_stream import rewind, run_block
 from mlatui.run.mtp import MTPDraft
@@ -24,33 +25,43 @@ def sampling_of(phase: Phase) -> Sampling:
 
 class BlockRunner:
     """The sampler's `measure` for decode blocks: runs one block on an arm's thread, keeps its
-    acceptance counts (timed blocks only), rewinds both streams at every round's start."""
+    acceptance counts (timed blocks only), rewinds both streams at every round's start. The
+    sampler's width w runs `settings[w - 1]` (plain decode, or a draft kind at a depth)."""
 
-    def __init__(self, ctx: RunContext, phase: Phase, length: int, streams, depths: list[int]):
+    def __init__(
+        self, ctx: RunContext, phase: Phase, length: int, streams, settings: tuple[Setting, ...]
+    ):
         self.ctx, self.phase, self.length, self.streams = ctx, phase, length, streams
+        self.settings = settings
         self.sampling = sampling_of(phase)
         self.n = phase.tokens
         self.round = 0
         self.fresh_round = True
-        self.blocks_in_round: dict[tuple[str, int], int] = {}
-        self.counts = {(a, d): AcceptanceCounts(d) for a in ARMS for d in depths}
-        self.pending: list[tuple[str, int, BlockResult]] = []
+        self.blocks_in_round: dict[tuple[str, Setting], int] = {}
+        self.counts = {
+            (a, st): AcceptanceCounts(st.depth) for a in ARMS for st in settings if st.depth
+        }
+        self.pending: list[tuple[str, Setting, BlockResult]] = []
         self.divergence: tuple[int, int] | None = None  # (token, round)
         self.timings: list[Timing] = []
 
+    def setting(self, width: int) -> Setting:
+        return self.settings[width - 1]
+
     def _block(self, arm: str, width: int) -> BlockResult:
-        depth = width - 1
-        key = (arm, depth)
+        st = self.setting(width)
+        key = (arm, st)
         index = self.blocks_in_round.get(key, 0)
         self.blocks_in_round[key] = index + 1
-        seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, depth, index)
+        # every kind at a depth draws the same sampler stream: kinds compare on the same draws
+        seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, st.depth, index)
         stream = self.streams[arm]
         n = self.n
 
         lockstep = self.ctx.lockstep is not None
 
         def block(a: Arm) -> BlockResult:
-            result = run_block(a, stream, depth, n, self.sampling, seed)
+            result = run_block(a, stream, st.depth, n, self.sampling, seed, st.kind)
             if lockstep:
                 # after the clock: mlx-lm's generator leaves its next step in flight, and its
                 # all_sums would interleave with the next lockstep collective (garbage sums)
@@ -73,14 +84,15 @@ class BlockRunner:
         result = self._block(arm, width)
         # ranks that emitted different tokens would issue different collectives next
         self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")
-        self.pending.append((arm, width - 1, result))
+        self.pending.append((arm, self.setting(width), result))
         return result.ms
 
     def on_timing(self, t: Timing) -> None:
-        arm, depth, r = self.pending.pop()
+        arm, st, r = self.pending.pop()
+        depth = st.depth
         if depth > 0:
             for step in r.steps:
-                self.counts[(arm, depth)].add(step)
+                self.counts[(arm, st)].add(step)
         self.ctx.emit(
             DecodeBlock(
                 self.ctx.now(),
@@ -95,13 +107,15 @@ class BlockRunner:
                 tuple(s.accepted for s in r.steps),
                 tuple(s.emitted for s in r.steps),
                 tuple(r.tokens),
-                self.rule_of(arm).value if depth else "",
+                self.rule_of(arm, st.kind).value if depth else "",
                 self.sampling.temperature,
+                st.kind if depth else "",
             )
         )
 
-    def rule_of(self, arm: str):
-        return self.sampling.rule(isinstance(self.ctx.workers[arm].arm.draft, MTPDraft))
+    def rule_of(self, arm: str, kind: str):
+        draft = self.ctx.workers[arm].arm.draft_of(kind)
+        return self.sampling.rule(isinstance(draft, MTPDraft))
 
     def end_round(self) -> None:
         a, b = (self.streams[name].tokens for name in ARMS)

@@ -1,6 +1,7 @@
 """Guards on decode results and the tune verdict, from result rows alone (pure Python).
 
-A row is one (context, arm, depth) result of a decode or tune phase; depth 0 is plain decode.
+A row is one (context, arm, draft kind, depth) result of a decode or tune phase; depth 0 is plain
+decode. With several draft kinds the verdict picks the best (kind, depth) per arm.
 Rows carry tok/s and the speedup over plain decode with their 95% CIs (paired within rounds),
 the acceptance counts, and the warnings of the guards below. A warned row is shown with its
 warning and left out of every verdict.
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TypeVar
 
 from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS
 
 
@@ -72,14 +75,31 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None
 
 
-def pick(speedups: dict[int, tuple[float, float, float]], tie_pct: float) -> int | None:
-    """The winning depth among those whose speedup CI lies above 1, or None. Within tie_pct of
-    the fastest median, the deeper depth wins (it amortises better at long outputs)."""
-    winners = {d: v for d, v in speedups.items() if v[1] > 1.0}
+K = TypeVar("K", int, Setting)
+
+
+def _depth(key: int | Setting) -> int:
+    return key.depth if isinstance(key, Setting) else key
+
+
+def pick(speedups: dict[K, tuple[float, float, float]], tie_pct: float) -> K | None:
+    """The winning setting (a depth, or a draft kind at a depth) among those whose speedup CI
+    lies above 1, or None. Within tie_pct of the fastest median the deeper one wins (it
+    amortises better at long outputs); at one depth, the faster kind."""
+    winners = {k: v for k, v in speedups.items() if v[1] > 1.0}
     if not winners:
         return None
     best = max(v[0] for v in winners.values())
-    return max(d for d, v in winners.items() if v[0] >= best * (1 - tie_pct / 100))
+    close = [k for k, v in winners.items() if v[0] >= best * (1 - tie_pct / 100)]
+    return max(close, key=lambda k: (_depth(k), winners[k][0]))
+
+
+def _setting(row: dict) -> Setting:
+    return Setting(row.get("draft_kind") or "", row["depth"])
+
+
+def _name(st: Setting) -> str:
+    return f"{st.kind} depth {st.depth}" if st.kind else f"depth {st.depth}"
 
 
 def _ci(median: float, low: float | None, high: float | None) -> str:
@@ -103,28 +123,33 @@ def tune_verdict(rows: list[dict], tie_pct: float = 2.0) -> str:
                 continue
             spec = [r for r in mine if r["depth"] > 0]
             usable = {
-                r["depth"]: (r["vs_plain"], r["vs_plain_low"], r["vs_plain_high"])
+                _setting(r): (r["vs_plain"], r["vs_plain_low"], r["vs_plain_high"])
                 for r in spec
                 if not r.get("warnings") and r.get("vs_plain") is not None
             }
-            warned = sorted(r["depth"] for r in spec if r.get("warnings"))
-            note = f" (d{','.join(map(str, warned))} left out: see warnings)" if warned else ""
+            warned = [_setting(r) for r in spec if r.get("warnings")]
+            if warned and all(not st.kind for st in warned):
+                note = f" (d{','.join(str(st.depth) for st in sorted(warned, key=_depth))} left out: see warnings)"
+            elif warned:
+                note = f" ({', '.join(st.label for st in warned)} left out: see warnings)"
+            else:
+                note = ""
             plain_txt = f"{plain['tok_s']:.1f} tok/s plain"
-            depth = pick({d: v for d, v in usable.items() if v[1] is not None}, tie_pct)
-            if depth is not None:
-                r = next(x for x in spec if x["depth"] == depth)
+            won = pick({k: v for k, v in usable.items() if v[1] is not None}, tie_pct)
+            if won is not None:
+                r = next(x for x in spec if _setting(x) == won)
                 parts.append(
-                    f"{arm} @ {context}: depth {depth} wins {_ci(*usable[depth])} plain "
+                    f"{arm} @ {context}: {_name(won)} wins {_ci(*usable[won])} plain "
                     f"({r['tok_s']:.1f} vs {plain_txt}){note}"
                 )
             elif not usable:
                 parts.append(f"{arm} @ {context}: no usable speculative result{note}")
             else:
-                best = max(usable, key=lambda d: usable[d][0])
+                best = max(usable, key=lambda k: usable[k][0])
                 slower = all(v[2] is not None and v[2] < 1.0 for v in usable.values())
                 word = "speculation rejected" if slower else "no significant winner"
                 parts.append(
-                    f"{arm} @ {context}: {word}, best d{best} {_ci(*usable[best])} ({plain_txt}){note}"
+                    f"{arm} @ {context}: {word}, best {best.label} {_ci(*usable[best])} ({plain_txt}){note}"
                 )
     return "; ".join(parts)
 
@@ -134,7 +159,7 @@ def decode_verdict(rows: list[dict]) -> str:
     for r in rows:
         if r["depth"] > 0 and r["valid"] and not r.get("warnings"):
             parts.append(
-                f"{r['arm']} @ {r['context']} depth {r['depth']}: {r['tok_s']:.1f} tok/s "
+                f"{r['arm']} @ {r['context']} {_name(_setting(r))}: {r['tok_s']:.1f} tok/s "
                 f"({_ci(r['vs_plain'], r.get('vs_plain_low'), r.get('vs_plain_high'))} plain)"
             )
     return "; ".join(parts)

@@ -1,0 +1,125 @@
+"""How DashboardState folds the decode phases' events (pure Python): speculative blocks and
+results per setting (a draft kind at a depth, or plain decode), and the kind of a recording made
+before several kinds existed (schema < 4: its header's `draft` names the one kind)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import replace
+
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.plans import PLAIN, Setting
+from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
+from mlatui.views.dashboard_views import ArmView
+
+
+def kind_of_label(label: str) -> str:
+    """The one draft kind a header's `draft` label names ("" for none, or for several)."""
+    if label in ("", "none") or " + " in label:
+        return ""
+    return label.split(":")[0].split("(")[0].rstrip("?")
+
+
+class DecodeFold:
+    """The decode half of DashboardState (it provides these fields and `_arm`, `_log`)."""
+
+    header: RunHeader | None
+    decode_results: list[DecodeResult]
+    context: int | None
+    changed: set[str]
+    log: deque
+
+    def _arm(self, name: str) -> ArmView:
+        raise NotImplementedError
+
+    def _log(self, t: float | None, level: str, message: str) -> None:
+        raise NotImplementedError
+
+    def _on_spec_step(self, e: SpecStep) -> None:  # recordings before schema 3
+        arm = self._arm(e.arm)
+        self.context = e.context
+        arm.verify_ms.append(e.verify_ms)
+        arm.verify_key.append((e.phase, e.context))
+        arm.phase_verify_ms.append(e.verify_ms)
+        self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
+        arm.absorbed_calls += e.absorbed_calls
+        arm.materialised_calls += e.materialised_calls
+        st = Setting(self.legacy_kind, e.depth)
+        arm.add_steps(st, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
+        live = arm.spec_live.setdefault(st, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.draft_ms + e.verify_ms
+        self.changed.add("arms")
+
+    @property
+    def draft_kinds(self) -> tuple[str, ...]:
+        """The run's draft kinds in its order: the header's, else those its results name."""
+        kinds = (self.header.settings or {}).get("draft_kinds") if self.header else None
+        if kinds:
+            return tuple(kinds)
+        seen = [r.draft_kind for r in self.decode_results if r.depth and r.draft_kind]
+        return tuple(dict.fromkeys(seen))
+
+    @property
+    def legacy_kind(self) -> str:
+        """The draft kind of a recording before schema 4 (one kind, named only in the header's
+        `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
+        return kind_of_label(self.header.draft if self.header is not None else "")
+
+    def _setting(self, e: DecodeBlock | DecodeResult) -> Setting:
+        if e.depth == 0:
+            return PLAIN
+        return Setting(e.draft_kind or self.legacy_kind, e.depth)
+
+    def _on_decode_block(self, e: DecodeBlock) -> None:
+        arm = self._arm(e.arm)
+        self.context = e.context
+        if arm.counts_context != e.context:
+            arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
+        st = self._setting(e)
+        if e.depth:
+            arm.add_steps(
+                st,
+                [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
+            )
+            arm.acceptance_rule = e.acceptance_rule
+        arm.temperature = e.temperature
+        live = arm.spec_live.setdefault(st, [0, 0.0])
+        live[0] += e.tokens
+        live[1] += e.ms
+        self.changed.add("arms")
+
+    def _on_decode_result(self, e: DecodeResult) -> None:
+        arm = self._arm(e.arm)
+        st = self._setting(e)
+        if st.kind != e.draft_kind:  # schema < 4: the header's one kind, so every view names it
+            e = replace(e, draft_kind=st.kind)
+        self.decode_results.append(e)
+        if e.depth == 0:
+            arm.plain_tok_s = e.tok_s
+        else:
+            arm.spec_result[st] = e.tok_s
+            if e.vs_plain is not None:
+                arm.spec_vs_plain[st] = e.vs_plain
+            if e.counts:
+                arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
+        self.changed.add("arms")
+        label = "plain decode" if e.depth == 0 else st.label
+        ci = (
+            f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
+            if e.tok_s_low is not None and e.tok_s_high is not None
+            else ""
+        )
+        msg = f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
+        if e.depth and e.vs_plain is not None:
+            lo, hi = e.vs_plain_low, e.vs_plain_high
+            msg += (
+                f", ×{e.vs_plain:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
+            )
+        self._log(e.t, "warning" if e.warnings else "info", msg)
+        for w in e.warnings:
+            self._log(
+                e.t,
+                "warning",
+                f"{e.arm} {st.label} at {e.context}: {w} (left out of verdicts)",
+            )

@@ -1,0 +1,302 @@
+"""Several draft kinds in one run (`[draft] sources = [...]`): parsed and refused in one line,
+both kinds run on one stream and every result names its kind, an MTP-less model refuses `mtp`,
+the budget counts and cuts the weaker kind first, and older recordings still name their kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlatui.config.draft_spec import DraftSource
+from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.measure.plans import Setting, decode_settings, phase_segments
+from mlatui.run.budget import fit_to_budget, reductions
+from mlatui.run.phases.decode_verdict import tune_verdict
+from mlatui.stream.recorder import read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.export import csv_rows, summary_markdown
+from mlatui.views.progress import RunProgress
+from mlatui.views.verdict_strip import verdict_line
+
+ROOT = Path(__file__).parent.parent
+DEFAULT = ROOT / "scenarios" / "default.toml"
+FIXTURES = Path(__file__).parent / "fixtures"
+TWO_KINDS = FIXTURES / "two_kinds_tune.jsonl"  # a real tune on the embedded model, both kinds
+SCHEMA_1 = FIXTURES / "ui_tiny_run.jsonl"
+DEMO = ROOT / "scenarios" / "demo.jsonl"  # schema 3, one draft model
+
+
+def _scenario(tmp_path, draft: str) -> Path:
+    p = tmp_path / "s.toml"
+    p.write_text(f'[draft]\n{draft}\n[[phase]]\nkind = "tune"\ncontexts = [64]\n')
+    return p
+
+
+def test_the_default_scenario_runs_both_kinds_strongest_first():
+    draft = load_scenario(str(DEFAULT)).draft
+    assert draft.kinds == (DraftSource.MTP, DraftSource.DRAFT_MODEL)
+
+
+def test_a_single_source_still_works(tmp_path):
+    draft = load_scenario(str(_scenario(tmp_path, 'source = "draft-model"\npath = "x"'))).draft
+    assert draft.kinds == (DraftSource.DRAFT_MODEL,) and draft.sources == ()
+
+
+@pytest.mark.parametrize(
+    ("draft", "message"),
+    [
+        ('sources = ["mtp", "eagle"]', "'sources' may list mtp, draft-model, got 'eagle'"),
+        ('sources = ["mtp", "synthetic"]', "'sources' may list mtp, draft-model"),
+        ('sources = ["mtp", "mtp"]', "'sources' names a kind twice"),
+        ("sources = []", "'sources' must be a non-empty list"),
+        ('sources = "mtp"', "'sources' must be a non-empty list"),
+        (
+            'source = "mtp"\nsources = ["mtp", "draft-model"]',
+            "give 'source' or 'sources', not both",
+        ),
+    ],
+)
+def test_bad_sources_are_refused_in_one_line(tmp_path, draft, message):
+    with pytest.raises(ScenarioError, match=message) as e:
+        load_scenario(str(_scenario(tmp_path, draft)))
+    assert "\n" not in str(e.value) and "[draft]" in str(e.value)
+
+
+def test_settings_run_every_depth_of_every_kind_and_one_kind_keeps_its_widths():
+    tune = load_scenario(str(DEFAULT)).phases[1]
+    both = decode_settings(tune, ("mtp", "draft-model"))
+    assert both[0] == Setting() and len(both) == 7
+    assert [s.label for s in both[1:]] == [
+        *("mtp d1", "mtp d2", "mtp d3"),
+        *("draft-model d1", "draft-model d2", "draft-model d3"),
+    ]
+    one = decode_settings(tune, ("draft-model",))
+    assert [s.depth for s in one] == [0, 1, 2, 3]  # width = depth + 1, as before kinds
+    blocks = [s for s in phase_segments(tune, ("mtp", "draft-model")) if s.tokens]
+    assert blocks[0].setting(5) == Setting("draft-model", 1)
+
+
+# -- the budget ----------------------------------------------------------------------------------
+
+
+def _costs() -> RunProgress:
+    costs = RunProgress()
+    for arm in ("stock", "patched"):
+        for ctx, l1 in ((256, 10.0), (1024, 14.0)):
+            for w in (1, 2, 3, 4):
+                costs.costs.add_step(arm, ctx, w, l1 + (0.05 * ctx if arm == "stock" else 1) * w)
+    costs.prefill = [(256, 0.2), (1024, 0.8)]
+    return costs
+
+
+def test_the_forecast_counts_the_second_kind():
+    phases = load_scenario(str(DEFAULT)).phases
+    one, two = _costs(), _costs()
+    one.draft_kinds, two.draft_kinds = ("mtp",), ("mtp", "draft-model")
+    assert two.forecast_s(phases) > one.forecast_s(phases) * 1.2
+
+
+def test_over_budget_the_weaker_kind_keeps_one_depth_first_and_the_plan_says_so():
+    phases = load_scenario(str(DEFAULT)).phases
+    kinds = ("mtp", "draft-model")
+    steps = list(reductions(phases, kinds))
+    tune = next(p for p in steps[1][0] if p.kind == "tune")  # right after the rounds cap
+    assert tune.depths_for("draft-model") == (1,) and tune.depths_for("mtp") == (1, 2, 3)
+    assert tune.contexts == (1024, 2048)  # nothing else cut yet
+    assert "tune: draft-model depths 1, 2, 3 -> 1 (weaker than mtp)" in steps[1][1]
+    costs = _costs()
+    costs.draft_kinds = kinds
+    forecasts = [costs.forecast_s(p) for p, _ in steps]
+    assert forecasts == sorted(forecasts, reverse=True)
+    plan = fit_to_budget(phases, (forecasts[1] + forecasts[2]) / 2, costs.forecast_s, kinds)
+    assert plan.fits and any("draft-model depths" in c for c in plan.changes)
+    assert "draft-model depths 1, 2, 3 -> 1" in plan.describe()
+
+
+# -- the verdict ---------------------------------------------------------------------------------
+
+
+def _row(kind, depth, m, lo, hi, warnings=()):
+    return {
+        "context": 1024,
+        "arm": "patched",
+        "depth": depth,
+        "draft_kind": kind,
+        "tok_s": 50.0 * m,
+        "vs_plain": m,
+        "vs_plain_low": lo,
+        "vs_plain_high": hi,
+        "warnings": list(warnings),
+        "valid": True,
+    }
+
+
+def test_the_tune_verdict_picks_the_best_kind_and_depth():
+    rows = [
+        {"context": 1024, "arm": "patched", "depth": 0, "tok_s": 50.0, "valid": True},
+        _row("mtp", 1, 1.4, 1.2, 1.6),
+        _row("mtp", 2, 1.8, 1.6, 2.0),
+        _row("draft-model", 1, 1.3, 1.1, 1.5),
+        _row("draft-model", 2, 1.5, 1.3, 1.7),
+        _row("draft-model", 3, 2.5, 2.3, 2.7, ["barely speculated: 5% of 64 tokens"]),
+    ]
+    v = tune_verdict(rows)
+    assert "patched @ 1024: mtp depth 2 wins 1.80x [1.60-2.00] plain" in v
+    assert "draft-model d3 left out: see warnings" in v
+
+
+# -- a real run, recorded: both kinds on both arms, every result labelled ------------------------
+
+
+def _state(path) -> DashboardState:
+    rec = read_recording(path)
+    s = DashboardState()
+    s.apply(rec.header)
+    s.apply_all(rec.events)
+    return s
+
+
+def test_both_kinds_ran_on_both_arms_through_their_own_runtimes():
+    rec = read_recording(TWO_KINDS)
+    assert rec.header.schema_version == 4 and rec.header.draft == "mtp + draft-model:embedded"
+    assert rec.header.settings["draft_kinds"] == ["mtp", "draft-model"]
+    results = [e for e in rec.events if e.type == "decode_result" and e.depth]
+    runtimes = {(e.draft_kind, e.runtime) for e in results}
+    assert runtimes == {
+        ("mtp", "mlatui MTP loop (pipelined)"),
+        ("draft-model", "mlx_lm.speculative_generate_step"),
+    }
+    seen = {(e.arm, e.draft_kind, e.depth) for e in results}
+    assert seen == {
+        (a, k, d) for a in ("stock", "patched") for k in ("mtp", "draft-model") for d in (1, 2, 3)
+    }
+    blocks = [e for e in rec.events if e.type == "decode_block" and e.depth]
+    assert {b.draft_kind for b in blocks} == {"mtp", "draft-model"}
+    summary = next(e for e in rec.events if e.type == "phase_summary")
+    assert {r["draft_kind"] for r in summary.rows if r["depth"]} == {"mtp", "draft-model"}
+
+
+def test_the_tables_and_exports_name_the_kind_of_every_result():
+    s = _state(TWO_KINDS)
+    md = summary_markdown(s)
+    assert "| 256 | patched | mtp d2 |" in md and "| 256 | stock | draft-model d3 |" in md
+    assert "| 256 | stock | plain |" in md
+    decode = [r for r in csv_rows(s) if r["table"] == "decode" and r["quantity"] == "vs_plain"]
+    assert {r["draft"] for r in decode} == {"mtp", "draft-model"}
+    a = s.arms["patched"]
+    labels = [st.label for st in a.tok_s_by_setting()]
+    assert labels == [f"{k} d{d}" for k in ("mtp", "draft-model") for d in (1, 2, 3)]
+
+
+def test_the_verdict_strip_names_the_winning_kind():
+    s = _state(TWO_KINDS)
+    # the recorded context's L = 1 check was inconclusive; count it valid to see a verdict
+    key = next(iter(s.validity))
+    from dataclasses import replace
+
+    s.validity[key] = replace(s.validity[key], valid=True, outcome="valid")
+    line = verdict_line(s)
+    assert "patched spec wins ×" in line
+    assert "(mtp d" in line or "(draft-model d" in line
+
+
+@pytest.mark.parametrize(("path", "kind"), [(DEMO, "draft-model"), (SCHEMA_1, "synthetic")])
+def test_older_recordings_replay_and_take_their_kind_from_the_header(path, kind):
+    rec = read_recording(path)
+    assert rec.header.schema_version < 4
+    s = _state(path)
+    spec = [r for r in s.decode_results if r.depth]
+    assert spec and {r.draft_kind for r in spec} == {kind}
+    assert f"{kind} d" in summary_markdown(s) or path == SCHEMA_1
+
+
+# -- refusing a kind the model does not have -----------------------------------------------------
+
+
+def test_a_model_without_an_mtp_head_refuses_mtp_in_one_line(tmp_path):
+    """The embedded draft model's folder is an mlx-lm model without an MTP head."""
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.models.embedded import DRAFT_PATH
+    from mlatui.run.engine import run
+
+    scenario = tmp_path / "no-head.toml"
+    scenario.write_text(
+        f'[model]\nsource = "path"\npath = "{DRAFT_PATH}"\n'
+        f'[draft]\nsources = ["mtp", "draft-model"]\npath = "{DRAFT_PATH}"\n'
+        '[[phase]]\nkind = "tune"\ncontexts = [64]\n'
+    )
+    events = []
+    status = run(RunConfig(scenario=str(scenario), budget_s=0), events.append)
+    assert status == "error"
+    err = next(e for e in events if e.type == "error")
+    assert "MTP" in err.message and "num_nextn_predict_layers" in err.message
+    assert "\n" not in err.message
+    assert not any(e.type == "decode_block" for e in events)
+
+
+# -- both kinds on one stream --------------------------------------------------------------------
+
+
+def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
+    """Plain, MTP and draft-model blocks in one rotated order continue one stream: greedy, it is
+    exactly mlx-lm's own greedy output, and each kind catches up on what the others emitted."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from mlatui.models.embedded import MODEL_PATH, load_embedded, prompts
+    from mlatui.run.arms import build_arms, cache_len, prefill
+    from mlatui.run.decode_stream import open_stream, rewind, run_block
+    from mlatui.run.drafts import DraftModelSource
+    from mlatui.run.mtp import load_mtp_draft
+    from mlatui.run.runtime import Sampling
+
+    model, tok, draft_model = load_embedded()
+    context = list(tok.encode(prompts()[0]))[:97]
+    _, arm = build_arms(model)
+    mtp = load_mtp_draft(MODEL_PATH, model)
+    arm.drafts = {"mtp": mtp, "draft-model": DraftModelSource(draft_model)}
+    arm.draft = mtp  # the prefill computes the hidden states the head reads
+    prefill(arm, context[:-1])
+    s = open_stream(arm, len(context) - 1, context[-1], context[:-1])
+    order = [("", 0), ("mtp", 2), ("draft-model", 1), ("mtp", 1), ("draft-model", 3), ("", 0)]
+    n = 5
+    for kind, depth in order:
+        r = run_block(arm, s, depth, n, Sampling(), seed=0, kind=kind)
+        assert len(r.tokens) == n and cache_len(arm.cache) == s.covered
+        assert all(t.draft_len <= s.covered for t in s.tracks.values())
+        if depth:
+            assert s.tracks[kind].draft_len == s.covered and r.steps  # it drafted, aligned
+    cache = make_prompt_cache(model)
+    model(mx.array([context[:-1]]), cache=cache)
+    gen = generate_step(
+        mx.array([context[-1]]), model, max_tokens=n * len(order), prompt_cache=cache
+    )
+    assert s.tokens[1:] == [int(t) for t, _ in gen]
+    rewind(arm, s)
+    assert cache_len(arm.cache) == len(context) - 1
+    assert all(t.draft_len == len(context) - 1 for t in s.tracks.values())
+
+
+def test_compare_matches_results_by_kind_never_mixing_them():
+    from mlatui.views.compare import compare_files
+    from mlatui.views.compare_report import width_label
+    from mlatui.views.run_tables import Quantity
+
+    c = compare_files(TWO_KINDS, TWO_KINDS)
+    rows = [r for r in c.rows if r.quantity == Quantity.VS_PLAIN and r.arm == "patched"]
+    assert sorted(width_label(r) for r in rows) == sorted(
+        f"{k} d{d}" for k in ("mtp", "draft-model") for d in (1, 2, 3)
+    )
+    assert all(r.a.median == r.b.median for r in rows)  # each kind against its own figure
+
+
+def test_the_bench_markdown_names_the_kind_new_and_old():
+    from mlatui.views.report import summary_markdown as bench_markdown
+
+    new = read_recording(TWO_KINDS)
+    md = bench_markdown([new.header, *new.events])
+    assert "| 256 | patched | mtp d1 |" in md and "| 256 | patched | draft-model d1 |" in md
+    old = read_recording(DEMO)  # schema 3: its rows carry no kind, its header names one
+    assert "| 1024 | patched | draft-model d2 |" in bench_markdown([old.header, *old.events])
