@@ -49,7 +49,8 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlatui.gate.policy import DEFAULT_GATES, STOCK_GATES, FormulaPolicy, Gates, IndexerMode
+from mlatui.config.gate_settings import IndexerMode
+from mlatui.gate.policy import DEFAULT_GATES, STOCK_GATES, FormulaPolicy, Gates
 from mlatui.measure.estimates import (
     CI_METHOD,
     ContextEstimates,

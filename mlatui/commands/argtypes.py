@@ -50,11 +50,6 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
-def is_positive_int(value: object) -> bool:
-    """An int above 0 in parsed JSON/TOML (a bool is not one)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def _float(text: str) -> float:
     try:
         value = float(str(text).strip())

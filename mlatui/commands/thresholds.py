@@ -66,8 +66,8 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 
 
 def thresholds(config: dict) -> dict:
-    from mlatui.commands.argtypes import is_positive_int
     from mlatui.config.model_inputs import text_config
+    from mlatui.config.values import is_positive_int
     from mlatui.errors import UserError
     from mlatui.gate.policy import UNBOUNDED, FormulaPolicy, Geometry
 

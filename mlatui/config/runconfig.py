@@ -18,7 +18,7 @@ class RunConfig:
         False  # build the scenario's model from its config values, random weights
     )
     # the patched arm's MLA gate (formula | calibrated | stock | <int>, as
-    # gate_policy.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
+    # config.gate_settings.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
     # scenario's, else formula / patched
     threshold: str | None = None
     indexer: str | None = None

@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from mlatui.gate.policy import IndexerMode, Threshold
+from mlatui.config.gate_settings import IndexerMode, Threshold
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")

@@ -20,6 +20,7 @@ from typing import Any
 
 import mlx.nn as nn
 
+from mlatui.config.gate_settings import Threshold
 from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of the patch use them)
     STOCK_POLICY,
     UNBOUNDED,
@@ -29,7 +30,6 @@ from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of 
     FormulaPolicy,
     GatePolicy,
     Geometry,
-    Threshold,
     as_policy,
     max_absorbed_queries,
 )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.gate.policy import IndexerMode
+from mlatui.config.gate_settings import IndexerMode
 
 INDEXER_MODES = tuple(IndexerMode)
 

@@ -20,8 +20,9 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
 
+from mlatui.config.gate_settings import IndexerMode
 from mlatui.gate.mla import BranchCounters
-from mlatui.gate.policy import FormulaPolicy, GatePolicy, Geometry, IndexerMode
+from mlatui.gate.policy import FormulaPolicy, GatePolicy, Geometry
 from mlatui.models.indexer import INDEXER_MODES, Indexer, IndexerCache, SparseMLAConfig
 
 __all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "INDEXER_MODES"]

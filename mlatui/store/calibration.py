@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from mlatui.commands.argtypes import is_positive_int
+from mlatui.config.values import is_positive_int
 
 CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
 
