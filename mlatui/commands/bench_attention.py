@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                 out_a.unlink(missing_ok=True)
             raise
 
-    from mlatui.measure.records import env_line, environment
+    from mlatui.measure.records import environment
+    from mlatui.views.mdtable import env_line
 
     env = environment()
     rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""

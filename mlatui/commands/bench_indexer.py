@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     )
     out = claim_output(args.out, force=args.force) if args.out else None
     from mlatui.bench.indexer import run_indexer_bench
-    from mlatui.measure.records import env_line
+    from mlatui.views.mdtable import env_line
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()

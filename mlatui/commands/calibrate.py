@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.gate.policy import FormulaPolicy
     from mlatui.gate.threshold_text import threshold_text
     from mlatui.host.signals import StopOnSignals, raise_if_set
-    from mlatui.measure.records import env_line, environment
+    from mlatui.measure.records import environment
     from mlatui.store import calibration
-    from mlatui.views.mdtable import num, table
+    from mlatui.views.mdtable import env_line, num, table
 
     dtype = args.dtype or default_dtype()
     refuse_unless_layer_fits(

@@ -65,3 +65,12 @@ def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
 def check(row: dict) -> str:
     outcome = row.get("outcome") or ("valid" if row.get("valid") else "invalid")
     return "ok" if outcome == "valid" else outcome.upper()
+
+
+def env_line(env: Mapping[str, Any]) -> str:
+    """The machine and versions of a record's `env` (measure.records.environment), in one line."""
+    return (
+        f"{env.get('device_name')} ({env.get('backend')}, blas: {env.get('blas')}), "
+        f"mlx {env.get('mlx')}, mlx-lm {env.get('mlx_lm')}, mlatui {env.get('mlatui')}, "
+        f"python {env.get('python')}"
+    )
