@@ -50,7 +50,6 @@ class IndexerMode(StrEnum):
 
     @classmethod
     def parse(cls, value: object) -> IndexerMode:
-        try:
+        if isinstance(value, str) and value in tuple(cls):
             return cls(value)
-        except ValueError:
-            raise ValueError(f"indexer mode must be 'patched' or 'stock', got {value!r}") from None
+        raise ValueError(f"indexer mode must be 'patched' or 'stock', got {value!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -34,7 +35,9 @@ class RunConfig:
     force: bool = (
         False  # run even when the memory estimate says it does not fit (mlatui.models.fit)
     )
-    overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
+    overrides: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # e.g. {"reps": 3} for quick runs/tests
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -81,7 +81,9 @@ class ModelSpec:
     source: str = "embedded"  # embedded | random | path
     path: str | None = None
     family: str | None = None  # mlx-lm model_type for random weights
-    config: dict = field(default_factory=dict)  # config values for random weights
+    config: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # config values for random weights
     bits: int | None = None
     dtype: str = "float32"
     fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
@@ -94,7 +96,9 @@ class ModelSpec:
 class DraftSpec:
     source: DraftSource = DraftSource.AUTO
     path: str | None = None
-    config: dict = field(default_factory=dict)  # random-weight draft model config
+    config: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # random-weight draft model config
     acceptance: float = 0.7  # synthetic draft only
 
 
@@ -161,7 +165,7 @@ def _int(where: str, key: str, value: Any, minimum: int) -> int:
     return value
 
 
-def _check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
+def _check_keys(where: str, table: dict[str, Any], allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
             raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
@@ -183,7 +187,9 @@ def _temperature(where: str, value: Any) -> float:
     return float(value)
 
 
-def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | None = None) -> Phase:
+def parse_phase(
+    where: str, raw: dict[str, Any], index: int, defaults: dict[str, Any] | None = None
+) -> Phase:
     defaults = defaults or {}
     allowed = (
         "name",
