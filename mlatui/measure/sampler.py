@@ -122,6 +122,13 @@ class SamplerRun:
     def outcome(self) -> Outcome | None:
         return None if self.estimates is None else self.estimates.control_outcome
 
+    @property
+    def final(self) -> ContextEstimates:
+        """The estimates after the last round (sample_context runs at least one)."""
+        if self.estimates is None:
+            raise RuntimeError("no round was sampled")
+        return self.estimates
+
 
 def sample_context(
     plan: SamplerPlan,

@@ -171,7 +171,7 @@ _GLM5_FULL = dict(
     **_mla(n=192, v=256, heads=64, q=2048),
 )
 
-_KIMI_LINEAR_TINY = dict(
+_KIMI_LINEAR_TINY: dict[str, Any] = dict(
     model_type="kimi_linear",
     vocab_size=VOCAB_TINY,
     hidden_size=64,

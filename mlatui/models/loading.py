@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -104,7 +104,8 @@ def load_checkpoint(
     try:
         files = safetensors_files(local) if local.exists() else []
         with watch(what, ref, files=files):
-            model, tokenizer = load(str(local) if local.exists() else ref, lazy=prepare is not None)
+            loaded = load(str(local) if local.exists() else ref, lazy=prepare is not None)
+            model, tokenizer = loaded[0], loaded[1]
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
@@ -182,7 +183,9 @@ def build_random(
         quantize(model, spec.bits)
     from mlx.utils import tree_flatten
 
-    leaves = [v for _, v in tree_flatten(model.parameters())]
+    # tree_flatten is typed list-or-dict; without `destination` it returns the list
+    flat = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
+    leaves = [v for _, v in flat]
     nbytes = sum(v.nbytes for v in leaves)
     if check is not None:
         check(config, spec.dtype, nbytes)
@@ -259,6 +262,8 @@ def check_draft_vocabulary(target: Loaded) -> None:
     """A draft model proposes token ids the target verifies: both must use one vocabulary. A
     larger draft vocabulary made mlx-lm index past the target's logits (a segfault late in tune);
     a smaller one silently never proposes the rest."""
+    if target.draft_model is None:
+        return
     mine, theirs = vocab_size(target.model), vocab_size(target.draft_model)
     if mine != theirs:
         raise LoadError(
