@@ -14,7 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Tab, Tabs
 
-from mlatui.stream.events import Event
+from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import ReplaySource, Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report import SUMMARY_EVENT_TYPES
@@ -92,7 +92,7 @@ class MlatuiApp(ZoomMixin, App):
     ):
         super().__init__()
         self.source = source
-        self.mode = mode or getattr(source, "kind", "replay")
+        self.mode: str = mode if mode else str(getattr(source, "kind", "replay"))
         self.ui_hz = max(0.2, min(float(ui_hz), 30.0))
         self.out_dir = Path(out_dir) if out_dir else Path.cwd()
         self.exit_when_done = exit_when_done
@@ -243,9 +243,9 @@ class MlatuiApp(ZoomMixin, App):
             if t is not None and (self._clock_offset is None or received - t < self._clock_offset):
                 self._clock_offset = received - t
         for e in events:
-            if e.type == "error":
+            if isinstance(e, ErrorEvent):
                 self.post_message(RunFailed(e.message))
-            elif e.type == "log" and e.level == "error":  # e.g. the recording failed
+            elif isinstance(e, LogMessage) and e.level == "error":  # e.g. the recording failed
                 self.notify(e.message, title="error", severity="error", timeout=30)
 
     def on_run_finished(self, message: RunFinished) -> None:
@@ -343,8 +343,8 @@ class MlatuiApp(ZoomMixin, App):
         except OSError as e:
             self.notify(f"export failed: {e}", severity="error")
 
-    def action_screenshot(self) -> None:
-        save_screenshot(self, self.out_dir)
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        save_screenshot(self, Path(path) if path else self.out_dir, filename)
 
     def action_next_theme(self) -> None:
         themes = [t for t in THEMES if t in self.available_themes]

@@ -50,7 +50,7 @@ class SyntheticDraft:
         else:
             source = DraftModelSource(cost)
             source.prefill(tokens)
-            self.cache = source.cache
+            self.cache = source.caches
 
 
 @dataclass
@@ -78,7 +78,7 @@ def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) 
     s = DecodeStream(base_len, first, draft_len=base_len)
     if arm.draft is None:
         return s
-    require_trimmable(arm.cache, arm.model_name)
+    require_trimmable(arm.caches, arm.model_name)
     target = arm.hidden
     hidden = target.context if target is not None and arm.draft.needs_hidden else None
     arm.draft.prefill(mx.array([context_tokens]), hidden)  # (1, T)
@@ -90,7 +90,7 @@ def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) 
 
 def rewind(arm: Arm, s: DecodeStream) -> None:
     """Back to the prefilled context (a new round)."""
-    trim_prompt_cache(arm.cache, cache_len(arm.cache) - s.base_len)
+    trim_prompt_cache(arm.caches, cache_len(arm.caches) - s.base_len)
     s.tokens = [s.first]
     if isinstance(arm.draft, MTPDraft):
         arm.draft.rewind(s.head_base, s.base_hidden)
@@ -108,9 +108,9 @@ def _catch_up_draft(arm: Arm, s: DecodeStream) -> None:
     draft = arm.draft
     if isinstance(draft, MTPDraft):
         # the head needs the target's hidden states at those tokens: recompute them
-        trim_prompt_cache(arm.cache, len(missing))
-        _, h = draft.target_forward(arm.model, mx.array([missing]), arm.cache)  # (1, m, D)
-        mx.eval(h, [c.state for c in arm.cache])
+        trim_prompt_cache(arm.caches, len(missing))
+        _, h = draft.target_forward(arm.model, mx.array([missing]), arm.caches)  # (1, m, D)
+        mx.eval(h, [c.state for c in arm.caches])
         draft.catch_up(missing, h)
         s.hidden = h[:, -1:]
     elif isinstance(draft, SyntheticDraft):
@@ -133,17 +133,17 @@ def run_block(
     if depth > 0:
         _catch_up_draft(arm, s)
     if depth == 0:
-        result = plain_block(arm.model, arm.cache, s.tokens[-1], n, sampling)
+        result = plain_block(arm.model, arm.caches, s.tokens[-1], n, sampling)
     elif isinstance(arm.draft, MTPDraft):
         result, s.hidden = mtp_block(
-            arm.model, arm.cache, arm.draft, s.tokens[-1], s.hidden, depth, n, sampling, s.rng
+            arm.model, arm.caches, arm.draft, s.tokens[-1], s.hidden, depth, n, sampling, s.rng
         )
     else:
         synthetic = isinstance(arm.draft, SyntheticDraft)
         result = draft_model_block(
             arm.model,
             arm.draft.model,
-            arm.cache,
+            arm.caches,
             arm.draft.cache,
             s.tokens[-1],
             depth,
@@ -152,9 +152,9 @@ def run_block(
         )
     s.tokens += result.tokens
     expected = before + len(result.tokens)
-    extra = cache_len(arm.cache) - expected  # the last token was fed by the final step
+    extra = cache_len(arm.caches) - expected  # the last token was fed by the final step
     if extra > 0:
-        trim_prompt_cache(arm.cache, extra)
+        trim_prompt_cache(arm.caches, extra)
     if depth > 0 and not isinstance(arm.draft, MTPDraft):
         have = cache_len(arm.draft.cache)
         if have > expected:

@@ -29,6 +29,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
+from mlatui.models.scalars import as_int
 from mlatui.run.drafts import DraftSource
 
 SIDECARS = ("mtp.safetensors", "mtp/weights.safetensors", "model-mtp.safetensors")
@@ -201,7 +202,7 @@ class MTPDraft(DraftSource):
             if i == 0:
                 self._base = self.offset
             tok = mx.argmax(self.head.logits(h)[:, -1, :], axis=-1)  # (1,)
-            drafts.append(int(tok.item()))
+            drafts.append(as_int(tok))
             tokens, h_in = tok[None], h  # (1, 1), (1, 1, D)
         self._drafts = drafts
         return drafts

@@ -30,6 +30,8 @@ from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
+
+from mlatui.models.scalars import as_int
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
 from mlatui.run.spec import speculative_step
@@ -56,7 +58,7 @@ class SpecResult:
 
 
 def _argmax_last(logits: mx.array) -> int:
-    return int(mx.argmax(logits[0, -1]).item())
+    return as_int(mx.argmax(logits[0, -1]))
 
 
 def greedy(model: Any, prompt: list[int], n: int) -> list[int]:

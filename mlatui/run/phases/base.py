@@ -162,7 +162,7 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
         length = source.call(lambda a: fill_random_latents(a, len(tokens), seed))
     else:
         length = source.call(lambda a: prefill(a, tokens))
-    base = source.arm.cache
+    base = source.arm.caches
     hidden, source.arm.hidden = source.arm.hidden, None
 
     def take(a: Arm) -> None:
@@ -192,7 +192,7 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
         mx.eval(logits)
         ms = (time.perf_counter_ns() - start) / 1e6
         after = arm.counters.total()
-        trim_prompt_cache(arm.cache, len(tokens))
+        trim_prompt_cache(arm.caches, len(tokens))
         return ms, after[0] - before[0], after[1] - before[1]
 
     return run
@@ -327,9 +327,9 @@ def _sweep_context(
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
-    require_trimmable(stock.cache, stock.model_name, "a sweep")
+    require_trimmable(stock.caches, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
-    v = validity(ctx, phase.name, length, run.estimates)
+    v = validity(ctx, phase.name, length, run.final)
     return sweep_rows(length, run, v)
 
 
@@ -374,14 +374,14 @@ def sample_steps(
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
     )
-    emitter(run.estimates, final=True)
+    emitter(run.final, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)
     return run
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
     """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
-    est = run.estimates
+    est = run.final
     samples: dict[tuple[str, int], list[float]] = {}
     for t in run.timings:
         samples.setdefault((t.arm, t.width), []).append(t.ms)

@@ -87,7 +87,7 @@ def _verify_ms(
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
     run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
-    return run.estimates
+    return run.final
 
 
 def decode_validity(
@@ -280,7 +280,7 @@ def decode_context(
             )
         )
     v = decode_validity(ctx, phase, length, verify, run.estimates)
-    return _results(ctx, phase, length, run.estimates, runner, verify, depths, v.valid, v.verdict)
+    return _results(ctx, phase, length, run.final, runner, verify, depths, v.valid, v.verdict)
 
 
 def planned_calls(phase: Phase, depths: list[int], seed: int, settle: bool) -> int:

@@ -114,7 +114,7 @@ def _measure_part(
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
     )
-    emitter(run.estimates, final=True)
+    emitter(run.final, final=True)
     return PartRun(part, context, run, pool, {}), parity
 
 
