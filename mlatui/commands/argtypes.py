@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import NoReturn
 
 from mlatui.errors import UserError
 
@@ -20,7 +21,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, with its errors turned into a UserError (one line, exit status 2) instead of the
     usage block and a SystemExit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
             message = message[len("argument ") :]
         raise UserError(message, f"see `{self.prog} --help`")

@@ -16,7 +16,7 @@ import threading
 import types
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import mlx.nn as nn
 
@@ -329,7 +329,10 @@ def branch_counters(model: nn.Module) -> BranchCounters | None:
     return None
 
 
-def twin(model: nn.Module) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def twin(model: M) -> M:
     """A structurally separate copy of `model` that shares every array (no weight is copied)."""
 
     def clone(obj: Any) -> Any:
@@ -352,5 +355,5 @@ def twin(model: nn.Module) -> nn.Module:
             return {k: clone(v) for k, v in obj.items()}
         return obj
 
-    copy: nn.Module = clone(model)
+    copy: M = clone(model)
     return copy

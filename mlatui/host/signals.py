@@ -123,3 +123,10 @@ class StopOnSignals:
     @property
     def exit_status(self) -> int | None:
         return self.received.exit_status if self.received is not None else None
+
+    @property
+    def stopped_by(self) -> StopSignal:
+        """The signal that stopped the run (asked only once one has)."""
+        if self.received is None:
+            raise RuntimeError("no stop signal was received")
+        return self.received

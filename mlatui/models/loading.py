@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -181,11 +181,9 @@ def build_random(
     model.set_dtype(DTYPES[spec.dtype])
     if spec.bits:
         quantize(model, spec.bits)
-    from mlx.utils import tree_flatten
+    from mlatui.models.mx_typed import flat_arrays
 
-    # tree_flatten is typed list-or-dict; without `destination` it returns the list
-    flat = cast(list[tuple[str, mx.array]], tree_flatten(model.parameters()))
-    leaves = [v for _, v in flat]
+    leaves = [v for _, v in flat_arrays(model.parameters())]
     nbytes = sum(v.nbytes for v in leaves)
     if check is not None:
         check(config, spec.dtype, nbytes)

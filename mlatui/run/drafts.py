@@ -14,7 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-from mlatui.models.scalars import as_int
+from mlatui.models.mx_typed import as_int
 
 
 class DraftSource(ABC):

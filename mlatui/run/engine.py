@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import mlx.core as mx
 
@@ -85,7 +86,7 @@ def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
     for p in scenario.phases:
         if only and p.name not in only:
             continue
-        changes = {
+        changes: dict[str, Any] = {
             k: (tuple(v) if isinstance(v, list) else v)
             for k, v in overrides.items()
             if hasattr(p, k)
@@ -255,10 +256,12 @@ def run(
 
         watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
 
+        target_scenario = scenario
+
         def load():
             loaded = load_target(
                 config.model,
-                scenario,
+                target_scenario,
                 config.random_weights,
                 seed,
                 fit_check,
@@ -266,7 +269,12 @@ def run(
                 dist.prepare_target(),
             )
             load_draft(
-                config.draft_model, scenario.draft, loaded, seed, watch, dist.prepare_draft()
+                config.draft_model,
+                target_scenario.draft,
+                loaded,
+                seed,
+                watch,
+                dist.prepare_draft(),
             )
             return loaded
 
@@ -372,7 +380,7 @@ def run(
             prefill_arm = Arm("prefill", loaded.model, patched.report, draft=stock.draft)
             prefill_worker = ArmWorker(prefill_arm, baton)
             workers_all = [*workers.values(), prefill_worker]
-            invalid = ctx.invalid_contexts if ctx else set()
+            invalid: set[int] = ctx.invalid_contexts if ctx else set()
             ctx = RunContext(
                 workers,
                 emit,
@@ -439,7 +447,7 @@ def run(
             except Exception:  # noqa: BLE001
                 pass
         if status == "error":
-            where = traceback.extract_tb(e.__traceback__)[-1]
+            frame = traceback.extract_tb(e.__traceback__)[-1]
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             lost = dist.failure(e)  # a rank died or hung: say which, not where we noticed
             msg = lost or msg
@@ -449,7 +457,7 @@ def run(
                 ErrorEvent(
                     now(),
                     msg,
-                    f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+                    f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
                     if not (lost or isinstance(e, (LoadError, ScenarioError, FitError)))
                     else "",
                     isinstance(e, FitError),

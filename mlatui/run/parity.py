@@ -157,7 +157,9 @@ def run_parity(
     depth = depth if arm.draft is not None else 0
     prefill(arm, context_tokens)
     base_len = cache_len(arm.caches)
-    direct = Direct(arm, make_draft(arm) if depth else None, context_tokens, base_len)
+    direct = Direct(
+        arm, make_draft(arm) if depth and make_draft else None, context_tokens, base_len
+    )
     worker = ArmWorker(arm, Baton())
     side_thread = PlainThread()
     stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
@@ -207,8 +209,7 @@ def run_parity(
                     for side in plan.arms
                 }
                 tok_s = {
-                    side: n / run.final.step_ms[(side, width)].median * 1e3
-                    for side in plan.arms
+                    side: n / run.final.step_ms[(side, width)].median * 1e3 for side in plan.arms
                 }
                 results.append(
                     ParityResult(

@@ -29,7 +29,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 from mlx_lm.sample_utils import apply_top_p, make_sampler
 
 from mlatui.measure.acceptance import VerifyStep, steps_from_flags
-from mlatui.models.scalars import as_ints
+from mlatui.models.mx_typed import as_ints
 from mlatui.run.spec import accept_sampled
 
 

@@ -12,7 +12,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
-from mlatui.models.scalars import as_float, as_int, as_ints
+from mlatui.models.mx_typed import as_float, as_int, as_ints
 from mlatui.run.drafts import DraftSource
 
 

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
@@ -33,22 +33,24 @@ def load_engine(spec: str = ENGINE) -> Engine:
     return engine
 
 
-class Source:
-    kind = "source"
-    record_path: Path | None = None
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def drain(self) -> list[Event]:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
+class Source(Protocol):
+    """What the app reads events from: the live engine, a child process, a recording, a
+    followed file (the app cannot tell them apart)."""
 
     @property
-    def finished(self) -> bool:
-        raise NotImplementedError
+    def kind(self) -> str: ...
+
+    @property
+    def record_path(self) -> Path | None: ...
+
+    def start(self) -> None: ...
+
+    def drain(self) -> list[Event]: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def finished(self) -> bool: ...
 
 
 class _Buffered(Source):

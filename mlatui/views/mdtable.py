@@ -6,7 +6,7 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 
 def fmt(v: Any, digits: int = 2) -> str:
@@ -47,11 +47,13 @@ def table(
 
 
 def csv_text(
-    fields: Sequence[str], rows: Iterable[Mapping[str, Any]], extras: str = "ignore"
+    fields: Sequence[str],
+    rows: Iterable[Mapping[str, Any]],
+    extras: Literal["ignore", "raise"] = "ignore"
 ) -> str:
     """CSV with a header line; keys not in `fields` are dropped ("ignore") or refused ("raise")."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction=extras, lineterminator="\n", restval="")  # type: ignore[arg-type]
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction=extras, lineterminator="\n", restval="")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()

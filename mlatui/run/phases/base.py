@@ -210,7 +210,8 @@ def validity(
     such as the indexer phase's, which leaves out only its own figures)."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
-    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARMS}
+    width = estimates.control_width
+    one = {arm: estimates.step_ms.get((arm, width)) if width is not None else None for arm in ARMS}
     v = Validity(
         ctx.now(),
         phase,

@@ -172,7 +172,9 @@ def _results(
             if ms is None:
                 continue
             flat = est.vs_l1.get((arm, depth + 1))
-            speedup = (1.0, 1.0, 1.0) if depth == 0 else None
+            speedup: tuple[float, float, float | None] | None = (
+                (1.0, 1.0, 1.0) if depth == 0 else None
+            )
             if flat is not None and flat.median > 0:
                 speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
             counts = runner.counts.get((arm, depth))
