@@ -53,7 +53,7 @@ class Source(Protocol):
     def finished(self) -> bool: ...
 
 
-class _Buffered(Source):
+class _Buffered:
     """Shared by the live sources: a deque the producer appends to, teed into a Recorder."""
 
     record_path: Path

@@ -49,7 +49,7 @@ def table(
 def csv_text(
     fields: Sequence[str],
     rows: Iterable[Mapping[str, Any]],
-    extras: Literal["ignore", "raise"] = "ignore"
+    extras: Literal["ignore", "raise"] = "ignore",
 ) -> str:
     """CSV with a header line; keys not in `fields` are dropped ("ignore") or refused ("raise")."""
     buf = io.StringIO()
