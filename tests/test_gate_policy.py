@@ -13,6 +13,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from test_null import branches_at, sparse_model
 
 import mlatui.run.engine
+from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.errors import UserError
@@ -23,9 +24,6 @@ from mlatui.gate.policy import (
     STOCK_POLICY,
     CalibratedPolicy,
     Geometry,
-    IndexerMode,
-    Threshold,
-    ThresholdKind,
 )
 from mlatui.measure.records import environment
 from mlatui.run.arms import Gates, Variant, build_arms, gate_model, sparse_layers

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from mlatui.measure.records import BenchRecord, to_jsonl
-from mlatui.views.mdtable import ci, csv_text, num, table
+from mlatui.measure.records import BenchRecord
+from mlatui.views.mdtable import ci, csv_text, env_line, jsonl, num, table
 
 
 def _records() -> list[BenchRecord]:
@@ -35,7 +35,7 @@ def _records() -> list[BenchRecord]:
 
 
 def test_jsonl_keeps_raw_samples_env_and_settings():
-    rows = [json.loads(line) for line in to_jsonl(_records()).splitlines()]
+    rows = [json.loads(line) for line in jsonl(r.to_dict() for r in _records()).splitlines()]
     assert rows[0]["samples_ms"] == [3.0, 1.0, 2.0] and rows[0]["median_ms"] == 2.0
     assert rows[0]["env"]["mlx"] == "0.32.4" and rows[0]["settings"] == {"reps": 3}
     assert rows[1]["valid"] is False and rows[1]["note"] == "L=1 off"
@@ -77,3 +77,11 @@ def test_ci_cell_with_unit_and_missing_bounds():
     assert ci(1.23456, 1.1, 1.4, 3, "x") == "1.235x [1.100, 1.400]"
     assert ci(88.0, 61.0, 94.0, 1) == "88.0 [61.0, 94.0]"
     assert ci(2.0, None, 3.0, unit="x") == "2.00x" and ci(None, 1.0, 2.0) == "-"
+
+
+def test_env_line_names_device_backend_blas_and_versions():
+    env = {"device_name": "H200", "backend": "cuda", "blas": "n/a (gpu)", "mlx": "0.32.4"}
+    env |= {"mlx_lm": "0.32.2", "mlatui": "0.1.0", "python": "3.11.7"}
+    line = env_line(env)
+    assert line.startswith("H200 (cuda, blas: n/a (gpu)), mlx 0.32.4, mlx-lm 0.32.2")
+    assert line.endswith("mlatui 0.1.0, python 3.11.7") and "\n" not in line

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.app import App
 
-from mlatui.stream.events import Event
+from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import ReplaySource, Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report import SUMMARY_EVENT_TYPES
@@ -36,7 +36,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
     ):
         super().__init__()
         self.source = source
-        self.mode = mode or getattr(source, "kind", "replay")
+        self.mode: str = mode if mode else str(getattr(source, "kind", "replay"))
         self.ui_hz = max(0.2, min(float(ui_hz), 30.0))
         self.out_dir = Path(out_dir) if out_dir else Path.cwd()
         self.exit_when_done = exit_when_done
@@ -134,9 +134,9 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             if t is not None and (self._clock_offset is None or received - t < self._clock_offset):
                 self._clock_offset = received - t
         for e in events:
-            if e.type == "error":
+            if isinstance(e, ErrorEvent):
                 self.post_message(RunFailed(e.message))
-            elif e.type == "log" and e.level == "error":  # e.g. the recording failed
+            elif isinstance(e, LogMessage) and e.level == "error":  # e.g. the recording failed
                 self.notify(e.message, title="error", severity="error", timeout=30)
 
     def on_run_finished(self, message: RunFinished) -> None:

@@ -82,8 +82,8 @@ class CompareApp(App):
         except OSError as e:
             self.notify(f"export failed: {e}", severity="error")
 
-    def action_screenshot(self) -> None:
-        save_screenshot(self, self.out_dir)
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        save_screenshot(self, Path(path) if path else self.out_dir, filename)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -152,8 +152,8 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
                 put(row(y), c, RUN_LINES[run.label], style, over=False)
     for run, arm, pts in drawn:  # CI whiskers, then the markers on top
         for c, ci, ok in pts:
-            if ci.has_ci and ci.low > 0:
-                for r in range(row(ci.high), row(ci.low) + 1):
+            if (bounds := ci.bounds) is not None and bounds[0] > 0:
+                for r in range(row(bounds[1]), row(bounds[0]) + 1):
                     put(r, col(c, run), "│", f"{ARM_STYLES[arm] if ok else GREY} dim", over=False)
     for run, arm, pts in drawn:
         for c, ci, ok in pts:

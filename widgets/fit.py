@@ -41,8 +41,9 @@ def fit(pieces: list[Piece], width: int, sep: str = SEPARATOR) -> list[Text]:
     if _width(chosen(), sep) <= width:
         return chosen()
     for i in order:
-        if pieces[i].short is not None:
-            forms[i] = pieces[i].short
+        short = pieces[i].short
+        if short is not None:
+            forms[i] = short
             if _width(chosen(), sep) <= width:
                 return chosen()
     for i in order:

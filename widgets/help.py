@@ -77,12 +77,12 @@ class HelpScreen(ModalScreen):
             yield Static(bindings_text(self.rows, self.legend), id="help-text")
 
 
-def save_screenshot(app: App, out_dir: Path) -> None:
+def save_screenshot(app: App, out_dir: Path, filename: str | None = None) -> None:
     """The `s` key: the screen as SVG in `out_dir`; an unwritable folder is a notification and
     the run goes on."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = app.save_screenshot(path=str(out_dir))
+        path = app.save_screenshot(filename, path=str(out_dir))
     except OSError as e:
         app.notify(f"screenshot failed: {e}", severity="error")
         return

@@ -83,7 +83,7 @@ class KeyFooter(Footer):
             )
         keep = fit_hints(hints, self.size.width - 2)  # the palette key has a border
         for i in keep:
-            if i == len(entries):
+            if i == len(entries) and palette is not None:
                 _, b, enabled, _ = palette
                 yield FooterKey(
                     b.key,

@@ -3,23 +3,30 @@ widgets.arm or widgets.figure. The events log and the L=1 table scroll."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    _WidgetBase = Widget
+else:
+    _WidgetBase = object
 
 from mlatui.views.dashboard_state import DashboardState
 from widgets import render as r
 from widgets.arm import arm_text
 
 
-class _Section:
+class _Section(_WidgetBase):
     """What every pane is: a titled view of one section of the app's shared DashboardState."""
 
     section = ""
 
     def __init__(self, *, title: str = "", id: str | None = None, classes: str | None = None):
-        super().__init__(id=id, classes=classes)  # type: ignore[call-arg]
+        super().__init__(id=id, classes=classes)
         if title:
             self.border_title = title
 

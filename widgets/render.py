@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from mlatui.stream.events import Validity
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
@@ -252,7 +253,8 @@ def validity_text(state: DashboardState, width: int) -> Text:
     )
     marg = {arm: dict(state.marginal(arm)) for arm in state.arms}
     checked = {c for (_, c) in state.validity}
-    rows = sorted(state.validity.items(), key=lambda kv: (kv[1].t, kv[0][1]))
+    checks = sorted(state.validity.items(), key=lambda kv: (kv[1].t, kv[0][1]))
+    rows: list[tuple[tuple[str, int], Validity | None]] = [*checks]
     rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
     for (phase, c), v in rows:
         s1 = v.stock_l1_ms if v else state.l_median("stock", c, 1)
@@ -337,7 +339,7 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     t.append_text(sparkline(rss, [False] * len(rss), max(4, min(24, width - 40)), 1, "cyan"))
     t.append("  swap ", style="bold")
     t.append(fmt_bytes(m.swap_used_bytes), style="yellow" if m.swap_used_bytes else "")
-    return t.split("\n")
+    return list(t.split("\n"))
 
 
 LEVEL_STYLE = {"info": "", "warning": "yellow", "error": "bold red"}

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from textual.widget import Widget
 
 from widgets.panes import Pane, ScrollPane
 
+if TYPE_CHECKING:
+    from textual.app import App
 
-class ZoomMixin:
+    _AppBase = App[Any]
+else:
+    _AppBase = object
+
+
+class ZoomMixin(_AppBase):
     def panes(self) -> list[Pane | ScrollPane]:
         return [*self.query(Pane), *self.query(ScrollPane)]
 
@@ -20,10 +29,13 @@ class ZoomMixin:
         if focused is not None:
             return focused
         shown = [
-            p for p in self.panes() if p.can_focus and p.display and p.parent.display and p.region
+            p
+            for p in self.panes()
+            if p.can_focus and p.display and p.parent is not None and p.parent.display and p.region
         ]
         marginal = [p for p in shown if p.id == "marginal"]
-        return (marginal or shown or [None])[0]
+        first = marginal or shown
+        return first[0] if first else None
 
     def action_zoom(self) -> None:
         """Zoom the focused pane to the whole screen (the footer stays), or back."""

@@ -20,6 +20,7 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
 from mlatui.gate import mla
+from mlatui.gate.policy import ForcedPolicy, FormulaPolicy, Geometry
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
@@ -39,7 +40,7 @@ def _sync(out: Any) -> None:
 
 @dataclass
 class ForcedArms:
-    geometry: mla.Geometry
+    geometry: Geometry
     absorbed: nn.Module
     materialised: nn.Module
     hidden: int
@@ -60,7 +61,7 @@ def forced_arms(
     arms = []
     for force in (True, False):
         t = mla.twin(attn)
-        mla.patch_model(t, mla.ForcedPolicy(force))
+        mla.patch_model(t, ForcedPolicy(force))
         arms.append(t)
     takes_scale = "attn_scale" in inspect.signature(type(attn).__call__).parameters
     hidden = attn.o_proj.weight.shape[0]
@@ -219,7 +220,8 @@ def forced_sweep(
         sampler="rounds of A B B A quads (mirrored on odd rounds), widths rotating",
         estimator="median over rounds, 95% seeded bootstrap CI",
     )
-    records, summary = [], {}
+    records: list[BenchRecord] = []
+    summary: dict[int, dict[str, Any]] = {}
     for context in contexts:
         cache = random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
         plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
@@ -231,8 +233,8 @@ def forced_sweep(
             run = time_forced(arms, cache, plan, on_round, check_stop)
         except Interrupted:  # keep the contexts already done; this one is incomplete
             break
-        est = run.estimates
-        per_width = {}
+        est = run.final
+        per_width: dict[int, dict[str, Any]] = {}
         done = len(records)
         for width in widths:
             ratio = est.ratio[width]
@@ -265,7 +267,7 @@ def forced_sweep(
                         note=verdict(ratio),
                     )
                 )
-        formula = mla.FormulaPolicy().limit(g, context)
+        formula = FormulaPolicy().limit(g, context)
         summary[context] = dict(
             widths=per_width,
             rounds=run.rounds,

@@ -67,7 +67,8 @@ def calibrate(
     from mlatui.models.loading import DTYPES
 
     arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype])
-    crossovers, probes = {}, {}
+    crossovers: dict[int, int] = {}
+    probes: dict[int, list[Probe]] = {}
     for context in contexts:
         cache = attnbench.random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
         probes[context] = []
@@ -77,7 +78,7 @@ def calibrate(
                 (width,), reps, stable_seed("calibrate", family, context, width)
             )
             run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
-            est = run.estimates
+            est = run.final
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
             probe = Probe(width, a, m, ratio, ratio.median < 1)

@@ -56,7 +56,7 @@ from mlatui.bench.indexer_parts import (
     rewind,
 )
 from mlatui.bench.indexer_records import IndexerRecord, PartRun, part_records
-from mlatui.gate.policy import IndexerMode
+from mlatui.config.gate_settings import IndexerMode
 from mlatui.measure.estimates import (
     CI_METHOD,
     ContextEstimates,

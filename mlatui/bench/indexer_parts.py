@@ -12,7 +12,8 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlatui.gate.policy import DEFAULT_GATES, STOCK_GATES, FormulaPolicy, Gates, IndexerMode
+from mlatui.config.gate_settings import IndexerMode
+from mlatui.gate.policy import DEFAULT_GATES, STOCK_GATES, FormulaPolicy, Gates
 from mlatui.models.indexer import Indexer, IndexerCache, SparseMLAConfig
 from mlatui.models.sparse_mla import SparseMLACache, SparseMLAttention
 from mlatui.stream.events import ARMS

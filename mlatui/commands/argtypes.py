@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import NoReturn
 
 from mlatui.errors import UserError
 
@@ -20,7 +21,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, with its errors turned into a UserError (one line, exit status 2) instead of the
     usage block and a SystemExit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
             message = message[len("argument ") :]
         raise UserError(message, f"see `{self.prog} --help`")
@@ -48,11 +49,6 @@ def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
-
-
-def is_positive_int(value: object) -> bool:
-    """An int above 0 in parsed JSON/TOML (a bool is not one)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _float(text: str) -> float:

@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                 out_a.unlink(missing_ok=True)
             raise
 
-    from mlatui.measure.records import env_line, environment
+    from mlatui.measure.records import environment
+    from mlatui.views.mdtable import env_line
 
     env = environment()
     rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""
@@ -280,11 +281,11 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
             return ExitStatus.FAILED
     if signals.received is not None:
         print(
-            f"mlatui: stopped by {signals.received.name} after {len(summary)} of {len(contexts)} "
+            f"mlatui: stopped by {signals.stopped_by.name} after {len(summary)} of {len(contexts)} "
             "contexts; the table holds the completed ones",
             file=sys.stderr,
         )
-        return signals.exit_status
+        return signals.stopped_by.exit_status
     return 0
 
 
@@ -295,6 +296,15 @@ class PartB:
     record: Path | None
 
 
+@dataclass(frozen=True)
+class ClaimedPartB:
+    """Part (b) with its two files created."""
+
+    text: str
+    scenario_path: Path
+    record: Path
+
+
 def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
@@ -303,32 +313,32 @@ def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
         args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
     )
     _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
+    scenario_path: Path | None
+    record: Path | None
     if args.out:
         where = Path(args.out).resolve().parent
         scenario_path = where / f"attention-{args.family}.toml"
         record = where / f"attention-{args.family}.events.jsonl"
-    else:
-        scenario_path = record = None  # new, unique names when claimed
+    else:  # new, unique names when claimed
+        scenario_path, record = None, None
     return PartB(text, scenario_path, record)
 
 
-def claim_part_b(b: PartB, args) -> PartB:
+def claim_part_b(b: PartB, args) -> ClaimedPartB:
     """Create part (b)'s scenario and recording files (refused: one line, before any run)."""
-    from dataclasses import replace
-
     from mlatui.config.outputs import claim_output
     from mlatui.stream.sinks import default_record_path
 
-    if b.record is not None:
+    if b.record is not None and b.scenario_path is not None:
         claim_output(b.scenario_path, force=args.force, flag="part (b)'s scenario")
         claim_output(b.record, force=args.force, flag="part (b)'s recording")
-        return b
+        return ClaimedPartB(b.text, b.scenario_path, b.record)
     record = default_record_path(f"attention-{args.family}")
     scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
-    return replace(b, scenario_path=scenario_path, record=record)
+    return ClaimedPartB(b.text, scenario_path, record)
 
 
-def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False) -> int:
+def _part_b(b: ClaimedPartB, family_name: str, layers: int | None, force: bool = False) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
     from mlatui.commands import bench_scenario
@@ -370,10 +380,11 @@ def _part_b(b: PartB, family_name: str, layers: int | None, force: bool = False)
 
 
 def _gathermm_failed(record: Path) -> bool:
+    from mlatui.stream.events import ErrorEvent
     from mlatui.stream.recorder import RecordingError, read_recording
 
     try:
         events = read_recording(record).events
     except (OSError, RecordingError):
         return False
-    return any(e.type == "error" and "GatherMM" in e.message for e in events)
+    return any(isinstance(e, ErrorEvent) and "GatherMM" in e.message for e in events)

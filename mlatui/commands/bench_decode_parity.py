@@ -58,13 +58,13 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.config.scenario import ScenarioError, load_scenario
-    from mlatui.measure.records import BenchRecord, env_line, environment, to_jsonl
+    from mlatui.measure.records import BenchRecord, environment
     from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
     from mlatui.run.draft_factory import draft_factory
     from mlatui.run.parity import TOLERANCE_PCT, run_parity
     from mlatui.run.prompts import text_tokens
     from mlatui.run.runtime import Sampling
-    from mlatui.views.mdtable import num, table
+    from mlatui.views.mdtable import env_line, jsonl, num, table
 
     try:
         scenario = load_scenario(args.scenario or args.scenario_opt)
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         try:
             with open(args.out, "w", encoding="utf-8") as f:
-                f.write(to_jsonl(records))
+                f.write(jsonl(r.to_dict() for r in records))
         except OSError as e:
             raise UserError(
                 f"cannot write --out {args.out}: {e.strerror} — choose a writable path"

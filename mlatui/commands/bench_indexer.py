@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     )
     out = claim_output(args.out, force=args.force) if args.out else None
     from mlatui.bench.indexer import run_indexer_bench
-    from mlatui.measure.records import env_line
+    from mlatui.views.mdtable import env_line
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         if sink is not None and sink.error:
             print(error_line(sink.error), file=sys.stderr)
         print(
-            f"mlatui: stopped by {signals.received.name} before a part completed", file=sys.stderr
+            f"mlatui: stopped by {signals.stopped_by.name} before a part completed", file=sys.stderr
         )
         return signals.exit_status or ExitStatus.INTERRUPTED
     first = records[0].settings
@@ -268,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
             return ExitStatus.FAILED
     if signals.received is not None:
         print(
-            f"mlatui: stopped by {signals.received.name}; the parts done are above", file=sys.stderr
+            f"mlatui: stopped by {signals.stopped_by.name}; the parts done are above",
+            file=sys.stderr,
         )
-        return signals.exit_status
+        return signals.stopped_by.exit_status
     return 0

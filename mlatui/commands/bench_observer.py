@@ -198,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.FAILED
     if signals.received is not None:
         print(
-            f"mlatui: stopped by {signals.received.name}; the completed mode runs are in {out}",
+            f"mlatui: stopped by {signals.stopped_by.name}; the completed mode runs are in {out}",
             file=sys.stderr,
         )
-        return signals.exit_status
+        return signals.stopped_by.exit_status
     return 0

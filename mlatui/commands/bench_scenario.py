@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
+from mlatui.stream.events import ErrorEvent, Event
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
 
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.config.runconfig import RunConfig
     from mlatui.stream.sinks import default_record_path, tee
 
-    overrides = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
+    overrides: dict[str, Any] = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
     if args.reps:
         overrides["reps"] = args.reps
     if args.tokens:
@@ -187,9 +189,9 @@ def run(args: argparse.Namespace) -> int:
         budget_s=args.budget,
         **gates,
     )
-    events = []
+    events: list[Event] = []
     stop = threading.Event()
-    if rank:
+    if rank or out is None:
         return _follower(config, rank, stop)
     progress = StderrProgress()
 
@@ -208,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
     print(f"[mlatui] recording: {out}", file=sys.stderr)
     if signals.received is not None:
-        print(f"[mlatui] stopped by {signals.received.name}", file=sys.stderr)
-    errors = [e for e in events if e.type == "error"]
+        print(f"[mlatui] stopped by {signals.stopped_by.name}", file=sys.stderr)
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
     if errors or recorder.error:
         if errors:
             print(

@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.gate.policy import FormulaPolicy
     from mlatui.gate.threshold_text import threshold_text
     from mlatui.host.signals import StopOnSignals, raise_if_set
-    from mlatui.measure.records import env_line, environment
+    from mlatui.measure.records import environment
     from mlatui.store import calibration
-    from mlatui.views.mdtable import num, table
+    from mlatui.views.mdtable import env_line, num, table
 
     dtype = args.dtype or default_dtype()
     refuse_unless_layer_fits(
@@ -114,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.FAILED
     if signals.received is not None and not crossovers:
         print(
-            f"mlatui: stopped by {signals.received.name} before a context completed; nothing "
+            f"mlatui: stopped by {signals.stopped_by.name} before a context completed; nothing "
             f"stored (the probes done are in {out})",
             file=sys.stderr,
         )
-        return signals.exit_status
+        return signals.stopped_by.exit_status
     g = geometry
     rows = []
     for t, w in crossovers.items():
@@ -166,11 +166,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if signals.received is not None:
         print(
-            f"mlatui: stopped by {signals.received.name}: stored the {len(crossovers)} of "
+            f"mlatui: stopped by {signals.stopped_by.name}: stored the {len(crossovers)} of "
             f"{len(contexts)} contexts completed",
             file=sys.stderr,
         )
-        return signals.exit_status
+        return signals.stopped_by.exit_status
     return 0
 
 

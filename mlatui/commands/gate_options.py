@@ -16,7 +16,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--indexer",
-        choices=("patched", "stock"),  # gate_policy.IndexerMode
+        choices=("patched", "stock"),  # config.gate_settings.IndexerMode
         default=None,
         help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
     )
@@ -37,8 +37,8 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
 
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
+    from mlatui.config.gate_settings import Threshold
     from mlatui.errors import UserError
-    from mlatui.gate.policy import Threshold
 
     threshold = None
     if args.threshold is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from mlatui.commands.argtypes import non_negative_int, positive_float
 from mlatui.commands.gate_options import add_gate_options, gate_settings
@@ -103,13 +104,14 @@ class TerminalState:
     def __init__(self) -> None:
         import sys
 
-        self.attrs = None
-        self.fd = None
+        self.attrs: list[Any] | None = None
+        self.fd: int | None = None
         try:
             import termios
 
-            fd = sys.__stdin__.fileno()
-            if os.isatty(fd):
+            stdin = sys.__stdin__
+            fd = stdin.fileno() if stdin is not None else -1
+            if fd >= 0 and os.isatty(fd):
                 self.fd, self.attrs = fd, termios.tcgetattr(fd)
         except (ImportError, OSError, ValueError, AttributeError):
             pass
@@ -118,11 +120,12 @@ class TerminalState:
         import sys
 
         try:
-            sys.__stderr__.write(self.RESET)
-            sys.__stderr__.flush()
+            if sys.__stderr__ is not None:
+                sys.__stderr__.write(self.RESET)
+                sys.__stderr__.flush()
         except (OSError, ValueError, AttributeError):
             pass
-        if self.attrs is not None:
+        if self.attrs is not None and self.fd is not None:
             try:
                 import termios
 
@@ -154,7 +157,7 @@ def outcome(source, app, signals) -> tuple[int, list[str]]:
     status = ExitStatus.OK
     if signals.received is not None:
         status = signals.exit_status
-        lines.append(f"mlatui: stopped by {signals.received.name}")
+        lines.append(f"mlatui: stopped by {signals.stopped_by.name}")
     problems = []
     if app.dash.error:
         problems.append(

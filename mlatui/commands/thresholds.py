@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 HELP = (
     "MLA geometry and absorbed-path thresholds (T->inf and at several cache lengths) from a config"
@@ -66,8 +67,8 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 
 
 def thresholds(config: dict) -> dict:
-    from mlatui.commands.argtypes import is_positive_int
     from mlatui.config.model_inputs import text_config
+    from mlatui.config.values import is_positive_int
     from mlatui.errors import UserError
     from mlatui.gate.policy import UNBOUNDED, FormulaPolicy, Geometry
 
@@ -83,7 +84,7 @@ def thresholds(config: dict) -> dict:
         raise UserError(
             f"config has no {', '.join(missing)}: not an MLA model (model_type {config.get('model_type')!r})"
         )
-    g = {k: text.get(k) for k in GEOMETRY_KEYS}
+    g: dict[str, Any] = {k: text.get(k) for k in GEOMETRY_KEYS}
     bad = [
         f"{k}={g[k]!r}" for k in GEOMETRY_KEYS[:4] if g[k] is not None and not is_positive_int(g[k])
     ]
@@ -92,8 +93,8 @@ def thresholds(config: dict) -> dict:
             f"config geometry must be positive integers, got {', '.join(bad)}",
             "pass an mlx-lm/HF config.json",
         )
-    r, n, v = g["kv_lora_rank"], g["qk_nope_head_dim"], g["v_head_dim"]
-    geometry, formula = Geometry(r, n, v, g["num_attention_heads"] or 1), FormulaPolicy()
+    r, n, v = int(g["kv_lora_rank"]), int(g["qk_nope_head_dim"]), int(g["v_head_dim"])
+    geometry, formula = Geometry(r, n, v, int(g["num_attention_heads"] or 1)), FormulaPolicy()
     limit = formula.limit(geometry)
     return {
         "model_type": config.get("model_type"),

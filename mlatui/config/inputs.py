@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from mlatui.config.scenario import Scenario, ScenarioError, load_scenario, shipped
 from mlatui.errors import UserError
@@ -45,7 +46,7 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-def _check_shapes(path: Path, raw: dict) -> None:
+def _check_shapes(path: Path, raw: dict[str, Any]) -> None:
     """The table shapes scenario.load_scenario takes for granted."""
     for name in TABLES:
         if name in raw and not isinstance(raw[name], dict):

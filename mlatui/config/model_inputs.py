@@ -24,7 +24,7 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return nested if isinstance(nested, dict) else config
 
 
-def _config(folder: Path, flag: str) -> dict:
+def _config(folder: Path, flag: str) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
         raise UserError(f"{flag} {folder}: {path.name} is not a file", HINT)

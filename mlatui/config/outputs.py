@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, Protocol
 
 from mlatui.errors import UserError
 
 FORCE_HINT = "pass --force to overwrite it, or choose another name"
 PLACE_HINT = "choose a writable place"
+
+
+class Record(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def ensure_folder(folder: Path, what: str, hint: str) -> None:
@@ -25,7 +31,7 @@ def ensure_folder(folder: Path, what: str, hint: str) -> None:
         raise UserError(f"{what}: {folder} is not a folder", hint)
 
 
-def claim_output(path: str | os.PathLike, *, force: bool = False, flag: str = "--out") -> Path:
+def claim_output(path: str | os.PathLike[str], *, force: bool = False, flag: str = "--out") -> Path:
     """Create `path` (empty) so the run can write it; a UserError if it cannot or must not."""
     p = Path(path)
     what = f"{flag} {p}"
@@ -79,7 +85,7 @@ def new_record_path(prefix: str = "run", folder: Path | None = None) -> Path:
     raise UserError(f"the recordings folder {folder}: no free name for {name}", hint)
 
 
-def check_out_dir(path: str | os.PathLike | None, flag: str = "--out-dir") -> Path | None:
+def check_out_dir(path: str | os.PathLike[str] | None, flag: str = "--out-dir") -> Path | None:
     """A folder that exports and screenshots go to: created if missing, refused if it cannot be."""
     if path is None:
         return None
@@ -94,13 +100,13 @@ class JsonlSink:
     """Records as JSON lines, each flushed as written, so a signal or a crash keeps every line
     already completed. A failed write is kept in `error` (and not raised into the run)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._file = open(self.path, "w", encoding="utf-8", buffering=1)
         self.error: str | None = None
         self.lines = 0
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         import json
 
         if self._file.closed:
@@ -116,7 +122,7 @@ class JsonlSink:
             )
             self._close_quietly()
 
-    def write_records(self, records) -> None:
+    def write_records(self, records: Iterable[Record]) -> None:
         for r in records:
             self.write(r.to_dict())
 
@@ -138,5 +144,5 @@ class JsonlSink:
     def __enter__(self) -> JsonlSink:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

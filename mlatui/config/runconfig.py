@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -18,7 +19,7 @@ class RunConfig:
         False  # build the scenario's model from its config values, random weights
     )
     # the patched arm's MLA gate (formula | calibrated | stock | <int>, as
-    # gate_policy.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
+    # config.gate_settings.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
     # scenario's, else formula / patched
     threshold: str | None = None
     indexer: str | None = None
@@ -34,7 +35,9 @@ class RunConfig:
     force: bool = (
         False  # run even when the memory estimate says it does not fit (mlatui.models.fit)
     )
-    overrides: dict = field(default_factory=dict)  # e.g. {"reps": 3} for quick runs/tests
+    overrides: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # e.g. {"reps": 3} for quick runs/tests
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

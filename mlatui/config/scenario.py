@@ -14,7 +14,7 @@ from typing import Any
 
 from mlatui.config.checks import ScenarioError, check_keys, int_list
 from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
-from mlatui.gate.policy import IndexerMode, Threshold
+from mlatui.config.gate_settings import IndexerMode, Threshold
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
@@ -73,7 +73,9 @@ class ModelSpec:
     source: str = "embedded"  # embedded | random | path
     path: str | None = None
     family: str | None = None  # mlx-lm model_type for random weights
-    config: dict = field(default_factory=dict)  # config values for random weights
+    config: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # config values for random weights
     bits: int | None = None
     dtype: str = "float32"
     fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
@@ -148,7 +150,9 @@ def _temperature(where: str, value: Any) -> float:
     return float(value)
 
 
-def parse_phase(where: str, raw: dict, index: int, defaults: dict[str, Any] | None = None) -> Phase:
+def parse_phase(
+    where: str, raw: dict[str, Any], index: int, defaults: dict[str, Any] | None = None
+) -> Phase:
     defaults = defaults or {}
     allowed = (
         "name",

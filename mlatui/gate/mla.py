@@ -16,10 +16,11 @@ import threading
 import types
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import mlx.nn as nn
 
+from mlatui.config.gate_settings import Threshold
 from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of the patch use them)
     STOCK_POLICY,
     UNBOUNDED,
@@ -29,7 +30,6 @@ from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of 
     FormulaPolicy,
     GatePolicy,
     Geometry,
-    Threshold,
     as_policy,
     max_absorbed_queries,
 )
@@ -57,8 +57,8 @@ def geometry_of(attn: nn.Module) -> Geometry:
 class BranchCounters:
     """Attention calls per branch, keyed by L. Shared by every MLA module of one model."""
 
-    absorbed: Counter = field(default_factory=Counter)
-    materialised: Counter = field(default_factory=Counter)
+    absorbed: Counter[int] = field(default_factory=Counter)
+    materialised: Counter[int] = field(default_factory=Counter)
 
     def record(self, length: int, absorbed: bool) -> None:
         (self.absorbed if absorbed else self.materialised)[length] += 1
@@ -83,7 +83,7 @@ class _GateState:
         self.counters = counters
 
 
-def _is_gate(node: ast.AST, length_name: str | None = None) -> bool:
+def _is_gate(node: ast.AST, length_name: str | None = None) -> TypeGuard[ast.If]:
     if not isinstance(node, ast.If):
         return False
     t = node.test
@@ -104,6 +104,12 @@ def _is_gate(node: ast.AST, length_name: str | None = None) -> bool:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
     }
     return any(m in calls for m in GATE_MARKERS)
+
+
+def _length_name(gate: ast.If) -> str | None:
+    """L in `if L == 1:` (None where the test has another shape)."""
+    t = gate.test
+    return t.left.id if isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) else None
 
 
 def _latent_name(gate: ast.If) -> str | None:
@@ -147,9 +153,9 @@ def _rewrite_call(cls: type) -> types.FunctionType:
             f"{where}: the 'if L == 1:' absorbed/materialised MLA gate was not found in the installed "
             "mlx-lm; this mlx-lm version is not supported by mlatui's patch"
         )
-    length_name = gates[0].test.left.id
+    length_name = _length_name(gates[0])
     latent = _latent_name(gates[0])
-    if latent is None or any(g.test.left.id != length_name for g in gates):
+    if latent is None or length_name is None or any(_length_name(g) != length_name for g in gates):
         raise PatchError(
             f"{where}: MLA gate found but its latent/length variables are not recognised"
         )
@@ -178,7 +184,7 @@ def _rewrite_call(cls: type) -> types.FunctionType:
     return patched
 
 
-def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list, int]:
+def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list[ast.stmt], int]:
     for node in ast.walk(root):
         for name in ("body", "orelse", "finalbody"):
             stmts = getattr(node, name, None)
@@ -187,7 +193,7 @@ def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list, int]:
     raise PatchError("internal: gate statement has no parent block")
 
 
-def _gate(self, length: int, latent: Any, mask: Any):
+def _gate(self: nn.Module, length: int, latent: Any, mask: Any) -> tuple[bool, Any]:
     state: _GateState = self.__dict__["_mlatui_gate_state"]
     arr = latent[0] if isinstance(latent, tuple) else latent
     cache_len = arr.shape[-2]
@@ -241,7 +247,7 @@ class PatchReport:
     policy: str
     modules: list[str]
     classes: list[str]
-    geometry: Geometry | None
+    geometry: Geometry
     threshold: int
     counters: BranchCounters
     upstream_fixed: bool = False
@@ -318,11 +324,15 @@ def branch_counters(model: nn.Module) -> BranchCounters | None:
     for _, m in mla_modules(model):
         state = m.__dict__.get("_mlatui_gate_state")
         if state is not None:
-            return state.counters
+            counters: BranchCounters = state.counters
+            return counters
     return None
 
 
-def twin(model: nn.Module) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def twin(model: M) -> M:
     """A structurally separate copy of `model` that shares every array (no weight is copied)."""
 
     def clone(obj: Any) -> Any:
@@ -345,4 +355,5 @@ def twin(model: nn.Module) -> nn.Module:
             return {k: clone(v) for k, v in obj.items()}
         return obj
 
-    return clone(model)
+    copy: M = clone(model)
+    return copy

@@ -1,7 +1,6 @@
-"""The threshold policy of every gated MLA layer, dense and sparse: the one parser of a threshold
-setting (CLI `--threshold`, a scenario's `threshold = ...`, `launch`) and the one object that says,
-for a layer geometry and cache length, the largest number of new queries that still takes the
-absorbed path. Pure Python (no mlx), so recordings, the dashboard and the CLI can use it too.
+"""The threshold policy of every gated MLA layer, dense and sparse: the one object, built from a
+threshold setting (mlatui/config/gate_settings.py) in `policy_for`, that says, for a layer
+geometry and cache length, the largest number of new queries that still takes the absorbed path. Pure Python (no mlx), so recordings, the dashboard and the CLI can use it too.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind
 
 UNBOUNDED = sys.maxsize
 
@@ -53,54 +54,6 @@ class Geometry:
     @property
     def key(self) -> str:
         return f"r{self.kv_lora_rank}-n{self.qk_nope_head_dim}-v{self.v_head_dim}"
-
-
-class ThresholdKind(StrEnum):
-    FORMULA = "formula"
-    CALIBRATED = "calibrated"
-    STOCK = "stock"
-    FIXED = "fixed"  # an explicit max_absorbed_queries
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """A threshold setting as the user gave it, parsed; `str()` is how runs record it."""
-
-    kind: ThresholdKind = ThresholdKind.FORMULA
-    max_queries: int | None = None  # FIXED only
-
-    @classmethod
-    def parse(cls, value: object) -> Threshold:
-        """The one parser: formula | calibrated | stock | an integer >= 1 (1 = the stock gate)."""
-        if isinstance(value, Threshold):
-            return value
-        text = str(value).strip() if isinstance(value, (str, int)) else ""
-        if isinstance(value, bool):
-            text = ""
-        if text in (ThresholdKind.FORMULA, ThresholdKind.CALIBRATED, ThresholdKind.STOCK):
-            return cls(ThresholdKind(text))
-        if text.isdigit() and int(text) >= 1:
-            return cls(ThresholdKind.FIXED, int(text))
-        raise ValueError(
-            f"threshold {value!r}: use formula, calibrated, stock or an integer >= 1 (1 = the stock gate)"
-        )
-
-    def __str__(self) -> str:
-        return str(self.max_queries) if self.kind is ThresholdKind.FIXED else self.kind.value
-
-
-class IndexerMode(StrEnum):
-    """When the sparse indexer may reuse its pool cache: stock only at S == 1, patched at any S."""
-
-    PATCHED = "patched"
-    STOCK = "stock"
-
-    @classmethod
-    def parse(cls, value: object) -> IndexerMode:
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(f"indexer mode must be 'patched' or 'stock', got {value!r}") from None
 
 
 class GatePolicy:

@@ -17,6 +17,9 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 from mlatui.host import linker
 
@@ -75,7 +78,9 @@ class _AfterMlxCore(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.library = library
         self.inner: importlib.abc.Loader | None = None
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname != "mlx.core":
             return None
         sys.meta_path.remove(self)
@@ -85,11 +90,16 @@ class _AfterMlxCore(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.inner, spec.loader = spec.loader, self
         return spec
 
-    def create_module(self, spec):
-        return self.inner.create_module(spec)  # type: ignore[union-attr]
+    def _inner(self) -> importlib.abc.Loader:
+        if self.inner is None:
+            raise ImportError("mlx.core's loader was not found before it was used")
+        return self.inner
 
-    def exec_module(self, module) -> None:
-        self.inner.exec_module(module)  # type: ignore[union-attr]
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._inner().create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner().exec_module(module)
         try:
             redirect_gemm(self.library)
         except (OSError, ValueError, AttributeError) as e:

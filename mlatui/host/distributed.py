@@ -22,6 +22,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from mlx.core.distributed import Group
 
 LAUNCH_ENV = (
     "MLX_HOSTFILE",
@@ -65,7 +69,7 @@ class World:
         peers = [str(r) for r in range(self.size) if r != self.rank]
         return f"rank {peers[0]}" if len(peers) == 1 else f"one of ranks {', '.join(peers)}"
 
-    def to_dict(self, shard: ShardMode | str) -> dict:
+    def to_dict(self, shard: ShardMode | str) -> dict[str, Any]:
         return {
             "world_size": self.size,
             "backend": self.backend,
@@ -105,7 +109,7 @@ def _backend_from_env() -> str:
 
 
 _world: World | None = None
-_group = None
+_group: Group | None = None
 
 
 def world() -> World | None:
@@ -127,7 +131,8 @@ def world() -> World | None:
     mine = mx.array(list(name), dtype=mx.uint8)[None]  # (1, HOSTNAME_BYTES)
     every = mx.distributed.all_gather(mine, group=group, stream=mx.cpu)  # (size, HOSTNAME_BYTES)
     mx.eval(every)
-    hosts = tuple(bytes(row).rstrip(b"\0").decode(errors="replace") for row in every.tolist())
+    rows = cast(list[list[int]], every.tolist())  # a 2-D uint8 array: rows of ints
+    hosts = tuple(bytes(row).rstrip(b"\0").decode(errors="replace") for row in rows)
     _world = World(group.rank(), group.size(), backend, hosts)
     return _world
 
@@ -140,7 +145,7 @@ def local_rank() -> int:
     return sum(1 for r in range(w.rank) if w.hosts[r] == w.hosts[w.rank])
 
 
-def group():
+def group() -> Group | None:
     world()
     return _group
 
@@ -267,7 +272,7 @@ class Lockstep:
         except RuntimeError as e:
             raise RankLost(describe_failure(e, self.world) or one_line(e)) from e
         self.watchdog.beat()
-        return [int(v) for v in total.tolist()]
+        return [int(v) for v in cast(list[int], total.tolist())]  # a 1-D int32 array
 
     def barrier(self, doing: str = "waiting for every rank", allowance: float = 1.0) -> None:
         self._sum([1], doing, allowance)
@@ -292,7 +297,7 @@ class Lockstep:
             raise RankLost(f"rank {self.world.rank}: ranks disagree on {what}; stopping all")
 
 
-def world_label(d: dict | None) -> str:
+def world_label(d: dict[str, Any] | None) -> str:
     """A header's `distributed` dict in words: "2 ranks · ring · tensor · vm, vm" ("" alone)."""
     if not d or int(d.get("world_size", 1) or 1) < 2:
         return ""

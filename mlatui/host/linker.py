@@ -62,7 +62,8 @@ def which_file(addr: int) -> str | None:
         return None
     if not info.dli_fname:
         return None
-    name = info.dli_fname.decode(errors="replace")
+    fname: bytes = info.dli_fname
+    name = fname.decode(errors="replace")
     return os.path.realpath(name) if os.path.exists(name) else name
 
 
@@ -93,7 +94,8 @@ def elf_slots(path: str, symbol: str) -> tuple[int, list[int]]:
                 struct.unpack_from(e + "I", m, 28)[0],
                 *struct.unpack_from(e + "HH", m, 42),
             )
-        loads, dyn = [], None
+        loads: list[tuple[int, int, int]] = []
+        dyn: tuple[int, int, int] | None = None
         for i in range(phnum):
             at = phoff + i * phentsize
             if is64:

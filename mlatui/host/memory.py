@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 import psutil
@@ -19,7 +20,7 @@ from mlatui.stream.events import MemorySample
 _process = psutil.Process()
 
 
-def device_limit_bytes(info: dict | None = None) -> int | None:
+def device_limit_bytes(info: dict[str, Any] | None = None) -> int | None:
     """The accelerator's memory limit from `mx.device_info()`: Metal's recommended working set,
     CUDA's total memory, None on CPU (no separate device memory)."""
     if info is None:
@@ -61,10 +62,8 @@ class MemorySampler:
             raise ValueError(f"memory sample interval must be > 0 s, got {interval_s}")
         self.emit = emit
         self.interval_s = interval_s
-        if clock is None:
-            t0 = time.monotonic()
-            clock = lambda: time.monotonic() - t0  # noqa: E731
-        self.clock = clock
+        t0 = time.monotonic()
+        self.clock: Callable[[], float] = clock or (lambda: time.monotonic() - t0)
         self.samples = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -109,5 +108,5 @@ class MemorySampler:
     def __enter__(self) -> MemorySampler:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -11,9 +11,12 @@ import threading
 from collections.abc import Callable
 from enum import IntEnum
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mlatui.errors import say
+
+# what signal.signal takes and returns
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 T = TypeVar("T")
 
@@ -83,7 +86,7 @@ class StopOnSignals:
         self.on_second = on_second
         self.announce = announce
         self.received: StopSignal | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Handler] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         sig = StopSignal(signum)
@@ -112,7 +115,7 @@ class StopOnSignals:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
@@ -120,3 +123,10 @@ class StopOnSignals:
     @property
     def exit_status(self) -> int | None:
         return self.received.exit_status if self.received is not None else None
+
+    @property
+    def stopped_by(self) -> StopSignal:
+        """The signal that stopped the run (asked only once one has)."""
+        if self.received is None:
+            raise RuntimeError("no stop signal was received")
+        return self.received

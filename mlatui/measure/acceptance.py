@@ -19,6 +19,7 @@ same experiment, so nothing here mixes depths.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class AcceptanceCounts:
     def emitted_per_verify(self) -> float | None:
         return self.emitted_tokens / self.verify_steps if self.verify_steps else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "depth": self.depth,
             "drafted_at": list(self.drafted_at),
@@ -120,7 +121,7 @@ class AcceptanceCounts:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> AcceptanceCounts:
+    def from_dict(cls, d: dict[str, Any]) -> AcceptanceCounts:
         return cls(
             int(d["depth"]),
             list(d["drafted_at"]),

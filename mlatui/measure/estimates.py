@@ -270,7 +270,7 @@ def estimate_context(
             for r in sorted(rounds)
             if rounds[r].get((a, control_width)) or rounds[r].get((b, control_width))
         ]
-        starts = {}
+        starts: dict[int, float] = {}
         for t in timings:
             if t.width == control_width:
                 starts.setdefault(t.round, t.t)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
@@ -93,7 +94,9 @@ def block_plan(phase: Phase, settings: Sequence[Setting], seed: int, context: in
     )
 
 
-def verify_plan(phase: Phase, depths: list[int], seed: int, context: int, settle: bool):
+def verify_plan(
+    phase: Phase, depths: list[int], seed: int, context: int, settle: bool
+) -> SamplerPlan:
     return SamplerPlan(
         tuple(range(1, max(depths) + 2)),
         min_rounds=VERIFY_MIN_ROUNDS,
@@ -143,7 +146,7 @@ class Segment:
     def planned_calls(self) -> int:
         return self.first_rounds * self.per_round
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "part": self.part,
             "context": self.context,
@@ -157,7 +160,7 @@ class Segment:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> Segment:
+    def from_dict(cls, d: dict[str, Any]) -> Segment:
         return cls(
             str(d["part"]),
             int(d["context"]),

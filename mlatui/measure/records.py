@@ -1,4 +1,5 @@
-"""Benchmark records, llama-bench style: one record type, printed through mlatui.views.mdtable.
+"""Benchmark records, llama-bench style: one record type and the environment it was measured in
+(printed through mlatui.views.mdtable).
 
 Every record carries the machine, versions and settings that produced it, and its raw samples
 beside the median, so a table can always be traced back to what was measured.
@@ -8,12 +9,10 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlatui.measure.timing import Stats
-from mlatui.views.mdtable import jsonl
 
 
 def environment() -> dict[str, Any]:
@@ -91,15 +90,3 @@ class BenchRecord:
         s = self.stats
         d.update(median_ms=s.median, p10_ms=s.p10, p90_ms=s.p90, n=s.n)
         return d
-
-
-def to_jsonl(records: Iterable[BenchRecord]) -> str:
-    return jsonl(r.to_dict() for r in records)
-
-
-def env_line(env: dict[str, Any]) -> str:
-    return (
-        f"{env.get('device_name')} ({env.get('backend')}, blas: {env.get('blas')}), "
-        f"mlx {env.get('mlx')}, mlx-lm {env.get('mlx_lm')}, mlatui {env.get('mlatui')}, "
-        f"python {env.get('python')}"
-    )

@@ -122,6 +122,13 @@ class SamplerRun:
     def outcome(self) -> Outcome | None:
         return None if self.estimates is None else self.estimates.control_outcome
 
+    @property
+    def final(self) -> ContextEstimates:
+        """The estimates after the last round (sample_context runs at least one)."""
+        if self.estimates is None:
+            raise RuntimeError("no round was sampled")
+        return self.estimates
+
 
 def sample_context(
     plan: SamplerPlan,
@@ -138,12 +145,12 @@ def sample_context(
     invalid) after at least `min_rounds`, or `max_rounds` are done. `decide_more(wants_more)`
     lets the caller overrule the decision (rank 0 decides for all ranks in a distributed run)."""
     run = SamplerRun(plan)
-    warm = warm or (lambda arm, width: measure(arm, width) and None)
+    warm_step: Callable[[str, int], object] = warm if warm is not None else measure
     for width in plan.widths:  # the first call at a new width compiles: never timed
         for _ in range(plan.warmup):
             for arm in quad(plan.arms, False)[:2]:
                 check_stop()
-                warm(arm, width)
+                warm_step(arm, width)
     settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
     while True:
         schedule = round_schedule(
@@ -153,8 +160,8 @@ def sample_context(
             check_stop()
             if plan.settle and i % 4 == 0:  # untimed: every arm's last step is a light one
                 for other in (a for a in plan.arms if a != arm):
-                    warm(other, settle_width)
-                warm(arm, settle_width)
+                    warm_step(other, settle_width)
+                warm_step(arm, settle_width)
             ms = measure(arm, width)
             timing = Timing(run.rounds, width, arm, ms, clock())
             run.timings.append(timing)
@@ -178,7 +185,9 @@ def sample_context(
             plan.seed,
             BOOTSTRAP_RESAMPLES if not wants_more else INTERIM_RESAMPLES,
         )
-        if control is not None:  # the check shown is the one decided on, at full resamples
+        if (
+            control is not None and plan.control_width is not None
+        ):  # the check shown is the one decided on, at full resamples
             run.estimates.ratio[plan.control_width] = control
             run.estimates.control_outcome = decision
         on_round(run.estimates)

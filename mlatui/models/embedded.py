@@ -7,8 +7,10 @@ same `mlx_lm.load` that loads real checkpoints, after `mlatui.models.register()`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +82,18 @@ def load_embedded(draft: bool = True) -> tuple[Any, Any, Any]:
 def _quiet_load(mlx_lm: Any, path: Path) -> tuple[Any, Any]:
     # transformers warns that it does not know the model type `mlatui_mla` while it reads
     # config.json for the tokenizer; the tokenizer itself is a plain PreTrainedTokenizerFast.
+    restore: Callable[[], None] = lambda: None  # noqa: E731
     try:
         from transformers.utils import logging as hf_logging
 
-        level = hf_logging.get_verbosity()
+        restore = functools.partial(hf_logging.set_verbosity, hf_logging.get_verbosity())
         hf_logging.set_verbosity_error()
     except ImportError:  # pragma: no cover
-        hf_logging = None
+        pass
     try:
         return mlx_lm.load(str(path))
     finally:
-        if hf_logging is not None:
-            hf_logging.set_verbosity(level)
+        restore()
 
 
 def trained_window() -> int | None:

@@ -278,7 +278,9 @@ def config_weights_lower_bound(config: dict[str, Any], dtype: str, bits: int | N
     return int(params * _bytes(dtype, bits))
 
 
-def prebuild_checks(scenario: Any, model_ref: str | None, random_weights: bool):
+def prebuild_checks(
+    scenario: Any, model_ref: str | None, random_weights: bool
+) -> tuple[dict[str, Any], str, int] | None:
     """(config, dtype, weights bytes) to check before the target (and a draft built from a
     config) is built or loaded, where the loader's own check comes too late or not at all: a
     random build (checked exactly again once its arrays exist, still lazy) and the embedded

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.gate.policy import IndexerMode
+from mlatui.config.gate_settings import IndexerMode
 
 INDEXER_MODES = tuple(IndexerMode)
 
@@ -179,29 +179,36 @@ class IndexerCache:
         """keys (B, H, S, D), gates (B, H, S); returns everything cached so far."""
         B, H, S, D = keys.shape
         prev = self.offset
-        if self.keys is None or prev + S > self.keys.shape[2]:
+        held_k, held_g = self.keys, self.gates
+        if held_k is None or held_g is None or prev + S > held_k.shape[2]:
             cap = (prev + S + self.step - 1) // self.step * self.step
             new_k = mx.zeros((B, H, cap, D), keys.dtype)
             new_g = mx.zeros((B, H, cap), gates.dtype)
-            if self.keys is not None and prev:
-                new_k[:, :, :prev] = self.keys[:, :, :prev]
-                new_g[:, :, :prev] = self.gates[:, :, :prev]
-            self.keys, self.gates = new_k, new_g
+            if held_k is not None and held_g is not None and prev:
+                new_k[:, :, :prev] = held_k[:, :, :prev]
+                new_g[:, :, :prev] = held_g[:, :, :prev]
+            self.keys, self.gates = held_k, held_g = new_k, new_g
             if self.valid is not None:
                 new_v = mx.ones((B, cap), mx.bool_)
                 new_v[:, :prev] = self.valid[:, :prev]
                 self.valid = new_v
         if valid is not None:
             if self.valid is None:
-                self.valid = mx.ones((B, self.keys.shape[2]), mx.bool_)
+                self.valid = mx.ones((B, held_k.shape[2]), mx.bool_)
             self.valid[:, prev : prev + S] = valid
             self.no_pad = False
         elif self.valid is not None:
             self.valid[:, prev : prev + S] = True
         self.offset = prev + S
-        self.keys[:, :, prev : self.offset] = keys
-        self.gates[:, :, prev : self.offset] = gates
-        return self.keys[:, :, : self.offset], self.gates[:, :, : self.offset]
+        held_k[:, :, prev : self.offset] = keys
+        held_g[:, :, prev : self.offset] = gates
+        return held_k[:, :, : self.offset], held_g[:, :, : self.offset]
+
+    def held(self, length: int) -> tuple[mx.array, mx.array]:
+        """The first `length` cached keys and gates."""
+        if self.keys is None or self.gates is None:
+            raise ValueError("the indexer cache holds no keys")
+        return self.keys[:, :, :length], self.gates[:, :, :length]
 
     def trim(self, n: int) -> int:
         n = min(self.offset, n)
@@ -236,31 +243,35 @@ class IndexerCache:
         """Bring the pool up to date with the cache; returns (B, H, ceil(T / kpool), D)."""
         self.kpool = kpool
         T = self.offset
+        if self.keys is None or self.gates is None:
+            raise ValueError("the indexer cache holds no keys to pool")
         B, H, _, D = self.keys.shape
         P = -(-T // kpool)
         keys, gates = self.keys[:, :, :T], self.gates[:, :, :T]
-        valid = None if self.no_pad else self.valid[:, :T]
-        if incremental and self.reuse_ok(B, new_tokens):
+        valid = None if self.no_pad or self.valid is None else self.valid[:, :T]
+        pooled = self.pooled
+        if incremental and pooled is not None and self.reuse_ok(B, new_tokens):
             s0 = self.pool_length // kpool * kpool  # windows before s0 are complete and unchanged
             tail = pool_windows(keys[:, :, s0:], gates[:, :, s0:], kpool, ape)
             w0 = s0 // kpool
-            if self.pooled.shape[2] < P:
-                grown = mx.zeros((B, H, P + self.step, D), self.pooled.dtype)
-                grown[:, :, :w0] = self.pooled[:, :, :w0]
-                self.pooled = grown
-            self.pooled[:, :, w0:P] = tail
+            if pooled.shape[2] < P:
+                grown = mx.zeros((B, H, P + self.step, D), pooled.dtype)
+                grown[:, :, :w0] = pooled[:, :, :w0]
+                pooled = grown
+            pooled[:, :, w0:P] = tail
             self.reuses += 1
             self.last_reused = True
         else:
             full = pool_windows(keys, gates, kpool, ape, valid)
-            if self.pooled is None or self.pooled.shape[0] != B or self.pooled.shape[2] < P:
-                self.pooled = mx.zeros((B, H, P + self.step, D), full.dtype)
-            self.pooled[:, :, :P] = full
+            if pooled is None or pooled.shape[0] != B or pooled.shape[2] < P:
+                pooled = mx.zeros((B, H, P + self.step, D), full.dtype)
+            pooled[:, :, :P] = full
             self.rebuilds += 1
             self.last_reused = False
+        self.pooled = pooled
         self.pool_length = T
         self.pool_batch = B
-        return self.pooled[:, :, :P]
+        return pooled[:, :, :P]
 
     def fill(self, keys: mx.array, gates: mx.array, reserve: int = 0) -> None:
         """Fill the cache directly with index keys (B, H, T, D) and gates (B, H, T), with room for

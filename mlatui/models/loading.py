@@ -135,7 +135,8 @@ def load_checkpoint(
     try:
         files = safetensors_files(local) if local.exists() else []
         with watch(what, ref, files=files):
-            model, tokenizer = load(str(local) if local.exists() else ref, lazy=prepare is not None)
+            loaded = load(str(local) if local.exists() else ref, lazy=prepare is not None)
+            model, tokenizer = loaded[0], loaded[1]
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
@@ -211,9 +212,9 @@ def build_random(
     model.set_dtype(DTYPES[spec.dtype])
     if spec.bits:
         quantize(model, spec.bits)
-    from mlx.utils import tree_flatten
+    from mlatui.models.mx_typed import flat_arrays
 
-    leaves = [v for _, v in tree_flatten(model.parameters())]
+    leaves = [v for _, v in flat_arrays(model.parameters())]
     nbytes = sum(v.nbytes for v in leaves)
     if check is not None:
         check(config, spec.dtype, nbytes)
@@ -290,6 +291,8 @@ def check_draft_vocabulary(target: Loaded) -> None:
     """A draft model proposes token ids the target verifies: both must use one vocabulary. A
     larger draft vocabulary made mlx-lm index past the target's logits (a segfault late in tune);
     a smaller one silently never proposes the rest."""
+    if target.draft_model is None:
+        return
     mine, theirs = vocab_size(target.model), vocab_size(target.draft_model)
     if mine != theirs:
         raise LoadError(

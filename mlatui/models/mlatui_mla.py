@@ -56,7 +56,8 @@ class ModelArgs(BaseModelArgs):
             num_key_value_heads=self.num_attention_heads,
             n_routed_experts=None,
             kv_lora_rank=self.kv_lora_rank,
-            q_lora_rank=self.q_lora_rank,
+            # dsv3 reads None as "no q LoRA" but annotates the field int
+            q_lora_rank=self.q_lora_rank,  # type: ignore[arg-type]
             qk_rope_head_dim=self.qk_rope_head_dim,
             v_head_dim=self.v_head_dim,
             qk_nope_head_dim=self.qk_nope_head_dim,
@@ -126,7 +127,7 @@ class Model(nn.Module):
 
     @property
     def layers(self) -> list[nn.Module]:
-        return self.model.layers
+        return list(self.model.layers)
 
     # Tensor parallel exactly as mlx-lm shards deepseek_v3 (its own method, run on this model):
     # heads and MLP columns split, o_proj / down_proj summed across ranks. The sparse layers'

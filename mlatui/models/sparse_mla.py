@@ -20,8 +20,9 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
 
+from mlatui.config.gate_settings import IndexerMode
 from mlatui.gate.mla import BranchCounters
-from mlatui.gate.policy import FormulaPolicy, GatePolicy, Geometry, IndexerMode
+from mlatui.gate.policy import FormulaPolicy, GatePolicy, Geometry
 from mlatui.models.indexer import INDEXER_MODES, Indexer, IndexerCache, SparseMLAConfig
 
 __all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "INDEXER_MODES"]
@@ -41,6 +42,9 @@ class SparseMLACache(_BaseCache):
     step = 256
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.latent: mx.array | None = None  # (B, 1, cap, r)
         self.pe: mx.array | None = None  # (B, 1, cap, rope); None when rope == 0
         self.offset = 0
@@ -51,21 +55,22 @@ class SparseMLACache(_BaseCache):
     ) -> tuple[mx.array, mx.array | None]:
         B, _, S, r = latent.shape
         prev = self.offset
-        if self.latent is None or prev + S > self.latent.shape[2]:
+        held_l, held_p = self.latent, self.pe
+        if held_l is None or prev + S > held_l.shape[2]:
             cap = (prev + S + self.step - 1) // self.step * self.step
             new_l = mx.zeros((B, 1, cap, r), latent.dtype)
             new_p = None if pe is None else mx.zeros((B, 1, cap, pe.shape[-1]), pe.dtype)
-            if self.latent is not None and prev:
-                new_l[:, :, :prev] = self.latent[:, :, :prev]
-                if new_p is not None:
-                    new_p[:, :, :prev] = self.pe[:, :, :prev]
-            self.latent, self.pe = new_l, new_p
+            if held_l is not None and prev:
+                new_l[:, :, :prev] = held_l[:, :, :prev]
+                if new_p is not None and held_p is not None:
+                    new_p[:, :, :prev] = held_p[:, :, :prev]
+            self.latent, self.pe = held_l, held_p = new_l, new_p
         self.offset = prev + S
-        self.latent[:, :, prev : self.offset] = latent
-        if pe is not None:
-            self.pe[:, :, prev : self.offset] = pe
-        pe_all = None if self.pe is None else self.pe[:, :, : self.offset]
-        return self.latent[:, :, : self.offset], pe_all
+        held_l[:, :, prev : self.offset] = latent
+        if pe is not None and held_p is not None:
+            held_p[:, :, prev : self.offset] = pe
+        pe_all = None if held_p is None else held_p[:, :, : self.offset]
+        return held_l[:, :, : self.offset], pe_all
 
     def fill(
         self,
@@ -110,16 +115,12 @@ class SparseMLACache(_BaseCache):
             return ()
         t = self.offset
         pe = self.pe[:, :, :t] if self.pe is not None else mx.zeros((0,))
-        return (
-            self.latent[:, :, :t],
-            pe,
-            self.index.keys[:, :, :t],
-            self.index.gates[:, :, :t],
-        )
+        keys, gates = self.index.held(t)
+        return (self.latent[:, :, :t], pe, keys, gates)
 
     @state.setter
     def state(self, v: tuple) -> None:
-        self.__init__()
+        self._reset()
         if not v:
             return
         latent, pe, keys, gates = v

@@ -137,6 +137,13 @@ class Arm:
         """The draft source of `kind` ("": the only one, as before several kinds)."""
         return self.drafts.get(kind, self.draft) if kind else self.draft
 
+    @property
+    def caches(self) -> list[Any]:
+        """The prompt cache, which a prefill made (every step after one reads it)."""
+        if self.cache is None:
+            raise RuntimeError(f"the {self.name} arm has no cache yet: prefill it first")
+        return self.cache
+
 
 class ArmWorker:
     """One long-lived thread per arm; `call(fn)` runs fn(arm) there while holding the baton.

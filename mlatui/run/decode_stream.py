@@ -50,7 +50,7 @@ class SyntheticDraft:
         else:
             source = DraftModelSource(cost)
             source.prefill(tokens)
-            self.cache = source.cache
+            self.cache = source.caches
 
 
 @dataclass
@@ -94,7 +94,7 @@ def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) 
     sources = _sources(arm)
     if not sources:
         return s
-    require_trimmable(arm.cache, arm.model_name)
+    require_trimmable(arm.caches, arm.model_name)
     target = arm.hidden
     for kind, draft in sources.items():
         track = s.tracks[kind] = DraftTrack(base_len)
@@ -108,7 +108,7 @@ def open_stream(arm: Arm, base_len: int, first: int, context_tokens: list[int]) 
 
 def rewind(arm: Arm, s: DecodeStream) -> None:
     """Back to the prefilled context (a new round)."""
-    trim_prompt_cache(arm.cache, cache_len(arm.cache) - s.base_len)
+    trim_prompt_cache(arm.caches, cache_len(arm.caches) - s.base_len)
     s.tokens = [s.first]
     for kind, draft in _sources(arm).items():
         track = s.tracks[kind]
@@ -128,9 +128,9 @@ def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) ->
         return
     if isinstance(draft, MTPDraft):
         # the head needs the target's hidden states at those tokens: recompute them
-        trim_prompt_cache(arm.cache, len(missing))
-        _, h = draft.target_forward(arm.model, mx.array([missing]), arm.cache)  # (1, m, D)
-        mx.eval(h, [c.state for c in arm.cache])
+        trim_prompt_cache(arm.caches, len(missing))
+        _, h = draft.target_forward(arm.model, mx.array([missing]), arm.caches)  # (1, m, D)
+        mx.eval(h, [c.state for c in arm.caches])
         draft.catch_up(missing, h)
         track.hidden = h[:, -1:]
     elif isinstance(draft, SyntheticDraft):
@@ -175,7 +175,7 @@ def run_block(
         )
     s.tokens += result.tokens
     expected = before + len(result.tokens)
-    extra = cache_len(arm.cache) - expected  # the last token was fed by the final step
+    extra = cache_len(arm.caches) - expected  # the last token was fed by the final step
     if extra > 0:
         trim_prompt_cache(arm.cache, extra)
     if track is not None and not isinstance(draft, MTPDraft):

@@ -14,6 +14,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from mlatui.models.mx_typed import as_int
+
 
 class DraftSource(ABC):
     name: str = "draft"
@@ -59,6 +61,12 @@ class DraftModelSource(DraftSource):
         self._fed = 0
         self._last_draft = 0
 
+    @property
+    def caches(self) -> list[Any]:
+        if self.cache is None:
+            raise RuntimeError(f"draft model {self.name}: no cache yet (prefill it first)")
+        return self.cache
+
     def reset(self) -> None:
         self.cache = make_prompt_cache(self.model)
         if not can_trim_prompt_cache(self.cache):
@@ -72,7 +80,7 @@ class DraftModelSource(DraftSource):
         step = 512
         for start in range(0, tokens.shape[1], step):
             self.model(tokens[:, start : start + step], cache=self.cache)
-            mx.eval([c.state for c in self.cache])
+            mx.eval([c.state for c in self.caches])
 
     def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
         feed = self.pending + [last]
@@ -82,7 +90,7 @@ class DraftModelSource(DraftSource):
         for i in range(k):
             logits = self.model(y, cache=self.cache)
             tok = mx.argmax(logits[:, -1, :], axis=-1)
-            drafts.append(int(tok.item()))
+            drafts.append(as_int(tok))
             if i + 1 < k:
                 y = tok[None]  # (1, 1)
         self._fed = k  # cache now holds last, d1..d_{k-1}
@@ -92,7 +100,7 @@ class DraftModelSource(DraftSource):
     def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
         keep = accepted + 1  # last, d1..d_accepted
         if keep <= self._fed:
-            trim_prompt_cache(self.cache, self._fed - keep)
+            trim_prompt_cache(self.caches, self._fed - keep)
         else:  # every draft accepted: d_k was never fed
             self.pending = [self._last_draft]
         self._fed = 0

@@ -116,10 +116,12 @@ def run(
 
         watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
 
+        target_scenario = scenario
+
         def load():
             loaded = load_target(
                 config.model,
-                scenario,
+                target_scenario,
                 config.random_weights,
                 seed,
                 fit_check,
@@ -127,7 +129,12 @@ def run(
                 dist.prepare_target(),
             )
             load_draft(
-                config.draft_model, scenario.draft, loaded, seed, watch, dist.prepare_draft()
+                config.draft_model,
+                target_scenario.draft,
+                loaded,
+                seed,
+                watch,
+                dist.prepare_draft(),
             )
             return loaded
 
@@ -193,7 +200,7 @@ def run(
             prefill_arm = Arm("prefill", loaded.model, patched.report, draft=hidden_reader(stock))
             prefill_worker = ArmWorker(prefill_arm, baton)
             workers_all = [*workers.values(), prefill_worker]
-            invalid = ctx.invalid_contexts if ctx else set()
+            invalid: set[int] = ctx.invalid_contexts if ctx else set()
             ctx = RunContext(
                 workers,
                 emit,

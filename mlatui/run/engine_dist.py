@@ -72,8 +72,10 @@ class DistRun:
             return None
         from mlatui.run.sharding import can_shard, shard
 
+        world = self.world
+
         def prepare(model) -> None:
-            why = can_shard(model, self.mode, self.world.size)
+            why = can_shard(model, self.mode, world.size)
             if why is None:
                 shard(model, self.mode, distributed.group(), "draft model")
                 self._sharded.add(id(model))
@@ -94,9 +96,9 @@ class DistRun:
         and wait for every rank to have loaded (mlx-lm's sharded_load ends the same way)."""
         if self.world is None:
             return
-        draft = loaded.draft_model
-        if draft is not None and id(draft) not in self._sharded:
-            self.prepare_draft()(draft)
+        draft, prepare = loaded.draft_model, self.prepare_draft()
+        if draft is not None and prepare is not None and id(draft) not in self._sharded:
+            prepare(draft)
         kept = f"the recording {record} keeps every completed step" if record else "stopping"
 
         def on_timeout(message: str) -> None:

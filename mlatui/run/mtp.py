@@ -29,6 +29,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
+from mlatui.models.mx_typed import as_int, load_safetensors
 from mlatui.run.drafts import DraftSource
 
 SIDECARS = ("mtp.safetensors", "mtp/weights.safetensors", "model-mtp.safetensors")
@@ -201,7 +202,7 @@ class MTPDraft(DraftSource):
             if i == 0:
                 self._base = self.offset
             tok = mx.argmax(self.head.logits(h)[:, -1, :], axis=-1)  # (1,)
-            drafts.append(int(tok.item()))
+            drafts.append(as_int(tok))
             tokens, h_in = tok[None], h  # (1, 1), (1, 1, D)
         self._drafts = drafts
         return drafts
@@ -290,7 +291,7 @@ def read_mtp_weights(model_path: str | Path, layer: int) -> tuple[dict[str, mx.a
     for name in SIDECARS:
         path = folder / name
         if path.exists():
-            w = mx.load(str(path))
+            w = load_safetensors(str(path))
             local = pick(w) or (w if "enorm.weight" in w else {})  # full or layer-local names
             return local, str(path)
     index = folder / "model.safetensors.index.json"
@@ -301,7 +302,7 @@ def read_mtp_weights(model_path: str | Path, layer: int) -> tuple[dict[str, mx.a
         files = sorted(Path(f).name for f in glob.glob(str(folder / "model*.safetensors")))
     weights: dict[str, mx.array] = {}
     for f in files:
-        weights.update(pick(mx.load(str(folder / f))))
+        weights.update(pick(load_safetensors(str(folder / f))))
     return weights, str(index if index.exists() else folder)
 
 

@@ -104,7 +104,7 @@ class Direct:
 
     def __init__(self, arm: Arm, draft: Any, context: list[int], base_len: int):
         self.model = arm.model
-        self.cache = copy_cache(arm.cache)
+        self.cache = copy_cache(arm.caches)
         self.base_len = base_len
         self.draft = draft
         if draft is not None:
@@ -156,8 +156,10 @@ def run_parity(
         arm.draft = None  # mlx-lm has no MTP loop to compare against: plain parity only
     depth = depth if arm.draft is not None else 0
     prefill(arm, context_tokens)
-    base_len = cache_len(arm.cache)
-    direct = Direct(arm, make_draft(arm) if depth else None, context_tokens, base_len)
+    base_len = cache_len(arm.caches)
+    direct = Direct(
+        arm, make_draft(arm) if depth and make_draft else None, context_tokens, base_len
+    )
     worker = ArmWorker(arm, Baton())
     side_thread = PlainThread()
     stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
@@ -198,7 +200,7 @@ def run_parity(
             with unpinned():  # as the decode phases run their blocks
                 run = sample_context(plan, measure)
             for width in widths:
-                ms_ratio = run.estimates.ratio[width]  # ms(mlatui) / ms(other)
+                ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(
                     1 / ms_ratio.median, 1 / ms_ratio.high, 1 / ms_ratio.low, ms_ratio.n
                 )
@@ -207,8 +209,7 @@ def run_parity(
                     for side in plan.arms
                 }
                 tok_s = {
-                    side: n / run.estimates.step_ms[(side, width)].median * 1e3
-                    for side in plan.arms
+                    side: n / run.final.step_ms[(side, width)].median * 1e3 for side in plan.arms
                 }
                 results.append(
                     ParityResult(

@@ -29,6 +29,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 from mlx_lm.sample_utils import apply_top_p, make_sampler
 
 from mlatui.measure.acceptance import VerifyStep, steps_from_flags
+from mlatui.models.mx_typed import as_ints
 from mlatui.run.spec import accept_sampled
 
 
@@ -160,13 +161,13 @@ def mtp_block(
         if sampling.greedy:
             targets = mx.argmax(logits[0], axis=-1)  # (k + 1,)
             mx.eval(targets, drafts)
-            d, t = drafts.tolist(), targets.tolist()
+            d, t = as_ints(drafts), as_ints(targets)
             accepted = next((i for i in range(k) if d[i] != t[i]), k)
             nxt = t[accepted]
         else:
             p = sampling.probs(logits[0])  # (k + 1, V)
             mx.eval(p, draft_probs, drafts)
-            d = drafts.tolist()
+            d = as_ints(drafts)
             accepted, nxt = accept_sampled(d, p, draft_probs, rng)
         room = n - len(tokens)
         if accepted >= room:  # the budget ends on an accepted draft: it plays the correction's role

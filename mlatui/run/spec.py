@@ -12,6 +12,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
+from mlatui.models.mx_typed import as_float, as_int, as_ints
 from mlatui.run.drafts import DraftSource
 
 
@@ -54,11 +55,11 @@ def accept_sampled(
     p_target (k+1, V), q_draft (k, V) are probabilities. Returns (accepted, next token)."""
     k = len(drafts)
     for i, d in enumerate(drafts):
-        p, q = float(p_target[i, d].item()), float(q_draft[i, d].item())
+        p, q = as_float(p_target[i, d]), as_float(q_draft[i, d])
         if q > 0 and rng.random() < min(1.0, p / q):
             continue
         residual = mx.maximum(p_target[i] - q_draft[i], 0)
-        total = float(residual.sum().item())
+        total = as_float(residual.sum())
         dist = residual / total if total > 0 else p_target[i]
         return i, _sample(dist, rng)
     return k, _sample(p_target[k], rng)
@@ -67,7 +68,7 @@ def accept_sampled(
 def _sample(probs: mx.array, rng: random.Random) -> int:
     u = rng.random()
     cdf = mx.cumsum(probs.astype(mx.float32))
-    return int(min(int(mx.sum(cdf < u).item()), probs.shape[-1] - 1))
+    return int(min(as_int(mx.sum(cdf < u)), probs.shape[-1] - 1))
 
 
 def speculative_step(
@@ -89,7 +90,7 @@ def speculative_step(
     greedy = mx.argmax(logits[0], axis=-1)  # (depth + 1,)
     mx.eval(greedy, *([] if new_hidden is None else [new_hidden]))
     t2 = time.perf_counter_ns()
-    targets = greedy.tolist()
+    targets = as_ints(greedy)
     n = accept_greedy(drafts, targets)
     trim_prompt_cache(cache, depth - n)
     draft.commit(n, None if new_hidden is None else new_hidden[:, : n + 1])
@@ -112,4 +113,4 @@ def plain_step(model: nn.Module, cache: list[Any], last: int) -> tuple[int, floa
     tok = mx.argmax(logits[0, -1])
     mx.eval(tok)
     ms = (time.perf_counter_ns() - t0) / 1e6
-    return int(tok.item()), ms
+    return as_int(tok), ms

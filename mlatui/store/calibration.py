@@ -14,9 +14,20 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mlatui.commands.argtypes import is_positive_int
+from mlatui.config.values import is_positive_int
+
+
+class StoredGeometry(Protocol):
+    """What the store reads of a gate.policy.Geometry (the store sits below the gate)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def num_heads(self) -> int: ...
+
 
 CACHE_ENV = "MLATUI_CACHE_DIR"  # overrides platformdirs (tests, CI)
 
@@ -46,9 +57,10 @@ def calibration_path(env: dict[str, Any] | None = None) -> Path:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 class CalibrationWarning(UserWarning):
@@ -67,8 +79,8 @@ def _int_text(text: Any) -> int | None:
     return value if value > 0 and str(value) == str(text) else None
 
 
-def entry_problems(entry: Any, geometry, file_device: str) -> list[str]:
-    """Why an entry cannot be used for `geometry` on this device (empty: it can)."""
+def entry_problems(entry: Any, file_device: str) -> list[str]:
+    """Why a stored entry cannot be used on this device (empty: it can)."""
     if not isinstance(entry, dict):
         return [f"the entry is a {type(entry).__name__}, not a table"]
     problems = []
@@ -97,7 +109,9 @@ def _warn(path: Path, what: str) -> None:
     warnings.warn(f"{path}: {what}", CalibrationWarning, stacklevel=3)
 
 
-def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, int] | None:
+def load_crossovers(
+    geometry: StoredGeometry, env: dict[str, Any] | None = None
+) -> dict[int, int] | None:
     """context -> max absorbed width measured on this device for `geometry` (an mla.Geometry), or
     None. A file or entry that cannot be used is reported (a CalibrationWarning naming the file)
     and ignored: the caller falls back to the formula."""
@@ -123,7 +137,7 @@ def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, in
     extra = sorted(set(entry) - set(ENTRY_KEYS)) if isinstance(entry, dict) else []
     if extra:
         _warn(path, f"{geometry.key}: unknown keys ignored: {', '.join(map(str, extra))}")
-    problems = entry_problems(entry, geometry, path.stem)
+    problems = entry_problems(entry, path.stem)
     if problems:
         _warn(path, f"{geometry.key}: ignored ({'; '.join(problems)}); using the formula")
         return None
@@ -131,7 +145,7 @@ def load_crossovers(geometry, env: dict[str, Any] | None = None) -> dict[int, in
 
 
 def save_crossovers(
-    geometry,
+    geometry: StoredGeometry,
     crossovers: dict[int, int],
     family: str,
     env: dict[str, Any],

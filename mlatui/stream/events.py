@@ -49,18 +49,18 @@ class RunHeader(Event):
     mlx_lm_version: str
     python_version: str
     platform: str
-    device: dict  # name, architecture, memory_bytes, blas, backend
+    device: dict[str, Any]  # name, architecture, memory_bytes, blas, backend
     model: str  # path, hub id or "embedded"/"random:<family>"
     model_type: str
-    geometry: dict  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
-    thresholds: dict  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
-    scenario: dict  # name, path, phases [{name, kind, ...}]
+    geometry: dict[str, Any]  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
+    thresholds: dict[str, Any]  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
+    scenario: dict[str, Any]  # name, path, phases [{name, kind, ...}]
     draft: str  # "draft-model:<path>", "mtp", "none"
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict[str, Any])
     # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
-    distributed: dict = field(default_factory=dict)
+    distributed: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ class PhaseStart(Event):
     total_phases: int
     planned_steps: int
     contexts: tuple[int, ...] = ()
-    plan: tuple[dict, ...] = ()  # mlatui.measure.plans.Segment dicts, in the order they run
+    plan: tuple[
+        dict[str, Any], ...
+    ] = ()  # mlatui.measure.plans.Segment dicts, in the order they run
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class BudgetPlanned(Event):
     full_s: float  # forecast of the phases as written
     predicted_s: float  # forecast of the phases chosen
     changes: tuple[str, ...]
-    phases: tuple[dict, ...]  # Phase.to_dict() of each phase that runs
+    phases: tuple[dict[str, Any], ...]  # Phase.to_dict() of each phase that runs
     probe_contexts: tuple[int, ...]
     probe_s: float  # what the probe itself took
 
@@ -224,9 +226,9 @@ class DecodeResult(Event):
     vs_plain_high: float | None = None
     acceptance_conditional: tuple[float | None, ...] = ()
     mean_accepted: float | None = None
-    counts: dict = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict[str, Any])
     acceptance_rule: str = ""
-    sampling: dict = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict[str, Any])
     warnings: tuple[str, ...] = ()
     rounds: int = 0
     block_tokens: int = 0
@@ -291,9 +293,9 @@ class Estimate(Event):
     rounds: int
     final: bool
     outcome: str  # the L = 1 check so far ("" without a control width)
-    rows: tuple[dict, ...]
+    rows: tuple[dict[str, Any], ...]
     drifting_rounds: int = 0
-    estimators: dict = field(default_factory=dict)
+    estimators: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True)
@@ -318,7 +320,7 @@ class PhaseSummary(Event):
     t: float
     phase: str
     kind: str
-    rows: tuple[dict, ...]
+    rows: tuple[dict[str, Any], ...]
     verdict: str = ""
 
 

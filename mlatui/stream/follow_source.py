@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from mlatui.stream.events import Event, LogMessage, RunEnd, RunHeader
 from mlatui.stream.recorder import MAX_LINE_BYTES, RecordingError, check_header, parse_line
@@ -21,13 +22,13 @@ class FollowSource:
 
     kind = "follow"
 
-    def __init__(self, path: str | os.PathLike, poll_s: float = 0.25):
+    def __init__(self, path: str | os.PathLike[str], poll_s: float = 0.25):
         self.path = Path(path)
         self.record_path = self.path
         self.poll_s = poll_s
         if self.path.exists() and not self.path.is_file():
             raise RecordingError(f"{self.path}: not a regular file (a FIFO or a device?)")
-        self._file = None
+        self._file: BinaryIO | None = None
         self._partial = b""
         self._lineno = 0
         self._ended = False
@@ -41,22 +42,23 @@ class FollowSource:
     def start(self) -> None:
         self._started = True
 
-    def _open(self) -> bool:
+    def _open(self) -> BinaryIO | None:
         if self._file is None:
             try:
                 self._file = open(self.path, "rb")
             except FileNotFoundError:
-                return False
+                return None
             except OSError as e:
                 raise RecordingError(f"{self.path}: cannot read it ({e.strerror})") from e
-        return True
+        return self._file
 
     def drain(self) -> list[Event]:
         if not self._started or self._ended:
             return []
-        if not self._open():
+        file = self._open()
+        if file is None:
             return self._waiting()
-        chunk = self._file.read(READ_BYTES)
+        chunk = file.read(READ_BYTES)
         if not chunk:
             return self._waiting()
         self._waiting_since = time.monotonic()

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from mlatui.errors import UserError
 from mlatui.stream.events import SCHEMA_VERSION, Event, RunHeader
@@ -30,7 +31,7 @@ class Recorder:
     run: the first failure is kept in `error`, reported once through `on_error`, and later events
     are not written (the run goes on; its caller reports the failure and exits non-zero)."""
 
-    def __init__(self, path: str | os.PathLike, on_error: Callable[[str], None] | None = None):
+    def __init__(self, path: str | os.PathLike[str], on_error: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", encoding="utf-8", buffering=1)
@@ -96,7 +97,7 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -134,7 +135,7 @@ def check_header(path: Path, event: Event) -> RunHeader:
     return event
 
 
-def open_recording(path: Path):
+def open_recording(path: Path) -> BinaryIO:
     """The file opened for binary reading, after refusing what is not a regular file."""
     if not path.exists():
         raise RecordingError(f"{path}: no such recording")
@@ -148,7 +149,7 @@ def open_recording(path: Path):
         raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
 
 
-def read_lines(path: Path, file) -> Iterator[tuple[int, int, bytes]]:
+def read_lines(path: Path, file: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, line) for each non-blank line, one at a time."""
     offset = 0
     lineno = 0
@@ -191,7 +192,7 @@ class RecordingScan:
 
 
 def iter_recording(
-    path: str | os.PathLike, skip_bad: bool = False, scan: RecordingScan | None = None
+    path: str | os.PathLike[str], skip_bad: bool = False, scan: RecordingScan | None = None
 ) -> Iterator[tuple[int, Event]]:
     """(byte offset, event) for each line, streamed: the header first (checked), then the
     events. A bad line raises RecordingError naming the file, line and field, or with
@@ -230,9 +231,11 @@ def iter_recording(
             raise RecordingError(f"{path}:1: empty recording")
 
 
-def read_recording(path: str | os.PathLike, skip_bad: bool = False) -> Recording:
+def read_recording(path: str | os.PathLike[str], skip_bad: bool = False) -> Recording:
     """Read a whole recording into memory (for small ones: the replay streams instead)."""
     path = Path(path)
     scan = RecordingScan(path)
     events = [event for _, event in iter_recording(path, skip_bad, scan)]
-    return Recording(path, events[0], events[1:], scan.truncated, scan.warnings, scan.skipped)
+    return Recording(
+        path, check_header(path, events[0]), events[1:], scan.truncated, scan.warnings, scan.skipped
+    )

@@ -61,13 +61,13 @@ def _checked(hint: Any) -> Any:
     if origin is tuple:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple[_checked(args[0]), ...]
+            return types.GenericAlias(tuple, (_checked(args[0]), ...))
     return hint
 
 
 def _mirror(cls: type[Event]) -> type[msgspec.Struct]:
     hints = typing.get_type_hints(cls)
-    fields = []
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for f in dataclasses.fields(cls):
         hint = _checked(hints[f.name])
         hint = FIELD_TYPES.get((cls.type, f.name), FIELD_TYPES.get(("*", f.name), hint))

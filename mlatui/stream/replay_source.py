@@ -16,9 +16,16 @@ import threading
 import time
 from array import array
 from pathlib import Path
+from typing import BinaryIO
 
 from mlatui.stream.events import Event, RunHeader
-from mlatui.stream.recorder import RecordingScan, iter_recording, open_recording, parse_line
+from mlatui.stream.recorder import (
+    RecordingScan,
+    check_header,
+    iter_recording,
+    open_recording,
+    parse_line,
+)
 
 DEFAULT_MAX_GAP_S = 0.25  # the default UI tick (4 Hz)
 DEFAULT_BATCH = 20_000  # events handed out per drain at most
@@ -35,7 +42,7 @@ class ReplaySource:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         speed: float = 1.0,
         *,
         skip_bad: bool = False,
@@ -54,7 +61,7 @@ class ReplaySource:
         last_t: float | None = None
         for offset, event in iter_recording(self.path, skip_bad, self.scan):
             if self.header is None:
-                self.header = event
+                self.header = check_header(self.path, event)
             t = getattr(event, "t", None)
             if t is not None:
                 if last_t is not None:  # monotonic (for bisect), no gap past max_gap_s
@@ -68,7 +75,7 @@ class ReplaySource:
         self.speed = speed
         self.paused = False
         self.epoch = 0
-        self._file = None
+        self._file: BinaryIO | None = None
         self._next = 0  # index of the next event to hand out
         self._pos = 0.0  # recording seconds at the anchor
         self._anchor = 0.0  # wall clock at the anchor
@@ -87,7 +94,7 @@ class ReplaySource:
         return len(self._offsets)
 
     def _event(self, index: int) -> Event:
-        if index == 0:
+        if index == 0 and self.header is not None:
             return self.header
         if self._file is None or self._file.closed:
             self._file = open_recording(self.path)

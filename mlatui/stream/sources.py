@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any, Protocol
 
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
@@ -28,31 +29,36 @@ ENGINE = "mlatui.run.engine:run"
 
 def load_engine(spec: str = ENGINE) -> Engine:
     module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name or "run")
+    engine: Engine = getattr(importlib.import_module(module), name or "run")
+    return engine
 
 
-class Source:
-    kind = "source"
-    record_path: Path | None = None
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def drain(self) -> list[Event]:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
+class Source(Protocol):
+    """What the app reads events from: the live engine, a child process, a recording, a
+    followed file (the app cannot tell them apart)."""
 
     @property
-    def finished(self) -> bool:
-        raise NotImplementedError
+    def kind(self) -> str: ...
+
+    @property
+    def record_path(self) -> Path | None: ...
+
+    def start(self) -> None: ...
+
+    def drain(self) -> list[Event]: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def finished(self) -> bool: ...
 
 
-class _Buffered(Source):
+class _Buffered:
     """Shared by the live sources: a deque the producer appends to, teed into a Recorder."""
 
-    def __init__(self, record: str | os.PathLike | None):
+    record_path: Path
+
+    def __init__(self, record: str | os.PathLike[str] | None):
         self.record_path = Path(record) if record else default_record_path()
         self._buffer: deque[Event] = deque()
         self._recorder: Recorder | None = None
@@ -99,7 +105,12 @@ class LiveSource(_Buffered):
 
     kind = "live"
 
-    def __init__(self, config: RunConfig, engine: Engine | None = None, record=None):
+    def __init__(
+        self,
+        config: RunConfig,
+        engine: Engine | None = None,
+        record: str | os.PathLike[str] | None = None,
+    ):
         super().__init__(record if record is not None else config.record)
         self.config = config
         self._engine = engine
@@ -151,13 +162,17 @@ class ProcessSource(_Buffered):
     kind = "isolated"
 
     def __init__(
-        self, config: RunConfig, engine: str = ENGINE, record=None, env: dict | None = None
+        self,
+        config: RunConfig,
+        engine: str = ENGINE,
+        record: str | os.PathLike[str] | None = None,
+        env: dict[str, Any] | None = None,
     ):
         super().__init__(record if record is not None else config.record)
         self.config = config
         self.engine = engine
         self.env = env
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.stderr_tail: deque[str] = deque(maxlen=50)
         self._threads: list[threading.Thread] = []
         self._t0 = 0.0
@@ -173,7 +188,7 @@ class ProcessSource(_Buffered):
             "--config",
             self.config.to_json(),
         ]
-        self.proc = subprocess.Popen(
+        self.proc = proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -182,14 +197,22 @@ class ProcessSource(_Buffered):
             text=True,
             bufsize=1,
         )
-        for target, name in ((self._read_events, "events"), (self._read_stderr, "stderr")):
-            th = threading.Thread(target=target, name=f"mlatui-child-{name}", daemon=True)
+        if proc.stdout is None or proc.stderr is None:
+            raise RuntimeError("the engine process was started without its output pipes")
+        readers = (
+            ("events", self._read_events, (proc, proc.stdout)),
+            ("stderr", self._read_stderr, (proc.stderr,)),
+        )
+        for name, target, args in readers:
+            th = threading.Thread(
+                target=target, args=args, name=f"mlatui-child-{name}", daemon=True
+            )
             th.start()
             self._threads.append(th)
 
-    def _read_events(self) -> None:
+    def _read_events(self, proc: subprocess.Popen[str], stdout: IO[str]) -> None:
         path = Path("<child stdout>")
-        for lineno, line in enumerate(self.proc.stdout, start=1):
+        for lineno, line in enumerate(stdout, start=1):
             if not line.strip():
                 continue
             try:
@@ -200,7 +223,7 @@ class ProcessSource(_Buffered):
             if isinstance(event, RunEnd):
                 self.status = event.status
             self._emit(event)
-        code = self.proc.wait()
+        code = proc.wait()
         if not self._saw_end:
             t = time.monotonic() - self._t0
             tail = next((s for s in reversed(self.stderr_tail) if s.strip()), "")
@@ -214,15 +237,16 @@ class ProcessSource(_Buffered):
             self._emit(RunEnd(t, "error"))
             self.status = "error"
 
-    def _read_stderr(self) -> None:
-        for line in self.proc.stderr:
+    def _read_stderr(self, stderr: IO[str]) -> None:
+        for line in stderr:
             self.stderr_tail.append(line.rstrip("\n"))
 
     def stop(self, timeout_s: float = 60.0) -> None:
         proc = self.proc
         if proc is not None and proc.poll() is None:
             try:
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
             except OSError:
                 pass
             try:
@@ -239,7 +263,8 @@ class ProcessSource(_Buffered):
         if proc is not None:
             for f in (proc.stdin, proc.stdout, proc.stderr):
                 try:
-                    f.close()
+                    if f is not None:
+                        f.close()
                 except (OSError, ValueError):
                     pass
         self._close_recorder()

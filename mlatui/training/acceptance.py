@@ -30,6 +30,8 @@ from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
+
+from mlatui.models.mx_typed import as_int
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
 from mlatui.run.spec import speculative_step
@@ -56,7 +58,7 @@ class SpecResult:
 
 
 def _argmax_last(logits: mx.array) -> int:
-    return int(mx.argmax(logits[0, -1]).item())
+    return as_int(mx.argmax(logits[0, -1]))
 
 
 def greedy(model: Any, prompt: list[int], n: int) -> list[int]:
@@ -82,7 +84,8 @@ def speculate(model: Any, source: DraftSource, prompt: list[int], n: int, depth:
     source.prefill(mx.array([ctx]), h_all)
     h = None if h_all is None else h_all[:, -1:]
     last = prompt[-1]
-    res = SpecResult([], [0] * depth, [0] * depth, counts=AcceptanceCounts(depth))
+    counts = AcceptanceCounts(depth)
+    res = SpecResult([], [0] * depth, [0] * depth, counts=counts)
     while len(res.tokens) < n:
         step, h = speculative_step(model, cache, source, last, depth, h)
         a = step.accepted
@@ -90,7 +93,7 @@ def speculate(model: Any, source: DraftSource, prompt: list[int], n: int, depth:
             res.proposed[i] += 1
             res.accepted[i] += i < a
         res.tokens += list(step.emitted)
-        res.counts.add(VerifyStep(depth, a, a + 1))
+        counts.add(VerifyStep(depth, a, a + 1))
         res.rounds += 1
         res.verify_widths.append(depth + 1)
         last = step.emitted[-1]
@@ -121,8 +124,10 @@ def measure(
     t0 = time.perf_counter()
     for ids in prompts:
         r = speculate(model, source, ids, n, depth)
-        counts = counts.merged(r.counts)
-        shares.append(distinct_ngram_share(r.tokens))
+        if r.counts is not None:
+            counts = counts.merged(r.counts)
+        if (share := distinct_ngram_share(r.tokens)) is not None:
+            shares.append(share)
         if check:
             same &= r.tokens == greedy(model, ids, n)
     return {
@@ -134,14 +139,17 @@ def measure(
         "acceptance_unconditional": _rounded(counts.unconditional),
         "mean_accepted_per_verify": round(counts.mean_accepted or 0.0, 4),
         "counts": counts.to_dict(),
-        "distinct_4gram_share": round(sum(shares) / len(shares), 4),
+        "distinct_4gram_share": round(sum(shares) / len(shares), 4) if shares else None,
         "matches_plain_greedy": same if check else None,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
 
 def repetition(model: Any, prompts: list[list[int]], n: int) -> dict:
-    shares = [distinct_ngram_share(greedy(model, ids, n)) for ids in prompts]
+    found = (distinct_ngram_share(greedy(model, ids, n)) for ids in prompts)
+    shares = [s for s in found if s is not None]  # None: fewer than 4 tokens
+    if not shares:
+        return {"tokens": n, "distinct_4gram_share": None, "min": None, "per_prompt": []}
     return {
         "tokens": n,
         "distinct_4gram_share": round(sum(shares) / len(shares), 4),
@@ -239,7 +247,7 @@ def run(a: argparse.Namespace) -> dict:
         else:
             if not c.isdigit() or int(c) <= a.tokens + 16:
                 raise ValueError(f"--contexts: {c!r} is not 'prompt' or a number > tokens + 16")
-            if valid is None:
+            if valid is None or every is None:
                 valid, every = held_out_docs(a.stdlib)
             eot = tok.eos_token_id
             ids = [long_prompt(tok, eot, t, valid, every, int(c) - a.tokens) for t in texts]

@@ -24,6 +24,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 
 from mlatui.models.mlatui_mla import Model
+from mlatui.models.mx_typed import flat_arrays, load_safetensors
 
 SHARD_BYTES = 15 * 2**20  # files coming back from the device are capped at 16 MiB each
 STATE_FILE = "state.json"
@@ -80,12 +81,14 @@ def load_checkpoint(folder: Path, net: nn.Module, opt: Any) -> TrainState:
     """Restore parameters and optimizer state into `net` / `opt` (built as for a fresh run)."""
     folder = Path(folder)
     state = read_state(folder)
-    params = mx.load(str(folder / "params.safetensors"))
+    params = load_safetensors(str(folder / "params.safetensors"))
     try:
         net.load_weights(list(params.items()), strict=True)
     except ValueError as e:
         raise CheckpointError(f"{folder}: parameters do not match this run's model: {e}") from e
-    opt.state = tree_unflatten(list(mx.load(str(folder / "optimizer.safetensors")).items()))
+    opt.state = tree_unflatten(
+        list(load_safetensors(str(folder / "optimizer.safetensors")).items())
+    )
     mx.eval(net.parameters(), opt.state)
     return state
 
@@ -100,7 +103,9 @@ def mismatched(saved: dict, given: dict) -> list[str]:
 
 
 def _write_shards(folder: Path, weights: dict[str, mx.array]) -> None:
-    shards, cur, size = [], {}, 0
+    shards: list[dict[str, mx.array]] = []
+    cur: dict[str, mx.array] = {}
+    size = 0
     for k in sorted(weights):
         if cur and size + weights[k].nbytes > SHARD_BYTES:
             shards.append(cur)
@@ -121,7 +126,8 @@ def _write_shards(folder: Path, weights: dict[str, mx.array]) -> None:
 
 def mtp_weights(mtp_head: nn.Module, n_layers: int) -> dict[str, mx.array]:
     """The head's layer under the DeepSeek-V3 checkpoint prefix `model.layers.{n_layers}.`."""
-    return {f"model.layers.{n_layers}.{k}": v for k, v in tree_flatten(mtp_head.layer.parameters())}
+    flat = flat_arrays(mtp_head.layer.parameters())
+    return {f"model.layers.{n_layers}.{k}": v for k, v in flat}
 
 
 def save_folder(
@@ -142,5 +148,6 @@ def save_folder(
         config["num_nextn_predict_layers"] = 1
     _write_shards(folder, {k: v.astype(dtype) for k, v in weights.items()})
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    for f in ("tokenizer.json", "tokenizer_config.json") if tokenizer else ():
-        shutil.copy(Path(tokenizer) / f, folder / f)
+    if tokenizer is not None:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(Path(tokenizer) / f, folder / f)

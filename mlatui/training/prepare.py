@@ -14,11 +14,18 @@ import json
 import random
 import sysconfig
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from mlatui.training.corpus import build_corpus, extra_docs, sources_record, stdlib_root
+from mlatui.training.corpus import (
+    ExtraSource,
+    build_corpus,
+    extra_docs,
+    sources_record,
+    stdlib_root,
+)
 from mlatui.training.tokenizer import save_tokenizer, train_tokenizer
 
 
@@ -36,7 +43,7 @@ def prepare(
     vocab_size: int,
     seed: int,
     max_length: int,
-    extra: list[str] = (),
+    extra: Sequence[str] = (),
     site: Path | None = None,
 ) -> dict:
     """The tokenizer learns from the stdlib training files only (so it is the shipped one when no
@@ -46,7 +53,8 @@ def prepare(
     corpus = build_corpus(root, seed=seed)
     tok = train_tokenizer(corpus.train, vocab_size)
     eot = save_tokenizer(tok, out / "tokenizer", max_length)
-    train_docs, sources = list(corpus.train), []
+    train_docs = list(corpus.train)
+    sources: list[ExtraSource] = []
     if extra:
         more, sources = extra_docs(
             site or Path(sysconfig.get_paths()["purelib"]), list(extra), corpus.valid

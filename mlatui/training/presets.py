@@ -8,6 +8,7 @@ adds one dense layer of the same shape. `tiny` is for CPU checks.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from mlatui.models.mlatui_mla import ModelArgs
 
@@ -26,7 +27,9 @@ def full() -> tuple[ModelArgs, ModelArgs]:
 
 
 def tiny() -> tuple[ModelArgs, ModelArgs]:
-    small = dict(hidden_size=64, intermediate_size=128, qk_nope_head_dim=16, v_head_dim=16)
+    small: dict[str, Any] = dict(
+        hidden_size=64, intermediate_size=128, qk_nope_head_dim=16, v_head_dim=16
+    )
     return (
         ModelArgs(
             num_hidden_layers=2,

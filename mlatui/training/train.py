@@ -31,7 +31,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
-from mlx.utils import tree_flatten
+from mlatui.models.mx_typed import flat_arrays
 
 from mlatui.models.mlatui_mla import Model
 from mlatui.training.checkpoint import (
@@ -166,7 +166,7 @@ class Run:
         self.log.flush()
 
     def counts(self) -> dict:
-        n = {k: sum(v.size for _, v in tree_flatten(getattr(self.net, k).parameters()))
+        n = {k: sum(v.size for _, v in flat_arrays(getattr(self.net, k).parameters()))
              for k in ("target", "draft", "mtp") if k in self.net}  # fmt: skip
         return {f"{k}_params": v for k, v in n.items()}
 
@@ -183,7 +183,7 @@ class Run:
 
     def save(self, tag: str) -> float:
         t0 = time.perf_counter()
-        self.state.rng = self.rng.bit_generator.state
+        self.state.rng = dict(self.rng.bit_generator.state)
         nbytes = save_checkpoint(self.ckpt, self.net, self.opt, self.state)
         tok = None if self.a.no_tokenizer else self.a.data / "tokenizer"
         mtp = self.net.mtp if self.net.has_mtp else None
@@ -202,7 +202,7 @@ def train(a: argparse.Namespace) -> int:
         r.emit({"event": "already_done", "step": st.step})
         return 0
     r.emit({"event": "resume" if a.resume else "start", "step": st.step, "call": st.calls,
-            "device": str(mx.default_device()), "mlx": mx.__version__, **r.counts(),
+            "device": str(mx.default_device()), "mlx": getattr(mx, "__version__", "?"), **r.counts(),
             "args": {k: str(v) for k, v in vars(a).items()}, "corpus": r.info})  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: setattr(r, "stop_signal", True))
 

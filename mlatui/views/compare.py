@@ -147,10 +147,10 @@ class Row:
 
     @property
     def ratio_range(self) -> tuple[float, float] | None:
-        a, b = self.a, self.b
-        if not (a.has_ci and b.has_ci) or a.low <= 0 or b.low < 0:
+        a, b = self.a.bounds, self.b.bounds
+        if a is None or b is None or a[0] <= 0 or b[0] < 0:
             return None
-        return b.low / a.high, b.high / a.low
+        return b[0] / a[1], b[1] / a[0]
 
     @property
     def differs(self) -> bool:
@@ -193,8 +193,11 @@ class Comparison:
 SWEEP = (Quantity.MARGINAL_MS, Quantity.STEP_MS, Quantity.RATIO)
 
 
-def _keyed(state: DashboardState) -> dict[tuple, tuple[Cell, Check]]:
-    out = {}
+Key = tuple[Quantity, int, int, str]  # quantity, context, width, arm
+
+
+def _keyed(state: DashboardState) -> dict[Key, tuple[Cell, Check]]:
+    out: dict[Key, tuple[Cell, Check]] = {}
     for cell in [*latest_sweep_cells(state), *decode_cells(state)]:
         if cell.quantity in SECTIONS:
             key = (cell.quantity, cell.context, cell.width, cell.arm, cell.draft_kind)

@@ -8,6 +8,8 @@ second query, and one table per phase (sweep and tune/decode never share a table
 
 from __future__ import annotations
 
+from typing import Any
+
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
@@ -85,7 +87,7 @@ def _marginal_table(state: DashboardState) -> str:
         for context in sorted({c for c, _, _ in marg}):
             s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
             times = f"{s.ci.median / p.ci.median:.2g}×" if s and p and p.ci.median > 0 else "–"
-            cells = [context, ci_text(s and s.ci), ci_text(p and p.ci), times]
+            cells = [context, ci_text(s.ci if s else None), ci_text(p.ci if p else None), times]
             c = check(state, phase, context)
             rows.append(([phase] if len(phases) > 1 else []) + cells + [f"{c.mark} {c}"])
     head = ["context", "stock Δ2 ms [95% CI]", "patched Δ2 ms [95% CI]", "stock / patched"]
@@ -105,9 +107,9 @@ def _sweep_table(state: DashboardState, phase: str) -> str:
             [
                 context,
                 width,
-                ci_text(s and s.ci),
-                ci_text(p and p.ci),
-                ci_text(r and r.ci, "×"),
+                ci_text(s.ci if s else None),
+                ci_text(p.ci if p else None),
+                ci_text(r.ci if r else None, "×"),
                 rounds or "–",
                 f"{c.mark} {c}",
             ]
@@ -222,7 +224,8 @@ def csv_rows(state: DashboardState) -> list[dict]:
     rows.append({"table": "meta", "quantity": "status", "text": _status(state)})
     rows.append({"table": "verdict", "text": verdict_line(state)})
     for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
-        base = {"table": "l1_check", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
+        base: dict[str, Any] = {"table": "l1_check", "phase": phase}
+        base["kind"] = state.phase_kinds.get(phase, "")
         base |= {"context": context, "width": 1, "check": v.verdict, "rounds": v.rounds or ""}
         for arm, ms in zip(ARMS, (v.stock_l1_ms, v.patched_l1_ms), strict=True):
             rows.append(base | {"arm": arm, "quantity": "step_ms", "median": sig(ms, 4)})
@@ -258,8 +261,9 @@ def csv_rows(state: DashboardState) -> list[dict]:
                 }
                 check = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
                 rows.append(row | {"check": check})
-    for r in state.decode_results:
-        if r.warnings:
+    for result in state.decode_results:
+        if result.warnings:
+            phase = result.phase
             rows.append(
                 {"table": "decode", "phase": r.phase, "kind": state.phase_kinds.get(r.phase, "")}
                 | {"context": r.context, "width": r.depth, "arm": r.arm, "quantity": "warnings"}

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 
 def fmt(v: Any, digits: int = 2) -> str:
@@ -47,11 +47,13 @@ def table(
 
 
 def csv_text(
-    fields: Sequence[str], rows: Iterable[Mapping[str, Any]], extras: str = "ignore"
+    fields: Sequence[str],
+    rows: Iterable[Mapping[str, Any]],
+    extras: Literal["ignore", "raise"] = "ignore",
 ) -> str:
     """CSV with a header line; keys not in `fields` are dropped ("ignore") or refused ("raise")."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction=extras, lineterminator="\n", restval="")  # type: ignore[arg-type]
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction=extras, lineterminator="\n", restval="")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
@@ -65,3 +67,12 @@ def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
 def check(row: dict) -> str:
     outcome = row.get("outcome") or ("valid" if row.get("valid") else "invalid")
     return "ok" if outcome == "valid" else outcome.upper()
+
+
+def env_line(env: Mapping[str, Any]) -> str:
+    """The machine and versions of a record's `env` (measure.records.environment), in one line."""
+    return (
+        f"{env.get('device_name')} ({env.get('backend')}, blas: {env.get('blas')}), "
+        f"mlx {env.get('mlx')}, mlx-lm {env.get('mlx_lm')}, mlatui {env.get('mlatui')}, "
+        f"python {env.get('python')}"
+    )

@@ -7,7 +7,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mlatui.stream.events import ARMS, DriftEvent, Event, PhaseSummary, RunEnd, RunHeader, Validity
+from mlatui.stream.events import (
+    ARMS,
+    DriftEvent,
+    Event,
+    PhaseStart,
+    PhaseSummary,
+    RunEnd,
+    RunHeader,
+    Validity,
+)
 from mlatui.views.dashboard_decode import kind_of_label
 from mlatui.views.mdtable import csv_text
 from mlatui.views.report_decode import decode_table
@@ -83,7 +92,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
         if s.verdict:
             parts += ["", f"Verdict: {s.verdict}"]
         parts.append("")
-    kinds = {e.phase: e.kind for e in events if e.type == "phase_start"}
+    kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
     checks = [e for e in events if isinstance(e, Validity) and kinds.get(e.phase) != "indexer"]
     if checks:  # the indexer's S = 1 checks are in its own table
         parts += ["## L = 1 validity check", "", validity_table(checks), ""]
@@ -187,7 +196,7 @@ def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
 
     h = _header(events)
     base = (run_seed(h) if h else None) or 0
-    kinds = {e.phase: e.kind for e in events if e.type == "phase_start"}
+    kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
     steps: dict[tuple[str, int], list[Timing]] = {}
     for e in events:
         if isinstance(e, Step) and kinds.get(e.phase) == "sweep":

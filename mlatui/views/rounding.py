@@ -28,13 +28,20 @@ class Ci:
     high: float | None = None
 
     @property
+    def bounds(self) -> tuple[float, float] | None:
+        """(low, high) when there is a CI of positive width."""
+        if self.low is None or self.high is None or not self.high > self.low:
+            return None
+        return self.low, self.high
+
+    @property
     def has_ci(self) -> bool:
-        return self.low is not None and self.high is not None and self.high > self.low
+        return self.bounds is not None
 
     @property
     def decimals(self) -> int:
-        if self.has_ci:
-            return _sig_decimals((self.high - self.low) / 2, 2)
+        if (b := self.bounds) is not None:
+            return _sig_decimals((b[1] - b[0]) / 2, 2)
         return _sig_decimals(self.median, 3)
 
     def fmt(self, x: float | None) -> str:
@@ -53,9 +60,10 @@ class Ci:
 
     def disjoint(self, other: Ci) -> bool:
         """The two CIs do not overlap (False when either has none)."""
-        if not (self.has_ci and other.has_ci):
+        mine, theirs = self.bounds, other.bounds
+        if mine is None or theirs is None:
             return False
-        return self.high < other.low or other.high < self.low
+        return mine[1] < theirs[0] or theirs[1] < mine[0]
 
 
 def ci_text(ci: Ci | None, unit: str = "") -> str:

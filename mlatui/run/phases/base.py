@@ -157,7 +157,7 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
         length = source.call(lambda a: fill_random_latents(a, len(tokens), seed))
     else:
         length = source.call(lambda a: prefill(a, tokens))
-    base = source.arm.cache
+    base = source.arm.caches
     hidden, source.arm.hidden = source.arm.hidden, None
 
     def take(a: Arm) -> None:
@@ -187,7 +187,7 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
         mx.eval(logits)
         ms = (time.perf_counter_ns() - start) / 1e6
         after = arm.counters.total()
-        trim_prompt_cache(arm.cache, len(tokens))
+        trim_prompt_cache(arm.caches, len(tokens))
         return ms, after[0] - before[0], after[1] - before[1]
 
     return run
@@ -205,7 +205,8 @@ def validity(
     such as the indexer phase's, which leaves out only its own figures)."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
-    one = {arm: estimates.step_ms.get((arm, estimates.control_width)) for arm in ARMS}
+    width = estimates.control_width
+    one = {arm: estimates.step_ms.get((arm, width)) if width is not None else None for arm in ARMS}
     v = Validity(
         ctx.now(),
         phase,
@@ -339,6 +340,6 @@ def sample_steps(
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
     )
-    emitter(run.estimates, final=True)
+    emitter(run.final, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)
     return run

@@ -90,7 +90,7 @@ def _verify_ms(
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
     run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
-    return run.estimates
+    return run.final
 
 
 def decode_validity(

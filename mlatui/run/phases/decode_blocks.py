@@ -3,6 +3,8 @@ through mlx-lm's runtime (or the MTP loop), its acceptance is counted and its bl
 
 from __future__ import annotations
 
+import functools
+
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
 
@@ -80,7 +82,7 @@ class BlockRunner:
             self.blocks_in_round = {}
             for name in ARMS:
                 s = self.streams[name]
-                self.ctx.workers[name].call(lambda a, s=s: rewind(a, s))
+                self.ctx.workers[name].call(functools.partial(rewind, s=s))
         result = self._block(arm, width)
         # ranks that emitted different tokens would issue different collectives next
         self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")

@@ -15,6 +15,7 @@ their verdicts).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -25,6 +26,7 @@ from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
 from mlatui.measure.plans import plan_for
 from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.run.arms import Arm
 from mlatui.run.phases.base import (
     EstimateEmitter,
     ProgressTracker,
@@ -51,13 +53,19 @@ def part_phase(phase: Phase, part: str) -> str:
     return f"{phase.name}:{PART_TAGS[part]}"
 
 
+def _output(_: Arm, s: ArmSite, part: str, width: int) -> np.ndarray:
+    """`output` as an arm's worker runs it (the site already holds that arm's layer)."""
+    return output(s, part, width)
+
+
 def _parity(ctx: RunContext, sites: dict[str, ArmSite], part: str, widths) -> dict[int, float]:
     """Per width: the selections' share of identical rows (indexer) or max |stock - patched|
     over max |stock| (layer)."""
     out = {}
     for w in widths:
         a, b = (
-            ctx.workers[arm].call(lambda _, s=sites[arm], w=w: output(s, part, w)) for arm in sites
+            ctx.workers[arm].call(functools.partial(_output, s=sites[arm], part=part, width=w))
+            for arm in sites
         )
         if part == "indexer":
             out[w] = float(np.mean(np.all(a == b, axis=-1)))
@@ -114,7 +122,7 @@ def _measure_part(
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
     )
-    emitter(run.estimates, final=True)
+    emitter(run.final, final=True)
     return PartRun(part, context, run, pool, {}), parity
 
 
@@ -197,7 +205,9 @@ def run_indexer_phase(ctx: RunContext, phase: Phase, index: int, total_phases: i
         length = share_context(ctx, ctx.tokens_for(context))
         seed = stable_seed(ctx.seed, phase.name, length)
         arm_sites = {
-            arm: ctx.workers[arm].call(lambda a, seed=seed: prepare(a, site, widths, seed))
+            arm: ctx.workers[arm].call(
+                functools.partial(prepare, site=site, widths=widths, seed=seed)
+            )
             for arm in ("stock", "patched")
         }
         for part in PART_TAGS:

@@ -102,7 +102,7 @@ class ArmSite:
 
 def prepare(arm: Arm, site: SparseSite, widths: tuple[int, ...], seed: int) -> ArmSite:
     attn = arm.model.layers[site.layer].self_attn
-    cache = arm.cache[site.layer]
+    cache = arm.caches[site.layer]
     index = cache.index
     if index.pool_length != cache.offset:  # e.g. a random-latents fill has no pool yet
         index.refresh_pool(attn.indexer.kpool, 0, False, attn.indexer.compress_ape)
