@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 
 from textual.app import SystemCommand
 from textual.binding import Binding
@@ -11,6 +12,7 @@ from textual.screen import Screen
 
 from mlatui.stream.sources import ReplaySource
 from widgets.help import HelpScreen, binding_rows, save_screenshot
+from widgets.host import DashboardHost
 from widgets.messages import Exported
 from widgets.pages import PAGES
 from widgets.panes import ExplainPane, HeaderPane
@@ -20,7 +22,7 @@ THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
 SPEED = Binding.Group("speed", compact=True)
 SEEK = Binding.Group("seek", compact=True)
 
-KEY_BINDINGS = [
+KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("p", "toggle_pause", "pause", id="pause"),
     Binding("space", "step", "step", id="step"),
     Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster", group=SPEED),
@@ -57,7 +59,7 @@ KEY_BINDINGS = [
 ]
 
 
-class ControlsMixin:
+class ControlsMixin(DashboardHost):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in REPLAY_ONLY and not isinstance(self.source, ReplaySource):
             return False
@@ -136,8 +138,8 @@ class ControlsMixin:
     def on_exported(self, message: Exported) -> None:
         self.notify("\n".join(message.paths), title="summary exported")
 
-    def action_screenshot(self) -> None:
-        save_screenshot(self, self.out_dir)
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        save_screenshot(self, Path(path) if path else self.out_dir, filename)
 
     def action_next_theme(self) -> None:
         themes = [t for t in THEMES if t in self.available_themes]

@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tab, Tabs
 
+from widgets.host import DashboardHost
 from widgets.keybar import KeyFooter
 from widgets.panes import (
     ArmPane,
@@ -21,7 +22,7 @@ PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", 
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
 
 
-class PagesMixin:
+class PagesMixin(DashboardHost):
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")
         if self.mode == "demo":

@@ -88,7 +88,7 @@ def indexer_part(
     base = IndexerCache()
     base.fill(keys, gates, max(widths) + 256)
     del keys, gates
-    ix.mode = "patched"
+    ix.mode = IndexerMode.PATCHED
     first = ix(*_inputs(config, 1, dtype, seed), base)  # builds the pool once
     mx.eval(first, base.keys, base.gates, base.pooled)
     rewind(base, base, context)

@@ -23,7 +23,7 @@ def int_list(where: str, key: str, value: Any, minimum: int = 1) -> tuple[int, .
     return tuple(value)
 
 
-def check_keys(where: str, table: dict, allowed: tuple[str, ...]) -> None:
+def check_keys(where: str, table: dict[str, Any], allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
             raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")

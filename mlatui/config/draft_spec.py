@@ -29,7 +29,9 @@ LISTABLE_SOURCES = (DraftSource.MTP, DraftSource.DRAFT_MODEL)
 class DraftSpec:
     source: DraftSource = DraftSource.AUTO
     path: str | None = None
-    config: dict = field(default_factory=dict)  # random-weight draft model config
+    config: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # random-weight draft model config
     acceptance: float = 0.7  # synthetic draft only
     sources: tuple[DraftSource, ...] = ()  # `sources = [...]`: several kinds, each measured
 
@@ -39,7 +41,7 @@ class DraftSpec:
         return self.sources or (self.source,)
 
 
-def parse_draft(where: str, raw: dict) -> DraftSpec:
+def parse_draft(where: str, raw: dict[str, Any]) -> DraftSpec:
     check_keys(where, raw, ("source", "sources", "path", "config", "acceptance"))
     sources = _draft_sources(where, raw)
     dsource = sources[0].value if sources else raw.get("source", "auto")
@@ -59,7 +61,7 @@ def parse_draft(where: str, raw: dict) -> DraftSpec:
     )
 
 
-def _draft_sources(where: str, raw: dict) -> tuple[DraftSource, ...]:
+def _draft_sources(where: str, raw: dict[str, Any]) -> tuple[DraftSource, ...]:
     """`sources = ["mtp", "draft-model"]`: several draft kinds, each measured at every depth."""
     if "sources" not in raw:
         return ()

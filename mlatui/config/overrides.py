@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mlatui.config.scenario import Scenario, ScenarioError
+from typing import Any
+
+from mlatui.config.checks import ScenarioError
+from mlatui.config.scenario import Scenario
 
 
-def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
+def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
     """Quick runs: override reps/warmup/tokens/contexts of every phase (tests, --quick)."""
     if not overrides:
         return scenario
@@ -22,7 +25,7 @@ def apply_overrides(scenario: Scenario, overrides: dict) -> Scenario:
     for p in scenario.phases:
         if only and p.name not in only:
             continue
-        changes = {
+        changes: dict[str, Any] = {
             k: (tuple(v) if isinstance(v, list) else v)
             for k, v in overrides.items()
             if hasattr(p, k)

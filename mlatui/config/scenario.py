@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlatui.config.checks import ScenarioError, check_keys, int_list
+from mlatui.config.checks import ScenarioError as ScenarioError  # raised by load_scenario
+from mlatui.config.checks import check_keys, int_list
 from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
 from mlatui.config.gate_settings import IndexerMode, Threshold
 

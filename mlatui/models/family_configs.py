@@ -147,7 +147,7 @@ GLM5_FULL = dict(
     **mla(n=192, v=256, heads=64, q=2048),
 )
 
-KIMI_LINEAR_TINY = dict(
+KIMI_LINEAR_TINY: dict[str, Any] = dict(
     model_type="kimi_linear",
     vocab_size=VOCAB_TINY,
     hidden_size=64,

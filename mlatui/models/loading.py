@@ -316,9 +316,10 @@ def _load_draft(
             target.drafts = (Draft(DraftKind.MTP), target.draft)
         return
     if spec.sources:
-        spec = _several(spec, target, seed, watch, prepare)
-        if spec is None:
+        rest = _several(spec, target, seed, watch, prepare)
+        if rest is None:
             return
+        spec = rest
     if target.random_weights and spec.source in (DraftSource.AUTO, DraftSource.MTP):
         spec = DraftSpec(
             DraftSource.SYNTHETIC, None, spec.config, spec.acceptance

@@ -156,17 +156,17 @@ def run_block(
     if draft is not None and track is not None:
         _catch_up_draft(arm, s, draft, track)
     if draft is None or track is None:
-        result = plain_block(arm.model, arm.cache, s.tokens[-1], n, sampling)
+        result = plain_block(arm.model, arm.caches, s.tokens[-1], n, sampling)
     elif isinstance(draft, MTPDraft):
         result, track.hidden = mtp_block(
-            arm.model, arm.cache, draft, s.tokens[-1], track.hidden, depth, n, sampling, s.rng
+            arm.model, arm.caches, draft, s.tokens[-1], track.hidden, depth, n, sampling, s.rng
         )
     else:
         synthetic = isinstance(draft, SyntheticDraft)
         result = draft_model_block(
             arm.model,
             draft.model,
-            arm.cache,
+            arm.caches,
             draft.cache,
             s.tokens[-1],
             depth,
@@ -177,8 +177,8 @@ def run_block(
     expected = before + len(result.tokens)
     extra = cache_len(arm.caches) - expected  # the last token was fed by the final step
     if extra > 0:
-        trim_prompt_cache(arm.cache, extra)
-    if track is not None and not isinstance(draft, MTPDraft):
+        trim_prompt_cache(arm.caches, extra)
+    if track is not None and draft is not None and not isinstance(draft, MTPDraft):
         have = cache_len(draft.cache)
         if have > expected:
             trim_prompt_cache(draft.cache, have - expected)

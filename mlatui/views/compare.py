@@ -193,7 +193,7 @@ class Comparison:
 SWEEP = (Quantity.MARGINAL_MS, Quantity.STEP_MS, Quantity.RATIO)
 
 
-Key = tuple[Quantity, int, int, str]  # quantity, context, width, arm
+Key = tuple[Quantity, int, int, str, str]  # quantity, context, width, arm, draft kind
 
 
 def _keyed(state: DashboardState) -> dict[Key, tuple[Cell, Check]]:

@@ -11,6 +11,7 @@ from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
 from mlatui.views.dashboard_views import ArmView
+from mlatui.views.step_series import StepSeries
 
 
 def kind_of_label(label: str) -> str:
@@ -28,6 +29,7 @@ class DecodeFold:
     context: int | None
     changed: set[str]
     log: deque
+    steps: StepSeries
 
     def _arm(self, name: str) -> ArmView:
         raise NotImplementedError

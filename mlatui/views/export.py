@@ -265,9 +265,10 @@ def csv_rows(state: DashboardState) -> list[dict]:
         if result.warnings:
             phase = result.phase
             rows.append(
-                {"table": "decode", "phase": r.phase, "kind": state.phase_kinds.get(r.phase, "")}
-                | {"context": r.context, "width": r.depth, "arm": r.arm, "quantity": "warnings"}
-                | {"text": "; ".join(r.warnings), "draft": r.draft_kind}
+                {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
+                | {"context": result.context, "width": result.depth, "arm": result.arm}
+                | {"quantity": "warnings", "text": "; ".join(result.warnings)}
+                | {"draft": result.draft_kind}
             )
     return rows
 

@@ -175,7 +175,9 @@ def _results(
             if ms is None:
                 continue
             flat = est.vs_l1.get((arm, width))
-            speedup = (1.0, 1.0, 1.0) if depth == 0 else None
+            speedup: tuple[float, float, float | None] | None = (
+                (1.0, 1.0, 1.0) if depth == 0 else None
+            )
             if flat is not None and flat.median > 0:
                 speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
             counts = runner.counts.get((arm, st))
@@ -289,8 +291,8 @@ def decode_context(
                 "their acceptance may differ for reasons unrelated to the gate",
             )
         )
-    v = decode_validity(ctx, phase, length, verify, run.estimates)
-    return _results(ctx, phase, length, run.estimates, runner, verify, v.valid, v.verdict)
+    v = decode_validity(ctx, phase, length, verify, run.final)
+    return _results(ctx, phase, length, run.final, runner, verify, v.valid, v.verdict)
 
 
 def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:

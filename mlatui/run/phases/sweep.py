@@ -42,15 +42,15 @@ def _sweep_context(
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
-    require_trimmable(stock.cache, stock.model_name, "a sweep")
+    require_trimmable(stock.caches, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
-    v = validity(ctx, phase.name, length, run.estimates)
+    v = validity(ctx, phase.name, length, run.final)
     return sweep_rows(length, run, v)
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
     """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
-    est = run.estimates
+    est = run.final
     samples: dict[tuple[str, int], list[float]] = {}
     for t in run.timings:
         samples.setdefault((t.arm, t.width), []).append(t.ms)
