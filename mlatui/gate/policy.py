@@ -76,16 +76,21 @@ class GatePolicy:
         return 1
 
 
-class FormulaPolicy(GatePolicy):
+class LimitPolicy(GatePolicy):
+    """Absorbed at L = 1 and up to `limit(geometry, T)` queries: the formula's and the
+    calibration's gate (they differ only in where the limit comes from)."""
+
+    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
+        return length == 1 or length <= self.limit(geometry, cache_len)
+
+
+class FormulaPolicy(LimitPolicy):
     name = "formula"
 
     def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
         return max_absorbed_queries(
             geometry.kv_lora_rank, geometry.qk_nope_head_dim, geometry.v_head_dim, cache_len
         )
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length == 1 or length <= self.limit(geometry, cache_len)
 
 
 class FixedPolicy(GatePolicy):
@@ -123,7 +128,7 @@ def stored_crossovers(geometry: Geometry) -> Crossovers | None:
     return load_crossovers(geometry)
 
 
-class CalibratedPolicy(GatePolicy):
+class CalibratedPolicy(LimitPolicy):
     """Measured crossovers per geometry, read from the calibration store once per geometry when a
     layer binds; at cache length T, the one measured at the largest context <= T. A geometry
     with no stored calibration (or T below every measured context) uses the formula."""
@@ -160,9 +165,6 @@ class CalibratedPolicy(GatePolicy):
             return table[max(table)]
         below = [t for t in table if t <= cache_len]
         return table[max(below)] if below else self.fallback.limit(geometry, cache_len)
-
-    def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
-        return length == 1 or length <= self.limit(geometry, cache_len)
 
 
 STOCK_POLICY = GatePolicy()

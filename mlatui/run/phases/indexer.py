@@ -44,7 +44,7 @@ from mlatui.run.phases.indexer_sites import (
     sparse_sites,
     step,
 )
-from mlatui.stream.events import LogMessage, PhaseSummary, Step
+from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
 
@@ -208,7 +208,7 @@ def run_indexer_phase(ctx: RunContext, phase: Phase, index: int, total_phases: i
             arm: ctx.workers[arm].call(
                 functools.partial(prepare, site=site, widths=widths, seed=seed)
             )
-            for arm in ("stock", "patched")
+            for arm in ARMS
         }
         for part in PART_TAGS:
             ctx.check_stop()
