@@ -80,10 +80,10 @@ class ScrollPane(_Section, VerticalScroll):
         self._update()
 
     def _update(self) -> None:
-        body = self.query(".body").first(Static) if self.query(".body") else None
-        if body is None:  # a tick between mounting and composing: on_mount redraws
+        bodies = self.query(".body")
+        if not bodies:  # a tick between mounting and composing: on_mount redraws
             return
-        body.update(self.content())
+        bodies.first(Static).update(self.content())
         if self.follow and self._pinned:
             self.call_after_refresh(self.scroll_end, animate=False)
 
