@@ -119,9 +119,14 @@ def test_a_stop_during_loading_leaves_a_header_and_says_so():
     from mlatui.run.engine import run
 
     stop = threading.Event()
-    stop.set()  # the signal arrived while the model was loading
     events = []
-    status = run(RunConfig(scenario=str(TINY), random_weights=True), events.append, stop)
+
+    def sink(e):  # the signal arrives while the model is loading: as soon as loading starts
+        events.append(e)
+        if e.type == "load_start":
+            stop.set()
+
+    status = run(RunConfig(scenario=str(TINY), random_weights=True), sink, stop)
     assert status == "interrupted"
     # the loading phase came first (its events precede the header in the stream)
     kinds = [e.type for e in events]
