@@ -198,3 +198,42 @@ def test_a_missing_sample_never_pairs_samples_of_different_quads():
     est = estimate_context(timings)
     assert est.ratio[1].n == run.estimates.ratio[1].n - 1
     assert abs(est.ratio[1].median - 1.05) < 1e-9 and est.ratio[1].low == est.ratio[1].high
+
+
+@pytest.mark.parametrize("setting, paused_inside", [("", True), ("keep", False)])
+def test_timed_calls_run_with_the_collector_paused(monkeypatch, setting, paused_inside):
+    import gc
+
+    monkeypatch.setenv("MLATUI_TIMED_GC", setting)
+    inside, between = [], []
+    dev = Device(noise=0.0)
+
+    def measure(arm, width):
+        inside.append(gc.isenabled())
+        return dev.measure(arm, width)
+
+    assert gc.isenabled()
+    plan = SamplerPlan((1, 2), min_rounds=2, max_rounds=2)
+    sample_context(plan, measure, warm=lambda a, w: between.append(gc.isenabled()))
+    assert inside and set(inside) == {not paused_inside}
+    assert between and all(between)  # untimed calls (warm-up, settle) collect as usual
+    assert gc.isenabled()  # restored
+
+
+def test_gc_pause_nests_and_restores_only_what_it_changed():
+    import gc
+
+    from mlatui.measure.timing import gc_paused
+
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer block still holds it
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: left off
+    finally:
+        gc.enable()

@@ -8,7 +8,9 @@ never timed. Estimates come from each round's own samples (see `mlatui.measure.e
 change between rounds moves both arms together and cancels in the paired figures.
 
 Nothing here imports mlx: `measure(arm, width)` is the caller's timed step (it runs the forward on
-the arm's thread, syncs, and returns plain milliseconds).
+the arm's thread, syncs, and returns plain milliseconds). Every timed call runs with Python's
+cyclic garbage collector paused (`MLATUI_TIMED_GC=keep` leaves it on), so a collection never lands
+inside one arm's sample; it runs in the untimed calls between samples.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mlatui.measure.estimates import (
     control_ratio,
     estimate_context,
 )
+from mlatui.measure.timing import gc_paused, timed_gc_paused
 from mlatui.stream.events import ARMS
 
 
@@ -152,6 +155,7 @@ def sample_context(
                 check_stop()
                 warm_step(arm, width)
     settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
+    pause_gc = timed_gc_paused()
     while True:
         schedule = round_schedule(
             plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
@@ -162,7 +166,8 @@ def sample_context(
                 for other in (a for a in plan.arms if a != arm):
                     warm_step(other, settle_width)
                 warm_step(arm, settle_width)
-            ms = measure(arm, width)
+            with gc_paused(pause_gc):
+                ms = measure(arm, width)
             timing = Timing(run.rounds, width, arm, ms, clock())
             run.timings.append(timing)
             on_timing(timing)
