@@ -10,6 +10,8 @@
 #   The setting with the smallest L = 1 spread is written to /tmp/best.env for the later calls.
 # aa: the A/A of issue 9's bar (2K/8K/16K, widths 1-4) under /tmp/best.env.
 # parity: decode-parity at 2K, 32 rounds, under /tmp/best.env.
+# aa-keep N / aa-pause N: the aa run with the collector left on / paused (a second session, after
+#   the first aa run: keep 1, pause 1, keep 2 to compare the settings in one sitting).
 set -u
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
 TARBALL=h200-14-$1.tgz FILL="--fill random-latents"
@@ -42,6 +44,9 @@ PY
 aa)
   source /tmp/best.env 2>/dev/null; echo "env: $(cat /tmp/best.env 2>/dev/null)"
   run aa 560 --null --contexts 2048,8192,16384 --widths 1,2,3,4 --reps 16 --max-rounds 24 ;;
+aa-keep|aa-pause)  # the same A/A with the collector left on / paused (the second device session)
+  unset MLATUI_TIMED_GC; [ $1 = aa-keep ] && export MLATUI_TIMED_GC=keep
+  run $1-${2:-1} 560 --null --contexts 2048,8192,16384 --widths 1,2,3,4 --reps 16 --max-rounds 24 ;;
 parity)
   source /tmp/best.env 2>/dev/null; echo "env: $(cat /tmp/best.env 2>/dev/null)"
   timeout 300 python3 -m mlatui bench decode-parity $S --random-weights --context 2048 --tokens 16 \
