@@ -11,12 +11,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 4  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 5  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
+# 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
 ARMS = ("stock", "patched")
+
+
+class Basis(StrEnum):
+    """What decided a context's L = 1 check: its own quads, or the check pooled over every
+    context of the run (`PooledValidity`), which can only make an inconclusive context valid."""
+
+    OWN = "own"
+    POOLED = "pooled"
 
 
 @dataclass(frozen=True)
@@ -274,10 +284,49 @@ class Validity(Event):
     ratio_low: float | None = None  # its 95% bootstrap CI
     ratio_high: float | None = None
     rounds: int = 0
+    # own: decided by this context's quads (the ratio above); pooled: its own check was
+    # inconclusive with a CI containing 1.00 and the run's pooled check (PooledValidity of the
+    # same phase, emitted just before) was valid. A pooled Validity replaces the context's own one.
+    basis: Basis = Basis.OWN
 
     @property
     def verdict(self) -> str:
         return self.outcome or ("valid" if self.valid else "invalid")
+
+    @property
+    def pooled(self) -> bool:
+        return self.basis is Basis.POOLED
+
+
+@dataclass(frozen=True)
+class PooledValidity(Event):
+    """The L = 1 check pooled over the run's contexts, made when a phase's contexts are all
+    measured: at L = 1 both arms take the same branch at every context, so "the patched arm's
+    L = 1 step costs the same as stock's" is one hypothesis, and every context's L = 1 quads
+    (every phase's so far) are evidence for it. The same estimator as a context's own check,
+    with a bootstrap stratified by context; the same three outcomes and tolerance.
+    `decided`: this phase's inconclusive contexts it made valid (their own CI contained 1.00);
+    `undecided`: this phase's inconclusive contexts it left inconclusive."""
+
+    type: ClassVar[str] = "pooled_validity"
+    t: float
+    phase: str
+    contexts: tuple[int, ...]  # every context whose L = 1 quads are in it
+    rounds: int  # summed over the contexts
+    quads: int
+    ratio: float  # paired stock/patched at L = 1
+    ratio_low: float  # its 95% CI
+    ratio_high: float
+    tolerance_pct: float
+    outcome: str  # valid | invalid | inconclusive
+    estimator: str
+    ci_method: str
+    decided: tuple[int, ...] = ()
+    undecided: tuple[int, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return self.outcome == "valid"
 
 
 @dataclass(frozen=True)
@@ -364,6 +413,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         DecodeResult,
         MemorySample,
         Validity,
+        PooledValidity,
         Estimate,
         DriftEvent,
         PhaseSummary,
