@@ -284,9 +284,8 @@ class Validity(Event):
     ratio_low: float | None = None  # its 95% bootstrap CI
     ratio_high: float | None = None
     rounds: int = 0
-    # own: decided by this context's quads (the ratio above); pooled: its own check was
-    # inconclusive with a CI containing 1.00 and the run's pooled check (PooledValidity of the
-    # same phase, emitted just before) was valid. A pooled Validity replaces the context's own one.
+    # pooled: inconclusive on its own quads (the ratio above, CI containing 1.00), made valid by
+    # the PooledValidity just before it; it replaces the context's own Validity
     basis: Basis = Basis.OWN
 
     @property
@@ -300,13 +299,9 @@ class Validity(Event):
 
 @dataclass(frozen=True)
 class PooledValidity(Event):
-    """The L = 1 check pooled over the run's contexts, made when a phase's contexts are all
-    measured: at L = 1 both arms take the same branch at every context, so "the patched arm's
-    L = 1 step costs the same as stock's" is one hypothesis, and every context's L = 1 quads
-    (every phase's so far) are evidence for it. The same estimator as a context's own check,
-    with a bootstrap stratified by context; the same three outcomes and tolerance.
-    `decided`: this phase's inconclusive contexts it made valid (their own CI contained 1.00);
-    `undecided`: this phase's inconclusive contexts it left inconclusive."""
+    """The L = 1 check over every context's L = 1 quads so far (mlatui.measure.pooled), made
+    when a phase's contexts are all measured. `decided`: the phase's inconclusive contexts it
+    made valid (own CI containing 1.00); `undecided`: those it left inconclusive."""
 
     type: ClassVar[str] = "pooled_validity"
     t: float
