@@ -251,10 +251,10 @@ def _estimates(outcome, median, low, high, rounds=6):
 
 
 def _validity_ctx():
-    from types import SimpleNamespace
+    from mlatui.run.phases.base import RunContext
 
     events = []
-    ctx = SimpleNamespace(now=lambda: 0.0, emit=events.append, invalid_contexts=set(), l1_runs={})
+    ctx = RunContext({}, events.append, None, 0, lambda n: [], 16)
     return ctx, events
 
 

@@ -198,3 +198,38 @@ def test_observer_bench_counts_verify_shaped_forwards():
     got = verify_samples(evts)
     widths_ge2 = sum(1 for e in evts if e.type == "step" and e.width >= 2 and e.arm == "stock")
     assert len(got["stock"]) == widths_ge2 + 10  # plus the 10 speculative verify steps
+
+
+def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
+    from dataclasses import replace
+
+    from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
+    from widgets.help import LEGEND
+
+    own = Validity(1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", 0.99, 0.985, 0.995, 6)
+    alone = Validity(1.0, "sweep", 2048, 20.0, 20.0, 0.4, 2.0, False, "inconclusive", 1.004, 0.97, 1.04, 6)  # fmt: skip
+    pooled = PooledValidity(
+        2.0, "sweep", (1024, 2048), 12, 36, 1.001, 0.992, 1.009, 2.0, "valid", "e", "c", (2048,)
+    )
+    decided = replace(alone, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED)
+    header = [ui_events.header(), PhaseStart(0.5, "sweep", "sweep", 0, 1, 10)]
+    before = state_of([*header, own, alone])
+    after = state_of([*header, own, alone, pooled, decided])
+    text = r.validity_text(after, 80)
+    rows = {line.split()[1]: line for line in text.plain.splitlines()[2:]}
+    assert "✓ -1.0%" in rows["1K"] and "✓p" not in rows["1K"]
+    assert "✓p +0.4%" in rows["2K"]
+    assert "? +0.4%" in r.validity_text(before, 80).plain
+    summary = r.validity_summary(after).plain
+    assert summary == (
+        "✓ every checked context valid (±2%) · ✓p 2K by the pooled check 1.001 [0.992, 1.009]"
+    )
+    # the pooled mark has its own colour, never the plain valid green
+    styles = {text.plain[s.start : s.end].strip(): str(s.style) for s in text.spans}
+    assert styles["✓p +0.4%"] == r.POOLED_STYLE != styles["✓ -1.0%"]
+    assert "✓p valid by the pooled check" in LEGEND
+    log = [m for _, _, m in after.log]
+    assert any(m.startswith("L=1 check pooled after sweep: 1.001 [0.992, 1.009]") for m in log)
+    assert any(
+        "2048: ✓p valid (pooled; its own 1.004 [0.970, 1.040] contains 1.00)" in m for m in log
+    )

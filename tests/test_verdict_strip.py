@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ui_events
 
 from mlatui.stream.events import DecodeResult, PhaseStart, Validity
@@ -92,3 +94,96 @@ def test_short_forms_fit_narrow_screens_and_markdown_carries_the_same_line():
     assert "patched ×1.65 (d2 @ 2K)" in verdict_line(s, 60)
     md = summary_markdown(events)
     assert f"**Verdict:** {verdict_line(s)}" in md
+
+
+def _pooled_state(decided=(1024, 2048, 4096, 8192), outcome="valid"):
+    """Five sweep contexts: 512 valid on its own, the others inconclusive alone and then, for
+    those in `decided`, valid by the pooled check (a Validity with basis pooled replaces them)."""
+    from mlatui.stream.events import Basis, PooledValidity
+
+    events = [ui_events.header(), PhaseStart(0.5, "sweep", "sweep", 0, 1, 10)]
+    own = {512: (True, "valid", 1.001, 0.995, 1.008)}
+    own |= {c: (False, "inconclusive", 1.004, 0.97, 1.03) for c in (1024, 2048, 4096, 8192)}
+    checks = {}
+    for c, (valid, outcome_own, m, lo, hi) in own.items():
+        checks[c] = Validity(
+            1.0, "sweep", c, 10.0, 10.0, 0.1, 2.0, valid, outcome_own, m, lo, hi, 6
+        )
+        events.append(checks[c])
+    undecided = tuple(c for c in (1024, 2048, 4096, 8192) if c not in decided)
+    contexts = (512, 1024, 2048, 4096, 8192)
+    events.append(
+        PooledValidity(
+            2.0, "sweep", contexts, 30, 90, 1.003, 0.994, 1.011, 2.0, outcome, "est", "ci",
+            tuple(decided), undecided,
+        )
+    )  # fmt: skip
+    for c in decided:
+        v = checks[c]
+        events.append(replace(v, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED))
+    s = DashboardState()
+    s.apply_all(events)
+    return s, events
+
+
+def test_pooled_contexts_are_counted_apart_from_valid_ones_with_the_pooled_figure():
+    s, _ = _pooled_state()
+    part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
+    assert part.text == "L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003 [0.994, 1.011], 5 contexts)"
+    assert part.short == "L=1 ✓ 1/5 ✓p 4/5" and part.tone is Tone.GOOD
+    s, _ = _pooled_state(decided=(1024,))
+    part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
+    assert part.text == "L=1 ✓ 1/5 ✓p 1/5 ? 3 (pooled 1.003 [0.994, 1.011], 5 contexts)"
+    assert part.tone is Tone.WARN
+
+
+def test_a_pooled_check_that_did_not_pass_is_shown_with_its_outcome():
+    s, _ = _pooled_state(decided=(), outcome="inconclusive")
+    part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
+    assert part.text == "L=1 ✓ 1/5 ? 4 (pooled 1.003 [0.994, 1.011], 5 contexts: inconclusive)"
+
+
+def test_a_speculative_win_at_a_pooled_context_says_so():
+    from mlatui.stream.events import Basis
+
+    pooled = Validity(
+        1.5, "tune", 2048, 10.0, 10.0, 0.1, 2.0, True, "valid", 1.0, 0.97, 1.03, 6, Basis.POOLED
+    )
+    s, _ = _tune(valid=False, extra=(pooled,))
+    assert "patched spec wins ×1.65 [1.52-1.79] (d2 @ 2K, L=1 ✓p)" in verdict_line(s)
+    assert "L=1 ✓ 0/1 ✓p 1/1" in verdict_line(s)
+
+
+def test_the_bench_report_lists_each_check_once_with_its_basis_and_the_pooled_row():
+    from mlatui.views.report import invalid_contexts
+
+    _, events = _pooled_state(decided=(1024, 2048, 4096))
+    md = summary_markdown(events)
+    table = md.split("## L = 1 validity check")[1]
+    rows = [line for line in table.splitlines() if line.startswith("| sweep")]
+    assert len(rows) == 6  # five contexts, each once (its last check), and the pooled row
+    assert rows[0].endswith("| valid | own |") and rows[1].endswith("| valid | pooled |")
+    assert rows[4].endswith("| INCONCLUSIVE | own |")
+    assert rows[5].startswith("| sweep (pooled) | 5 contexts |")
+    assert "1.0030 [0.9940, 1.0110]" in rows[5] and rows[5].endswith("| 30 | valid | pooled |")
+    assert "Valid (pooled) at 1024, 2048, 4096" in table and "Still inconclusive at 8192" in table
+    assert invalid_contexts(events) == [("sweep", 8192, 0.1, "inconclusive")]
+
+
+def test_the_export_marks_pooled_checks_and_keeps_them_in_verdicts():
+    from mlatui.views.export import csv_rows
+    from mlatui.views.export import summary_markdown as export_markdown
+
+    s, _ = _pooled_state(decided=(1024, 2048, 4096))
+    md = export_markdown(s)
+    assert "| sweep | 1024 |" in md and "✓p valid | pooled |" in md
+    assert "| sweep (pooled) | 5 contexts |" in md
+    assert (
+        "Pooled L = 1 check after sweep: est; ci; contexts 512, 1024, 2048, 4096, 8192 "
+        "(30 rounds, 90 quads): valid." in md
+    )
+    checks = {r["context"]: r["check"] for r in csv_rows(s) if r["table"] == "l1_check"}
+    assert checks[512] == "valid" and checks[1024] == "valid (pooled)"
+    assert checks[8192] == "inconclusive"
+    pooled = [r for r in csv_rows(s) if r["table"] == "l1_pooled"]
+    assert len(pooled) == 1 and pooled[0]["check"] == "valid" and pooled[0]["n"] == 90

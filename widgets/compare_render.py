@@ -230,8 +230,8 @@ def table_text(cmp: Comparison) -> Text:
             t.append(f" {checks_text(r)}\n", style=style)
         t.append("\n")
     t.append(
-        "B/A: ratio of medians (range from the CI ends; ≠ CIs apart) · ✓ valid ✗ invalid "
-        "? inconclusive … undecided (L=1 check, A then B); grey rows are in no verdict",
+        "B/A: ratio of medians (range from the CI ends; ≠ CIs apart) · ✓ valid ✓p valid "
+        "(pooled) ✗ invalid ? inconclusive … undecided (L=1 check, A then B); grey rows are in no verdict",
         style="dim",
     )
     return t
@@ -241,5 +241,5 @@ LEGEND = (
     "● run A · ▲ run B · red stock, green patched · │ 95% CI · Δ2 marginal cost of a 2nd query "
     "(L=2 − L=1, ms) · B/A ratio of the medians, (lo–hi) from the CI ends, ≠ where the CIs do "
     "not overlap · s/p stock/patched paired · d1 d2 … draft depth · L=1 check (A then B): "
-    "✓ valid ✗ invalid ? inconclusive … pending · grey: in no verdict"
+    "✓ valid ✓p valid by the pooled check ✗ invalid ? inconclusive … pending · grey: in no verdict"
 )

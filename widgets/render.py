@@ -21,6 +21,7 @@ from widgets.figure import fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"
+POOLED_STYLE = "cyan"  # ✓p: valid by the run's pooled L = 1 check, never plain green
 ARM_COLOURS = {"stock": "red", "patched": "green"}
 PRESSURE_STYLE = {"ok": "green", "high": "yellow", "critical": "bold red"}
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -225,6 +226,7 @@ def validity_summary(state: DashboardState) -> Text | None:
         return None
     invalid = sorted({c for (_, c), v in state.validity.items() if v.verdict == "invalid"})
     unsure = sorted({c for (_, c), v in state.validity.items() if v.verdict == "inconclusive"})
+    pooled = sorted({c for (_, c), v in state.validity.items() if v.valid and v.pooled})
     tol = next(iter(state.validity.values())).tolerance_pct
     t = Text()
     if invalid:
@@ -236,6 +238,15 @@ def validity_summary(state: DashboardState) -> Text | None:
         t.append(" · left out, greyed", style="dim")
     else:
         t.append(f"✓ every checked context valid (±{tol:g}%)", style="green")
+    p = state.latest_pooled
+    if p is not None:
+        t.append(" · ")
+        figure = f"{p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}]"
+        if pooled:
+            where = ", ".join(map(fmt_context, pooled))
+            t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)
+        else:
+            t.append(f"pooled check {figure} {p.outcome}", style="dim")
     return t
 
 
@@ -268,7 +279,7 @@ def validity_text(state: DashboardState, width: int) -> Text:
             t.append(f"{'…':<8}", style="dim")
         else:
             mark, style = {
-                "valid": ("✓", "green"),
+                "valid": ("✓p", POOLED_STYLE) if v.pooled else ("✓", "green"),
                 "inconclusive": ("?", "bold yellow"),
             }.get(v.verdict, ("✗", "bold red"))
             t.append(f"{mark + ' ' + format(v.diff_pct, '+.1f') + '%':<8}", style=style)

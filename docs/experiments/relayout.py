@@ -53,6 +53,7 @@ MOVES: dict[str, str] = {
     "acceptance": "measure.acceptance",
     "plans": "measure.plans",
     "records": "measure.records",
+    "pooled": "measure.pooled",  # never flat: listed so `mlatui.measure.pooled` is left alone
     # store/: what mlatui remembers per device between runs
     "calibration": "store.calibration",
     "harness_bias": "store.harness_bias",

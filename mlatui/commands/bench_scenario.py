@@ -113,6 +113,14 @@ class StderrProgress:
                     + " (95% CI must lie inside ±2%)",
                     file=self.stream,
                 )
+            elif kind == "pooled_validity":
+                decided = ", ".join(map(str, event.decided)) or "none"
+                print(
+                    f"[mlatui]   L=1 check pooled over {len(event.contexts)} contexts: "
+                    f"{event.ratio:.3f} [{event.ratio_low:.3f}, {event.ratio_high:.3f}] "
+                    f"{event.outcome.upper()}; valid (pooled): {decided}",
+                    file=self.stream,
+                )
             elif kind == "load_start":
                 size = f"{event.total_bytes / 1e6:,.1f} MB in {event.files} files"
                 what = f"{event.params / 1e6:,.1f}M random params" if event.params else size

@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
@@ -286,6 +286,13 @@ class Lockstep:
         """Rank 0's decision, for every rank (the others' timings, hence wishes, differ)."""
         mine = int(wants) if self.world.leader else 0
         return self._sum([mine], "sharing rank 0's decision")[0] > 0
+
+    def leader_decides_each(self, wants: Sequence[bool]) -> list[bool]:
+        """Rank 0's yes/no for each item, in one collective (every rank passes as many)."""
+        if not wants:
+            return []
+        mine = [int(w) if self.world.leader else 0 for w in wants]
+        return [v > 0 for v in self._sum(mine, "sharing rank 0's decisions")]
 
     def check_same(self, value: int, what: str) -> None:
         """Every rank must hold the same `value` (e.g. the tokens a block emitted): ranks that

@@ -189,10 +189,10 @@ def _quads(timings: Iterable[Timing]) -> dict[int, list[list[Timing]]]:
     return out
 
 
-def _ratio(
-    quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str], seed: int, resamples: int
-) -> Interval | None:
-    """stock/patched at `width`: per-quad sum ratios, median over quads, rounds resampled whole."""
+def _quad_ratios(
+    quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str]
+) -> list[list[float]]:
+    """The per-quad sum ratios a/b at `width`, grouped by round (in round order)."""
     a, b = arms
     by_round: dict[int, list[float]] = defaultdict(list)
     for quad in quads.get(width, []):
@@ -200,11 +200,25 @@ def _ratio(
         sb = sum(t.ms for t in quad if t.arm == b)
         if sb > 0:
             by_round[quad[0].round].append(sa / sb)
+    return [by_round[r] for r in sorted(by_round)]
+
+
+def quad_ratios_by_round(
+    timings: Sequence[Timing], arms: Sequence[str], width: int
+) -> list[list[float]]:
+    """The ratio estimator's inputs at `width`: each complete A B B A quad's sum ratio
+    stock/patched, one list per round (the unit the bootstrap resamples)."""
+    return _quad_ratios(_quads(timings), width, arms)
+
+
+def _ratio(
+    quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str], seed: int, resamples: int
+) -> Interval | None:
+    """stock/patched at `width`: per-quad sum ratios, median over quads, rounds resampled whole."""
+    by_round = _quad_ratios(quads, width, arms)
     if not by_round:
         return None
-    return bootstrap_median_blocks(
-        [by_round[r] for r in sorted(by_round)], stable_seed(seed, "ratio", width), resamples
-    )
+    return bootstrap_median_blocks(by_round, stable_seed(seed, "ratio", width), resamples)
 
 
 def control_ratio(

@@ -200,7 +200,7 @@ def run(
             prefill_arm = Arm("prefill", loaded.model, patched.report, draft=hidden_reader(stock))
             prefill_worker = ArmWorker(prefill_arm, baton)
             workers_all = [*workers.values(), prefill_worker]
-            invalid: set[int] = ctx.invalid_contexts if ctx else set()
+            left_out: set[tuple[str, int]] = ctx.left_out if ctx else set()
             ctx = RunContext(
                 workers,
                 emit,
@@ -210,7 +210,7 @@ def run(
                 vocab_size(loaded.model),
                 tuple(make_drafts),
                 prefill_worker=prefill_worker,
-                invalid_contexts=invalid,
+                left_out=left_out,
                 seed=seed,
                 fill=fill,
                 settle=config.settle,

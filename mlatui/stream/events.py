@@ -11,12 +11,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 4  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 5  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
+# 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
 ARMS = ("stock", "patched")
+
+
+class Basis(StrEnum):
+    """What decided a context's L = 1 check: its own quads, or the check pooled over every
+    context of the run (`PooledValidity`), which can only make an inconclusive context valid."""
+
+    OWN = "own"
+    POOLED = "pooled"
 
 
 @dataclass(frozen=True)
@@ -274,10 +284,44 @@ class Validity(Event):
     ratio_low: float | None = None  # its 95% bootstrap CI
     ratio_high: float | None = None
     rounds: int = 0
+    # pooled: inconclusive on its own quads (the ratio above, CI containing 1.00), made valid by
+    # the PooledValidity just before it; it replaces the context's own Validity
+    basis: Basis = Basis.OWN
 
     @property
     def verdict(self) -> str:
         return self.outcome or ("valid" if self.valid else "invalid")
+
+    @property
+    def pooled(self) -> bool:
+        return self.basis is Basis.POOLED
+
+
+@dataclass(frozen=True)
+class PooledValidity(Event):
+    """The L = 1 check over every context's L = 1 quads so far (mlatui.measure.pooled), made
+    when a phase's contexts are all measured. `decided`: the phase's inconclusive contexts it
+    made valid (own CI containing 1.00); `undecided`: those it left inconclusive."""
+
+    type: ClassVar[str] = "pooled_validity"
+    t: float
+    phase: str
+    contexts: tuple[int, ...]  # every context whose L = 1 quads are in it
+    rounds: int  # summed over the contexts
+    quads: int
+    ratio: float  # paired stock/patched at L = 1
+    ratio_low: float  # its 95% CI
+    ratio_high: float
+    tolerance_pct: float
+    outcome: str  # valid | invalid | inconclusive
+    estimator: str
+    ci_method: str
+    decided: tuple[int, ...] = ()
+    undecided: tuple[int, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return self.outcome == "valid"
 
 
 @dataclass(frozen=True)
@@ -364,6 +408,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         DecodeResult,
         MemorySample,
         Validity,
+        PooledValidity,
         Estimate,
         DriftEvent,
         PhaseSummary,

@@ -160,7 +160,7 @@ class Row:
     @property
     def valid(self) -> bool:
         """Both runs' L = 1 checks valid at this context (else the row is in no verdict)."""
-        return self.check_a == Check.VALID and self.check_b == Check.VALID
+        return self.check_a.usable and self.check_b.usable
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from mlatui.stream.events import (
     MemorySample,
     PhaseStart,
     PhaseSummary,
+    PooledValidity,
     Progress,
     RunEnd,
     RunHeader,
@@ -47,6 +48,7 @@ class DashboardState(DecodeFold):
         self.sweep_ms: dict[tuple[str, int, int], list[float]] = {}
         self.steps = StepSeries()  # every timed step by (phase, arm, width, context)
         self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context): model phases
+        self.pooled: dict[str, PooledValidity] = {}  # phase -> the pooled L = 1 check after it
         self.indexer = IndexerView()  # the indexer phases: their own view, never the sweep's
         self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
         self.drifts: list[DriftEvent] = []
@@ -193,7 +195,14 @@ class DashboardState(DecodeFold):
             if e.ratio is not None
             else ""
         )
-        if e.valid:
+        if e.pooled:
+            own = (
+                f"its own {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}] contains 1.00"
+                if e.ratio is not None
+                else ""
+            )
+            self._log(e.t, "info", f"L=1 check at {e.context}: ✓p valid (pooled; {own})")
+        elif e.valid:
             msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
             self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")
         else:
@@ -204,6 +213,26 @@ class DashboardState(DecodeFold):
                 "warning",
                 msg + f" ({e.diff_pct:+.1f}%{ci}; CI not inside ±{e.tolerance_pct:g}%)",
             )
+
+    def _on_pooled_validity(self, e: PooledValidity) -> None:
+        self.pooled[e.phase] = e
+        self.changed.add("validity")
+        where = ", ".join(map(str, e.contexts))
+        msg = (
+            f"L=1 check pooled after {e.phase}: {e.ratio:.3f} [{e.ratio_low:.3f}, "
+            f"{e.ratio_high:.3f}] over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
+            f"{e.quads} quads): {e.outcome}"
+        )
+        if e.decided:
+            msg += f"; valid (pooled) at {', '.join(map(str, e.decided))}"
+        if e.undecided:
+            why = "own CI excludes 1.00" if e.valid else f"pooled {e.outcome}"
+            msg += f"; still inconclusive at {', '.join(map(str, e.undecided))} ({why})"
+        self._log(e.t, "info" if e.valid else "warning", msg)
+
+    @property
+    def latest_pooled(self) -> PooledValidity | None:
+        return max(self.pooled.values(), key=lambda p: p.t, default=None)
 
     def _on_estimate(self, e: Estimate) -> None:
         if self._kind(e.phase) == "indexer":

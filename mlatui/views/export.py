@@ -16,6 +16,7 @@ from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
 from mlatui.views.report_indexer import indexer_table
+from mlatui.views.report_sweep import pooled_note
 from mlatui.views.rounding import Ci, ci_text, sig
 from mlatui.views.run_meta import header_fields, header_lines
 from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
@@ -59,9 +60,12 @@ def _phases(state: DashboardState) -> list[tuple[str, str]]:
 
 
 def _l1_table(state: DashboardState) -> str:
+    """Per (phase, context) its own paired L = 1 ratio, the check and its basis (own, or pooled);
+    then a row per pooled check, and what each pooled."""
     rows = []
     for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
         paired = Ci(v.ratio, v.ratio_low, v.ratio_high) if v.ratio is not None else None
+        c = check(state, phase, context)
         rows.append(
             [
                 phase,
@@ -71,12 +75,30 @@ def _l1_table(state: DashboardState) -> str:
                 ci_text(paired),
                 f"{v.diff_pct:+.1f}%",
                 v.rounds or "–",
-                f"{check(state, phase, context).mark} {v.verdict}",
+                f"{c.mark} {v.verdict}",
+                v.basis.value,
+            ]
+        )
+    pooled = sorted(state.pooled.values(), key=lambda p: p.t)
+    for p in pooled:
+        mark = {"valid": "✓", "inconclusive": "?"}.get(p.outcome, "✗")
+        rows.append(
+            [
+                f"{p.phase} (pooled)",
+                f"{len(p.contexts)} contexts",
+                "–",
+                "–",
+                ci_text(Ci(p.ratio, p.ratio_low, p.ratio_high)),
+                f"{(p.ratio - 1) * 100:+.1f}%",
+                p.rounds,
+                f"{mark} {p.outcome}",
+                "pooled",
             ]
         )
     tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
     head = ["phase", "context", "stock L=1 ms", "patched L=1 ms", "paired stock/patched [95% CI]"]
-    return table([*head, "diff", "rounds", f"CI within ±{tol:g}%"], rows)
+    out = table([*head, "diff", "rounds", f"CI within ±{tol:g}%", "basis"], rows)
+    return out + "".join("\n\n" + pooled_note(p) for p in pooled)
 
 
 def _marginal_table(state: DashboardState) -> str:
@@ -213,7 +235,8 @@ def _cell_row(table_name: str, kind: str, cell: Cell, state: DashboardState) -> 
 
 
 def csv_rows(state: DashboardState) -> list[dict]:
-    """Tidy rows: table is meta | verdict | l1_check | marginal | sweep | decode | indexer;
+    """Tidy rows: table is meta | verdict | l1_check | l1_pooled | marginal | sweep | decode |
+    indexer;
     `width` is L in sweep rows and the draft depth (0 = plain) in decode rows."""
     rows: list[dict] = []
     if state.header is not None:
@@ -226,12 +249,20 @@ def csv_rows(state: DashboardState) -> list[dict]:
     for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
         base: dict[str, Any] = {"table": "l1_check", "phase": phase}
         base["kind"] = state.phase_kinds.get(phase, "")
-        base |= {"context": context, "width": 1, "check": v.verdict, "rounds": v.rounds or ""}
+        base |= {"context": context, "width": 1, "rounds": v.rounds or ""}
+        base["check"] = check(state, phase, context).value
         for arm, ms in zip(ARMS, (v.stock_l1_ms, v.patched_l1_ms), strict=True):
             rows.append(base | {"arm": arm, "quantity": "step_ms", "median": sig(ms, 4)})
         if v.ratio is not None:
             m, lo, hi = Ci(v.ratio, v.ratio_low, v.ratio_high).cells()
             rows.append(base | {"quantity": "ratio", "median": m, "low": lo, "high": hi})
+    for p in sorted(state.pooled.values(), key=lambda p: p.t):
+        m, lo, hi = Ci(p.ratio, p.ratio_low, p.ratio_high).cells()
+        rows.append(
+            {"table": "l1_pooled", "phase": p.phase, "kind": state.phase_kinds.get(p.phase, "")}
+            | {"width": 1, "quantity": "ratio", "median": m, "low": lo, "high": hi}
+            | {"n": p.quads, "rounds": p.rounds, "check": p.outcome, "text": pooled_note(p)}
+        )
     for phase in sweep_phases(state):
         for cell in sweep_cells(state, phase):
             if cell.quantity == Quantity.MARGINAL_MS:
@@ -259,8 +290,8 @@ def csv_rows(state: DashboardState) -> list[dict]:
                     "rounds": r.get("rounds", ""),
                     "text": r.get("layer", ""),
                 }
-                check = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
-                rows.append(row | {"check": check})
+                outcome = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
+                rows.append(row | {"check": outcome})
     for result in state.decode_results:
         if result.warnings:
             phase = result.phase

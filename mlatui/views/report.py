@@ -13,6 +13,7 @@ from mlatui.stream.events import (
     Event,
     PhaseStart,
     PhaseSummary,
+    PooledValidity,
     RunEnd,
     RunHeader,
     Validity,
@@ -21,7 +22,7 @@ from mlatui.views.dashboard_decode import kind_of_label
 from mlatui.views.mdtable import csv_text
 from mlatui.views.report_decode import decode_table
 from mlatui.views.report_indexer import indexer_table
-from mlatui.views.report_sweep import null_bias_table, sweep_table, validity_table
+from mlatui.views.report_sweep import final_checks, null_bias_table, sweep_table, validity_table
 from mlatui.views.run_meta import header_lines, run_seed
 
 
@@ -32,9 +33,7 @@ def _header(events: Sequence[Event]) -> RunHeader | None:
 def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float, str]]:
     """(phase, context, signed diff %, outcome) of every context whose L = 1 check was not valid."""
     return [
-        (v.phase, v.context, v.diff_pct, v.verdict)
-        for v in events
-        if isinstance(v, Validity) and not v.valid
+        (v.phase, v.context, v.diff_pct, v.verdict) for v in final_checks(events) if not v.valid
     ]
 
 
@@ -55,6 +54,7 @@ SUMMARY_EVENT_TYPES = frozenset(
         "phase_start",
         "phase_summary",
         "validity",
+        "pooled_validity",
         "estimate",
         "drift",
         "decode_result",
@@ -93,7 +93,12 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
             parts += ["", f"Verdict: {s.verdict}"]
         parts.append("")
     kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
-    checks = [e for e in events if isinstance(e, Validity) and kinds.get(e.phase) != "indexer"]
+    checks = [
+        e
+        for e in events
+        if isinstance(e, PooledValidity)
+        or (isinstance(e, Validity) and kinds.get(e.phase) != "indexer")
+    ]
     if checks:  # the indexer's S = 1 checks are in its own table
         parts += ["## L = 1 validity check", "", validity_table(checks), ""]
     bias = null_bias_table(events)
@@ -181,7 +186,8 @@ def summary_json(events: Sequence[Event]) -> str:
                 for s in events
                 if isinstance(s, PhaseSummary)
             ],
-            "validity": [v.to_dict() for v in events if isinstance(v, Validity)],
+            "validity": [v.to_dict() for v in final_checks(events)],
+            "pooled_validity": [p.to_dict() for p in events if isinstance(p, PooledValidity)],
         },
         indent=1,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlatui.stream.events import ARMS, Event, PhaseSummary, Validity
+from mlatui.stream.events import ARMS, Event, PhaseSummary, PooledValidity, Validity
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
@@ -140,11 +140,21 @@ def null_bias_table(events: Sequence[Event]) -> str:
     return _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
 
 
-def validity_table(events: Sequence[Event]) -> str:
-    rows = []
+def final_checks(events: Sequence[Event]) -> list[Validity]:
+    """Each (phase, context)'s L = 1 check as it ended: a pooled decision replaces the own one
+    (in the order the checks were first made)."""
+    out: dict[tuple[str, int], Validity] = {}
     for v in events:
-        if not isinstance(v, Validity):
-            continue
+        if isinstance(v, Validity):
+            out[(v.phase, v.context)] = v
+    return list(out.values())
+
+
+def validity_table(events: Sequence[Event]) -> str:
+    """Per (phase, context) its own paired L = 1 ratio and the check, with its basis (own, or
+    pooled: decided by the pooled check); then a row per pooled check and what it was."""
+    rows = []
+    for v in final_checks(events):
         paired = ci(v.ratio, v.ratio_low, v.ratio_high, 4)
         rows.append(
             [
@@ -156,10 +166,14 @@ def validity_table(events: Sequence[Event]) -> str:
                 f"{v.diff_pct:+.2f}%",
                 v.rounds or "-",
                 v.verdict.upper() if v.verdict != "valid" else "valid",
+                v.basis.value,
             ]
         )
+    pooled = [e for e in events if isinstance(e, PooledValidity)]
+    for p in pooled:
+        rows.append(pooled_row(p, 4))
     tol = events_tolerance(events)
-    return _table(
+    out = _table(
         [
             "phase",
             "context",
@@ -169,9 +183,43 @@ def validity_table(events: Sequence[Event]) -> str:
             "diff",
             "rounds",
             f"CI within ±{tol:g}%",
+            "basis",
         ],
         rows,
     )
+    return out + "".join("\n\n" + pooled_note(p) for p in pooled)
+
+
+def pooled_row(p: PooledValidity, digits: int) -> list:
+    """A pooled check as a row of the L = 1 table (its contexts in the context column)."""
+    return [
+        f"{p.phase} (pooled)",
+        f"{len(p.contexts)} contexts",
+        "-",
+        "-",
+        ci(p.ratio, p.ratio_low, p.ratio_high, digits),
+        f"{(p.ratio - 1) * 100:+.2f}%",
+        p.rounds,
+        p.outcome.upper() if p.outcome != "valid" else "valid",
+        "pooled",
+    ]
+
+
+def pooled_note(p: PooledValidity) -> str:
+    """What a pooled check pooled, how, and what it decided."""
+    text = (
+        f"Pooled L = 1 check after {p.phase}: {p.estimator}; {p.ci_method}; contexts "
+        f"{', '.join(map(str, p.contexts))} ({p.rounds} rounds, {p.quads} quads): {p.outcome}."
+    )
+    if p.decided:
+        text += (
+            f" Valid (pooled) at {', '.join(map(str, p.decided))}: inconclusive alone, own CI "
+            "contains 1.00."
+        )
+    if p.undecided:
+        why = "own CI excludes 1.00" if p.valid else f"the pooled check is {p.outcome}"
+        text += f" Still inconclusive at {', '.join(map(str, p.undecided))} ({why})."
+    return text
 
 
 def events_tolerance(events: Sequence[Event]) -> float:

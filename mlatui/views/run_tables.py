@@ -26,16 +26,29 @@ class Quantity(enum.StrEnum):
 
 
 class Check(enum.StrEnum):
-    """The L = 1 check of a (phase, context); PENDING before it is decided."""
+    """The L = 1 check of a (phase, context); PENDING before it is decided; POOLED: inconclusive
+    alone, made valid by the run's pooled check (in verdicts, never shown as plain valid)."""
 
     VALID = "valid"
+    POOLED = "valid (pooled)"
     INVALID = "invalid"
     INCONCLUSIVE = "inconclusive"
     PENDING = "pending"
 
     @property
     def mark(self) -> str:
-        return {"valid": "✓", "invalid": "✗", "inconclusive": "?", "pending": "…"}[self.value]
+        return {
+            "valid": "✓",
+            "valid (pooled)": "✓p",
+            "invalid": "✗",
+            "inconclusive": "?",
+            "pending": "…",
+        }[self.value]
+
+    @property
+    def usable(self) -> bool:
+        """Enters verdicts."""
+        return self in (Check.VALID, Check.POOLED)
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,9 @@ class Cell:
 
 def check(state: DashboardState, phase: str, context: int) -> Check:
     v = state.validity.get((phase, context))
-    return Check.PENDING if v is None else Check(v.verdict)
+    if v is None:
+        return Check.PENDING
+    return Check.POOLED if v.valid and v.pooled else Check(v.verdict)
 
 
 def sweep_phases(state: DashboardState) -> list[str]:

@@ -4,7 +4,8 @@ One function for the screen, `replay --dump` and the exported markdown, so they 
 the best significant speculative result per arm (its draft kind and depth), the marginal cost of the second query at the
 largest valid context, the L = 1 checks, and the harness bias. It follows the verdict rules:
 contexts whose L = 1 check is invalid or inconclusive and results with guard warnings are never
-used; a speedup counts only when its CI lies above 1.
+used; a speedup counts only when its CI lies above 1. A context made valid by the pooled L = 1
+check (mlatui.measure.pooled) is used, and is always shown as such (✓p), never as plain valid.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def _speculation(state: DashboardState) -> list[Part]:
             best: DecodeResult = max(wins, key=lambda r: (r.vs_plain, r.context))
             ci = f" [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
             where = f"{Setting(best.draft_kind, best.depth).label} @ {fmt_context(best.context)}"
+            if state.validity[(best.phase, best.context)].pooled:
+                where += ", L=1 ✓p"
             parts.append(
                 Part(
                     f"{arm} spec wins ×{best.vs_plain:.2f}{ci} ({where})",
@@ -108,19 +111,33 @@ def _marginal(state: DashboardState) -> list[Part]:
 
 
 def _checks(state: DashboardState) -> list[Part]:
+    """`L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003 [0.994, 1.011], 5 contexts)`: valid on their own, valid
+    by the pooled check (never counted as plain valid), inconclusive, invalid; then the latest
+    pooled check's figure."""
     checks = list(state.validity.values())
     if not checks:
         return []
-    ok = sum(v.valid for v in checks)
+    pooled = sum(v.valid and v.pooled for v in checks)
+    ok = sum(v.valid for v in checks) - pooled
     unsure = sum(v.verdict == "inconclusive" for v in checks)
-    bad = len(checks) - ok - unsure
+    bad = len(checks) - ok - pooled - unsure
     text = f"L=1 ✓ {ok}/{len(checks)}"
+    if pooled:
+        text += f" ✓p {pooled}/{len(checks)}"
     if unsure:
         text += f" ? {unsure}"
     if bad:
         text += f" ✗ {bad}"
-    tone = Tone.GOOD if ok == len(checks) else Tone.BAD if bad else Tone.WARN
-    return [Part(text, text, tone)]
+    short = text
+    p = state.latest_pooled
+    if p is not None:
+        said = "" if p.valid else f": {p.outcome}"
+        text += (
+            f" (pooled {p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}], "
+            f"{len(p.contexts)} contexts{said})"
+        )
+    tone = Tone.GOOD if ok + pooled == len(checks) else Tone.BAD if bad else Tone.WARN
+    return [Part(text, short, tone)]
 
 
 def verdict_parts(state: DashboardState) -> list[Part]:

@@ -55,7 +55,9 @@ class RunContext:
     vocab_size: int
     draft_kinds: tuple[str, ...] = ()  # in the scenario's order; each arm has a draft per kind
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
-    invalid_contexts: set[int] = field(default_factory=set)
+    # (phase, context) whose L = 1 check is not valid: left out of every verdict (a pooled
+    # check may take one out again: mlatui.run.phases.pooled_check)
+    left_out: set[tuple[str, int]] = field(default_factory=set)
     seed: int = 0
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
     settle: bool = True
@@ -79,6 +81,11 @@ class RunContext:
             offset += 1 + max((t.round for t in run), default=0)
         return out
 
+    @property
+    def invalid_contexts(self) -> set[int]:
+        """The contexts some phase's L = 1 check left out (RunEnd lists them)."""
+        return {c for _, c in self.left_out}
+
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
@@ -97,6 +104,12 @@ class RunContext:
         if self.lockstep is None:
             return wants_more
         return self.lockstep.leader_decides(wants_more)
+
+    def leader_decides_each(self, wants: list[bool]) -> list[bool]:
+        """Rank 0's yes/no for each item (every rank passes the same number), in one collective."""
+        if self.lockstep is None:
+            return list(wants)
+        return self.lockstep.leader_decides_each(wants)
 
     def check_same(self, value: int, what: str) -> None:
         if self.lockstep is not None:
@@ -223,7 +236,7 @@ def validity(
         estimates.rounds,
     )
     if outcome is not Outcome.VALID and leaves_out:
-        ctx.invalid_contexts.add(context)
+        ctx.left_out.add((phase, context))
     ctx.emit(v)
     return v
 

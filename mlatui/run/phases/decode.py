@@ -60,6 +60,7 @@ from mlatui.run.phases.decode_verdict import (
     guard_warnings,
     tune_verdict,
 )
+from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.stream.events import (
     ARMS,
     DecodeResult,
@@ -161,8 +162,7 @@ def _results(
     est: ContextEstimates,
     runner: BlockRunner,
     verify: ContextEstimates | None,
-    v_valid: bool,
-    v_outcome: str,
+    check: Validity,
 ) -> list[dict]:
     n = runner.n
     guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
@@ -219,11 +219,11 @@ def _results(
                 st.kind if depth else "",
             )
             ctx.emit(r)
-            rows.append(_row(r, v_valid, v_outcome))
+            rows.append(_row(r, check))
     return rows
 
 
-def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
+def _row(r: DecodeResult, check: Validity) -> dict:
     return {
         "context": r.context,
         "arm": r.arm,
@@ -243,8 +243,9 @@ def _row(r: DecodeResult, valid: bool, outcome: str) -> dict:
         "rounds": r.rounds,
         "acceptance_rule": r.acceptance_rule,
         "warnings": list(r.warnings),
-        "valid": valid,
-        "outcome": outcome,
+        "valid": check.valid,
+        "outcome": check.verdict,
+        "basis": check.basis.value,
     }
 
 
@@ -254,7 +255,7 @@ def decode_context(
     context: int,
     settings: tuple[Setting, ...],
     progress: ProgressTracker,
-) -> list[dict]:
+) -> tuple[list[dict], Validity]:
     length, streams = _prepare_context(ctx, context)
     depths = spec_depths(settings)
     verify = _verify_ms(ctx, phase, length, depths, progress) if depths else None
@@ -292,7 +293,7 @@ def decode_context(
             )
         )
     v = decode_validity(ctx, phase, length, verify, run.final)
-    return _results(ctx, phase, length, run.final, runner, verify, v.valid, v.verdict)
+    return _results(ctx, phase, length, run.final, runner, verify, v), v
 
 
 def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:
@@ -328,9 +329,13 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
+    checks: list[Validity] = []
     for context in phase.contexts:
         ctx.check_stop()
-        rows += decode_context(ctx, phase, context, settings, progress)
+        context_rows, check = decode_context(ctx, phase, context, settings, progress)
+        rows += context_rows
+        checks.append(check)
+    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
     verdict = tune_verdict(rows, TIE_PCT) if phase.kind == "tune" else decode_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)

@@ -14,6 +14,7 @@ from mlatui.run.phases.base import (
     share_context,
     validity,
 )
+from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.spec import require_trimmable
 from mlatui.stream.events import PhaseSummary, Validity
 
@@ -27,9 +28,13 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
     emit_phase_start(ctx, phase, index, total_phases, planned, sweep_segments(phase, ctx.settle))
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
+    checks: list[Validity] = []
     for context in phase.contexts:
         ctx.check_stop()
-        rows += _sweep_context(ctx, phase, context, plans[context], progress)
+        context_rows, check = _sweep_context(ctx, phase, context, plans[context], progress)
+        rows += context_rows
+        checks.append(check)
+    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
     verdict = sweep_verdict(rows)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
@@ -38,14 +43,14 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
 
 def _sweep_context(
     ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
-) -> list[dict]:
+) -> tuple[list[dict], Validity]:
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
     stock = ctx.workers["stock"].arm
     require_trimmable(stock.caches, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
     v = validity(ctx, phase.name, length, run.final)
-    return sweep_rows(length, run, v)
+    return sweep_rows(length, run, v), v
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
@@ -83,6 +88,7 @@ def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
                 "vs_l1_high": flat.high if flat else (1.0 if width == 1 else None),
                 "valid": v.valid,
                 "outcome": v.verdict,
+                "basis": v.basis.value,
                 "drifting_rounds": est.drifting_rounds,
                 "samples_ms": samples[(arm, width)],
             }
