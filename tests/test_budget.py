@@ -39,8 +39,11 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     last = steps[-1][0]
     sweep = next(p for p in last if p.kind == "sweep")
     tune = next(p for p in last if p.kind == "tune")
-    assert len(sweep.contexts) == 3 and sweep.contexts == (512, 1024, 2048)  # still a slope
-    assert sweep.reps == 4 and tune.contexts == (1024,) and tune.tokens == 8
+    # the smallest plan still has the story: two contexts of the key figure's widths
+    assert sweep.contexts == (512, 1024) and sweep.widths == (1, 2)
+    assert sweep.reps == 4 and tune.tokens == 8 and tune.depths == (1,)
+    # the tune at the sweep's smallest context, its verify steps the sweep's rounds there
+    assert tune.contexts == (512,) and tune.verify_from == "sweep"
     sizes = [_size(p) for p, _ in steps]
     assert sizes == sorted(sizes, reverse=True)  # every step is smaller
     # a budget between two steps stops at the first plan that fits, not at the smallest
@@ -49,6 +52,7 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     assert plan.fits and _size(plan.phases) == sizes[2]
     assert plan.phases != last
     assert any("tune: contexts 1024, 2048 -> 1024" == c for c in plan.changes)
+    assert not any("widths" in c for c in plan.changes)  # later cuts are not made
     assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
 
 
@@ -57,7 +61,8 @@ def test_a_budget_that_cannot_be_met_runs_the_smallest_plan_and_says_so():
     assert not plan.fits and "still over budget" in plan.describe()
     # a change replaced by a later one of the same kind is said once, as its final state
     assert sum(c.startswith("sweep: contexts") for c in plan.changes) == 1
-    assert "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048" in plan.changes
+    assert "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024" in plan.changes
+    assert sum(c.startswith("tune: contexts") for c in plan.changes) == 1
 
 
 def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
@@ -104,7 +109,7 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     said = [e.message for e in events if isinstance(e, LogMessage) and "budget 1 s" in e.message]
     assert said and "scaled down" in said[0]
     starts = {e.phase: e.contexts for e in events if isinstance(e, PhaseStart)}
-    assert starts["sweep"] == (128, 256, 384)  # three contexts kept: the slope stays visible
+    assert starts["sweep"] == (128, 256)  # two contexts kept: the slope stays visible
     planned = {p["name"]: tuple(p["contexts"]) for p in plan.phases}
     assert planned["sweep"] == starts["sweep"]
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, PhaseStart))
@@ -146,3 +151,52 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path):
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
     assert plan.probe_contexts == (128, 256) and not plan.changes
     assert not any("left out" in e.message for e in events if isinstance(e, LogMessage))
+
+
+KINDS = ("mtp", "draft-model")
+
+
+def _slow_device() -> RunProgress:
+    """What the probe measures on the bundled reference BLAS (~4.4 GFLOP/s, session 4): one
+    length (256; the longer one would cost too much), the stock arm's wide steps 28x its L = 1
+    step because they re-expand the whole cache, the patched arm's a little above its L = 1."""
+    costs = RunProgress()
+    costs.draft_kinds = KINDS
+    for w in (1, 2, 3, 4):
+        costs.costs.add_step("stock", 256, w, 19.0 if w == 1 else 540.0)
+        costs.costs.add_step("patched", 256, w, 19.0 + 14.0 * (w - 1))
+    costs.prefill = [(256, 3.6)]
+    return costs
+
+
+def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
+    costs = _slow_device()
+    phases = _phases()
+    # what the reductions before this change reached: far over (the 4.4 GFLOP/s run took 721 s)
+    steps = list(reductions(phases, KINDS))
+    before, note = steps[6]  # the last of the reductions before the slow-device ones
+    assert note == "tune: blocks of 16 -> 8 tokens" and costs.forecast_s(before) > 200
+    plan = fit_to_budget(phases, 90.0, costs.forecast_s, KINDS)
+    assert plan.fits, plan.describe()
+    sweep = next(p for p in plan.phases if p.kind == "sweep")
+    tune = next(p for p in plan.phases if p.kind == "tune")
+    assert len(sweep.contexts) >= 2 and {1, 2} <= set(sweep.widths)  # the key figure's slope
+    assert len(tune.contexts) == 1 and tune.depths_for("mtp")  # a tune result per arm
+    assert "sweep: widths 1, 2, 3 -> 1, 2" in plan.changes
+
+
+def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
+    """The stock arm's verify steps on the slow device reject every speculative setting by bound,
+    so its blocks cost nothing; forecast as if they ran, the tune costs several times more."""
+    import mlatui.views.progress_forecast as forecast
+    from mlatui.measure.plans import phase_segments
+
+    costs = _slow_device()
+    tune = tuple(p for p in _phases() if p.kind == "tune")
+    blocks = [s for s in phase_segments(tune[0], KINDS) if s.tokens]
+    expected = costs.expected(blocks[0])
+    spec_widths = {w for w, _, depth in blocks[0].settings if depth}
+    assert set(expected.skipped) == {("stock", w) for w in spec_widths}  # patched: none
+    known = costs.forecast_s(tune)
+    monkeypatch.setattr(forecast, "likely_rejected", lambda *a: False)
+    assert costs.forecast_s(tune) > 3 * known

@@ -13,7 +13,14 @@ import pytest
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
 from mlatui.run.engine import run
-from mlatui.stream.events import Basis, PhaseSummary, PooledValidity, RunEnd, Validity
+from mlatui.stream.events import (
+    SCHEMA_VERSION,
+    Basis,
+    PhaseSummary,
+    PooledValidity,
+    RunEnd,
+    Validity,
+)
 from mlatui.stream.recorder import Recorder, read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import summary_markdown
@@ -113,7 +120,7 @@ def test_a_replay_of_the_recording_shows_the_same_decision(pooled_run):
         for e in events:
             rec(e)
     back = read_recording(path)
-    assert back.header.schema_version == 5
+    assert back.header.schema_version == SCHEMA_VERSION
     live, replayed = DashboardState(), DashboardState()
     live.apply_all(events)
     replayed.apply_all([back.header, *back.events])

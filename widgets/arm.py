@@ -58,15 +58,15 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
     live = a.plain_tok_s is None and plain is not None
     line.append(f" plain {'~' if live else ''}{plain:.1f}" if plain else " plain –")
     by_kind: dict[str, list] = {}
-    for setting, figures in a.tok_s_by_setting().items():
-        by_kind.setdefault(setting.kind, []).append((setting, figures))
+    for setting, figures, bound in a.decode_lines():
+        by_kind.setdefault(setting.kind, []).append((setting, figures, bound))
     several = len(by_kind) > 1
     for kind, settings in by_kind.items():
         if several:
             lines.append(line)
             line = Text("  ")
             line.append(kind, style="bold")
-        for i, (setting, (tok_s, live)) in enumerate(settings):
+        for i, (setting, figures, bound) in enumerate(settings):
             if narrow and i % 2 == 0 and not (several and i == 0):
                 lines.append(line)
                 line = Text("  ")
@@ -74,6 +74,11 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
                 line.append(" │ ")
             else:
                 line.append(" ")
+            if figures is None:  # rejected by bound: no tok/s was measured
+                line.append(f"d{setting.depth} ")
+                line.append(f"bound ≤×{bound.value:.2f}" if bound else "–", style="bold red")
+                continue
+            tok_s, live = figures
             line.append(f"d{setting.depth} " + ("~" if live else "") + f"{tok_s:.1f}")
             r = a.ratio(setting)
             if r:

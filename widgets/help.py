@@ -18,7 +18,9 @@ LEGEND_WIDTH = 76
 LEGEND = (
     "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · mtp d2: the "
     "MTP head drafting 2, draft-model d2: the draft model · ~ live estimate "
-    "(not yet measured over rounds) · ×1.60 speedup over plain decode · [a-b] 95% CI · "
+    "(not yet measured over rounds) · ×1.60 speedup over plain decode · bound ≤×0.05 "
+    "rejected by bound: its verify step costs too much for any acceptance to win, so its "
+    "blocks were not run (no tok/s) · [a-b] 95% CI · "
     "ā accepted drafts per verify · P(i∣<i) acceptance at position i given the earlier ones · "
     "L=1 check: ✓ valid ✓p valid by the pooled check (inconclusive alone, own CI contains 1; "
     "every context's L=1 quads pooled, valid) ✗ invalid ? inconclusive … pending · "

@@ -81,7 +81,8 @@ def _draft_sources(where: str, raw: dict[str, Any]) -> tuple[DraftSource, ...]:
 
 def kind_depths(where: str, raw: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """`kind_depths = { "draft-model" = [1] }`: a draft kind measured at other depths than
-    `depths` (what the budget writes when it keeps a weaker kind at fewer)."""
+    `depths` (what the budget writes when it keeps a weaker kind at fewer); an empty list
+    leaves the kind out of the phase (the budget's last resort for a weaker kind)."""
     kinds = ", ".join(s.value for s in LISTABLE_SOURCES)
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: 'kind_depths' must be a table of draft kind -> depths")
@@ -90,4 +91,6 @@ def kind_depths(where: str, raw: Any) -> tuple[tuple[str, tuple[int, ...]], ...]
             raise ScenarioError(
                 f"{where}: 'kind_depths' keys are draft kinds ({kinds}), got {kind!r}"
             )
-    return tuple((k, int_list(where, f"kind_depths.{k}", v)) for k, v in raw.items())
+    return tuple(
+        (k, () if v == [] else int_list(where, f"kind_depths.{k}", v)) for k, v in raw.items()
+    )

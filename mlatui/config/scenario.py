@@ -24,6 +24,9 @@ MODEL_SOURCES = ("embedded", "random", "path")
 FILLS = ("prefill", "random-latents")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.models.loading.DTYPES maps them to mlx
 SHARD_MODES = ("tensor", "pipeline")  # mlatui.host.distributed.ShardMode (no mlx import here)
+# decode / tune: rounds of synced verify steps before their L = 1 check may decide
+# (mlatui.measure.plans.VERIFY_MIN_ROUNDS says why 6)
+DEFAULT_VERIFY_ROUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class Phase:
     min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
     # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer)
     kind_depths: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    verify_rounds: int = DEFAULT_VERIFY_ROUNDS  # decode / tune: synced verify rounds (at least)
+    # decode / tune: take the verify steps from this sweep phase's rounds at the same context
+    # when it measured every width they need ("": measure them; the budget's last resort)
+    verify_from: str = ""
 
     def depths_for(self, kind: str) -> tuple[int, ...]:
         return dict(self.kind_depths).get(kind, self.depths)
@@ -66,6 +73,8 @@ class Phase:
             "min_draft_share": self.min_draft_share,
             "min_verify_steps": self.min_verify_steps,
             "kind_depths": {k: list(d) for k, d in self.kind_depths},
+            "verify_rounds": self.verify_rounds,
+            "verify_from": self.verify_from,
         }
 
 
@@ -170,6 +179,8 @@ def parse_phase(
         "min_draft_share",
         "min_verify_steps",
         "kind_depths",
+        "verify_rounds",
+        "verify_from",
     )
     check_keys(where, raw, allowed)
     kind = raw.get("kind")
@@ -207,7 +218,17 @@ def parse_phase(
         min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
         min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
         kind_depths=kind_depths(where, raw.get("kind_depths", {})),
+        verify_rounds=_int(
+            where, "verify_rounds", raw.get("verify_rounds", DEFAULT_VERIFY_ROUNDS), 2
+        ),
+        verify_from=_name(where, "verify_from", raw.get("verify_from", "")),
     )
+
+
+def _name(where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ScenarioError(f"{where}: '{key}' must be a phase name (a string), got {value!r}")
+    return value
 
 
 def load_scenario(path: str | Path | None = None) -> Scenario:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from mlatui.config.scenario import Phase
+from mlatui.config.scenario import DEFAULT_VERIFY_ROUNDS, Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.sampler import SamplerPlan, round_schedule
 from mlatui.measure.timing import L1_TOLERANCE_PCT
+from mlatui.stream.events import ARMS
 
 # The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
 # the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
@@ -29,7 +30,7 @@ CONTROL_QUADS = 3
 # (48-token) per quad on the idle 2-core CPU (docs/experiments/aa_plain_blocks.py), so a ±2% CI
 # from blocks needs 40+ quads per context, while synced steps decide in 6-10 rounds. The blocks'
 # own plain-decode ratio is still checked: a CI wholly outside ±2% invalidates the context.
-VERIFY_MIN_ROUNDS = 6
+VERIFY_MIN_ROUNDS = DEFAULT_VERIFY_ROUNDS  # a phase's `verify_rounds` (the budget may lower it)
 VERIFY_MAX_ROUNDS = 18
 PLAIN_QUADS = 2
 
@@ -77,12 +78,21 @@ def plan_for(
     )
 
 
-def block_plan(phase: Phase, settings: Sequence[Setting], seed: int, context: int) -> SamplerPlan:
+def block_plan(
+    phase: Phase,
+    settings: Sequence[Setting],
+    seed: int,
+    context: int,
+    skip: frozenset[tuple[str, int]] = frozenset(),
+) -> SamplerPlan:
+    """The decode blocks of one context; `skip`: (arm, width) rejected by bound, never run (a
+    width rejected in both arms is left out)."""
     rounds = max(2, phase.reps)
     spec = len(settings) > 1
+    widths = tuple(w for w in range(1, len(settings) + 1) if any((a, w) not in skip for a in ARMS))
     # with drafts the verify steps decide the L = 1 check: no rounds are added for the blocks
     return SamplerPlan(
-        tuple(range(1, len(settings) + 1)),
+        widths,
         min_rounds=rounds,
         max_rounds=rounds if spec else max(phase.max_rounds or 2 * rounds, rounds),
         warmup=phase.warmup,
@@ -91,16 +101,22 @@ def block_plan(phase: Phase, settings: Sequence[Setting], seed: int, context: in
         tolerance_pct=L1_TOLERANCE_PCT,
         seed=stable_seed(seed, phase.name, "blocks", context),
         settle=False,  # a block is many steps: one arm's carry-over is spread over all of them
+        skip=frozenset((a, w) for a, w in skip if w in widths and w != 1),
     )
+
+
+def verify_widths(depths: Sequence[int]) -> tuple[int, ...]:
+    """L = 1 (the control and the plain step) and L = d + 1 of every depth kept."""
+    return tuple(sorted({1, *(d + 1 for d in depths)}))
 
 
 def verify_plan(
     phase: Phase, depths: list[int], seed: int, context: int, settle: bool
 ) -> SamplerPlan:
     return SamplerPlan(
-        tuple(range(1, max(depths) + 2)),
-        min_rounds=VERIFY_MIN_ROUNDS,
-        max_rounds=max(phase.max_rounds or VERIFY_MAX_ROUNDS, VERIFY_MIN_ROUNDS),
+        verify_widths(depths),
+        min_rounds=phase.verify_rounds,
+        max_rounds=max(phase.max_rounds or VERIFY_MAX_ROUNDS, phase.verify_rounds),
         warmup=phase.warmup,
         control_width=1,
         control_quads=PLAIN_QUADS,
@@ -125,6 +141,24 @@ class Segment:
     tokens: int = 0
     opens_context: bool = True  # starts with a prefill of `context` tokens
     settings: tuple[tuple[int, str, int], ...] = ()
+    skipped: tuple[tuple[str, int], ...] = ()  # (arm, width) rejected by bound: never run
+
+    def arms_at(self, width: int) -> tuple[str, ...]:
+        """The arms whose calls at `width` run."""
+        return tuple(a for a in ARMS if (a, width) not in self.skipped)
+
+    def without(self, arm: str, width: int) -> Segment:
+        """This segment once `arm`'s calls at `width` are rejected by bound: that width's calls
+        per round halve (each quad keeps the other arm's two), or go when neither arm is left."""
+        if (arm, width) in self.skipped or width not in dict(self.calls):
+            return self
+        left = len(self.arms_at(width)) - 1
+        calls = tuple((w, n * left // (left + 1) if w == width else n) for w, n in self.calls)
+        return replace(
+            self,
+            calls=tuple(c for c in calls if c[1] > 0),
+            skipped=(*self.skipped, (arm, width)),
+        )
 
     def setting(self, width: int) -> Setting:
         for w, kind, depth in self.settings:
@@ -157,6 +191,7 @@ class Segment:
             "tokens": self.tokens,
             "opens_context": self.opens_context,
             "settings": [list(s) for s in self.settings],
+            "skipped": [list(s) for s in self.skipped],
         }
 
     @classmethod
@@ -171,6 +206,7 @@ class Segment:
             int(d.get("tokens", 0)),
             bool(d.get("opens_context", True)),
             tuple((int(w), str(k), int(n)) for w, k, n in d.get("settings", ())),
+            tuple((str(a), int(w)) for a, w in d.get("skipped", ())),
         )
 
 
@@ -185,7 +221,7 @@ def segment(
     counts = Counter(
         w
         for w, _ in round_schedule(
-            plan.widths, 0, plan.arms, plan.control_width, plan.control_quads
+            plan.widths, 0, plan.arms, plan.control_width, plan.control_quads, plan.skip
         )
     )
     return Segment(
@@ -198,6 +234,7 @@ def segment(
         tokens,
         opens,
         tuple((i + 1, st.kind, st.depth) for i, st in enumerate(settings)),
+        tuple(sorted(plan.skip)),
     )
 
 
@@ -212,12 +249,13 @@ def decode_segments(
     phase: Phase, settings: Sequence[Setting], settle: bool = True
 ) -> tuple[Segment, ...]:
     depths = spec_depths(settings)
+    measured = bool(depths) and not phase.verify_from  # else the sweep's rounds serve
     out: list[Segment] = []
     for c in phase.contexts:
-        if depths:
+        if measured:
             out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
         plan = block_plan(phase, settings, 0, c)
-        out.append(segment(phase.name, c, plan, phase.tokens, not depths, settings))
+        out.append(segment(phase.name, c, plan, phase.tokens, not measured, settings))
     return tuple(out)
 
 

@@ -61,19 +61,39 @@ def round_slots(
     return _rotate(slots, round_index // 2)
 
 
+def round_quads(
+    widths: Sequence[int],
+    round_index: int,
+    arms: Sequence[str] = ARMS,
+    control_width: int | None = 1,
+    control_quads: int = 1,
+    skip: frozenset[tuple[str, int]] = frozenset(),
+) -> list[list[tuple[int, str]]]:
+    """Round `round_index`'s quads in order, each its (width, arm) calls. An (arm, width) in
+    `skip` is never measured: its width's quads keep only the other arm's two calls (a setting
+    rejected by bound for one arm: mlatui.measure.bound)."""
+    mirrored = round_index % 2 == 1
+    out = []
+    for w in round_slots(widths, round_index, control_width, control_quads):
+        calls = [(w, arm) for arm in quad(arms, mirrored) if (arm, w) not in skip]
+        if calls:
+            out.append(calls)
+    return out
+
+
 def round_schedule(
     widths: Sequence[int],
     round_index: int,
     arms: Sequence[str] = ARMS,
     control_width: int | None = 1,
     control_quads: int = 1,
+    skip: frozenset[tuple[str, int]] = frozenset(),
 ) -> list[tuple[int, str]]:
     """(width, arm) in the order round `round_index` measures them."""
-    mirrored = round_index % 2 == 1
     return [
-        (w, arm)
-        for w in round_slots(widths, round_index, control_width, control_quads)
-        for arm in quad(arms, mirrored)
+        call
+        for q in round_quads(widths, round_index, arms, control_width, control_quads, skip)
+        for call in q
     ]
 
 
@@ -96,10 +116,14 @@ class SamplerPlan:
     # so the real patch's L = 1 ratio read 1.02-1.09 (stock "slower") where an A/A, symmetric by
     # construction, could not see it.
     settle: bool = True
+    # (arm, width) never measured, warm-up included: a setting rejected by bound for that arm
+    skip: frozenset[tuple[str, int]] = frozenset()
 
     def __post_init__(self) -> None:
         if self.min_rounds < 2 or self.max_rounds < self.min_rounds:
             raise ValueError("need 2 <= min_rounds <= max_rounds")
+        if self.control_width is not None and any(w == self.control_width for _, w in self.skip):
+            raise ValueError("the control width is measured in both arms")
 
     @property
     def first_rounds(self) -> int:
@@ -107,7 +131,9 @@ class SamplerPlan:
 
     def timed_calls(self, rounds: int | None = None) -> int:
         per_round = len(
-            round_schedule(self.widths, 0, self.arms, self.control_width, self.control_quads)
+            round_schedule(
+                self.widths, 0, self.arms, self.control_width, self.control_quads, self.skip
+            )
         )
         return per_round * (self.first_rounds if rounds is None else rounds)
 
@@ -143,34 +169,45 @@ def sample_context(
     on_round: Callable[[ContextEstimates], None] = lambda e: None,
     check_stop: Callable[[], None] = lambda: None,
     decide_more: Callable[[bool], bool] | None = None,
+    on_skip: Callable[[str, int], None] | None = None,
 ) -> SamplerRun:
     """Warm up every width in both arms, then run rounds until the control is decided (valid or
     invalid) after at least `min_rounds`, or `max_rounds` are done. `decide_more(wants_more)`
-    lets the caller overrule the decision (rank 0 decides for all ranks in a distributed run)."""
+    lets the caller overrule the decision (rank 0 decides for all ranks in a distributed run).
+    `on_skip(arm, width)` runs, untimed, where a call in `plan.skip` would have been (decode
+    blocks use it to keep the skipped arm's stream as long as the other's)."""
     run = SamplerRun(plan)
     warm_step: Callable[[str, int], object] = warm if warm is not None else measure
     for width in plan.widths:  # the first call at a new width compiles: never timed
         for _ in range(plan.warmup):
             for arm in quad(plan.arms, False)[:2]:
+                if (arm, width) in plan.skip:
+                    continue
                 check_stop()
                 warm_step(arm, width)
     settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
     pause_gc = timed_gc_paused()
     while True:
-        schedule = round_schedule(
+        quads = round_quads(
             plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
         )
-        for i, (width, arm) in enumerate(schedule):
-            check_stop()
-            if plan.settle and i % 4 == 0:  # untimed: every arm's last step is a light one
-                for other in (a for a in plan.arms if a != arm):
-                    warm_step(other, settle_width)
-                warm_step(arm, settle_width)
-            with gc_paused(pause_gc):
-                ms = measure(arm, width)
-            timing = Timing(run.rounds, width, arm, ms, clock())
-            run.timings.append(timing)
-            on_timing(timing)
+        for calls in quads:
+            for i, (width, arm) in enumerate(calls):
+                check_stop()
+                if plan.settle and i == 0:  # untimed: every arm's last step is a light one
+                    first = next((a for w, a in calls if (a, w) not in plan.skip), arm)
+                    for other in (a for a in plan.arms if a != first):
+                        warm_step(other, settle_width)
+                    warm_step(first, settle_width)
+                if (arm, width) in plan.skip:
+                    if on_skip is not None:
+                        on_skip(arm, width)  # untimed, in the skipped call's place
+                    continue
+                with gc_paused(pause_gc):
+                    ms = measure(arm, width)
+                timing = Timing(run.rounds, width, arm, ms, clock())
+                run.timings.append(timing)
+                on_timing(timing)
         run.rounds += 1
         control = (
             control_ratio(run.timings, plan.arms, plan.control_width, plan.seed)

@@ -2,7 +2,11 @@
 device from a short probe, and scale the plan down, in a fixed order that keeps the story, until
 the forecast fits. Pure (no mlx): the probe's costs come in as a `RunProgress` cost table.
 
-The order of reductions (each applied only while the forecast is over budget):
+The forecast already knows that a setting rejected by bound (mlatui.measure.bound: its verify
+step costs too much for any acceptance to win) runs no decode blocks, from the probe's step costs
+per arm and width; so on a device where the stock arm's verify steps are slow its speculative
+blocks cost nothing, and only what is left is cut. The order of reductions (each applied only
+while the forecast is over budget):
 1. an undecided L = 1 check may add at most two rounds (not up to 3x the rounds);
 2. with several draft kinds, the weaker ones (listed after the first in `[draft] sources`: the
    strongest first) keep only their smallest depth, the last-listed first;
@@ -10,8 +14,22 @@ The order of reductions (each applied only while the forecast is over budget):
 4. the sweep's rounds go down to 5, then 4;
 5. the sweep drops its largest contexts while more than three are left (three still show the
    stock arm's marginal cost growing with context);
-6. decode blocks of 8 tokens instead of 16 or more.
-What remains is run even when it does not fit, and the screen says so.
+6. decode blocks of 8 tokens instead of 16 or more;
+7. the sweep drops its largest contexts down to two (two still show it growing);
+8. the sweep measures L = 1 and 2 only (the key figure's widths);
+9. the tune and decode phases drop their deepest depths down to one per kind, and their verify
+   steps then run only at L = 1 and the L = depth + 1 of the depths kept;
+10. the weaker draft kinds are left out entirely, the last-listed first (the strongest kind
+   still gives each arm a speculative result);
+11. the tune takes its verify steps (and its L = 1 check) from the sweep's rounds at the same
+   context, when the sweep runs first and measured every width they need, instead of
+   measuring the same synced steps again;
+12. the tune moves to the sweep's smallest context when that is shorter (its prefill, the
+   drafts' and the stock arm's steps cost in proportion to the context);
+13. where the tune still measures its own verify steps, their rounds go down to 4 (an undecided
+   L = 1 check there is pooled with the sweep's quads at the same context).
+What remains is run even when it does not fit, and the screen says so. The story stays: the
+stock arm's marginal cost at two contexts at least, and a tune result per arm.
 """
 
 from __future__ import annotations
@@ -20,11 +38,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.plans import VERIFY_MIN_ROUNDS
+from mlatui.measure.plans import VERIFY_MIN_ROUNDS, verify_widths
 
 MIN_SWEEP_CONTEXTS = 3
+LAST_SWEEP_CONTEXTS = 2  # the fewest that still show the marginal cost growing with context
+KEY_WIDTHS = (1, 2)  # the key figure: L = 2 - L = 1
 MIN_SWEEP_REPS = 4
 MIN_BLOCK_TOKENS = 8
+MIN_VERIFY_ROUNDS = 4
 EXTRA_ROUNDS = 2
 
 
@@ -127,6 +148,106 @@ def reductions(
             q = replace(p, tokens=MIN_BLOCK_TOKENS)
             current = (*current[:i], q, *current[i + 1 :])
             yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
+    yield from _slow_device(current, kinds, phases)
+
+
+def _swap(current: tuple[Phase, ...], i: int, p: Phase) -> tuple[Phase, ...]:
+    return (*current[:i], p, *current[i + 1 :])
+
+
+def _slow_device(
+    current: tuple[Phase, ...], kinds: Sequence[str], written: tuple[Phase, ...]
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    """Reductions 7-10: what a device with a slow BLAS needs on top of the others. Changes are
+    said from the phases as `written`, so a later cut of the same thing replaces an earlier one."""
+    for i, p in enumerate(current):
+        if p.kind == "sweep":
+            start = written[i].contexts
+            while len(p.contexts) > LAST_SWEEP_CONTEXTS:
+                p = replace(p, contexts=tuple(sorted(p.contexts))[:-1])
+                current = _swap(current, i, p)
+                yield current, f"{p.name}: contexts {_span(start)} -> {_span(p.contexts)}"
+    for i, p in enumerate(current):
+        if p.kind == "sweep" and set(p.widths) - set(KEY_WIDTHS):
+            current = _swap(current, i, replace(p, widths=KEY_WIDTHS))
+            yield current, f"{p.name}: widths {_span(p.widths)} -> {_span(KEY_WIDTHS)}"
+    for i, p in enumerate(current):
+        if p.kind not in ("tune", "decode"):
+            continue
+        for kind in kinds or ("",):
+            start = tuple(sorted(set(p.depths_for(kind))))
+            depths = start
+            while len(depths) > 1:
+                depths = depths[:-1]
+                p = (
+                    replace(p, kind_depths=(*p.kind_depths, (kind, depths)))
+                    if kind
+                    else (replace(p, depths=depths))
+                )
+                current = _swap(current, i, p)
+                name = f"{kind} depths" if kind else "depths"
+                yield (
+                    current,
+                    f"{p.name}: {name} {_span(start)} -> {_span(depths)} (verify steps at "
+                    f"L = {_span(verify_widths(_kept_depths(p, kinds)))})",
+                )
+    for kind in reversed(kinds[1:]):
+        for i, p in enumerate(current):
+            if p.kind in ("tune", "decode") and p.depths_for(kind):
+                current = _swap(current, i, replace(p, kind_depths=(*p.kind_depths, (kind, ()))))
+                was = _span(tuple(sorted(set(written[i].depths_for(kind)))))
+                yield (
+                    current,
+                    f"{p.name}: {kind} depths {was} -> none (weaker than {kinds[0]}: left out)",
+                )
+    yield from _reuse_sweep(current, kinds, written)
+
+
+def _reuse_sweep(
+    current: tuple[Phase, ...], kinds: Sequence[str], written: tuple[Phase, ...]
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    """Reductions 11-13: the tune's verify steps, where a sweep before it measured them."""
+    sweep_at = next((j for j, p in enumerate(current) if p.kind == "sweep"), None)
+    sweep = current[sweep_at] if sweep_at is not None else None
+    for i, p in enumerate(current):
+        if sweep is None or sweep_at is None or i < sweep_at or p.kind != "tune":
+            continue
+        need = set(verify_widths(_kept_depths(p, kinds)))
+        if (
+            not p.verify_from
+            and set(p.contexts) <= set(sweep.contexts)
+            and need <= {1, *sweep.widths}
+        ):
+            current = _swap(current, i, replace(p, verify_from=sweep.name))
+            yield (
+                current,
+                f"{p.name}: verify steps from {sweep.name}'s rounds at the same context (the "
+                "same synced steps, not measured twice)",
+            )
+    for i, p in enumerate(current):
+        if p.kind == "tune" and sweep is not None and min(sweep.contexts) < min(p.contexts):
+            keep = (min(sweep.contexts),)
+            current = _swap(current, i, replace(p, contexts=keep))
+            yield (
+                current,
+                f"{p.name}: contexts {_span(written[i].contexts)} -> {_span(keep)} (the "
+                "sweep's smallest: the cheapest context)",
+            )
+    for i, p in enumerate(current):
+        if p.kind == "tune" and not p.verify_from and p.verify_rounds > MIN_VERIFY_ROUNDS:
+            q = replace(
+                p, verify_rounds=MIN_VERIFY_ROUNDS, max_rounds=MIN_VERIFY_ROUNDS + EXTRA_ROUNDS
+            )
+            current = _swap(current, i, q)
+            yield (
+                current,
+                f"{p.name}: verify rounds {p.verify_rounds} -> {MIN_VERIFY_ROUNDS} (an undecided "
+                "L = 1 check is pooled with the sweep's at the same context)",
+            )
+
+
+def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:
+    return sorted({d for k in (kinds or ("",)) for d in p.depths_for(k)})
 
 
 def fit_to_budget(

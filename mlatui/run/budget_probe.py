@@ -38,7 +38,7 @@ def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
         if p.kind == "sweep":
             widest = max(widest, *p.widths)
         elif p.kind in ("tune", "decode"):
-            widest = max(widest, *(max(p.depths_for(k)) + 1 for k in kinds), 1)
+            widest = max(widest, *(d + 1 for k in kinds for d in p.depths_for(k)), 1)
     return tuple(range(1, widest + 1))
 
 

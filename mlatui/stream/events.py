@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 5  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 6  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
 # 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
+# 6: settings rejected by bound (DecodeResult.measured, .bound; tok_s None when not measured)
 ARMS = ("stock", "patched")
 
 
@@ -210,12 +211,37 @@ class DecodeBlock(Event):
 
 
 @dataclass(frozen=True)
+class SpeedupBound:
+    """The most a speculative setting can gain over plain decode, from synced steps alone
+    (mlatui.measure.bound): a verify step at L = depth + 1 emits at most `tokens` = depth + 1
+    tokens, so the speedup is at most tokens x plain_ms / verify_ms. `plain_ms` is the plain
+    step's CI high end, `verify_ms` the verify step's CI low end (or the paired ratio's, if that
+    is higher); `slack` is the allowance for what the runtime does that synced steps do not, and
+    `value` = the bound with it: the upper end the setting is judged by. `point`: from the
+    medians, without the allowance."""
+
+    tokens: int
+    plain_ms: float
+    verify_ms: float
+    value: float
+    point: float
+    slack: float
+
+    @property
+    def rejects(self) -> bool:
+        """The setting cannot win: even its bound's upper end is below plain decode."""
+        return self.value < 1.0
+
+
+@dataclass(frozen=True)
 class DecodeResult(Event):
     """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run.
     tok/s and the speedup over plain decode are medians over rounds with 95% CIs (the speedup is
     paired within rounds). Acceptance: `acceptance_conditional` P(accept i | 1..i-1 accepted),
     `acceptance_by_position` the unconditional share per position, `mean_accepted` accepted
-    drafts per verify step; `counts` the raw per-position counts (mlatui.measure.acceptance)."""
+    drafts per verify step; `counts` the raw per-position counts (mlatui.measure.acceptance).
+    `measured` False: the setting was rejected by its `bound` before any of its blocks ran, so
+    there is no tok/s (`tok_s` None) and `vs_plain_high` is the bound's upper end."""
 
     type: ClassVar[str] = "decode_result"
     t: float
@@ -225,7 +251,7 @@ class DecodeResult(Event):
     depth: int
     tokens: int
     seconds: float
-    tok_s: float
+    tok_s: float | None  # None: not measured (rejected by bound)
     acceptance_by_position: tuple[float | None, ...] = ()
     verify_ms_median: float | None = None
     draft_ms_median: float | None = None
@@ -246,6 +272,12 @@ class DecodeResult(Event):
     draft_kind: str = (
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
+    measured: bool = True  # False: rejected by bound, its blocks never ran (schema 6)
+    bound: SpeedupBound | None = None  # every speculative setting's, measured or not (schema 6)
+
+    @property
+    def rejected_by_bound(self) -> bool:
+        return not self.measured and self.bound is not None and self.bound.rejects
 
 
 @dataclass(frozen=True)

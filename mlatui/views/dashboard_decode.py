@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import replace
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
 from mlatui.views.dashboard_views import ArmView
@@ -77,7 +78,8 @@ class DecodeFold:
         arm = self._arm(e.arm)
         self.context = e.context
         if arm.counts_context != e.context:
-            arm.counts, arm.spec_live, arm.counts_context = {}, {}, e.context
+            arm.counts, arm.spec_live, arm.spec_bound = {}, {}, {}
+            arm.counts_context = e.context
         st = self._setting(e)
         if e.depth:
             arm.add_steps(
@@ -97,6 +99,16 @@ class DecodeFold:
         if st.kind != e.draft_kind:  # schema < 4: the header's one kind, so every view names it
             e = replace(e, draft_kind=st.kind)
         self.decode_results.append(e)
+        if not e.measured:  # before the context's blocks: the tok/s lines start there
+            if arm.counts_context != e.context:
+                arm.counts, arm.spec_live, arm.spec_bound = {}, {}, {}
+                arm.counts_context = e.context
+            if e.bound is not None:
+                arm.spec_bound[st] = e.bound
+            self.changed.add("arms")
+            said = rejection_text(e.bound) if e.bound is not None else "not measured"
+            self._log(e.t, "info", f"{e.arm}: {st.label} at {e.context}: {said} (no blocks run)")
+            return
         if e.depth == 0:
             arm.plain_tok_s = e.tok_s
         else:

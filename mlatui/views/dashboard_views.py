@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
-from mlatui.stream.events import Validity
+from mlatui.stream.events import SpeedupBound, Validity
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
@@ -32,6 +32,7 @@ class ArmView:
     spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
     spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
     spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)
+    spec_bound: dict = field(default_factory=dict)  # Setting -> SpeedupBound: rejected, not run
     plain_tok_s: float | None = None
     absorbed_calls: int = 0
     materialised_calls: int = 0
@@ -71,6 +72,21 @@ class ArmView:
         out.update({st: (v, False) for st, v in self.spec_result.items()})
         kinds = list(dict.fromkeys(st.kind for st in [*self.spec_live, *self.spec_result]))
         return dict(sorted(out.items(), key=lambda kv: (kinds.index(kv[0].kind), kv[0].depth)))
+
+    def decode_lines(self) -> list[tuple[Setting, tuple[float, bool] | None, SpeedupBound | None]]:
+        """Every speculative setting shown, in the run's order of kinds, then by depth: its
+        (tok/s, is_live) when measured or running, else its bound when rejected by bound (no
+        tok/s: its blocks never ran)."""
+        measured = self.tok_s_by_setting()
+        kinds = list(
+            dict.fromkeys(st.kind for st in [*self.spec_live, *self.spec_result, *self.spec_bound])
+        )
+        shown = {st for st in [*measured, *self.spec_bound] if st.depth > 0}
+        order = sorted(shown, key=lambda st: (kinds.index(st.kind), st.depth))
+        return [
+            (st, measured.get(st), None if st in measured else self.spec_bound.get(st))
+            for st in order
+        ]
 
     @property
     def plain_live(self) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
@@ -145,9 +146,23 @@ def _positions(values) -> str:
 
 
 def _decode_row(state: DashboardState, r: DecodeResult) -> list:
+    c = check(state, r.phase, r.context)
+    if r.tok_s is None:  # rejected by bound: no blocks ran
+        said = rejection_text(r.bound) if r.bound is not None else "not measured"
+        return [
+            r.context,
+            r.arm,
+            Setting(r.draft_kind, r.depth).label,
+            "not measured",
+            said,
+            "–",
+            "–",
+            sig(r.verify_ms_median),
+            f"{c.mark} {c}",
+            "; ".join(r.warnings) or "–",
+        ]
     tok = Ci(r.tok_s, r.tok_s_low, r.tok_s_high)
     vs = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high) if r.vs_plain is not None else None
-    c = check(state, r.phase, r.context)
     return [
         r.context,
         r.arm,
@@ -293,6 +308,14 @@ def csv_rows(state: DashboardState) -> list[dict]:
                 outcome = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
                 rows.append(row | {"check": outcome})
     for result in state.decode_results:
+        if result.rejected_by_bound and result.bound is not None:
+            phase = result.phase
+            rows.append(
+                {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
+                | {"context": result.context, "width": result.depth, "arm": result.arm}
+                | {"quantity": "rejected_by_bound", "high": sig(result.bound.value, 3)}
+                | {"text": rejection_text(result.bound), "draft": result.draft_kind}
+            )
         if result.warnings:
             phase = result.phase
             rows.append(

@@ -12,6 +12,7 @@ from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.stream.events import (
     BudgetPlanned,
     DecodeBlock,
+    DecodeResult,
     Estimate,
     Event,
     LoadProgress,
@@ -71,9 +72,22 @@ class RunProgress(Forecast):
         elif isinstance(e, (LoadStart, LoadProgress)):
             self._load(e)
             return
+        elif isinstance(e, DecodeResult) and not e.measured:
+            self._rejected(e)
         else:
             return
         self._dirty = True
+
+    def _rejected(self, e: DecodeResult) -> None:
+        """A setting rejected by bound before its context's blocks: its arm runs none of them."""
+        for p in self.phases:
+            for run in p.segments:
+                seg = run.seg
+                if seg.part != e.phase or seg.context != e.context or not seg.tokens:
+                    continue
+                for width, kind, depth in seg.settings:
+                    if depth == e.depth and kind == e.draft_kind:
+                        run.seg = seg.without(e.arm, width)
 
     def _header(self, h: RunHeader) -> None:
         kinds = (h.settings or {}).get("draft_kinds")
@@ -155,6 +169,9 @@ class RunProgress(Forecast):
                 blocks = bool(run.seg.tokens)
                 self.wall_s[blocks] += gap
                 self.compute_s[blocks] += ms / 1e3
+                if not blocks and self._settle and isinstance(e, Step):  # its share of settles
+                    one = self.costs.step(e.arm, e.context, 1)
+                    self.compute_s[blocks] += one[1] / 2 / 1e3 if one else 0.0
                 self.slowest_gap_s = max(self.slowest_gap_s, gap)
             run.first_t = run.first_t if run.first_t is not None else e.t
             run.last_t = e.t

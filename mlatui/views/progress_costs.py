@@ -3,7 +3,8 @@
 Every prediction is a (low, mid, high) triple in milliseconds of measured compute. A cell that was
 measured is its mean. A context not yet measured is extrapolated along the context axis from the
 contexts that were: linear in T (fit on what is seen); from one context the honest range is
-"does not grow" .. "grows in proportion to T", and the point is their middle. A decode block not
+"does not grow" .. "grows in proportion to T", and the point is their middle, except for a wide
+step, whose extra cost over L = 1 is taken to grow in proportion to T. A decode block not
 yet measured is built from the synced steps of the same context (plain: one L = 1 step per token;
 depth d: tokens / (tokens per verify step) verify steps at L = d + 1, plus d drafted tokens each),
 with prior acceptance and draft costs until blocks are seen.
@@ -109,10 +110,28 @@ class CostTable:
             m = cell[0] / cell[1]
             return (m, m, m)
         points = [(c, s / n) for (a, c, w), (s, n) in self.steps.items() if a == arm and w == width]
+        if len(points) == 1 and width > 1 and context > points[0][0]:
+            got = self._wider_from_one(arm, context, *points[0])
+            if got is not None:
+                return got
         if points:
             return extrapolate(points, context)
         lower = sorted({w for (a, _, w) in self.steps if a == arm and w < width}, reverse=True)
         return self.step(arm, context, lower[0]) if lower else None
+
+    def _wider_from_one(self, arm: str, context: int, c0: int, y0: float) -> Cost | None:
+        """A wide step measured at one shorter context only: its cost over the L = 1 step's is
+        the queries' extra work, which (the stock arm's re-expansion of the whole cache, the
+        attention of the extra queries) grows in proportion to the context; the L = 1 step is
+        extrapolated as any other. A slow device's probe measures one length: without this the
+        stock arm's verify steps at 4x the length were forecast at ~60% of their cost."""
+        cell = self.steps.get((arm, c0, 1))
+        one = self.step(arm, context, 1)
+        if not cell or one is None:
+            return None
+        extra = max(0.0, y0 - cell[0] / cell[1])
+        grown = extra * context / c0
+        return (one[0] + extra, one[1] + grown, max(one[2] + grown, y0 * context / c0))
 
     def tokens_per_verify(self, setting: Setting) -> float:
         seen = self.verify_steps.get(setting)

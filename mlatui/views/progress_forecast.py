@@ -13,11 +13,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlatui.measure.plans import Segment, phase_segments
+from mlatui.measure.bound import likely_rejected
+from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.stream.events import ARMS
 from mlatui.views.progress_costs import Cost, CostTable, add, scale
 
-PRIOR_OVERHEAD = {False: 1.3, True: 1.05}  # wall s per measured s (steps, blocks) until seen
+# wall s per measured s (steps, blocks) until seen; a step segment's settle steps (two untimed
+# L = 1 steps before every quad) are counted as compute of their own (on the 2-core CPU wall time
+# was 1.00-1.06x the timed steps plus those, with OpenBLAS and with the reference BLAS)
+PRIOR_OVERHEAD = {False: 1.06, True: 1.05}
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Forecast:
     compute_s: dict[bool, float]
     prefill: list[tuple[float, float]]
     draft_kinds: tuple[str, ...]
+    _settle: bool
     outcomes: dict[tuple[str, int], str]
     last_activity_t: float | None
     _current: tuple[int, int] | None
@@ -107,9 +112,10 @@ class Forecast:
         return (more + 1) / (more + stops + 2)
 
     def _call_cost(self, seg: Segment, width: int) -> Cost | None:
-        """ms of one timed call of `width` in `seg`, both arms averaged."""
-        costs = []
-        for arm in ARMS:
+        """ms of one timed call of `width` in `seg`, averaged over the arms that run it."""
+        costs: list[Cost] = []
+        arms = seg.arms_at(width)
+        for arm in arms:
             c = (
                 self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
                 if seg.tokens
@@ -118,15 +124,28 @@ class Forecast:
             if c is None:
                 return None
             costs.append(c)
-        return scale(add(costs[0], costs[1]), 0.5)
+        total: Cost = (0.0, 0.0, 0.0)
+        for c in costs:
+            total = add(total, c)
+        return scale(total, 1 / len(costs)) if costs else (0.0, 0.0, 0.0)
 
-    def _round_cost(self, seg: Segment) -> Cost | None:
+    def _round_cost(self, seg: Segment, settle: bool = True) -> Cost | None:
         total: Cost = (0.0, 0.0, 0.0)
         for width, n in seg.calls:
             c = self._call_cost(seg, width)
             if c is None:
                 return None
             total = add(total, scale(c, n))
+        if settle and not seg.tokens and 1 in dict(seg.calls):
+            one = self._call_cost(seg, 1)
+            if one is not None:  # two untimed L = 1 steps before each quad
+                total = add(total, scale(one, 2 * seg.per_round / 4))
+        calls = dict(seg.calls)
+        for arm, width in seg.skipped:  # an untimed plain block in each skipped block's place
+            plain = self.costs.block(arm, seg.context, Setting(), seg.tokens)
+            if plain is None:
+                return None
+            total = add(total, scale(plain, calls.get(width, 0)))
         return total
 
     def _warmup(self, seg: Segment) -> Cost | None:
@@ -135,20 +154,36 @@ class Forecast:
             c = self._call_cost(seg, width)
             if c is None:
                 return None
-            total = add(total, scale(c, 2 * seg.warmup / 1e3))
+            total = add(total, scale(c, len(seg.arms_at(width)) * seg.warmup / 1e3))
         return total
 
-    def _segment_left(self, run: SegmentRun) -> tuple[Cost, int] | None:
+    def expected(self, seg: Segment) -> Segment:
+        """The block segment as it is expected to run: before the engine has said which of its
+        settings its bound rejects, those the costs seen so far say it will
+        (mlatui.measure.bound.likely_rejected) run no blocks."""
+        if not seg.tokens or seg.skipped:
+            return seg
+        for width, _, depth in seg.settings:
+            if not depth:
+                continue
+            for arm in ARMS:
+                plain = self.costs.step(arm, seg.context, 1)
+                verify = self.costs.step(arm, seg.context, depth + 1)
+                if plain and verify and likely_rejected(depth, plain[1], verify[1]):
+                    seg = seg.without(arm, width)
+        return seg
+
+    def _segment_left(self, run: SegmentRun, settle: bool | None = None) -> tuple[Cost, int] | None:
         """Seconds left in a segment (set-up included when it has not started) and the rounds
         the check may still add. Expected extra rounds: at each remaining decision the check
         asks for two more with the share this run's earlier segments did."""
-        seg = run.seg
-        round_ms = self._round_cost(seg)
+        seg = run.seg if run.calls else self.expected(run.seg)
+        round_ms = self._round_cost(seg, self._settle if settle is None else settle)
         if round_ms is None or not seg.per_round:
             return None
         overhead = self.overhead(bool(seg.tokens))
         per_call = scale(round_ms, overhead / 1e3 / seg.per_round)
-        lo, hi = run.rounds()
+        lo, hi = SegmentRun(seg, calls=run.calls).rounds()
         q = self._continue_share(bool(seg.tokens))
         if run.calls and self.outcomes.get((seg.part, seg.context)) in ("valid", "invalid"):
             q = 0.0  # the check reads decided now: expect it to stop at its next decision
@@ -168,7 +203,7 @@ class Forecast:
         total = 0.0
         for phase in phases:
             for seg in phase_segments(phase, self.draft_kinds, settle):
-                got = self._segment_left(SegmentRun(seg))
+                got = self._segment_left(SegmentRun(seg), settle)
                 if got is None:
                     return math.inf
                 total += got[0][1]

@@ -150,6 +150,8 @@ CSV_FIELDS = (
     "verify_ms_median",
     "warnings",
     "valid",
+    "measured",
+    "bound",
 )
 
 
@@ -167,6 +169,8 @@ def summary_rows(events: Sequence[Event]) -> list[dict]:
                     row[key] = " ".join("" if a is None else f"{a:.3f}" for a in row[key])
             if isinstance(row.get("warnings"), list):
                 row["warnings"] = "; ".join(row["warnings"])
+            if isinstance(row.get("bound"), dict):  # the bound's upper end on vs plain
+                row["bound"] = f"{row['bound']['value']:.4g}"
             out.append(row)
     return out
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import PhaseSummary
+from mlatui.stream.events import PhaseSummary, SpeedupBound
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
@@ -28,6 +29,19 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
     rows = []
     for r in summary.rows:
         mean = r.get("mean_accepted")
+        if r.get("measured") is False:  # rejected by bound: no blocks ran, no tok/s
+            b = r.get("bound")
+            said = rejection_text(SpeedupBound(**b)) if b else "not measured"
+            setting = Setting(r.get("draft_kind") or default_kind, r["depth"]).label
+            rows.append(
+                [r["context"], r["arm"], setting, "not measured", said, "-", "-", "-"]
+                + [
+                    _fmt(r.get("verify_ms_median")),
+                    _check(r),
+                    "; ".join(r.get("warnings") or []) or "-",
+                ]
+            )
+            continue
         rows.append(
             [
                 r["context"],

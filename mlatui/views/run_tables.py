@@ -23,6 +23,7 @@ class Quantity(enum.StrEnum):
     VS_L1 = "vs_l1"  # one arm's step at L over its step at L=1
     TOK_S = "tok_s"  # decode throughput of one arm at one depth (0 = plain)
     VS_PLAIN = "vs_plain"  # speculative tok/s over plain decode, paired within rounds
+    BOUND = "bound"  # rejected by bound: the most its speedup can be (not measured, no tok/s)
 
 
 class Check(enum.StrEnum):
@@ -143,6 +144,22 @@ def latest_sweep_cells(state: DashboardState) -> list[Cell]:
 def decode_cells(state: DashboardState) -> list[Cell]:
     out = []
     for r in state.decode_results:
+        if not r.measured or r.tok_s is None:
+            if r.bound is not None:
+                out.append(
+                    Cell(
+                        r.phase,
+                        r.context,
+                        r.depth,
+                        r.arm,
+                        Quantity.BOUND,
+                        Ci(r.bound.value),
+                        0,
+                        r.rounds or None,
+                        r.draft_kind,
+                    )
+                )
+            continue
         out.append(
             Cell(
                 r.phase,

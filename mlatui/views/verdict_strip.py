@@ -37,11 +37,11 @@ def _speculation(state: DashboardState) -> list[Part]:
     results = [r for r in state.decode_results if r.depth > 0]
     if not results:
         return []
-    usable = [
+    usable = [  # measured, or rejected by bound (its bound's upper end is its speedup's)
         r
         for r in results
         if not r.warnings
-        and r.vs_plain is not None
+        and (r.vs_plain is not None or r.rejected_by_bound)
         and (v := state.validity.get((r.phase, r.context))) is not None
         and v.valid
     ]
@@ -75,9 +75,10 @@ def _speculation(state: DashboardState) -> list[Part]:
             )
         elif all(r.vs_plain_high is not None and r.vs_plain_high < 1 for r in mine):
             worst = max(r.context for r in mine)
+            how = "by bound" if all(r.rejected_by_bound for r in mine) else "slower"
             parts.append(
                 Part(
-                    f"{arm} spec rejected (slower at {fmt_context(worst)})",
+                    f"{arm} spec rejected ({how} at {fmt_context(worst)})",
                     f"{arm} rejected",
                     Tone.BAD,
                 )

@@ -65,6 +65,9 @@ class RunContext:
     # every sampler run's L = 1 control timings, per context: a decode phase's undecided check
     # pools them with the sweep's at the same context (same arms, same hypothesis, paired quads)
     l1_runs: dict[int, list[list[Timing]]] = field(default_factory=dict)
+    # (sweep phase, context) -> its final estimates: a decode phase with `verify_from` takes its
+    # verify steps from them
+    sweep_estimates: dict[tuple[str, int], ContextEstimates] = field(default_factory=dict)
 
     def keep_l1(self, context: int, timings: list[Timing], control_width: int | None) -> None:
         if control_width is not None:
@@ -133,6 +136,10 @@ class ProgressTracker:
             elapsed = now - self.start
             eta = elapsed / self.done * (self.total - self.done) if self.done else None
             self.ctx.emit(Progress(self.ctx.now(), self.phase, self.done, self.total, eta))
+
+    def shrink(self, calls: int) -> None:
+        """Planned calls that will not run (settings rejected by bound)."""
+        self.total = max(self.done, self.total - calls)
 
     def after_round(self, plan: SamplerPlan, estimates: ContextEstimates) -> None:
         """An undecided L = 1 check adds a pair of rounds: the planned total grows with it."""

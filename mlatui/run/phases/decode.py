@@ -14,6 +14,7 @@ At each context, two measurements:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 from mlatui.config.scenario import Phase
@@ -35,6 +36,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     decode_settings,
     spec_depths,
     verify_plan,
+    verify_widths,
 )
 from mlatui.measure.sampler import sample_context
 from mlatui.run.arms import Arm, unpinned
@@ -53,6 +55,7 @@ from mlatui.run.phases.base import (
     validity,
 )
 from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
+from mlatui.run.phases.decode_bound import Key, bounds_of, reject_by_bound, skipped_widths
 from mlatui.run.phases.decode_verdict import (
     Guard,
     GuardSettings,
@@ -66,6 +69,7 @@ from mlatui.stream.events import (
     DecodeResult,
     LogMessage,
     PhaseSummary,
+    SpeedupBound,
     Validity,
 )
 
@@ -92,6 +96,28 @@ def _verify_ms(
     text = ctx.tokens_for(length + max(plan.widths))
     run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
     return run.final
+
+
+def _sweep_verify(
+    ctx: RunContext, phase: Phase, length: int, depths: list[int]
+) -> ContextEstimates | None:
+    """The sweep's rounds at this context as the verify steps (`verify_from`, what the budget
+    writes on a slow device): the same synced steps, arms, widths and tokens, measured minutes
+    before; None when that sweep did not measure every width needed here."""
+    est = ctx.sweep_estimates.get((phase.verify_from, length))
+    need = verify_widths(depths)
+    if est is None or not all((arm, w) in est.step_ms for arm in ARMS for w in need):
+        return None
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"{phase.name} @ {length}: verify steps (L = {', '.join(map(str, need))}) and the "
+            f"L = 1 check are {phase.verify_from}'s at {length} ({est.rounds} rounds), not "
+            "measured again",
+        )
+    )
+    return est
 
 
 def decode_validity(
@@ -163,6 +189,8 @@ def _results(
     runner: BlockRunner,
     verify: ContextEstimates | None,
     check: Validity,
+    bounds: dict[Key, SpeedupBound],
+    rejected: dict[Key, DecodeResult],
 ) -> list[dict]:
     n = runner.n
     guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
@@ -171,6 +199,9 @@ def _results(
     for width, st in enumerate(runner.settings, start=1):
         depth = st.depth
         for arm in ARMS:
+            if (arm, st) in rejected:  # emitted before the blocks
+                rows.append(_row(rejected[(arm, st)], check))
+                continue
             ms = est.step_ms.get((arm, width))
             if ms is None:
                 continue
@@ -217,6 +248,7 @@ def _results(
                 n,
                 _runtime_name(worker_arm, st),
                 st.kind if depth else "",
+                bound=bounds.get((arm, st)),
             )
             ctx.emit(r)
             rows.append(_row(r, check))
@@ -246,6 +278,8 @@ def _row(r: DecodeResult, check: Validity) -> dict:
         "valid": check.valid,
         "outcome": check.verdict,
         "basis": check.basis.value,
+        "measured": r.measured,
+        "bound": dataclasses.asdict(r.bound) if r.bound is not None else None,
     }
 
 
@@ -258,9 +292,21 @@ def decode_context(
 ) -> tuple[list[dict], Validity]:
     length, streams = _prepare_context(ctx, context)
     depths = spec_depths(settings)
-    verify = _verify_ms(ctx, phase, length, depths, progress) if depths else None
-    plan = block_plan(phase, settings, ctx.seed, length)
+    verify = _sweep_verify(ctx, phase, length, depths) if depths and phase.verify_from else None
+    if verify is None and depths:
+        verify = _verify_ms(ctx, phase, length, depths, progress)
     runner = BlockRunner(ctx, phase, length, streams, settings)
+    # decided after the verify rounds, before any block: a setting that cannot win runs none
+    bounds = bounds_of(verify, settings) if verify is not None else {}
+    rejected = (
+        reject_by_bound(ctx, phase, length, verify, settings, bounds, runner.sampling.to_dict())
+        if verify is not None
+        else {}
+    )
+    plan = block_plan(phase, settings, ctx.seed, length, skipped_widths(settings, rejected))
+    progress.shrink(
+        block_plan(phase, settings, ctx.seed, length).timed_calls() - plan.timed_calls()
+    )
 
     def on_timing(t: Timing) -> None:
         runner.on_timing(t)
@@ -280,6 +326,7 @@ def decode_context(
             on_round=on_round,
             check_stop=ctx.check_stop,
             decide_more=ctx.decide_more,
+            on_skip=runner.filler,
         )
     runner.timings = run.timings
     if runner.divergence is not None:
@@ -293,7 +340,7 @@ def decode_context(
             )
         )
     v = decode_validity(ctx, phase, length, verify, run.final)
-    return _results(ctx, phase, length, run.final, runner, verify, v), v
+    return _results(ctx, phase, length, run.final, runner, verify, v, bounds, rejected), v
 
 
 def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:

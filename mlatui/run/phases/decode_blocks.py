@@ -13,7 +13,7 @@ from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.estimates import Timing, stable_seed
 from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import rewind, run_block
+from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_verdict import first_divergence
@@ -45,12 +45,15 @@ class BlockRunner:
         }
         self.pending: list[tuple[str, Setting, BlockResult]] = []
         self.divergence: tuple[int, int] | None = None  # (token, round)
+        self.filled = False  # a plain block ran in a rejected block's place (filler)
+        self.synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
         self.timings: list[Timing] = []
 
     def setting(self, width: int) -> Setting:
         return self.settings[width - 1]
 
-    def _block(self, arm: str, width: int) -> BlockResult:
+    def _block(self, arm: str, width: int, plain: bool = False) -> BlockResult:
+        """One block at `width`'s setting (`plain`: plain decode in its place, same seed)."""
         st = self.setting(width)
         key = (arm, st)
         index = self.blocks_in_round.get(key, 0)
@@ -59,11 +62,11 @@ class BlockRunner:
         seed = stable_seed(self.ctx.seed, self.phase.name, self.length, self.round, st.depth, index)
         stream = self.streams[arm]
         n = self.n
-
+        depth = 0 if plain else st.depth
         lockstep = self.ctx.lockstep is not None
 
         def block(a: Arm) -> BlockResult:
-            result = run_block(a, stream, st.depth, n, self.sampling, seed, st.kind)
+            result = run_block(a, stream, depth, n, self.sampling, seed, st.kind)
             if lockstep:
                 # after the clock: mlx-lm's generator leaves its next step in flight, and its
                 # all_sums would interleave with the next lockstep collective (garbage sums)
@@ -76,13 +79,24 @@ class BlockRunner:
     def warm(self, arm: str, width: int) -> None:
         self._block(arm, width)
 
-    def measure(self, arm: str, width: int) -> float:
+    def filler(self, arm: str, width: int) -> None:
+        """Untimed, in the place of a block rejected by bound: plain decode of as many tokens,
+        so this arm's stream stays as long as the other's (every later block of the round then
+        runs at the same context length in both arms). Nothing is recorded."""
+        self._start_round()
+        self._block(arm, width, plain=True)
+        self.filled = True
+
+    def _start_round(self) -> None:
         if self.fresh_round:
             self.fresh_round = False
             self.blocks_in_round = {}
             for name in ARMS:
                 s = self.streams[name]
                 self.ctx.workers[name].call(functools.partial(rewind, s=s))
+
+    def measure(self, arm: str, width: int) -> float:
+        self._start_round()
         result = self._block(arm, width)
         # ranks that emitted different tokens would issue different collectives next
         self.ctx.check_same(hash(tuple(result.tokens)), "the tokens a decode block emitted")
@@ -122,7 +136,10 @@ class BlockRunner:
     def end_round(self) -> None:
         a, b = (self.streams[name].tokens for name in ARMS)
         at = first_divergence(a, b)
-        if at is not None and self.divergence is None and self.sampling.greedy:
+        # a filler is plain decode: it continues the same greedy stream as a real draft's block,
+        # but not a synthetic draft's (its acceptance, and so its tokens, are drawn)
+        comparable = not (self.filled and self.synthetic)
+        if at is not None and self.divergence is None and self.sampling.greedy and comparable:
             self.divergence = (at, self.round)
         self.round += 1
         self.fresh_round = True

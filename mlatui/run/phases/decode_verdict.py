@@ -127,6 +127,8 @@ def tune_verdict(rows: list[dict], tie_pct: float = 2.0) -> str:
                 for r in spec
                 if not r.get("warnings") and r.get("vs_plain") is not None
             }
+            by_bound = [_setting(r) for r in spec if _rejected_by_bound(r)]
+            bound_note = _bound_note(spec, by_bound)
             warned = [_setting(r) for r in spec if r.get("warnings")]
             if warned and all(not st.kind for st in warned):
                 note = f" (d{','.join(str(st.depth) for st in sorted(warned, key=_depth))} left out: see warnings)"
@@ -135,29 +137,56 @@ def tune_verdict(rows: list[dict], tie_pct: float = 2.0) -> str:
             else:
                 note = ""
             plain_txt = f"{plain['tok_s']:.1f} tok/s plain"
+            also = f"; {bound_note}" if by_bound else ""
             won = pick({k: v for k, v in usable.items() if v[1] is not None}, tie_pct)
             if won is not None:
                 r = next(x for x in spec if _setting(x) == won)
                 parts.append(
                     f"{arm} @ {context}: {_name(won)} wins {_ci(*usable[won])} plain "
-                    f"({r['tok_s']:.1f} vs {plain_txt}){note}"
+                    f"({r['tok_s']:.1f} vs {plain_txt}{also}){note}"
+                )
+            elif not usable and by_bound and not warned:
+                parts.append(
+                    f"{arm} @ {context}: speculation rejected, every setting by bound "
+                    f"({bound_note}; {plain_txt})"
                 )
             elif not usable:
                 parts.append(f"{arm} @ {context}: no usable speculative result{note}")
             else:
                 best = max(usable, key=lambda k: usable[k][0])
+                # a setting rejected by bound is slower too: its bound's upper end is below 1
                 slower = all(v[2] is not None and v[2] < 1.0 for v in usable.values())
                 word = "speculation rejected" if slower else "no significant winner"
                 parts.append(
-                    f"{arm} @ {context}: {word}, best {best.label} {_ci(*usable[best])} ({plain_txt}){note}"
+                    f"{arm} @ {context}: {word}, best {best.label} {_ci(*usable[best])} "
+                    f"({plain_txt}{also}){note}"
                 )
     return "; ".join(parts)
+
+
+def _rejected_by_bound(row: dict) -> bool:
+    b = row.get("bound")
+    return row.get("measured") is False and b is not None and b["value"] < 1.0
+
+
+def _bound_note(spec: list[dict], rejected: list[Setting]) -> str:
+    """`mtp d1, mtp d2 rejected by bound (at most 0.05x)`: the largest bound among them."""
+    if not rejected:
+        return ""
+    top = max(r["bound"]["value"] for r in spec if _rejected_by_bound(r))
+    names = ", ".join(st.label for st in rejected)
+    return f"{names} rejected by bound (at most {top:.2f}x)"
 
 
 def decode_verdict(rows: list[dict]) -> str:
     parts = []
     for r in rows:
-        if r["depth"] > 0 and r["valid"] and not r.get("warnings"):
+        if r["depth"] > 0 and r["valid"] and _rejected_by_bound(r):
+            parts.append(
+                f"{r['arm']} @ {r['context']} {_name(_setting(r))}: rejected by bound (at most "
+                f"{r['bound']['value']:.2f}x plain)"
+            )
+        elif r["depth"] > 0 and r["valid"] and not r.get("warnings"):
             parts.append(
                 f"{r['arm']} @ {r['context']} {_name(_setting(r))}: {r['tok_s']:.1f} tok/s "
                 f"({_ci(r['vs_plain'], r.get('vs_plain_low'), r.get('vs_plain_high'))} plain)"

@@ -49,6 +49,7 @@ def _sweep_context(
     stock = ctx.workers["stock"].arm
     require_trimmable(stock.caches, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
+    ctx.sweep_estimates[(phase.name, length)] = run.final
     v = validity(ctx, phase.name, length, run.final)
     return sweep_rows(length, run, v), v
 

@@ -1,0 +1,172 @@
+"""Rejected by bound in a real engine run (tiny random model, tune only). The synced steps' times
+are replaced by fixed ones: L = 1 10 ms in both arms, the stock arm's wider steps 400 ms (as its
+re-expansion of the whole cache costs on a slow BLAS), the patched arm's 12 ms. So the stock
+arm's speculative settings cannot win (at most 2 x 10 / 400 x 1.5 = 0.075x): none of their
+blocks runs, the verdict says rejected, and every view says "rejected by bound"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import mlatui.run.phases.base as base
+from mlatui.config.runconfig import RunConfig
+from mlatui.run.engine import run
+from mlatui.run.phases.decode_blocks import BlockRunner
+from mlatui.stream.events import (
+    DecodeBlock,
+    DecodeResult,
+    LogMessage,
+    PhaseSummary,
+    Progress,
+    SpeedupBound,
+)
+from mlatui.stream.recorder import Recorder, read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.export import summary_csv, summary_markdown
+from mlatui.views.progress import RunProgress
+from mlatui.views.report import summary_markdown as bench_report
+from mlatui.views.verdict_strip import verdict_line
+
+TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
+STEP_MS = {("stock", True): 400.0, ("patched", True): 12.0}  # (arm, wide) -> ms; L = 1: 10
+
+
+def _scenario(tmp_path: Path) -> Path:
+    text = TINY.read_text().split("[[phase]]")[0]
+    text += (
+        '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
+        "tokens = 8\nreps = 2\nmax_rounds = 6\nwarmup = 1\n"
+    )
+    path = tmp_path / "bound.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bound_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bound")
+    original = base.forward_and_trim
+
+    def fixed(tokens):
+        step = original(tokens)
+
+        def timed(arm):
+            _, absorbed, materialised = step(arm)  # the real step: caches move as they would
+            return STEP_MS.get((arm.name, len(tokens) > 1), 10.0), absorbed, materialised
+
+        return timed
+
+    lengths = []  # per round: both arms' stream lengths at its end
+    end_round = BlockRunner.end_round
+
+    def recording_end_round(self):
+        lengths.append(tuple(len(self.streams[a].tokens) for a in ("stock", "patched")))
+        end_round(self)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(base, "forward_and_trim", fixed)
+    mp.setattr(BlockRunner, "end_round", recording_end_round)
+    events = []
+    try:
+        config = RunConfig(scenario=str(_scenario(tmp)), random_weights=True)
+        status = run(config, events.append)
+    finally:
+        mp.undo()
+    return status, events, tmp, lengths
+
+
+def _results(events, **where):
+    return [
+        e
+        for e in events
+        if isinstance(e, DecodeResult) and all(getattr(e, k) == v for k, v in where.items())
+    ]
+
+
+def test_a_setting_rejected_by_bound_runs_no_blocks(bound_run):
+    status, events, _, _ = bound_run
+    assert status == "completed"
+    blocks = [e for e in events if isinstance(e, DecodeBlock)]
+    assert not [b for b in blocks if b.arm == "stock" and b.depth > 0]
+    assert [b for b in blocks if b.arm == "stock" and b.depth == 0]  # plain decode still runs
+    assert {b.depth for b in blocks if b.arm == "patched"} == {0, 1, 2}
+    rejected = [r for r in _results(events, arm="stock") if r.depth > 0]
+    assert [r.depth for r in rejected] == [1, 2]
+    for r in rejected:
+        assert not r.measured and r.rejected_by_bound and r.tok_s is None and r.tokens == 0
+        assert r.vs_plain is None and r.vs_plain_high == r.bound.value
+        assert r.bound.tokens == r.depth + 1 and r.bound.value < 0.2
+        assert r.bound.value == pytest.approx((r.depth + 1) * 10.0 / 400.0 * 1.5)
+        assert events.index(r) < events.index(blocks[0])  # decided before any block ran
+    patched = [r for r in _results(events, arm="patched") if r.depth > 0]
+    assert patched and all(r.measured and r.tok_s and not r.bound.rejects for r in patched)
+    logged = [e.message for e in events if isinstance(e, LogMessage)]
+    assert any("stock synthetic d1 rejected by bound: at most 0.08x" in m for m in logged)
+    assert not any("diverged" in m for m in logged)  # the fillers kept the streams in step
+    last = [e for e in events if isinstance(e, Progress) and e.phase == "tune"][-1]
+    assert last.done == last.total  # the plan shrank by the blocks not run
+
+
+def test_the_fillers_keep_the_rejected_arms_stream_as_long_as_the_others(bound_run):
+    """In each rejected block's place the stock arm decodes as many tokens plainly (untimed), so
+    every later block of the round starts at the same context length in both arms."""
+    _, events, _, lengths = bound_run
+    rounds = {e.round for e in events if isinstance(e, DecodeBlock)}
+    assert len(lengths) == len(rounds) and all(s == p for s, p in lengths)
+    timed = {
+        a: sum(
+            e.tokens for e in events if isinstance(e, DecodeBlock) and e.arm == a and e.round == 0
+        )
+        for a in ("stock", "patched")
+    }
+    assert timed["stock"] < timed["patched"]  # fewer timed tokens: the rest were fillers
+    assert lengths[0][0] == timed["patched"] + 1  # the stream starts with the context's token
+
+
+def test_the_verdict_counts_it_as_rejected(bound_run):
+    _, events, _, _ = bound_run
+    summary = next(e for e in events if isinstance(e, PhaseSummary))
+    assert summary.verdict.startswith("stock @ 64: speculation rejected, every setting by bound")
+    assert "synthetic d1, synthetic d2 rejected by bound (at most 0.11x)" in summary.verdict
+    rows = [r for r in summary.rows if r["arm"] == "stock" and r["depth"]]
+    assert all(r["measured"] is False and r["bound"]["value"] < 0.2 for r in rows)
+    state = DashboardState()
+    state.apply_all(events)
+    assert "stock spec rejected (by bound at 64)" in verdict_line(state)
+
+
+def test_the_report_dump_export_and_tune_view_say_rejected_by_bound(bound_run):
+    _, events, tmp, _ = bound_run
+    path = tmp / "run.jsonl"
+    with Recorder(path) as rec:
+        for e in events:
+            rec(e)
+    back = read_recording(path)
+    replayed = [back.header, *back.events]
+    again = [r for r in replayed if isinstance(r, DecodeResult) and not r.measured]
+    assert again and all(isinstance(r.bound, SpeedupBound) for r in again)
+    assert again == [r for r in _results(events) if not r.measured]  # the typed field round-trips
+    report = bench_report(replayed)
+    assert (
+        "rejected by bound: at most 0.08x (2 x 10.0 ms / 400 ms, x1.5 runtime allowance)" in report
+    )
+    state = DashboardState()
+    state.apply_all(replayed)
+    md = summary_markdown(state)  # what `replay --dump` and the `e` export print
+    row = next(x for x in md.splitlines() if x.startswith("| 64 | stock | synthetic d1 |"))
+    assert "not measured" in row and "rejected by bound: at most 0.08x" in row
+    csv = summary_csv(state)
+    assert "rejected_by_bound" in csv and ",bound," in csv
+    from widgets.arm import tok_s_lines
+
+    stock = " ".join(t.plain for t in tok_s_lines(state, "stock", narrow=False))
+    assert "d1 bound ≤×0.08" in stock and "d2 bound ≤×0.11" in stock
+    patched = " ".join(t.plain for t in tok_s_lines(state, "patched", narrow=False))
+    assert "bound" not in patched
+    progress = RunProgress()
+    for e in replayed:
+        progress.apply(e)
+    seg = next(s.seg for p in progress.phases for s in p.segments if s.seg.tokens)
+    assert set(seg.skipped) == {("stock", 2), ("stock", 3)}
