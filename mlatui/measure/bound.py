@@ -12,10 +12,11 @@ The bound is judged by its upper end, taken conservatively:
 - from the paired ratio verify / plain of the same rounds (`vs_l1`): d + 1 over its CI's low end;
   the larger of the two is used;
 - times RUNTIME_SLACK for what the runtime does that synced steps do not: the speedups measured
-  through mlx-lm's runtime ran up to 1.2x the synced-step bound's upper end (and their medians up
-  to 1.2x its point) on the recordings in docs/data (2-core CPU and H200): a pipelined plain
-  decode pays some per-token overhead that a verify step pays once per d + 1 tokens, and hides
-  graph building that a synced step times.
+  through mlx-lm's runtime ran up to 1.24x the synced-step bound's upper end (and their medians
+  up to 1.28x its point) in the 23 tune recordings of docs/data (2-core CPU and H200; 229
+  results; docs/performance.md, session 5): a pipelined plain decode pays some per-token
+  overhead that a verify step pays once per d + 1 tokens, and hides graph building that a
+  synced step times.
 A setting whose upper end lies below 1.0 cannot win: its blocks are not run, and its result says
 "rejected by bound: at most 0.05x (2 x 31 ms / 2.08 s, x1.5 runtime allowance)".
 """

@@ -179,7 +179,14 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
 
 def _decode_table(state: DashboardState, phase: str) -> str:
     acc = "acceptance (synthetic)" if state.synthetic else "acceptance"
-    rows = [_decode_row(state, r) for r in state.decode_results if r.phase == phase]
+    kinds = list(state.draft_kinds)
+
+    def order(r: DecodeResult) -> tuple:  # plain first, then each setting, both arms each
+        kind = kinds.index(r.draft_kind) if r.draft_kind in kinds else len(kinds)
+        return (r.context, r.depth > 0, kind, r.depth, ARMS.index(r.arm) if r.arm in ARMS else 2)
+
+    mine = sorted((r for r in state.decode_results if r.phase == phase), key=order)
+    rows = [_decode_row(state, r) for r in mine]
     head = ["context", "arm", "draft", "tok/s [95% CI]", "vs plain [95% CI]"]
     head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "verify ms", "L=1 check"]
     return table([*head, "warnings (left out of verdicts)"], rows)
