@@ -42,12 +42,14 @@ from mlatui.run.decode_stream import (
     DecodeStream,
     SyntheticDraft,
     open_stream,
+    recopy_stream_caches,
 )
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
     emit_phase_start,
+    fresh_copies,
     sample_steps,
     share_context,
     validity,
@@ -280,6 +282,7 @@ def decode_context(
             on_round=on_round,
             check_stop=ctx.check_stop,
             decide_more=ctx.decide_more,
+            between_rounds=fresh_copies(ctx, recopy_stream_caches),
         )
     runner.timings = run.timings
     if runner.divergence is not None:
