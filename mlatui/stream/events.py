@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 SCHEMA_VERSION = 4  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
+# (4, no bump: DecodeResult.distinct_4gram_share[_across], optional with a default: a reader of
+# schema 4 ignores them, and None says "not recorded")
 ARMS = ("stock", "patched")
 
 
@@ -236,6 +238,10 @@ class DecodeResult(Event):
     draft_kind: str = (
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
+    # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
+    # across the blocks together (mlatui.measure.repetition); None: not recorded (older runs)
+    distinct_4gram_share: float | None = None
+    distinct_4gram_share_across: float | None = None
 
 
 @dataclass(frozen=True)
