@@ -53,6 +53,7 @@ MOVES: dict[str, str] = {
     "acceptance": "measure.acceptance",
     "plans": "measure.plans",
     "records": "measure.records",
+    "training.repetition": "measure.repetition",  # session 5: the decode guard shares it
     # store/: what mlatui remembers per device between runs
     "calibration": "store.calibration",
     "harness_bias": "store.harness_bias",
