@@ -53,9 +53,16 @@ def test_one_definition_pooled_within_blocks_and_across_them():
     # pooled: distinct 4-grams within each block summed / 4-grams summed (2 + 1 of 2 + 3)
     rep = repetition_of([[1, 2, 3, 4, 5], [7, 7, 7, 7, 7, 7]])
     assert rep.within == pytest.approx(3 / 5) and rep.across == pytest.approx(3 / 5)
-    # across: two identical blocks repeat each other even when neither repeats itself
-    same = repetition_of([[1, 2, 3, 4, 5, 6]] * 2)
-    assert same.within == 1.0 and same.across == pytest.approx(0.5) and same.same_text
+    # across: each different block once, so rounds that replay one text are no loop ...
+    a, b = _varied(2)
+    replayed = repetition_of([a, b, a, b])
+    assert replayed.within == replayed.across == 1.0 and replayed.distinct_blocks == 2
+    assert not replayed.same_text and repetition_of([a, a]).same_text
+    # ... but a loop longer than a block is: its blocks catch it at different phases
+    stream = list(range(10)) * 10
+    long_loop = repetition_of([stream[i : i + 16] for i in (0, 3, 5, 8)])
+    assert long_loop.within == pytest.approx(10 / 13)  # 3 of 13 4-grams repeat in a block
+    assert long_loop.across == pytest.approx(10 / 52)  # the loop's 10 4-grams, 4 blocks
     assert repetition_of([[1, 2, 3]]).within is None  # too short to tell
     assert not repetition_of([[1, 2, 3, 4, 5, 6]]).same_text  # one block is not "every block"
 
@@ -67,6 +74,16 @@ def test_the_guard_fires_on_a_looping_stream_and_not_on_a_varied_one():
         "acceptance describes a repeat, not the draft"
     )
     assert guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(_varied(8))) == []
+    a, b = _varied(2)  # greedy rounds replaying one varied text: not a loop
+    assert guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of([a, b] * 4)) == []
+    # a 10-token loop in 16-token blocks: 77% within a block, 19% across them
+    stream = list(range(10)) * 10
+    blocks = [stream[i : i + 16] for i in (0, 3, 5, 8)] * 2
+    (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(blocks))
+    assert w == (
+        "looping text: 19% distinct 4-grams across its 4 different blocks (< 50%; 77% within "
+        "each): acceptance describes a repeat, not the draft"
+    )
     # looping inside each block, but each block its own loop: still looping text
     loops = [[b, b + 1, b + 2] * 5 + [b] for b in range(0, 80, 10)]
     (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(loops))
@@ -205,7 +222,7 @@ def test_a_sampled_tune_of_the_default_scenario_records_the_share_and_its_rules(
     for r in results:
         assert r.sampling["temperature"] == 0.8
         assert r.distinct_4gram_share is not None and 0 < r.distinct_4gram_share <= 1
-        assert r.distinct_4gram_share_across <= r.distinct_4gram_share
+        assert 0 < r.distinct_4gram_share_across <= 1
         assert not _looping(list(r.warnings))  # sampled blocks do not loop here
     rules = {(r.draft_kind, r.acceptance_rule) for r in results if r.depth}
     assert rules == {("mtp", "rejection-sampling"), ("draft-model", "exact-match")}
@@ -245,7 +262,7 @@ def test_the_report_dump_and_csv_show_the_share_and_the_rule(sampled, greedy):
     # the greedy run: the share beside its warning, in the bench table and the --dump/export
     for md in (bench_markdown(greedy), dump_markdown(_state(greedy))):
         row = next(line for line in md.splitlines() if "| patched | mtp d1 |" in line)
-        assert "| exact match, greedy | 31% / 8% |" in row and "looping text: 31%" in row
+        assert "| exact match, greedy | 31% / 31% |" in row and "looping text: 31%" in row
     rows = [r for r in csv_rows(_state(greedy)) if r.get("quantity") == "distinct_4gram_share"]
     assert {r["median"] for r in rows} == {"0.308"}
 
@@ -274,3 +291,33 @@ def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, gree
     s = _state(sampled)
     line = rule_line(s, "patched", narrow=False).plain
     assert line.startswith("  exact match, T=0.8 · text ") and "looping" not in line
+
+
+def test_a_loop_longer_than_a_block_shows_its_share_across_blocks_on_the_dashboard():
+    from mlatui.stream.events import DecodeBlock, DecodeResult
+    from widgets.arm import rule_line
+
+    stream = list(range(10)) * 10
+    blocks = [stream[i : i + 16] for i in (0, 3, 5, 8)]
+    rep = repetition_of(blocks)
+    (warning,) = guard_warnings(DRAFTING, 1.1, SETTINGS, rep)
+    s = DashboardState()
+    for i, b in enumerate(blocks):
+        s.apply(
+            DecodeBlock(
+                float(i), "tune", "patched", 2048, 3, i // 2, 16, 40.0, (3,), (3,), (4,),
+                tuple(b), "exact-match", 0.0, "mtp",
+            )
+        )  # fmt: skip
+    live = rule_line(s, "patched", narrow=False).plain
+    assert live == "  exact match, greedy · text ~77% distinct 4-grams (19% across blocks) looping"
+    s.apply(
+        DecodeResult(
+            5.0, "tune", "patched", 2048, 3, 64, 1.0, 60.0, warnings=(warning,),
+            draft_kind="mtp", distinct_4gram_share=rep.within,
+            distinct_4gram_share_across=rep.across, acceptance_rule="exact-match",
+        )
+    )  # fmt: skip
+    line = rule_line(s, "patched", narrow=False).plain
+    assert line == "  exact match, greedy · text 77% distinct 4-grams (19% across blocks) looping"
+    assert rule_line(s, "patched", narrow=True).plain == "  exact, greedy · 4g 77%/19% !"

@@ -56,11 +56,14 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
     if rep is not None and rep.within is not None:
         line.append(" · " if a.acceptance_rule else "", style="dim")
         live = "~" if rep.live else ""
-        text = (
-            f"text {live}{rep.within:.0%} distinct 4-grams"
-            if not narrow
-            else f"4g {live}{rep.within:.0%}"
-        )
+        # the share across blocks only when it is what loops (a loop longer than a block)
+        lower = rep.across if rep.looping and rep.across is not None else None
+        lower = lower if lower is not None and lower < rep.within else None
+        if narrow:
+            text = f"4g {live}{rep.within:.0%}" + (f"/{lower:.0%}" if lower is not None else "")
+        else:
+            text = f"text {live}{rep.within:.0%} distinct 4-grams"
+            text += f" ({lower:.0%} across blocks)" if lower is not None else ""
         line.append(text, style="dim")
         if rep.looping:
             line.append(" looping" if not narrow else " !", style="bold yellow")

@@ -239,7 +239,8 @@ class DecodeResult(Event):
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
     # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
-    # across the blocks together (mlatui.measure.repetition); None: not recorded (older runs)
+    # across the blocks together, each different text once (mlatui.measure.repetition.
+    # Repetition); None: not recorded (older runs)
     distinct_4gram_share: float | None = None
     distinct_4gram_share_across: float | None = None
 
