@@ -171,6 +171,7 @@ def test_the_abandoned_load_thread_reports_nothing_after_the_run_ended(monkeypat
 
     import mlatui.run.engine as engine
     from mlatui.config.runconfig import RunConfig
+
     ended = threading.Event()
 
     def slow_read(scenario_model, scenario, random_weights, seed, fit_check, watch, *rest):

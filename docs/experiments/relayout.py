@@ -54,6 +54,7 @@ MOVES: dict[str, str] = {
     "plans": "measure.plans",
     "records": "measure.records",
     "pooled": "measure.pooled",  # never flat: listed so `mlatui.measure.pooled` is left alone
+    "training.repetition": "measure.repetition",  # session 5: the decode guard shares it
     # store/: what mlatui remembers per device between runs
     "calibration": "store.calibration",
     "harness_bias": "store.harness_bias",

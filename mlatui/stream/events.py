@@ -18,6 +18,8 @@ SCHEMA_VERSION = 5  # 2: sampler rounds, paired estimates with CIs, three-outcom
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
 # 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
+# (5, no bump: DecodeResult.distinct_4gram_share[_across], optional with a default: a reader of
+# an older schema ignores them, and None says "not recorded")
 ARMS = ("stock", "patched")
 
 
@@ -246,6 +248,11 @@ class DecodeResult(Event):
     draft_kind: str = (
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
+    # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
+    # across the blocks together, each different text once (mlatui.measure.repetition.
+    # Repetition); None: not recorded (older runs)
+    distinct_4gram_share: float | None = None
+    distinct_4gram_share_across: float | None = None
 
 
 @dataclass(frozen=True)

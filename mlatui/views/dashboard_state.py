@@ -120,6 +120,7 @@ class DashboardState(DecodeFold):
             if e.kind in ("decode", "tune"):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
                 arm.counts, arm.setting, arm.spec_vs_plain = {}, None, {}
+                arm.texts, arm.repeats = {}, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 

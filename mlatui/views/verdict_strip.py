@@ -33,27 +33,26 @@ class Part:
     tone: Tone
 
 
+def _valid(state: DashboardState, r: DecodeResult) -> bool:
+    v = state.validity.get((r.phase, r.context))
+    return v is not None and v.valid
+
+
 def _speculation(state: DashboardState) -> list[Part]:
     results = [r for r in state.decode_results if r.depth > 0]
     if not results:
         return []
-    usable = [
-        r
-        for r in results
-        if not r.warnings
-        and r.vs_plain is not None
-        and (v := state.validity.get((r.phase, r.context))) is not None
-        and v.valid
-    ]
+    usable = [r for r in results if not r.warnings and r.vs_plain is not None and _valid(state, r)]
     if not usable:
-        held = sorted({r.context for r in results})
-        return [
-            Part(
-                f"tune: no verdict (L=1 check not valid at {', '.join(map(fmt_context, held))})",
-                "tune: no verdict",
-                Tone.WARN,
-            )
-        ]
+        invalid = sorted({r.context for r in results if not _valid(state, r)})
+        reasons = []
+        if invalid:
+            reasons.append(f"L=1 check not valid at {', '.join(map(fmt_context, invalid))}")
+        warned = sorted({r.context for r in results if _valid(state, r) and r.warnings})
+        if warned:
+            reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")
+        reasons = reasons or ["no speedup measured"]
+        return [Part(f"tune: no verdict ({'; '.join(reasons)})", "tune: no verdict", Tone.WARN)]
     parts = []
     for arm in ARMS:
         mine = [r for r in usable if r.arm == arm]
