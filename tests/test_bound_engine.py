@@ -149,13 +149,14 @@ def test_the_report_dump_export_and_tune_view_say_rejected_by_bound(bound_run):
     assert again and all(isinstance(r.bound, SpeedupBound) for r in again)
     assert again == [r for r in _results(events) if not r.measured]  # the typed field round-trips
     report = bench_report(replayed)
+    _same_columns(report, "| 64 | stock | synthetic d1 |")
     assert (
         "rejected by bound: at most 0.08x (2 x 10.0 ms / 400 ms, x1.5 runtime allowance)" in report
     )
     state = DashboardState()
     state.apply_all(replayed)
     md = summary_markdown(state)  # what `replay --dump` and the `e` export print
-    row = next(x for x in md.splitlines() if x.startswith("| 64 | stock | synthetic d1 |"))
+    row = _same_columns(md, "| 64 | stock | synthetic d1 |")
     assert "not measured" in row and "rejected by bound: at most 0.08x" in row
     csv = summary_csv(state)
     assert "rejected_by_bound" in csv and ",bound," in csv
@@ -170,3 +171,12 @@ def test_the_report_dump_export_and_tune_view_say_rejected_by_bound(bound_run):
         progress.apply(e)
     seg = next(s.seg for p in progress.phases for s in p.segments if s.seg.tokens)
     assert set(seg.skipped) == {("stock", 2), ("stock", 3)}
+
+
+def _same_columns(md: str, start: str) -> str:
+    """The row of a markdown table that starts so, checked to have its table's columns."""
+    lines = md.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith(start))
+    head = next(lines[i] for i in range(at, -1, -1) if lines[i].startswith("| context"))
+    assert lines[at].count(" | ") == head.count(" | "), (head, lines[at])
+    return lines[at]

@@ -165,6 +165,41 @@ def test_a_stop_during_a_long_checkpoint_read_takes_effect_at_once(monkeypatch):
     assert events[-1].type == "run_end" and events[-1].status == "interrupted"
 
 
+def test_the_abandoned_load_thread_reports_nothing_after_the_run_ended(monkeypatch):
+    import threading
+    import time
+
+    import mlatui.run.engine as engine
+    from mlatui.config.runconfig import RunConfig
+
+    ended = threading.Event()
+
+    def slow_read(scenario_model, scenario, random_weights, seed, fit_check, watch, *rest):
+        # LoadStart now; the read goes on in C after the engine has stopped waiting, and the
+        # watch's exit reports a last LoadProgress, which would land after run_end
+        with watch("model", "test", kind="checkpoint", total_bytes=20):
+            ended.wait(10)
+        raise AssertionError("left behind")
+
+    monkeypatch.setattr(engine, "load_target", slow_read)
+    stop = threading.Event()
+    events = []
+
+    def sink(e):
+        events.append(e)
+        if e.type == "load_start":
+            stop.set()
+        if e.type == "run_end":
+            ended.set()
+
+    assert engine.run(RunConfig(scenario=str(TINY), random_weights=True), sink, stop) == (
+        "interrupted"
+    )
+    time.sleep(0.5)  # the load thread has woken and tried to report
+    assert events[-1].type == "run_end"
+    assert "load_progress" not in [e.type for e in events]
+
+
 def test_run_interruptibly_hands_back_the_result_or_the_error():
     import threading
 

@@ -237,3 +237,51 @@ def test_gc_pause_nests_and_restores_only_what_it_changed():
         assert not gc.isenabled()  # it was off before: left off
     finally:
         gc.enable()
+
+
+def test_between_rounds_runs_before_every_round_but_the_first_and_never_while_timed():
+    calls, timed = [], []
+    dev = Device(noise=0.0)
+
+    def measure(arm, width):
+        timed.append(len(calls))
+        return dev.measure(arm, width)
+
+    plan = SamplerPlan((1, 2), min_rounds=4, max_rounds=4)
+    run = sample_context(plan, measure, warm=lambda a, w: None, between_rounds=calls.append)
+    assert calls == [1, 2, 3]
+    per_round = plan.timed_calls(1)
+    # the hook ran between the rounds' timed calls: round r's samples all saw r copies made
+    assert timed == [r for r in range(run.rounds) for _ in range(per_round)]
+
+
+class PlacedDevice(Device):
+    """Each arm's state copy carries its own constant cost factor (where in memory it landed),
+    drawn anew whenever the caller re-copies."""
+
+    def __init__(self, spread, seed):
+        super().__init__(noise=0.02, seed=seed)
+        self.spread = spread
+        self.place()
+
+    def place(self, _round=None):
+        self.factor = {a: 1 + self.rng.gauss(0, self.spread) for a in ("stock", "patched")}
+
+    def measure(self, arm, width):
+        return super().measure(arm, width) * self.factor[arm]
+
+
+def test_fresh_copies_every_round_turn_a_placement_constant_into_scatter_the_ci_covers():
+    plan = SamplerPlan((1, 2), min_rounds=12, max_rounds=12)
+    covered = {True: 0, False: 0}
+    trials = 20
+    for seed in range(trials):
+        for recopy in (True, False):
+            dev = PlacedDevice(spread=0.015, seed=seed)
+            run = sample_context(plan, dev.measure, between_rounds=dev.place if recopy else None)
+            r = run.final.ratio[1]
+            covered[recopy] += r.low <= 1.0 <= r.high
+    # one copy per context: its constant offset sits inside a narrow CI that misses 1 mostly
+    assert covered[False] < 0.6 * trials
+    # re-copied each round, the offsets vary between rounds and the CI covers the truth
+    assert covered[True] >= 0.85 * trials

@@ -13,11 +13,11 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
+from mlatui.measure.repetition import distinct_ngram_share
 from mlatui.training import train
 from mlatui.training.contexts import ContextError, long_prompt
 from mlatui.training.corpus import stdlib_root
 from mlatui.training.prepare import prepare
-from mlatui.training.repetition import distinct_ngram_share
 
 TOY = ["--preset", "tiny", "--seq", "64", "--batch", "2", "--warmup", "4", "--eval-every", "4",
        "--eval-batches", "1", "--ckpt-every-min", "60"]  # fmt: skip

@@ -187,3 +187,34 @@ def test_the_export_marks_pooled_checks_and_keeps_them_in_verdicts():
     assert checks[8192] == "inconclusive"
     pooled = [r for r in csv_rows(s) if r["table"] == "l1_pooled"]
     assert len(pooled) == 1 and pooled[0]["check"] == "valid" and pooled[0]["n"] == 90
+
+
+def test_rejected_by_bound_counts_as_rejected_and_a_warned_arm_says_why_it_has_no_verdict():
+    """The stock arm's settings rejected by bound (no tok/s, the bound as the upper end) and the
+    patched arm's results all warned: stock is rejected by bound, patched has no verdict."""
+    from mlatui.stream.events import SpeedupBound
+
+    bound = SpeedupBound(2, 31.0, 2000.0, 0.05, 0.03, 1.5)
+    events = [
+        ui_events.header(),
+        PhaseStart(0.5, "tune", "tune", 0, 1, 10),
+        Validity(0.9, "tune", 2048, 10.0, 10.0, 0.1, 2.0, True, "valid"),
+        _result("stock", 0, 1.0, 1.0, 1.0),
+        _result("patched", 0, 1.0, 1.0, 1.0),
+        replace(
+            _result("stock", 1, 1.0, None, 0.05),
+            tokens=0,
+            tok_s=None,
+            vs_plain=None,
+            measured=False,
+            bound=bound,
+        ),
+        _result("patched", 1, 1.3, 1.2, 1.4, warnings=("looping text: 31% distinct 4-grams",)),
+    ]
+    s = DashboardState()
+    s.apply_all(events)
+    line = verdict_line(s)
+    assert line.startswith(
+        "stock spec rejected (by bound at 2K) · patched: no verdict (every result warned at 2K)"
+    ), line
+    assert "wins" not in line

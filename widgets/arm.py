@@ -36,12 +36,37 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
         line.append(
             f"  ā {a.mean_accepted:.2f}/{a.depth}" if not narrow else f" ā{a.mean_accepted:.2f}"
         )
-    if a.acceptance_rule and not narrow:
+    return line
+
+
+def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
+    """Under the acceptance: the rule that decided it (exact match or rejection sampling, at
+    which temperature) and how much the emitted text repeats itself (looping text is easy to
+    draft, whatever the draft), from DashboardState; None before the first speculative block."""
+    a = state.arms[arm]
+    rep = state.text_repeat(arm, a.setting)
+    if not a.acceptance_rule and rep is None:
+        return None
+    line = Text("  ")
+    if a.acceptance_rule:
         rule = "exact match" if a.acceptance_rule == "exact-match" else "rejection sampling"
-        line.append(
-            f"  ({rule}" + (f", T={a.temperature:g})" if a.temperature else ", greedy)"),
-            style="dim",
-        )
+        if narrow:
+            rule = rule.split()[0]
+        line.append(rule + (f", T={a.temperature:g}" if a.temperature else ", greedy"), style="dim")
+    if rep is not None and rep.within is not None:
+        line.append(" · " if a.acceptance_rule else "", style="dim")
+        live = "~" if rep.live else ""
+        # the share across blocks only when it is what loops (a loop longer than a block)
+        lower = rep.across if rep.looping and rep.across is not None else None
+        lower = lower if lower is not None and lower < rep.within else None
+        if narrow:
+            text = f"4g {live}{rep.within:.0%}" + (f"/{lower:.0%}" if lower is not None else "")
+        else:
+            text = f"text {live}{rep.within:.0%} distinct 4-grams"
+            text += f" ({lower:.0%} across blocks)" if lower is not None else ""
+        line.append(text, style="dim")
+        if rep.looping:
+            line.append(" looping" if not narrow else " !", style="bold yellow")
     return line
 
 
@@ -102,6 +127,7 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
     below = [
         *([medians_text(chart, arm, narrow)] if chart else []),
         acceptance_line(state, arm, narrow),
+        *([rule] if (rule := rule_line(state, arm, narrow)) is not None else []),
         *tok_s_lines(state, arm, narrow),
         gate_line(state, arm, narrow),
     ]

@@ -22,6 +22,8 @@ LEGEND = (
     "rejected by bound: its verify step costs too much for any acceptance to win, so its "
     "blocks were not run (no tok/s) · [a-b] 95% CI · "
     "ā accepted drafts per verify · P(i∣<i) acceptance at position i given the earlier ones · "
+    "exact match / rejection sampling: the acceptance rule · text N% distinct 4-grams: how much "
+    "the emitted text repeats (looping: acceptance of a repeat, left out of verdicts) · "
     "L=1 check: ✓ valid ✓p valid by the pooled check (inconclusive alone, own CI contains 1; "
     "every context's L=1 quads pooled, valid) ✗ invalid ? inconclusive … pending · "
     "grey: left out of verdicts · "

@@ -47,6 +47,7 @@ class Phase:
     top_p: float = 0.0  # 0 or 1: off
     min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
     min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
+    min_distinct_4gram: float = 0.5  # guard: text whose distinct-4-gram share is lower loops
     # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer)
     kind_depths: tuple[tuple[str, tuple[int, ...]], ...] = ()
     verify_rounds: int = DEFAULT_VERIFY_ROUNDS  # decode / tune: synced verify rounds (at least)
@@ -72,6 +73,7 @@ class Phase:
             "top_p": self.top_p,
             "min_draft_share": self.min_draft_share,
             "min_verify_steps": self.min_verify_steps,
+            "min_distinct_4gram": self.min_distinct_4gram,
             "kind_depths": {k: list(d) for k, d in self.kind_depths},
             "verify_rounds": self.verify_rounds,
             "verify_from": self.verify_from,
@@ -178,6 +180,7 @@ def parse_phase(
         "top_p",
         "min_draft_share",
         "min_verify_steps",
+        "min_distinct_4gram",
         "kind_depths",
         "verify_rounds",
         "verify_from",
@@ -217,6 +220,9 @@ def parse_phase(
         top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
         min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
         min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
+        min_distinct_4gram=_fraction(
+            where, "min_distinct_4gram", raw.get("min_distinct_4gram", 0.5)
+        ),
         kind_depths=kind_depths(where, raw.get("kind_depths", {})),
         verify_rounds=_int(
             where, "verify_rounds", raw.get("verify_rounds", DEFAULT_VERIFY_ROUNDS), 2

@@ -169,11 +169,15 @@ def sample_context(
     on_round: Callable[[ContextEstimates], None] = lambda e: None,
     check_stop: Callable[[], None] = lambda: None,
     decide_more: Callable[[bool], bool] | None = None,
+    between_rounds: Callable[[int], None] | None = None,
     on_skip: Callable[[str, int], None] | None = None,
 ) -> SamplerRun:
     """Warm up every width in both arms, then run rounds until the control is decided (valid or
     invalid) after at least `min_rounds`, or `max_rounds` are done. `decide_more(wants_more)`
     lets the caller overrule the decision (rank 0 decides for all ranks in a distributed run).
+    `between_rounds(r)` runs untimed before every round r > 0: the caller gives each arm fresh
+    copies of its state there, so that whatever one copy's placement in memory costs is a
+    round-to-round effect the confidence intervals see, not a constant of the whole context.
     `on_skip(arm, width)` runs, untimed, where a call in `plan.skip` would have been (decode
     blocks use it to keep the skipped arm's stream as long as the other's)."""
     run = SamplerRun(plan)
@@ -188,6 +192,9 @@ def sample_context(
     settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
     pause_gc = timed_gc_paused()
     while True:
+        if between_rounds is not None and run.rounds:
+            check_stop()
+            between_rounds(run.rounds)
         quads = round_quads(
             plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
         )

@@ -123,6 +123,27 @@ class LoadWatch:
 WatchFactory = Callable[..., LoadWatch]
 
 
+class GatedEmit:
+    """`emit` until `close()`; after it, nothing. A stop during loading leaves the load thread
+    running (it sits in C reads); what it reports after the engine gave up on it must not land
+    after the run's end in the recording. The lock makes close() a hard line: no emit that
+    started before it finishes after it."""
+
+    def __init__(self, emit: Callable[[Event], None]) -> None:
+        self._emit = emit
+        self._lock = threading.Lock()
+        self._open = True
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            if self._open:
+                self._emit(event)
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
 def watcher(emit: Callable[[Event], None], clock: Callable[[], float]) -> WatchFactory:
     """`watch(what, source, kind=..., files=..., params=..., ...)` bound to a stream and clock."""
 

@@ -340,6 +340,21 @@ def copy_cache(cache: list[Any]) -> list[Any]:
     return new
 
 
+def recopy_in_place(cache: list[Any]) -> None:
+    """Every layer's cache replaced by a fresh, bit-identical copy, one layer at a time (the
+    transient is one layer's cache, never a second whole cache)."""
+    for i, layer in enumerate(cache):
+        new = copy.deepcopy(layer)
+        mx.eval(new.state)
+        cache[i] = new
+
+
+def recopy_enabled() -> bool:
+    """Whether the sampler gives each arm fresh cache copies between rounds (MLATUI_RECOPY=off:
+    one copy per context, as before; a diagnostic)."""
+    return os.environ.get("MLATUI_RECOPY", "on").strip().lower() not in ("off", "0", "no")
+
+
 def cache_len(cache: list[Any]) -> int:
     """Tokens held by a model's cache: the first layer cache that counts them (hybrid models put
     recurrent ArraysCaches, which do not, beside their KV caches)."""

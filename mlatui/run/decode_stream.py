@@ -17,7 +17,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.run.arms import Arm, cache_len
+from mlatui.run.arms import Arm, cache_len, recopy_in_place
 from mlatui.run.drafts import DraftModelSource
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import (
@@ -118,6 +118,15 @@ def rewind(arm: Arm, s: DecodeStream) -> None:
         else:
             trim_prompt_cache(draft.cache, cache_len(draft.cache) - s.base_len)
         track.draft_len = s.base_len
+
+
+def recopy_stream_caches(arm: Arm) -> None:
+    """Fresh copies of the arm's target cache and of every draft's own cache (between rounds)."""
+    recopy_in_place(arm.caches)
+    for draft in _sources(arm).values():
+        cache = getattr(draft, "cache", None)
+        if isinstance(cache, list) and cache:
+            recopy_in_place(cache)
 
 
 def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) -> None:

@@ -112,9 +112,10 @@ def run(
         if before is not None:
             refuse_unless_fits(estimate(*before, longest), config.force)
         from mlatui.host.signals import Interrupted, run_interruptibly
-        from mlatui.models.load_watch import watcher
+        from mlatui.models.load_watch import GatedEmit, watcher
 
-        watch = watcher(emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
+        load_emit = GatedEmit(emit)  # closed when a stop abandons the load thread
+        watch = watcher(load_emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
 
         target_scenario = scenario
 
@@ -141,6 +142,7 @@ def run(
         try:  # a stop during a minutes-long read takes effect at once, not when it returns
             loaded = run_interruptibly(load, stop)
         except Interrupted:
+            load_emit.close()
             raise Stopped() from None
         dist.after_load(loaded, emit, now, config.record, stop)
         fit_notes += dist.notes

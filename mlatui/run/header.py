@@ -10,8 +10,9 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
 from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
+from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded
-from mlatui.run.arms import arm_cpus
+from mlatui.run.arms import arm_cpus, recopy_enabled
 from mlatui.stream.events import SCHEMA_VERSION, RunHeader
 
 HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
@@ -94,6 +95,8 @@ def run_settings(
         "passes": passes,
         "fill": fill,
         "settle": config.settle,
+        "recopy_caches": recopy_enabled(),
+        "timed_gc": "on" if not timed_gc_paused() else "paused",
         "seed": config.seed,
         "overrides": config.overrides,
         "random_weights": loaded.random_weights,

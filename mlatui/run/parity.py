@@ -42,9 +42,17 @@ from mlatui.run.arms import (
     cache_len,
     copy_cache,
     prefill,
+    recopy_enabled,
+    recopy_in_place,
     unpinned,
 )
-from mlatui.run.decode_stream import SyntheticDraft, open_stream, rewind, run_block
+from mlatui.run.decode_stream import (
+    SyntheticDraft,
+    open_stream,
+    recopy_stream_caches,
+    rewind,
+    run_block,
+)
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import Sampling, draft_model_block, plain_block
 from mlatui.run.spec import plain_step
@@ -109,6 +117,12 @@ class Direct:
         self.draft = draft
         if draft is not None:
             draft.prefill(mx.array([context]))  # (1, T)
+
+    def recopy(self) -> None:
+        """Fresh copies of its caches (between rounds, as the arms get them)."""
+        recopy_in_place(self.cache)
+        if self.draft is not None and isinstance(getattr(self.draft, "cache", None), list):
+            recopy_in_place(self.draft.cache)
 
     def _rewind(self) -> None:
         trim_prompt_cache(self.cache, cache_len(self.cache) - self.base_len)
@@ -197,8 +211,16 @@ def run_parity(
                 seed=stable_seed(seed, "parity", other),
                 settle=False,
             )
+
+            def fresh(round_index: int) -> None:
+                sides = [lambda: worker.call(recopy_stream_caches), direct.recopy]
+                for recopy in sides if round_index % 2 == 0 else sides[::-1]:
+                    recopy()
+
             with unpinned():  # as the decode phases run their blocks
-                run = sample_context(plan, measure)
+                run = sample_context(
+                    plan, measure, between_rounds=fresh if recopy_enabled() else None
+                )
             for width in widths:
                 ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(

@@ -18,7 +18,10 @@ SCHEMA_VERSION = 6  # 2: sampler rounds, paired estimates with CIs, three-outcom
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
 # 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
-# 6: settings rejected by bound (DecodeResult.measured, .bound; tok_s None when not measured)
+# (5, no bump: DecodeResult.distinct_4gram_share[_across], optional with a default: a reader of
+# an older schema ignores them, and None says "not recorded")
+# 6: settings rejected by bound (DecodeResult.measured, .bound): tok_s is None when not measured,
+# which a reader of schema 5 would refuse
 ARMS = ("stock", "patched")
 
 
@@ -272,6 +275,11 @@ class DecodeResult(Event):
     draft_kind: str = (
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
+    # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
+    # across the blocks together, each different text once (mlatui.measure.repetition.
+    # Repetition); None: not recorded (older runs)
+    distinct_4gram_share: float | None = None
+    distinct_4gram_share_across: float | None = None
     measured: bool = True  # False: rejected by bound, its blocks never ran (schema 6)
     bound: SpeedupBound | None = None  # every speculative setting's, measured or not (schema 6)
 

@@ -35,7 +35,7 @@ from mlatui.models.mx_typed import as_int
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
 from mlatui.run.spec import speculative_step
-from mlatui.training.repetition import distinct_ngram_share
+from mlatui.measure.repetition import distinct_ngram_share
 from mlx_lm.models.cache import make_prompt_cache
 
 KINDS = ("model", "mtp")

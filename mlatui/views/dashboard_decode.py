@@ -10,8 +10,9 @@ from dataclasses import replace
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import PLAIN, Setting
+from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
-from mlatui.views.dashboard_views import ArmView
+from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
 from mlatui.views.step_series import StepSeries
 
 
@@ -26,6 +27,7 @@ class DecodeFold:
     """The decode half of DashboardState (it provides these fields and `_arm`, `_log`)."""
 
     header: RunHeader | None
+    phase: PhaseView
     decode_results: list[DecodeResult]
     context: int | None
     changed: set[str]
@@ -69,6 +71,34 @@ class DecodeFold:
         `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
         return kind_of_label(self.header.draft if self.header is not None else "")
 
+    def min_distinct_4gram(self, phase: str) -> float:
+        """The phase's looping-text threshold as its scenario set it (0.5 when not recorded)."""
+        phases = (self.header.scenario.get("phases") or []) if self.header else []
+        base = phase.split("/")[0]  # an A/A pass runs the phase as NAME/aa-stock
+        for p in phases:
+            if isinstance(p, dict) and p.get("name") == base:
+                return float(p.get("min_distinct_4gram", 0.5))
+        return 0.5
+
+    def text_repeat(self, arm: str, setting: Setting | None) -> TextRepeat | None:
+        """The repetition of `setting`'s text on `arm` at the current context: its result's
+        figures once recorded, else computed from the timed blocks so far (None: no tokens)."""
+        if setting is None:
+            return None
+        a = self._arm(arm)
+        if setting in a.repeats:
+            return a.repeats[setting]
+        texts = a.texts.get(setting)
+        if not texts:
+            return None
+        rep = repetition_of(texts, 4)
+        if rep.within is None:
+            return None
+        if setting in a.spec_result:  # a result recorded before the share was (schema 4):
+            return TextRepeat(rep.within, rep.across, False, live=False)  # no guard ran then
+        warning = looping_warning(rep, self.min_distinct_4gram(self.phase.name))
+        return TextRepeat(rep.within, rep.across, warning is not None, live=True)
+
     def _setting(self, e: DecodeBlock | DecodeResult) -> Setting:
         if e.depth == 0:
             return PLAIN
@@ -80,7 +110,10 @@ class DecodeFold:
         if arm.counts_context != e.context:
             arm.counts, arm.spec_live, arm.spec_bound = {}, {}, {}
             arm.counts_context = e.context
+            arm.texts, arm.repeats = {}, {}
         st = self._setting(e)
+        if e.token_ids:
+            arm.texts.setdefault(st, []).append(e.token_ids)
         if e.depth:
             arm.add_steps(
                 st,
@@ -117,6 +150,10 @@ class DecodeFold:
                 arm.spec_vs_plain[st] = e.vs_plain
             if e.counts:
                 arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
+            if e.distinct_4gram_share is not None:
+                looping = any(w.startswith(LOOPING) for w in e.warnings)
+                share, across = e.distinct_4gram_share, e.distinct_4gram_share_across
+                arm.repeats[st] = TextRepeat(share, across, looping, live=False)
         self.changed.add("arms")
         label = "plain decode" if e.depth == 0 else st.label
         ci = (

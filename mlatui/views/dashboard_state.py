@@ -121,6 +121,7 @@ class DashboardState(DecodeFold):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
                 arm.counts, arm.setting, arm.spec_vs_plain = {}, None, {}
                 arm.spec_bound = {}
+                arm.texts, arm.repeats = {}, {}
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 

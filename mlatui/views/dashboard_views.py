@@ -13,6 +13,18 @@ from mlatui.stream.events import SpeedupBound, Validity
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
 
+@dataclass(frozen=True)
+class TextRepeat:
+    """How much a setting's emitted text repeats itself (mlatui.measure.repetition): the
+    distinct-4-gram share within its blocks (pooled) and across them; `looping` when the
+    looping-text guard fired on the result (live: would fire on the blocks so far)."""
+
+    within: float | None
+    across: float | None
+    looping: bool
+    live: bool  # from the timed blocks so far; the setting's DecodeResult replaces it
+
+
 @dataclass
 class ArmView:
     """One arm's column: per-step verify ms, acceptance (per draft kind and depth, never mixed),
@@ -29,6 +41,8 @@ class ArmView:
     counts_context: int | None = None  # counts are per context too: a new one starts afresh
     acceptance_rule: str = ""
     temperature: float = 0.0
+    texts: dict = field(default_factory=dict)  # Setting -> [timed blocks' tokens], this context
+    repeats: dict = field(default_factory=dict)  # Setting -> TextRepeat of its result, this context
     spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
     spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
     spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)

@@ -16,6 +16,7 @@ from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
+from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
 from mlatui.views.report_indexer import indexer_table
 from mlatui.views.report_sweep import pooled_note
 from mlatui.views.rounding import Ci, ci_text, sig
@@ -157,6 +158,8 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
             said,
             "–",
             "–",
+            "–",
+            "–",
             sig(r.verify_ms_median),
             f"{c.mark} {c}",
             "; ".join(r.warnings) or "–",
@@ -171,6 +174,8 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
         ci_text(vs, "×") if r.depth else "1",
         _positions(r.acceptance_conditional or r.acceptance_by_position) if r.depth else "–",
         "–" if r.mean_accepted is None else f"{r.mean_accepted:.2f}/{r.depth}",
+        rule_text(r.acceptance_rule, r.sampling.get("temperature")) if r.depth else "–",
+        share_text(r.distinct_4gram_share, r.distinct_4gram_share_across),
         sig(r.verify_ms_median),
         f"{c.mark} {c}",
         "; ".join(r.warnings) or "–",
@@ -188,7 +193,8 @@ def _decode_table(state: DashboardState, phase: str) -> str:
     mine = sorted((r for r in state.decode_results if r.phase == phase), key=order)
     rows = [_decode_row(state, r) for r in mine]
     head = ["context", "arm", "draft", "tok/s [95% CI]", "vs plain [95% CI]"]
-    head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "verify ms", "L=1 check"]
+    head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "acceptance rule", SHARE_HEAD]
+    head += ["verify ms", "L=1 check"]
     return table([*head, "warnings (left out of verdicts)"], rows)
 
 
@@ -323,6 +329,18 @@ def csv_rows(state: DashboardState) -> list[dict]:
                 | {"quantity": "rejected_by_bound", "high": sig(result.bound.value, 3)}
                 | {"text": rejection_text(result.bound), "draft": result.draft_kind}
             )
+        shares = (
+            ("distinct_4gram_share", result.distinct_4gram_share),
+            ("distinct_4gram_share_across", result.distinct_4gram_share_across),
+        )
+        for quantity, share in shares:
+            if share is not None:
+                phase = result.phase
+                rows.append(
+                    {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
+                    | {"context": result.context, "width": result.depth, "arm": result.arm}
+                    | {"quantity": quantity, "median": sig(share, 3), "draft": result.draft_kind}
+                )
         if result.warnings:
             phase = result.phase
             rows.append(

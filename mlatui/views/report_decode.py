@@ -19,10 +19,35 @@ def _positions(values: Any) -> str:
     return " ".join("–" if v is None else f"{v:.2f}" for v in values)
 
 
+RULE_WORDS = {"exact-match": "exact match", "rejection-sampling": "rejection sampling"}
+
+
+def rule_text(rule: str, temperature: float | None) -> str:
+    """The acceptance rule and the sampling it ran under ("rejection sampling, T=0.8",
+    "exact match, greedy"); "–" for plain decode and recordings without a rule."""
+    if not rule:
+        return "–"
+    words = RULE_WORDS.get(rule, rule)
+    if temperature is None:
+        return words
+    return f"{words}, " + (f"T={temperature:g}" if temperature else "greedy")
+
+
+def share_text(within: float | None, across: float | None) -> str:
+    """The distinct-4-gram shares of a result's text: within its blocks (pooled) / across them."""
+    if within is None:
+        return "–"
+    return f"{within:.0%}" + (f" / {across:.0%}" if across is not None else "")
+
+
+SHARE_HEAD = "distinct 4-grams (block / across)"
+
+
 def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
     """Per context, arm and setting: tok/s and the speedup over plain decode (medians over
-    rounds, 95% CIs; the speedup paired within rounds), acceptance three ways, verify ms from the
-    synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict).
+    rounds, 95% CIs; the speedup paired within rounds), acceptance three ways and the rule that
+    decided it, the text's distinct-4-gram shares (looping text is easy to draft), verify ms from
+    the synced steps, the L = 1 check, and the guards' warnings (warned results are in no verdict).
     `default_kind`: the draft kind of rows recorded before they carried one (schema < 4)."""
     if summary.rows and "tok_s_low" not in summary.rows[0]:
         return _legacy_decode_table(summary)
@@ -34,7 +59,7 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
             said = rejection_text(SpeedupBound(**b)) if b else "not measured"
             setting = Setting(r.get("draft_kind") or default_kind, r["depth"]).label
             rows.append(
-                [r["context"], r["arm"], setting, "not measured", said, "-", "-", "-"]
+                [r["context"], r["arm"], setting, "not measured", said, "-", "-", "-", "–", "–"]
                 + [
                     _fmt(r.get("verify_ms_median")),
                     _check(r),
@@ -54,6 +79,10 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
                 _positions(r.get("acceptance_conditional")),
                 _positions(r.get("acceptance_by_position")),
                 "-" if mean is None else f"{mean:.2f}/{r['depth']}",
+                rule_text(r.get("acceptance_rule") or "", r.get("temperature"))
+                if r["depth"]
+                else "–",
+                share_text(r.get("distinct_4gram_share"), r.get("distinct_4gram_share_across")),
                 _fmt(r.get("verify_ms_median")),
                 _check(r),
                 "; ".join(r.get("warnings") or []) or "-",
@@ -69,6 +98,8 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
             "acceptance P(i ∣ 1..i-1) by position",
             "acceptance P(i) by position",
             "accepted / verify",
+            "acceptance rule",
+            SHARE_HEAD,
             "verify ms",
             "L=1 check",
             "warnings (left out of verdicts)",

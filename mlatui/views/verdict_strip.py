@@ -33,6 +33,11 @@ class Part:
     tone: Tone
 
 
+def _valid(state: DashboardState, r: DecodeResult) -> bool:
+    v = state.validity.get((r.phase, r.context))
+    return v is not None and v.valid
+
+
 def _speculation(state: DashboardState) -> list[Part]:
     results = [r for r in state.decode_results if r.depth > 0]
     if not results:
@@ -40,24 +45,32 @@ def _speculation(state: DashboardState) -> list[Part]:
     usable = [  # measured, or rejected by bound (its bound's upper end is its speedup's)
         r
         for r in results
-        if not r.warnings
-        and (r.vs_plain is not None or r.rejected_by_bound)
-        and (v := state.validity.get((r.phase, r.context))) is not None
-        and v.valid
+        if not r.warnings and (r.vs_plain is not None or r.rejected_by_bound) and _valid(state, r)
     ]
     if not usable:
-        held = sorted({r.context for r in results})
-        return [
-            Part(
-                f"tune: no verdict (L=1 check not valid at {', '.join(map(fmt_context, held))})",
-                "tune: no verdict",
-                Tone.WARN,
-            )
-        ]
+        invalid = sorted({r.context for r in results if not _valid(state, r)})
+        reasons = []
+        if invalid:
+            reasons.append(f"L=1 check not valid at {', '.join(map(fmt_context, invalid))}")
+        warned = sorted({r.context for r in results if _valid(state, r) and r.warnings})
+        if warned:
+            reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")
+        reasons = reasons or ["no speedup measured"]
+        return [Part(f"tune: no verdict ({'; '.join(reasons)})", "tune: no verdict", Tone.WARN)]
     parts = []
     for arm in ARMS:
         mine = [r for r in usable if r.arm == arm]
         if not mine:
+            warned = sorted(
+                {r.context for r in results if r.arm == arm and r.warnings and _valid(state, r)}
+            )
+            if warned:  # the other arm has a verdict: say why this one has none
+                at = ", ".join(map(fmt_context, warned))
+                parts.append(
+                    Part(
+                        f"{arm}: no verdict (every result warned at {at})", f"{arm} n.v.", Tone.WARN
+                    )
+                )
             continue
         wins = [r for r in mine if r.vs_plain_low is not None and r.vs_plain_low > 1]
         if wins:

@@ -44,12 +44,14 @@ from mlatui.run.decode_stream import (
     DecodeStream,
     SyntheticDraft,
     open_stream,
+    recopy_stream_caches,
 )
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
     emit_phase_start,
+    fresh_copies,
     sample_steps,
     share_context,
     validity,
@@ -193,7 +195,7 @@ def _results(
     rejected: dict[Key, DecodeResult],
 ) -> list[dict]:
     n = runner.n
-    guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps)
+    guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps, phase.min_distinct_4gram)
     synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
     rows = []
     for width, st in enumerate(runner.settings, start=1):
@@ -212,8 +214,14 @@ def _results(
             if flat is not None and flat.median > 0:
                 speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
             counts = runner.counts.get((arm, st))
+            rep = runner.repetition(arm, st)
+            # a synthetic draft's acceptance does not depend on the text: looping cannot inflate it
             warnings = (
-                guard_warnings(counts, speedup[1] if speedup else None, guards) if depth else []
+                guard_warnings(
+                    counts, speedup[1] if speedup else None, guards, None if synthetic else rep
+                )
+                if depth
+                else []
             )
             if depth and runner.divergence is not None and not synthetic:
                 at, rnd = runner.divergence
@@ -248,6 +256,8 @@ def _results(
                 n,
                 _runtime_name(worker_arm, st),
                 st.kind if depth else "",
+                rep.within if rep else None,
+                rep.across if rep else None,
                 bound=bounds.get((arm, st)),
             )
             ctx.emit(r)
@@ -274,6 +284,9 @@ def _row(r: DecodeResult, check: Validity) -> dict:
         "tokens": r.tokens,
         "rounds": r.rounds,
         "acceptance_rule": r.acceptance_rule,
+        "temperature": r.sampling.get("temperature", 0.0),
+        "distinct_4gram_share": r.distinct_4gram_share,
+        "distinct_4gram_share_across": r.distinct_4gram_share_across,
         "warnings": list(r.warnings),
         "valid": check.valid,
         "outcome": check.verdict,
@@ -326,6 +339,7 @@ def decode_context(
             on_round=on_round,
             check_stop=ctx.check_stop,
             decide_more=ctx.decide_more,
+            between_rounds=fresh_copies(ctx, recopy_stream_caches),
             on_skip=runner.filler,
         )
     runner.timings = run.timings

@@ -12,6 +12,7 @@ from mlatui.config.scenario import Phase
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.estimates import Timing, stable_seed
 from mlatui.measure.plans import Setting
+from mlatui.measure.repetition import Repetition, repetition_of
 from mlatui.run.arms import Arm
 from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block
 from mlatui.run.mtp import MTPDraft
@@ -44,6 +45,8 @@ class BlockRunner:
             (a, st): AcceptanceCounts(st.depth) for a in ARMS for st in settings if st.depth
         }
         self.pending: list[tuple[str, Setting, BlockResult]] = []
+        # the tokens of every timed block, per arm and setting (plain decode too): the looping guard
+        self.texts: dict[tuple[str, Setting], list[tuple[int, ...]]] = {}
         self.divergence: tuple[int, int] | None = None  # (token, round)
         self.filled = False  # a plain block ran in a rejected block's place (filler)
         self.synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
@@ -106,6 +109,7 @@ class BlockRunner:
     def on_timing(self, t: Timing) -> None:
         arm, st, r = self.pending.pop()
         depth = st.depth
+        self.texts.setdefault((arm, st), []).append(tuple(r.tokens))
         if depth > 0:
             for step in r.steps:
                 self.counts[(arm, st)].add(step)
@@ -128,6 +132,11 @@ class BlockRunner:
                 st.kind if depth else "",
             )
         )
+
+    def repetition(self, arm: str, st: Setting) -> Repetition | None:
+        """The 4-gram repetition of the setting's timed blocks on this arm (None: none ran)."""
+        texts = self.texts.get((arm, st))
+        return repetition_of(texts, 4) if texts else None
 
     def rule_of(self, arm: str, kind: str):
         draft = self.ctx.workers[arm].arm.draft_of(kind)

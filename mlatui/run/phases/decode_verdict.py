@@ -15,6 +15,8 @@ from typing import TypeVar
 
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.plans import Setting
+from mlatui.measure.repetition import LOOPING as LOOPING_TEXT
+from mlatui.measure.repetition import Repetition, looping_warning
 from mlatui.stream.events import ARMS
 
 
@@ -23,18 +25,21 @@ class Guard(enum.StrEnum):
     TOO_FEW_VERIFIES = "too few verify steps"
     IMPOSSIBLE_SPEEDUP = "speedup above what acceptance allows"
     DIVERGED = "arms diverged"
+    LOOPING = LOOPING_TEXT
 
 
 @dataclass(frozen=True)
 class GuardSettings:
     min_draft_share: float = 0.25
     min_verify_steps: int = 16
+    min_distinct_4gram: float = 0.5
 
 
 def guard_warnings(
     counts: AcceptanceCounts | None,
     speedup_low: float | None,
     settings: GuardSettings,
+    repetition: Repetition | None = None,
 ) -> list[str]:
     """Warnings of one speculative result (empty: it may enter a verdict).
 
@@ -43,7 +48,8 @@ def guard_warnings(
       "ran 3x plain decode");
     - too few verify steps to say anything;
     - a speedup whose CI lies above the tokens emitted per verify step: a verify step costs at
-      least one plain step, so a real speedup cannot exceed that; the timing is an artefact.
+      least one plain step, so a real speedup cannot exceed that; the timing is an artefact;
+    - looping text (`looping_warning`): the acceptance measured a repeat, not the draft.
     """
     if counts is None:
         return []
@@ -63,6 +69,9 @@ def guard_warnings(
         out.append(
             f"{Guard.IMPOSSIBLE_SPEEDUP}: CI low {speedup_low:.2f}x > {bound:.2f} tokens per verify"
         )
+    looping = looping_warning(repetition, settings.min_distinct_4gram)
+    if looping is not None:
+        out.append(looping)
     return out
 
 

@@ -1,0 +1,335 @@
+"""The looping-text guard: greedy text from the embedded model falls into a loop, every round
+restarts from one context, so every block was the same looping text and any draft "predicted" it
+(acceptance 1.00 at every position). The guard measures the distinct-4-gram share of each result's
+blocks, warns below `min_distinct_4gram` (or when every block is the same text), and a warned
+result enters no verdict; the share is recorded and shown. The default scenario's tune samples."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import mlatui.training.acceptance
+from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.plans import Setting
+from mlatui.measure.repetition import distinct_ngram_share, repetition_of
+from mlatui.run.phases.decode_verdict import Guard, GuardSettings, guard_warnings, tune_verdict
+from mlatui.stream.recorder import read_recording
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.export import csv_rows
+from mlatui.views.export import summary_markdown as dump_markdown
+from mlatui.views.report import summary_csv
+from mlatui.views.report import summary_markdown as bench_markdown
+from mlatui.views.verdict_strip import verdict_line
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "scenarios" / "default.toml"
+GREEDY_SESSION4 = ROOT / "docs" / "data" / "session4" / "launch-fresh-final-64ecd10.jsonl"
+LOOP = [281, 2617, 1182, 12] * 4  # what every greedy block of the session-4 launch emitted
+SETTINGS = GuardSettings(min_draft_share=0.25, min_verify_steps=4)
+DRAFTING = AcceptanceCounts(1).add_all([VerifyStep(1, 1, 2)] * 20)  # passes the other guards
+
+
+def _varied(blocks: int, n: int = 16, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(4000) for _ in range(n)] for _ in range(blocks)]
+
+
+def _looping(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if w.startswith(str(Guard.LOOPING))]
+
+
+# -- the measure and the guard -------------------------------------------------------------------
+
+
+def test_one_definition_pooled_within_blocks_and_across_them():
+    # the training report and the guard read the same function
+    assert mlatui.training.acceptance.distinct_ngram_share is distinct_ngram_share
+    assert repetition_of([LOOP]).within == distinct_ngram_share(LOOP) == pytest.approx(4 / 13)
+    # pooled: distinct 4-grams within each block summed / 4-grams summed (2 + 1 of 2 + 3)
+    rep = repetition_of([[1, 2, 3, 4, 5], [7, 7, 7, 7, 7, 7]])
+    assert rep.within == pytest.approx(3 / 5) and rep.across == pytest.approx(3 / 5)
+    # across: each different block once, so rounds that replay one text are no loop ...
+    a, b = _varied(2)
+    replayed = repetition_of([a, b, a, b])
+    assert replayed.within == replayed.across == 1.0 and replayed.distinct_blocks == 2
+    assert not replayed.same_text and repetition_of([a, a]).same_text
+    # ... but a loop longer than a block is: its blocks catch it at different phases
+    stream = list(range(10)) * 10
+    long_loop = repetition_of([stream[i : i + 16] for i in (0, 3, 5, 8)])
+    assert long_loop.within == pytest.approx(10 / 13)  # 3 of 13 4-grams repeat in a block
+    assert long_loop.across == pytest.approx(10 / 52)  # the loop's 10 4-grams, 4 blocks
+    assert repetition_of([[1, 2, 3]]).within is None  # too short to tell
+    assert not repetition_of([[1, 2, 3, 4, 5, 6]]).same_text  # one block is not "every block"
+
+
+def test_the_guard_fires_on_a_looping_stream_and_not_on_a_varied_one():
+    (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of([LOOP] * 8))
+    assert w == (
+        "looping text: 31% distinct 4-grams (< 50%), every block the same text: "
+        "acceptance describes a repeat, not the draft"
+    )
+    assert guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(_varied(8))) == []
+    a, b = _varied(2)  # greedy rounds replaying one varied text: not a loop
+    assert guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of([a, b] * 4)) == []
+    # a 10-token loop in 16-token blocks: 77% within a block, 19% across them
+    stream = list(range(10)) * 10
+    blocks = [stream[i : i + 16] for i in (0, 3, 5, 8)] * 2
+    (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(blocks))
+    assert w == (
+        "looping text: 19% distinct 4-grams across its 4 different blocks (< 50%; 77% within "
+        "each): acceptance describes a repeat, not the draft"
+    )
+    # looping inside each block, but each block its own loop: still looping text
+    loops = [[b, b + 1, b + 2] * 5 + [b] for b in range(0, 80, 10)]
+    (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(loops))
+    assert w.startswith("looping text: 23% distinct 4-grams (< 50%): ") and "every block" not in w
+    # an 8-token phrase loops at 62% distinct within a 16-token block: every block the same text
+    (w,) = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of([list(range(8)) * 2] * 8))
+    assert w.startswith("looping text: every block the same text (8 blocks, 62% distinct 4-grams)")
+    # the threshold is the scenario's
+    strict = replace(SETTINGS, min_distinct_4gram=0.9)
+    mild = repetition_of([list(range(10)) + list(range(6))])  # 10 distinct of 13: 77%
+    assert guard_warnings(DRAFTING, 1.1, SETTINGS, mild) == []
+    (w,) = guard_warnings(DRAFTING, 1.1, strict, mild)
+    assert w.startswith("looping text: 77% distinct 4-grams (< 90%)")
+
+
+def _row(kind: str, depth: int, vs: tuple[float, float, float], warnings=()) -> dict:
+    return {
+        "context": 1024,
+        "arm": "patched",
+        "depth": depth,
+        "draft_kind": kind,
+        "tok_s": 60.0 * vs[0],
+        "vs_plain": vs[0],
+        "vs_plain_low": vs[1],
+        "vs_plain_high": vs[2],
+        "valid": True,
+        "warnings": list(warnings),
+    }
+
+
+def test_a_looping_row_is_left_out_of_the_tune_verdict():
+    plain = {"context": 1024, "arm": "patched", "depth": 0, "tok_s": 60.0, "valid": True}
+    looping = guard_warnings(DRAFTING, 1.3, SETTINGS, repetition_of([LOOP] * 8))
+    varied = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(_varied(8)))
+    rows = [
+        plain,
+        _row("mtp", 1, (1.5, 1.3, 1.7), looping),
+        _row("draft-model", 1, (1.2, 1.1, 1.3), varied),
+    ]
+    v = tune_verdict(rows)
+    assert "patched @ 1024: draft-model depth 1 wins 1.20x [1.10-1.30] plain" in v
+    assert "(mtp d1 left out: see warnings)" in v
+    # the same rows without the guard's warning: the looping result would have won
+    assert "mtp depth 1 wins 1.50x" in tune_verdict([plain, _row("mtp", 1, (1.5, 1.3, 1.7))])
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", '"half"', "true", "nan"])
+def test_a_bad_min_distinct_4gram_is_refused_in_one_line(tmp_path, value):
+    f = tmp_path / "bad.toml"
+    f.write_text(f'[[phase]]\nkind = "tune"\ncontexts = [256]\nmin_distinct_4gram = {value}\n')
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(f)
+    msg = str(e.value)
+    assert str(f) in msg and "'min_distinct_4gram' must be a number in [0, 1]" in msg
+    assert "\n" not in msg
+
+
+def test_the_threshold_is_a_phase_key_with_a_default():
+    f = DEFAULT.parent / "default.toml"
+    tune = next(p for p in load_scenario(f).phases if p.kind == "tune")
+    assert tune.min_distinct_4gram == 0.5 and tune.to_dict()["min_distinct_4gram"] == 0.5
+
+
+def test_the_default_scenarios_tune_samples():
+    """The shipped default samples its tune (greedy text from this model loops) with top_p off;
+    the other shipped scenarios do not run the embedded model."""
+    s = load_scenario(DEFAULT)
+    tune = next(p for p in s.phases if p.kind == "tune")
+    assert tune.temperature == 0.8 and tune.top_p == 0.0
+    for other in ("glm47-flash", "deepseek-v3", "glm53-flash-sparse"):
+        assert load_scenario(DEFAULT.parent / f"{other}.toml").model.source != "embedded"
+
+
+# -- an older recording: the share is computed from its blocks, no guard is claimed -------------
+
+
+def test_an_older_greedy_recording_shows_its_text_share_without_claiming_a_guard():
+    rec = read_recording(GREEDY_SESSION4)
+    s = DashboardState()
+    s.apply(rec.header)
+    s.apply_all(rec.events)
+    a = s.arms["patched"]
+    rep = s.text_repeat("patched", a.setting)
+    assert rep is not None and rep.within == pytest.approx(4 / 13)
+    assert not rep.looping and not rep.live  # the run's own guards did not look at the text
+    assert all(r.distinct_4gram_share is None for r in s.decode_results)
+    row = next(line for line in dump_markdown(s).splitlines() if "| patched | mtp d1 |" in line)
+    assert "| exact match, greedy | – |" in row  # the rule is shown; no share was recorded
+
+
+# -- the engine: the default scenario's tune, sampled; and the same tune greedy ------------------
+
+
+def _run(scenario: Path, overrides: dict) -> list:
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run.engine import run
+
+    events: list = []
+    status = run(RunConfig(scenario=str(scenario), overrides=overrides, budget_s=0), events.append)
+    assert status in ("completed", "invalid"), status
+    return events
+
+
+@pytest.fixture(scope="module")
+def sampled() -> list:
+    """The shipped default scenario's tune (temperature 0.8 from the file), cut short."""
+    ov = {"reps": 2, "warmup": 1, "tokens": 8, "contexts": [64], "max_rounds": 2}
+    return _run(DEFAULT, ov | {"only_phases": ["tune"]})
+
+
+@pytest.fixture(scope="module")
+def greedy(tmp_path_factory) -> list:
+    """The default scenario's tune at temperature 0 (one kind, one depth, to keep it short) at
+    1024, where the embedded model's greedy continuation loops on a 4-token phrase."""
+    text = DEFAULT.read_text()
+    for old, new in (
+        ("temperature = 0.8", "temperature = 0"),
+        ('sources = ["mtp", "draft-model"]', 'sources = ["mtp"]'),
+        ("depths = [1, 2, 3]", "depths = [1]"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path_factory.mktemp("greedy") / "default-t0.toml"
+    path.write_text(text)
+    ov = {"reps": 2, "warmup": 1, "tokens": 16, "contexts": [1024], "max_rounds": 2}
+    return _run(path, ov | {"only_phases": ["tune"]})
+
+
+def _results(events: list) -> list:
+    return [e for e in events if e.type == "decode_result"]
+
+
+def test_a_sampled_tune_of_the_default_scenario_records_the_share_and_its_rules(sampled):
+    results = _results(sampled)
+    assert len(results) == 2 * 7  # plain + 2 kinds x 3 depths, both arms
+    for r in results:
+        assert r.sampling["temperature"] == 0.8
+        assert r.distinct_4gram_share is not None and 0 < r.distinct_4gram_share <= 1
+        assert 0 < r.distinct_4gram_share_across <= 1
+        assert not _looping(list(r.warnings))  # sampled blocks do not loop here
+    rules = {(r.draft_kind, r.acceptance_rule) for r in results if r.depth}
+    assert rules == {("mtp", "rejection-sampling"), ("draft-model", "exact-match")}
+    summary = next(e for e in sampled if e.type == "phase_summary")
+    assert all(row["distinct_4gram_share"] is not None for row in summary.rows)
+    assert all(row["temperature"] == 0.8 for row in summary.rows)
+
+
+def test_a_greedy_tune_of_the_default_scenario_loops_and_is_left_out(greedy):
+    # a setting rejected by bound (the stock arm's d1 at 1K on this CPU, whose verify step costs
+    # about 1.7x its plain one) runs no blocks, so it has no text; every measured one loops
+    spec = [r for r in _results(greedy) if r.depth and r.measured]
+    assert spec and all(r.distinct_4gram_share == pytest.approx(4 / 13) for r in spec)
+    assert {r.arm for r in spec} >= {"patched"}
+    assert all(r.rejected_by_bound for r in _results(greedy) if r.depth and not r.measured)
+    for r in spec:
+        (w,) = _looping(list(r.warnings))
+        assert "31% distinct 4-grams (< 50%), every block the same text" in w
+        assert r.acceptance_conditional == (1.0,)  # what the guard is there for
+    summary = next(e for e in greedy if e.type == "phase_summary")
+    assert " wins " not in summary.verdict
+    # whatever this CPU made of the L = 1 check, the warned rows are in no verdict
+    v = tune_verdict([dict(r, valid=True, outcome="valid") for r in summary.rows])
+    for arm in ("stock", "patched"):
+        warned = f"{arm} @ 1024: no usable speculative result (mtp d1 left out: see warnings)"
+        by_bound = f"{arm} @ 1024: speculation rejected, every setting by bound"
+        assert warned in v or (arm == "stock" and by_bound in v), v
+
+
+def _state(events: list) -> DashboardState:
+    s = DashboardState()
+    s.apply_all(events)
+    return s
+
+
+def test_the_report_dump_and_csv_show_the_share_and_the_rule(sampled, greedy):
+    md = bench_markdown(sampled)
+    assert "distinct 4-grams (block / across)" in md and "acceptance rule" in md
+    mtp = next(line for line in md.splitlines() if "| patched | mtp d1 |" in line)
+    assert "rejection sampling, T=0.8" in mtp and "100% / 100%" in mtp
+    dm = next(line for line in md.splitlines() if "| patched | draft-model d1 |" in line)
+    assert "exact match, T=0.8" in dm
+    assert "distinct_4gram_share" in summary_csv(sampled).splitlines()[0]
+    # the greedy run: the share beside its warning, in the bench table and the --dump/export
+    for md in (bench_markdown(greedy), dump_markdown(_state(greedy))):
+        row = next(line for line in md.splitlines() if "| patched | mtp d1 |" in line)
+        assert "| exact match, greedy | 31% / 31% |" in row and "looping text: 31%" in row
+    rows = [r for r in csv_rows(_state(greedy)) if r.get("quantity") == "distinct_4gram_share"]
+    assert {r["median"] for r in rows} == {"0.308"}
+
+
+def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, greedy):
+    from widgets.arm import arm_text, rule_line
+
+    s = _state(greedy)
+    mtp = Setting("mtp", 1)
+    rep = s.text_repeat("patched", mtp)
+    assert rep is not None and rep.looping and not rep.live
+    assert rep.within == pytest.approx(4 / 13)
+    line = rule_line(s, "patched", narrow=False).plain
+    assert line == "  exact match, greedy · text 31% distinct 4-grams looping"
+    assert "text 31% distinct 4-grams looping" in arm_text(s, "patched", 90, 20).plain
+    assert "no verdict" in verdict_line(s) and "wins" not in verdict_line(s)
+    for key, v in s.validity.items():  # valid or not on this CPU: the warned results stay out
+        s.validity[key] = replace(v, valid=True, outcome="valid")
+    if any(r.rejected_by_bound for r in s.decode_results):  # stock's d1, on this CPU
+        assert verdict_line(s).startswith(
+            "stock spec rejected (by bound at 1K) · patched: no verdict (every result warned at 1K)"
+        )
+    else:
+        assert verdict_line(s).startswith("tune: no verdict (every result warned at 1K)")
+    # mid-run, from the blocks so far: the same figure, marked live, the guard applied
+    blocks = [i for i, e in enumerate(greedy) if e.type == "decode_block" and e.depth]
+    live = _state(greedy[: blocks[3] + 1])
+    rep = live.text_repeat("patched", mtp)
+    assert rep is not None and rep.live and rep.looping
+    assert "text ~31% distinct 4-grams looping" in rule_line(live, "patched", False).plain
+    s = _state(sampled)
+    line = rule_line(s, "patched", narrow=False).plain
+    assert line.startswith("  exact match, T=0.8 · text ") and "looping" not in line
+
+
+def test_a_loop_longer_than_a_block_shows_its_share_across_blocks_on_the_dashboard():
+    from mlatui.stream.events import DecodeBlock, DecodeResult
+    from widgets.arm import rule_line
+
+    stream = list(range(10)) * 10
+    blocks = [stream[i : i + 16] for i in (0, 3, 5, 8)]
+    rep = repetition_of(blocks)
+    (warning,) = guard_warnings(DRAFTING, 1.1, SETTINGS, rep)
+    s = DashboardState()
+    for i, b in enumerate(blocks):
+        s.apply(
+            DecodeBlock(
+                float(i), "tune", "patched", 2048, 3, i // 2, 16, 40.0, (3,), (3,), (4,),
+                tuple(b), "exact-match", 0.0, "mtp",
+            )
+        )  # fmt: skip
+    live = rule_line(s, "patched", narrow=False).plain
+    assert live == "  exact match, greedy · text ~77% distinct 4-grams (19% across blocks) looping"
+    s.apply(
+        DecodeResult(
+            5.0, "tune", "patched", 2048, 3, 64, 1.0, 60.0, warnings=(warning,),
+            draft_kind="mtp", distinct_4gram_share=rep.within,
+            distinct_4gram_share_across=rep.across, acceptance_rule="exact-match",
+        )
+    )  # fmt: skip
+    line = rule_line(s, "patched", narrow=False).plain
+    assert line == "  exact match, greedy · text 77% distinct 4-grams (19% across blocks) looping"
+    assert rule_line(s, "patched", narrow=True).plain == "  exact, greedy · 4g 77%/19% !"
