@@ -24,7 +24,8 @@ DEFAULT = ROOT / "scenarios" / "default.toml"
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO_KINDS = FIXTURES / "two_kinds_tune.jsonl"  # a real tune on the embedded model, both kinds
 SCHEMA_1 = FIXTURES / "ui_tiny_run.jsonl"
-DEMO = ROOT / "scenarios" / "demo.jsonl"  # schema 3, one draft model
+# schema 3, one draft model: the shipped demo until session 5
+SCHEMA_3 = ROOT / "docs" / "data" / "issue11" / "cpu-default-full-run4.jsonl"
 
 
 def _scenario(tmp_path, draft: str) -> Path:
@@ -201,7 +202,7 @@ def test_the_verdict_strip_names_the_winning_kind():
     assert "(mtp d" in line or "(draft-model d" in line
 
 
-@pytest.mark.parametrize(("path", "kind"), [(DEMO, "draft-model"), (SCHEMA_1, "synthetic")])
+@pytest.mark.parametrize(("path", "kind"), [(SCHEMA_3, "draft-model"), (SCHEMA_1, "synthetic")])
 def test_older_recordings_replay_and_take_their_kind_from_the_header(path, kind):
     rec = read_recording(path)
     assert rec.header.schema_version < 4
@@ -298,5 +299,5 @@ def test_the_bench_markdown_names_the_kind_new_and_old():
     new = read_recording(TWO_KINDS)
     md = bench_markdown([new.header, *new.events])
     assert "| 256 | patched | mtp d1 |" in md and "| 256 | patched | draft-model d1 |" in md
-    old = read_recording(DEMO)  # schema 3: its rows carry no kind, its header names one
+    old = read_recording(SCHEMA_3)  # schema 3: its rows carry no kind, its header names one
     assert "| 1024 | patched | draft-model d2 |" in bench_markdown([old.header, *old.events])
