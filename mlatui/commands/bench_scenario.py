@@ -137,7 +137,7 @@ class StderrProgress:
 def run(args: argparse.Namespace) -> int:
     from mlatui.config.inputs import read_scenario
     from mlatui.config.outputs import claim_output
-    from mlatui.errors import ExitStatus, UserError, error_line
+    from mlatui.errors import UserError
     from mlatui.host.signals import StopOnSignals
 
     scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
@@ -181,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
         out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
     from mlatui.run.engine import run as run_engine  # imports mlx: after every check
     from mlatui.stream.recorder import Recorder
-    from mlatui.views.report import invalid_contexts, summary_csv, summary_json, summary_markdown
 
     config = RunConfig(
         model=args.model,
@@ -215,6 +214,17 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             stop.set()
             status = "interrupted"
+        # still inside the handlers: under mlx.launch a dead rank makes the launcher SIGTERM the
+        # others, and rank 0 must live to print its one-line error (the default action killed it
+        # while it printed the summary)
+        return _report(args, events, out, recorder, signals, status)
+
+
+def _report(args, events, out, recorder, signals, status) -> int:
+    """The tables on stdout, the recording's path and the one-line outcome on stderr."""
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.views.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
     print(f"[mlatui] recording: {out}", file=sys.stderr)
     if signals.received is not None:
