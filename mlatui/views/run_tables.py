@@ -144,47 +144,26 @@ def latest_sweep_cells(state: DashboardState) -> list[Cell]:
 def decode_cells(state: DashboardState) -> list[Cell]:
     out = []
     for r in state.decode_results:
-        if not r.measured or r.tok_s is None:
-            if r.bound is not None:
-                out.append(
-                    Cell(
-                        r.phase,
-                        r.context,
-                        r.depth,
-                        r.arm,
-                        Quantity.BOUND,
-                        Ci(r.bound.value),
-                        0,
-                        r.rounds or None,
-                        r.draft_kind,
-                    )
-                )
-            continue
-        out.append(
-            Cell(
+
+        def cell(quantity: Quantity, ci: Ci, tokens: int, r=r) -> Cell:
+            return Cell(
                 r.phase,
                 r.context,
                 r.depth,
                 r.arm,
-                Quantity.TOK_S,
-                Ci(r.tok_s, r.tok_s_low, r.tok_s_high),
-                r.tokens,
+                quantity,
+                ci,
+                tokens,
                 r.rounds or None,
                 r.draft_kind,
             )
-        )
+
+        if not r.measured or r.tok_s is None:
+            if r.bound is not None:
+                out.append(cell(Quantity.BOUND, Ci(r.bound.value), 0))
+            continue
+        out.append(cell(Quantity.TOK_S, Ci(r.tok_s, r.tok_s_low, r.tok_s_high), r.tokens))
         if r.depth and r.vs_plain is not None:
-            out.append(
-                Cell(
-                    r.phase,
-                    r.context,
-                    r.depth,
-                    r.arm,
-                    Quantity.VS_PLAIN,
-                    Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high),
-                    r.tokens,
-                    r.rounds or None,
-                    r.draft_kind,
-                )
-            )
+            ci = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high)
+            out.append(cell(Quantity.VS_PLAIN, ci, r.tokens))
     return out
