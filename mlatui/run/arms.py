@@ -334,9 +334,10 @@ def fill_random_latents(arm: Arm, length: int, seed: int) -> int:
 
 
 def copy_cache(cache: list[Any]) -> list[Any]:
-    """A bit-identical, independent copy, evaluated on the calling thread."""
-    new = copy.deepcopy(cache)
-    mx.eval([c.state for c in new])
+    """A bit-identical, independent copy, evaluated on the calling thread (layer by layer, as
+    `recopy_in_place` makes it)."""
+    new = list(cache)
+    recopy_in_place(new)
     return new
 
 
