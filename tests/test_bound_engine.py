@@ -33,20 +33,18 @@ TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 STEP_MS = {("stock", True): 400.0, ("patched", True): 12.0}  # (arm, wide) -> ms; L = 1: 10
 
 
-def _scenario(tmp_path: Path) -> Path:
+def _scenario(tmp_path: Path, extra: str = "") -> Path:
     text = TINY.read_text().split("[[phase]]")[0]
     text += (
         '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
-        "tokens = 8\nreps = 2\nmax_rounds = 6\nwarmup = 1\n"
+        f"tokens = 8\nreps = 2\nmax_rounds = 6\nwarmup = 1\n{extra}"
     )
     path = tmp_path / "bound.toml"
     path.write_text(text)
     return path
 
 
-@pytest.fixture(scope="module")
-def bound_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bound")
+def _fixed_step_run(tmp: Path, extra: str = ""):
     original = base.forward_and_trim
 
     def fixed(tokens):
@@ -70,11 +68,16 @@ def bound_run(tmp_path_factory):
     mp.setattr(BlockRunner, "end_round", recording_end_round)
     events = []
     try:
-        config = RunConfig(scenario=str(_scenario(tmp)), random_weights=True)
+        config = RunConfig(scenario=str(_scenario(tmp, extra)), random_weights=True)
         status = run(config, events.append)
     finally:
         mp.undo()
     return status, events, tmp, lengths
+
+
+@pytest.fixture(scope="module")
+def bound_run(tmp_path_factory):
+    return _fixed_step_run(tmp_path_factory.mktemp("bound"))
 
 
 def _results(events, **where):
@@ -173,6 +176,27 @@ def test_the_report_dump_export_and_tune_view_say_rejected_by_bound(bound_run):
     assert set(seg.skipped) == {("stock", 2), ("stock", 3)}
 
 
+def test_with_reject_by_bound_false_every_setting_is_measured_and_still_carries_its_bound(
+    tmp_path,
+):
+    """The switch the tests' tiny scenarios use (their blocks must run on any machine's BLAS):
+    the same fixed step times, but the stock arm's settings run their blocks, are measured, and
+    their results still say what the bound was."""
+    status, events, _, _ = _fixed_step_run(tmp_path, "reject_by_bound = false\n")
+    assert status == "completed"
+    blocks = [e for e in events if isinstance(e, DecodeBlock)]
+    assert {b.depth for b in blocks if b.arm == "stock"} == {0, 1, 2}
+    stock = [r for r in _results(events, arm="stock") if r.depth > 0]
+    assert [r.depth for r in stock] == [1, 2]
+    for r in stock:
+        assert r.measured and not r.rejected_by_bound and r.tok_s and r.tokens > 0
+        assert r.bound is not None and r.bound.rejects  # shown, not acted on
+    logged = [e.message for e in events if isinstance(e, LogMessage)]
+    assert not any("rejected by bound" in m for m in logged)
+    summary = next(e for e in events if isinstance(e, PhaseSummary))
+    assert "by bound" not in summary.verdict
+
+
 def _same_columns(md: str, start: str) -> str:
     """The row of a markdown table that starts so, checked to have its table's columns."""
     lines = md.splitlines()
@@ -180,3 +204,33 @@ def _same_columns(md: str, start: str) -> str:
     head = next(lines[i] for i in range(at, -1, -1) if lines[i].startswith("| context"))
     assert lines[at].count(" | ") == head.count(" | "), (head, lines[at])
     return lines[at]
+
+
+@pytest.mark.parametrize("value", ["1", '"no"', "0.0"])
+def test_a_bad_reject_by_bound_is_refused_in_one_line(tmp_path, value):
+    from mlatui.config.checks import ScenarioError
+    from mlatui.config.scenario import load_scenario
+
+    f = tmp_path / "bad.toml"
+    f.write_text(f'[[phase]]\nkind = "tune"\ncontexts = [256]\nreject_by_bound = {value}\n')
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(f)
+    msg = str(e.value)
+    assert str(f) in msg and "'reject_by_bound' must be true or false" in msg
+    assert "\n" not in msg
+
+
+def test_reject_by_bound_defaults_on_and_reaches_the_segments():
+    """On by default (the default scenario rejects); the phase's switch reaches its block
+    segments, which the forecast reads (test_budget), and survives their recording."""
+    from dataclasses import replace
+
+    from mlatui.config.scenario import load_scenario
+    from mlatui.measure.plans import phase_segments
+
+    tune = next(p for p in load_scenario().phases if p.kind == "tune")
+    assert tune.reject_by_bound
+    on = [s for s in phase_segments(tune, ("mtp",)) if s.tokens]
+    off = [s for s in phase_segments(replace(tune, reject_by_bound=False), ("mtp",)) if s.tokens]
+    assert all(s.bound_rejects for s in on) and not any(s.bound_rejects for s in off)
+    assert all(type(s).from_dict(s.to_dict()) == s for s in on + off)

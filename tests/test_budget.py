@@ -1,7 +1,10 @@
 """The time budget: the plan is scaled down in a fixed order only while the forecast is over,
 the changes are said, and the probe's costs give a forecast that grows with the plan."""
 
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from mlatui.config.scenario import load_scenario
 from mlatui.run.budget import fit_to_budget, reductions
@@ -198,5 +201,10 @@ def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     spec_widths = {w for w, _, depth in blocks[0].settings if depth}
     assert set(expected.skipped) == {("stock", w) for w in spec_widths}  # patched: none
     known = costs.forecast_s(tune)
+    # a phase with reject_by_bound = false runs every block: the forecast expects them all
+    measured_all = tuple(replace(p, reject_by_bound=False) for p in tune)
+    assert costs.expected(replace(blocks[0], bound_rejects=False)).skipped == ()
+    everything = costs.forecast_s(measured_all)
+    assert everything > 3 * known
     monkeypatch.setattr(forecast, "likely_rejected", lambda *a: False)
-    assert costs.forecast_s(tune) > 3 * known
+    assert costs.forecast_s(tune) == pytest.approx(everything)

@@ -21,7 +21,7 @@ def _tiny_tune(tmp_path: Path, acceptance: float, extra: str = "") -> Path:
     text = text[: text.index("[[phase]]")]
     text += (
         '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
-        f"tokens = 8\nreps = 2\nwarmup = 1\n{extra}"
+        f"tokens = 8\nreps = 2\nwarmup = 1\nreject_by_bound = false\n{extra}"
     )
     path = tmp_path / "tune.toml"
     path.write_text(text)

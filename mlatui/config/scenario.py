@@ -54,6 +54,9 @@ class Phase:
     # decode / tune: take the verify steps from this sweep phase's rounds at the same context
     # when it measured every width they need ("": measure them; the budget's last resort)
     verify_from: str = ""
+    # decode / tune: a setting whose bound says it cannot win runs no blocks (mlatui.measure.bound);
+    # false measures every setting (a test that needs measured blocks whatever the machine's speed)
+    reject_by_bound: bool = True
 
     def depths_for(self, kind: str) -> tuple[int, ...]:
         return dict(self.kind_depths).get(kind, self.depths)
@@ -77,6 +80,7 @@ class Phase:
             "kind_depths": {k: list(d) for k, d in self.kind_depths},
             "verify_rounds": self.verify_rounds,
             "verify_from": self.verify_from,
+            "reject_by_bound": self.reject_by_bound,
         }
 
 
@@ -184,6 +188,7 @@ def parse_phase(
         "kind_depths",
         "verify_rounds",
         "verify_from",
+        "reject_by_bound",
     )
     check_keys(where, raw, allowed)
     kind = raw.get("kind")
@@ -228,7 +233,14 @@ def parse_phase(
             where, "verify_rounds", raw.get("verify_rounds", DEFAULT_VERIFY_ROUNDS), 2
         ),
         verify_from=_name(where, "verify_from", raw.get("verify_from", "")),
+        reject_by_bound=_bool(where, "reject_by_bound", raw.get("reject_by_bound", True)),
     )
+
+
+def _bool(where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{where}: '{key}' must be true or false, got {value!r}")
+    return value
 
 
 def _name(where: str, key: str, value: Any) -> str:

@@ -142,6 +142,7 @@ class Segment:
     opens_context: bool = True  # starts with a prefill of `context` tokens
     settings: tuple[tuple[int, str, int], ...] = ()
     skipped: tuple[tuple[str, int], ...] = ()  # (arm, width) rejected by bound: never run
+    bound_rejects: bool = True  # the phase's reject_by_bound: its blocks may be rejected
 
     def arms_at(self, width: int) -> tuple[str, ...]:
         """The arms whose calls at `width` run."""
@@ -192,6 +193,7 @@ class Segment:
             "opens_context": self.opens_context,
             "settings": [list(s) for s in self.settings],
             "skipped": [list(s) for s in self.skipped],
+            "bound_rejects": self.bound_rejects,
         }
 
     @classmethod
@@ -207,6 +209,7 @@ class Segment:
             bool(d.get("opens_context", True)),
             tuple((int(w), str(k), int(n)) for w, k, n in d.get("settings", ())),
             tuple((str(a), int(w)) for a, w in d.get("skipped", ())),
+            bool(d.get("bound_rejects", True)),
         )
 
 
@@ -255,7 +258,8 @@ def decode_segments(
         if measured:
             out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
         plan = block_plan(phase, settings, 0, c)
-        out.append(segment(phase.name, c, plan, phase.tokens, not measured, settings))
+        seg = segment(phase.name, c, plan, phase.tokens, not measured, settings)
+        out.append(replace(seg, bound_rejects=phase.reject_by_bound))
     return tuple(out)
 
 

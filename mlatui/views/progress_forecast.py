@@ -161,7 +161,7 @@ class Forecast:
         """The block segment as it is expected to run: before the engine has said which of its
         settings its bound rejects, those the costs seen so far say it will
         (mlatui.measure.bound.likely_rejected) run no blocks."""
-        if not seg.tokens or seg.skipped:
+        if not seg.tokens or seg.skipped or not seg.bound_rejects:
             return seg
         for width, _, depth in seg.settings:
             if not depth:

@@ -313,7 +313,7 @@ def decode_context(
     bounds = bounds_of(verify, settings) if verify is not None else {}
     rejected = (
         reject_by_bound(ctx, phase, length, verify, settings, bounds, runner.sampling.to_dict())
-        if verify is not None
+        if verify is not None and phase.reject_by_bound
         else {}
     )
     plan = block_plan(phase, settings, ctx.seed, length, skipped_widths(settings, rejected))
