@@ -1,17 +1,33 @@
-"""Fresh cache copies between rounds: bit-identical state in new arrays, the list kept."""
+"""What the sampler does to the arms' caches between rounds (mlatui.run.arms.CacheRounds): by
+default the arms exchange their caches (each buffer then serves both arms); `copy` gives each
+arm bit-identical fresh copies; `off` keeps one copy per context."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlx.core as mx
+import pytest
 from mlx_lm.models.cache import KVCache
 
-from mlatui.run.arms import recopy_enabled, recopy_in_place
+import mlatui.run.phases.base as base
+from mlatui.config.runconfig import RunConfig
+from mlatui.run.arms import CacheRounds, cache_rounds, recopy_in_place, swap_caches
+from mlatui.run.engine import run
+from mlatui.stream.events import PhaseSummary, Step
+
+TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
+
+
+def _cache(n: int = 3, tokens: int = 5) -> list[KVCache]:
+    cache = [KVCache() for _ in range(n)]
+    for c in cache:
+        c.update_and_fetch(mx.random.normal((1, 2, tokens, 8)), mx.random.normal((1, 2, tokens, 8)))
+    return cache
 
 
 def test_recopy_in_place_gives_identical_state_in_new_arrays_and_keeps_the_list():
-    cache = [KVCache() for _ in range(3)]
-    for c in cache:
-        c.update_and_fetch(mx.random.normal((1, 2, 5, 8)), mx.random.normal((1, 2, 5, 8)))
+    cache = _cache()
     before = [(mx.array(c.keys), mx.array(c.values)) for c in cache]
     originals = list(cache)
     ids = [id(c) for c in cache]
@@ -28,7 +44,72 @@ def test_recopy_in_place_gives_identical_state_in_new_arrays_and_keeps_the_list(
     assert mx.array_equal(originals[0].keys, before[0][0]).item()
 
 
-def test_recopy_can_be_switched_off_for_diagnosis(monkeypatch):
-    assert recopy_enabled()
-    monkeypatch.setenv("MLATUI_RECOPY", "off")
-    assert not recopy_enabled()
+def test_swap_caches_exchanges_the_layers_and_keeps_both_lists():
+    a, b = _cache(), _cache()
+    la, lb = list(a), list(b)
+    ids = (id(a), id(b))
+    swap_caches(a, b)
+    assert (id(a), id(b)) == ids  # each model keeps the list it is handed
+    assert all(x is y for x, y in zip(a, lb, strict=True))
+    assert all(x is y for x, y in zip(b, la, strict=True))
+    with pytest.raises(ValueError, match="different models"):
+        swap_caches(a, _cache(2))
+
+
+def test_the_mode_defaults_to_swap_and_a_bad_value_says_what_to_use(monkeypatch):
+    monkeypatch.delenv("MLATUI_CACHE_ROUNDS", raising=False)
+    assert cache_rounds() is CacheRounds.SWAP
+    for v in ("copy", "OFF ", "swap"):
+        monkeypatch.setenv("MLATUI_CACHE_ROUNDS", v)
+        assert cache_rounds().value == v.strip().lower()
+    monkeypatch.setenv("MLATUI_CACHE_ROUNDS", "fresh")
+    with pytest.raises(ValueError) as e:
+        cache_rounds()
+    assert "use swap (the default), copy or off" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("mode", ["swap", "copy"])
+def test_a_real_sweep_hands_each_arm_the_other_arms_buffers_every_round(
+    tmp_path, monkeypatch, mode
+):
+    """A tiny sweep (one context, several rounds): with swap the layer objects each arm holds
+    alternate between two sets, each held by both arms in turn, and the figures are those of a
+    normal run (both arms' steps at every width, the L = 1 check decided); with copy every round
+    brings new layer objects."""
+    monkeypatch.setenv("MLATUI_CACHE_ROUNDS", mode)
+    text = TINY.read_text().split("[[phase]]")[0]
+    text += '[[phase]]\nname = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 4\nwarmup = 1\n'
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    held: list[tuple[list, list]] = []  # the layer objects (kept alive: no id is reused)
+    hook = base.cache_rounds_hook
+
+    def recording_hook(ctx, recopy):
+        inner = hook(ctx, recopy)
+
+        def between(r):
+            inner(r)
+            held.append(tuple(list(ctx.workers[n].arm.caches) for n in ("stock", "patched")))
+
+        return between
+
+    monkeypatch.setattr(base, "cache_rounds_hook", recording_hook)
+    events = []
+    assert run(RunConfig(scenario=str(path), random_weights=True), events.append) == "completed"
+    assert len(held) >= 3
+    ids = [tuple(frozenset(map(id, layers)) for layers in pair) for pair in held]
+    if mode == "swap":
+        assert len({s for pair in ids for s in pair}) == 2  # two buffer sets, no new ones
+        for (s0, p0), (s1, p1) in zip(ids, ids[1:], strict=False):
+            assert s0 == p1 and p0 == s1  # exchanged every round
+    else:
+        for (s0, p0), (s1, p1) in zip(ids, ids[1:], strict=False):
+            assert not ((s0 | p0) & (s1 | p1))  # new objects every round
+    steps = [e for e in events if isinstance(e, Step)]
+    assert {(s.arm, s.width) for s in steps} == {
+        (a, w) for a in ("stock", "patched") for w in (1, 2)
+    }
+    summary = next(e for e in events if isinstance(e, PhaseSummary))
+    assert summary.rows
+    header = next(e for e in events if e.type == "header")
+    assert header.settings["cache_rounds"] == mode

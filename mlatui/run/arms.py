@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from enum import StrEnum
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
@@ -346,14 +347,57 @@ def recopy_in_place(cache: list[Any]) -> None:
     transient is one layer's cache, never a second whole cache)."""
     for i, layer in enumerate(cache):
         new = copy.deepcopy(layer)
-        mx.eval(new.state)
+        mx.eval(new.state, _held_arrays(new))
         cache[i] = new
 
 
-def recopy_enabled() -> bool:
-    """Whether the sampler gives each arm fresh cache copies between rounds (MLATUI_RECOPY=off:
-    one copy per context, as before; a diagnostic)."""
-    return os.environ.get("MLATUI_RECOPY", "on").strip().lower() not in ("off", "0", "no")
+def _held_arrays(obj: Any, depth: int = 0) -> list[mx.array]:
+    """Every array an object holds in its attributes, nested objects included: a cache's
+    `state` leaves some out (a sparse layer's index pool, buffer capacity past the offset)."""
+    out: list[mx.array] = []
+    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(v, mx.array):
+            out.append(v)
+        elif depth < 2 and hasattr(v, "__dict__") and not isinstance(v, type):
+            out += _held_arrays(v, depth + 1)
+    return out
+
+
+class CacheRounds(StrEnum):
+    """What the sampler does to the arms' caches between rounds (MLATUI_CACHE_ROUNDS)."""
+
+    SWAP = "swap"  # the arms exchange caches: every buffer serves both arms equally often
+    COPY = "copy"  # each arm gets fresh copies (session 5's scheme; a diagnostic now)
+    OFF = "off"  # one copy per arm per context (a diagnostic)
+
+
+def cache_rounds() -> CacheRounds:
+    """MLATUI_CACHE_ROUNDS (default swap). The swap is why: on the 2-core CPU an A/A's cells
+    carried offsets of -8% to +4% whose 95% CIs excluded 1.00 (15% of cells with fresh copies,
+    18% with one copy per context, 2% with the swap; docs/performance.md). Fresh copies made in
+    alternating order recycle the allocator's buffers so that each arm keeps a buffer of its own
+    (stock {Z, X}, patched {X, Y}); exchanging the caches gives each buffer to both arms."""
+    raw = os.environ.get("MLATUI_CACHE_ROUNDS", "swap").strip().lower()
+    try:
+        return CacheRounds(raw)
+    except ValueError:
+        raise ValueError(
+            f"MLATUI_CACHE_ROUNDS={raw!r}: use swap (the default), copy or off"
+        ) from None
+
+
+def swap_caches(a: list[Any], b: list[Any]) -> None:
+    """Exchange two cache lists' layers in place (each list stays the object its model is
+    handed). Only for caches that hold the same tokens: the arms' caches between rounds."""
+    if len(a) != len(b):
+        raise ValueError("cannot swap caches of different models")
+    a[:], b[:] = b[:], a[:]
+
+
+def evaluate_held(cache: list[Any]) -> None:
+    """Evaluate everything the cache's layers hold, on the calling (owning) thread: nothing lazy
+    may cross to another thread's stream."""
+    mx.eval([_held_arrays(layer) for layer in cache])
 
 
 def cache_len(cache: list[Any]) -> int:

@@ -12,7 +12,7 @@ from mlatui.gate import mla
 from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
 from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded
-from mlatui.run.arms import arm_cpus, recopy_enabled
+from mlatui.run.arms import arm_cpus, cache_rounds
 from mlatui.stream.events import SCHEMA_VERSION, RunHeader
 
 HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
@@ -95,7 +95,7 @@ def run_settings(
         "passes": passes,
         "fill": fill,
         "settle": config.settle,
-        "recopy_caches": recopy_enabled(),
+        "cache_rounds": cache_rounds().value,
         "timed_gc": "on" if not timed_gc_paused() else "paused",
         "seed": config.seed,
         "overrides": config.overrides,

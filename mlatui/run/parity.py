@@ -38,12 +38,15 @@ from mlatui.run.arms import (
     Arm,
     ArmWorker,
     Baton,
+    CacheRounds,
     build_arms,
     cache_len,
+    cache_rounds,
     copy_cache,
+    evaluate_held,
     prefill,
-    recopy_enabled,
     recopy_in_place,
+    swap_caches,
     unpinned,
 )
 from mlatui.run.decode_stream import (
@@ -217,10 +220,15 @@ def run_parity(
                 for recopy in sides if round_index % 2 == 0 else sides[::-1]:
                     recopy()
 
+            def swap(_round_index: int) -> None:  # as the arms exchange theirs (CacheRounds)
+                worker.call(lambda a: evaluate_held(a.caches))
+                evaluate_held(direct.cache)
+                swap_caches(arm.caches, direct.cache)
+
+            mode = cache_rounds()
+            hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode)
             with unpinned():  # as the decode phases run their blocks
-                run = sample_context(
-                    plan, measure, between_rounds=fresh if recopy_enabled() else None
-                )
+                run = sample_context(plan, measure, between_rounds=hook)
             for width in widths:
                 ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(

@@ -30,11 +30,14 @@ from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
+    CacheRounds,
+    cache_rounds,
     copy_cache,
+    evaluate_held,
     fill_random_latents,
     prefill,
-    recopy_enabled,
     recopy_in_place,
+    swap_caches,
 )
 from mlatui.stream.events import (
     ARMS,
@@ -327,14 +330,25 @@ class EstimateEmitter:
         )
 
 
-def fresh_copies(ctx: RunContext, recopy: Callable[[Arm], None]) -> Callable[[int], None] | None:
-    """The sampler's `between_rounds`: `recopy` on every arm's thread, the order alternating.
-    On the 2-core CPU an A/A's L = 1 ratio carried a constant of its own at each context (-2.4%
-    to +1.2%, CIs excluding 1 that the next context or run contradicted): a property of the two
-    cache copies made when the context opened. New copies every round turn it into
-    round-to-round scatter the bootstrap sees. None (one copy per context) with MLATUI_RECOPY=off."""
-    if not recopy_enabled():
+def cache_rounds_hook(
+    ctx: RunContext, recopy: Callable[[Arm], None]
+) -> Callable[[int], None] | None:
+    """The sampler's `between_rounds` (mlatui.run.arms.CacheRounds): by default the two arms
+    exchange their target caches, which hold the same tokens at every round's start (a sweep's
+    steps are trimmed away, a decode round rewinds to the prefilled context); with `copy`,
+    `recopy` on every arm's thread, the order alternating; None with `off`."""
+    mode = cache_rounds()
+    if mode is CacheRounds.OFF:
         return None
+    if mode is CacheRounds.SWAP:
+
+        def swap(_round_index: int) -> None:
+            for name in ARMS:
+                ctx.workers[name].call(lambda a: evaluate_held(a.caches))
+            stock, patched = (ctx.workers[name].arm.caches for name in ARMS)
+            swap_caches(stock, patched)
+
+        return swap
 
     def between(round_index: int) -> None:
         for name in ARMS if round_index % 2 == 0 else ARMS[::-1]:
@@ -383,7 +397,7 @@ def sample_steps(
         on_round=on_round,
         check_stop=ctx.check_stop,
         decide_more=ctx.decide_more,
-        between_rounds=fresh_copies(ctx, lambda a: recopy_in_place(a.caches)),
+        between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
     )
     emitter(run.final, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)

@@ -50,8 +50,8 @@ from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
+    cache_rounds_hook,
     emit_phase_start,
-    fresh_copies,
     sample_steps,
     share_context,
     validity,
@@ -339,7 +339,7 @@ def decode_context(
             on_round=on_round,
             check_stop=ctx.check_stop,
             decide_more=ctx.decide_more,
-            between_rounds=fresh_copies(ctx, recopy_stream_caches),
+            between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
             on_skip=runner.filler,
         )
     runner.timings = run.timings
