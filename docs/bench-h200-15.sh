@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # H200, session 6 (issue 9's A/A bar with the caches swapped between the arms every round; issue
-# 10's parity bar). Wheel: `bash docs/h200-prepare.sh 6`, calls 1-5 carry .whlp00..04
-# (`cp .whlpNN/part.NN /tmp/`), then, back to back:
-#   6. carry [".whlq"]  bash .whlq/install.sh && bash docs/bench-h200-15.sh aa      (timeout 600)
-#   7.                  bash docs/bench-h200-15.sh parity                           (timeout 600)
+# 10's parity bar). Wheel: `bash docs/h200-prepare.sh 4`, calls 1-3 carry .whlp00..02
+# (`cp .whlpNN/part.NN /tmp/`; docs/data moved out of the tree meanwhile: 26 MiB), then:
+#   4. carry [".whlq"]  bash .whlq/install.sh && bash docs/bench-h200-15.sh aa      (timeout 600)
+#   5.                  bash docs/bench-h200-15.sh parity                           (timeout 600)
 # aa: the A/A of issue 9's bar (2K/8K/16K, widths 1-4), random-latent fill.
 # parity: decode-parity at 2K, 24 rounds of 32-token blocks; then the real patch at 2K/16K with
 #   what time is left.
