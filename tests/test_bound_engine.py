@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
@@ -29,19 +30,15 @@ from mlatui.views.progress import RunProgress
 from mlatui.views.report import summary_markdown as bench_report
 from mlatui.views.verdict_strip import verdict_line
 
-TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 STEP_MS = {("stock", True): 400.0, ("patched", True): 12.0}  # (arm, wide) -> ms; L = 1: 10
 
 
 def _scenario(tmp_path: Path, extra: str = "") -> Path:
-    text = TINY.read_text().split("[[phase]]")[0]
-    text += (
-        '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
+    phase = (
+        'name = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
         f"tokens = 8\nreps = 2\nmax_rounds = 6\nwarmup = 1\n{extra}"
     )
-    path = tmp_path / "bound.toml"
-    path.write_text(text)
-    return path
+    return tiny_with_phase(tmp_path / "bound.toml", phase)
 
 
 def _fixed_step_run(tmp: Path, extra: str = ""):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx.core as mx
+from tiny_scenario import tiny_with_phase
 
 import mlatui.run.engine
 from mlatui.config.runconfig import RunConfig
@@ -16,16 +17,11 @@ TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
 
 def _tiny_tune(tmp_path: Path, acceptance: float, extra: str = "") -> Path:
-    text = TINY.read_text()
-    text = text.replace("acceptance = 0.75", f"acceptance = {acceptance}")
-    text = text[: text.index("[[phase]]")]
-    text += (
-        '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
+    phase = (
+        'name = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
         f"tokens = 8\nreps = 2\nwarmup = 1\nreject_by_bound = false\n{extra}"
     )
-    path = tmp_path / "tune.toml"
-    path.write_text(text)
-    return path
+    return tiny_with_phase(tmp_path / "tune.toml", phase, acceptance)
 
 
 def test_an_injected_barely_speculating_run_is_flagged_and_excluded(tmp_path):

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
@@ -27,20 +28,16 @@ from mlatui.views.export import summary_markdown
 from mlatui.views.report import invalid_contexts
 from mlatui.views.verdict_strip import verdict_line
 
-TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 CONTEXTS = (64, 96, 128, 160, 192, 256)
 SCATTER = 0.07  # per-sample jitter of the L = 1 steps: about ±4% CIs alone, ±1.7% pooled
 
 
 def _scenario(tmp_path: Path) -> Path:
-    text = TINY.read_text().split("[[phase]]")[0]
-    text += (
-        '[[phase]]\nname = "sweep"\nkind = "sweep"\n'
+    phase = (
+        'name = "sweep"\nkind = "sweep"\n'
         f"contexts = {list(CONTEXTS)}\nwidths = [1, 2]\nreps = 6\nmax_rounds = 6\nwarmup = 1\n"
     )
-    path = tmp_path / "pooled.toml"
-    path.write_text(text)
-    return path
+    return tiny_with_phase(tmp_path / "pooled.toml", phase)
 
 
 @pytest.fixture(scope="module")

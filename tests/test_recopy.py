@@ -4,19 +4,16 @@ arm bit-identical fresh copies; `off` keeps one copy per context."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import KVCache
+from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
 from mlatui.run.arms import CacheRounds, cache_rounds, recopy_in_place, swap_caches
 from mlatui.run.engine import run
 from mlatui.stream.events import PhaseSummary, Step
-
-TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
 
 def _cache(n: int = 3, tokens: int = 5) -> list[KVCache]:
@@ -77,10 +74,10 @@ def test_a_real_sweep_hands_each_arm_the_other_arms_buffers_every_round(
     normal run (both arms' steps at every width, the L = 1 check decided); with copy every round
     brings new layer objects."""
     monkeypatch.setenv("MLATUI_CACHE_ROUNDS", mode)
-    text = TINY.read_text().split("[[phase]]")[0]
-    text += '[[phase]]\nname = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 4\nwarmup = 1\n'
-    path = tmp_path / "s.toml"
-    path.write_text(text)
+    phase = (
+        'name = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 4\nwarmup = 1\n'
+    )
+    path = tiny_with_phase(tmp_path / "s.toml", phase)
     held: list[tuple[list, list]] = []  # the layer objects (kept alive: no id is reused)
     hook = base.cache_rounds_hook
 
