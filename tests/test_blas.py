@@ -206,3 +206,61 @@ def test_pip_openblas_redirect_is_reported_correct_and_fast():
     assert runs["pip"]["err"] < 1e-4
     assert is_bundled(runs["reference"]["blas"])
     assert runs["pip"]["gflops"] > 2 * runs["reference"]["gflops"], runs
+
+
+IDLE_PROBE = """
+import json, time
+import mlatui, mlx.core as mx
+from mlatui.host.blas import blas_threading
+a = mx.random.normal((512, 512)); mx.eval(a @ a)
+idle = 0.0
+for _ in range(5):
+    mx.eval(a @ a)
+    c0 = time.process_time(); time.sleep(0.3); idle += time.process_time() - c0
+print(json.dumps({"idle_cpu_s": idle, "threading": blas_threading()}))
+"""
+
+
+def idle_probe(**env: str) -> dict:
+    full = {
+        k: v for k, v in os.environ.items() if k not in ("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT")
+    } | env
+    out = subprocess.run(
+        [sys.executable, "-c", IDLE_PROBE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@linux_only
+@pytest.mark.parametrize("mode", ["", "pip"])
+def test_openblas_idle_workers_sleep_unless_the_user_chose(mode):
+    """OpenBLAS's workers spin ~0.1 s after each call by default (0.5 s of CPU over these five
+    0.3 s sleeps on the 2-core box); mlatui's default makes them sleep at once, and says so. A
+    timeout the user set is kept and named as theirs."""
+    from mlatui.host.blas_redirect import pip_openblas
+
+    if mode == "pip" and pip_openblas() is None:
+        pytest.skip("scipy-openblas32 is not installed")
+    if mode == "" and not system_openblas() and pip_openblas() is None:
+        pytest.skip("no OpenBLAS here")
+    quiet = idle_probe(MLATUI_BLAS=mode)
+    assert quiet["threading"].endswith(
+        "idle workers sleep at once (OPENBLAS_THREAD_TIMEOUT=4, mlatui's default)"
+    ), quiet
+    assert quiet["idle_cpu_s"] < 0.1, quiet
+    theirs = idle_probe(MLATUI_BLAS=mode, OPENBLAS_THREAD_TIMEOUT="28")
+    assert "OPENBLAS_THREAD_TIMEOUT=28, from the environment" in theirs["threading"], theirs
+    assert "spin 2^28 cycles" in theirs["threading"]
+    assert theirs["idle_cpu_s"] > quiet["idle_cpu_s"] + 0.05, (quiet, theirs)  # OpenBLAS read it
+
+
+@linux_only
+def test_reference_blas_has_no_threading_to_report():
+    r = idle_probe(MLATUI_BLAS="reference")
+    assert r["threading"] == "n/a (not OpenBLAS)"

@@ -9,6 +9,13 @@ reads the address the dynamic linker stored in libmlx's GOT slot for that symbol
 `dladdr` which loaded file holds it. (`dlsym` on libmlx's handle is not enough: it searches
 only libmlx's own dependency chain, while libmlx was relocated against the global scope
 first, which is where a preloaded OpenBLAS lives.) Nothing here imports mlx.
+
+OpenBLAS's idle workers spin (sched_yield) for about 2^28 cycles after every call. On a machine
+with as many BLAS threads as cores, a spinning worker competes with the arm's own thread and with
+anything else that wakes up (the dashboard, the terminal), and a descheduled worker holds up the
+next GEMM: the L = 1 quads of a 2-core launch scattered twice as much as headless runs. Unless
+the user set it, OPENBLAS_THREAD_TIMEOUT is set to 4 (2^4 cycles: idle workers sleep at once)
+before any OpenBLAS loads; `blas_threading()` says what is in force, and every header records it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,20 @@ OPENBLAS_DIRS = (
     "/usr/lib/openblas-pthread",
 )
 SYMBOL = "cblas_sgemm"
+TIMEOUT_ENV = "OPENBLAS_THREAD_TIMEOUT"
+QUIET_TIMEOUT = "4"
 _preloaded: str | None = None
+_timeout_from_user: bool | None = None
+
+
+def quiet_idle_workers() -> None:
+    """Make OpenBLAS's idle workers sleep at once, unless the user chose a timeout (OpenBLAS
+    reads it when it loads, so this runs before any preload)."""
+    global _timeout_from_user
+    if _timeout_from_user is None:
+        _timeout_from_user = bool(os.environ.get(TIMEOUT_ENV, "").strip())
+        if not _timeout_from_user:
+            os.environ[TIMEOUT_ENV] = QUIET_TIMEOUT
 
 
 def preload_fast_blas() -> str | None:
@@ -34,6 +54,7 @@ def preload_fast_blas() -> str | None:
     global _preloaded
     if _preloaded or not sys.platform.startswith("linux"):
         return _preloaded
+    quiet_idle_workers()
     if os.environ.get("MLATUI_BLAS", "").lower() in ("reference", "bundled", "off"):
         return None
     if "mlx.core" in sys.modules:
@@ -78,6 +99,35 @@ def blas_in_use() -> str:
     if provider is None:
         return f"unknown ({_how})"
     return describe(provider)
+
+
+def blas_threading() -> str:
+    """The OpenBLAS in use's thread count and idle-worker timeout, e.g. '2 threads; idle workers
+    sleep at once (OPENBLAS_THREAD_TIMEOUT=4, mlatui's default)'; 'n/a (...)' for other BLAS."""
+    if not sys.platform.startswith("linux"):
+        return "n/a (not OpenBLAS)"
+    try:
+        provider, _how = cblas_provider()
+    except Exception as e:  # noqa: BLE001 - a diagnostic string must never take the caller down
+        return f"unknown (lookup failed: {type(e).__name__}: {e})"
+    if provider is None or not describe(provider).startswith("openblas"):
+        return "n/a (not OpenBLAS)"
+    threads = "? threads"
+    try:
+        lib = ctypes.CDLL(provider, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        for name in ("openblas_get_num_threads", "scipy_openblas_get_num_threads"):
+            if hasattr(lib, name):
+                n = getattr(lib, name)()
+                threads = f"{n} thread" + ("s" if n != 1 else "")
+                break
+    except OSError:
+        pass
+    value = os.environ.get(TIMEOUT_ENV)
+    if value is None:
+        return f"{threads}; idle workers spin (OpenBLAS's default timeout)"
+    source = "from the environment" if _timeout_from_user else "mlatui's default"
+    how = "sleep at once" if value == QUIET_TIMEOUT else f"spin 2^{value} cycles"
+    return f"{threads}; idle workers {how} ({TIMEOUT_ENV}={value}, {source})"
 
 
 def describe(path: str) -> str:

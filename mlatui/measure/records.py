@@ -22,7 +22,7 @@ def environment() -> dict[str, Any]:
     import mlx.core as mx
 
     from mlatui import __version__
-    from mlatui.host.blas import blas_in_use
+    from mlatui.host.blas import blas_in_use, blas_threading
 
     def version(pkg: str) -> str:
         try:
@@ -54,6 +54,7 @@ def environment() -> dict[str, Any]:
         ),
         "cpu_count": psutil.cpu_count(logical=True),
         "blas": blas_in_use() if backend == "cpu" else "n/a (gpu)",
+        "blas_threading": blas_threading() if backend == "cpu" else "n/a (gpu)",
         **_distributed(),
     }
 

@@ -68,6 +68,11 @@ def header_fields(h: RunHeader) -> list[Field]:
         ),
         Field("backend", "backend", str(d.get("backend", "?"))),
         Field("blas", "BLAS", str(d.get("blas", "?"))),
+        *(
+            [Field("blas_threading", "BLAS threading", str(d["blas_threading"]))]
+            if d.get("blas_threading")
+            else []
+        ),
         Field("mlx", "mlx", h.mlx_version),
         Field("mlx_lm", "mlx-lm", h.mlx_lm_version),
         Field("mlatui", "mlatui", h.mlatui_version),
@@ -86,7 +91,8 @@ def header_fields(h: RunHeader) -> list[Field]:
     ]
     if st.get("overrides"):
         ov = ", ".join(f"{k}={v}" for k, v in sorted(st["overrides"].items()))
-        fields.insert(12, Field("overrides", "overrides", ov))
+        at = next(i for i, f in enumerate(fields) if f.key == "threshold") + 1
+        fields.insert(at, Field("overrides", "overrides", ov))
     return fields
 
 
