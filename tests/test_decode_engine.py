@@ -173,6 +173,24 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
     )
 
 
+def test_decode_parity_versus_runs_only_the_named_side(tmp_path):
+    import json
+
+    out = tmp_path / "parity.jsonl"
+    p = _parity(
+        "--context", "64", "--tokens", "6", "--rounds", "2", "--versus", "mlx_lm-thread",
+        "--out", str(out),
+    )  # fmt: skip
+    assert p.returncode in (0, 3), p.stderr[-2000:]
+    assert "| plain | mlx_lm-thread |" in p.stdout and "| depth 2 | mlx_lm-thread |" in p.stdout
+    assert "| mlx_lm |" not in p.stdout and "sync-loop |" not in p.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["settings"]["versus"] for r in records} == {"mlx_lm-thread"}
+    bad = _parity("--versus", "mlx_lm,vllm")
+    assert bad.returncode == 2 and "--versus 'mlx_lm,vllm'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
 def test_a_draft_with_another_vocabulary_is_refused_in_one_line(tmp_path):
     from mlatui.models.checkpoint import save_random_checkpoint
 

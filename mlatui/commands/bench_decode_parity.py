@@ -36,6 +36,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rounds", type=int_at_least(2), default=6, help="rounds of A B B A (default 6)"
     )
+    parser.add_argument(
+        "--versus",
+        default="mlx_lm,mlx_lm-thread,sync-loop",
+        help="what mlatui's blocks are paired with, comma-separated, each with its own rounds "
+        "(default: mlx_lm,mlx_lm-thread,sync-loop)",
+    )
     parser.add_argument("--temperature", type=finite_float, default=0.0, help="0 = greedy")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
@@ -45,9 +51,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     from mlatui.cli import UserError
     from mlatui.config.outputs import claim_output
+    from mlatui.run.parity import SIDES
 
     if not 0 <= args.temperature <= 10:
         raise UserError(f"--temperature must be in [0, 10], got {args.temperature}", "0 = greedy")
+    versus = tuple(v.strip() for v in args.versus.split(",") if v.strip())
+    unknown = [v for v in versus if v not in SIDES]
+    if unknown or not versus or len(set(versus)) != len(versus):
+        raise UserError(
+            f"--versus {args.versus!r}: name each of {', '.join(SIDES)} at most once",
+            "e.g. --versus mlx_lm-thread",
+        )
+    args.versus = versus
     if args.out:
         claim_output(args.out, force=args.force)
 
@@ -98,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         seed,
         sampling,
         lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+        args.versus,
     )
     settings = {
         "model": loaded.name,

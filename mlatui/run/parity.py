@@ -61,6 +61,7 @@ from mlatui.run.runtime import Sampling, draft_model_block, plain_block
 from mlatui.run.spec import plain_step
 
 TOLERANCE_PCT = 3.0
+SIDES = ("mlx_lm", "mlx_lm-thread", "sync-loop")
 
 
 @dataclass(frozen=True)
@@ -164,9 +165,11 @@ def run_parity(
     seed: int,
     sampling: Sampling,
     progress: Callable[[str], None] = lambda line: None,
+    versus: tuple[str, ...] = SIDES,
 ) -> list[ParityResult]:
     """Parity of plain decode (and of draft-model speculation at `depth`, when a draft exists)
-    against mlx-lm, and of plain decode against the synchronous loop."""
+    against mlx-lm, and of plain decode against the synchronous loop: each side of `versus`, in
+    that order, gets its own `rounds`."""
     _, arm = build_arms(model)  # the patched arm, as a user of the fix runs it
     arm.draft = make_draft(arm) if make_draft else None
     if isinstance(arm.draft, MTPDraft):
@@ -183,7 +186,8 @@ def run_parity(
     results = []
     try:
         both = (1, depth + 1) if depth else (1,)
-        pairs = [("mlx_lm", both), ("mlx_lm-thread", both), ("sync-loop", (1,))]
+        widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
+        pairs = [(other, widths_of[other]) for other in versus]
         for other, widths in pairs:
             blocks: dict[tuple[str, int], int] = {}
 
