@@ -2,12 +2,12 @@
 # H200, session 7 (issue 10's parity bar on the H200). Wheel: `bash docs/h200-prepare.sh 4`,
 # calls 1-3 carry .whlp00..02 (`cp .whlpNN/part.NN /tmp/`; docs/data moved out of the tree
 # meanwhile), then:
-#   4. carry [".whlq"]  bash .whlq/install.sh && bash docs/bench-h200-16.sh p32     (timeout 600)
-#   5.                  bash docs/bench-h200-16.sh p16                              (timeout 600)
+#   4. carry [".whlq"]  bash .whlq/install.sh && bash docs/bench-h200-16.sh p16     (timeout 600)
+#   5.                  bash docs/bench-h200-16.sh p32                              (timeout 600)
 # Session 6's parity run spent its rounds on three pairings (16 rounds each, CIs ±5-10%); here
 # every round goes to the thread-matched pairing (mlatui's arm worker against the same mlx-lm call
 # from a plain thread), the one that separates the harness from the main-thread effect.
-# p32: 32-token blocks at 2K, 40 rounds; p16: 16-token blocks at 2K, 56 rounds (shorter blocks:
+# p32: 32-token blocks at 2K, 80 rounds; p16: 16-token blocks at 2K, 130 rounds (shorter blocks:
 #   less of the device's drift inside each A B B A quad, more quads per minute).
 set -u
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
@@ -21,6 +21,6 @@ parity() {  # `parity NAME LIMIT_S ARGS...`
   tar czf "$OUT/h200-16-$name.tgz" -C "$OUT" r
 }
 case $1 in
-p32) parity parity-2k-32tok 520 --tokens 32 --rounds 40 ;;
-p16) parity parity-2k-16tok 560 --tokens 16 --rounds 56 ;;
+p32) parity parity-2k-32tok 560 --tokens 32 --rounds 80 ;;
+p16) parity parity-2k-16tok 560 --tokens 16 --rounds 130 ;;
 esac

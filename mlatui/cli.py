@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
 }
 BENCH_TARGETS: dict[str, str] = {
     "attention": "mlatui.commands.bench_attention",
+    "context-pair": "mlatui.commands.bench_context_pair",
     "decode-parity": "mlatui.commands.bench_decode_parity",
     "indexer": "mlatui.commands.bench_indexer",
     "observer": "mlatui.commands.bench_observer",

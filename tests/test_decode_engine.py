@@ -186,6 +186,16 @@ def test_decode_parity_versus_runs_only_the_named_side(tmp_path):
     assert "| mlx_lm |" not in p.stdout and "sync-loop |" not in p.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["settings"]["versus"] for r in records} == {"mlx_lm-thread"}
+    # a time limit ends the rounds early, after a whole pair, and still leaves the records
+    quick = tmp_path / "quick.jsonl"
+    p = _parity(
+        "--context", "64", "--tokens", "6", "--rounds", "40", "--versus", "mlx_lm-thread",
+        "--max-seconds", "0.01", "--out", str(quick),
+    )  # fmt: skip
+    assert p.returncode in (0, 3), p.stderr[-2000:]
+    records = [json.loads(line) for line in quick.read_text().splitlines()]
+    assert {r["settings"]["rounds_done"] for r in records} == {2}
+    assert all(len(r["samples_ms"]) == 4 for r in records)  # 2 rounds x 2 blocks per side
     bad = _parity("--versus", "mlx_lm,vllm")
     assert bad.returncode == 2 and "--versus 'mlx_lm,vllm'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr

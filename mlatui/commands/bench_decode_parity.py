@@ -12,7 +12,12 @@ HELP = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from mlatui.commands.argtypes import finite_float, int_at_least, non_negative_int
+    from mlatui.commands.argtypes import (
+        finite_float,
+        int_at_least,
+        non_negative_int,
+        positive_float,
+    )
 
     parser.add_argument(
         "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
@@ -41,6 +46,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="mlx_lm,mlx_lm-thread,sync-loop",
         help="what mlatui's blocks are paired with, comma-separated, each with its own rounds "
         "(default: mlx_lm,mlx_lm-thread,sync-loop)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="stop adding rounds (after a whole pair) once S seconds are spent, shared equally by "
+        "the --versus pairings: a time limit then still leaves the table and records",
     )
     parser.add_argument("--temperature", type=finite_float, default=0.0, help="0 = greedy")
     parser.add_argument("--seed", type=non_negative_int, default=0)
@@ -114,12 +127,14 @@ def run(args: argparse.Namespace) -> int:
         sampling,
         lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         args.versus,
+        args.max_seconds,
     )
     settings = {
         "model": loaded.name,
         "draft": loaded.draft.label,
         "tokens": args.tokens,
         "rounds": args.rounds,
+        "max_seconds": args.max_seconds,
         "temperature": args.temperature,
         "tolerance_pct": TOLERANCE_PCT,
     }
@@ -138,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
                         settings,
                         versus=r.other,
                         depth=r.depth,
+                        rounds_done=r.rounds,
                         tok_s=r.tok_s[side],
                         ratio=r.ratio.median,
                         ratio_low=r.ratio.low,

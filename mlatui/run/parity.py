@@ -154,6 +154,24 @@ class Direct:
         return ms
 
 
+def results_sides(results: list[ParityResult]) -> list[str]:
+    return list(dict.fromkeys(r.other for r in results))
+
+
+def _until(deadline: float) -> Callable[[bool], bool]:
+    """The sampler's `decide_more`: no new pair of rounds once `deadline` has passed."""
+    rounds = 0
+
+    def more(wants: bool) -> bool:
+        nonlocal rounds
+        rounds += 1
+        if rounds % 2:  # the second round of a pair always runs: each side first equally often
+            return wants
+        return wants and time.monotonic() < deadline
+
+    return more
+
+
 def run_parity(
     model: Any,
     make_draft: Callable[[Arm], Any] | None,
@@ -166,10 +184,13 @@ def run_parity(
     sampling: Sampling,
     progress: Callable[[str], None] = lambda line: None,
     versus: tuple[str, ...] = SIDES,
+    max_seconds: float | None = None,
 ) -> list[ParityResult]:
     """Parity of plain decode (and of draft-model speculation at `depth`, when a draft exists)
     against mlx-lm, and of plain decode against the synchronous loop: each side of `versus`, in
-    that order, gets its own `rounds`."""
+    that order, gets its own `rounds`. With `max_seconds`, each side's share of it (from the
+    first block on) ends its rounds early, after a whole pair, so a time limit still leaves
+    results."""
     _, arm = build_arms(model)  # the patched arm, as a user of the fix runs it
     arm.draft = make_draft(arm) if make_draft else None
     if isinstance(arm.draft, MTPDraft):
@@ -183,7 +204,8 @@ def run_parity(
     worker = ArmWorker(arm, Baton())
     side_thread = PlainThread()
     stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
-    results = []
+    results: list[ParityResult] = []
+    started = time.monotonic()
     try:
         both = (1, depth + 1) if depth else (1,)
         widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
@@ -231,8 +253,13 @@ def run_parity(
 
             mode = cache_rounds()
             hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode)
+            more = None
+            if max_seconds is not None:
+                left = len(pairs) - len(results_sides(results))
+                deadline = time.monotonic() + (max_seconds - (time.monotonic() - started)) / left
+                more = _until(deadline)
             with unpinned():  # as the decode phases run their blocks
-                run = sample_context(plan, measure, between_rounds=hook)
+                run = sample_context(plan, measure, between_rounds=hook, decide_more=more)
             for width in widths:
                 ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(

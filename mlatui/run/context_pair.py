@@ -1,0 +1,135 @@
+"""One arm's step cost at two context lengths, paired: does the patched path's cost stay flat as
+the context grows?
+
+A sweep measures its contexts one after the other, so a step at 16K and one at 2K are a minute
+apart, and on a drifting device (the H200's L = 1 level moves 1.4x between minutes) their ratio
+mostly compares device regimes. Here the two lengths take the sampler's two slots instead of the
+two arms: one variant (patched by default), one model, two caches, each on a worker thread of its
+own, and every A B B A quad alternates the lengths. The ratio ms(long) / ms(short) per width is a
+median over quads with the sampler's block-bootstrap CI, as every paired figure in mlatui.
+
+The caches keep their own buffers all run (they differ in size, so they cannot be exchanged as
+the arms' are): a per-buffer cost stays with its length, which the A/A runs bound at ±1.4% (CPU).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mlatui.gate.policy import Variant
+from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.run.arms import (
+    Arm,
+    ArmWorker,
+    Baton,
+    build_arms,
+    cache_len,
+    fill_random_latents,
+    prefill,
+)
+from mlatui.run.phases.base import forward_and_trim
+
+
+@dataclass(frozen=True)
+class ContextPairResult:
+    width: int
+    step_ms: dict[int, Interval]  # context -> median step ms [95% CI]
+    growth: Interval  # ms(long) / ms(short), paired
+    samples_ms: dict[int, list[float]]  # context -> raw samples, in order
+    rounds: int
+
+
+def _until(deadline: float | None) -> Callable[[bool], bool] | None:
+    """`decide_more`: no new pair of rounds once `deadline` (monotonic) has passed."""
+    if deadline is None:
+        return None
+    rounds = 0
+
+    def more(wants: bool) -> bool:
+        nonlocal rounds
+        rounds += 1
+        return wants if rounds % 2 else wants and time.monotonic() < deadline
+
+    return more
+
+
+def _filler(length: int, tokens: list[int], fill: str, seed: int) -> Callable[[Arm], int]:
+    def run(arm: Arm) -> int:
+        if fill == "random-latents":
+            return fill_random_latents(arm, length, seed)
+        return prefill(arm, tokens)
+
+    return run
+
+
+def measure_context_pair(
+    model: Any,
+    contexts: tuple[int, int],
+    widths: tuple[int, ...],
+    tokens_for: Callable[[int], list[int]],
+    rounds: int,
+    seed: int,
+    *,
+    variant: Variant = Variant.PATCHED,
+    fill: str = "prefill",
+    max_seconds: float | None = None,
+    baton: Baton | None = None,
+) -> tuple[list[ContextPairResult], SamplerRun]:
+    """`contexts` = (short, long). Returns a result per width and the sampler's run (its
+    timings in the order they were taken)."""
+    short, long = contexts
+    stock, patched = build_arms(model)
+    base = patched if variant is Variant.PATCHED else stock
+    baton = baton or Baton()
+    slots = {c: Arm(str(c), base.model, base.report, variant=base.variant, gates=base.gates)
+             for c in contexts}  # fmt: skip
+    workers = {c: ArmWorker(slots[c], baton) for c in contexts}
+    text = tokens_for(long + max(widths))
+    try:
+        for c in contexts:  # each length's cache made on the thread that steps it
+            workers[c].call(_filler(c, text[:c], fill, stable_seed(seed, "latents", c)))
+        steps = {(c, w): forward_and_trim(text[c : c + w]) for c in contexts for w in widths}
+
+        def measure(slot: str, width: int) -> float:
+            c = int(slot)
+            ms, _, _ = workers[c].call(steps[(c, width)])
+            return ms
+
+        plan = SamplerPlan(
+            widths,
+            min_rounds=rounds,
+            max_rounds=rounds,
+            warmup=1,
+            control_width=None,  # the two lengths differ by design: there is no null check
+            arms=(str(long), str(short)),
+            seed=stable_seed(seed, "context-pair", short, long),
+            settle=True,
+        )
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        run = sample_context(plan, measure, decide_more=_until(deadline))
+        lengths = {c: workers[c].call(lambda a: cache_len(a.caches)) for c in contexts}
+        if lengths != {c: c for c in contexts}:
+            raise RuntimeError(f"a step did not trim its cache back: {lengths}")
+    finally:
+        for w in workers.values():
+            w.close()
+    results = []
+    for width in widths:
+        growth = run.final.ratio[width]  # ms(long) / ms(short)
+        results.append(
+            ContextPairResult(
+                width,
+                {c: run.final.step_ms[(str(c), width)] for c in contexts},
+                growth,
+                {
+                    c: [t.ms for t in run.timings if t.arm == str(c) and t.width == width]
+                    for c in contexts
+                },
+                run.rounds,
+            )
+        )
+    return results, run
