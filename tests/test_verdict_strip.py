@@ -218,3 +218,32 @@ def test_rejected_by_bound_counts_as_rejected_and_a_warned_arm_says_why_it_has_n
         "stock spec rejected (by bound at 2K) · patched: no verdict (every result warned at 2K)"
     ), line
     assert "wins" not in line
+
+
+def test_a_negative_marginal_cost_gets_no_ratio():
+    """Under load a Δ2 median can come out below 0 (L = 2 cheaper than L = 1 by noise): the
+    strip shows both figures but no "(-46×)" ratio."""
+    from mlatui.stream.events import Estimate
+
+    def row(q, arm, w, m):
+        return {"quantity": q, "arm": arm, "width": w, "median": m, "low": m, "high": m, "n": 4}
+
+    rows = [
+        row("step_ms", "stock", 1, 10.0),
+        row("step_ms", "stock", 2, 9.0),
+        row("step_ms", "patched", 1, 10.0),
+        row("step_ms", "patched", 2, 10.2),
+        row("marginal_ms", "stock", 2, -1.0),
+        row("marginal_ms", "patched", 2, 0.2),
+    ]
+    s = DashboardState()
+    s.apply_all(
+        [
+            ui_events.header(),
+            PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (4096,)),
+            Estimate(1.0, "sweep", 4096, 4, True, "valid", tuple(rows), 0, {}),
+            Validity(1.1, "sweep", 4096, 10.0, 10.0, 0.1, 2.0, True, "valid", 1.0, 0.99, 1.01, 4),
+        ]
+    )
+    line = verdict_line(s)
+    assert "Δ2 @ 4K: -1.00 vs 0.200 ms" in line and "×" not in line

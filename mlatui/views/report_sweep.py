@@ -137,7 +137,17 @@ def null_bias_table(events: Sequence[Event]) -> str:
                     )
     if not rows:
         return ""
-    return _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
+    from mlatui.measure.multiplicity import CELL_ALPHA, judge_null
+
+    judged = judge_null(sum(r[4] == "NO" for r in rows), len(rows))
+    verdict = "consistent with no arm difference" if judged.consistent else "a harness difference"
+    return (
+        _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
+        + f"\n\n{judged.excluded} of {judged.cells} 95% CIs exclude 0. With no arm difference "
+        f"each does so with {CELL_ALPHA:.0%} chance: {judged.excluded} or more of {judged.cells} "
+        f"in {judged.chance:.0%} of A/A runs (binomial; cells of one context share rounds, so a "
+        f"guide): **{verdict}**."
+    )
 
 
 def final_checks(events: Sequence[Event]) -> list[Validity]:

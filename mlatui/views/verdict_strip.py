@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from mlatui.measure.multiplicity import judge_null
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
@@ -114,12 +115,12 @@ def _marginal(state: DashboardState) -> list[Part]:
     if m["stock"] is None or m["patched"] is None:
         return []
     s, p = m["stock"], m["patched"]
-    ratio = f" ({s / p:.0f}×)" if p > 0 else ""
+    ratio = f" ({s / p:.0f}×)" if p > 0 and s > 0 else ""  # a noisy negative Δ2 has no ratio
     return [
         Part(
             f"Δ2 @ {fmt_context(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
             f"Δ2 @ {fmt_context(top)}{ratio}",
-            Tone.GOOD if p > 0 and s / p >= 2 else Tone.INFO,
+            Tone.GOOD if p > 0 and s > 0 and s / p >= 2 else Tone.INFO,
         )
     ]
 
@@ -154,8 +155,32 @@ def _checks(state: DashboardState) -> list[Part]:
     return [Part(text, short, tone)]
 
 
+def is_null_run(state: DashboardState) -> bool:
+    return bool(state.header is not None and (state.header.settings or {}).get("null"))
+
+
+def _null(state: DashboardState) -> list[Part]:
+    """An A/A run's own verdict: its finished cells' CIs counted against chance (both arms run
+    one variant, so a speedup or a marginal-cost ratio between them means nothing)."""
+    cells = [
+        row
+        for e in state.estimates.values()
+        if e.final
+        for row in e.rows
+        if row["quantity"] == "ratio"
+    ]
+    if not cells:
+        return []
+    judged = judge_null(sum(not r["low"] <= 1 <= r["high"] for r in cells), len(cells))
+    short = f"A/A {judged.cells - judged.excluded}/{judged.cells} in CI"
+    return [Part(judged.text, short, Tone.GOOD if judged.consistent else Tone.BAD)]
+
+
 def verdict_parts(state: DashboardState) -> list[Part]:
-    parts = [*_speculation(state), *_marginal(state), *_checks(state)]
+    if is_null_run(state):
+        parts = [*_null(state), *_checks(state)]
+    else:
+        parts = [*_speculation(state), *_marginal(state), *_checks(state)]
     bias = state.harness_bias
     if bias:
         parts.append(Part(bias, bias.split(" (")[0], Tone.INFO))
