@@ -55,6 +55,7 @@ MOVES: dict[str, str] = {
     "records": "measure.records",
     "pooled": "measure.pooled",  # never flat: listed so `mlatui.measure.pooled` is left alone
     "bound": "measure.bound",  # never flat: listed so `mlatui.measure.bound` is left alone
+    "multiplicity": "measure.multiplicity",  # never flat (session 7), as above
     "training.repetition": "measure.repetition",  # session 5: the decode guard shares it
     # store/: what mlatui remembers per device between runs
     "calibration": "store.calibration",
