@@ -184,3 +184,21 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     for md in (export.summary_markdown(state), summary_markdown([seeded, *events[1:]])):
         assert "- seed: 7" in md.splitlines()
         assert "- distributed: 2 ranks · ring · tensor · vm ×2 (heads and memory: rank 0's)" in md
+
+
+def test_the_metadata_names_the_blas_threading_when_recorded():
+    from dataclasses import replace
+
+    import ui_events
+
+    from mlatui.views.run_meta import header_fields
+
+    h = ui_events.header()
+    assert "blas_threading" not in {f.key for f in header_fields(h)}  # older recordings
+    text = "2 threads; idle workers sleep at once (OPENBLAS_THREAD_TIMEOUT=4, mlatui's default)"
+    h = replace(h, device={**h.device, "blas_threading": text})
+    fields = {f.key: f for f in header_fields(h)}
+    assert (
+        fields["blas_threading"].value == text
+        and fields["blas_threading"].label == "BLAS threading"
+    )

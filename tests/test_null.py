@@ -131,6 +131,7 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
     assert isinstance(header, RunHeader)
     assert header.settings["null"] is True
     assert header.settings["passes"] == ["aa-stock", "aa-patched"]
+    assert header.device["blas_threading"]  # what OpenBLAS's workers do is part of the run
     summaries = [e for e in events if isinstance(e, PhaseSummary)]
     assert [s.phase for s in summaries] == ["sweep/aa-stock", "sweep/aa-patched"]
     for phase, materialises in (("sweep/aa-stock", True), ("sweep/aa-patched", False)):
