@@ -336,3 +336,18 @@ def test_swapping_the_caches_gives_every_buffer_to_both_arms_and_the_ci_covers_t
     # nominal 95%: recycled copies cover 1.00 in about two thirds of trials, the swap in ~all
     assert covered[False] <= 0.75 * trials
     assert covered[True] >= 0.95 * trials
+
+
+def test_a_deadline_ends_the_rounds_after_a_whole_pair():
+    import time
+
+    from mlatui.measure.sampler import SamplerPlan, sample_context, until
+
+    assert until(None) is None
+    plan = SamplerPlan((1, 2), min_rounds=20, max_rounds=20, settle=False)
+    run = sample_context(plan, lambda arm, width: 1.0, decide_more=until(time.monotonic() - 1))
+    assert run.rounds == 2  # the passed deadline still lets the first pair finish
+    firsts = [t.arm for t in run.timings if t.width == 1][::4]
+    assert sorted(firsts) == sorted(plan.arms)  # each arm opened once
+    run = sample_context(plan, lambda arm, width: 1.0, decide_more=until(time.monotonic() + 60))
+    assert run.rounds == 20

@@ -15,6 +15,7 @@ inside one arm's sample; it runs in the untimed calls between samples.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -242,6 +243,22 @@ def sample_context(
         on_round(run.estimates)
         if not wants_more:
             return run
+
+
+def until(deadline: float | None) -> Callable[[bool], bool] | None:
+    """A `decide_more` for `sample_context`: no new pair of rounds once `deadline` (monotonic
+    seconds) has passed; the second round of a pair always runs (each arm first equally often).
+    None without a deadline."""
+    if deadline is None:
+        return None
+    rounds = 0
+
+    def more(wants: bool) -> bool:
+        nonlocal rounds
+        rounds += 1
+        return wants if rounds % 2 else wants and time.monotonic() < deadline
+
+    return more
 
 
 def _wants_more(plan: SamplerPlan, rounds: int, decision: Outcome | None) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from mlatui.gate.policy import Variant
 from mlatui.measure.estimates import Interval, stable_seed
-from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -41,20 +41,6 @@ class ContextPairResult:
     growth: Interval  # ms(long) / ms(short), paired
     samples_ms: dict[int, list[float]]  # context -> raw samples, in order
     rounds: int
-
-
-def _until(deadline: float | None) -> Callable[[bool], bool] | None:
-    """`decide_more`: no new pair of rounds once `deadline` (monotonic) has passed."""
-    if deadline is None:
-        return None
-    rounds = 0
-
-    def more(wants: bool) -> bool:
-        nonlocal rounds
-        rounds += 1
-        return wants if rounds % 2 else wants and time.monotonic() < deadline
-
-    return more
 
 
 def _filler(length: int, tokens: list[int], fill: str, seed: int) -> Callable[[Arm], int]:
@@ -110,7 +96,7 @@ def measure_context_pair(
             settle=True,
         )
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        run = sample_context(plan, measure, decide_more=_until(deadline))
+        run = sample_context(plan, measure, decide_more=until(deadline))
         lengths = {c: workers[c].call(lambda a: cache_len(a.caches)) for c in contexts}
         if lengths != {c: c for c in contexts}:
             raise RuntimeError(f"a step did not trim its cache back: {lengths}")

@@ -33,7 +33,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
-from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.sampler import SamplerPlan, sample_context, until
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -158,20 +158,6 @@ def results_sides(results: list[ParityResult]) -> list[str]:
     return list(dict.fromkeys(r.other for r in results))
 
 
-def _until(deadline: float) -> Callable[[bool], bool]:
-    """The sampler's `decide_more`: no new pair of rounds once `deadline` has passed."""
-    rounds = 0
-
-    def more(wants: bool) -> bool:
-        nonlocal rounds
-        rounds += 1
-        if rounds % 2:  # the second round of a pair always runs: each side first equally often
-            return wants
-        return wants and time.monotonic() < deadline
-
-    return more
-
-
 def run_parity(
     model: Any,
     make_draft: Callable[[Arm], Any] | None,
@@ -257,7 +243,7 @@ def run_parity(
             if max_seconds is not None:
                 left = len(pairs) - len(results_sides(results))
                 deadline = time.monotonic() + (max_seconds - (time.monotonic() - started)) / left
-                more = _until(deadline)
+                more = until(deadline)
             with unpinned():  # as the decode phases run their blocks
                 run = sample_context(plan, measure, between_rounds=hook, decide_more=more)
             for width in widths:
