@@ -40,9 +40,10 @@ print(json.dumps(out))
 """
 
 
-def probe(before: str = "", preload: str = "", gflops: bool = False, **env: str) -> dict:
-    full = {k: v for k, v in os.environ.items() if k != "MLATUI_BLAS"} | env
-    code = textwrap.dedent(PROBE).format(before=before, preload=preload, gflops=gflops)
+def run_probe(code: str, env: dict[str, str], drop: tuple[str, ...] = ("MLATUI_BLAS",)) -> dict:
+    """`code` in a fresh interpreter, with `drop` removed from this environment and `env` added;
+    its last stdout line, as JSON."""
+    full = {k: v for k, v in os.environ.items() if k not in drop} | env
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -53,6 +54,12 @@ def probe(before: str = "", preload: str = "", gflops: bool = False, **env: str)
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def probe(before: str = "", preload: str = "", gflops: bool = False, **env: str) -> dict:
+    return run_probe(
+        textwrap.dedent(PROBE).format(before=before, preload=preload, gflops=gflops), env
+    )
 
 
 def is_bundled(blas: str) -> bool:
@@ -222,19 +229,7 @@ print(json.dumps({"idle_cpu_s": idle, "threading": blas_threading()}))
 
 
 def idle_probe(**env: str) -> dict:
-    full = {
-        k: v for k, v in os.environ.items() if k not in ("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT")
-    } | env
-    out = subprocess.run(
-        [sys.executable, "-c", IDLE_PROBE],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=full,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_probe(IDLE_PROBE, env, drop=("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT"))
 
 
 @linux_only

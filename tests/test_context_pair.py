@@ -10,7 +10,6 @@ from pathlib import Path
 from mlatui.config.scenario import load_scenario
 from mlatui.gate.policy import Variant
 from mlatui.models.loading import load_target
-from mlatui.run.arms import Baton
 from mlatui.run.context_pair import measure_context_pair
 from mlatui.run.prompts import text_tokens
 
@@ -24,10 +23,8 @@ def _tiny():
 
 def test_the_lengths_alternate_inside_every_quad_and_caches_keep_their_length():
     loaded = _tiny()
-    baton = Baton()
-    baton.keep_history = True
     results, run = measure_context_pair(
-        loaded.model, (32, 96), (1, 2), text_tokens(loaded, 0), 4, 0, baton=baton
+        loaded.model, (32, 96), (1, 2), text_tokens(loaded, 0), 4, 0
     )
     # the timed calls, in order: each quad is A B B A of the two lengths, never one length twice
     slots = [t.arm for t in run.timings]

@@ -175,11 +175,7 @@ def run(args: argparse.Namespace) -> int:
         "cancels; step ms are medians over rounds of each round's mean."
     )
     if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as f:
-                f.write(jsonl(rec.to_dict() for rec in records))
-        except OSError as e:
-            raise UserError(
-                f"cannot write --out {args.out}: {e.strerror} — choose a writable path"
-            ) from None
+        from mlatui.config.outputs import write_output
+
+        write_output(args.out, jsonl(rec.to_dict() for rec in records))
     return 0

@@ -199,12 +199,8 @@ def run(args: argparse.Namespace) -> int:
         "synced step per token (mlatui before pipelining)."
     )
     if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as f:
-                f.write(jsonl(r.to_dict() for r in records))
-        except OSError as e:
-            raise UserError(
-                f"cannot write --out {args.out}: {e.strerror} — choose a writable path"
-            ) from None
+        from mlatui.config.outputs import write_output
+
+        write_output(args.out, jsonl(r.to_dict() for r in records))
     bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
     return 3 if bad else 0

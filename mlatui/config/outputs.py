@@ -53,6 +53,16 @@ def claim_output(path: str | os.PathLike[str], *, force: bool = False, flag: str
     return p
 
 
+def write_output(path: str | os.PathLike[str], text: str, *, flag: str = "--out") -> None:
+    """Write a claimed output file whole; a UserError in one line if the write fails."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UserError(
+            f"cannot write {flag} {path}: {e.strerror} — choose a writable path"
+        ) from None
+
+
 def runs_dir() -> Path:
     import platformdirs
 

@@ -10,8 +10,11 @@ harness itself makes a difference between the arms.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from math import comb
+
+from mlatui.stream.events import Estimate
 
 CELL_ALPHA = 0.05  # each cell's CI is a 95% interval
 RUN_ALPHA = 0.05  # the whole A/A calls a harness difference below this chance
@@ -51,3 +54,11 @@ class NullJudgement:
 
 def judge_null(excluded: int, cells: int) -> NullJudgement:
     return NullJudgement(excluded, cells, binomial_tail(excluded, cells, CELL_ALPHA))
+
+
+def judge_estimates(finals: Iterable[Estimate]) -> NullJudgement | None:
+    """The judgement over every paired-ratio cell of these final estimates (None: no cell)."""
+    cells = [row for e in finals for row in e.rows if row["quantity"] == "ratio"]
+    if not cells:
+        return None
+    return judge_null(sum(not r["low"] <= 1 <= r["high"] for r in cells), len(cells))

@@ -63,14 +63,13 @@ def measure_context_pair(
     variant: Variant = Variant.PATCHED,
     fill: str = "prefill",
     max_seconds: float | None = None,
-    baton: Baton | None = None,
 ) -> tuple[list[ContextPairResult], SamplerRun]:
     """`contexts` = (short, long). Returns a result per width and the sampler's run (its
     timings in the order they were taken)."""
     short, long = contexts
     stock, patched = build_arms(model)
     base = patched if variant is Variant.PATCHED else stock
-    baton = baton or Baton()
+    baton = Baton()
     slots = {c: Arm(str(c), base.model, base.report, variant=base.variant, gates=base.gates)
              for c in contexts}  # fmt: skip
     workers = {c: ArmWorker(slots[c], baton) for c in contexts}

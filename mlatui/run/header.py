@@ -61,7 +61,7 @@ def header(
         "backend": env["backend"],
         "memory_bytes": env["device_memory_bytes"],
         "blas": env["blas"],
-        "blas_threading": env.get("blas_threading", "unknown"),
+        "blas_threading": env["blas_threading"],
         "cpu_count": env["cpu_count"],
     }
     return RunHeader(

@@ -154,10 +154,6 @@ class Direct:
         return ms
 
 
-def results_sides(results: list[ParityResult]) -> list[str]:
-    return list(dict.fromkeys(r.other for r in results))
-
-
 def run_parity(
     model: Any,
     make_draft: Callable[[Arm], Any] | None,
@@ -196,7 +192,7 @@ def run_parity(
         both = (1, depth + 1) if depth else (1,)
         widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
         pairs = [(other, widths_of[other]) for other in versus]
-        for other, widths in pairs:
+        for index, (other, widths) in enumerate(pairs):
             blocks: dict[tuple[str, int], int] = {}
 
             def measure(side: str, width: int, other=other, blocks=blocks) -> float:
@@ -241,7 +237,7 @@ def run_parity(
             hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode)
             more = None
             if max_seconds is not None:
-                left = len(pairs) - len(results_sides(results))
+                left = len(pairs) - index  # this side and those after it share what is left
                 deadline = time.monotonic() + (max_seconds - (time.monotonic() - started)) / left
                 more = until(deadline)
             with unpinned():  # as the decode phases run their blocks

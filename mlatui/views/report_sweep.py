@@ -120,26 +120,26 @@ def null_bias_table(events: Sequence[Event]) -> str:
     from mlatui.stream.events import Estimate
 
     rows = []
-    for e in events:
-        if isinstance(e, Estimate) and e.final and "/aa-" in e.phase:
-            for r in e.rows:
-                if r["quantity"] == "ratio":
-                    lo, hi = (r["low"] - 1) * 100, (r["high"] - 1) * 100
-                    rows.append(
-                        [
-                            e.phase.rsplit("/", 1)[1],
-                            e.context,
-                            r["width"],
-                            f"{(r['median'] - 1) * 100:+.2f}% [{lo:+.2f}, {hi:+.2f}]",
-                            "yes" if lo <= 0 <= hi else "NO",
-                            r["n"],
-                        ]
-                    )
-    if not rows:
-        return ""
-    from mlatui.measure.multiplicity import CELL_ALPHA, judge_null
+    finals = [e for e in events if isinstance(e, Estimate) and e.final and "/aa-" in e.phase]
+    for e in finals:
+        for r in e.rows:
+            if r["quantity"] == "ratio":
+                lo, hi = (r["low"] - 1) * 100, (r["high"] - 1) * 100
+                rows.append(
+                    [
+                        e.phase.rsplit("/", 1)[1],
+                        e.context,
+                        r["width"],
+                        f"{(r['median'] - 1) * 100:+.2f}% [{lo:+.2f}, {hi:+.2f}]",
+                        "yes" if lo <= 0 <= hi else "NO",
+                        r["n"],
+                    ]
+                )
+    from mlatui.measure.multiplicity import CELL_ALPHA, judge_estimates
 
-    judged = judge_null(sum(r[4] == "NO" for r in rows), len(rows))
+    judged = judge_estimates(finals)
+    if judged is None:
+        return ""
     verdict = "consistent with no arm difference" if judged.consistent else "a harness difference"
     return (
         _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)

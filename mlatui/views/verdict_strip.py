@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from mlatui.measure.multiplicity import judge_null
+from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.dashboard_state import DashboardState
@@ -162,16 +162,9 @@ def is_null_run(state: DashboardState) -> bool:
 def _null(state: DashboardState) -> list[Part]:
     """An A/A run's own verdict: its finished cells' CIs counted against chance (both arms run
     one variant, so a speedup or a marginal-cost ratio between them means nothing)."""
-    cells = [
-        row
-        for e in state.estimates.values()
-        if e.final
-        for row in e.rows
-        if row["quantity"] == "ratio"
-    ]
-    if not cells:
+    judged = judge_estimates(e for e in state.estimates.values() if e.final)
+    if judged is None:
         return []
-    judged = judge_null(sum(not r["low"] <= 1 <= r["high"] for r in cells), len(cells))
     short = f"A/A {judged.cells - judged.excluded}/{judged.cells} in CI"
     return [Part(judged.text, short, Tone.GOOD if judged.consistent else Tone.BAD)]
 
