@@ -306,3 +306,15 @@ def test_disk_full_mid_run_is_reported_and_the_exit_status_says_it(monkeypatch, 
     # the run went on: every context of the sweep is in the summary, though not in the file
     assert "| 128 | 2 |" in captured.out and "| 256 | 2 |" in captured.out
     assert len(out.read_text().splitlines()) == 5
+
+
+def test_a_failed_record_write_is_one_line_that_names_the_flag(tmp_path):
+    from mlatui.config.outputs import write_output
+    from mlatui.errors import UserError
+
+    good = tmp_path / "r.jsonl"
+    write_output(good, '{"a": 1}\n')
+    assert good.read_text() == '{"a": 1}\n'
+    with pytest.raises(UserError) as e:
+        write_output(tmp_path, "x")  # a folder, not a file
+    assert str(e.value).startswith(f"cannot write --out {tmp_path}:") and "\n" not in str(e.value)
