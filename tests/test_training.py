@@ -261,3 +261,61 @@ def test_saved_tokenizer_loads_offline_with_end_of_text_as_eos_and_pad(tmp_path)
     assert loaded.eos_token_id == eot == loaded.pad_token_id and loaded.unk_token is None
     assert loaded.model_max_length == 4096
     assert loaded.decode(loaded.encode("def f(x):")) == "def f(x):"
+
+
+def _trainable(run: Path, prefix: str) -> dict[str, mx.array]:
+    params = _tensors(run / "ckpt" / "params.safetensors")
+    return {k: v for k, v in params.items() if k.startswith(prefix)}
+
+
+def test_teacher_mode_trains_only_the_draft_and_writes_only_the_draft(corpus, toy_run, tmp_path):
+    out = tmp_path / "distil"
+    teacher = toy_run / "model"
+    args = ("--teacher", str(teacher), "--draft-init-layers", "0", "--hard-distill", "1")
+    assert _train(corpus, out, "--steps", "6", *args) == 0
+    assert (out / "draft" / "config.json").exists() and not (out / "model").exists()
+    # the frozen target is the teacher's weights, untouched by six steps
+    shipped = {}
+    for f in teacher.glob("*.safetensors"):
+        shipped |= _tensors(f)
+    kept = _trainable(out, "target.")
+    assert kept and all(
+        mx.array_equal(v, shipped[k[len("target.") :]].astype(v.dtype)).item()
+        for k, v in kept.items()
+    )
+    # the draft began as teacher layer 0 and then learnt: it differs from it now
+    draft0 = _trainable(out, "draft.model.layers.0.")
+    assert draft0 and any(
+        not mx.array_equal(v, shipped["model.layers.0." + k.split("layers.0.", 1)[1]]).item()
+        for k, v in draft0.items()
+    )
+    log = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    start = next(r for r in log if r.get("event") == "start")
+    assert start["draft_init"] == {"shared": ["embed_tokens", "norm"], "layers": [[0, 0]]}
+    assert start["teacher"]["files"]["config.json"]
+    done = log[-1]
+    assert done["event"] == "done" and done["valid_ce_mtp"] == 0.0
+    cfg = json.loads((out / "draft" / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 1 and cfg["kv_lora_rank"] == 64  # the teacher's geometry
+
+
+def test_teacher_mode_resumes_bit_identically(corpus, toy_run, tmp_path):
+    args = ("--teacher", str(toy_run / "model"), "--draft-preset", "tiny", "--steps", "6")
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert _train(corpus, whole, *args) == 0
+    assert _train(corpus, split, *args, "--stop-at-step", "3") == train.PAUSED_EXIT
+    assert _train(corpus, split, *args, "--resume") == 0
+    for f in ("params.safetensors", "optimizer.safetensors"):
+        _assert_identical(_tensors(whole / "ckpt" / f), _tensors(split / "ckpt" / f))
+
+
+def test_teacher_mode_refusals(corpus, toy_run, tmp_path, capsys):
+    teacher = str(toy_run / "model")
+    assert _train(corpus, tmp_path / "a", "--steps", "2", "--teacher", teacher,
+                  "--draft-init-layers", "1") == 2  # fmt: skip
+    assert "sparse in the teacher" in capsys.readouterr().err
+    assert _train(corpus, tmp_path / "b", "--steps", "2", "--teacher", str(tmp_path)) == 2
+    assert "no config.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _train(corpus, tmp_path / "c", "--steps", "2", "--hard-distill", "1")
+    assert "need --teacher" in capsys.readouterr().err

@@ -149,3 +149,23 @@ def losses(
         agree_m = (best_t[:, 1:] == mx.argmax(logits_m, -1)).mean()
         total = total + mtp_weight * (ce_m + mtp_distill * kl_m)
     return total, Parts(ce_t, ce_d, kl, aux, agree, ce_m, kl_m, agree_m)
+
+
+def draft_losses(
+    net: Trainee, x: mx.array, y: mx.array, distill: float, hard: float
+) -> tuple[mx.array, Parts]:
+    """Only the draft learns; the target is a frozen teacher. Loss = draft cross-entropy on the
+    data + distill * KL(teacher || draft) + hard * cross-entropy on the teacher's argmax (what
+    greedy acceptance counts)."""
+    logits_t = mx.stop_gradient(net.target(x))  # (B, S, V)
+    logits_d = net.draft(x)  # (B, S, V)
+    ce_t = nn.losses.cross_entropy(logits_t, y).mean()
+    ce_d = nn.losses.cross_entropy(logits_d, y).mean()
+    lt = _log_softmax(logits_t)
+    kl = _kl(lt, logits_d)
+    best_t = mx.argmax(logits_t, -1)  # (B, S)
+    ce_hard = nn.losses.cross_entropy(logits_d, best_t).mean()
+    agree = (best_t == mx.argmax(logits_d, -1)).mean()
+    total = ce_d + distill * kl + hard * ce_hard
+    zero = mx.array(0.0)
+    return total, Parts(ce_t, ce_d, kl, zero, agree, zero, zero, zero)

@@ -45,4 +45,22 @@ def tiny() -> tuple[ModelArgs, ModelArgs]:
     )
 
 
+def deep_draft() -> ModelArgs:
+    """A deeper, wider draft for distillation from a frozen teacher (`train --teacher`): 4 layers,
+    MLP 768, the small draft's MLA ranks, so drafting stays cheap next to the target."""
+    return ModelArgs(
+        num_hidden_layers=4,
+        intermediate_size=768,
+        sparse_layers=[],
+        kv_lora_rank=128,
+        qk_nope_head_dim=64,
+        v_head_dim=64,
+    )
+
+
 PRESETS: dict[str, Callable[[], tuple[ModelArgs, ModelArgs]]] = {"full": full, "tiny": tiny}
+DRAFT_PRESETS: dict[str, Callable[[], ModelArgs]] = {
+    "small": lambda: full()[1],
+    "deep": deep_draft,
+    "tiny": lambda: tiny()[1],
+}

@@ -3,8 +3,10 @@
     python -m mlatui.training.prepare --out .corpus
     python -m mlatui.training.train --data .corpus --out RUN --steps 4000 --seq 4096 --batch 4
     python -m mlatui.training.train ... --resume          # continues RUN/ckpt exactly
+    python -m mlatui.training.train ... --teacher mlatui/models/embedded/model --draft-preset deep
+                                                          # a new draft only, the target frozen
 
-Losses: see mlatui.training.objective. The schedule is by step (linear warm-up, then cosine to 10 %
+Losses: see mlatui.training.objective (`draft_losses` with `--teacher`, which writes RUN/draft only). The schedule is by step (linear warm-up, then cosine to 10 %
 of `--lr`), so a run split over several processes is the run that never stopped: every
 `--ckpt-every-min` minutes (and before exiting) RUN/ckpt gets parameters, AdamW state, the data
 sampler's RNG state and the step; `--resume` restores them. `--max-seconds` ends the process,
@@ -43,14 +45,15 @@ from mlatui.training.checkpoint import (
     save_checkpoint,
     save_folder,
 )
-from mlatui.training.objective import Trainee, losses, set_sparse_training
-from mlatui.training.presets import PRESETS
+from mlatui.training.objective import Trainee, draft_losses, losses, set_sparse_training
+from mlatui.training.presets import DRAFT_PRESETS, PRESETS
+from mlatui.training.teacher import TeacherError, init_from_teacher, load_teacher, truncated_args
 
 # arguments that define the run: a resume must be given the same ones
 RUN_KEYS = (
     "preset", "steps", "train_budget_s", "batch", "seq", "lr", "warmup", "distill",
     "dense_fraction", "mtp_weight", "mtp_weight_final", "mtp_switch", "mtp_distill", "no_mtp",
-    "seed", "data_id",
+    "seed", "data_id", "teacher", "draft_preset", "draft_init_layers", "hard_distill",
 )  # fmt: skip
 PAUSED_EXIT = 3
 
@@ -110,6 +113,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mtp-distill", type=float, default=1.0,
                    help="KL(target || MTP) inside the MTP loss (0: cross-entropy only)")  # fmt: skip
     p.add_argument("--no-mtp", action="store_true", help="train no MTP head")
+    p.add_argument("--teacher", type=Path, default=None,
+                   help="train only a draft, distilled from this frozen mlx-lm folder's target")  # fmt: skip
+    p.add_argument("--draft-preset", choices=sorted(DRAFT_PRESETS), default=None,
+                   help="the draft's geometry (default: the --preset's own)")  # fmt: skip
+    p.add_argument("--draft-init-layers", default="",
+                   help="--teacher: the draft is these teacher layers (e.g. 0,2,5), then distilled")  # fmt: skip
+    p.add_argument("--hard-distill", type=float, default=0.0,
+                   help="--teacher: weight of cross-entropy on the teacher's argmax")  # fmt: skip
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
@@ -119,6 +130,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.steps != "auto" and not (a.steps.isdigit() and int(a.steps) > 0):
         p.error(f"--steps must be a positive integer or 'auto', got {a.steps!r}")
+    if (a.draft_init_layers or a.hard_distill) and a.teacher is None:
+        p.error("--draft-init-layers and --hard-distill need --teacher")
+    if a.draft_init_layers and a.draft_preset:
+        p.error("--draft-init-layers sets the draft's geometry: leave out --draft-preset")
+    try:
+        a.init_layers = [int(i) for i in a.draft_init_layers.split(",") if i.strip()]
+    except ValueError:
+        p.error(f"--draft-init-layers takes layer numbers like 0,2,5, got {a.draft_init_layers!r}")
+    if a.teacher is not None:
+        a.teacher, a.no_mtp = str(a.teacher.resolve()), True  # a string: state.json keeps it
     if a.steps == "auto" and not 0 < a.plan_steps < a.warmup:
         p.error(
             "--plan-steps must lie inside the warm-up (its learning rates do not need the plan)"
@@ -136,9 +157,22 @@ class Run:
         self.train_ids, self.valid_ids = data["train"], data["valid"]
         a.data_id = f"{self.info.get('train_tokens')}/{self.info.get('valid_tokens')}"
         targs, dargs = PRESETS[a.preset]()
-        targs.vocab_size = dargs.vocab_size = self.info["vocab_size"]
+        if a.draft_preset:
+            dargs = DRAFT_PRESETS[a.draft_preset]()
         mx.random.seed(a.seed)
-        self.net = Trainee(Model(targs), Model(dargs), with_mtp=not a.no_mtp)
+        self.init: dict = {}
+        if a.teacher is None:
+            targs.vocab_size = dargs.vocab_size = self.info["vocab_size"]
+            target = Model(targs)
+        else:
+            target = load_teacher(Path(a.teacher), self.info["vocab_size"], a.data / "tokenizer")
+            if a.init_layers:
+                dargs = truncated_args(target.args, a.init_layers)
+            dargs.vocab_size = self.info["vocab_size"]
+        draft = Model(dargs)
+        if a.teacher is not None:
+            self.init = init_from_teacher(draft, target, a.init_layers)
+        self.net = Trainee(target, draft, with_mtp=not a.no_mtp)
         mx.eval(self.net.parameters())
         self.opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
         self.rng = np.random.default_rng(a.seed)
@@ -159,6 +193,11 @@ class Run:
         self.log = open(a.out / "train.jsonl", "a")
         self.stop_signal = False
 
+    def losses(self, net: Trainee, x: mx.array, y: mx.array, lam: mx.array):
+        if self.a.teacher is not None:
+            return draft_losses(net, x, y, self.a.distill, self.a.hard_distill)
+        return losses(net, x, y, self.a.distill, lam, self.a.mtp_distill)
+
     def emit(self, rec: dict) -> None:
         line = json.dumps(rec)
         print(line, flush=True)
@@ -175,7 +214,7 @@ class Run:
         tot = np.zeros(8)
         for _ in range(a.eval_batches):
             x, y = next_batch(self.valid_ids, a.batch, a.seq, vr)
-            _, parts = losses(self.net, x, y, a.distill, mx.array(0.0), a.mtp_distill)
+            _, parts = self.losses(self.net, x, y, mx.array(0.0))
             tot += np.array([float(v) for v in parts])
         names = ("ce_target", "ce_draft", "kl", "indexer_kl", "agree", "ce_mtp", "kl_mtp",
                  "agree_mtp")  # fmt: skip
@@ -187,7 +226,10 @@ class Run:
         nbytes = save_checkpoint(self.ckpt, self.net, self.opt, self.state)
         tok = None if self.a.no_tokenizer else self.a.data / "tokenizer"
         mtp = self.net.mtp if self.net.has_mtp else None
-        save_folder(self.net.target, self.a.out / "model", tok, self.info["eot_id"], mtp_head=mtp)
+        if self.a.teacher is None:  # a teacher stays as shipped: only the draft is written
+            save_folder(
+                self.net.target, self.a.out / "model", tok, self.info["eot_id"], mtp_head=mtp
+            )
         save_folder(self.net.draft, self.a.out / "draft", tok, self.info["eot_id"])
         dt = time.perf_counter() - t0
         self.emit({"event": "saved", "tag": tag, "step": self.state.step, "seconds": round(dt, 2),
@@ -203,12 +245,11 @@ def train(a: argparse.Namespace) -> int:
         return 0
     r.emit({"event": "resume" if a.resume else "start", "step": st.step, "call": st.calls,
             "device": str(mx.default_device()), "mlx": getattr(mx, "__version__", "?"), **r.counts(),
-            "args": {k: str(v) for k, v in vars(a).items()}, "corpus": r.info})  # fmt: skip
+            "args": {k: str(v) for k, v in vars(a).items()}, "corpus": r.info,
+            **({"teacher": teacher_record(Path(a.teacher)), "draft_init": r.init} if a.teacher else {})})  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: setattr(r, "stop_signal", True))
 
-    vg = nn.value_and_grad(
-        r.net, lambda m, x, y, lam: losses(m, x, y, a.distill, lam, a.mtp_distill)
-    )
+    vg = nn.value_and_grad(r.net, r.losses)
 
     def step(x, y, lam):
         (loss, parts), grads = vg(r.net, x, y, lam)
@@ -222,6 +263,8 @@ def train(a: argparse.Namespace) -> int:
         state = [r.net.state, r.opt.state, mx.random.state]
         return mx.compile(step, inputs=state, outputs=state)
 
+    if a.teacher is not None and st.sparse_from is None:
+        st.sparse_from = 0  # the teacher runs as shipped: its sparse layer selects from step 0
     sparse = st.sparse_from is not None
     set_sparse_training(r.net.target, sparse)
     fn = compiled()
@@ -308,11 +351,18 @@ def train(a: argparse.Namespace) -> int:
     return 0
 
 
+def teacher_record(folder: Path) -> dict:
+    from mlatui.models.embedded import sha256
+
+    return {"path": str(folder), "files": {f.name: sha256(f) for f in sorted(folder.glob("*"))
+                                           if f.suffix in (".json", ".safetensors")}}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     try:
         return train(a)
-    except CheckpointError as e:
+    except (CheckpointError, TeacherError) as e:
         print(f"mlatui: error: {e}", file=sys.stderr)
         return 2
 
