@@ -52,7 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--data", type=Path, required=True, help="the --out folder of mlatui.training.prepare"
     )
+    p.add_argument(
+        "--draft-only",
+        action="store_true",
+        help="a `train --teacher` run: replace only the draft; the target stays as shipped",
+    )
     a = p.parse_args(argv)
+    if a.draft_only:
+        return ship_draft(a.run, a.data)
     for name in ("model", "draft"):
         dest = EMBEDDED_DIR / name
         dest.mkdir(parents=True, exist_ok=True)
@@ -70,6 +77,30 @@ def main(argv: list[str] | None = None) -> int:
     record = {k: start[k] for k in keys if k in start} | done
     write_prompts()
     print(json.dumps(write_manifest(record), indent=1))
+    return 0
+
+
+def ship_draft(run: Path, data: Path) -> int:
+    """Replace the shipped draft with a distilled one; MANIFEST keeps the target's training record
+    and gets `draft_training` (the run's start record and its last paused/done record)."""
+    dest = EMBEDDED_DIR / "draft"
+    for old in dest.glob("*"):
+        old.unlink()
+    for f in sorted((run / "draft").glob("*")):
+        if f.suffix in (".json", ".safetensors"):
+            shutil.copyfile(f, dest / f.name)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(data / "tokenizer" / f, dest / f)
+    lines = [json.loads(x) for x in (run / "train.jsonl").read_text().splitlines() if x.strip()]
+    start = next(x for x in lines if x.get("event") == "start")
+    last = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
+    evals = [x for x in lines if "valid_agree" in x]
+    keys = ("device", "mlx", "draft_params", "args", "teacher", "draft_init")
+    record = {k: start[k] for k in keys if k in start} | {"last": last, "last_eval": evals[-1]}
+    old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
+    data_out = manifest() | {"training": old.get("training"), "draft_training": record}
+    MANIFEST_PATH.write_text(json.dumps(data_out, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(record["last_eval"]))
     return 0
 
 
