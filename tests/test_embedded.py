@@ -49,7 +49,7 @@ def test_load_from_package_data(loaded):
     model, tok, draft = loaded
     assert str(embedded.MODEL_PATH).startswith(str(embedded.EMBEDDED_DIR))
     assert model.model_type == "mlatui_mla" and draft.model_type == "mlatui_mla"
-    assert len(model.layers) == 6 and len(draft.layers) == 2
+    assert len(model.layers) == 6 and len(draft.layers) == 4
     assert model.model.embed_tokens.weight.dtype == mx.float32  # widened from float16 on load
     text = "def read(self, size=-1):\n    return self._buffer[:size]\n"
     assert tok.decode(tok.encode(text)) == text
@@ -69,12 +69,13 @@ def _held_out_nats(model, tok) -> float:
 
 
 def test_models_predict_held_out_python(loaded):
-    # Measured: target 2.55, draft 2.96 nats/token; a uniform guess is ln(4096) = 8.3, and
+    # Measured: target 2.73, draft v3 (distilled from it) 2.56 nats/token on these short prompts
+    # (on 4096-token held-out windows: 1.76 and 1.79); a uniform guess is ln(4096) = 8.3, and
     # mis-loaded or re-initialised weights land near or above that.
     model, tok, draft = loaded
     target, small = _held_out_nats(model, tok), _held_out_nats(draft, tok)
-    assert target < 3.0 and small < 3.5, (target, small)
-    assert target < small
+    assert target < 3.0 and small < 3.0, (target, small)
+    assert abs(target - small) < 0.5  # a distilled draft tracks its teacher
 
 
 def test_decode_and_speculative_step_match_plain_greedy(loaded, prompt_ids):
