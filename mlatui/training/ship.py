@@ -89,8 +89,8 @@ def ship_draft(run: Path, data: Path) -> int:
     for f in sorted((run / "draft").glob("*")):
         if f.suffix in (".json", ".safetensors"):
             shutil.copyfile(f, dest / f.name)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(data / "tokenizer" / f, dest / f)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(data / "tokenizer" / name, dest / name)
     lines = [json.loads(x) for x in (run / "train.jsonl").read_text().splitlines() if x.strip()]
     start = next(x for x in lines if x.get("event") == "start")
     last = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
