@@ -44,6 +44,19 @@ def write_manifest(run_record: dict | None = None) -> dict:
     return data
 
 
+def install_folder(run: Path, data: Path, name: str) -> None:
+    """RUN/name's config and weights, plus the corpus's tokenizer, replace the shipped folder."""
+    dest = EMBEDDED_DIR / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*"):
+        old.unlink()
+    for f in sorted((run / name).glob("*")):
+        if f.suffix in (".json", ".safetensors"):
+            shutil.copyfile(f, dest / f.name)
+    for tok in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(data / "tokenizer" / tok, dest / tok)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
@@ -61,15 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.draft_only:
         return ship_draft(a.run, a.data)
     for name in ("model", "draft"):
-        dest = EMBEDDED_DIR / name
-        dest.mkdir(parents=True, exist_ok=True)
-        for old in dest.glob("*"):
-            old.unlink()
-        for f in sorted((a.run / name).glob("*")):
-            if f.suffix in (".json", ".safetensors"):
-                shutil.copyfile(f, dest / f.name)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copyfile(a.data / "tokenizer" / f, dest / f)
+        install_folder(a.run, a.data, name)
     lines = [json.loads(x) for x in (a.run / "train.jsonl").read_text().splitlines() if x.strip()]
     start = next(x for x in lines if x.get("event") == "start")  # the first call's
     done = next(x for x in reversed(lines) if x.get("event") == "done")
@@ -83,14 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 def ship_draft(run: Path, data: Path) -> int:
     """Replace the shipped draft with a distilled one; MANIFEST keeps the target's training record
     and gets `draft_training` (the run's start record and its last paused/done record)."""
-    dest = EMBEDDED_DIR / "draft"
-    for old in dest.glob("*"):
-        old.unlink()
-    for f in sorted((run / "draft").glob("*")):
-        if f.suffix in (".json", ".safetensors"):
-            shutil.copyfile(f, dest / f.name)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(data / "tokenizer" / name, dest / name)
+    install_folder(run, data, "draft")
     lines = [json.loads(x) for x in (run / "train.jsonl").read_text().splitlines() if x.strip()]
     start = next(x for x in lines if x.get("event") == "start")
     last = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
