@@ -30,7 +30,7 @@ def _size(phases) -> float:
 
 def test_the_default_scenario_has_a_budget_and_fits_unchanged_when_there_is_time():
     scenario = load_scenario(str(DEFAULT))
-    assert scenario.budget_s == 90
+    assert scenario.budget_s == 100
     plan = fit_to_budget(scenario.phases, 1e9, _size)
     assert plan.phases == scenario.phases and not plan.changes and plan.fits
     assert "fits" in plan.describe()
@@ -47,6 +47,16 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     assert sweep.reps == 4 and tune.tokens == 8 and tune.depths == (1,)
     # the tune at the sweep's smallest context, its verify steps the sweep's rounds there
     assert tune.contexts == (512,) and tune.verify_from == "sweep"
+    # until the tune moves there, the sweep keeps the context the tune reads its verify steps
+    # from (2K) and the widths its depths need (L = 3 for depth 2), and drops the others
+    cuts = {note: plan for plan, note in steps}
+    three = cuts["sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048"]
+    two = cuts["sweep: contexts 512, 1024, 2048, 4096 -> 512, 2048"]
+    assert next(p for p in two if p.kind == "tune").contexts == (2048,)
+    assert next(p for p in three if p.kind == "sweep").widths == (1, 2, 3)
+    notes = [note for _, note in steps]
+    depth_cut = next(i for i, n in enumerate(notes) if n.startswith("tune: depths 1, 2 -> 1"))
+    assert notes.index("sweep: widths 1, 2, 3 -> 1, 2") > depth_cut  # L = 3 kept until then
     sizes = [_size(p) for p, _ in steps]
     assert sizes == sorted(sizes, reverse=True)  # every step is smaller
     # a budget between two steps stops at the first plan that fits, not at the smallest
@@ -54,7 +64,12 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     plan = fit_to_budget(phases, budget, _size)
     assert plan.fits and _size(plan.phases) == sizes[2]
     assert plan.phases != last
-    assert any("tune: contexts 1024, 2048 -> 1024" == c for c in plan.changes)
+    # the sweep's fourth context goes before its rounds (the L = 1 check needs them)
+    assert plan.changes == (
+        "an undecided L = 1 check adds at most 2 rounds",
+        "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048",
+        "sweep: rounds per context 7 -> 5",
+    )
     assert not any("widths" in c for c in plan.changes)  # later cuts are not made
     assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
 
@@ -177,7 +192,7 @@ def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
     phases = _phases()
     # what the reductions before this change reached: far over (the 4.4 GFLOP/s run took 721 s)
     steps = list(reductions(phases, KINDS))
-    before, note = steps[6]  # the last of the reductions before the slow-device ones
+    before, note = steps[4]  # the last of the reductions before the slow-device ones
     assert note == "tune: blocks of 16 -> 8 tokens" and costs.forecast_s(before) > 200
     plan = fit_to_budget(phases, 90.0, costs.forecast_s, KINDS)
     assert plan.fits, plan.describe()
@@ -208,3 +223,35 @@ def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     assert everything > 3 * known
     monkeypatch.setattr(forecast, "likely_rejected", lambda *a: False)
     assert costs.forecast_s(tune) == pytest.approx(everything)
+
+
+def test_the_probe_also_measures_the_context_the_decode_blocks_run_at():
+    """A line through 256 and 1K tokens said the embedded model's 4K step costs 23 ms; it costs
+    40 (the cache outgrows the CPU's caches), and the 4K tune ran 40% over its forecast. So a tune
+    or decode context beyond the two lengths is probed too; one inside them is interpolated."""
+    from mlatui.run.budget_probe import probe_contexts
+
+    scenario = load_scenario(str(DEFAULT))
+    sweep, tune = scenario.phases
+    at = lambda c: replace(scenario, phases=(sweep, replace(tune, contexts=c)))  # noqa: E731
+    assert probe_contexts(at((4096,))) == (256, 1024, 4096)
+    assert probe_contexts(at((2048, 4096))) == (256, 1024, 2048)
+    assert probe_contexts(at((1024,))) == (256, 1024)
+    assert probe_contexts(at((512,))) == (256, 1024)
+    assert probe_contexts(replace(scenario, phases=(sweep,))) == (256, 1024)
+
+
+def test_a_plan_whose_undecided_checks_could_overrun_is_capped_even_when_its_forecast_fits():
+    """The forecast expects an undecided L = 1 check to add the share of extra rounds earlier
+    contexts needed; uncapped, each may triple its rounds (a 100 s budget ran 142 s). So the
+    phases as written are kept only when the high end fits too; else the first cut, the cap."""
+    phases = _phases()
+    mid = lambda p: _size(p)  # noqa: E731
+    high = lambda p: 3 * _size(p) if any(not q.max_rounds for q in p) else _size(p)  # noqa: E731
+    budget = 1.5 * _size(phases)
+    assert fit_to_budget(phases, budget, mid).changes == ()  # the mid alone: kept as written
+    plan = fit_to_budget(phases, budget, mid, high_s=high)
+    assert plan.changes == ("an undecided L = 1 check adds at most 2 rounds",) and plan.fits
+    assert all(p.max_rounds for p in plan.phases)
+    # a budget its high end fits keeps the phases as written
+    assert fit_to_budget(phases, 4 * _size(phases), mid, high_s=high).changes == ()

@@ -4,6 +4,7 @@ the budget counts and cuts the weaker kind first, and older recordings still nam
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,8 +65,16 @@ def test_bad_sources_are_refused_in_one_line(tmp_path, draft, message):
     assert "\n" not in str(e.value) and "[draft]" in str(e.value)
 
 
+def _all_depths() -> tuple:
+    """The default scenario with its tune at depths 1-3 of both kinds, at 1K and 2K, measuring
+    its own verify steps (the shape these mechanisms were written for)."""
+    sweep, tune = load_scenario(str(DEFAULT)).phases
+    tune = replace(tune, depths=(1, 2, 3), kind_depths=(), contexts=(1024, 2048), verify_from="")
+    return sweep, tune
+
+
 def test_settings_run_every_depth_of_every_kind_and_one_kind_keeps_its_widths():
-    tune = load_scenario(str(DEFAULT)).phases[1]
+    tune = _all_depths()[1]
     both = decode_settings(tune, ("mtp", "draft-model"))
     assert both[0] == Setting() and len(both) == 7
     assert [s.label for s in both[1:]] == [
@@ -92,14 +101,14 @@ def _costs() -> RunProgress:
 
 
 def test_the_forecast_counts_the_second_kind():
-    phases = load_scenario(str(DEFAULT)).phases
+    phases = _all_depths()
     one, two = _costs(), _costs()
     one.draft_kinds, two.draft_kinds = ("mtp",), ("mtp", "draft-model")
     assert two.forecast_s(phases) > one.forecast_s(phases) * 1.2
 
 
 def test_over_budget_the_weaker_kind_keeps_one_depth_first_and_the_plan_says_so():
-    phases = load_scenario(str(DEFAULT)).phases
+    phases = _all_depths()
     kinds = ("mtp", "draft-model")
     steps = list(reductions(phases, kinds))
     tune = next(p for p in steps[1][0] if p.kind == "tune")  # right after the rounds cap

@@ -101,6 +101,21 @@ def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
     assert any(f"beyond the {window}-token windows" in m for m in warned), warned
 
 
+def test_only_decoded_text_is_held_to_the_training_window():
+    """A sweep's or indexer's step costs the same on any tokens, so only the tune and decode
+    phases' extent (context + one round of blocks) is compared with the training window: the
+    default scenario's 4K sweep steps reach 4099, its tune stays inside 4096 and says nothing."""
+    from mlatui.config.scenario import load_scenario
+    from mlatui.models.embedded import trained_window
+    from mlatui.models.fit import context_warnings, largest_context
+
+    scenario = load_scenario(None)
+    assert largest_context(scenario) == 4099
+    decoded = largest_context(scenario, decoded_only=True)
+    assert decoded <= trained_window() < largest_context(scenario)
+    assert context_warnings({}, decoded, trained_window()) == []
+
+
 def _stop_after_header(events):
     """A stop flag that is set as soon as the run header is out (nothing needs to be measured)."""
     import threading

@@ -64,13 +64,16 @@ def size(n: int) -> str:
     return f"{n / GB:.1f} GB" if n >= GB / 10 else f"{n / 1024**2:.1f} MB"
 
 
-def largest_context(scenario: Any) -> int:
-    """The longest cache any phase builds: its context plus the widest step or a decode round."""
+def largest_context(scenario: Any, decoded_only: bool = False) -> int:
+    """The longest cache any phase builds: its context plus the widest step or a decode round.
+    `decoded_only`: the tune and decode phases', whose text and acceptance depend on the model
+    having been trained that far (a sweep's or indexer's step costs the same on any tokens)."""
     longest = 0
     for p in scenario.phases:
-        extra = (
-            max(p.widths) if p.kind in ("sweep", "indexer") else p.tokens * 2 * (2 + len(p.depths))
-        )
+        timing_only = p.kind in ("sweep", "indexer")
+        if decoded_only and timing_only:
+            continue
+        extra = max(p.widths) if timing_only else p.tokens * 2 * (2 + len(p.depths))
         longest = max(longest, max(p.contexts) + extra)
     return longest
 

@@ -11,14 +11,19 @@ while the forecast is over budget):
 2. with several draft kinds, the weaker ones (listed after the first in `[draft] sources`: the
    strongest first) keep only their smallest depth, the last-listed first;
 3. the tune keeps one context, its smallest (each tune context is a full set of decode blocks);
-4. the sweep's rounds go down to 5, then 4;
-5. the sweep drops its largest contexts while more than three are left (three still show the
-   stock arm's marginal cost growing with context);
+4. the sweep drops its largest contexts while more than three are left (three still show the
+   stock arm's marginal cost growing with context), keeping those a tune takes its verify steps
+   from (`verify_from`): before its rounds, which the L = 1 check needs (on a noisy 2-core VM,
+   4 rounds per context left the check undecided in all 3 default runs, 7 rounds in none of 2);
+5. the sweep's rounds go down to 5, then 4;
 6. decode blocks of 8 tokens instead of 16 or more;
-7. the sweep drops its largest contexts down to two (two still show it growing);
-8. the sweep measures L = 1 and 2 only (the key figure's widths);
+7. the sweep drops its largest contexts down to two (two still show it growing), again keeping
+   a tune's;
+8. the sweep measures L = 1 and 2 only (the key figure's widths), and the widths a tune taking
+   its verify steps from it needs;
 9. the tune and decode phases drop their deepest depths down to one per kind, and their verify
-   steps then run only at L = 1 and the L = depth + 1 of the depths kept;
+   steps then run only at L = 1 and the L = depth + 1 of the depths kept (the sweep drops the
+   widths no depth kept needs);
 10. the weaker draft kinds are left out entirely, the last-listed first (the strongest kind
    still gives each arm a speculative result);
 11. the tune takes its verify steps (and its L = 1 check) from the sweep's rounds at the same
@@ -130,6 +135,12 @@ def reductions(
             keep = (min(p.contexts),)
             current = (*current[:i], replace(p, contexts=keep), *current[i + 1 :])
             yield current, f"{p.name}: contexts {_span(p.contexts)} -> {_span(keep)}"
+    for i, p in enumerate(current):
+        if p.kind == "sweep":
+            for n in range(len(p.contexts) - 1, MIN_SWEEP_CONTEXTS - 1, -1):
+                current, note = _sweep_contexts(current, i, phases[i], n)
+                if note:
+                    yield current, note
     for reps in (5, MIN_SWEEP_REPS):
         for i, p in enumerate(current):
             if p.kind == "sweep" and p.reps > reps:
@@ -137,18 +148,47 @@ def reductions(
                 current = (*current[:i], q, *current[i + 1 :])
                 yield current, f"{p.name}: rounds per context {phases[i].reps} -> {reps}"
     for i, p in enumerate(current):
-        if p.kind == "sweep":
-            start = p.contexts
-            while len(p.contexts) > MIN_SWEEP_CONTEXTS:
-                p = replace(p, contexts=tuple(sorted(p.contexts))[:-1])
-                current = (*current[:i], p, *current[i + 1 :])
-                yield current, f"{p.name}: contexts {_span(start)} -> {_span(p.contexts)}"
-    for i, p in enumerate(current):
         if p.kind in ("tune", "decode") and p.tokens > MIN_BLOCK_TOKENS:
             q = replace(p, tokens=MIN_BLOCK_TOKENS)
             current = (*current[:i], q, *current[i + 1 :])
             yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
     yield from _slow_device(current, kinds, phases)
+
+
+def _sweep_contexts(
+    current: tuple[Phase, ...], i: int, written: Phase, n: int
+) -> tuple[tuple[Phase, ...], str]:
+    """The sweep at `current[i]` with `n` of its contexts as written: those a tune takes its
+    verify steps from (`verify_from`; the tune would have none without them), then the smallest
+    (the cheapest). The change said from the contexts as written ("" when nothing changed)."""
+    sweep = current[i]
+    kept = {c for p in current if p.verify_from == sweep.name for c in p.contexts}
+    kept &= set(written.contexts)
+    rest = sorted(set(written.contexts) - kept)
+    chosen = kept | set(rest[: max(0, n - len(kept))])
+    contexts = tuple(c for c in written.contexts if c in chosen)
+    if contexts == sweep.contexts:
+        return current, ""
+    note = f"{sweep.name}: contexts {_span(written.contexts)} -> {_span(contexts)}"
+    return _swap(current, i, replace(sweep, contexts=contexts)), note
+
+
+def _key_widths(
+    current: tuple[Phase, ...], kinds: Sequence[str]
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    """The sweep down to the key figure's widths and those a tune reading its verify steps from
+    it (`verify_from`) needs for the depths it keeps."""
+    for i, p in enumerate(current):
+        if p.kind != "sweep":
+            continue
+        keep = set(KEY_WIDTHS)
+        for t in current:
+            if t.verify_from == p.name:
+                keep |= set(verify_widths(_kept_depths(t, kinds)))
+        widths = tuple(w for w in p.widths if w in keep)
+        if widths != p.widths:
+            current = _swap(current, i, replace(p, widths=widths))
+            yield current, f"{p.name}: widths {_span(p.widths)} -> {_span(widths)}"
 
 
 def _swap(current: tuple[Phase, ...], i: int, p: Phase) -> tuple[Phase, ...]:
@@ -162,15 +202,11 @@ def _slow_device(
     said from the phases as `written`, so a later cut of the same thing replaces an earlier one."""
     for i, p in enumerate(current):
         if p.kind == "sweep":
-            start = written[i].contexts
-            while len(p.contexts) > LAST_SWEEP_CONTEXTS:
-                p = replace(p, contexts=tuple(sorted(p.contexts))[:-1])
-                current = _swap(current, i, p)
-                yield current, f"{p.name}: contexts {_span(start)} -> {_span(p.contexts)}"
-    for i, p in enumerate(current):
-        if p.kind == "sweep" and set(p.widths) - set(KEY_WIDTHS):
-            current = _swap(current, i, replace(p, widths=KEY_WIDTHS))
-            yield current, f"{p.name}: widths {_span(p.widths)} -> {_span(KEY_WIDTHS)}"
+            for n in range(len(p.contexts) - 1, LAST_SWEEP_CONTEXTS - 1, -1):
+                current, note = _sweep_contexts(current, i, written[i], n)
+                if note:
+                    yield current, note
+    yield from _key_widths(current, kinds)
     for i, p in enumerate(current):
         if p.kind not in ("tune", "decode"):
             continue
@@ -191,6 +227,9 @@ def _slow_device(
                     f"{p.name}: {name} {_span(start)} -> {_span(depths)} (verify steps at "
                     f"L = {_span(verify_widths(_kept_depths(p, kinds)))})",
                 )
+    for plan, note in _key_widths(current, kinds):  # what the tune's cut depths no longer need
+        current = plan
+        yield current, note
     for kind in reversed(kinds[1:]):
         for i, p in enumerate(current):
             if p.kind in ("tune", "decode") and p.depths_for(kind):
@@ -233,6 +272,11 @@ def _reuse_sweep(
                 f"{p.name}: contexts {_span(written[i].contexts)} -> {_span(keep)} (the "
                 "sweep's smallest: the cheapest context)",
             )
+            if sweep_at is not None:  # the context the tune left is the sweep's to drop now
+                n = len(current[sweep_at].contexts)
+                current, note = _sweep_contexts(current, sweep_at, written[sweep_at], n)
+                if note:
+                    yield current, note
     for i, p in enumerate(current):
         if p.kind == "tune" and not p.verify_from and p.verify_rounds > MIN_VERIFY_ROUNDS:
             q = replace(
@@ -255,12 +299,16 @@ def fit_to_budget(
     budget_s: float,
     forecast_s: Callable[[tuple[Phase, ...]], float],
     kinds: Sequence[str] = (),
+    high_s: Callable[[tuple[Phase, ...]], float] | None = None,
 ) -> BudgetPlan:
     """The first plan in `reductions` order whose forecast fits `budget_s` (the phases as
     written if they fit; the smallest plan if none does). Changes that replace an earlier one of
-    the same phase and kind (e.g. two context cuts) are reported once, as the final state."""
+    the same phase and kind (e.g. two context cuts) are reported once, as the final state.
+    `high_s`: the forecast's high end; the phases as written are kept only if it fits too, as
+    their undecided L = 1 checks may triple a context's rounds (a 100 s budget ran 142 s: its
+    forecast, 86 s, expected the share of extra rounds the earlier contexts needed)."""
     full = forecast_s(phases)
-    if full <= budget_s:
+    if full <= budget_s and (high_s is None or high_s(phases) <= budget_s):
         return BudgetPlan(budget_s, full, full, phases, ())
     changes: list[str] = []
     chosen, predicted = phases, full

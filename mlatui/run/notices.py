@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
-from mlatui.models.fit import context_warnings
+from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import Loaded
 from mlatui.run.phases.indexer_sites import load_warnings
 
@@ -37,9 +37,9 @@ def opening_notices(
 
         args = getattr(loaded.model, "args", None)
         limit = getattr(args, "max_position_embeddings", None)
-        warnings.extend(
-            context_warnings({"max_position_embeddings": limit}, longest, trained_window())
-        )
+        warnings.extend(context_warnings({"max_position_embeddings": limit}, longest))
+        decoded = largest_context(scenario, decoded_only=True)
+        warnings.extend(context_warnings({}, decoded, trained_window()))
     warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
     notices += [("warning", w) for w in warnings]
     notices.append(("info", f"patched arm: {report.summary()}"))

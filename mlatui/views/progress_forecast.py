@@ -197,17 +197,21 @@ class Forecast:
                 out = add(out, self._prefill(seg.context))
         return out, hi - lo
 
-    def forecast_s(self, phases, settle: bool = True) -> float:
+    def forecast_s(self, phases, settle: bool = True, high: bool = False) -> float:
         """Seconds the given phases would take from scratch with the costs seen so far (the
-        budget planner's forecast); inf when some segment has no cost model."""
+        budget planner's forecast); inf when some segment has no cost model. `high`: the high
+        end, every adaptive check at its most rounds and costs at their highest extrapolation."""
         total = 0.0
         for phase in phases:
             for seg in phase_segments(phase, self.draft_kinds, settle):
                 got = self._segment_left(SegmentRun(seg), settle)
                 if got is None:
                     return math.inf
-                total += got[0][1]
+                total += got[0][2 if high else 1]
         return total
+
+    def forecast_high_s(self, phases) -> float:
+        return self.forecast_s(phases, high=True)
 
     def _prefill(self, context: int) -> Cost:
         from mlatui.views.progress_costs import extrapolate

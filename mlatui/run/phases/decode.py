@@ -109,6 +109,14 @@ def _sweep_verify(
     est = ctx.sweep_estimates.get((phase.verify_from, length))
     need = verify_widths(depths)
     if est is None or not all((arm, w) in est.step_ms for arm in ARMS for w in need):
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "info",
+                f"{phase.name} @ {length}: {phase.verify_from} did not measure L = "
+                f"{', '.join(map(str, need))} at {length}, so the verify steps are measured here",
+            )
+        )
         return None
     ctx.emit(
         LogMessage(
