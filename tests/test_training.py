@@ -319,3 +319,101 @@ def test_teacher_mode_refusals(corpus, toy_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
         _train(corpus, tmp_path / "c", "--steps", "2", "--hard-distill", "1")
     assert "need --teacher" in capsys.readouterr().err
+
+
+# -- fine-tuning against greedy loops (sequence-level unlikelihood) ------------------------------
+
+
+def test_repeat_mask_marks_every_token_of_a_4gram_the_row_already_produced():
+    import numpy as np
+
+    from mlatui.training.unlikelihood import repeat_mask
+
+    rows = np.array([[1, 2, 3, 4, 1, 2, 3, 4, 9], [5, 6, 7, 8, 9, 10, 11, 12, 13]])
+    assert repeat_mask(rows).tolist() == [[0, 0, 0, 0, 1, 1, 1, 1, 0], [0] * 9]
+
+
+def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_masked_tokens_only():
+    import numpy as np
+
+    from mlatui.training.unlikelihood import unlikelihood_loss
+
+    logits = mx.array(np.random.default_rng(0).normal(size=(1, 3, 5)).astype(np.float32))
+    tokens, mask = mx.array([[0, 3, 1]]), mx.array([[1.0, 0.0, 1.0]])
+    p = mx.softmax(logits, axis=-1)[0]
+    expect = -(np.log(1 - p[0, 0].item()) + np.log(1 - p[2, 1].item())) / 3
+    assert unlikelihood_loss(logits, tokens, mask).item() == pytest.approx(expect, rel=1e-5)
+
+
+def test_batched_greedy_continuations_are_each_rows_own_greedy_text_through_the_sparse_layer():
+    """1100-token prefixes: 275 pools of 4 > top-k 256, so the embedded model's sparse layer
+    selects while the batch decodes."""
+    from mlatui.models.embedded import MODEL_PATH
+    from mlatui.models.loading import load_checkpoint
+    from mlatui.training.acceptance import greedy
+    from mlatui.training.unlikelihood import greedy_continuations
+
+    model, tok, _ = load_checkpoint(str(MODEL_PATH))
+    attn = model.layers[4].self_attn
+    assert 1100 // attn.indexer.kpool > attn.indexer.index_topk
+    text = (stdlib_root() / "json" / "decoder.py").read_text()
+    ids = tok.encode(text)
+    rows = [ids[:1100], ids[200:1300]]
+    batched = greedy_continuations(model, mx.array(rows), 12).tolist()
+    assert batched == [greedy(model, r, 12) for r in rows]
+
+
+def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
+    corpus, toy_run, tmp_path
+):
+    import numpy as np
+
+    from mlatui.training import finetune
+    from mlatui.training.unlikelihood import sequence_step_inputs, unlikelihood_loss
+
+    net = finetune.load_trainee(toy_run / "model", 300, corpus / "tokenizer")
+    ids = np.load(corpus / "tokens.npz")["train"]
+    inputs, cont, mask, share = sequence_step_inputs(
+        net.target, ids, 4, 16, 24, np.random.default_rng(0)
+    )
+    assert mask.sum().item() > 0 and share < 1  # the toy model loops
+    import mlx.nn as nn
+    import mlx.optimizers as optim
+
+    def loss_fn(net):
+        return unlikelihood_loss(net.target(inputs)[:, -cont.shape[1] :], cont, mask)
+
+    vg, opt = nn.value_and_grad(net, loss_fn), optim.AdamW(learning_rate=3e-3)
+    before = loss_fn(net).item()
+    for _ in range(3):
+        _, grads = vg(net)
+        opt.update(net, grads)
+        mx.eval(net.parameters())
+    assert loss_fn(net).item() < 0.8 * before  # the repeated tokens became less likely
+    out = tmp_path / "ft"
+    argv = ["--init", str(toy_run / "model"), "--data", str(corpus), "--out", str(out),
+            "--steps", "4", "--seq", "64", "--batch", "2", "--ul-batch", "2", "--ul-prefix",
+            "16", "--ul-tokens", "12", "--eval-every", "2", "--eval-batches", "1",
+            "--eval-prompts", "1"]  # fmt: skip
+    assert finetune.main(argv) == 0
+    log = [json.loads(x) for x in (out / "finetune.jsonl").read_text().splitlines()]
+    assert any("ul" in r for r in log) and any("ce_target" in r for r in log)
+    assert log[-1]["event"] == "done" and 0 <= log[-1]["greedy_distinct_4gram"] <= 1
+    n = json.loads((out / "model" / "config.json").read_text())["num_hidden_layers"]
+    saved = {}
+    for f in (out / "model").glob("*.safetensors"):
+        saved |= _tensors(f)
+    assert any(k.startswith(f"model.layers.{n}.eh_proj") for k in saved)  # the MTP head
+
+
+def test_a_draft_can_continue_from_a_shipped_draft_against_a_new_teacher(corpus, toy_run, tmp_path):
+    out = tmp_path / "redistil"
+    args = ("--teacher", str(toy_run / "model"), "--draft-init", str(toy_run / "draft"))
+    assert _train(corpus, out, "--steps", "3", *args) == 0
+    ours = json.loads((out / "draft" / "config.json").read_text())
+    assert ours == json.loads((toy_run / "draft" / "config.json").read_text())
+    log = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    assert next(r for r in log if r.get("event") == "start")["draft_init"] == {
+        "from": str((toy_run / "draft").resolve())
+    }
+    assert log[-1]["valid_agree"] > 0

@@ -29,10 +29,11 @@ from mlatui.run.mtp import MTPHead, mtp_layer
 class Trainee(nn.Module):
     """Everything trained together; `mtp` is absent when the run trains no MTP head."""
 
-    def __init__(self, target: Model, draft: Model, with_mtp: bool):
+    def __init__(self, target: Model, draft: Model | None, with_mtp: bool):
         super().__init__()
         self.target = target
-        self.draft = draft
+        if draft is not None:  # a fine-tune of a shipped target trains none
+            self.draft = draft
         if with_mtp:
             layer = mtp_layer(
                 dsv3.DeepseekV3DecoderLayer, target.args, target.args.num_hidden_layers
@@ -110,6 +111,32 @@ def _kl(teacher_logp: mx.array, student_logits: mx.array) -> mx.array:
     return (mx.exp(teacher_logp) * (teacher_logp - _log_softmax(student_logits))).sum(-1).mean()
 
 
+def _trunk(target: Model, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
+    """The target's training forward: (h_post (B, S, D), logits (B, S, V), indexer loss)."""
+    h = target.model.embed_tokens(x)
+    mask = create_attention_mask(h, None, return_array=True)  # (S, S) bool
+    aux = mx.array(0.0)
+    for i, layer in enumerate(target.layers):
+        if i in target.model.sparse_layers:
+            aux = aux + indexer_loss(layer.self_attn, mx.stop_gradient(layer.input_layernorm(h)))
+        h = layer(h, mask, None)
+    h_post = target.model.norm(h)  # (B, S, D): what MTP heads are fed ("post_norm")
+    return h_post, target.model.embed_tokens.as_linear(h_post), aux
+
+
+def _mtp_terms(
+    net: Trainee, y: mx.array, h_post: mx.array, lt: mx.array, best_t: mx.array
+) -> tuple[mx.array, mx.array, mx.array]:
+    """(cross-entropy on token t+2, KL(target at t+2 || head), argmax agreement)."""
+    # slot t pairs h_t with token t+1 (= y_t) and predicts token t+2 (= y_{t+1})
+    hm = net.mtp(y[:, :-1], h_post[:, :-1], [None])  # (B, S-1, D)
+    logits_m = net.mtp.logits(hm)  # (B, S-1, V)
+    ce_m = nn.losses.cross_entropy(logits_m, y[:, 1:]).mean()
+    kl_m = _kl(lt[:, 1:], logits_m)
+    agree_m = (best_t[:, 1:] == mx.argmax(logits_m, -1)).mean()
+    return ce_m, kl_m, agree_m
+
+
 def losses(
     net: Trainee,
     x: mx.array,
@@ -120,17 +147,8 @@ def losses(
 ) -> tuple[mx.array, Parts]:
     """x, y (B, S): inputs and next tokens. `mtp_weight` is an array so a compiled step sees
     its schedule change."""
-    target, draft = net.target, net.draft
-    h = target.model.embed_tokens(x)
-    mask = create_attention_mask(h, None, return_array=True)  # (S, S) bool
-    aux = mx.array(0.0)
-    for i, layer in enumerate(target.layers):
-        if i in target.model.sparse_layers:
-            aux = aux + indexer_loss(layer.self_attn, mx.stop_gradient(layer.input_layernorm(h)))
-        h = layer(h, mask, None)
-    h_post = target.model.norm(h)  # (B, S, D): what MTP heads are fed ("post_norm")
-    logits_t = target.model.embed_tokens.as_linear(h_post)  # (B, S, V)
-    logits_d = draft(x)  # (B, S, V)
+    h_post, logits_t, aux = _trunk(net.target, x)
+    logits_d = net.draft(x)  # (B, S, V)
     ce_t = nn.losses.cross_entropy(logits_t, y).mean()
     ce_d = nn.losses.cross_entropy(logits_d, y).mean()
     lt = mx.stop_gradient(_log_softmax(logits_t))
@@ -141,14 +159,23 @@ def losses(
     zero = mx.array(0.0)
     ce_m = kl_m = agree_m = zero
     if net.has_mtp:
-        # slot t pairs h_t with token t+1 (= y_t) and predicts token t+2 (= y_{t+1})
-        hm = net.mtp(y[:, :-1], h_post[:, :-1], [None])  # (B, S-1, D)
-        logits_m = net.mtp.logits(hm)  # (B, S-1, V)
-        ce_m = nn.losses.cross_entropy(logits_m, y[:, 1:]).mean()
-        kl_m = _kl(lt[:, 1:], logits_m)
-        agree_m = (best_t[:, 1:] == mx.argmax(logits_m, -1)).mean()
+        ce_m, kl_m, agree_m = _mtp_terms(net, y, h_post, lt, best_t)
         total = total + mtp_weight * (ce_m + mtp_distill * kl_m)
     return total, Parts(ce_t, ce_d, kl, aux, agree, ce_m, kl_m, agree_m)
+
+
+def target_losses(
+    net: Trainee, x: mx.array, y: mx.array, mtp_weight: float, mtp_distill: float
+) -> tuple[mx.array, Parts]:
+    """The target and its MTP head only (a fine-tune of a shipped model; no draft)."""
+    h_post, logits_t, aux = _trunk(net.target, x)
+    ce_t = nn.losses.cross_entropy(logits_t, y).mean()
+    lt = mx.stop_gradient(_log_softmax(logits_t))
+    best_t = mx.argmax(logits_t, -1)  # (B, S)
+    ce_m, kl_m, agree_m = _mtp_terms(net, y, h_post, lt, best_t)
+    total = ce_t + aux + mtp_weight * (ce_m + mtp_distill * kl_m)
+    zero = mx.array(0.0)
+    return total, Parts(ce_t, zero, zero, aux, zero, ce_m, kl_m, agree_m)
 
 
 def draft_losses(

@@ -54,6 +54,7 @@ RUN_KEYS = (
     "preset", "steps", "train_budget_s", "batch", "seq", "lr", "warmup", "distill",
     "dense_fraction", "mtp_weight", "mtp_weight_final", "mtp_switch", "mtp_distill", "no_mtp",
     "seed", "data_id", "teacher", "draft_preset", "draft_init_layers", "hard_distill",
+    "draft_init",
 )  # fmt: skip
 PAUSED_EXIT = 3
 
@@ -119,6 +120,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="the draft's geometry (default: the --preset's own)")  # fmt: skip
     p.add_argument("--draft-init-layers", default="",
                    help="--teacher: the draft is these teacher layers (e.g. 0,2,5), then distilled")  # fmt: skip
+    p.add_argument("--draft-init", type=Path, default=None,
+                   help="--teacher: the draft starts as this mlx-lm folder's model, then distilled")  # fmt: skip
     p.add_argument("--hard-distill", type=float, default=0.0,
                    help="--teacher: weight of cross-entropy on the teacher's argmax")  # fmt: skip
     p.add_argument("--eval-every", type=int, default=200)
@@ -130,8 +133,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.steps != "auto" and not (a.steps.isdigit() and int(a.steps) > 0):
         p.error(f"--steps must be a positive integer or 'auto', got {a.steps!r}")
-    if (a.draft_init_layers or a.hard_distill) and a.teacher is None:
-        p.error("--draft-init-layers and --hard-distill need --teacher")
+    if (a.draft_init_layers or a.hard_distill or a.draft_init) and a.teacher is None:
+        p.error("--draft-init, --draft-init-layers and --hard-distill need --teacher")
+    if a.draft_init and (a.draft_init_layers or a.draft_preset):
+        p.error(
+            "--draft-init sets the draft's geometry: leave out --draft-init-layers/--draft-preset"
+        )
+    if a.draft_init is not None:
+        a.draft_init = str(a.draft_init.resolve())  # a string: state.json keeps it
     if a.draft_init_layers and a.draft_preset:
         p.error("--draft-init-layers sets the draft's geometry: leave out --draft-preset")
     try:
@@ -169,8 +178,13 @@ class Run:
             if a.init_layers:
                 dargs = truncated_args(target.args, a.init_layers)
             dargs.vocab_size = self.info["vocab_size"]
-        draft = Model(dargs)
-        if a.teacher is not None:
+        if a.draft_init:
+            draft = load_teacher(Path(a.draft_init), self.info["vocab_size"], a.data / "tokenizer")
+            draft.unfreeze()
+            self.init = {"from": a.draft_init}
+        else:
+            draft = Model(dargs)
+        if a.teacher is not None and not a.draft_init:
             self.init = init_from_teacher(draft, target, a.init_layers)
         self.net = Trainee(target, draft, with_mtp=not a.no_mtp)
         mx.eval(self.net.parameters())

@@ -1,0 +1,222 @@
+"""Fine-tune a shipped target and its MTP head against greedy loops (sequence-level unlikelihood).
+
+    python -m mlatui.training.finetune --init mlatui/models/embedded/model --data .corpus16 \
+        --out RUN --steps 800 --max-seconds 500
+
+Steps alternate: an odd step is the model's own training objective on a 4096-token window
+(target cross-entropy, the sparse layer's indexer loss, the MTP head's loss:
+`mlatui.training.objective.target_losses`); an even step is sequence-level unlikelihood
+(`mlatui.training.unlikelihood`): the target greedily continues `--ul-batch` training-text
+prefixes (of one of the `--ul-prefix` lengths) for `--ul-tokens` tokens, and each token of a 4-gram its own
+continuation repeats is pushed down. The MTP head keeps learning the changed target on the odd
+steps. The learning rate warms up over 20 steps, then cosine to a tenth. Every
+`--eval-every` steps: held-out cross-entropy and MTP agreement, and the bar's repetition measure
+(distinct 4-grams in 128 greedy tokens after each shipped held-out prompt). RUN/model is written
+as a float16 mlx-lm folder (MTP layer under `model.layers.6.*`) every `--ckpt-every-min` minutes
+and at the end; a stopped run continues from it with `--init RUN/model` (the optimizer restarts).
+RUN/finetune.jsonl gets one JSON line per record.
+"""
+
+# isort: skip_file
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+
+from mlatui.models.mx_typed import load_safetensors
+from mlatui.training.checkpoint import save_folder
+from mlatui.training.objective import Trainee, set_sparse_training, target_losses
+from mlatui.training.teacher import TeacherError, load_teacher
+from mlatui.training.train import next_batch, process_start
+from mlatui.training.unlikelihood import sequence_step_inputs, unlikelihood_loss
+
+WARMUP = 20
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="fine-tune a target + MTP head against greedy loops")
+    p.add_argument("--init", type=Path, required=True, help="mlx-lm folder: target + MTP head")
+    p.add_argument("--data", type=Path, required=True, help="folder of mlatui.training.prepare")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--max-seconds", type=float, default=0.0, help="save and stop before (0: none)")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--batch", type=int, default=4, help="4096-token windows per odd step")
+    p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--ul-weight", type=float, default=1.0)
+    p.add_argument("--ul-batch", type=int, default=32)
+    p.add_argument("--ul-prefix", default="256,1024",
+                   help="prefix lengths, one drawn per unlikelihood step")  # fmt: skip
+    p.add_argument("--ul-tokens", type=int, default=128)
+    p.add_argument("--mtp-weight", type=float, default=0.1)
+    p.add_argument("--mtp-distill", type=float, default=1.0)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-batches", type=int, default=4)
+    p.add_argument("--eval-prompts", type=int, default=8, help="shipped prompts for repetition")
+    p.add_argument("--ckpt-every-min", type=float, default=3.0)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    try:
+        a.prefixes = [int(x) for x in a.ul_prefix.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--ul-prefix takes lengths like 256,1024, got {a.ul_prefix!r}")
+    if not a.prefixes or min(a.prefixes) < 1:
+        p.error(f"--ul-prefix takes positive lengths, got {a.ul_prefix!r}")
+    return a
+
+
+def load_trainee(folder: Path, vocab_size: int, tokenizer: Path | None) -> Trainee:
+    """The folder's target and MTP head in float32, both trainable."""
+    target = load_teacher(folder, vocab_size, tokenizer)
+    target.unfreeze()
+    net = Trainee(target, None, with_mtp=True)
+    prefix = f"model.layers.{target.args.num_hidden_layers}."
+    weights: dict[str, mx.array] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        weights |= load_safetensors(str(f))
+    head = {
+        k[len(prefix) :]: v.astype(mx.float32) for k, v in weights.items() if k.startswith(prefix)
+    }
+    if not head:
+        raise TeacherError(f"--init {folder}: no MTP head ({prefix}* tensors)")
+    net.mtp.layer.load_weights(list(head.items()), strict=True)
+    mx.eval(net.parameters())
+    return net
+
+
+def lr_at(step: int, total: int, lr: float) -> float:
+    if step < WARMUP:
+        return lr * (step + 1) / WARMUP
+    frac = min(1.0, (step - WARMUP) / max(1, total - WARMUP))
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def greedy_share(model, prompts: list[list[int]], n: int = 128) -> dict:
+    from mlatui.measure.repetition import distinct_ngram_share
+    from mlatui.training.acceptance import greedy
+
+    shares = [distinct_ngram_share(greedy(model, ids, n)) or 0.0 for ids in prompts]
+    return {"greedy_distinct_4gram": round(float(np.mean(shares)), 4),
+            "greedy_per_prompt": [round(s, 3) for s in shares]}  # fmt: skip
+
+
+def prompt_ids(folder: Path, count: int) -> list[list[int]]:
+    from mlx_lm.utils import load_tokenizer
+
+    from mlatui.models.embedded import prompts
+
+    tok = load_tokenizer(folder)
+    return [tok.encode(t) for t in prompts()[:count]]
+
+
+def finetune(a: argparse.Namespace) -> int:
+    t_start = process_start()
+    info = json.loads((a.data / "corpus.json").read_text())
+    data = np.load(a.data / "tokens.npz")
+    train_ids, valid_ids = data["train"], data["valid"]
+    mx.random.seed(a.seed)
+    net = load_trainee(a.init, info["vocab_size"], a.data / "tokenizer")
+    set_sparse_training(net.target, True)  # the shipped model's sparse layer selects
+    asks = prompt_ids(a.init, a.eval_prompts)
+    opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
+    rng = np.random.default_rng(a.seed)
+    a.out.mkdir(parents=True, exist_ok=True)
+    log = open(a.out / "finetune.jsonl", "a")
+
+    def emit(rec: dict) -> None:
+        line = json.dumps(rec)
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    def mle(net, x, y):
+        return target_losses(net, x, y, a.mtp_weight, a.mtp_distill)
+
+    def ul(net, inputs, cont, mask):
+        logits = net.target(inputs)[:, -cont.shape[1] :]  # (B, n, V): the continuation's
+        loss = a.ul_weight * unlikelihood_loss(logits, cont, mask)
+        return loss, loss
+
+    mle_grad, ul_grad = nn.value_and_grad(net, mle), nn.value_and_grad(net, ul)
+
+    def evaluate() -> dict:
+        vr, tot = np.random.default_rng(1234), np.zeros(3)
+        for _ in range(a.eval_batches):
+            x, y = next_batch(valid_ids, a.batch, a.seq, vr)
+            _, parts = mle(net, x, y)
+            tot += np.array([float(parts.ce_target), float(parts.ce_mtp), float(parts.agree_mtp)])
+        ce, ce_m, agree = tot / a.eval_batches
+        return {"valid_ce_target": round(ce, 4), "valid_ce_mtp": round(ce_m, 4),
+                "valid_agree_mtp": round(agree, 4), **greedy_share(net.target, asks)}  # fmt: skip
+
+    def save(tag: str) -> None:
+        tok = a.data / "tokenizer"
+        save_folder(net.target, a.out / "model", tok, info["eot_id"], mtp_head=net.mtp)
+        emit({"event": "saved", "tag": tag, "step": step})
+
+    step = 0
+    emit({"event": "start", "device": str(mx.default_device()), "args": {k: str(v) for k, v in
+          vars(a).items()}, **evaluate()})  # fmt: skip
+    last_save, step_s = time.perf_counter(), 0.0
+    while step < a.steps:
+        if a.max_seconds and time.perf_counter() - t_start + 4 * step_s + 30 > a.max_seconds:
+            save(f"step{step}")
+            emit({"event": "paused", "step": step, "why": "max-seconds"})
+            return 3
+        lr = lr_at(step, a.steps, a.lr)
+        opt.learning_rate = lr
+        t0 = time.perf_counter()
+        if step % 2 == 0:
+            x, y = next_batch(train_ids, a.batch, a.seq, rng)
+            (loss, parts), grads = mle_grad(net, x, y)
+            rec = {"ce_target": parts.ce_target, "ce_mtp": parts.ce_mtp}
+        else:
+            prefix = int(rng.choice(a.prefixes))
+            inputs, cont, mask, share = sequence_step_inputs(
+                net.target, train_ids, a.ul_batch, prefix, a.ul_tokens, rng
+            )
+            (loss, _), grads = ul_grad(net, inputs, cont, mask)
+            rec = {"ul": loss, "train_distinct_4gram": share, "prefix": prefix}
+        grads, norm = optim.clip_grad_norm(grads, 1.0)
+        opt.update(net, grads)
+        mx.eval(loss, net.parameters(), opt.state)
+        step += 1
+        step_s = max(0.9 * step_s, time.perf_counter() - t0)  # the slower kind of step
+        if step % 10 == 0 or step <= 2:
+            emit({"step": step, "loss": round(float(loss), 4), "grad_norm": round(float(norm), 3),
+                  "lr": round(lr, 6),
+                  **{k: round(float(v), 4) for k, v in rec.items()},
+                  "elapsed_s": round(time.perf_counter() - t_start, 1)})  # fmt: skip
+        if step % a.eval_every == 0:
+            emit({"step": step, **evaluate()})
+        if time.perf_counter() - last_save > a.ckpt_every_min * 60:
+            save(f"step{step}")
+            last_save = time.perf_counter()
+    final = evaluate()
+    save("final")
+    emit({"event": "done", "steps": step, **final})
+    log.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    try:
+        return finetune(a)
+    except TeacherError as e:
+        print(f"mlatui: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
