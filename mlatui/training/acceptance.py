@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="also compare with plain greedy output")
     p.add_argument("--gates", choices=("stock", "patched"), default="patched")
     p.add_argument("--stdlib", type=Path, default=None, help="stdlib of the corpus (contexts)")
+    p.add_argument("--context-ids", type=Path, default=None,
+                   help="JSON of the long contexts' token ids: read if it exists, else written "
+                        "(a machine with another Python's stdlib measures the same contexts)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     a = p.parse_args(argv)
     try:
@@ -240,10 +243,15 @@ def run(a: argparse.Namespace) -> dict:
     short = [tok.encode(t) for t in texts]
     contexts = _csv(a.contexts, "prompt")
     valid = every = None
+    saved = (
+        json.loads(a.context_ids.read_text()) if a.context_ids and a.context_ids.exists() else {}
+    )
     rows = []
     for c in contexts:
         if c == "prompt":
             ids = short
+        elif c in saved:
+            ids = saved[c]
         else:
             if not c.isdigit() or int(c) <= a.tokens + 16:
                 raise ValueError(f"--contexts: {c!r} is not 'prompt' or a number > tokens + 16")
@@ -251,6 +259,9 @@ def run(a: argparse.Namespace) -> dict:
                 valid, every = held_out_docs(a.stdlib)
             eot = tok.eos_token_id
             ids = [long_prompt(tok, eot, t, valid, every, int(c) - a.tokens) for t in texts]
+            saved[c] = ids
+            if a.context_ids:
+                a.context_ids.write_text(json.dumps(saved))
         for kind, source in sources.items():
             for depth in (int(d) for d in _csv(a.depth, "1")):
                 r = measure(model, source, ids, a.tokens, depth, a.check)
