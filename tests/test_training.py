@@ -331,6 +331,9 @@ def test_repeat_mask_marks_every_token_of_a_4gram_the_row_already_produced():
 
     rows = np.array([[1, 2, 3, 4, 1, 2, 3, 4, 9], [5, 6, 7, 8, 9, 10, 11, 12, 13]])
     assert repeat_mask(rows).tolist() == [[0, 0, 0, 0, 1, 1, 1, 1, 0], [0] * 9]
+    from mlatui.training.unlikelihood import file_openings
+
+    assert file_openings(np.array([5, 0, 7, 8, 0, 9]), eot=0).tolist() == [0, 2, 5]
 
 
 def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_masked_tokens_only():

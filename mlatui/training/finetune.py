@@ -7,7 +7,8 @@ Steps alternate: an odd step is the model's own training objective on a 4096-tok
 (target cross-entropy, the sparse layer's indexer loss, the MTP head's loss:
 `mlatui.training.objective.target_losses`); an even step is sequence-level unlikelihood
 (`mlatui.training.unlikelihood`): the target greedily continues `--ul-batch` training-text
-prefixes (of one of the `--ul-prefix` lengths) for `--ul-tokens` tokens, and each token of a 4-gram its own
+prefixes (of one of the `--ul-prefix` lengths; `--ul-openings` of the steps take the openings of
+files, like the shipped prompts, the others random offsets) for `--ul-tokens` tokens, and each token of a 4-gram its own
 continuation repeats is pushed down. The MTP head keeps learning the changed target on the odd
 steps. The learning rate warms up over 20 steps, then cosine to a tenth. Every
 `--eval-every` steps: held-out cross-entropy and MTP agreement, and the bar's repetition measure
@@ -38,7 +39,7 @@ from mlatui.training.checkpoint import save_folder
 from mlatui.training.objective import Trainee, set_sparse_training, target_losses
 from mlatui.training.teacher import TeacherError, load_teacher
 from mlatui.training.train import next_batch, process_start
-from mlatui.training.unlikelihood import sequence_step_inputs, unlikelihood_loss
+from mlatui.training.unlikelihood import file_openings, sequence_step_inputs, unlikelihood_loss
 
 WARMUP = 20
 
@@ -58,6 +59,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ul-prefix", default="256,1024",
                    help="prefix lengths, one drawn per unlikelihood step")  # fmt: skip
     p.add_argument("--ul-tokens", type=int, default=128)
+    p.add_argument("--ul-openings", type=float, default=0.5,
+                   help="share of unlikelihood steps whose prefixes open a file")  # fmt: skip
     p.add_argument("--mtp-weight", type=float, default=0.1)
     p.add_argument("--mtp-distill", type=float, default=1.0)
     p.add_argument("--eval-every", type=int, default=100)
@@ -130,6 +133,7 @@ def finetune(a: argparse.Namespace) -> int:
     asks = prompt_ids(a.init, a.eval_prompts)
     opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
     rng = np.random.default_rng(a.seed)
+    openings = file_openings(train_ids, info["eot_id"])
     a.out.mkdir(parents=True, exist_ok=True)
     log = open(a.out / "finetune.jsonl", "a")
 
@@ -182,11 +186,14 @@ def finetune(a: argparse.Namespace) -> int:
             rec = {"ce_target": parts.ce_target, "ce_mtp": parts.ce_mtp}
         else:
             prefix = int(rng.choice(a.prefixes))
+            at_openings = bool(rng.random() < a.ul_openings)
             inputs, cont, mask, share = sequence_step_inputs(
-                net.target, train_ids, a.ul_batch, prefix, a.ul_tokens, rng
-            )
+                net.target, train_ids, a.ul_batch, prefix, a.ul_tokens, rng,
+                openings if at_openings else None,
+            )  # fmt: skip
             (loss, _), grads = ul_grad(net, inputs, cont, mask)
-            rec = {"ul": loss, "train_distinct_4gram": share, "prefix": prefix}
+            rec = {"ul": loss, "train_distinct_4gram": share, "prefix": prefix,
+                   "openings": float(at_openings)}  # fmt: skip
         grads, norm = optim.clip_grad_norm(grads, 1.0)
         opt.update(net, grads)
         mx.eval(loss, net.parameters(), opt.state)

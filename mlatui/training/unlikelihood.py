@@ -56,13 +56,28 @@ def unlikelihood_loss(logits: mx.array, tokens: mx.array, mask: mx.array) -> mx.
     return -(mask * mx.log(one_minus)).sum() / tokens.size
 
 
+def file_openings(ids: np.ndarray, eot: int) -> np.ndarray:
+    """Positions where a training file starts (after each end-of-text token, and 0)."""
+    return np.concatenate([[0], np.flatnonzero(ids == eot) + 1]).astype(np.int64)
+
+
 def sequence_step_inputs(
-    model: Any, ids: np.ndarray, batch: int, prefix: int, n: int, rng: np.random.Generator
+    model: Any,
+    ids: np.ndarray,
+    batch: int,
+    prefix: int,
+    n: int,
+    rng: np.random.Generator,
+    openings: np.ndarray | None = None,
 ) -> tuple[mx.array, mx.array, mx.array, float]:
-    """A UL-seq batch: random training-text prefixes, the model's own greedy continuations.
+    """A UL-seq batch: training-text prefixes (at random offsets, or the openings of files when
+    `openings` is given: what the shipped prompts are), the model's own greedy continuations.
     Returns (inputs (B, P + n - 1), continuation (B, n), its repeat mask (B, n), the share of
     distinct 4-grams in the continuations)."""
-    starts = rng.integers(0, ids.size - prefix - 1, size=batch)
+    if openings is not None:
+        starts = rng.choice(openings[openings < ids.size - prefix - 1], size=batch)
+    else:
+        starts = rng.integers(0, ids.size - prefix - 1, size=batch)
     pre = mx.array(np.stack([ids[s : s + prefix] for s in starts]).astype(np.int32))  # (B, P)
     cont = greedy_continuations(model, pre, n)  # (B, n)
     cont_np = np.array(cont)
