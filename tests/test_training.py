@@ -402,6 +402,7 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
     log = [json.loads(x) for x in (out / "finetune.jsonl").read_text().splitlines()]
     assert any("ul" in r for r in log) and any("ce_target" in r for r in log)
     assert log[-1]["event"] == "done" and 0 <= log[-1]["greedy_distinct_4gram"] <= 1
+    assert 0 < log[-1]["prompt_ce"] < 20  # the prompts' loss from position 0 is watched too
     n = json.loads((out / "model" / "config.json").read_text())["num_hidden_layers"]
     saved = {}
     for f in (out / "model").glob("*.safetensors"):

@@ -12,7 +12,9 @@ files, like the shipped prompts, the others random offsets) for `--ul-tokens` to
 continuation repeats is pushed down. The MTP head keeps learning the changed target on the odd
 steps. The learning rate warms up over 20 steps, then cosine to a tenth. Every
 `--eval-every` steps: held-out cross-entropy and MTP agreement, and the bar's repetition measure
-(distinct 4-grams in 128 greedy tokens after each shipped held-out prompt). RUN/model is written
+(distinct 4-grams in 128 greedy tokens after each shipped held-out prompt) and the cross-entropy
+of those prompts read from position 0 (`prompt_ce`, what broke in the runs of session 9:
+docs/data/issue16/finetune/README.md). RUN/model is written
 as a float16 mlx-lm folder (MTP layer under `model.layers.6.*`) every `--ckpt-every-min` minutes
 and at the end; a stopped run continues from it with `--init RUN/model` (the optimizer restarts).
 RUN/finetune.jsonl gets one JSON line per record.
@@ -113,6 +115,19 @@ def greedy_share(model, prompts: list[list[int]], n: int = 128) -> dict:
             "greedy_per_prompt": [round(s, 3) for s in shares]}  # fmt: skip
 
 
+def prompt_ce(model, prompts: list[list[int]]) -> float:
+    """Mean next-token cross-entropy over the shipped prompts, read from position 0 as every
+    user's prompt is. The windows of `valid_ce_target` start mid-file; a fine-tune that broke
+    the openings of files (two unlikelihood stages here: 2.73 -> 6.5-6.8 nats, while the
+    window loss rose only 1.76 -> 1.89-1.91) shows it here."""
+    losses = []
+    for ids in prompts:
+        x = mx.array([ids])  # (1, T)
+        logits = model(x[:, :-1])  # (1, T - 1, V)
+        losses.append(nn.losses.cross_entropy(logits, x[:, 1:], reduction="mean").item())
+    return round(float(np.mean(losses)), 4)
+
+
 def prompt_ids(folder: Path, count: int) -> list[list[int]]:
     from mlx_lm.utils import load_tokenizer
 
@@ -161,7 +176,8 @@ def finetune(a: argparse.Namespace) -> int:
             tot += np.array([float(parts.ce_target), float(parts.ce_mtp), float(parts.agree_mtp)])
         ce, ce_m, agree = tot / a.eval_batches
         return {"valid_ce_target": round(ce, 4), "valid_ce_mtp": round(ce_m, 4),
-                "valid_agree_mtp": round(agree, 4), **greedy_share(net.target, asks)}  # fmt: skip
+                "valid_agree_mtp": round(agree, 4), "prompt_ce": prompt_ce(net.target, asks),
+                **greedy_share(net.target, asks)}  # fmt: skip
 
     def save(tag: str) -> None:
         tok = a.data / "tokenizer"

@@ -1,6 +1,8 @@
 """Install a training run's output as the embedded model (package data) and write its manifest.
 
     python -m mlatui.training.ship --run OUT --data .corpus
+    python -m mlatui.training.ship --run OUT --data .corpus --draft-only        # a distilled draft
+    python -m mlatui.training.ship --run OUT --data .corpus --finetuned LOG...  # a fine-tuned target
 
 Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
 tokenizer into mlatui/models/embedded/,
@@ -70,9 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a `train --teacher` run: replace only the draft; the target stays as shipped",
     )
+    p.add_argument(
+        "--finetuned",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="the --out logs (finetune.jsonl) of mlatui.training.finetune's stages, in order: "
+        "--run holds the last stage's model/; replace only the target and its MTP head",
+    )
     a = p.parse_args(argv)
     if a.draft_only:
         return ship_draft(a.run, a.data)
+    if a.finetuned is not None:
+        return ship_finetuned(a.run, a.data, a.finetuned)
     for name in ("model", "draft"):
         install_folder(a.run, a.data, name)
     lines = [json.loads(x) for x in (a.run / "train.jsonl").read_text().splitlines() if x.strip()]
@@ -82,6 +94,28 @@ def main(argv: list[str] | None = None) -> int:
     record = {k: start[k] for k in keys if k in start} | done
     write_prompts()
     print(json.dumps(write_manifest(record), indent=1))
+    return 0
+
+
+def ship_finetuned(run: Path, data: Path, logs: list[Path]) -> int:
+    """Replace the shipped target and MTP head with a fine-tuned one; MANIFEST keeps the base
+    training record and the draft's, and gets `finetune`: per stage, its arguments, its first and
+    last evaluation and how it ended."""
+    install_folder(run, data, "model")
+    stages = []
+    for log in logs:
+        lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+        evals = [x for x in lines if "greedy_distinct_4gram" in x]
+        end = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
+        start = next(x for x in lines if x.get("event") == "start")
+        stages.append({"log": log.name, "device": start.get("device"), "args": start.get("args"),
+                       "first_eval": evals[0], "last_eval": evals[-1], "end": end})  # fmt: skip
+    old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
+    keep = {k: old.get(k) for k in ("training", "draft_training")}
+    MANIFEST_PATH.write_text(
+        json.dumps(manifest() | keep | {"finetune": stages}, indent=1, sort_keys=True) + "\n"
+    )
+    print(json.dumps([s["last_eval"] for s in stages]))
     return 0
 
 
@@ -96,7 +130,8 @@ def ship_draft(run: Path, data: Path) -> int:
     keys = ("device", "mlx", "draft_params", "args", "teacher", "draft_init")
     record = {k: start[k] for k in keys if k in start} | {"last": last, "last_eval": evals[-1]}
     old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
-    data_out = manifest() | {"training": old.get("training"), "draft_training": record}
+    keep = {k: old.get(k) for k in ("training", "finetune") if k in old}
+    data_out = manifest() | keep | {"draft_training": record}
     MANIFEST_PATH.write_text(json.dumps(data_out, indent=1, sort_keys=True) + "\n")
     print(json.dumps(record["last_eval"]))
     return 0
