@@ -310,3 +310,22 @@ def test_the_bench_markdown_names_the_kind_new_and_old():
     assert "| 256 | patched | mtp d1 |" in md and "| 256 | patched | draft-model d1 |" in md
     old = read_recording(SCHEMA_3)  # schema 3: its rows carry no kind, its header names one
     assert "| 1024 | patched | draft-model d2 |" in bench_markdown([old.header, *old.events])
+
+
+def test_a_tune_on_the_sweeps_verify_steps_plans_only_its_blocks():
+    """The default tune takes its verify steps from the sweep: its PhaseStart's planned steps
+    are its block segments' calls, so the dashboard keeps the plan (a count that included verify
+    steps it never runs made the forecast fall back to a rate: 783 s for 24 s left)."""
+    from mlatui.measure.plans import decode_segments
+    from mlatui.run.phases.decode import planned_calls
+
+    tune = load_scenario(str(DEFAULT)).phases[1]
+    assert tune.verify_from == "sweep"
+    settings = decode_settings(tune, ("mtp", "draft-model"))
+    segments = decode_segments(tune, settings)
+    assert [s.part for s in segments] == ["tune"]
+    assert planned_calls(tune, settings, 0, True) == sum(s.planned_calls for s in segments)
+    own = replace(tune, verify_from="")
+    segments = decode_segments(own, settings)
+    assert [s.part for s in segments] == ["tune:verify", "tune"]
+    assert planned_calls(own, settings, 0, True) == sum(s.planned_calls for s in segments)

@@ -169,6 +169,8 @@ class RunProgress(Forecast):
                 blocks = bool(run.seg.tokens)
                 self.wall_s[blocks] += gap
                 self.compute_s[blocks] += ms / 1e3
+                if blocks:  # the gap also held its share of untimed plain blocks
+                    self.compute_s[blocks] += self.untimed_per_call_s(run.seg)
                 if not blocks and self._settle and isinstance(e, Step):  # its share of settles
                     one = self.costs.step(e.arm, e.context, 1)
                     self.compute_s[blocks] += one[1] / 2 / 1e3 if one else 0.0

@@ -148,6 +148,10 @@ class ProgressTracker:
             eta = elapsed / self.done * (self.total - self.done) if self.done else None
             self.ctx.emit(Progress(self.ctx.now(), self.phase, self.done, self.total, eta))
 
+    def grow(self, calls: int) -> None:
+        """Calls the plan did not count (a sweep that was to serve did not)."""
+        self.total += calls
+
     def shrink(self, calls: int) -> None:
         """Planned calls that will not run (settings rejected by bound)."""
         self.total = max(self.done, self.total - calls)

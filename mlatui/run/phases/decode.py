@@ -315,6 +315,8 @@ def decode_context(
     depths = spec_depths(settings)
     verify = _sweep_verify(ctx, phase, length, depths) if depths and phase.verify_from else None
     if verify is None and depths:
+        if phase.verify_from:  # the sweep was to serve: these steps were not planned
+            progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
         verify = _verify_ms(ctx, phase, length, depths, progress)
     runner = BlockRunner(ctx, phase, length, streams, settings)
     # decided after the verify rounds, before any block: a setting that cannot win runs none
@@ -368,7 +370,8 @@ def decode_context(
 def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:
     depths = spec_depths(settings)
     blocks = block_plan(phase, settings, seed, 0).timed_calls()
-    verify = verify_plan(phase, depths, seed, 0, settle).timed_calls() if depths else 0
+    measured = depths and not phase.verify_from  # else the sweep's rounds serve
+    verify = verify_plan(phase, depths, seed, 0, settle).timed_calls() if measured else 0
     return len(phase.contexts) * (blocks + verify)
 
 
