@@ -99,6 +99,7 @@ def null_run(tmp_path_factory):
             random_weights=True,
             null=True,
             overrides={"reps": 3, "max_rounds": 4, "warmup": 1, "only_phases": ["sweep"]},
+            budget_s=50,
         )
         status = run(config, events.append)
         later = []
@@ -131,6 +132,10 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
     assert isinstance(header, RunHeader)
     assert header.settings["null"] is True
     assert header.settings["passes"] == ["aa-stock", "aa-patched"]
+    # a budget would plan the first pass alone: an A/A runs the phases as written, and says so
+    assert not any(e.type == "budget_planned" for e in events)
+    said = [e.message for e in events if e.type == "log"]
+    assert any("budget 50 s not applied: an A/A (--null)" in m for m in said), said
     assert header.device["blas_threading"]  # what OpenBLAS's workers do is part of the run
     summaries = [e for e in events if isinstance(e, PhaseSummary)]
     assert [s.phase for s in summaries] == ["sweep/aa-stock", "sweep/aa-patched"]
@@ -231,3 +236,24 @@ def test_unknown_phase_is_a_one_line_error_before_anything_loads(capsys):
     assert main(["bench", TINY, "--phases", "bogus"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no phase named bogus" in err[0]
+
+
+def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
+    """Each pass renames its phases (sweep/aa-stock, tune/aa-stock ...): a tune's `verify_from`
+    follows, or it would find no sweep rounds and measure its verify steps again."""
+    from tiny_scenario import tiny_with_phase
+
+    phases = (
+        'name = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 3\nwarmup = 1\n'
+        '\n[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1]\ntokens = 4\n'
+        'reps = 2\nwarmup = 1\nverify_from = "sweep"\n'
+    )
+    scenario = tiny_with_phase(tmp_path / "aa.toml", phases)
+    events: list = []
+    config = RunConfig(scenario=str(scenario), random_weights=True, null=True,
+                       overrides={"max_rounds": 2})  # fmt: skip
+    assert run(config, events.append) == "completed"
+    said = [e.message for e in events if e.type == "log"]
+    for tag in ("aa-stock", "aa-patched"):
+        assert any(f"are sweep/{tag}'s at 64" in m for m in said), said
+    assert not any("so the verify steps are measured here" in m for m in said)

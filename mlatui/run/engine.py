@@ -42,6 +42,11 @@ from mlatui.stream.events import (
     RunEnd,
 )
 
+NULL_BUDGET_NOTICE = (
+    "budget {:.0f} s not applied: an A/A (--null) runs the phases as written, the same plan in "
+    "both passes"
+)
+
 
 def _phase_runner(kind: str) -> Callable:
     if kind == "sweep":
@@ -223,10 +228,13 @@ def run(
                 from mlatui.run.budget_probe import apply_budget
 
                 scenario = apply_budget(ctx, scenario, budget_s)
+            elif n == 0 and budget_s > 0:
+                emit(LogMessage(now(), "info", NULL_BUDGET_NOTICE.format(budget_s)))
             tag = pass_name(variants, null)
             for i, phase in enumerate(scenario.phases):
-                if tag:
-                    phase = replace(phase, name=f"{phase.name}/{tag}")
+                if tag:  # a tune reads the verify steps of its own pass's sweep
+                    source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
+                    phase = replace(phase, name=f"{phase.name}/{tag}", verify_from=source)
                 _phase_runner(phase.kind)(
                     ctx, phase, i + n * len(scenario.phases), len(scenario.phases) * len(passes)
                 )
