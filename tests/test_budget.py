@@ -255,3 +255,16 @@ def test_a_plan_whose_undecided_checks_could_overrun_is_capped_even_when_its_for
     assert all(p.max_rounds for p in plan.phases)
     # a budget its high end fits keeps the phases as written
     assert fit_to_budget(phases, 4 * _size(phases), mid, high_s=high).changes == ()
+
+
+def test_a_sweep_width_cut_stays_cut_in_every_later_plan():
+    """Every reduction builds on the plan before it: the sweep's widths cut to what the key
+    figure and a `verify_from` tune need (1-3 of 1-4) stay cut in the plans after it."""
+    sweep, tune = _phases()
+    phases = (replace(sweep, widths=(1, 2, 3, 4)), tune)
+    steps = list(reductions(phases, KINDS))
+    notes = [note for _, note in steps]
+    cut = notes.index("sweep: widths 1, 2, 3, 4 -> 1, 2, 3")
+    for plan, note in steps[cut:]:
+        widths = next(p for p in plan if p.kind == "sweep").widths
+        assert set(widths) <= {1, 2, 3}, (note, widths)

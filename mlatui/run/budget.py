@@ -135,12 +135,9 @@ def reductions(
             keep = (min(p.contexts),)
             current = (*current[:i], replace(p, contexts=keep), *current[i + 1 :])
             yield current, f"{p.name}: contexts {_span(p.contexts)} -> {_span(keep)}"
-    for i, p in enumerate(current):
-        if p.kind == "sweep":
-            for n in range(len(p.contexts) - 1, MIN_SWEEP_CONTEXTS - 1, -1):
-                current, note = _sweep_contexts(current, i, phases[i], n)
-                if note:
-                    yield current, note
+    for plan, note in _fewer_sweep_contexts(current, phases, MIN_SWEEP_CONTEXTS):
+        current = plan
+        yield current, note
     for reps in (5, MIN_SWEEP_REPS):
         for i, p in enumerate(current):
             if p.kind == "sweep" and p.reps > reps:
@@ -173,6 +170,18 @@ def _sweep_contexts(
     return _swap(current, i, replace(sweep, contexts=contexts)), note
 
 
+def _fewer_sweep_contexts(
+    current: tuple[Phase, ...], written: tuple[Phase, ...], floor: int
+) -> Iterator[tuple[tuple[Phase, ...], str]]:
+    """Each sweep one context fewer at a time, down to `floor` (`_sweep_contexts` picks which)."""
+    for i, p in enumerate(current):
+        if p.kind == "sweep":
+            for n in range(len(p.contexts) - 1, floor - 1, -1):
+                current, note = _sweep_contexts(current, i, written[i], n)
+                if note:
+                    yield current, note
+
+
 def _key_widths(
     current: tuple[Phase, ...], kinds: Sequence[str]
 ) -> Iterator[tuple[tuple[Phase, ...], str]]:
@@ -200,13 +209,12 @@ def _slow_device(
 ) -> Iterator[tuple[tuple[Phase, ...], str]]:
     """Reductions 7-10: what a device with a slow BLAS needs on top of the others. Changes are
     said from the phases as `written`, so a later cut of the same thing replaces an earlier one."""
-    for i, p in enumerate(current):
-        if p.kind == "sweep":
-            for n in range(len(p.contexts) - 1, LAST_SWEEP_CONTEXTS - 1, -1):
-                current, note = _sweep_contexts(current, i, written[i], n)
-                if note:
-                    yield current, note
-    yield from _key_widths(current, kinds)
+    for plan, note in _fewer_sweep_contexts(current, written, LAST_SWEEP_CONTEXTS):
+        current = plan
+        yield current, note
+    for plan, note in _key_widths(current, kinds):
+        current = plan
+        yield current, note
     for i, p in enumerate(current):
         if p.kind not in ("tune", "decode"):
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 
 from mlatui.config.scenario import Scenario
 from mlatui.run.budget import fit_to_budget
@@ -106,9 +107,8 @@ def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenar
     costs, lengths = probe(ctx, scenario, budget_s)
     probe_s = time.perf_counter() - start
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    plan = fit_to_budget(
-        scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds, costs.forecast_high_s
-    )
+    high = partial(costs.forecast_s, high=True)
+    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds, high)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()
     plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)

@@ -36,7 +36,7 @@ import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 
-from mlatui.models.mx_typed import load_safetensors
+from mlatui.run.mtp import read_mtp_weights
 from mlatui.training.checkpoint import save_folder
 from mlatui.training.objective import Trainee, set_sparse_training, target_losses
 from mlatui.training.teacher import TeacherError, load_teacher
@@ -85,16 +85,11 @@ def load_trainee(folder: Path, vocab_size: int, tokenizer: Path | None) -> Train
     target = load_teacher(folder, vocab_size, tokenizer)
     target.unfreeze()
     net = Trainee(target, None, with_mtp=True)
-    prefix = f"model.layers.{target.args.num_hidden_layers}."
-    weights: dict[str, mx.array] = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        weights |= load_safetensors(str(f))
-    head = {
-        k[len(prefix) :]: v.astype(mx.float32) for k, v in weights.items() if k.startswith(prefix)
-    }
-    if not head:
-        raise TeacherError(f"--init {folder}: no MTP head ({prefix}* tensors)")
-    net.mtp.layer.load_weights(list(head.items()), strict=True)
+    n = target.args.num_hidden_layers
+    local, _ = read_mtp_weights(folder, n)  # saved under the head's own parameter names
+    if not local:
+        raise TeacherError(f"--init {folder}: no MTP head (model.layers.{n}.* tensors)")
+    net.mtp.layer.load_weights([(k, v.astype(mx.float32)) for k, v in local.items()], strict=True)
     mx.eval(net.parameters())
     return net
 

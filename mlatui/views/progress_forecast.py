@@ -140,8 +140,15 @@ class Forecast:
             one = self._call_cost(seg, 1)
             if one is not None:  # two untimed L = 1 steps before each quad
                 total = add(total, scale(one, 2 * seg.per_round / 4))
+        untimed = self._untimed_round(seg)
+        return add(total, untimed) if untimed is not None else None
+
+    def _untimed_round(self, seg: Segment) -> Cost | None:
+        """ms of one round's untimed plain blocks, one in each rejected (skipped) block's place;
+        None when a plain block's cost is not known yet."""
+        total: Cost = (0.0, 0.0, 0.0)
         calls = dict(seg.calls)
-        for arm, width in seg.skipped:  # an untimed plain block in each skipped block's place
+        for arm, width in seg.skipped:
             plain = self.costs.block(arm, seg.context, Setting(), seg.tokens)
             if plain is None:
                 return None
@@ -149,16 +156,11 @@ class Forecast:
         return total
 
     def untimed_per_call_s(self, seg: Segment) -> float:
-        """Seconds of the untimed plain blocks run in rejected settings' places, per timed call
-        of `seg`: `_round_cost` counts them, so the wall time learned between timed blocks must
-        not count them again (the overhead read 1.5x and the tune's ETA ran 30-60% high)."""
-        if not seg.skipped or not seg.per_round:
-            return 0.0
-        calls, total = dict(seg.calls), 0.0
-        for arm, width in seg.skipped:
-            plain = self.costs.block(arm, seg.context, Setting(), seg.tokens)
-            total += plain[1] * calls.get(width, 0) if plain else 0.0
-        return total / seg.per_round / 1e3
+        """Seconds of the untimed plain blocks per timed call of `seg`: `_round_cost` counts
+        them, so the wall time learned between timed blocks must not count them again (the
+        overhead read 1.5x and the tune's ETA ran 30-60% high)."""
+        untimed = self._untimed_round(seg) if seg.skipped and seg.per_round else None
+        return untimed[1] / seg.per_round / 1e3 if untimed is not None else 0.0
 
     def _warmup(self, seg: Segment) -> Cost | None:
         total: Cost = (0.0, 0.0, 0.0)
@@ -221,9 +223,6 @@ class Forecast:
                     return math.inf
                 total += got[0][2 if high else 1]
         return total
-
-    def forecast_high_s(self, phases) -> float:
-        return self.forecast_s(phases, high=True)
 
     def _prefill(self, context: int) -> Cost:
         from mlatui.views.progress_costs import extrapolate
