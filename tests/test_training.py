@@ -397,10 +397,17 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
     argv = ["--init", str(toy_run / "model"), "--data", str(corpus), "--out", str(out),
             "--steps", "4", "--seq", "64", "--batch", "2", "--ul-batch", "2", "--ul-prefix",
             "16", "--ul-tokens", "12", "--eval-every", "2", "--eval-batches", "1",
-            "--eval-prompts", "1"]  # fmt: skip
+            "--eval-prompts", "1", "--select-prompts", "2", "--max-select-ce-rise", "0.5"]  # fmt: skip
     assert finetune.main(argv) == 0
     log = [json.loads(x) for x in (out / "finetune.jsonl").read_text().splitlines()]
-    assert any("ul" in r for r in log) and any("ce_target" in r for r in log)
+    assert any("ul" in r and r["anchor_ce"] > 0 for r in log) and any("ce_target" in r for r in log)
+    start = log[0]
+    assert start["selection_prompts"] == 2 and 0 < start["select_ce"] < 20
+    best = [r for r in log if r.get("event") == "best"]
+    assert (out / "best" / "config.json").exists() == bool(best)
+    shares = [start["select_distinct_4gram"]] + [r["select_distinct_4gram"] for r in best]
+    assert shares == sorted(set(shares))  # each best beats the one before, the start first
+    assert all(r["select_ce"] <= start["select_ce"] + 0.5 for r in best)
     assert log[-1]["event"] == "done" and 0 <= log[-1]["greedy_distinct_4gram"] <= 1
     assert 0 < log[-1]["prompt_ce"] < 20  # the prompts' loss from position 0 is watched too
     n = json.loads((out / "model" / "config.json").read_text())["num_hidden_layers"]
@@ -408,6 +415,39 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
     for f in (out / "model").glob("*.safetensors"):
         saved |= _tensors(f)
     assert any(k.startswith(f"model.layers.{n}.eh_proj") for k in saved)  # the MTP head
+
+
+def test_the_anchor_is_the_prefixes_own_loss_read_from_position_0_and_selection_avoids_prompts(
+    corpus, toy_run
+):
+    """The continuation cannot change a causal model's logits over the prefix, so the anchor
+    equals the prefix's loss computed alone; and no text chosen by is a shipped prompt."""
+    import mlx.nn as nn
+    import numpy as np
+
+    from mlatui.models.embedded import MODEL_PATH, prompts
+    from mlatui.training import finetune
+    from mlatui.training.unlikelihood import sequence_step_inputs
+
+    net = finetune.load_trainee(toy_run / "model", 300, corpus / "tokenizer")
+    ids = np.load(corpus / "tokens.npz")["train"]
+    inputs, cont, mask, _ = sequence_step_inputs(
+        net.target, ids, 2, 20, 10, np.random.default_rng(1)
+    )
+    pushed, anchor = finetune.unlikelihood_terms(net.target, inputs, cont, mask)
+    prefix = inputs[:, :20]  # (B, P)
+    alone = nn.losses.cross_entropy(net.target(prefix[:, :-1]), prefix[:, 1:], reduction="mean")
+    assert anchor.item() == pytest.approx(alone.item(), rel=1e-4) and pushed.item() > 0
+    from tokenizers import Tokenizer
+
+    from mlatui.training.corpus import build_corpus
+    from mlatui.training.prepare import encode
+
+    bpe = Tokenizer.from_file(str(MODEL_PATH / "tokenizer.json"))
+    valid = encode(bpe, build_corpus(seed=0).valid, eot=0)  # the held-out split, as prepared
+    texts = [bpe.decode(c) for c in finetune.selection_ids(MODEL_PATH, valid, 0)]
+    assert len(texts) == 8 and not set(texts) & set(prompts())
+    assert any(t.startswith("# file: ") for t in texts)  # openings of the other held-out files
 
 
 def test_a_draft_can_continue_from_a_shipped_draft_against_a_new_teacher(corpus, toy_run, tmp_path):

@@ -44,6 +44,9 @@ from mlatui.training.train import next_batch, process_start
 from mlatui.training.unlikelihood import file_openings, sequence_step_inputs, unlikelihood_loss
 
 WARMUP = 20
+BEST_KEYS = ("select_distinct_4gram", "select_ce", "greedy_distinct_4gram", "prompt_ce",
+             "valid_ce_target", "valid_agree_mtp")  # fmt: skip
+PROMPT_CHARS = 1600  # as `corpus.make_prompts` cuts the shipped prompts
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -63,11 +66,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ul-tokens", type=int, default=128)
     p.add_argument("--ul-openings", type=float, default=0.5,
                    help="share of unlikelihood steps whose prefixes open a file")  # fmt: skip
+    p.add_argument("--ul-anchor", type=float, default=1.0,
+                   help="weight of the cross-entropy of the unlikelihood step's own prefixes")  # fmt: skip
+    p.add_argument("--max-select-ce-rise", type=float, default=0.15,
+                   help="RUN/best: the checkpoint with the most distinct selection-set 4-grams "
+                   "whose selection-set loss rose at most this much (nats)")  # fmt: skip
     p.add_argument("--mtp-weight", type=float, default=0.1)
     p.add_argument("--mtp-distill", type=float, default=1.0)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--eval-prompts", type=int, default=8, help="shipped prompts for repetition")
+    p.add_argument("--select-prompts", type=int, default=8, help="held-out texts to choose by")
     p.add_argument("--ckpt-every-min", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
@@ -101,6 +110,19 @@ def lr_at(step: int, total: int, lr: float) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
+def unlikelihood_terms(target, inputs: mx.array, cont: mx.array, mask: mx.array):
+    """(unlikelihood of the continuation's loops, cross-entropy of the prefix itself): inputs
+    (B, P + n - 1) are the prefixes (B, P) and all but the last of their continuations (B, n).
+    The second term is the anchor: without it the prefixes read from position 0 (file openings,
+    like the shipped prompts) lost what they had learned, 2.73 -> 6.5-6.8 nats in session 9."""
+    logits = target(inputs)  # (B, P + n - 1, V)
+    n = cont.shape[1]
+    pushed = unlikelihood_loss(logits[:, -n:], cont, mask)
+    p = inputs.shape[1] - n + 1
+    anchor = nn.losses.cross_entropy(logits[:, : p - 1], inputs[:, 1:p], reduction="mean")
+    return pushed, anchor
+
+
 def greedy_share(model, prompts: list[list[int]], n: int = 128) -> dict:
     from mlatui.measure.repetition import distinct_ngram_share
     from mlatui.training.acceptance import greedy
@@ -132,6 +154,31 @@ def prompt_ids(folder: Path, count: int) -> list[list[int]]:
     return [tok.encode(t) for t in prompts()[:count]]
 
 
+def selection_ids(folder: Path, valid: np.ndarray, eot: int, count: int = 8) -> list[list[int]]:
+    """Held-out text, none of it a shipped prompt, to choose a checkpoint by: the openings of
+    the held-out files the shipped prompts left (made by `make_prompts`' rule), then excerpts
+    from the middle of the long ones, each read from position 0 as a prompt is. Choosing on the
+    shipped prompts would make their repetition figure a selected, not a measured, one."""
+    from mlx_lm.utils import load_tokenizer
+
+    from mlatui.models.embedded import prompts
+
+    tok, shipped = load_tokenizer(folder), set(prompts())
+    pieces = np.split(valid, np.flatnonzero(valid == eot))  # each after the first opens on eot
+    docs = [tok.decode(d[1:].tolist() if d[:1].tolist() == [eot] else d.tolist()) for d in pieces]
+    texts, chars = [], PROMPT_CHARS
+    for doc in docs:
+        cut = doc.rfind("\n", 0, chars) + 1
+        if len(doc) >= chars and doc[:cut] not in shipped:
+            texts.append(doc[:cut])
+    for doc in sorted(docs, key=len, reverse=True):
+        start = doc.find("\n", len(doc) // 2) + 1
+        cut = doc.rfind("\n", start, start + chars) + 1
+        if len(texts) < count and cut - start > chars // 2:
+            texts.append(doc[start:cut])
+    return [tok.encode(t) for t in texts[:count]]
+
+
 def finetune(a: argparse.Namespace) -> int:
     t_start = process_start()
     info = json.loads((a.data / "corpus.json").read_text())
@@ -141,6 +188,9 @@ def finetune(a: argparse.Namespace) -> int:
     net = load_trainee(a.init, info["vocab_size"], a.data / "tokenizer")
     set_sparse_training(net.target, True)  # the shipped model's sparse layer selects
     asks = prompt_ids(a.init, a.eval_prompts)
+    chooser = selection_ids(a.init, valid_ids, info["eot_id"], a.select_prompts)
+    if not chooser:
+        raise TeacherError(f"{a.data}: no held-out text beside the shipped prompts to choose by")
     opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.1, betas=[0.9, 0.95])
     rng = np.random.default_rng(a.seed)
     openings = file_openings(train_ids, info["eot_id"])
@@ -157,9 +207,9 @@ def finetune(a: argparse.Namespace) -> int:
         return target_losses(net, x, y, a.mtp_weight, a.mtp_distill)
 
     def ul(net, inputs, cont, mask):
-        logits = net.target(inputs)[:, -cont.shape[1] :]  # (B, n, V): the continuation's
-        loss = a.ul_weight * unlikelihood_loss(logits, cont, mask)
-        return loss, loss
+        pushed, anchor = unlikelihood_terms(net.target, inputs, cont, mask)
+        pushed = a.ul_weight * pushed
+        return pushed + a.ul_anchor * anchor, (pushed, anchor)
 
     mle_grad, ul_grad = nn.value_and_grad(net, mle), nn.value_and_grad(net, ul)
 
@@ -172,16 +222,31 @@ def finetune(a: argparse.Namespace) -> int:
         ce, ce_m, agree = tot / a.eval_batches
         return {"valid_ce_target": round(ce, 4), "valid_ce_mtp": round(ce_m, 4),
                 "valid_agree_mtp": round(agree, 4), "prompt_ce": prompt_ce(net.target, asks),
-                **greedy_share(net.target, asks)}  # fmt: skip
+                **greedy_share(net.target, asks),
+                "select_ce": prompt_ce(net.target, chooser),
+                "select_distinct_4gram": greedy_share(net.target, chooser)["greedy_distinct_4gram"]}  # fmt: skip
 
-    def save(tag: str) -> None:
+    def keep_best(rec: dict) -> None:
+        """RUN/best: the most distinct selection-set continuations among checkpoints whose
+        selection-set loss stayed within --max-select-ce-rise of the start's."""
+        if rec["select_ce"] > start_ce + a.max_select_ce_rise:
+            return
+        if rec["select_distinct_4gram"] <= best[0]:
+            return
+        best[0] = rec["select_distinct_4gram"]
+        save("best", a.out / "best")
+        emit({"event": "best", "step": step, **{k: rec[k] for k in BEST_KEYS}})
+
+    def save(tag: str, folder: Path | None = None) -> None:
         tok = a.data / "tokenizer"
-        save_folder(net.target, a.out / "model", tok, info["eot_id"], mtp_head=net.mtp)
+        save_folder(net.target, folder or a.out / "model", tok, info["eot_id"], mtp_head=net.mtp)
         emit({"event": "saved", "tag": tag, "step": step})
 
     step = 0
+    first = evaluate()
+    start_ce, best = first["select_ce"], [first["select_distinct_4gram"]]
     emit({"event": "start", "device": str(mx.default_device()), "args": {k: str(v) for k, v in
-          vars(a).items()}, **evaluate()})  # fmt: skip
+          vars(a).items()}, "selection_prompts": len(chooser), **first})  # fmt: skip
     last_save, step_s = time.perf_counter(), 0.0
     while step < a.steps:
         if a.max_seconds and time.perf_counter() - t_start + 4 * step_s + 30 > a.max_seconds:
@@ -202,9 +267,9 @@ def finetune(a: argparse.Namespace) -> int:
                 net.target, train_ids, a.ul_batch, prefix, a.ul_tokens, rng,
                 openings if at_openings else None,
             )  # fmt: skip
-            (loss, _), grads = ul_grad(net, inputs, cont, mask)
-            rec = {"ul": loss, "train_distinct_4gram": share, "prefix": prefix,
-                   "openings": float(at_openings)}  # fmt: skip
+            (loss, (pushed, anchor)), grads = ul_grad(net, inputs, cont, mask)
+            rec = {"ul": pushed, "anchor_ce": anchor, "train_distinct_4gram": share,
+                   "prefix": prefix, "openings": float(at_openings)}  # fmt: skip
         grads, norm = optim.clip_grad_norm(grads, 1.0)
         opt.update(net, grads)
         mx.eval(loss, net.parameters(), opt.state)
@@ -216,11 +281,14 @@ def finetune(a: argparse.Namespace) -> int:
                   **{k: round(float(v), 4) for k, v in rec.items()},
                   "elapsed_s": round(time.perf_counter() - t_start, 1)})  # fmt: skip
         if step % a.eval_every == 0:
-            emit({"step": step, **evaluate()})
+            rec = {"step": step, **evaluate()}
+            emit(rec)
+            keep_best(rec)
         if time.perf_counter() - last_save > a.ckpt_every_min * 60:
             save(f"step{step}")
             last_save = time.perf_counter()
     final = evaluate()
+    keep_best(final)
     save("final")
     emit({"event": "done", "steps": step, **final})
     log.close()
