@@ -39,15 +39,23 @@ finetune() {  # $1: name, then finetune's own arguments
 case $K in
 1)
   mkdir -p /tmp/ft17
-  finetune a --lr 2e-4 --ul-prefix 256,512,1024 --ul-openings 0.5 &
-  finetune b --lr 2e-4 --ul-prefix 256,512,1024 --ul-openings 0.5 --ul-anchor 2 --ul-weight 0.5 &
-  finetune c --lr 2e-4 --ul-prefix 256,1024,2048,3968 --ul-openings 0.3 &
+  if [ "${ROUND:-1}" = 1 ]; then  # a and c ran out of GPU memory beside b (--ul-batch 32 each)
+    finetune a --lr 2e-4 --ul-prefix 256,512,1024 --ul-openings 0.5 &
+    finetune b --lr 2e-4 --ul-prefix 256,512,1024 --ul-openings 0.5 --ul-anchor 2 --ul-weight 0.5 &
+    finetune c --lr 2e-4 --ul-prefix 256,1024,2048,3968 --ul-openings 0.3 &
+  else  # round 2: from round 1's chosen best, put in the tree's mlatui/models/embedded/model
+    finetune a --lr 1.5e-4 --ul-prefix 256,512,1024 --ul-openings 0.5 --ul-anchor 2 --ul-batch 16 &
+    finetune c --lr 2e-4 --ul-prefix 256,512,1024,2048 --ul-openings 0.4 --ul-batch 16 &
+  fi
   wait
-  for r in a b c; do grep '"best"' /tmp/ft17/$r/finetune.jsonl | tail -1 | sed "s/^/$r /"; done
+  for r in a b c; do [ -f /tmp/ft17/$r/finetune.jsonl ] && grep '"best"' /tmp/ft17/$r/finetune.jsonl | tail -1 | sed "s/^/$r /"; done
   chosen=$(python3 - <<'EOF'
 import json
 best = {}
+import os
 for r in "abc":
+    if not os.path.exists(f"/tmp/ft17/{r}/finetune.jsonl"):
+        continue
     for line in open(f"/tmp/ft17/{r}/finetune.jsonl"):
         rec = json.loads(line)
         if rec.get("event") == "best":
@@ -56,17 +64,17 @@ print(max(best, key=best.get) if best else "")
 EOF
 )
   echo "chosen: ${chosen:-none}"
-  tar czf "$OUT/ft.tgz" -C /tmp/ft17 a.log b.log c.log a/finetune.jsonl b/finetune.jsonl c/finetune.jsonl
+  (cd /tmp/ft17 && tar czf "$OUT/ft.tgz" ./*.log ./*/finetune.jsonl)
   [ -n "$chosen" ] || exit 3
   ln -sfn "/tmp/ft17/$chosen/best" /tmp/ft17/chosen
   mkdir -p "$OUT/model" && cp /tmp/ft17/chosen/*.safetensors /tmp/ft17/chosen/config.json "$OUT/model/"
   ;;
 2)
   [ -f /tmp/ft17/chosen/config.json ] || { echo "no chosen model: the machine is new"; exit 2; }
-  timeout -s TERM -k 20 470 python3 -m mlatui.training.train --data "$DATA" --out /tmp/ft17/distil \
+  timeout -s TERM -k 20 $((${DRAFT_S:-440} + 30)) python3 -m mlatui.training.train --data "$DATA" --out /tmp/ft17/distil \
     --teacher /tmp/ft17/chosen --draft-init mlatui/models/embedded/draft --hard-distill 1 \
     --preset full --seq 4096 --batch 4 --steps "${DRAFT_STEPS:-2000}" --warmup 100 --lr 5e-4 \
-    --max-seconds 440 --ckpt-every-min 3 --eval-every 250 --no-tokenizer > /tmp/ft17/draft.log 2>&1 &
+    --max-seconds ${DRAFT_S:-440} --ckpt-every-min 3 --eval-every 250 --no-tokenizer > /tmp/ft17/draft.log 2>&1 &
   pid=$!
   acceptance /tmp/ft17/chosen mlatui/models/embedded/draft model,mtp /tmp/ft17/acc-chosen.json
   wait $pid; echo "distil exit $?"; tail -2 /tmp/ft17/draft.log | cut -c1-400

@@ -461,3 +461,48 @@ def test_a_draft_can_continue_from_a_shipped_draft_against_a_new_teacher(corpus,
         "from": str((toy_run / "draft").resolve())
     }
     assert log[-1]["valid_agree"] > 0
+
+
+def test_ship_best_installs_the_chosen_checkpoint_and_records_its_evaluation(
+    corpus, toy_run, tmp_path, monkeypatch
+):
+    """`ship --finetuned LOG --best` installs RUN/best, not RUN/model, and MANIFEST says which
+    evaluation the shipped checkpoint had; the other shipped folder (the draft) stays."""
+    import shutil
+
+    from mlatui.models import embedded
+    from mlatui.training import ship
+
+    home = tmp_path / "embedded"
+    for name in ("model", "draft"):
+        shutil.copytree(toy_run / name, home / name)
+    paths = {"EMBEDDED_DIR": home, "MODEL_PATH": home / "model", "DRAFT_PATH": home / "draft",
+             "MANIFEST_PATH": home / "MANIFEST.json"}  # fmt: skip
+    for k, v in paths.items():
+        monkeypatch.setattr(embedded, k, v)
+        if hasattr(ship, k):
+            monkeypatch.setattr(ship, k, v)
+    run = tmp_path / "ft"
+    shutil.copytree(toy_run / "model", run / "model")
+    shutil.copytree(toy_run / "draft", run / "best")  # any folder whose files differ from model/
+    evals = [{"event": "start", "device": "cpu", "args": {}, "greedy_distinct_4gram": 0.2},
+             {"step": 60, "greedy_distinct_4gram": 0.7},
+             {"event": "best", "step": 60, "select_distinct_4gram": 0.7},
+             {"step": 120, "greedy_distinct_4gram": 0.3},
+             {"event": "done", "steps": 120, "greedy_distinct_4gram": 0.3}]  # fmt: skip
+    (run / "finetune.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    draft_before = embedded.sha256(home / "draft" / "model.safetensors")
+    argv = ["--run", str(run), "--data", str(corpus), "--finetuned", str(run / "finetune.jsonl")]
+    assert ship.main([*argv, "--best"]) == 0
+    shipped = json.loads((home / "MANIFEST.json").read_text())
+    assert shipped["finetune"][0]["taken"]["step"] == 60
+    assert shipped["finetune"][0]["last_eval"]["greedy_distinct_4gram"] == 0.3
+    best_weights = sorted(embedded.sha256(f) for f in (run / "best").glob("*.safetensors"))
+    assert (
+        sorted(embedded.sha256(f) for f in (home / "model").glob("*.safetensors")) == best_weights
+    )
+    assert embedded.sha256(home / "draft" / "model.safetensors") == draft_before
+    assert embedded.verify_manifest() == []
+    shutil.rmtree(run / "best")
+    with pytest.raises(SystemExit, match="has no model"):
+        ship.main([*argv, "--best"])

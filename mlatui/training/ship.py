@@ -46,13 +46,14 @@ def write_manifest(run_record: dict | None = None) -> dict:
     return data
 
 
-def install_folder(run: Path, data: Path, name: str) -> None:
-    """RUN/name's config and weights, plus the corpus's tokenizer, replace the shipped folder."""
+def install_folder(run: Path, data: Path, name: str, source: str | None = None) -> None:
+    """RUN/source's (default: RUN/name's) config and weights, plus the corpus's tokenizer,
+    replace the shipped folder `name`."""
     dest = EMBEDDED_DIR / name
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("*"):
         old.unlink()
-    for f in sorted((run / name).glob("*")):
+    for f in sorted((run / (source or name)).glob("*")):
         if f.suffix in (".json", ".safetensors"):
             shutil.copyfile(f, dest / f.name)
     for tok in ("tokenizer.json", "tokenizer_config.json"):
@@ -80,11 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         help="the --out logs (finetune.jsonl) of mlatui.training.finetune's stages, in order: "
         "--run holds the last stage's model/; replace only the target and its MTP head",
     )
+    p.add_argument(
+        "--best",
+        action="store_true",
+        help="with --finetuned: every stage was taken at its RUN/best (the checkpoint it chose "
+        "on held-out text; the next stage started from it): ship the last stage's RUN/best",
+    )
     a = p.parse_args(argv)
     if a.draft_only:
         return ship_draft(a.run, a.data)
     if a.finetuned is not None:
-        return ship_finetuned(a.run, a.data, a.finetuned)
+        return ship_finetuned(a.run, a.data, a.finetuned, a.best)
     for name in ("model", "draft"):
         install_folder(a.run, a.data, name)
     lines = [json.loads(x) for x in (a.run / "train.jsonl").read_text().splitlines() if x.strip()]
@@ -97,25 +104,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def ship_finetuned(run: Path, data: Path, logs: list[Path]) -> int:
+def ship_finetuned(run: Path, data: Path, logs: list[Path], best: bool = False) -> int:
     """Replace the shipped target and MTP head with a fine-tuned one; MANIFEST keeps the base
     training record and the draft's, and gets `finetune`: per stage, its arguments, its first and
-    last evaluation and how it ended."""
-    install_folder(run, data, "model")
+    last evaluation, how it ended and, with `best` (each stage taken at its RUN/best, the next
+    one starting from it), the evaluation of the checkpoint taken."""
+    if best and not (run / "best" / "config.json").exists():
+        raise SystemExit(f"mlatui: error: {run}/best has no model: ship without --best")
+    install_folder(run, data, "model", "best" if best else None)
     stages = []
     for log in logs:
         lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
         evals = [x for x in lines if "greedy_distinct_4gram" in x]
         end = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
         start = next(x for x in lines if x.get("event") == "start")
-        stages.append({"log": log.name, "device": start.get("device"), "args": start.get("args"),
-                       "first_eval": evals[0], "last_eval": evals[-1], "end": end})  # fmt: skip
+        stage = {"log": log.name, "device": start.get("device"), "args": start.get("args"),
+                 "first_eval": evals[0], "last_eval": evals[-1], "end": end}  # fmt: skip
+        chosen = [x for x in lines if x.get("event") == "best"]
+        if best and chosen:
+            stage["taken"] = chosen[-1]
+        stages.append(stage)
     old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
     keep = {k: old.get(k) for k in ("training", "draft_training")}
     MANIFEST_PATH.write_text(
         json.dumps(manifest() | keep | {"finetune": stages}, indent=1, sort_keys=True) + "\n"
     )
-    print(json.dumps([s["last_eval"] for s in stages]))
+    print(json.dumps([s.get("taken", s["last_eval"]) for s in stages]))
     return 0
 
 
