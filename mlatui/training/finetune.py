@@ -46,7 +46,7 @@ from mlatui.training.unlikelihood import file_openings, sequence_step_inputs, un
 WARMUP = 20
 BEST_KEYS = ("select_distinct_4gram", "select_ce", "greedy_distinct_4gram", "prompt_ce",
              "valid_ce_target", "valid_agree_mtp")  # fmt: skip
-PROMPT_CHARS = 1600  # as `corpus.make_prompts` cuts the shipped prompts
+PROMPT_CHARS = 1600  # the length `corpus.make_prompts` cuts the shipped prompts at
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -162,15 +162,13 @@ def selection_ids(folder: Path, valid: np.ndarray, eot: int, count: int = 8) -> 
     from mlx_lm.utils import load_tokenizer
 
     from mlatui.models.embedded import prompts
+    from mlatui.training.corpus import Corpus, make_prompts
 
     tok, shipped = load_tokenizer(folder), set(prompts())
     pieces = np.split(valid, np.flatnonzero(valid == eot))  # each after the first opens on eot
     docs = [tok.decode(d[1:].tolist() if d[:1].tolist() == [eot] else d.tolist()) for d in pieces]
-    texts, chars = [], PROMPT_CHARS
-    for doc in docs:
-        cut = doc.rfind("\n", 0, chars) + 1
-        if len(doc) >= chars and doc[:cut] not in shipped:
-            texts.append(doc[:cut])
+    held_out = Corpus(train=[], valid=docs, files=len(docs), chars=sum(map(len, docs)))
+    texts, chars = [t for t in make_prompts(held_out, len(docs)) if t not in shipped], PROMPT_CHARS
     for doc in sorted(docs, key=len, reverse=True):
         start = doc.find("\n", len(doc) // 2) + 1
         cut = doc.rfind("\n", start, start + chars) + 1
