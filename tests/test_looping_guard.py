@@ -1,6 +1,7 @@
-"""The looping-text guard: greedy text from the embedded model falls into a loop, every round
+"""The looping-text guard: greedy text from the first embedded model fell into a loop, every round
 restarts from one context, so every block was the same looping text and any draft "predicted" it
-(acceptance 1.00 at every position). The guard measures the distinct-4-gram share of each result's
+(acceptance 1.00 at every position). The end-to-end greedy run here uses a checkpoint built to
+loop (tests/looping_model.py), so it does not hang on what a trained model does with greedy text. The guard measures the distinct-4-gram share of each result's
 blocks, warns below `min_distinct_4gram` (or when every block is the same text), and a warned
 result enters no verdict; the share is recorded and shown. The default scenario's tune samples."""
 
@@ -198,20 +199,23 @@ def sampled() -> list:
 
 @pytest.fixture(scope="module")
 def greedy(tmp_path_factory) -> list:
-    """The default scenario's tune at temperature 0 (one kind, one depth, to keep it short) at
-    1024, where the embedded model's greedy continuation loops on a 4-token phrase."""
-    text = DEFAULT.read_text()
-    for old, new in (
-        ("temperature = 0.8", "temperature = 0"),
-        ('sources = ["mtp", "draft-model"]', 'sources = ["mtp"]'),
-        ("depths = [1, 2]", "depths = [1]"),
-    ):
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("greedy") / "default-t0.toml"
-    path.write_text(text)
-    ov = {"reps": 2, "warmup": 1, "tokens": 16, "contexts": [1024], "max_rounds": 2}
-    return _run(path, ov | {"only_phases": ["tune"]})
+    """A greedy tune at 1024 (MTP depth 1, as the default scenario's first kind) on a checkpoint
+    built to loop (tests/looping_model.py): whatever the context, its greedy text is one 4-token
+    phrase over and over, and its MTP head drafts it. The embedded model's greedy text looped
+    like this once (LOOP); a retrained one need not, so the loop is the fixture's, not luck."""
+    from looping_model import save_looping_checkpoint
+
+    folder = tmp_path_factory.mktemp("looping")
+    checkpoint = save_looping_checkpoint(folder / "model")
+    path = folder / "greedy-loop.toml"
+    path.write_text(
+        f'name = "greedy-loop"\nseed = 0\n[model]\nsource = "path"\npath = "{checkpoint}"\n'
+        'dtype = "float32"\n[draft]\nsource = "mtp"\n'
+        '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [1024]\ndepths = [1]\n'
+        "temperature = 0\ntokens = 16\n"
+    )
+    ov = {"reps": 2, "warmup": 1, "contexts": [1024], "max_rounds": 2}
+    return _run(path, ov)
 
 
 def _results(events: list) -> list:
@@ -237,13 +241,11 @@ def test_a_sampled_tune_of_the_default_scenario_records_the_share_and_its_rules(
     assert all(row["temperature"] == 0.8 for row in summary.rows)
 
 
-def test_a_greedy_tune_of_the_default_scenario_loops_and_is_left_out(greedy):
-    # a setting rejected by bound (the stock arm's d1 at 1K on this CPU, whose verify step costs
-    # about 1.7x its plain one) runs no blocks, so it has no text; every measured one loops
-    spec = [r for r in _results(greedy) if r.depth and r.measured]
-    assert spec and all(r.distinct_4gram_share == pytest.approx(4 / 13) for r in spec)
-    assert {r.arm for r in spec} >= {"patched"}
-    assert all(r.rejected_by_bound for r in _results(greedy) if r.depth and not r.measured)
+def test_a_greedy_tune_on_looping_text_is_left_out(greedy):
+    # both arms measured their blocks (no bound rejection here), and every block loops
+    spec = [r for r in _results(greedy) if r.depth]
+    assert {r.arm for r in spec} == {"stock", "patched"} and all(r.measured for r in spec)
+    assert all(r.distinct_4gram_share == pytest.approx(4 / 13) for r in spec)
     for r in spec:
         (w,) = _looping(list(r.warnings))
         assert "31% distinct 4-grams (< 50%), every block the same text" in w
@@ -268,7 +270,12 @@ def test_the_report_dump_and_csv_show_the_share_and_the_rule(sampled, greedy):
     md = bench_markdown(sampled)
     assert "distinct 4-grams (block / across)" in md and "acceptance rule" in md
     mtp = next(line for line in md.splitlines() if "| patched | mtp d1 |" in line)
-    assert "rejection sampling, T=0.8" in mtp and "100% / 100%" in mtp
+    shown = next(
+        f"{r.distinct_4gram_share:.0%} / {r.distinct_4gram_share_across:.0%}"
+        for r in _results(sampled)
+        if r.arm == "patched" and r.draft_kind == "mtp" and r.depth == 1
+    )
+    assert "rejection sampling, T=0.8" in mtp and f"| {shown} |" in mtp
     dm = next(line for line in md.splitlines() if "| patched | draft-model d1 |" in line)
     assert "exact match, T=0.8" in dm
     assert "distinct_4gram_share" in summary_csv(sampled).splitlines()[0]
