@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import mlatui  # noqa: F401  (preloads the fast BLAS before mlx)
+
+# isort: split
 import mlx.core as mx
 from test_mtp import save_checkpoint
 
@@ -30,21 +33,23 @@ def _loop(weights: dict[str, mx.array], embed: mx.array) -> dict[str, mx.array]:
     for name, w in weights.items():
         if name.endswith(("o_proj.weight", "down_proj.weight")):
             w = mx.zeros_like(w)  # the layer adds nothing to the residual stream
-        elif name.endswith(("model.norm.weight", "shared_head.norm.weight")):
+        elif name.endswith("norm.weight"):  # enorm, hnorm, the final norms: no noise
             w = mx.ones_like(w)
         elif name.endswith("eh_proj.weight"):  # (D, 2D) on [enorm(next token), hnorm(hidden)]
             w = mx.concatenate([mx.eye(HIDDEN), mx.zeros((HIDDEN, HIDDEN))], axis=1)
         out[name] = w
     if "lm_head.weight" in out:
         # the row of next_in_cycle(t) is t's embedding: t's own residual scores it highest
-        source = [t - t % CYCLE + (t - 1) % CYCLE for t in range(VOCAB)]
+        source = [0] * VOCAB
+        for t in range(VOCAB):
+            source[next_in_cycle(t)] = t
         out["lm_head.weight"] = embed[mx.array(source)]  # (V, D)
     return out
 
 
 def save_looping_checkpoint(folder: Path) -> Path:
     """Writes the looping model (config, weights, MTP sidecar, a tiny tokenizer) to `folder`."""
-    save_checkpoint(
+    save_checkpoint(  # no shared_head.head: the MTP head reads the target's lm_head
         folder,
         "deepseek_v3",
         "sidecar",
@@ -52,6 +57,11 @@ def save_looping_checkpoint(folder: Path) -> Path:
     )
     main = mx.load(str(folder / "model.safetensors"))
     embed = main["model.embed_tokens.weight"]
+    # random 64-d embeddings are near orthogonal: each scores itself highest, so the head's
+    # argmax of a token's own (normalised) embedding is next_in_cycle of it
+    normed = embed / mx.linalg.norm(embed, axis=-1, keepdims=True)  # (V, D)
+    own = mx.argmax(normed @ embed.T, axis=-1)  # (V,)
+    assert bool(mx.all(own == mx.arange(VOCAB)).item()), "embeddings not separable: reseed"
     for name in ("model.safetensors", "mtp.safetensors"):
         weights = _loop(mx.load(str(folder / name)), embed)
         mx.save_safetensors(str(folder / name), weights, metadata={"format": "pt"})

@@ -149,7 +149,8 @@ def test_the_threshold_is_a_phase_key_with_a_default():
 
 
 def test_the_default_scenarios_tune_samples():
-    """The shipped default samples its tune (greedy text from this model loops) with top_p off;
+    """The shipped default samples its tune (greedy rounds replay one text; the first model's
+    looped) with top_p off;
     the other shipped scenarios do not run the embedded model."""
     s = load_scenario(DEFAULT)
     tune = next(p for p in s.phases if p.kind == "tune")
@@ -255,9 +256,7 @@ def test_a_greedy_tune_on_looping_text_is_left_out(greedy):
     # whatever this CPU made of the L = 1 check, the warned rows are in no verdict
     v = tune_verdict([dict(r, valid=True, outcome="valid") for r in summary.rows])
     for arm in ("stock", "patched"):
-        warned = f"{arm} @ 1024: no usable speculative result (mtp d1 left out: see warnings)"
-        by_bound = f"{arm} @ 1024: speculation rejected, every setting by bound"
-        assert warned in v or (arm == "stock" and by_bound in v), v
+        assert f"{arm} @ 1024: no usable speculative result (mtp d1 left out: see warnings)" in v
 
 
 def _state(events: list) -> DashboardState:
@@ -301,12 +300,7 @@ def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, gree
     assert "no verdict" in verdict_line(s) and "wins" not in verdict_line(s)
     for key, v in s.validity.items():  # valid or not on this CPU: the warned results stay out
         s.validity[key] = replace(v, valid=True, outcome="valid")
-    if any(r.rejected_by_bound for r in s.decode_results):  # stock's d1, on this CPU
-        assert verdict_line(s).startswith(
-            "stock spec rejected (by bound at 1K) · patched: no verdict (every result warned at 1K)"
-        )
-    else:
-        assert verdict_line(s).startswith("tune: no verdict (every result warned at 1K)")
+    assert verdict_line(s).startswith("tune: no verdict (every result warned at 1K)")
     # mid-run, from the blocks so far: the same figure, marked live, the guard applied
     blocks = [i for i, e in enumerate(greedy) if e.type == "decode_block" and e.depth]
     live = _state(greedy[: blocks[3] + 1])
