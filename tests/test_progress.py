@@ -29,18 +29,22 @@ def demo():
     return _events(QUIET_RUN)
 
 
-def test_eta_error_at_half_progress_is_under_30_percent_on_the_recorded_run(demo):
-    end = demo[-1].t
+def _at_half_progress(events: list):
+    """Replays `events` until half the planned steps are done: (the state, the run's ETA there,
+    the seconds the recording really had left)."""
     state = DashboardState()
-    for e in demo:
+    for e in events:
         state.apply(e)
         done, planned = state.progress.steps()
         if planned and done / planned >= 0.5 and getattr(e, "t", None) is not None:
-            break
-    else:
-        pytest.fail("progress never reached 50%")
-    _, run = state.progress.eta(e.t)
-    actual = end - e.t
+            _, run = state.progress.eta(e.t)
+            return state, run, events[-1].t - e.t
+    pytest.fail("progress never reached 50%")
+
+
+def test_eta_error_at_half_progress_is_under_30_percent_on_the_recorded_run(demo):
+    state, run, actual = _at_half_progress(demo)
+    end = demo[-1].t
     assert state.phase.name == "sweep" and actual > 0.3 * end  # the tune is still to come
     assert abs(run.mid - actual) / actual < 0.30, (run, actual)
     assert run.low <= actual <= run.high  # the range holds the truth
@@ -187,20 +191,9 @@ async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path
 
 def test_on_the_shipped_noisier_run_the_eta_range_holds_the_truth():
     """The shipped demo's L = 1 checks stayed undecided to their 22-round caps at every context,
-    so its plan grew to 1840 steps (sweep 185 s, the quiet run's 45 s): at half the planned steps the mid estimate was 38% low
-    (the quiet run's was within 30%), but the range it showed held what was left, and the screen
-    said the plan could still grow."""
-    events = _events(DEMO)
-    end = events[-1].t
-    state = DashboardState()
-    for e in events:
-        state.apply(e)
-        done, planned = state.progress.steps()
-        if planned and done / planned >= 0.5 and getattr(e, "t", None) is not None:
-            break
-    else:
-        pytest.fail("progress never reached 50%")
-    _, run = state.progress.eta(e.t)
-    actual = end - e.t
+    so its plan grew to 1840 steps (sweep 185 s, the quiet run's 45 s): at half the planned
+    steps the mid estimate was 38% low (the quiet run's was within 30%), but the range it showed
+    held what was left, and the screen said the plan could still grow."""
+    _, run, actual = _at_half_progress(_events(DEMO))
     assert run.low <= actual <= run.high and run.extra_rounds > 0
     assert abs(run.mid - actual) / actual < 0.50
