@@ -3,6 +3,7 @@
     python -m mlatui.training.ship --run OUT --data .corpus
     python -m mlatui.training.ship --run OUT --data .corpus --draft-only        # a distilled draft
     python -m mlatui.training.ship --run OUT --data .corpus --finetuned LOG...  # a fine-tuned target
+    python -m mlatui.training.ship --run OUT --data .corpus --distilled LOG     # distilled drafts
 
 Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
 tokenizer into mlatui/models/embedded/,
@@ -87,7 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         help="with --finetuned: every stage was taken at its RUN/best (the checkpoint it chose "
         "on held-out text; the next stage started from it): ship the last stage's RUN/best",
     )
+    p.add_argument(
+        "--distilled",
+        type=Path,
+        default=None,
+        help="the training log (distil.jsonl) of mlatui.training.distil; --run holds the "
+        "model/ (shipped target + distilled MTP head) and draft/ it wrote: install those",
+    )
     a = p.parse_args(argv)
+    if a.distilled is not None:
+        return ship_distilled(a.run, a.data, a.distilled)
     if a.draft_only:
         return ship_draft(a.run, a.data)
     if a.finetuned is not None:
@@ -130,6 +140,29 @@ def ship_finetuned(run: Path, data: Path, logs: list[Path], best: bool = False) 
         json.dumps(manifest() | keep | {"finetune": stages}, indent=1, sort_keys=True) + "\n"
     )
     print(json.dumps([s.get("taken", s["last_eval"]) for s in stages]))
+    return 0
+
+
+def ship_distilled(run: Path, data: Path, log: Path) -> int:
+    """Install a `distil` run's model/ and draft/ (whichever it wrote); MANIFEST keeps every
+    earlier record and gets `distil`: the training log's arguments, first evaluation, every
+    `best` event and how it ended."""
+    names = [n for n in ("model", "draft") if (run / n / "config.json").exists()]
+    if not names:
+        raise SystemExit(f"mlatui: error: {run} has no model/ or draft/: nothing to ship")
+    for name in names:
+        install_folder(run, data, name)
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    start = next(x for x in lines if x.get("event") == "start")
+    end = next(x for x in reversed(lines) if x.get("event") in ("paused", "done"))
+    record = {"log": log.name, "installed": names, "start": start, "end": end,
+              "best": [x for x in lines if x.get("event") == "best"]}  # fmt: skip
+    old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
+    keep = {k: old[k] for k in ("training", "finetune", "draft_training") if k in old}
+    MANIFEST_PATH.write_text(
+        json.dumps(manifest() | keep | {"distil": record}, indent=1, sort_keys=True) + "\n"
+    )
+    print(json.dumps(record["best"][-1] if record["best"] else end))
     return 0
 
 
