@@ -1,5 +1,7 @@
 """The distillation objectives are the acceptance the two sampled rules compute."""
 
+# isort: skip_file
+
 import mlatui  # noqa: F401
 import mlx.core as mx
 import pytest

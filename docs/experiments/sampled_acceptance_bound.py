@@ -14,6 +14,7 @@ is compared with the target's distribution at t+1. Teacher-forced on held-out te
 target's own samples: a proxy for the tune's in-loop figure, used to compare drafts.
 """
 
+# isort: skip_file
 from __future__ import annotations
 
 import argparse
