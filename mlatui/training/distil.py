@@ -146,7 +146,7 @@ def loss_fn(net: Trainee, x: mx.array, parts: list[str], t: float, anchor: float
 
 
 def evaluate(net: Trainee, valid: np.ndarray, a: argparse.Namespace) -> dict:
-    rng, sums = np.random.default_rng(1234), {}
+    rng, sums = np.random.default_rng(1234), dict[str, float]()
     for _ in range(a.eval_batches):
         x, _ = next_batch(valid, a.batch, a.seq, rng)
         terms, ceiling = forward(net, x, a.temperature)
@@ -200,7 +200,7 @@ def distil(a: argparse.Namespace) -> int:
     step = 0
     first = evaluate(net, valid_ids, a)
     best = {p: first[key(p)] for p in a.part_list}
-    emit({"event": "start", "device": str(mx.default_device()), "mlx": mx.__version__,
+    emit({"event": "start", "device": str(mx.default_device()), "mlx": getattr(mx, "__version__", "?"),
           "args": {k: str(v) for k, v in vars(a).items()}, **first})  # fmt: skip
     step_s = 0.0
     while step < a.steps:
