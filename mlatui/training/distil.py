@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -51,6 +50,7 @@ from mlatui.training.checkpoint import mtp_weights, save_folder
 from mlatui.training.finetune import lr_at
 from mlatui.training.objective import Trainee, set_sparse_training
 from mlatui.training.teacher import TeacherError, load_teacher
+from mlatui.training.runlog import RunLog, run_command
 from mlatui.training.train import next_batch, process_start
 
 PARTS = ("mtp", "draft")
@@ -166,14 +166,9 @@ def distil(a: argparse.Namespace) -> int:
     opt = optim.AdamW(learning_rate=a.lr, weight_decay=0.0, betas=[0.9, 0.95])
     rng = np.random.default_rng(a.seed)
     a.out.mkdir(parents=True, exist_ok=True)
-    log = open(a.out / "distil.jsonl", "a")
+    log = RunLog(a.out / "distil.jsonl")
+    emit = log.emit
     tok = a.data / "tokenizer"
-
-    def emit(rec: dict) -> None:
-        line = json.dumps(rec)
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
 
     def write(folder: Path, which: tuple[str, ...]) -> None:
         if "mtp" in which:
@@ -240,12 +235,7 @@ def distil(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse(argv)
-    try:
-        return distil(a)
-    except TeacherError as e:
-        print(f"mlatui: error: {e}", file=sys.stderr)
-        return 2
+    return run_command(distil, parse(argv), (TeacherError,))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from mlatui.run.mtp import read_mtp_weights
 from mlatui.training.checkpoint import save_folder
 from mlatui.training.objective import Trainee, set_sparse_training, target_losses
 from mlatui.training.teacher import TeacherError, load_teacher
+from mlatui.training.runlog import RunLog, run_command
 from mlatui.training.train import next_batch, process_start
 from mlatui.training.unlikelihood import file_openings, sequence_step_inputs, unlikelihood_loss
 
@@ -193,13 +193,8 @@ def finetune(a: argparse.Namespace) -> int:
     rng = np.random.default_rng(a.seed)
     openings = file_openings(train_ids, info["eot_id"])
     a.out.mkdir(parents=True, exist_ok=True)
-    log = open(a.out / "finetune.jsonl", "a")
-
-    def emit(rec: dict) -> None:
-        line = json.dumps(rec)
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    log = RunLog(a.out / "finetune.jsonl")
+    emit = log.emit
 
     def mle(net, x, y):
         return target_losses(net, x, y, a.mtp_weight, a.mtp_distill)
@@ -294,12 +289,7 @@ def finetune(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse(argv)
-    try:
-        return finetune(a)
-    except TeacherError as e:
-        print(f"mlatui: error: {e}", file=sys.stderr)
-        return 2
+    return run_command(finetune, parse(argv), (TeacherError,))
 
 
 if __name__ == "__main__":
