@@ -257,3 +257,37 @@ def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
     for tag in ("aa-stock", "aa-patched"):
         assert any(f"are sweep/{tag}'s at 64" in m for m in said), said
     assert not any("so the verify steps are measured here" in m for m in said)
+    # both slots ran one variant: no line, table or title may name the other one
+    from mlatui.run.phases.sweep import sweep_verdict
+    from mlatui.views.report import summary_markdown
+
+    md = summary_markdown(events)
+    for tag, variant, other in (
+        ("aa-stock", "stock", "patched"),
+        ("aa-patched", "patched", "stock"),
+    ):
+        by = {e.phase: e for e in events if isinstance(e, PhaseSummary)}
+        tune = by[f"tune/{tag}"].verdict
+        assert f"A ({variant}) @ 64" in tune and f"B ({variant}) @ 64" in tune, tune
+        assert f"{other} @" not in tune and f"{variant} @" not in tune, tune
+        rows = [{**r, "valid": True} for r in by[f"sweep/{tag}"].rows]  # as if the check held
+        sweep = sweep_verdict(rows, f"sweep/{tag}")
+        assert f"A ({variant})" in sweep and "paired A/B" in sweep and other not in sweep, sweep
+        section = md.split(f"## tune/{tag} (tune)")[1].split("\n## ")[0]
+        cells = [line.split("|")[2].strip() for line in section.splitlines() if line[:4] == "| 64"]
+        assert cells and set(cells) == {f"A ({variant})", f"B ({variant})"}, cells
+    checks = md.split("## L = 1 validity check")[1]
+    assert "| A L=1 ms | B L=1 ms |" in checks and "stock L=1 ms" not in checks
+
+
+def test_arm_labels_name_what_ran_in_each_slot():
+    from mlatui.stream.events import aa_variant, arm_label
+
+    assert [arm_label(a, "tune") for a in ("stock", "patched")] == ["stock", "patched"]
+    assert [arm_label(a, "tune/aa-stock") for a in ("stock", "patched")] == [
+        "A (stock)",
+        "B (stock)",
+    ]
+    assert arm_label("patched", "sweep/aa-patched") == "B (patched)"
+    assert aa_variant("sweep") is None and aa_variant("sweep/aa-patched") == "patched"
+    assert aa_variant("tune/aa-") is None

@@ -320,3 +320,38 @@ def test_demo_command_replays_the_shipped_recording():
     )
     assert out.returncode == 0, out.stderr
     assert "replayed" in out.stdout and "status completed" in out.stdout
+
+
+def null_run_events() -> list:
+    """The test stream as one pass of an A/A run: both slots stock, phases named NAME/aa-stock."""
+    import dataclasses
+
+    out = []
+    for e in ui_events.events():
+        if e.type == "header":
+            e = dataclasses.replace(
+                e, settings={"null": True, "passes": ["aa-stock", "aa-patched"]}
+            )
+        elif getattr(e, "phase", None):
+            e = dataclasses.replace(e, phase=f"{e.phase}/aa-stock")
+        out.append(e)
+    return out
+
+
+async def test_an_aa_run_names_its_arms_by_what_ran(tmp_path):
+    """Both slots of an A/A pass run one variant: the panes must not say 'patched · gate L ≤ L*'
+    over an arm that ran stock mlx-lm, nor head the L = 1 table 'stock / patch'."""
+    fixture = ui_events.write_recording(tmp_path / "aa.jsonl", null_run_events())
+    app = MlatuiApp(ReplaySource(fixture, speed=1024.0), ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: app._done)
+        titles = [app.query_one(f"#arm-{arm}").border_title for arm in ("stock", "patched")]
+        assert titles == ["A · A/A: both arms stock", "B · A/A: both arms stock"]
+        head = pane_text(app, "validity").splitlines()
+        row = next(line for line in head if line.startswith("phase"))
+        assert "L=1 A" in row and "stock" not in row and "patch" not in row
+        assert any(line.startswith("sw·st") for line in head)
+    plain = MlatuiApp(ReplaySource(FIXTURE, speed=1024.0), ui_hz=20, out_dir=tmp_path)
+    async with plain.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: plain._done)
+        assert plain.query_one("#arm-patched").border_title == "patched · gate L ≤ L*"

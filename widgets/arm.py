@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from mlatui.stream.events import ARMS, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import StepChart, step_chart
@@ -13,6 +14,17 @@ from widgets.stepchart import chart_lines, medians_text, scale_text
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
 NARROW = 56
+ARM_TITLES = {"stock": "stock · mlx-lm as installed", "patched": "patched · gate L ≤ L*"}
+
+
+def arm_title(state: DashboardState, arm: str) -> str:
+    """The pane's title: what runs in this slot. In an A/A run both slots run one variant, the
+    pass's (stock, then patched), so a title naming the other would misread every figure."""
+    null = bool(state.header is not None and (state.header.settings or {}).get("null"))
+    if not null:
+        return ARM_TITLES.get(arm, arm)
+    variant = aa_variant(state.phase.name or "")
+    return f"{'AB'[ARMS.index(arm)]} · A/A: both arms {variant or 'the same variant'}"
 
 
 def chart_for(state: DashboardState) -> StepChart | None:

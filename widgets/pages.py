@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tab, Tabs
 
+from widgets.arm import ARM_TITLES
 from widgets.host import DashboardHost
 from widgets.keybar import KeyFooter
 from widgets.panes import (
@@ -31,8 +32,8 @@ class PagesMixin(DashboardHost):
         tabs.can_focus = False  # 1/2/3 or a click switch pages; ←/→ stay replay seeks
         yield tabs
         with Horizontal(id="page-arms", classes="page"):
-            yield ArmPane("stock", id="arm-stock", title="stock · mlx-lm as installed")
-            yield ArmPane("patched", id="arm-patched", title="patched · gate L ≤ L*")
+            yield ArmPane("stock", id="arm-stock", title=ARM_TITLES["stock"])
+            yield ArmPane("patched", id="arm-patched", title=ARM_TITLES["patched"])
         with Horizontal(id="page-cost", classes="page"):
             yield MarginalPane(
                 id="marginal", title="marginal cost of a 2nd query (L=2 − L=1) vs context"

@@ -17,7 +17,7 @@ else:
 
 from mlatui.views.dashboard_state import DashboardState
 from widgets import render as r
-from widgets.arm import arm_text
+from widgets.arm import arm_text, arm_title
 
 
 class _Section(_WidgetBase):
@@ -105,6 +105,10 @@ class ArmPane(Pane):
 
     def content(self) -> Text:
         return arm_text(self.state, self.arm, self.content_size.width, self.content_size.height)
+
+    def redraw(self) -> None:
+        self.border_title = arm_title(self.state, self.arm)
+        super().redraw()
 
 
 class MarginalPane(Pane):

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from mlatui.stream.events import Validity
+from mlatui.stream.events import Validity, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
 from mlatui.views.progress_view import duration
 from mlatui.views.rounding import fmt_context
+from mlatui.views.verdict_strip import is_null_run
 from widgets import fit
 from widgets.figure import fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
@@ -250,6 +251,12 @@ def validity_summary(state: DashboardState) -> Text | None:
     return t
 
 
+def _phase_short(phase: str) -> str:
+    """Five characters: 'sweep'; an A/A pass keeps its variant ('sw·st', 'sw·pa')."""
+    variant = aa_variant(phase)
+    return f"{phase[:2]}·{variant[:2]}" if variant else phase[:5]
+
+
 def validity_text(state: DashboardState, width: int) -> Text:
     """The summary first (it must not scroll away), then per (phase, context) both arms' L = 1
     medians, the check, and the sweep's marginal costs."""
@@ -258,8 +265,9 @@ def validity_text(state: DashboardState, width: int) -> Text:
     if summary is not None:
         t.append_text(summary)
         t.append("\n")
+    a, b = ("A", "B") if is_null_run(state) else ("stock", "patch")  # A/A: one variant in both
     t.append(
-        f"{'phase':<6}{'ctx':>5} {'L=1 stock':>9} {'patch':>5}  {'check':<8}{'Δ2 stock':>8} {'patch':>5}",
+        f"{'phase':<6}{'ctx':>5} {'L=1 ' + a:>9} {b:>5}  {'check':<8}{'Δ2 ' + a:>8} {b:>5}",
         style="bold",
     )
     marg = {arm: dict(state.marginal(arm)) for arm in state.arms}
@@ -273,7 +281,8 @@ def validity_text(state: DashboardState, width: int) -> Text:
         row_style = GREY if v is not None and not v.valid else ""
         t.append("\n")
         t.append(
-            f"{phase[:5]:<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ", style=row_style
+            f"{_phase_short(phase):<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ",
+            style=row_style,
         )
         if v is None:
             t.append(f"{'…':<8}", style="dim")

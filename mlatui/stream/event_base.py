@@ -47,3 +47,22 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     raise TypeError(f"not JSON-serialisable in an event: {type(value).__name__}")
+
+
+AA_TAG = "/aa-"  # an A/A pass runs a phase as NAME/aa-stock or NAME/aa-patched
+
+
+def aa_variant(phase: str) -> str | None:
+    """The variant both arm slots ran in an A/A pass ('stock' for 'tune/aa-stock'); None for a
+    phase of a real run."""
+    _, tag, variant = phase.rpartition(AA_TAG)
+    return variant if tag and variant else None
+
+
+def arm_label(arm: str, phase: str) -> str:
+    """What ran in an arm slot: the slot's name in a real run. In an A/A pass both slots run the
+    same variant, so 'stock'/'patched' would name what did not run: 'A (stock)' / 'B (stock)'."""
+    variant = aa_variant(phase)
+    if variant is None or arm not in ARMS:
+        return arm
+    return f"{'AB'[ARMS.index(arm)]} ({variant})"

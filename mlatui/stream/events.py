@@ -12,9 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpecStep, SpeedupBound
-from mlatui.stream.event_base import ARMS, SCHEMA_VERSION, Basis, Event
+from mlatui.stream.event_base import (
+    AA_TAG,
+    ARMS,
+    SCHEMA_VERSION,
+    Basis,
+    Event,
+    aa_variant,
+    arm_label,
+)
 
 __all__ = [
+    "AA_TAG",
     "ARMS",
     "SCHEMA_VERSION",
     "Basis",
@@ -23,6 +32,8 @@ __all__ = [
     "Event",
     "SpecStep",
     "SpeedupBound",
+    "aa_variant",
+    "arm_label",
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, DecodeResult
+from mlatui.stream.events import ARMS, DecodeResult, aa_variant, arm_label
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
@@ -61,6 +61,14 @@ def _phases(state: DashboardState) -> list[tuple[str, str]]:
 # -- markdown -----------------------------------------------------------------------------------
 
 
+def _slot_names(phases) -> tuple[str, str, str]:
+    """Column names of the two arm slots over several phases: 'stock', 'patched' and their
+    ratio, or 'A', 'B' when every phase is an A/A pass (the phase column says what ran)."""
+    if phases and all(aa_variant(p) for p in phases):
+        return "A", "B", "A/B"
+    return "stock", "patched", "stock/patched"
+
+
 def _l1_table(state: DashboardState) -> str:
     """Per (phase, context) its own paired L = 1 ratio, the check and its basis (own, or pooled);
     then a row per pooled check, and what each pooled."""
@@ -98,7 +106,8 @@ def _l1_table(state: DashboardState) -> str:
             ]
         )
     tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
-    head = ["phase", "context", "stock L=1 ms", "patched L=1 ms", "paired stock/patched [95% CI]"]
+    a, b, pair = _slot_names([phase for phase, _ in state.validity])
+    head = ["phase", "context", f"{a} L=1 ms", f"{b} L=1 ms", f"paired {pair} [95% CI]"]
     out = table([*head, "diff", "rounds", f"CI within ±{tol:g}%", "basis"], rows)
     return out + "".join("\n\n" + pooled_note(p) for p in pooled)
 
@@ -114,7 +123,8 @@ def _marginal_table(state: DashboardState) -> str:
             cells = [context, ci_text(s.ci if s else None), ci_text(p.ci if p else None), times]
             c = check(state, phase, context)
             rows.append(([phase] if len(phases) > 1 else []) + cells + [f"{c.mark} {c}"])
-    head = ["context", "stock Δ2 ms [95% CI]", "patched Δ2 ms [95% CI]", "stock / patched"]
+    a, b, pair = _slot_names(phases)
+    head = ["context", f"{a} Δ2 ms [95% CI]", f"{b} Δ2 ms [95% CI]", pair.replace("/", " / ")]
     return table((["phase"] if len(phases) > 1 else []) + head + ["L=1 check"], rows)
 
 
@@ -138,8 +148,10 @@ def _sweep_table(state: DashboardState, phase: str) -> str:
                 f"{c.mark} {c}",
             ]
         )
-    head = ["context", "L", "stock ms [95% CI]", "patched ms [95% CI]"]
-    return table([*head, "stock/patched paired [95% CI]", "rounds", "L=1 check"], rows)
+    a, b = (arm_label(arm, phase) for arm in ARMS)
+    pair = "A/B" if aa_variant(phase) else "stock/patched"
+    head = ["context", "L", f"{a} ms [95% CI]", f"{b} ms [95% CI]"]
+    return table([*head, f"{pair} paired [95% CI]", "rounds", "L=1 check"], rows)
 
 
 def _positions(values) -> str:
@@ -152,7 +164,7 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
         said = rejection_text(r.bound) if r.bound is not None else "not measured"
         return [
             r.context,
-            r.arm,
+            arm_label(r.arm, r.phase),
             Setting(r.draft_kind, r.depth).label,
             "not measured",
             said,
@@ -168,7 +180,7 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
     vs = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high) if r.vs_plain is not None else None
     return [
         r.context,
-        r.arm,
+        arm_label(r.arm, r.phase),
         Setting(r.draft_kind, r.depth).label,
         tok.text(),
         ci_text(vs, "×") if r.depth else "1",

@@ -84,7 +84,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
         parts.append(f"## {s.phase} ({s.kind})")
         parts.append("")
         if s.kind == "sweep":
-            parts.append(sweep_table(s, null="/aa-" in s.phase))
+            parts.append(sweep_table(s))
         elif s.kind in ("decode", "tune"):
             parts.append(decode_table(s, kind_of_label(h.draft) if h else ""))
         elif s.kind == "indexer":

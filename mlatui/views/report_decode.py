@@ -6,7 +6,7 @@ from typing import Any
 
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import PhaseSummary, SpeedupBound
+from mlatui.stream.events import PhaseSummary, SpeedupBound, arm_label
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
@@ -59,7 +59,18 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
             said = rejection_text(SpeedupBound(**b)) if b else "not measured"
             setting = Setting(r.get("draft_kind") or default_kind, r["depth"]).label
             rows.append(
-                [r["context"], r["arm"], setting, "not measured", said, "-", "-", "-", "–", "–"]
+                [
+                    r["context"],
+                    arm_label(r["arm"], summary.phase),
+                    setting,
+                    "not measured",
+                    said,
+                    "-",
+                    "-",
+                    "-",
+                    "–",
+                    "–",
+                ]
                 + [
                     _fmt(r.get("verify_ms_median")),
                     _check(r),
@@ -70,7 +81,7 @@ def decode_table(summary: PhaseSummary, default_kind: str = "") -> str:
         rows.append(
             [
                 r["context"],
-                r["arm"],
+                arm_label(r["arm"], summary.phase),
                 Setting(r.get("draft_kind") or default_kind, r["depth"]).label,
                 ci(r["tok_s"], r.get("tok_s_low"), r.get("tok_s_high"), 1),
                 ci(r.get("vs_plain"), r.get("vs_plain_low"), r.get("vs_plain_high"), unit="x")

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlatui.stream.events import ARMS, Event, PhaseSummary, PooledValidity, Validity
+from mlatui.stream.events import (
+    AA_TAG,
+    ARMS,
+    Event,
+    PhaseSummary,
+    PooledValidity,
+    Validity,
+    aa_variant,
+    arm_label,
+)
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
 from mlatui.views.mdtable import table as _table
 
 
-def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
+def sweep_table(summary: PhaseSummary) -> str:
     """Per context and width: each arm's step ms and the paired stock/patched ratio, medians over
-    rounds with 95% bootstrap CIs; then the marginal cost of the second query per arm."""
+    rounds with 95% bootstrap CIs; then the marginal cost of the second query per arm. An A/A
+    pass names its slots A and B (`arm_label`) and its ratio A/B."""
     med = {(r["context"], r["width"], r["arm"]): r for r in summary.rows}
     keys = sorted({(c, w) for c, w, _ in med})
     if keys and "ratio" not in next(iter(med.values())):
         return _legacy_sweep_table(summary)
-    a, b = ("A", "B") if null else ARMS
+    null = aa_variant(summary.phase) is not None
+    a, b = (arm_label(arm, summary.phase) for arm in ARMS)
     rows = []
     for c, w in keys:
         s, p = med.get((c, w, "stock")), med.get((c, w, "patched"))
@@ -43,7 +54,7 @@ def sweep_table(summary: PhaseSummary, null: bool = False) -> str:
             "L",
             f"{a} ms [95% CI]",
             f"{b} ms [95% CI]",
-            f"{a}/{b} paired [95% CI]",
+            "A/B paired [95% CI]" if null else f"{a}/{b} paired [95% CI]",
             f"{b} L / L=1 [95% CI]",
             "rounds",
             "drifting",
@@ -120,7 +131,7 @@ def null_bias_table(events: Sequence[Event]) -> str:
     from mlatui.stream.events import Estimate
 
     rows = []
-    finals = [e for e in events if isinstance(e, Estimate) and e.final and "/aa-" in e.phase]
+    finals = [e for e in events if isinstance(e, Estimate) and e.final and AA_TAG in e.phase]
     for e in finals:
         for r in e.rows:
             if r["quantity"] == "ratio":
@@ -183,12 +194,13 @@ def validity_table(events: Sequence[Event]) -> str:
     for p in pooled:
         rows.append(pooled_row(p, 4))
     tol = events_tolerance(events)
+    null = bool(rows) and all(aa_variant(str(r[0])) for r in rows)  # slots A, B: see the phase
     out = _table(
         [
             "phase",
             "context",
-            "stock L=1 ms",
-            "patched L=1 ms",
+            "A L=1 ms" if null else "stock L=1 ms",
+            "B L=1 ms" if null else "patched L=1 ms",
             "paired ratio [95% CI]",
             "diff",
             "rounds",

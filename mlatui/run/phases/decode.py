@@ -408,7 +408,11 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
         rows += context_rows
         checks.append(check)
     rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
-    verdict = tune_verdict(rows, TIE_PCT) if phase.kind == "tune" else decode_verdict(rows)
+    verdict = (
+        tune_verdict(rows, TIE_PCT, phase.name)
+        if phase.kind == "tune"
+        else decode_verdict(rows, phase.name)
+    )
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary

@@ -17,7 +17,7 @@ from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import LOOPING as LOOPING_TEXT
 from mlatui.measure.repetition import Repetition, looping_warning
-from mlatui.stream.events import ARMS
+from mlatui.stream.events import ARMS, arm_label
 
 
 class Guard(enum.StrEnum):
@@ -117,11 +117,14 @@ def _ci(median: float, low: float | None, high: float | None) -> str:
     return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
 
 
-def tune_verdict(rows: list[dict], tie_pct: float = 2.0) -> str:
+def tune_verdict(rows: list[dict], tie_pct: float = 2.0, phase: str = "") -> str:
+    """Per context and arm: the winning setting, or why none won. `phase` names the arms: in an
+    A/A pass both slots run one variant and are named A and B (`arm_label`)."""
     parts = []
     for context in sorted({r["context"] for r in rows}):
-        for arm in ARMS:
-            mine = [r for r in rows if r["context"] == context and r["arm"] == arm]
+        for slot in ARMS:
+            arm = arm_label(slot, phase)
+            mine = [r for r in rows if r["context"] == context and r["arm"] == slot]
             plain = next((r for r in mine if r["depth"] == 0), None)
             if plain is None:
                 continue
@@ -187,17 +190,18 @@ def _bound_note(spec: list[dict], rejected: list[Setting]) -> str:
     return f"{names} rejected by bound (at most {top:.2f}x)"
 
 
-def decode_verdict(rows: list[dict]) -> str:
+def decode_verdict(rows: list[dict], phase: str = "") -> str:
     parts = []
     for r in rows:
+        arm = arm_label(r["arm"], phase)
         if r["depth"] > 0 and r["valid"] and _rejected_by_bound(r):
             parts.append(
-                f"{r['arm']} @ {r['context']} {_name(_setting(r))}: rejected by bound (at most "
+                f"{arm} @ {r['context']} {_name(_setting(r))}: rejected by bound (at most "
                 f"{r['bound']['value']:.2f}x plain)"
             )
         elif r["depth"] > 0 and r["valid"] and not r.get("warnings"):
             parts.append(
-                f"{r['arm']} @ {r['context']} {_name(_setting(r))}: {r['tok_s']:.1f} tok/s "
+                f"{arm} @ {r['context']} {_name(_setting(r))}: {r['tok_s']:.1f} tok/s "
                 f"({_ci(r['vs_plain'], r.get('vs_plain_low'), r.get('vs_plain_high'))} plain)"
             )
     return "; ".join(parts)

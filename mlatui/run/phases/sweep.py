@@ -16,7 +16,7 @@ from mlatui.run.phases.base import (
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.spec import require_trimmable
-from mlatui.stream.events import PhaseSummary, Validity
+from mlatui.stream.events import ARMS, PhaseSummary, Validity, aa_variant, arm_label
 
 
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
@@ -35,7 +35,7 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
         rows += context_rows
         checks.append(check)
     rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
-    verdict = sweep_verdict(rows)
+    verdict = sweep_verdict(rows, phase.name)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
@@ -97,8 +97,9 @@ def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
     return rows
 
 
-def sweep_verdict(rows: list[dict]) -> str:
-    """The largest valid context's widest width: paired stock/patched with its CI."""
+def sweep_verdict(rows: list[dict], phase: str = "") -> str:
+    """The largest valid context's widest width: paired stock/patched with its CI (in an A/A
+    pass, the paired A/B: both slots ran one variant)."""
     valid = [r for r in rows if r["valid"]]
     if not valid:
         return "no valid context (the L = 1 check was invalid or inconclusive everywhere)"
@@ -109,7 +110,9 @@ def sweep_verdict(rows: list[dict]) -> str:
         return f"largest valid context {top}"
     w = max(widths)
     s, p = cell[(w, "stock")], cell[(w, "patched")]
+    a, b = (arm_label(arm, phase) for arm in ARMS)
+    pair = "A/B" if aa_variant(phase) else "stock/patched"
     return (
-        f"at context {top}, L = {w}: stock {s['median_ms']:.2f} ms vs patched {p['median_ms']:.2f} ms, "
-        f"paired stock/patched {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+        f"at context {top}, L = {w}: {a} {s['median_ms']:.2f} ms vs {b} {p['median_ms']:.2f} ms, "
+        f"paired {pair} {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
     )
