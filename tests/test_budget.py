@@ -64,11 +64,16 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     plan = fit_to_budget(phases, budget, _size)
     assert plan.fits and _size(plan.phases) == sizes[2]
     assert plan.phases != last
-    # the sweep's fourth context goes before its rounds (the L = 1 check needs them)
+    # the sweep's fourth context goes before its rounds (the L = 1 check needs them), and so
+    # do the tune's 16-token blocks (their length is not what the CIs are made of)
     assert plan.changes == (
         "an undecided L = 1 check adds at most 2 rounds",
         "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048",
-        "sweep: rounds per context 7 -> 5",
+        "tune: blocks of 16 -> 8 tokens",
+    )
+    notes = [note for _, note in steps]
+    assert notes.index("tune: blocks of 16 -> 8 tokens") < notes.index(
+        "sweep: rounds per context 7 -> 5"
     )
     assert not any("widths" in c for c in plan.changes)  # later cuts are not made
     assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
@@ -132,6 +137,9 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     assert planned["sweep"] == starts["sweep"]
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, PhaseStart))
     assert events.index(plan) < first_phase
+    # the sweep overran the 1 s, but the first plan was already the smallest: a re-plan before
+    # the tune finds nothing left to cut, and says nothing (no reduction is said twice)
+    assert not any("spent after" in e.message for e in events if isinstance(e, LogMessage))
     events = []
     run(
         RunConfig(
@@ -193,7 +201,7 @@ def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
     # what the reductions before this change reached: far over (the 4.4 GFLOP/s run took 721 s)
     steps = list(reductions(phases, KINDS))
     before, note = steps[4]  # the last of the reductions before the slow-device ones
-    assert note == "tune: blocks of 16 -> 8 tokens" and costs.forecast_s(before) > 200
+    assert note == "sweep: rounds per context 7 -> 4" and costs.forecast_s(before) > 200
     plan = fit_to_budget(phases, 90.0, costs.forecast_s, KINDS)
     assert plan.fits, plan.describe()
     sweep = next(p for p in plan.phases if p.kind == "sweep")
@@ -268,3 +276,63 @@ def test_a_sweep_width_cut_stays_cut_in_every_later_plan():
     for plan, note in steps[cut:]:
         widths = next(p for p in plan if p.kind == "sweep").widths
         assert set(widths) <= {1, 2, 3}, (note, widths)
+
+
+def test_the_phases_left_are_planned_again_on_what_the_device_did():
+    """The probe saw a fast device; then the host slowed down threefold during the sweep. The
+    tune, planned on the probe, no longer fits what is left: the watch, fed the sweep's steps,
+    scales it down and says so; on the probe's costs alone it would have run as planned."""
+    from mlatui.run.budget_probe import BudgetWatch
+    from mlatui.stream.events import Step
+
+    fast = RunProgress()
+    fast.draft_kinds = KINDS
+    for w in (1, 2, 3, 4):
+        fast.costs.add_step("stock", 2048, w, 31.0 if w == 1 else 31.0 + 100.0 * (w - 1))
+        fast.costs.add_step("patched", 2048, w, 31.0 + 6.0 * (w - 1))
+    fast.prefill = [(2048, 2.0)]
+    tune = tuple(p for p in _phases() if p.kind == "tune")
+    need_s = fast.forecast_s(tune)
+    budget_s = 60.0 + need_s * 1.2 * 1.15  # the tune fits in what is left, with room
+    watch = BudgetWatch(budget_s, fast, KINDS)
+    same, said = watch.refit(tune, 60.0, "sweep")
+    assert same == tune and said == ""
+    slow = watch.tee(lambda e: None)
+    for rnd in range(6):  # the sweep's steps as they were emitted: three times the probe's
+        for w in (1, 2, 3, 4):
+            for arm, ms in (("stock", 93.0 + 300.0 * (w - 1)), ("patched", 93.0 + 18.0 * (w - 1))):
+                slow(Step(50.0 + rnd, "sweep", arm, 2048, w, rnd, ms, 1, 0))
+    cut, said = watch.refit(tune, 60.0, "sweep")
+    assert cut != tune and said.startswith(f"budget {budget_s:.0f} s: 60 s spent after sweep")
+    assert "tune: blocks of 16 -> 8 tokens" in said
+    assert fast.forecast_s(cut) < fast.forecast_s(tune)
+
+
+def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatch):
+    """Before every phase after the first, the engine asks the watch, with the time spent and
+    the phase just run, logs what it says and runs the phases it returns."""
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run import budget_probe
+    from mlatui.run.engine import run
+    from mlatui.stream.events import LogMessage, PhaseStart
+
+    asked = []
+
+    def refit(self, rest, now_s, after):
+        asked.append((tuple(p.name for p in rest), now_s, after))
+        return tuple(replace(p, tokens=5) for p in rest), "budget 9 s: the rest was cut (test)"
+
+    monkeypatch.setattr(budget_probe.BudgetWatch, "refit", refit)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
+    events = []
+    config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
+    assert run(config, events.append) == "completed"
+    assert len(asked) == 1 and asked[0][0] == ("tune",) and asked[0][2] == "sweep"
+    sweep_end = next(e.t for e in events if e.type == "phase_summary" and e.phase == "sweep")
+    assert asked[0][1] >= sweep_end
+    said = next(e for e in events if isinstance(e, LogMessage) and "(test)" in e.message)
+    tune = next(e for e in events if isinstance(e, PhaseStart) and e.phase == "tune")
+    assert said.level == "warning" and events.index(said) < events.index(tune)
+    assert {seg["tokens"] for seg in tune.plan if seg["tokens"]} == {5}

@@ -15,8 +15,10 @@ while the forecast is over budget):
    stock arm's marginal cost growing with context), keeping those a tune takes its verify steps
    from (`verify_from`): before its rounds, which the L = 1 check needs (on a noisy 2-core VM,
    4 rounds per context left the check undecided in all 3 default runs, 7 rounds in none of 2);
-5. the sweep's rounds go down to 5, then 4;
-6. decode blocks of 8 tokens instead of 16 or more;
+5. decode blocks of 8 tokens instead of 16 or more (a block's length changes how many verify
+   steps it holds, not the rounds the CIs and the L = 1 check are made of);
+6. the sweep's rounds go down to 5, then 4 (session 13: cut before the blocks, 4 rounds left a
+   100 s launch at 63 s with every L = 1 check undecided);
 7. the sweep drops its largest contexts down to two (two still show it growing), again keeping
    a tune's;
 8. the sweep measures L = 1 and 2 only (the key figure's widths), and the widths a tune taking
@@ -138,17 +140,17 @@ def reductions(
     for plan, note in _fewer_sweep_contexts(current, phases, MIN_SWEEP_CONTEXTS):
         current = plan
         yield current, note
+    for i, p in enumerate(current):
+        if p.kind in ("tune", "decode") and p.tokens > MIN_BLOCK_TOKENS:
+            q = replace(p, tokens=MIN_BLOCK_TOKENS)
+            current = (*current[:i], q, *current[i + 1 :])
+            yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
     for reps in (5, MIN_SWEEP_REPS):
         for i, p in enumerate(current):
             if p.kind == "sweep" and p.reps > reps:
                 q = replace(p, reps=reps, max_rounds=reps + EXTRA_ROUNDS)
                 current = (*current[:i], q, *current[i + 1 :])
                 yield current, f"{p.name}: rounds per context {phases[i].reps} -> {reps}"
-    for i, p in enumerate(current):
-        if p.kind in ("tune", "decode") and p.tokens > MIN_BLOCK_TOKENS:
-            q = replace(p, tokens=MIN_BLOCK_TOKENS)
-            current = (*current[:i], q, *current[i + 1 :])
-            yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
     yield from _slow_device(current, kinds, phases)
 
 
@@ -321,6 +323,8 @@ def fit_to_budget(
     changes: list[str] = []
     chosen, predicted = phases, full
     for plan, note in reductions(phases, kinds):
+        if plan == chosen:  # already so (a re-plan of phases an earlier plan cut): not a change
+            continue
         key = note.split(" -> ")[0]
         changes = [c for c in changes if c.split(" -> ")[0] != key] + [note]
         chosen, predicted = plan, forecast_s(plan)

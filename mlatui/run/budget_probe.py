@@ -3,14 +3,16 @@ then `mlatui.run.budget` picks the plan; the choice is logged and recorded befor
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import partial
 
-from mlatui.config.scenario import Scenario
+from mlatui.config.scenario import Phase, Scenario
 from mlatui.run.budget import fit_to_budget
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
-from mlatui.stream.events import ARMS, BudgetPlanned, LogMessage
+from mlatui.stream.events import ARMS, BudgetPlanned, Event, LogMessage
 from mlatui.views.progress import RunProgress
 
 PROBE_REPS = 2
@@ -101,8 +103,11 @@ def probe(
     return costs, tuple(lengths)
 
 
-def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenario:
-    """Probe, plan, say what was scaled down; return the scenario with the phases to run."""
+def apply_budget(
+    ctx: RunContext, scenario: Scenario, budget_s: float
+) -> tuple[Scenario, BudgetWatch]:
+    """Probe, plan, say what was scaled down; return the scenario with the phases to run, and
+    the watch that re-plans the phases not yet run at each phase boundary."""
     start = time.perf_counter()
     costs, lengths = probe(ctx, scenario, budget_s)
     probe_s = time.perf_counter() - start
@@ -126,4 +131,51 @@ def apply_budget(ctx: RunContext, scenario: Scenario, budget_s: float) -> Scenar
     )
     level = "warning" if plan.scaled else "info"
     ctx.emit(LogMessage(ctx.now(), level, plan.describe()))
-    return replace(scenario, phases=plan.phases)
+    watch = BudgetWatch(budget_s, costs, ctx.draft_kinds, ctx.settle)
+    return replace(scenario, phases=plan.phases), watch
+
+
+@dataclass
+class BudgetWatch:
+    """The budget after its first plan. The probe runs for seconds; the host may slow down
+    minutes later (session 12: the L = 1 step at 2K went from 31 to 51 ms, and a setting the
+    plan expected to be rejected by bound ran its blocks: 178 s on a 100 s budget). So every
+    timed event of the run is folded into the probe's cost table, and before each later phase
+    the phases still to run are forecast again on what this device did, and scaled down by the
+    same reductions if they no longer fit in what is left."""
+
+    budget_s: float
+    costs: RunProgress
+    kinds: tuple[str, ...]
+    settle: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def tee(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        def both(e: Event) -> None:
+            with self._lock:  # the arms' threads emit too
+                self.costs.apply(e)
+            emit(e)
+
+        return both
+
+    def refit(
+        self, rest: tuple[Phase, ...], now_s: float, after: str
+    ) -> tuple[tuple[Phase, ...], str]:
+        """The phases still to run, scaled down when their forecast no longer fits what is left
+        of the budget, and what to say ("" when they fit as planned)."""
+
+        def forecast(phases: tuple[Phase, ...]) -> float:
+            with self._lock:
+                return self.costs.forecast_s(phases, settle=self.settle)
+
+        left_s = max(1.0, (self.budget_s - now_s) / FORECAST_MARGIN)
+        plan = fit_to_budget(rest, left_s, forecast, self.kinds)
+        if not plan.changes:
+            return rest, ""
+        verdict = "fits" if plan.fits else "still over: this device is slow now"
+        said = (
+            f"budget {self.budget_s:.0f} s: {now_s:.0f} s spent after {after}; on the costs "
+            f"this run measured, the rest would take ~{plan.full_s:.0f} s, so it was scaled "
+            f"down to ~{plan.predicted_s:.0f} s ({verdict}): " + "; ".join(plan.changes)
+        )
+        return plan.phases, said

@@ -224,19 +224,28 @@ def run(
                 lockstep=dist.lockstep,
             )
             budget_s = scenario.budget_s if config.budget_s is None else config.budget_s
+            watch = None
             if n == 0 and budget_s > 0 and not null:
                 from mlatui.run.budget_probe import apply_budget
 
-                scenario = apply_budget(ctx, scenario, budget_s)
+                scenario, watch = apply_budget(ctx, scenario, budget_s)
+                ctx.emit = watch.tee(ctx.emit)
             elif n == 0 and budget_s > 0:
                 emit(LogMessage(now(), "info", NULL_BUDGET_NOTICE.format(budget_s)))
             tag = pass_name(variants, null)
-            for i, phase in enumerate(scenario.phases):
+            phases = scenario.phases
+            for i in range(len(phases)):
+                if watch is not None and i > 0:
+                    rest, said = watch.refit(phases[i:], now(), phases[i - 1].name)
+                    if said:
+                        emit(LogMessage(now(), "warning", said))
+                        phases = (*phases[:i], *rest)
+                phase = phases[i]
                 if tag:  # a tune reads the verify steps of its own pass's sweep
                     source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
                     phase = replace(phase, name=f"{phase.name}/{tag}", verify_from=source)
                 _phase_runner(phase.kind)(
-                    ctx, phase, i + n * len(scenario.phases), len(scenario.phases) * len(passes)
+                    ctx, phase, i + n * len(phases), len(phases) * len(passes)
                 )
             for w in workers_all:
                 w.close()
