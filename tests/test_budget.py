@@ -45,6 +45,7 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     # the smallest plan still has the story: two contexts of the key figure's widths
     assert sweep.contexts == (512, 1024) and sweep.widths == (1, 2)
     assert sweep.reps == 4 and tune.tokens == 8 and tune.depths == (1,)
+    assert _phases()[1].reps == 8 and tune.reps == 4  # the tune's rounds: 8 as written, 4 at least
     # the tune at the sweep's smallest context, its verify steps the sweep's rounds there
     assert tune.contexts == (512,) and tune.verify_from == "sweep"
     # until the tune moves there, the sweep keeps the context the tune reads its verify steps
@@ -200,8 +201,8 @@ def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
     phases = _phases()
     # what the reductions before this change reached: far over (the 4.4 GFLOP/s run took 721 s)
     steps = list(reductions(phases, KINDS))
-    before, note = steps[4]  # the last of the reductions before the slow-device ones
-    assert note == "sweep: rounds per context 7 -> 4" and costs.forecast_s(before) > 200
+    before, note = steps[6]  # the last of the reductions before the slow-device ones
+    assert note == "tune: rounds of blocks 8 -> 4" and costs.forecast_s(before) > 200
     plan = fit_to_budget(phases, 90.0, costs.forecast_s, KINDS)
     assert plan.fits, plan.describe()
     sweep = next(p for p in plan.phases if p.kind == "sweep")

@@ -17,8 +17,9 @@ while the forecast is over budget):
    4 rounds per context left the check undecided in all 3 default runs, 7 rounds in none of 2);
 5. decode blocks of 8 tokens instead of 16 or more (a block's length changes how many verify
    steps it holds, not the rounds the CIs and the L = 1 check are made of);
-6. the sweep's rounds go down to 5, then 4 (session 13: cut before the blocks, 4 rounds left a
-   100 s launch at 63 s with every L = 1 check undecided);
+6. the sweep's rounds go down to 5 and the tune's rounds of blocks to 6, then both to 4
+   (session 13: sweep rounds cut before the blocks, 4 rounds left a 100 s launch at 63 s with
+   every L = 1 check undecided; a tune's speedup CI over 4 rounds spans most of their range);
 7. the sweep drops its largest contexts down to two (two still show it growing), again keeping
    a tune's;
 8. the sweep measures L = 1 and 2 only (the key figure's widths), and the widths a tune taking
@@ -51,6 +52,7 @@ MIN_SWEEP_CONTEXTS = 3
 LAST_SWEEP_CONTEXTS = 2  # the fewest that still show the marginal cost growing with context
 KEY_WIDTHS = (1, 2)  # the key figure: L = 2 - L = 1
 MIN_SWEEP_REPS = 4
+MIN_TUNE_REPS = 4
 MIN_BLOCK_TOKENS = 8
 MIN_VERIFY_ROUNDS = 4
 EXTRA_ROUNDS = 2
@@ -145,12 +147,15 @@ def reductions(
             q = replace(p, tokens=MIN_BLOCK_TOKENS)
             current = (*current[:i], q, *current[i + 1 :])
             yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
-    for reps in (5, MIN_SWEEP_REPS):
+    for sweep_reps, tune_reps in ((5, 6), (MIN_SWEEP_REPS, MIN_TUNE_REPS)):
         for i, p in enumerate(current):
-            if p.kind == "sweep" and p.reps > reps:
-                q = replace(p, reps=reps, max_rounds=reps + EXTRA_ROUNDS)
+            if p.kind == "sweep" and p.reps > sweep_reps:
+                q = replace(p, reps=sweep_reps, max_rounds=sweep_reps + EXTRA_ROUNDS)
                 current = (*current[:i], q, *current[i + 1 :])
-                yield current, f"{p.name}: rounds per context {phases[i].reps} -> {reps}"
+                yield current, f"{p.name}: rounds per context {phases[i].reps} -> {sweep_reps}"
+            elif p.kind == "tune" and p.reps > tune_reps:
+                current = (*current[:i], replace(p, reps=tune_reps), *current[i + 1 :])
+                yield current, f"{p.name}: rounds of blocks {phases[i].reps} -> {tune_reps}"
     yield from _slow_device(current, kinds, phases)
 
 
