@@ -282,9 +282,9 @@ def test_a_sweep_width_cut_stays_cut_in_every_later_plan():
 def test_the_phases_left_are_planned_again_on_what_the_device_did():
     """The probe saw a fast device; then the host slowed down threefold during the sweep. The
     tune, planned on the probe, no longer fits what is left: the watch, fed the sweep's steps,
-    scales it down and says so; on the probe's costs alone it would have run as planned."""
+    scales it down; on the probe's costs alone it would have run as planned."""
     from mlatui.run.budget_probe import BudgetWatch
-    from mlatui.stream.events import Step
+    from mlatui.stream.events import BudgetPlanned, Step
 
     fast = RunProgress()
     fast.draft_kinds = KINDS
@@ -295,33 +295,46 @@ def test_the_phases_left_are_planned_again_on_what_the_device_did():
     tune = tuple(p for p in _phases() if p.kind == "tune")
     need_s = fast.forecast_s(tune)
     budget_s = 60.0 + need_s * 1.2 * 1.15  # the tune fits in what is left, with room
-    watch = BudgetWatch(budget_s, fast, KINDS)
-    same, said = watch.refit(tune, 60.0, "sweep")
-    assert same == tune and said == ""
+    first = BudgetPlanned(0.0, budget_s, 0.0, 0.0, (), (), (2048,), 1.0)
+    watch = BudgetWatch(first, fast, KINDS)
+    assert watch.refit(tune, 60.0) is None
     slow = watch.tee(lambda e: None)
     for rnd in range(6):  # the sweep's steps as they were emitted: three times the probe's
         for w in (1, 2, 3, 4):
             for arm, ms in (("stock", 93.0 + 300.0 * (w - 1)), ("patched", 93.0 + 18.0 * (w - 1))):
                 slow(Step(50.0 + rnd, "sweep", arm, 2048, w, rnd, ms, 1, 0))
-    cut, said = watch.refit(tune, 60.0, "sweep")
-    assert cut != tune and said.startswith(f"budget {budget_s:.0f} s: 60 s spent after sweep")
-    assert "tune: blocks of 16 -> 8 tokens" in said
-    assert fast.forecast_s(cut) < fast.forecast_s(tune)
+    plan = watch.refit(tune, 60.0)
+    assert plan is not None and plan.full_s > need_s * 1.2  # the slow-down, seen
+    assert "tune: blocks of 16 -> 8 tokens" in plan.changes
+    assert plan.phases[0].tokens == 8 and plan.phases[0].contexts == tune[0].contexts
+    # under mlx.launch rank 0 decides: a rank whose own forecast wants every cut (no costs:
+    # inf) takes only rank 0's
+    others = BudgetWatch(first, RunProgress(), KINDS)
+
+    def rank0(wants: list[bool]) -> list[bool]:
+        return [i < plan.steps for i in range(len(wants))]
+
+    theirs = others.refit(tune, 60.0, rank0)
+    assert theirs is not None and theirs.phases == plan.phases and theirs.changes == plan.changes
+    assert others.refit(tune, 60.0, lambda wants: [False] * len(wants)) is None  # rank 0: fits
 
 
 def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatch):
-    """Before every phase after the first, the engine asks the watch, with the time spent and
-    the phase just run, logs what it says and runs the phases it returns."""
+    """Before every phase after the first, the engine asks the watch with the phases left and
+    the time spent; what it cuts is said in the log and in a second BudgetPlanned (the whole
+    run's phases, both plans' changes), and the cut phases are the ones that run."""
     from mlatui.config.runconfig import RunConfig
     from mlatui.run import budget_probe
+    from mlatui.run.budget import BudgetPlan
     from mlatui.run.engine import run
-    from mlatui.stream.events import LogMessage, PhaseStart
+    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
 
     asked = []
 
-    def refit(self, rest, now_s, after):
-        asked.append((tuple(p.name for p in rest), now_s, after))
-        return tuple(replace(p, tokens=5) for p in rest), "budget 9 s: the rest was cut (test)"
+    def refit(self, rest, now_s, decide=list):
+        asked.append((tuple(p.name for p in rest), now_s))
+        cut = tuple(replace(p, tokens=5) for p in rest)
+        return BudgetPlan(self.budget_s, 9.0, 4.0, cut, ("tune: blocks of 12 -> 5 tokens",), 1)
 
     monkeypatch.setattr(budget_probe.BudgetWatch, "refit", refit)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
@@ -330,10 +343,32 @@ def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatc
     events = []
     config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
     assert run(config, events.append) == "completed"
-    assert len(asked) == 1 and asked[0][0] == ("tune",) and asked[0][2] == "sweep"
+    assert len(asked) == 1 and asked[0][0] == ("tune",)
     sweep_end = next(e.t for e in events if e.type == "phase_summary" and e.phase == "sweep")
     assert asked[0][1] >= sweep_end
-    said = next(e for e in events if isinstance(e, LogMessage) and "(test)" in e.message)
+    said = next(e for e in events if isinstance(e, LogMessage) and "spent after sweep" in e.message)
+    assert said.level == "warning" and "tune: blocks of 12 -> 5 tokens" in said.message
+    plans = [e for e in events if isinstance(e, BudgetPlanned)]
+    assert len(plans) == 2 and plans[1].changes == ("tune: blocks of 12 -> 5 tokens",)
+    assert [p["name"] for p in plans[1].phases] == ["sweep", "tune"]
+    assert plans[1].phases[0] == plans[0].phases[0]  # the sweep that ran, as it ran
     tune = next(e for e in events if isinstance(e, PhaseStart) and e.phase == "tune")
-    assert said.level == "warning" and events.index(said) < events.index(tune)
+    assert events.index(said) < events.index(tune) and events.index(plans[1]) < events.index(tune)
     assert {seg["tokens"] for seg in tune.plan if seg["tokens"]} == {5}
+
+
+def test_a_re_plan_never_raises_a_cap_an_earlier_plan_cut():
+    """The first reduction caps the extra rounds of undecided checks; run again on phases a
+    plan already cut (the tune's verify rounds at 4, at most 6), it must leave them so."""
+    tune = replace(
+        next(p for p in _phases() if p.kind == "tune"),
+        verify_from="",
+        contexts=(4096,),
+        verify_rounds=4,
+        max_rounds=6,
+    )
+    first, _ = next(iter(reductions((tune,))))
+    assert first[0].max_rounds == 6
+    plan = fit_to_budget((tune,), 0.0, lambda phases: float("inf"))
+    assert all(p.max_rounds <= 6 for p in plan.phases)
+    assert not any("adds at most" in c for c in plan.changes)

@@ -14,9 +14,9 @@ from mlatui.views.progress_view import loading_text, progress_text
 
 ROOT = Path(__file__).parent.parent
 # the full default run the ETA was last tuned on (session 9's demo: 78 s, its L = 1 checks
-# mostly decided early); the shipped demo (scenarios/demo.jsonl) is a noisier full run, below
+# mostly decided early); session 11's shipped demo, kept in docs/data, is a noisier full run, below
 QUIET_RUN = ROOT / "docs" / "data" / "issue16" / "demo-session9-78s.jsonl"
-DEMO = ROOT / "scenarios" / "demo.jsonl"
+DEMO = ROOT / "docs" / "data" / "issue16" / "demo-session11-noisy.jsonl"
 
 
 def _events(path: Path) -> list:
@@ -190,7 +190,7 @@ async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path
 
 
 def test_on_the_shipped_noisier_run_the_eta_range_holds_the_truth():
-    """The shipped demo's L = 1 checks stayed undecided to their 22-round caps at every context,
+    """Session 11's shipped demo's L = 1 checks stayed undecided to their 22-round caps at every context,
     so its plan grew to 1840 steps (sweep 185 s, the quiet run's 45 s): at half the planned
     steps the mid estimate was 38% low (the quiet run's was within 30%), but the range it showed
     held what was left, and the screen said the plan could still grow."""

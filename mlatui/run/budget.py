@@ -65,6 +65,7 @@ class BudgetPlan:
     predicted_s: float  # the forecast of the phases chosen
     phases: tuple[Phase, ...]
     changes: tuple[str, ...]
+    steps: int = 0  # how many of `reductions` were taken (`plan_after` replays them)
 
     @property
     def fits(self) -> bool:
@@ -94,12 +95,13 @@ def _span(contexts: tuple[int, ...]) -> str:
 
 
 def _cap_rounds(phases: tuple[Phase, ...]) -> tuple[tuple[Phase, ...], str]:
+    """Never raises a cap already lower (a scenario's own, or an earlier plan's: a re-plan
+    starts from phases that plan cut)."""
     out = []
     for p in phases:
-        if p.kind == "sweep":
-            out.append(replace(p, max_rounds=p.reps + EXTRA_ROUNDS))
-        elif p.kind in ("tune", "decode"):
-            out.append(replace(p, max_rounds=VERIFY_MIN_ROUNDS + EXTRA_ROUNDS))
+        if p.kind in ("sweep", "tune", "decode"):
+            cap = p.reps + EXTRA_ROUNDS if p.kind == "sweep" else VERIFY_MIN_ROUNDS + EXTRA_ROUNDS
+            out.append(replace(p, max_rounds=min(p.max_rounds or cap, cap)))
         else:
             out.append(p)
     return tuple(out), f"an undecided L = 1 check adds at most {EXTRA_ROUNDS} rounds"
@@ -309,6 +311,40 @@ def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:
     return sorted({d for k in (kinds or ("",)) for d in p.depths_for(k)})
 
 
+def _walk(
+    phases: tuple[Phase, ...], kinds: Sequence[str]
+) -> Iterator[tuple[tuple[Phase, ...], tuple[str, ...]]]:
+    """After each of `reductions`: the plan and the changes said so far. A change that replaces
+    an earlier one of the same phase and kind (two context cuts) is said once, as the final
+    state; a reduction that changes nothing (already so) is not said."""
+    changes: list[str] = []
+    chosen = phases
+    for plan, note in reductions(phases, kinds):
+        if plan != chosen:
+            key = note.split(" -> ")[0]
+            changes = [c for c in changes if c.split(" -> ")[0] != key] + [note]
+            chosen = plan
+        yield chosen, tuple(changes)
+
+
+def reduction_count(phases: tuple[Phase, ...], kinds: Sequence[str] = ()) -> int:
+    return sum(1 for _ in _walk(phases, kinds))
+
+
+def plan_after(
+    phases: tuple[Phase, ...], kinds: Sequence[str], steps: int
+) -> tuple[tuple[Phase, ...], tuple[str, ...]]:
+    """The plan after the first `steps` reductions, and its changes: what another rank chose
+    (the walk is pure, so every rank replays the same plan from the same count)."""
+    chosen: tuple[Phase, ...] = phases
+    changes: tuple[str, ...] = ()
+    for i, (plan, said) in enumerate(_walk(phases, kinds), start=1):
+        if i > steps:
+            break
+        chosen, changes = plan, said
+    return chosen, changes
+
+
 def fit_to_budget(
     phases: tuple[Phase, ...],
     budget_s: float,
@@ -317,22 +353,16 @@ def fit_to_budget(
     high_s: Callable[[tuple[Phase, ...]], float] | None = None,
 ) -> BudgetPlan:
     """The first plan in `reductions` order whose forecast fits `budget_s` (the phases as
-    written if they fit; the smallest plan if none does). Changes that replace an earlier one of
-    the same phase and kind (e.g. two context cuts) are reported once, as the final state.
+    written if they fit; the smallest plan if none does), with its changes (`_walk`).
     `high_s`: the forecast's high end; the phases as written are kept only if it fits too, as
     their undecided L = 1 checks may triple a context's rounds (a 100 s budget ran 142 s: its
     forecast, 86 s, expected the share of extra rounds the earlier contexts needed)."""
     full = forecast_s(phases)
     if full <= budget_s and (high_s is None or high_s(phases) <= budget_s):
         return BudgetPlan(budget_s, full, full, phases, ())
-    changes: list[str] = []
-    chosen, predicted = phases, full
-    for plan, note in reductions(phases, kinds):
-        if plan == chosen:  # already so (a re-plan of phases an earlier plan cut): not a change
-            continue
-        key = note.split(" -> ")[0]
-        changes = [c for c in changes if c.split(" -> ")[0] != key] + [note]
-        chosen, predicted = plan, forecast_s(plan)
-        if predicted <= budget_s:
+    best = BudgetPlan(budget_s, full, full, phases, ())
+    for steps, (plan, changes) in enumerate(_walk(phases, kinds), start=1):
+        best = BudgetPlan(budget_s, full, forecast_s(plan), plan, changes, steps)
+        if best.fits:
             break
-    return BudgetPlan(budget_s, full, predicted, chosen, tuple(changes))
+    return best

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
 from mlatui.config.scenario import Phase, Scenario
-from mlatui.run.budget import fit_to_budget
+from mlatui.run.budget import BudgetPlan, fit_to_budget, plan_after, reduction_count
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, BudgetPlanned, Event, LogMessage
 from mlatui.views.progress import RunProgress
@@ -72,7 +72,11 @@ def probe(
         ctx.check_stop()
         if lengths and budget_s > 0:
             guess_s = last_s * context / lengths[-1]
-            if spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s:
+            # rank 0's timing decides for every rank: ranks must probe the same lengths
+            (too_long,) = ctx.leader_decides_each(
+                [spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s]
+            )
+            if too_long:
                 ctx.emit(
                     LogMessage(
                         ctx.now(),
@@ -103,6 +107,26 @@ def probe(
     return costs, tuple(lengths)
 
 
+def agreed(
+    decide: Callable[[list[bool]], list[bool]],
+    phases: tuple[Phase, ...],
+    plan: BudgetPlan,
+    kinds: Sequence[str],
+    forecast_s: Callable[[tuple[Phase, ...]], float],
+) -> BudgetPlan:
+    """Rank 0's plan on every rank: each rank forecast on its own timings, so near a threshold
+    two ranks could choose different plans and issue different collectives. Rank 0's count of
+    reductions is shared (`decide`: rank 0's yes/no per item) and replayed (`plan_after`)."""
+    n = reduction_count(phases, kinds)
+    steps = sum(decide([i < plan.steps for i in range(n)]))
+    if steps == plan.steps:
+        return plan
+    chosen, changes = plan_after(phases, kinds, steps)
+    return replace(
+        plan, phases=chosen, changes=changes, steps=steps, predicted_s=forecast_s(chosen)
+    )
+
+
 def apply_budget(
     ctx: RunContext, scenario: Scenario, budget_s: float
 ) -> tuple[Scenario, BudgetWatch]:
@@ -114,24 +138,24 @@ def apply_budget(
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
     high = partial(costs.forecast_s, high=True)
     plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds, high)
+    plan = agreed(ctx.leader_decides_each, scenario.phases, plan, ctx.draft_kinds, costs.forecast_s)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()
     plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)
-    ctx.emit(
-        BudgetPlanned(
-            ctx.now(),
-            budget_s,
-            plan.full_s,
-            plan.predicted_s,
-            plan.changes,
-            tuple(p.to_dict() for p in plan.phases),
-            lengths,
-            probe_s,
-        )
+    first = BudgetPlanned(
+        ctx.now(),
+        budget_s,
+        plan.full_s,
+        plan.predicted_s,
+        plan.changes,
+        tuple(p.to_dict() for p in plan.phases),
+        lengths,
+        probe_s,
     )
+    ctx.emit(first)
     level = "warning" if plan.scaled else "info"
     ctx.emit(LogMessage(ctx.now(), level, plan.describe()))
-    watch = BudgetWatch(budget_s, costs, ctx.draft_kinds, ctx.settle)
+    watch = BudgetWatch(first, costs, ctx.draft_kinds, ctx.settle)
     return replace(scenario, phases=plan.phases), watch
 
 
@@ -142,40 +166,75 @@ class BudgetWatch:
     plan expected to be rejected by bound ran its blocks: 178 s on a 100 s budget). So every
     timed event of the run is folded into the probe's cost table, and before each later phase
     the phases still to run are forecast again on what this device did, and scaled down by the
-    same reductions if they no longer fit in what is left."""
+    same reductions if they no longer fit in what is left (phases that ran are not touched)."""
 
-    budget_s: float
+    planned: BudgetPlanned  # the latest plan: the first, or a re-plan's
     costs: RunProgress
     kinds: tuple[str, ...]
     settle: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def budget_s(self) -> float:
+        return self.planned.budget_s
+
     def tee(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
         def both(e: Event) -> None:
             with self._lock:  # the arms' threads emit too
-                self.costs.apply(e)
+                try:
+                    self.costs.apply(e)
+                except Exception:  # noqa: BLE001 - a forecast's fold must never cost an event
+                    pass
             emit(e)
 
         return both
 
+    def forecast_s(self, phases: tuple[Phase, ...]) -> float:
+        with self._lock:
+            return self.costs.forecast_s(phases, settle=self.settle)
+
     def refit(
-        self, rest: tuple[Phase, ...], now_s: float, after: str
-    ) -> tuple[tuple[Phase, ...], str]:
-        """The phases still to run, scaled down when their forecast no longer fits what is left
-        of the budget, and what to say ("" when they fit as planned)."""
-
-        def forecast(phases: tuple[Phase, ...]) -> float:
-            with self._lock:
-                return self.costs.forecast_s(phases, settle=self.settle)
-
+        self,
+        rest: tuple[Phase, ...],
+        now_s: float,
+        decide: Callable[[list[bool]], list[bool]] = list,
+    ) -> BudgetPlan | None:
+        """The phases still to run scaled down, when their forecast no longer fits what is left
+        of the budget; None when they fit as planned (or nothing is left to cut)."""
         left_s = max(1.0, (self.budget_s - now_s) / FORECAST_MARGIN)
-        plan = fit_to_budget(rest, left_s, forecast, self.kinds)
-        if not plan.changes:
-            return rest, ""
-        verdict = "fits" if plan.fits else "still over: this device is slow now"
-        said = (
-            f"budget {self.budget_s:.0f} s: {now_s:.0f} s spent after {after}; on the costs "
-            f"this run measured, the rest would take ~{plan.full_s:.0f} s, so it was scaled "
-            f"down to ~{plan.predicted_s:.0f} s ({verdict}): " + "; ".join(plan.changes)
+        plan = fit_to_budget(rest, left_s, self.forecast_s, self.kinds)
+        plan = agreed(decide, rest, plan, self.kinds, self.forecast_s)
+        return plan if plan.changes else None
+
+    def replan(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
+        """Before phase `i`: the phases with those from `i` on re-planned, said in the log and
+        in a new `BudgetPlanned` (the whole run's phases, the changes of both plans)."""
+        now_s = ctx.now()
+        plan = self.refit(phases[i:], now_s, ctx.leader_decides_each)
+        if plan is None:
+            return phases
+        out = (*phases[:i], *plan.phases)
+        verdict = (
+            "fits" if plan.predicted_s <= plan.budget_s else "still over: this device is slow now"
         )
-        return plan.phases, said
+        ctx.emit(
+            LogMessage(
+                now_s,
+                "warning",
+                f"budget {self.budget_s:.0f} s: {now_s:.0f} s spent after {phases[i - 1].name}; "
+                f"on the costs this run measured, the rest would take ~{plan.full_s:.0f} s, so "
+                f"it was scaled down to ~{plan.predicted_s:.0f} s ({verdict}): "
+                + "; ".join(plan.changes),
+            )
+        )
+        keys = {c.split(" -> ")[0] for c in plan.changes}
+        before = [c for c in self.planned.changes if c.split(" -> ")[0] not in keys]
+        self.planned = replace(
+            self.planned,
+            t=now_s,
+            predicted_s=now_s + plan.predicted_s,
+            changes=(*before, *plan.changes),
+            phases=tuple(p.to_dict() for p in out),
+        )
+        ctx.emit(self.planned)
+        return out

@@ -236,10 +236,7 @@ def run(
             phases = scenario.phases
             for i in range(len(phases)):
                 if watch is not None and i > 0:
-                    rest, said = watch.refit(phases[i:], now(), phases[i - 1].name)
-                    if said:
-                        emit(LogMessage(now(), "warning", said))
-                        phases = (*phases[:i], *rest)
+                    phases = watch.replan(ctx, phases, i)
                 phase = phases[i]
                 if tag:  # a tune reads the verify steps of its own pass's sweep
                     source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
