@@ -351,6 +351,8 @@ async def test_an_aa_run_names_its_arms_by_what_ran(tmp_path):
         row = next(line for line in head if line.startswith("phase"))
         assert "L=1 A" in row and "stock" not in row and "patch" not in row
         assert any(line.startswith("sw·st") for line in head)
+        log = pane_text(app, "log")
+        assert "B (stock): " in log and "A (stock): " in log and "patched: " not in log
     plain = MlatuiApp(ReplaySource(FIXTURE, speed=1024.0), ui_hz=20, out_dir=tmp_path)
     async with plain.run_test(size=(160, 50)) as pilot:
         await until(pilot, lambda: plain._done)

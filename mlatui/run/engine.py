@@ -224,19 +224,19 @@ def run(
                 lockstep=dist.lockstep,
             )
             budget_s = scenario.budget_s if config.budget_s is None else config.budget_s
-            watch = None
+            replanner = None
             if n == 0 and budget_s > 0 and not null:
                 from mlatui.run.budget_probe import apply_budget
 
-                scenario, watch = apply_budget(ctx, scenario, budget_s)
-                ctx.emit = watch.tee(ctx.emit)
+                scenario, replanner = apply_budget(ctx, scenario, budget_s)
+                ctx.emit = replanner.tee(ctx.emit)
             elif n == 0 and budget_s > 0:
                 emit(LogMessage(now(), "info", NULL_BUDGET_NOTICE.format(budget_s)))
             tag = pass_name(variants, null)
             phases = scenario.phases
             for i in range(len(phases)):
-                if watch is not None and i > 0:
-                    phases = watch.replan(ctx, phases, i)
+                if replanner is not None and i > 0:
+                    phases = replanner.replan(ctx, phases, i)
                 phase = phases[i]
                 if tag:  # a tune reads the verify steps of its own pass's sweep
                     source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""

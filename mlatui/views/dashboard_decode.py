@@ -11,7 +11,7 @@ from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
-from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep
+from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
 from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
 from mlatui.views.step_series import StepSeries
 
@@ -140,7 +140,8 @@ class DecodeFold:
                 arm.spec_bound[st] = e.bound
             self.changed.add("arms")
             said = rejection_text(e.bound) if e.bound is not None else "not measured"
-            self._log(e.t, "info", f"{e.arm}: {st.label} at {e.context}: {said} (no blocks run)")
+            who = arm_label(e.arm, e.phase)
+            self._log(e.t, "info", f"{who}: {st.label} at {e.context}: {said} (no blocks run)")
             return
         if e.depth == 0:
             arm.plain_tok_s = e.tok_s
@@ -161,7 +162,8 @@ class DecodeFold:
             if e.tok_s_low is not None and e.tok_s_high is not None
             else ""
         )
-        msg = f"{e.arm}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
+        who = arm_label(e.arm, e.phase)
+        msg = f"{who}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
         if e.depth and e.vs_plain is not None:
             lo, hi = e.vs_plain_low, e.vs_plain_high
             msg += (
@@ -172,5 +174,5 @@ class DecodeFold:
             self._log(
                 e.t,
                 "warning",
-                f"{e.arm} {st.label} at {e.context}: {w} (left out of verdicts)",
+                f"{who} {st.label} at {e.context}: {w} (left out of verdicts)",
             )

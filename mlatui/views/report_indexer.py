@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlatui.stream.events import PhaseSummary
+from mlatui.stream.events import PhaseSummary, aa_variant, arm_label
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import table as _table
 
@@ -23,7 +23,7 @@ def indexer_table(summary: PhaseSummary) -> str:
             r.get("layer", "-"),
             r["context"],
             r["width"],
-            r["arm"],
+            arm_label(r["arm"], summary.phase),
             ci(r["median_ms"], r.get("ci_low_ms"), r.get("ci_high_ms"), 3),
             ci(r.get("ratio"), r.get("ratio_low"), r.get("ratio_high"), 3, "×")
             if r["arm"] == "stock"
@@ -35,5 +35,6 @@ def indexer_table(summary: PhaseSummary) -> str:
         for r in summary.rows
     ]
     head = ["part", "layer", "context", "S", "arm", "median ms [95% CI]"]
-    head += ["stock/patched paired [95% CI]", "pool rebuilds/reuses", "arms' outputs"]
+    pair = "A/B" if aa_variant(summary.phase) else "stock/patched"
+    head += [f"{pair} paired [95% CI]", "pool rebuilds/reuses", "arms' outputs"]
     return _table([*head, "S=1 check"], rows)

@@ -9,7 +9,7 @@ from mlatui.measure.bound import rejection_text, speedup_bound
 from mlatui.measure.estimates import ContextEstimates
 from mlatui.measure.plans import Setting
 from mlatui.run.phases.base import RunContext
-from mlatui.stream.events import ARMS, DecodeResult, LogMessage, SpeedupBound
+from mlatui.stream.events import ARMS, DecodeResult, LogMessage, SpeedupBound, arm_label
 
 Key = tuple[str, Setting]  # (arm, setting)
 
@@ -75,7 +75,8 @@ def reject_by_bound(
             LogMessage(
                 ctx.now(),
                 "info",
-                f"{phase.name} @ {length}: {arm} {st.label} {rejection_text(b)}; its decode "
+                f"{phase.name} @ {length}: {arm_label(arm, phase.name)} {st.label} "
+                f"{rejection_text(b)}; its decode "
                 "blocks are not run",
             )
         )

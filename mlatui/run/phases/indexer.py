@@ -44,7 +44,7 @@ from mlatui.run.phases.indexer_sites import (
     sparse_sites,
     step,
 )
-from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step
+from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, aa_variant, arm_label
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
 
@@ -219,7 +219,8 @@ def run_indexer_phase(ctx: RunContext, phase: Phase, index: int, total_phases: i
             for record in part_records(result, {}, {}):
                 rows.append(record_row(record, site, parity.get(record.width)))
         del arm_sites
-    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), indexer_verdict(rows))
+    verdict = indexer_verdict(rows, phase.name)
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
 
@@ -243,11 +244,13 @@ def _finite(*xs: float | None) -> bool:
     return all(x is not None and math.isfinite(x) for x in xs)
 
 
-def indexer_verdict(rows: list[dict]) -> str:
+def indexer_verdict(rows: list[dict], phase: str = "") -> str:
     """Per context of the indexer part whose S = 1 check is valid: the paired stock/patched at
     the widest S with its CI, and the patched arm's worst S > 1 cost over its own S = 1 (paired
     within rounds) with its CI. Contexts whose check is invalid or inconclusive are named as
-    excluded, with no figures."""
+    excluded, with no figures. In an A/A pass the slots are named A and B (`arm_label`)."""
+    pair = "A/B" if aa_variant(phase) else "stock/patched"
+    second = arm_label("patched", phase)
     cells = {(r["part"], r["context"], r["width"], r["arm"]): r for r in rows}
     parts, valid_any = [], False
     for context in sorted({r["context"] for r in rows if r["part"] == "indexer"}):
@@ -265,7 +268,7 @@ def indexer_verdict(rows: list[dict]) -> str:
             parts.append(f"{context}: S=1 check valid")
             continue
         s = cells[("indexer", context, max(wide), "stock")]
-        text = f"{context}: S={max(wide)} stock/patched"
+        text = f"{context}: S={max(wide)} {pair}"
         if _finite(s["ratio"], s["ratio_low"], s["ratio_high"]):
             text += f" {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
         patched = [cells[("indexer", context, w, "patched")] for w in wide]
@@ -273,7 +276,7 @@ def indexer_verdict(rows: list[dict]) -> str:
         if patched:
             worst = max(patched, key=lambda r: r["vs_s1"])
             text += (
-                f", patched S>1 at most {worst['vs_s1']:.2f}x S=1 "
+                f", {second} S>1 at most {worst['vs_s1']:.2f}x S=1 "
                 f"(S={worst['width']}, 95% CI {worst['vs_s1_low']:.2f}-{worst['vs_s1_high']:.2f})"
             )
         parts.append(text)
