@@ -71,7 +71,13 @@ def test_a_warned_result_and_an_unsure_context_never_make_the_verdict():
     s, _ = _tune(valid=False)
     line = verdict_line(s)
     assert line.startswith("tune: no verdict (L=1 check not valid at 2K)") and "wins" not in line
-    assert "L=1 ✓ 0/1 ? 1" in line
+    assert "L=1 ✓ 0/1 ? 1" in line and "moved" not in line
+    from mlatui.stream.events import DriftEvent
+
+    for rnd in (3, 7):  # a host whose level jumped between rounds: the strip says so
+        s.apply(DriftEvent(9.0, "tune", 2048, rnd, 30.0, 45.0, 50.0))
+    line = verdict_line(s, 200)
+    assert line.startswith("tune: no verdict (L=1 check not valid at 2K; device drift 2×)"), line
 
 
 def test_not_significant_is_said_so():
