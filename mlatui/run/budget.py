@@ -17,7 +17,7 @@ while the forecast is over budget):
    4 rounds per context left the check undecided in all 3 default runs, 7 rounds in none of 2);
 5. decode blocks of 8 tokens instead of 16 or more (a block's length changes how many verify
    steps it holds, not the rounds the CIs and the L = 1 check are made of);
-6. the sweep's rounds go down to 5 and the tune's rounds of blocks to 6, then both to 4
+6. the sweep's rounds go down to 5 and a tune's or decode's rounds of blocks to 6, then all to 4
    (session 13: sweep rounds cut before the blocks, 4 rounds left a 100 s launch at 63 s with
    every L = 1 check undecided; a tune's speedup CI over 4 rounds spans most of their range);
 7. the sweep drops its largest contexts down to two (two still show it growing), again keeping
@@ -155,7 +155,7 @@ def reductions(
                 q = replace(p, reps=sweep_reps, max_rounds=sweep_reps + EXTRA_ROUNDS)
                 current = (*current[:i], q, *current[i + 1 :])
                 yield current, f"{p.name}: rounds per context {phases[i].reps} -> {sweep_reps}"
-            elif p.kind == "tune" and p.reps > tune_reps:
+            elif p.kind in ("tune", "decode") and p.reps > tune_reps:
                 current = (*current[:i], replace(p, reps=tune_reps), *current[i + 1 :])
                 yield current, f"{p.name}: rounds of blocks {phases[i].reps} -> {tune_reps}"
     yield from _slow_device(current, kinds, phases)
