@@ -10,6 +10,7 @@ from mlatui.stream.events import ARMS, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import StepChart, step_chart
+from mlatui.views.verdict_strip import is_null_run
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -20,8 +21,7 @@ ARM_TITLES = {"stock": "stock · mlx-lm as installed", "patched": "patched · ga
 def arm_title(state: DashboardState, arm: str) -> str:
     """The pane's title: what runs in this slot. In an A/A run both slots run one variant, the
     pass's (stock, then patched), so a title naming the other would misread every figure."""
-    null = bool(state.header is not None and (state.header.settings or {}).get("null"))
-    if not null:
+    if not is_null_run(state):
         return ARM_TITLES.get(arm, arm)
     variant = aa_variant(state.phase.name or "")
     return f"{'AB'[ARMS.index(arm)]} · A/A: both arms {variant or 'the same variant'}"

@@ -311,20 +311,26 @@ def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:
     return sorted({d for k in (kinds or ("",)) for d in p.depths_for(k)})
 
 
+def merge_changes(before: Sequence[str], after: Sequence[str]) -> tuple[str, ...]:
+    """`before` then `after`, where a change of `after` replaces one of `before` of the same
+    phase and kind (`tune: blocks of 16 -> 8 tokens` replaces `tune: blocks of …`): said once,
+    as the final state."""
+    keys = {c.split(" -> ")[0] for c in after}
+    return (*(c for c in before if c.split(" -> ")[0] not in keys), *after)
+
+
 def _walk(
     phases: tuple[Phase, ...], kinds: Sequence[str]
 ) -> Iterator[tuple[tuple[Phase, ...], tuple[str, ...]]]:
     """After each of `reductions`: the plan and the changes said so far. A change that replaces
     an earlier one of the same phase and kind (two context cuts) is said once, as the final
     state; a reduction that changes nothing (already so) is not said."""
-    changes: list[str] = []
+    changes: tuple[str, ...] = ()
     chosen = phases
     for plan, note in reductions(phases, kinds):
         if plan != chosen:
-            key = note.split(" -> ")[0]
-            changes = [c for c in changes if c.split(" -> ")[0] != key] + [note]
-            chosen = plan
-        yield chosen, tuple(changes)
+            changes, chosen = merge_changes(changes, (note,)), plan
+        yield chosen, changes
 
 
 def reduction_count(phases: tuple[Phase, ...], kinds: Sequence[str] = ()) -> int:

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from mlatui.config.scenario import Phase, Scenario
-from mlatui.run.budget import BudgetPlan, fit_to_budget, plan_after, reduction_count
+from mlatui.run.budget import (
+    BudgetPlan,
+    fit_to_budget,
+    merge_changes,
+    plan_after,
+    reduction_count,
+)
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, BudgetPlanned, Event, LogMessage
 from mlatui.views.progress import RunProgress
@@ -227,13 +233,11 @@ class BudgetWatch:
                 + "; ".join(plan.changes),
             )
         )
-        keys = {c.split(" -> ")[0] for c in plan.changes}
-        before = [c for c in self.planned.changes if c.split(" -> ")[0] not in keys]
         self.planned = replace(
             self.planned,
             t=now_s,
             predicted_s=now_s + plan.predicted_s,
-            changes=(*before, *plan.changes),
+            changes=merge_changes(self.planned.changes, plan.changes),
             phases=tuple(p.to_dict() for p in out),
         )
         ctx.emit(self.planned)

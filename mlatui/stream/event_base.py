@@ -66,3 +66,8 @@ def arm_label(arm: str, phase: str) -> str:
     if variant is None or arm not in ARMS:
         return arm
     return f"{'AB'[ARMS.index(arm)]} ({variant})"
+
+
+def ratio_label(phase: str) -> str:
+    """The paired ratio's name: 'stock/patched', or 'A/B' in an A/A pass."""
+    return "A/B" if aa_variant(phase) else "stock/patched"

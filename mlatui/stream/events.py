@@ -20,6 +20,7 @@ from mlatui.stream.event_base import (
     Event,
     aa_variant,
     arm_label,
+    ratio_label,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SpeedupBound",
     "aa_variant",
     "arm_label",
+    "ratio_label",
 ]
 
 

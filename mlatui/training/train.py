@@ -47,6 +47,7 @@ from mlatui.training.checkpoint import (
 )
 from mlatui.training.objective import Trainee, draft_losses, losses, set_sparse_training
 from mlatui.training.presets import DRAFT_PRESETS, PRESETS
+from mlatui.training.runlog import RunLog
 from mlatui.training.teacher import TeacherError, init_from_teacher, load_teacher, truncated_args
 
 # arguments that define the run: a resume must be given the same ones
@@ -204,7 +205,7 @@ class Run:
             self.state = TrainState(total_steps=0 if a.steps == "auto" else int(a.steps), run=run)
         self.state.calls += 1
         a.out.mkdir(parents=True, exist_ok=True)
-        self.log = open(a.out / "train.jsonl", "a")
+        self.log = RunLog(a.out / "train.jsonl")
         self.stop_signal = False
 
     def losses(self, net: Trainee, x: mx.array, y: mx.array, lam: mx.array):
@@ -213,10 +214,7 @@ class Run:
         return losses(net, x, y, self.a.distill, lam, self.a.mtp_distill)
 
     def emit(self, rec: dict) -> None:
-        line = json.dumps(rec)
-        print(line, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
+        self.log.emit(rec)
 
     def counts(self) -> dict:
         n = {k: sum(v.size for _, v in flat_arrays(getattr(self.net, k).parameters()))

@@ -12,7 +12,7 @@ from typing import Any
 
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, DecodeResult, aa_variant, arm_label
+from mlatui.stream.events import ARMS, DecodeResult, aa_variant, arm_label, ratio_label
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
@@ -149,7 +149,7 @@ def _sweep_table(state: DashboardState, phase: str) -> str:
             ]
         )
     a, b = (arm_label(arm, phase) for arm in ARMS)
-    pair = "A/B" if aa_variant(phase) else "stock/patched"
+    pair = ratio_label(phase)
     head = ["context", "L", f"{a} ms [95% CI]", f"{b} ms [95% CI]"]
     return table([*head, f"{pair} paired [95% CI]", "rounds", "L=1 check"], rows)
 

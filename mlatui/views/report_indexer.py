@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlatui.stream.events import PhaseSummary, aa_variant, arm_label
+from mlatui.stream.events import PhaseSummary, arm_label, ratio_label
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import table as _table
 
@@ -35,6 +35,9 @@ def indexer_table(summary: PhaseSummary) -> str:
         for r in summary.rows
     ]
     head = ["part", "layer", "context", "S", "arm", "median ms [95% CI]"]
-    pair = "A/B" if aa_variant(summary.phase) else "stock/patched"
-    head += [f"{pair} paired [95% CI]", "pool rebuilds/reuses", "arms' outputs"]
+    head += [
+        f"{ratio_label(summary.phase)} paired [95% CI]",
+        "pool rebuilds/reuses",
+        "arms' outputs",
+    ]
     return _table([*head, "S=1 check"], rows)

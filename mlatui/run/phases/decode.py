@@ -73,7 +73,7 @@ from mlatui.stream.events import (
     PhaseSummary,
     SpeedupBound,
     Validity,
-    aa_variant,
+    ratio_label,
 )
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
@@ -146,7 +146,7 @@ def decode_validity(
                 ctx.now(),
                 "info",
                 f"{phase.name} @ {length}: plain decode "
-                f"{'A/B' if aa_variant(phase.name) else 'stock/patched'} {ratio.median:.3f} "
+                f"{ratio_label(phase.name)} {ratio.median:.3f} "
                 f"[{ratio.low:.3f}, {ratio.high:.3f}] over {blocks.rounds} rounds of blocks "
                 f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
                 "is decided on the synced steps",

@@ -44,7 +44,7 @@ from mlatui.run.phases.indexer_sites import (
     sparse_sites,
     step,
 )
-from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, aa_variant, arm_label
+from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
 
@@ -249,7 +249,7 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
     the widest S with its CI, and the patched arm's worst S > 1 cost over its own S = 1 (paired
     within rounds) with its CI. Contexts whose check is invalid or inconclusive are named as
     excluded, with no figures. In an A/A pass the slots are named A and B (`arm_label`)."""
-    pair = "A/B" if aa_variant(phase) else "stock/patched"
+    pair = ratio_label(phase)
     second = arm_label("patched", phase)
     cells = {(r["part"], r["context"], r["width"], r["arm"]): r for r in rows}
     parts, valid_any = [], False

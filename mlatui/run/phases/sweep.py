@@ -16,7 +16,7 @@ from mlatui.run.phases.base import (
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.spec import require_trimmable
-from mlatui.stream.events import ARMS, PhaseSummary, Validity, aa_variant, arm_label
+from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
 
 
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
@@ -111,7 +111,7 @@ def sweep_verdict(rows: list[dict], phase: str = "") -> str:
     w = max(widths)
     s, p = cell[(w, "stock")], cell[(w, "patched")]
     a, b = (arm_label(arm, phase) for arm in ARMS)
-    pair = "A/B" if aa_variant(phase) else "stock/patched"
+    pair = ratio_label(phase)
     return (
         f"at context {top}, L = {w}: {a} {s['median_ms']:.2f} ms vs {b} {p['median_ms']:.2f} ms, "
         f"paired {pair} {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
