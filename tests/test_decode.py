@@ -228,7 +228,7 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
 def test_training_acceptance_uses_the_same_definitions():
     """training/acceptance.py's counts are mlatui.measure.acceptance's: its per-position 'proposed' is the
     conditional denominator (reached), and the three forms come from one AcceptanceCounts."""
-    from mlatui.training.acceptance import speculative
+    from tools.train.acceptance import speculative
 
     target = build_model("deepseek_v3", seed=1)
     draft = build_model("deepseek_v3", seed=1, layers=2)  # shares the first layers' seed

@@ -7,7 +7,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui.models import embedded
 from mlatui.gate.mla import branch_counters, patch_model, twin
-from mlatui.training.acceptance import greedy, speculative
+from tools.train.acceptance import greedy, speculative
 
 # Measured on the shipped prompts (README): position-1 acceptance 0.64 (128 tokens/prompt).
 # On this fixed 48-token run it is 0.63 (19/30); a randomly initialised draft scores 0/48.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import mlatui.training.acceptance
+import tools.train.acceptance
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import Setting
@@ -49,7 +49,7 @@ def _looping(warnings: list[str]) -> list[str]:
 
 def test_one_definition_pooled_within_blocks_and_across_them():
     # the training report and the guard read the same function
-    assert mlatui.training.acceptance.distinct_ngram_share is distinct_ngram_share
+    assert tools.train.acceptance.distinct_ngram_share is distinct_ngram_share
     assert repetition_of([LOOP]).within == distinct_ngram_share(LOOP) == pytest.approx(4 / 13)
     # pooled: distinct 4-grams within each block summed / 4-grams summed (2 + 1 of 2 + 3)
     rep = repetition_of([[1, 2, 3, 4, 5], [7, 7, 7, 7, 7, 7]])

@@ -2,7 +2,8 @@
 
 Both are plain mlx-lm folders (config.json, float16 safetensors, tokenizer files) loaded by the
 same `mlx_lm.load` that loads real checkpoints, after `mlatui.models.register()` has made the
-`mlatui_mla` model type known to it. Rebuild them with `mlatui.training` (see README).
+`mlatui_mla` model type known to it. Rebuild them from a source checkout with tools/train/
+(docs/embedded-model.md).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def load_embedded(draft: bool = True) -> tuple[Any, Any, Any]:
     if not (MODEL_PATH / "config.json").exists():
         raise FileNotFoundError(
             f"the embedded model is missing from {MODEL_PATH}: reinstall mlatui "
-            "(package data) or rebuild it with `python -m mlatui.training.train`"
+            "(package data) or rebuild it from a source checkout (docs/embedded-model.md)"
         )
     model, tokenizer = _quiet_load(mlx_lm, MODEL_PATH)
     draft_model = _quiet_load(mlx_lm, DRAFT_PATH)[0] if draft else None

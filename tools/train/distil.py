@@ -1,6 +1,6 @@
 """Distil the shipped drafts against their frozen target, each for the acceptance its rule computes.
 
-    python -m mlatui.training.distil --model mlatui/models/embedded/model \
+    python -m tools.train.distil --model mlatui/models/embedded/model \
         --draft mlatui/models/embedded/draft --data .corpus16 --out RUN --steps 1000
 
 Sampled speculative decoding keeps a draft token by one of two rules
@@ -46,12 +46,12 @@ import mlx.optimizers as optim
 import numpy as np
 
 from mlatui.run.mtp import read_mtp_weights
-from mlatui.training.checkpoint import mtp_weights, save_folder
-from mlatui.training.finetune import lr_at
-from mlatui.training.objective import Trainee, set_sparse_training
-from mlatui.training.teacher import TeacherError, load_teacher
-from mlatui.training.runlog import RunLog, run_command
-from mlatui.training.train import next_batch, process_start
+from tools.train.checkpoint import mtp_weights, save_folder
+from tools.train.finetune import lr_at
+from tools.train.objective import Trainee, set_sparse_training
+from tools.train.teacher import TeacherError, load_teacher
+from tools.train.runlog import RunLog, run_command
+from tools.train.train import next_batch, process_start
 
 PARTS = ("mtp", "draft")
 RULE_OF_PART = {"mtp": "rejection", "draft": "exact_match"}
@@ -64,7 +64,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mtp", type=Path, default=None,
                    help="the head's folder (a checkpoint, or one holding mtp.safetensors); "
                    "default --model")  # fmt: skip
-    p.add_argument("--data", type=Path, required=True, help="folder of mlatui.training.prepare")
+    p.add_argument("--data", type=Path, required=True, help="folder of tools.train.prepare")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--parts", default="mtp,draft", help="what learns: mtp, draft or both")
     p.add_argument("--temperature", type=float, default=0.8,

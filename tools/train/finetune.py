@@ -1,12 +1,12 @@
 """Fine-tune a shipped target and its MTP head against greedy loops (sequence-level unlikelihood).
 
-    python -m mlatui.training.finetune --init mlatui/models/embedded/model --data .corpus16 \
+    python -m tools.train.finetune --init mlatui/models/embedded/model --data .corpus16 \
         --out RUN --steps 800 --max-seconds 500
 
 Steps alternate: an odd step is the model's own training objective on a 4096-token window
 (target cross-entropy, the sparse layer's indexer loss, the MTP head's loss:
-`mlatui.training.objective.target_losses`); an even step is sequence-level unlikelihood
-(`mlatui.training.unlikelihood`): the target greedily continues `--ul-batch` training-text
+`tools.train.objective.target_losses`); an even step is sequence-level unlikelihood
+(`tools.train.unlikelihood`): the target greedily continues `--ul-batch` training-text
 prefixes (of one of the `--ul-prefix` lengths; `--ul-openings` of the steps take the openings of
 files, like the shipped prompts, the others random offsets) for `--ul-tokens` tokens, and each token of a 4-gram its own
 continuation repeats is pushed down. The MTP head keeps learning the changed target on the odd
@@ -36,12 +36,12 @@ import mlx.optimizers as optim
 import numpy as np
 
 from mlatui.run.mtp import read_mtp_weights
-from mlatui.training.checkpoint import save_folder
-from mlatui.training.objective import Trainee, set_sparse_training, target_losses
-from mlatui.training.teacher import TeacherError, load_teacher
-from mlatui.training.runlog import RunLog, run_command
-from mlatui.training.train import next_batch, process_start
-from mlatui.training.unlikelihood import file_openings, sequence_step_inputs, unlikelihood_loss
+from tools.train.checkpoint import save_folder
+from tools.train.objective import Trainee, set_sparse_training, target_losses
+from tools.train.teacher import TeacherError, load_teacher
+from tools.train.runlog import RunLog, run_command
+from tools.train.train import next_batch, process_start
+from tools.train.unlikelihood import file_openings, sequence_step_inputs, unlikelihood_loss
 
 WARMUP = 20
 BEST_KEYS = ("select_distinct_4gram", "select_ce", "greedy_distinct_4gram", "prompt_ce",
@@ -52,7 +52,7 @@ PROMPT_CHARS = 1600  # the length `corpus.make_prompts` cuts the shipped prompts
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="fine-tune a target + MTP head against greedy loops")
     p.add_argument("--init", type=Path, required=True, help="mlx-lm folder: target + MTP head")
-    p.add_argument("--data", type=Path, required=True, help="folder of mlatui.training.prepare")
+    p.add_argument("--data", type=Path, required=True, help="folder of tools.train.prepare")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--steps", type=int, default=800)
     p.add_argument("--max-seconds", type=float, default=0.0, help="save and stop before (0: none)")
@@ -125,7 +125,7 @@ def unlikelihood_terms(target, inputs: mx.array, cont: mx.array, mask: mx.array)
 
 def greedy_share(model, prompts: list[list[int]], n: int = 128) -> dict:
     from mlatui.measure.repetition import distinct_ngram_share
-    from mlatui.training.acceptance import greedy
+    from tools.train.acceptance import greedy
 
     shares = [distinct_ngram_share(greedy(model, ids, n)) or 0.0 for ids in prompts]
     return {"greedy_distinct_4gram": round(float(np.mean(shares)), 4),
@@ -162,7 +162,7 @@ def selection_ids(folder: Path, valid: np.ndarray, eot: int, count: int = 8) -> 
     from mlx_lm.utils import load_tokenizer
 
     from mlatui.models.embedded import prompts
-    from mlatui.training.corpus import Corpus, make_prompts
+    from tools.train.corpus import Corpus, make_prompts
 
     tok, shipped = load_tokenizer(folder), set(prompts())
     pieces = np.split(valid, np.flatnonzero(valid == eot))  # each after the first opens on eot

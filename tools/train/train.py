@@ -1,12 +1,12 @@
 """Seeded joint training of the embedded target, its draft model and its MTP head (CPU/CUDA/Metal).
 
-    python -m mlatui.training.prepare --out .corpus
-    python -m mlatui.training.train --data .corpus --out RUN --steps 4000 --seq 4096 --batch 4
-    python -m mlatui.training.train ... --resume          # continues RUN/ckpt exactly
-    python -m mlatui.training.train ... --teacher mlatui/models/embedded/model --draft-preset deep
+    python -m tools.train.prepare --out .corpus
+    python -m tools.train.train --data .corpus --out RUN --steps 4000 --seq 4096 --batch 4
+    python -m tools.train.train ... --resume          # continues RUN/ckpt exactly
+    python -m tools.train.train ... --teacher mlatui/models/embedded/model --draft-preset deep
                                                           # a new draft only, the target frozen
 
-Losses: see mlatui.training.objective (`draft_losses` with `--teacher`, which writes RUN/draft only). The schedule is by step (linear warm-up, then cosine to 10 %
+Losses: see tools.train.objective (`draft_losses` with `--teacher`, which writes RUN/draft only). The schedule is by step (linear warm-up, then cosine to 10 %
 of `--lr`), so a run split over several processes is the run that never stopped: every
 `--ckpt-every-min` minutes (and before exiting) RUN/ckpt gets parameters, AdamW state, the data
 sampler's RNG state and the step; `--resume` restores them. `--max-seconds` ends the process,
@@ -36,7 +36,7 @@ import numpy as np
 from mlatui.models.mx_typed import flat_arrays
 
 from mlatui.models.mlatui_mla import Model
-from mlatui.training.checkpoint import (
+from tools.train.checkpoint import (
     CheckpointError,
     TrainState,
     load_checkpoint,
@@ -45,10 +45,10 @@ from mlatui.training.checkpoint import (
     save_checkpoint,
     save_folder,
 )
-from mlatui.training.objective import Trainee, draft_losses, losses, set_sparse_training
-from mlatui.training.presets import DRAFT_PRESETS, PRESETS
-from mlatui.training.runlog import RunLog
-from mlatui.training.teacher import TeacherError, init_from_teacher, load_teacher, truncated_args
+from tools.train.objective import Trainee, draft_losses, losses, set_sparse_training
+from tools.train.presets import DRAFT_PRESETS, PRESETS
+from tools.train.runlog import RunLog
+from tools.train.teacher import TeacherError, init_from_teacher, load_teacher, truncated_args
 
 # arguments that define the run: a resume must be given the same ones
 RUN_KEYS = (
@@ -90,7 +90,7 @@ def next_batch(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="train the embedded model, its draft and MTP head")
-    p.add_argument("--data", type=Path, required=True, help="folder of mlatui.training.prepare")
+    p.add_argument("--data", type=Path, required=True, help="folder of tools.train.prepare")
     p.add_argument("--out", type=Path, required=True, help="RUN folder: ckpt, model, draft, log")
     p.add_argument("--preset", choices=sorted(PRESETS), default="full")
     p.add_argument("--steps", default="auto", help="total steps, or 'auto' (--train-budget-s)")

@@ -14,10 +14,10 @@ import pytest
 from mlx.utils import tree_flatten
 
 from mlatui.measure.repetition import distinct_ngram_share
-from mlatui.training import train
-from mlatui.training.contexts import ContextError, long_prompt
-from mlatui.training.corpus import stdlib_root
-from mlatui.training.prepare import prepare
+from tools.train import train
+from tools.train.contexts import ContextError, long_prompt
+from tools.train.corpus import stdlib_root
+from tools.train.prepare import prepare
 
 TOY = ["--preset", "tiny", "--seq", "64", "--batch", "2", "--warmup", "4", "--eval-every", "4",
        "--eval-batches", "1", "--ckpt-every-min", "60"]  # fmt: skip
@@ -152,7 +152,7 @@ def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
 def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
     from mlatui.models.loading import load_checkpoint
     from mlatui.run.mtp import load_mtp_draft
-    from mlatui.training.acceptance import greedy, speculate
+    from tools.train.acceptance import greedy, speculate
 
     model, tok, _ = load_checkpoint(str(toy_run / "model"))
     head = load_mtp_draft(toy_run / "model", model)
@@ -228,7 +228,7 @@ def _fake_package(site: Path, name: str, licence_line: str, files: dict[str, str
 
 
 def test_extra_packages_need_a_permissive_licence_and_skip_held_out_overlap(tmp_path):
-    from mlatui.training.corpus import extra_docs
+    from tools.train.corpus import extra_docs
 
     held_out = ["def held_out_function_with_a_long_name(argument_one, argument_two):\n    pass\n"]
     _fake_package(tmp_path, "okpkg", "License-Expression: MIT", {
@@ -253,7 +253,7 @@ def test_extra_packages_need_a_permissive_licence_and_skip_held_out_overlap(tmp_
 def test_saved_tokenizer_loads_offline_with_end_of_text_as_eos_and_pad(tmp_path):
     from transformers import AutoTokenizer
 
-    from mlatui.training.tokenizer import save_tokenizer, train_tokenizer
+    from tools.train.tokenizer import save_tokenizer, train_tokenizer
 
     tok = train_tokenizer(["def f(x):\n    return x + 1\n"] * 20, 300)
     eot = save_tokenizer(tok, tmp_path / "tok", 4096)
@@ -327,11 +327,11 @@ def test_teacher_mode_refusals(corpus, toy_run, tmp_path, capsys):
 def test_repeat_mask_marks_every_token_of_a_4gram_the_row_already_produced():
     import numpy as np
 
-    from mlatui.training.unlikelihood import repeat_mask
+    from tools.train.unlikelihood import repeat_mask
 
     rows = np.array([[1, 2, 3, 4, 1, 2, 3, 4, 9], [5, 6, 7, 8, 9, 10, 11, 12, 13]])
     assert repeat_mask(rows).tolist() == [[0, 0, 0, 0, 1, 1, 1, 1, 0], [0] * 9]
-    from mlatui.training.unlikelihood import file_openings
+    from tools.train.unlikelihood import file_openings
 
     assert file_openings(np.array([5, 0, 7, 8, 0, 9]), eot=0).tolist() == [0, 2, 5]
 
@@ -339,7 +339,7 @@ def test_repeat_mask_marks_every_token_of_a_4gram_the_row_already_produced():
 def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_masked_tokens_only():
     import numpy as np
 
-    from mlatui.training.unlikelihood import unlikelihood_loss
+    from tools.train.unlikelihood import unlikelihood_loss
 
     logits = mx.array(np.random.default_rng(0).normal(size=(1, 3, 5)).astype(np.float32))
     tokens, mask = mx.array([[0, 3, 1]]), mx.array([[1.0, 0.0, 1.0]])
@@ -353,8 +353,8 @@ def test_batched_greedy_continuations_are_each_rows_own_greedy_text_through_the_
     selects while the batch decodes."""
     from mlatui.models.embedded import MODEL_PATH
     from mlatui.models.loading import load_checkpoint
-    from mlatui.training.acceptance import greedy
-    from mlatui.training.unlikelihood import greedy_continuations
+    from tools.train.acceptance import greedy
+    from tools.train.unlikelihood import greedy_continuations
 
     model, tok, _ = load_checkpoint(str(MODEL_PATH))
     attn = model.layers[4].self_attn
@@ -371,8 +371,8 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
 ):
     import numpy as np
 
-    from mlatui.training import finetune
-    from mlatui.training.unlikelihood import sequence_step_inputs, unlikelihood_loss
+    from tools.train import finetune
+    from tools.train.unlikelihood import sequence_step_inputs, unlikelihood_loss
 
     net = finetune.load_trainee(toy_run / "model", 300, corpus / "tokenizer")
     ids = np.load(corpus / "tokens.npz")["train"]
@@ -426,8 +426,8 @@ def test_the_anchor_is_the_prefixes_own_loss_read_from_position_0_and_selection_
     import numpy as np
 
     from mlatui.models.embedded import MODEL_PATH, prompts
-    from mlatui.training import finetune
-    from mlatui.training.unlikelihood import sequence_step_inputs
+    from tools.train import finetune
+    from tools.train.unlikelihood import sequence_step_inputs
 
     net = finetune.load_trainee(toy_run / "model", 300, corpus / "tokenizer")
     ids = np.load(corpus / "tokens.npz")["train"]
@@ -440,8 +440,8 @@ def test_the_anchor_is_the_prefixes_own_loss_read_from_position_0_and_selection_
     assert anchor.item() == pytest.approx(alone.item(), rel=1e-4) and pushed.item() > 0
     from tokenizers import Tokenizer
 
-    from mlatui.training.corpus import build_corpus
-    from mlatui.training.prepare import encode
+    from tools.train.corpus import build_corpus
+    from tools.train.prepare import encode
 
     bpe = Tokenizer.from_file(str(MODEL_PATH / "tokenizer.json"))
     valid = encode(bpe, build_corpus(seed=0).valid, eot=0)  # the held-out split, as prepared
@@ -471,7 +471,7 @@ def test_ship_best_installs_the_chosen_checkpoint_and_records_its_evaluation(
     import shutil
 
     from mlatui.models import embedded
-    from mlatui.training import ship
+    from tools.train import ship
 
     home = tmp_path / "embedded"
     for name in ("model", "draft"):

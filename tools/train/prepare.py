@@ -1,6 +1,6 @@
 """Build the corpus, the tokenizer and the token ids the trainer reads (CPU, ~1 minute).
 
-    python -m mlatui.training.prepare --out .corpus
+    python -m tools.train.prepare --out .corpus
 
 Writes OUT/tokenizer/{tokenizer.json,tokenizer_config.json} and OUT/tokens.npz (uint16 train and
 valid ids, documents separated by the end-of-text id). The device only needs OUT, not
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mlatui.training.corpus import (
+from tools.train.corpus import (
     ExtraSource,
     build_corpus,
     extra_docs,
     sources_record,
     stdlib_root,
 )
-from mlatui.training.tokenizer import save_tokenizer, train_tokenizer
+from tools.train.tokenizer import save_tokenizer, train_tokenizer
 
 
 def encode(tok, docs: list[str], eot: int) -> np.ndarray:

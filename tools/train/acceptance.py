@@ -1,6 +1,6 @@
 """Greedy draft acceptance and repetition of the embedded model (or any target with drafts).
 
-    python -m mlatui.training.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
+    python -m tools.train.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
         [--contexts prompt,1024,2048,4096] [--tokens 128] [--depth 1] [--check] [--out FILE]
 
 Runs real greedy speculative decoding through `mlatui.run.spec.speculative_step`, for each draft kind
@@ -211,7 +211,7 @@ def run(a: argparse.Namespace) -> dict:
     from mlatui.models.embedded import DRAFT_PATH, MODEL_PATH, prompts
     from mlatui.models.loading import load_checkpoint
     from mlatui.run.mtp import load_mtp_draft
-    from mlatui.training.contexts import held_out_docs, long_prompt
+    from tools.train.contexts import held_out_docs, long_prompt
 
     kinds = _csv(a.kinds, "model")
     if bad := [k for k in kinds if k not in KINDS]:

@@ -1,9 +1,9 @@
 """Install a training run's output as the embedded model (package data) and write its manifest.
 
-    python -m mlatui.training.ship --run OUT --data .corpus
-    python -m mlatui.training.ship --run OUT --data .corpus --draft-only        # a distilled draft
-    python -m mlatui.training.ship --run OUT --data .corpus --finetuned LOG...  # a fine-tuned target
-    python -m mlatui.training.ship --run OUT --data .corpus --distilled LOG     # distilled drafts
+    python -m tools.train.ship --run OUT --data .corpus
+    python -m tools.train.ship --run OUT --data .corpus --draft-only        # a distilled draft
+    python -m tools.train.ship --run OUT --data .corpus --finetuned LOG...  # a fine-tuned target
+    python -m tools.train.ship --run OUT --data .corpus --distilled LOG     # distilled drafts
 
 Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
 tokenizer into mlatui/models/embedded/,
@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from mlatui.models.embedded import EMBEDDED_DIR, MANIFEST_PATH, PROMPTS_PATH, manifest
-from mlatui.training.corpus import build_corpus, make_prompts
+from tools.train.corpus import build_corpus, make_prompts
 
 
 def write_prompts(seed: int = 0) -> None:
@@ -28,7 +28,7 @@ def write_prompts(seed: int = 0) -> None:
         json.dumps(
             {
                 "source": "openings of held-out files of the Python standard library (PSF License): "
-                f"mlatui.training.corpus.make_prompts(build_corpus(seed={seed}))",
+                f"tools.train.corpus.make_prompts(build_corpus(seed={seed}))",
                 "prompts": prompts,
             },
             indent=1,
@@ -64,10 +64,10 @@ def install_folder(run: Path, data: Path, name: str, source: str | None = None) 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
-        "--run", type=Path, required=True, help="the --out folder of mlatui.training.train"
+        "--run", type=Path, required=True, help="the --out folder of tools.train.train"
     )
     p.add_argument(
-        "--data", type=Path, required=True, help="the --out folder of mlatui.training.prepare"
+        "--data", type=Path, required=True, help="the --out folder of tools.train.prepare"
     )
     p.add_argument(
         "--draft-only",
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         nargs="*",
         default=None,
-        help="the --out logs (finetune.jsonl) of mlatui.training.finetune's stages, in order: "
+        help="the --out logs (finetune.jsonl) of tools.train.finetune's stages, in order: "
         "--run holds the last stage's model/; replace only the target and its MTP head",
     )
     p.add_argument(
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "--distilled",
         type=Path,
         default=None,
-        help="the training log (distil.jsonl) of mlatui.training.distil; --run holds the "
+        help="the training log (distil.jsonl) of tools.train.distil; --run holds the "
         "model/ (shipped target + distilled MTP head) and draft/ it wrote: install those",
     )
     a = p.parse_args(argv)

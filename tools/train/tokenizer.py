@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlatui.training.corpus import EOT
+from tools.train.corpus import EOT
 
 
 def train_tokenizer(docs: list[str], vocab_size: int):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlatui.training.corpus import build_corpus, stdlib_root
+from tools.train.corpus import build_corpus, stdlib_root
 
 
 class ContextError(ValueError):

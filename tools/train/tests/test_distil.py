@@ -6,7 +6,7 @@ import mlatui  # noqa: F401
 import mlx.core as mx
 import pytest
 
-from mlatui.training.distil import RULE_OF_PART, parse, rule_terms
+from tools.train.distil import RULE_OF_PART, parse, rule_terms
 
 
 def _terms(lt, lq, t=1.0):
