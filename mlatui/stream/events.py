@@ -93,6 +93,10 @@ class BudgetPlanned(Event):
     phases: tuple[dict[str, Any], ...]  # Phase.to_dict() of each phase that runs
     probe_contexts: tuple[int, ...]
     probe_s: float  # what the probe itself took
+    # the probe's first use of each shape, run untimed: a one-off cost (kernel compilation on a
+    # GPU) that the forecast leaves out
+    first_use_s: float = 0.0
+    contexts_note: str = ""  # which contexts the plan picked for this device, and why
 
 
 @dataclass(frozen=True)
