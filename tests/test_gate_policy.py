@@ -39,6 +39,10 @@ TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
         ("formula", ThresholdKind.FORMULA, "formula"),
         (" calibrated ", ThresholdKind.CALIBRATED, "calibrated"),
         ("stock", ThresholdKind.STOCK, "stock"),
+        ("pre-fix", ThresholdKind.STOCK, "stock"),
+        ("installed", ThresholdKind.INSTALLED, "installed"),
+        ("fixed 8", ThresholdKind.FIXED, "8"),
+        ("fixed:3", ThresholdKind.FIXED, "3"),
         (4, ThresholdKind.FIXED, "4"),
         ("12", ThresholdKind.FIXED, "12"),
     ],
@@ -51,7 +55,9 @@ def test_the_one_parser_reads_words_and_positive_integers(value, kind, text):
 
 @pytest.mark.parametrize("value", [0, -3, "0", "fast", True, 1.5, None, "4.0"])
 def test_the_one_parser_rejects_everything_else(value):
-    with pytest.raises(ValueError, match="use formula, calibrated, stock or an integer >= 1"):
+    with pytest.raises(
+        ValueError, match="use installed, pre-fix, formula, calibrated or an integer >= 1"
+    ):
         Threshold.parse(value)
 
 
@@ -61,11 +67,13 @@ def test_cli_scenario_and_runconfig_share_the_parser(tmp_path, monkeypatch):
     args = type("A", (), {"threshold": "7", "indexer": None, "null": False, "fill": None})
     assert gate_settings(args)["threshold"] == "7"
     args.threshold = "seven"
-    with pytest.raises(UserError, match="threshold 'seven': use formula"):
+    with pytest.raises(UserError, match="threshold .seven.: use installed"):
         gate_settings(args)
     scenario = tmp_path / "s.toml"
     scenario.write_text(TINY.read_text().replace('name = "tiny"', 'name = "tiny"\nthreshold = 0'))
-    with pytest.raises(ScenarioError, match="'threshold' must be formula, calibrated, stock"):
+    with pytest.raises(
+        ScenarioError, match="'threshold' must be installed, pre-fix, formula, calibrated"
+    ):
         load_scenario(str(scenario))
     scenario.write_text(
         TINY.read_text().replace('name = "tiny"', 'name = "tiny"\nthreshold = "calibrated"')

@@ -11,8 +11,9 @@ from enum import StrEnum
 class ThresholdKind(StrEnum):
     FORMULA = "formula"
     CALIBRATED = "calibrated"
-    STOCK = "stock"
+    STOCK = "stock"  # L == 1: the pre-fix gate (a counterfactual on fixed code)
     FIXED = "fixed"  # an explicit max_absorbed_queries
+    INSTALLED = "installed"  # whatever the runtime's own gate decides
 
 
 @dataclass(frozen=True)
@@ -24,18 +25,24 @@ class Threshold:
 
     @classmethod
     def parse(cls, value: object) -> Threshold:
-        """The one parser: formula | calibrated | stock | an integer >= 1 (1 = the stock gate)."""
+        """The one parser: installed | pre-fix (= stock) | formula | calibrated | an integer >= 1
+        (1 = the pre-fix gate); `fixed N` and `fixed:N` spell an integer too."""
         if isinstance(value, Threshold):
             return value
         text = str(value).strip() if isinstance(value, (str, int)) else ""
         if isinstance(value, bool):
             text = ""
-        if text in (ThresholdKind.FORMULA, ThresholdKind.CALIBRATED, ThresholdKind.STOCK):
+        text = {"pre-fix": "stock", "prefix": "stock"}.get(text, text)
+        for spelled in ("fixed:", "fixed "):
+            if text.startswith(spelled):
+                text = text[len(spelled) :].strip()
+        if text in tuple(k.value for k in ThresholdKind if k is not ThresholdKind.FIXED):
             return cls(ThresholdKind(text))
         if text.isdigit() and int(text) >= 1:
             return cls(ThresholdKind.FIXED, int(text))
         raise ValueError(
-            f"threshold {value!r}: use formula, calibrated, stock or an integer >= 1 (1 = the stock gate)"
+            f"threshold {value!r}: use installed, pre-fix, formula, calibrated or an integer >= 1 "
+            "(1 = the pre-fix gate)"
         )
 
     def __str__(self) -> str:

@@ -1,14 +1,19 @@
-"""The MLA gate's patch: each attention instance's gate rewritten from mlx-lm, with counters.
+"""The MLA gate's patch: each attention instance's gate rewritten from the runtime's own source,
+with counters.
 
 MLA caches a rank-r latent per token. A step with L new queries can either *absorb* the
 up-projection into the queries and attend against the latent (cost ~ L), or *materialise*
-full K/V from every cached latent (cost ~ T). mlx-lm absorbs only when L == 1; the patch
-re-derives each attention `__call__` from the installed source with that test replaced.
+full K/V from every cached latent (cost ~ T). Pre-fix runtimes absorb only when L == 1; fixed
+ones compare L with a threshold (gate/forms.py lists the forms). The patch re-derives each gated
+method from the installed source with that test replaced by one decision, `_mlatui_gate`, which
+asks the arm's policy and counts the branch; the installed policy answers with the installed
+condition itself, so an arm can run the runtime exactly as it is and still be counted.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import sys
 import textwrap
@@ -16,11 +21,19 @@ import threading
 import types
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 import mlx.nn as nn
 
 from mlatui.config.gate_settings import Threshold
+from mlatui.gate.forms import (
+    GATE_MARKERS,
+    GateForm,
+    GateShapeError,
+    MlaGate,
+    find_mla_gate,
+    latent_name,
+)
 from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of the patch use them)
     STOCK_POLICY,
     UNBOUNDED,
@@ -34,12 +47,11 @@ from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of 
     max_absorbed_queries,
 )
 
-GATE_MARKERS = ("embed_q", "unembed_out")
 ABSORBED_FLAG = "_mlatui_absorbed"
 
 
 class PatchError(RuntimeError):
-    """The installed mlx-lm does not look like what the patch was derived for."""
+    """The installed runtime's attention has no gate mlatui recognises (fails closed)."""
 
 
 def geometry_of(attn: nn.Module) -> Geometry:
@@ -83,92 +95,98 @@ class _GateState:
         self.counters = counters
 
 
-def _is_gate(node: ast.AST, length_name: str | None = None) -> TypeGuard[ast.If]:
-    if not isinstance(node, ast.If):
-        return False
-    t = node.test
-    ok = (
-        isinstance(t, ast.Compare)
-        and isinstance(t.left, ast.Name)
-        and len(t.ops) == 1
-        and isinstance(t.ops[0], ast.Eq)
-        and isinstance(t.comparators[0], ast.Constant)
-        and t.comparators[0].value == 1
-        and (length_name is None or t.left.id == length_name)
-    )
-    if not ok:
-        return False
-    calls = {
-        n.func.attr
-        for n in ast.walk(node)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-    }
-    return any(m in calls for m in GATE_MARKERS)
-
-
-def _length_name(gate: ast.If) -> str | None:
-    """L in `if L == 1:` (None where the test has another shape)."""
-    t = gate.test
-    return t.left.id if isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) else None
-
-
-def _latent_name(gate: ast.If) -> str | None:
-    for n in ast.walk(gate):
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "embed_q"
-            and any(k.arg == "transpose" for k in n.keywords)
-            and n.args
-            and isinstance(n.args[0], ast.Name)
-        ):
-            return n.args[0].id
-    return None
-
-
-def _rewrite_call(cls: type) -> types.FunctionType:
-    """`cls.__call__` from the installed source, with its `L == 1` MLA gates made a decision of
-    `self._mlatui_gate(L, latent, mask)`. Everything else is the installed code, unchanged."""
-    where = f"{cls.__module__}.{cls.__qualname__}"
-    original = cls.__call__
+def _method_gate(
+    cls: type, name: str
+) -> tuple[types.FunctionType, ast.Module, MlaGate, str, int] | None:
+    """The method `name` of `cls` (as the installed source writes it) and its MLA gate."""
+    where = f"{cls.__module__}.{cls.__qualname__}.{name}"
+    method = getattr(cls, name, None)
+    if not isinstance(method, types.FunctionType):
+        return None
     try:
-        source = textwrap.dedent(inspect.getsource(original))
-        filename = inspect.getsourcefile(original) or f"<{where}>"
-        first_line = inspect.getsourcelines(original)[1]
+        source = textwrap.dedent(inspect.getsource(method))
+        filename = inspect.getsourcefile(method) or f"<{where}>"
+        first_line = inspect.getsourcelines(method)[1]
     except (OSError, TypeError) as e:
         raise PatchError(f"cannot read the source of {where}: {e}") from e
-    if "max_absorbed_queries" in source:
-        raise PatchError(
-            f"{where}: already fixed upstream (the installed mlx-lm computes its own threshold)"
-        )
     tree = ast.parse(source)
     fn = tree.body[0]
-    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list:
+    if not isinstance(fn, ast.FunctionDef):
+        return None
+    try:
+        gate = find_mla_gate(fn, _init_ast(cls))
+    except GateShapeError as e:
+        raise PatchError(f"{filename}:{first_line + e.line - 1}: {where}: {e}") from None
+    if gate is None:
+        return None
+    if fn.decorator_list:
         raise PatchError(
-            f"{where}.__call__ is not a plain method; mlatui cannot derive a patch from it"
+            f"{filename}:{first_line}: {where} is not a plain method; cannot derive a patch"
         )
-    gates = [n for n in ast.walk(fn) if _is_gate(n)]
-    if not gates:
+    return method, tree, gate, filename, first_line
+
+
+def _init_ast(cls: type) -> ast.FunctionDef | None:
+    try:
+        fn = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__))).body[0]
+    except (OSError, TypeError, SyntaxError):
+        return None
+    return fn if isinstance(fn, ast.FunctionDef) else None
+
+
+def gate_forms(cls: type) -> dict[str, GateForm]:
+    """Method name -> the form of its MLA gate, as the installed source writes it."""
+    found = {}
+    for name in _gated_method_names(cls):
+        got = _method_gate(cls, name)
+        if got is not None:
+            found[name] = got[2].form
+    return found
+
+
+def _gated_method_names(cls: type) -> list[str]:
+    """`__call__`, then every other plain method the class defines itself (mlx-vlm's glm5_next
+    attends in `_attend`)."""
+    own = [n for n, v in vars(cls).items() if isinstance(v, types.FunctionType) and n != "__call__"]
+    return ["__call__", *own]
+
+
+def _rewrite(cls: type, name: str) -> tuple[types.FunctionType, GateForm] | None:
+    """`cls.<name>` from the installed source with its MLA gate made a decision of
+    `self._mlatui_gate(L, latent, mask, <the installed condition>)`. Everything else is the
+    installed code, unchanged; the installed arm's policy returns the installed condition."""
+    got = _method_gate(cls, name)
+    if got is None:
+        return None
+    original, tree, gate, filename, first_line = got
+    where = f"{cls.__module__}.{cls.__qualname__}.{name}"
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    latent = latent_name(gate)
+    if latent is None:
         raise PatchError(
-            f"{where}: the 'if L == 1:' absorbed/materialised MLA gate was not found in the installed "
-            "mlx-lm; this mlx-lm version is not supported by mlatui's patch"
+            f"{filename}:{first_line + gate.line - 1}: {where}: MLA gate found but its latent "
+            "variable (the argument of embed_q(..., transpose=False)) is not recognised"
         )
-    length_name = _length_name(gates[0])
-    latent = _latent_name(gates[0])
-    if latent is None or length_name is None or any(_length_name(g) != length_name for g in gates):
-        raise PatchError(
-            f"{where}: MLA gate found but its latent/length variables are not recognised"
-        )
-    for g in gates:
-        g.test = ast.Name(id=ABSORBED_FLAG, ctx=ast.Load())
     params = {a.arg for a in fn.args.args}
     mask_target = "mask" if "mask" in params else "_mlatui_unused_mask"
     mask_arg = "mask" if "mask" in params else "None"
+    flag = gate.flag_assign.targets[0].id if gate.flag_assign is not None else ABSORBED_FLAG  # type: ignore[attr-defined]
     decide = ast.parse(
-        f"{ABSORBED_FLAG}, {mask_target} = self._mlatui_gate({length_name}, {latent}, {mask_arg})"
+        f"{flag}, {mask_target} = self._mlatui_gate({gate.length_name}, {latent}, {mask_arg}, _mlatui_installed)"
     ).body[0]
-    parent, index = _parent_of(fn, gates[0])
-    parent.insert(index, decide)
+    for n in ast.walk(decide):
+        if isinstance(n, ast.Call):
+            n.args[-1] = copy.deepcopy(gate.decision)
+    if gate.flag_assign is not None:
+        parent, index = _parent_of(fn, gate.flag_assign)
+        parent[index] = decide
+    else:
+        for site in gate.sites:
+            site.test = ast.Name(id=ABSORBED_FLAG, ctx=ast.Load())
+        first = min(gate.sites, key=lambda s: (s.lineno, s.col_offset))
+        parent, index = _parent_of(fn, first)
+        parent.insert(index, decide)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
     code = compile(tree, filename, "exec")
@@ -176,12 +194,12 @@ def _rewrite_call(cls: type) -> types.FunctionType:
         c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name
     )
     if fcode.co_freevars:
-        raise PatchError(f"{where}.__call__ uses closures (e.g. super()); cannot derive a patch")
-    module = sys.modules[cls.__module__]
-    patched = types.FunctionType(fcode, module.__dict__, "__call__", original.__defaults__)
+        raise PatchError(f"{where} uses closures (e.g. super()); cannot derive a patch")
+    module = sys.modules[original.__module__]
+    patched = types.FunctionType(fcode, module.__dict__, name, original.__defaults__)
     patched.__kwdefaults__ = original.__kwdefaults__
-    patched.__qualname__ = f"{cls.__qualname__}.__call__"
-    return patched
+    patched.__qualname__ = f"{cls.__qualname__}.{name}"
+    return patched, gate.form
 
 
 def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list[ast.stmt], int]:
@@ -193,11 +211,11 @@ def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list[ast.stmt], int]:
     raise PatchError("internal: gate statement has no parent block")
 
 
-def _gate(self: nn.Module, length: int, latent: Any, mask: Any) -> tuple[bool, Any]:
+def _gate(self: nn.Module, length: int, latent: Any, mask: Any, installed: Any) -> tuple[bool, Any]:
     state: _GateState = self.__dict__["_mlatui_gate_state"]
     arr = latent[0] if isinstance(latent, tuple) else latent
     cache_len = arr.shape[-2]
-    absorbed = state.policy.absorbed(state.geometry, length, cache_len)
+    absorbed = state.policy.decide(state.geometry, length, cache_len, bool(installed))
     state.counters.record(length, absorbed)
     if absorbed and isinstance(mask, str):
         # mistral4 passes the string "causal" at L > 1; the absorbed branch needs an array.
@@ -212,27 +230,51 @@ _lock = threading.Lock()
 
 
 def gated_class(cls: type) -> type:
-    """A subclass of `cls` whose `__call__` is the installed one with a decided gate (cached)."""
+    """A subclass of `cls` whose gated methods are the installed ones with a decided gate
+    (cached per class)."""
     with _lock:
         if cls not in _patched_classes:
-            call = _rewrite_call(cls)
+            methods: dict[str, Any] = {}
+            forms: dict[str, GateForm] = {}
+            for name in _gated_method_names(cls):
+                got = _rewrite(cls, name)
+                if got is not None:
+                    methods[name], forms[name] = got
+            if not methods:
+                where = f"{cls.__module__}.{cls.__qualname__}"
+                code = getattr(vars(cls).get("__call__"), "__code__", None)
+                at = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+                raise PatchError(
+                    f"{at}{where}: no MLA gate (an `if` on the query count around embed_q/"
+                    "unembed_out: `L == 1`, `L <= self.<threshold>` or `L <= max_absorbed_queries(...)`) "
+                    "was found; mlatui cannot gate this runtime's attention"
+                )
             _patched_classes[cls] = type(
                 cls.__name__,
                 (cls,),
                 {
-                    "__call__": call,
+                    **methods,
                     "_mlatui_gate": _gate,
                     "__module__": cls.__module__,
                     "__qualname__": cls.__qualname__,
                     "_mlatui_stock_class": cls,
+                    "_mlatui_gate_forms": forms,
                 },
             )
         return _patched_classes[cls]
 
 
+def installed_form(cls: type) -> GateForm:
+    """How the installed source of `cls` gates its MLA branch (fixed if any method is)."""
+    forms = gated_class(getattr(cls, "_mlatui_stock_class", cls))._mlatui_gate_forms  # type: ignore[attr-defined]
+    return next((f for f in forms.values() if f.fixed), GateForm.PRE_FIX)
+
+
 def is_mla_attention(module: nn.Module) -> bool:
+    """A runtime's MLA attention (mlx-lm's, mlx-vlm's, a source tree's); mlatui's own sparse
+    layers gate themselves (run/arms.py sparse_layers)."""
     return (
-        type(module).__module__.startswith("mlx_lm.models.")
+        not type(module).__module__.startswith("mlatui.")
         and all(isinstance(module.get(m), nn.Module) for m in GATE_MARKERS)
         and all(hasattr(module, a) for a in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim"))
     )
@@ -250,15 +292,19 @@ class PatchReport:
     geometry: Geometry
     threshold: int
     counters: BranchCounters
-    upstream_fixed: bool = False
-    message: str = ""
     indexer: str | None = None  # sparse layers' pooling: patched | stock (None: no sparse layer)
+    forms: dict[str, str] = field(default_factory=dict)  # class -> its installed gate's form
+
+    @property
+    def installed_fixed(self) -> bool:
+        """The installed code already gates on a threshold (the fix is upstream)."""
+        return any(GateForm(f).fixed for f in self.forms.values())
 
     def summary(self) -> str:
-        if self.upstream_fixed:
-            return self.message
         g = self.geometry
         indexer = f" indexer={self.indexer}" if self.indexer else ""
+        forms = sorted(set(self.forms.values()))
+        installed = f" installed gate: {', '.join(forms)}" if forms else ""
         return (
             f"{len(self.modules)} MLA modules ({', '.join(self.classes)}) gate={self.policy}{indexer} "
             f"r/n/v={g.kv_lora_rank}/{g.qk_nope_head_dim}/{g.v_head_dim} "
@@ -267,6 +313,7 @@ class PatchReport:
                 if self.threshold == UNBOUNDED
                 else f"max_absorbed_queries(T->inf)={self.threshold}"
             )
+            + installed
         )
 
 
@@ -277,26 +324,19 @@ def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
             f"{type(model).__module__}: no MLA attention with an absorbed path was found in this model"
         )
     counters = BranchCounters()
-    classes = []
-    upstream = []
+    classes: list[str] = []
+    forms: dict[str, str] = {}
     for _, attn in found:
         stock_cls = getattr(type(attn), "_mlatui_stock_class", type(attn))
-        try:
-            cls = gated_class(stock_cls)
-        except PatchError as e:
-            if "already fixed upstream" in str(e):
-                upstream.append(str(e))
-                continue
-            raise
+        cls = gated_class(stock_cls)
         geometry = geometry_of(attn)
         policy.bind(geometry)
         attn.__class__ = cls
         attn.__dict__["_mlatui_gate_state"] = _GateState(geometry, policy, counters)
         if stock_cls.__name__ not in classes:
             classes.append(stock_cls.__name__)
+            forms[stock_cls.__name__] = installed_form(stock_cls).value
     geometry = geometry_of(found[0][1])
-    if upstream and not classes:
-        return PatchReport("upstream", [], [], geometry, 1, counters, True, upstream[0])
     return PatchReport(
         policy.name_for(geometry),
         [n for n, _ in found],
@@ -304,7 +344,17 @@ def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
         geometry,
         policy.limit(geometry, None),
         counters,
+        forms=forms,
     )
+
+
+def model_gate_forms(model: nn.Module) -> dict[str, GateForm]:
+    """Class -> installed gate form of every MLA attention class in `model` (nothing patched)."""
+    out: dict[str, GateForm] = {}
+    for _, attn in mla_modules(model):
+        cls = getattr(type(attn), "_mlatui_stock_class", type(attn))
+        out.setdefault(cls.__name__, installed_form(cls))
+    return out
 
 
 def patch_model(

@@ -71,9 +71,24 @@ class GatePolicy:
     def absorbed(self, geometry: Geometry, length: int, cache_len: int) -> bool:
         return length == 1
 
+    def decide(self, geometry: Geometry, length: int, cache_len: int, installed: bool) -> bool:
+        """The branch of one call; `installed` is what the runtime's own gate chose."""
+        return self.absorbed(geometry, length, cache_len)
+
     def limit(self, geometry: Geometry, cache_len: int | None = None) -> int:
         """max_absorbed_queries for a layer of `geometry` holding `cache_len` tokens (None: T->inf)."""
         return 1
+
+
+class InstalledPolicy(GatePolicy):
+    """The runtime as it is: every call takes the branch the installed condition chose (pre-fix
+    code: L == 1; fixed code: its own threshold). mlatui's own sparse layers have no installed
+    condition of their own and keep the pre-fix gate."""
+
+    name = "installed"
+
+    def decide(self, geometry: Geometry, length: int, cache_len: int, installed: bool) -> bool:
+        return installed
 
 
 class LimitPolicy(GatePolicy):
@@ -168,6 +183,7 @@ class CalibratedPolicy(LimitPolicy):
 
 
 STOCK_POLICY = GatePolicy()
+INSTALLED_POLICY = InstalledPolicy()
 
 
 def policy_for(threshold: Threshold) -> GatePolicy:
@@ -179,6 +195,8 @@ def policy_for(threshold: Threshold) -> GatePolicy:
             return CalibratedPolicy()
         case ThresholdKind.STOCK:
             return STOCK_POLICY
+        case ThresholdKind.INSTALLED:
+            return INSTALLED_POLICY
         case ThresholdKind.FIXED:
             assert threshold.max_queries is not None
             return FixedPolicy(threshold.max_queries)
