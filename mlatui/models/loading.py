@@ -85,6 +85,9 @@ class Loaded:
     draft_model: nn.Module | None = None
     draft: Draft = NO_DRAFT  # the first (or only) draft kind
     drafts: tuple[Draft, ...] = ()  # every kind, when the scenario asked for several
+    # an MTP head the config announces and the folder lacks: the line the run shows, else ""
+    mtp_missing: str = ""
+    draft_notes: tuple[str, ...] = ()  # how a draft was matched to the target (logged)
 
     @property
     def draft_kinds(self) -> tuple[Draft, ...]:
@@ -132,6 +135,12 @@ def load_checkpoint(
         raise LoadError(
             f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
         )
+    if local.exists():
+        from mlatui.models.cpu_moe import refuse_half_moe_on_cpu
+
+        refusal = refuse_half_moe_on_cpu(local, what, ref)
+        if refusal is not None:
+            raise LoadError(refusal)
     try:
         files = safetensors_files(local) if local.exists() else []
         with watch(what, ref, files=files):

@@ -19,7 +19,6 @@ Only the first MTP layer is used (DeepSeek-V3 and GLM-4.7-Flash ship one); deepe
 
 from __future__ import annotations
 
-import glob
 import json
 from pathlib import Path
 from typing import Any
@@ -29,10 +28,17 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
-from mlatui.models.mx_typed import as_int, load_safetensors
+from mlatui.models.mtp_weights import (
+    EXTRACT_HINT,
+    SIDECARS,
+    named_source,
+    read_mtp_weights,
+)
+from mlatui.models.mx_typed import as_int
 from mlatui.run.drafts import DraftSource
+from mlatui.run.mtp_load import build_layer, sanitize_layer
 
-SIDECARS = ("mtp.safetensors", "mtp/weights.safetensors", "model-mtp.safetensors")
+__all__ = ["SIDECARS", "MTPDraft", "MTPError", "MTPMissing", "load_mtp_draft", "read_mtp_weights"]
 SUPPORTED = ("deepseek_v3", "glm4_moe_lite")  # modules whose decoder layer the head reuses
 HIDDEN_VARIANTS = ("post_norm", "pre_norm")
 _REQUIRED = ("enorm.weight", "hnorm.weight", "shared_head.norm.weight")
@@ -278,38 +284,17 @@ class MTPDraft(DraftSource):
         self._last_hidden = hidden[:, accepted:]
 
 
-def read_mtp_weights(model_path: str | Path, layer: int) -> tuple[dict[str, mx.array], str]:
-    """Layer-local MTP tensors (`enorm.weight`, `self_attn.kv_b_proj.weight`, ...) of checkpoint
-    layer `layer`, from a sidecar, the shards named in the index, or the model*.safetensors files.
-    Returns (weights, where they came from); empty weights when the checkpoint has none."""
-    folder = Path(model_path)
-    prefix = f"model.layers.{layer}."
-
-    def pick(w: dict[str, mx.array]) -> dict[str, mx.array]:
-        return {k[len(prefix) :]: v for k, v in w.items() if k.startswith(prefix)}
-
-    for name in SIDECARS:
-        path = folder / name
-        if path.exists():
-            w = load_safetensors(str(path))
-            local = pick(w) or (w if "enorm.weight" in w else {})  # full or layer-local names
-            return local, str(path)
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        weight_map = json.loads(index.read_text())["weight_map"]
-        files = sorted({f for k, f in weight_map.items() if k.startswith(prefix)})
-    else:
-        files = sorted(Path(f).name for f in glob.glob(str(folder / "model*.safetensors")))
-    weights: dict[str, mx.array] = {}
-    for f in files:
-        weights.update(pick(load_safetensors(str(folder / f))))
-    return weights, str(index if index.exists() else folder)
+class MTPMissing(MTPError):
+    """The config announces an MTP layer that is not there (mlx-lm's converter drops it)."""
 
 
-def _no_mtp(model_path: Path, layer: int, why: str) -> MTPError:
-    return MTPError(
+def _no_mtp(model_path: Path, layer: int, why: str, announced: bool = True) -> MTPError:
+    source = named_source(model_path) or "<original checkpoint>"
+    cmd = EXTRACT_HINT.format(source=source, folder=model_path)
+    cls = MTPMissing if announced else MTPError
+    return cls(
         f"{model_path}: no MTP head ({why}); mlx-lm's conversion drops the model.layers.{layer}.* "
-        f"tensors, so use the original checkpoint or put them in a sidecar {model_path / 'mtp.safetensors'}"
+        f"tensors — restore them with `{cmd}` (writes {model_path / 'mtp.safetensors'})"
     )
 
 
@@ -318,9 +303,12 @@ def load_mtp_draft(
     model: nn.Module,
     hidden_variant: str = "post_norm",
     required: bool = True,
+    notes: list[str] | None = None,
 ) -> MTPDraft | None:
     """Build the MTP draft of `model` (loaded from `model_path` by mlx-lm). Raises MTPError with a
-    one-line reason when there is no head (or returns None if not `required`)."""
+    one-line reason when there is no head (MTPMissing when the config announces one the folder
+    lacks), or returns None if not `required`.
+    A head stored unlike the target is converted on load, and `notes` gets a line saying so."""
     model_path = Path(model_path)
     config = json.loads((model_path / "config.json").read_text())
     args = model.args
@@ -333,7 +321,9 @@ def load_mtp_draft(
                 f"MTP heads are supported for {', '.join(SUPPORTED)} models, not {family}"
             )
         if config.get("num_nextn_predict_layers", 0) < 1:
-            raise _no_mtp(model_path, n_layers, "config.json has no num_nextn_predict_layers")
+            raise _no_mtp(
+                model_path, n_layers, "config.json has no num_nextn_predict_layers", False
+            )
         local, source = read_mtp_weights(model_path, n_layers)
         if not local:
             raise _no_mtp(model_path, n_layers, f"no model.layers.{n_layers}.* tensors in {source}")
@@ -347,36 +337,14 @@ def load_mtp_draft(
             raise
         return None
 
-    # mlx-lm's own transforms (kv_b_proj -> embed_q/unembed_out, expert stacking, fp8/int4 remaps),
-    # applied by pretending the MTP layer is layer 0
-    own = {f"model.layers.0.{k}": v for k, v in local.items() if not k.startswith("embed_tokens.")}
-    w = {k[len("model.layers.0.") :]: v for k, v in model.sanitize(own).items()}
-
+    w = sanitize_layer(model, local)
     layer = mtp_layer(layer_cls, args, n_layers, "shared_head.head.weight" in w)
-
-    from mlx_lm.utils import infer_quant_config
-
-    def quantized(path: str, module: nn.Module) -> bool | dict:
-        return (
-            hasattr(module, "to_quantized")
-            and f"{path}.scales" in w
-            and infer_quant_config(path, module, w)
-        )
-
-    nn.quantize(layer, class_predicate=quantized)
-    dtype = model.model.norm.weight.dtype
-    cast = getattr(model, "cast_predicate", lambda k: True)
-    w = {
-        k: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) and cast(k) else v
-        for k, v in w.items()
-    }
     try:
-        layer.load_weights(list(w.items()), strict=True)
+        said = build_layer(model, layer, w, config, n_layers)
     except ValueError as e:
         raise MTPError(
             f"{source}: MTP layer {n_layers} does not match {family}'s decoder layer: {e}"
         ) from e
-    layer.eval()
-    mx.eval(layer.parameters())
-
+    if notes is not None:
+        notes.extend(said)
     return MTPDraft(MTPHead(layer, model.model.embed_tokens, _lm_head(model)), hidden_variant)
