@@ -61,7 +61,7 @@ def test_the_key_table_agrees_with_the_app_bindings():
         assert k.key.split()[0] == shown, k
         assert k.replay_only == (b.action in REPLAY_ONLY), k
     listed = {k.id for k in KEYS}
-    hidden = {"quit-ctrl-c", "page-cost", "page-sys", "hide-explain"}  # aliases, demo only
+    hidden = {"quit-ctrl-c", "page-arms", "page-sys", "hide-explain"}  # aliases, demo only
     assert set(bindings) - listed == hidden
 
 

@@ -209,6 +209,8 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
             "Help: keys",
         ):
             assert title in titles
+        assert len(titles) == len(set(titles))
+        assert not {"Theme", "Keys", "Screenshot"} & set(titles)  # Textual's twins of ours
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"export")

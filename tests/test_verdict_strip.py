@@ -97,7 +97,7 @@ def test_not_significant_is_said_so():
 def test_short_forms_fit_narrow_screens_and_markdown_carries_the_same_line():
     s, events = _tune()
     assert len(verdict_line(s, 60)) <= 60
-    assert "patched ×1.65 (d2 @ 2K)" in verdict_line(s, 60)
+    assert verdict_line(s, 60) == "stock rejected · patched ×1.65 [1.52-1.79] @ 2K · L=1 ✓ 1/1"
     md = summary_markdown(events)
     assert f"**Verdict:** {verdict_line(s)}" in md
 
@@ -136,7 +136,8 @@ def test_pooled_contexts_are_counted_apart_from_valid_ones_with_the_pooled_figur
     s, _ = _pooled_state()
     part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
     assert part.text == "L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003 [0.994, 1.011], 5 contexts)"
-    assert part.short == "L=1 ✓ 1/5 ✓p 4/5" and part.tone is Tone.GOOD
+    assert part.forms[1] == "L=1 ✓ 1/5 ✓p 4/5" and part.tone is Tone.GOOD
+    assert part.short == "L=1 ✓ all (✓p)"  # counts go last; ✓p is still said
     s, _ = _pooled_state(decided=(1024,))
     part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
     assert part.text == "L=1 ✓ 1/5 ✓p 1/5 ? 3 (pooled 1.003 [0.994, 1.011], 5 contexts)"
@@ -253,3 +254,23 @@ def test_a_negative_marginal_cost_gets_no_ratio():
     )
     line = verdict_line(s)
     assert "Δ2 @ 4K: -1.00 vs 0.200 ms" in line and "×" not in line
+
+
+def test_parts_shorten_one_step_at_a_time_pooled_suffix_first_never_the_ci_or_the_d2_ms():
+    """The shipped demo from 230 columns down to 60: the pooled suffix goes first, then the
+    counts; every width keeps the speedup's CI and both Δ2 figures."""
+    from pathlib import Path
+
+    from mlatui.stream.recorder import read_recording
+
+    rec = read_recording(Path(__file__).parents[1] / "scenarios" / "demo.jsonl")
+    s = DashboardState()
+    s.apply_all([rec.header, *rec.events])
+    widest = verdict_line(s)
+    assert "(pooled 1.011 [0.999, 1.018], 4 contexts)" in widest
+    lines = {w: verdict_line(s, w) for w in range(60, 240, 10)}
+    for w, line in lines.items():
+        assert "×1.12 [1.01-1.16]" in line and "252 vs 14.0 ms" in line, (w, line)
+        assert ("(pooled" in line) == (len(widest) <= w), (w, line)
+    assert "L=1 ✓ 2/5 ✓p 3/5" in lines[160] and len(lines[160]) <= 160
+    assert lines[60].endswith("L=1 ✓ all (✓p)")

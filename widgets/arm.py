@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import StepChart, step_chart
-from mlatui.views.verdict_strip import is_null_run
+from mlatui.views.verdict_strip import is_null_run, winner
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -28,7 +29,7 @@ def arm_title(state: DashboardState, arm: str) -> str:
 
 
 def chart_for(state: DashboardState) -> StepChart | None:
-    return step_chart(state.steps, tuple(state.arms), state.is_invalid)
+    return step_chart(state.steps, tuple(state.arms), state.is_invalid, state.step_median)
 
 
 def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
@@ -83,9 +84,12 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
 
 
 def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
-    """Plain decode, then every depth's tok/s and speedup; with several draft kinds, one line
-    per kind, named."""
+    """Plain decode, then every depth's tok/s and paired speedup with its 95% CI (the figure
+    the verdict judges: a speedup counts when its CI lies above 1), the verdict's pick marked
+    ★; with several draft kinds, one line per kind, named. Narrow: one setting a line."""
     a = state.arms[arm]
+    best = winner(state, arm)
+    chosen = None if best is None else Setting(best.draft_kind, best.depth)
     lines: list[Text] = []
     line = Text()
     line.append("tok/s", style="bold")
@@ -104,7 +108,7 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
             line = Text("  ")
             line.append(kind, style="bold")
         for i, (setting, figures, bound) in enumerate(settings):
-            if narrow and i % 2 == 0 and not (several and i == 0):
+            if narrow and not (several and i == 0):
                 lines.append(line)
                 line = Text("  ")
             elif not (several and i == 0):
@@ -119,7 +123,14 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
             line.append(f"d{setting.depth} " + ("~" if live else "") + f"{tok_s:.1f}")
             r = a.ratio(setting)
             if r:
-                line.append(f" ×{r:.2f}", style="bold green" if r >= 1 else "bold red")
+                ci = a.spec_ci.get(setting)
+                significant = ci is not None and (ci[0] > 1 or ci[1] < 1)
+                style = ("green" if r >= 1 else "red") if ci is None or significant else "yellow"
+                line.append(f" ×{r:.2f}", style=f"bold {style}")
+                if ci is not None:
+                    line.append(f" [{ci[0]:.2f}-{ci[1]:.2f}]", style=style)
+                if setting == chosen and best is not None and best.context == a.counts_context:
+                    line.append(" ★", style="bold green")
     lines.append(line)
     return lines
 

@@ -11,7 +11,7 @@ from mlatui.views.compare import SECTIONS, Comparison, Run
 from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_label
 from mlatui.views.rounding import Ci, ci_text, fmt_context
 from mlatui.views.run_tables import Quantity
-from mlatui.views.verdict_strip import verdict_parts
+from mlatui.views.verdict_strip import fit_forms, verdict_parts
 
 GREY = "grey42"
 ARM_STYLES = {"stock": "red", "patched": "green"}
@@ -73,10 +73,10 @@ def verdicts_text(cmp: Comparison, width: int) -> Text:
         if not parts:
             t.append(" no result in this recording", style="dim")
             continue
-        long = sum(len(p.text) + 3 for p in parts) + 11 <= width
-        for j, p in enumerate(parts):
+        indent = len(run.label) + 10
+        for j, (p, form) in enumerate(zip(parts, fit_forms(parts, width, indent), strict=True)):
             t.append(" · " if j else " ")
-            t.append(p.text if long else p.short, style=TONE_STYLES[p.tone.value])
+            t.append(form, style=TONE_STYLES[p.tone.value])
     return t
 
 

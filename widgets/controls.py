@@ -18,6 +18,7 @@ from widgets.pages import PAGES
 from widgets.panes import ExplainPane, HeaderPane
 
 REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward"}
+TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
 SPEED = Binding.Group("speed", compact=True)
 SEEK = Binding.Group("seek", compact=True)
@@ -49,8 +50,8 @@ KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("s", "screenshot", "shot", id="screenshot"),
     Binding("t", "next_theme", "theme", id="theme"),
     Binding("z", "zoom", "zoom", id="zoom"),
-    Binding("1", "page(0)", "arms", show=False, id="page-arms"),
-    Binding("2", "page(1)", "cost", show=False, id="page-cost"),
+    Binding("1", "page(0)", "cost", show=False, id="page-cost"),
+    Binding("2", "page(1)", "arms", show=False, id="page-arms"),
     Binding("3", "page(2)", "memory/log", show=False, id="page-sys"),
     Binding("x", "hide_explain", "hide explanation", show=False, id="hide-explain"),
     Binding("question_mark", "help", "help", key_display="?", id="help"),
@@ -155,7 +156,9 @@ class ControlsMixin(DashboardHost):
             self.push_screen(HelpScreen(self.binding_rows()))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own theme, keys, screenshot and maximize commands do what ours below do
+        # (ours name their key): list each action once
+        yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_TWINS)
         replay = isinstance(self.source, ReplaySource)
         yield SystemCommand(
             "Pause / resume",

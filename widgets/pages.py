@@ -19,7 +19,9 @@ from widgets.panes import (
     ValidityPane,
 )
 
-PAGES = (("page-arms", "Arms"), ("page-cost", "Cost · validity"), ("page-sys", "Memory · log"))
+# on a compact screen the first page is the one that answers the question: the key figure and the
+# L = 1 checks (the verdict is in the header on every page)
+PAGES = (("page-cost", "Cost · validity"), ("page-arms", "Arms"), ("page-sys", "Memory · log"))
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from mlatui.stream.events import Validity, aa_variant
+from mlatui.stream.events import ARMS, Validity, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
 from mlatui.views.progress_view import duration
 from mlatui.views.rounding import fmt_context
-from mlatui.views.verdict_strip import is_null_run
+from mlatui.views.verdict_strip import fit_forms, is_null_run, verdict_parts, wrap_forms
 from widgets import fit
 from widgets.figure import fmt_ms, key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
@@ -165,18 +165,28 @@ TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info"
 
 
 def verdict_lines(state: DashboardState, width: int) -> list[Text]:
-    """The verdict strip (mlatui.views.verdict_strip: the same line `--dump` and exports print): long
-    forms when they fit on one line, else short forms, wrapped between parts if still too long."""
-    from mlatui.views.verdict_strip import verdict_parts
-
+    """The verdict strip (mlatui.views.verdict_strip: the same line `--dump` and exports print):
+    each part in its longest form that lets the strip fit one line, else two, else three,
+    wrapped between parts; the shortest forms keep each speedup's CI and both Δ2 figures."""
     parts = verdict_parts(state)
     label = Text("verdict ", style="bold reverse")
     if not parts:
         return [label + Text(" no result yet", style="dim")]
-    long = sum(len(p.text) + 3 for p in parts) + 9 <= width
-    texts = [Text(p.text if long else p.short, style=TONE_STYLES[p.tone.value]) for p in parts]
-    lines = fit.wrap_parts(texts, width, len(label) + 1)
-    lines[0] = label + Text(" ") + lines[0]
+    indent = len(label) + 1
+    for max_lines in (1, 2, 3):
+        forms = fit_forms(parts, width, indent, max_lines)
+        if len(wrap_forms(forms, width, indent)) <= max_lines:
+            break
+    styled = iter(
+        Text(f, style=TONE_STYLES[p.tone.value]) for f, p in zip(forms, parts, strict=True)
+    )
+    lines = []
+    for i, row in enumerate(wrap_forms(forms, width, indent)):
+        line = label + Text(" ") if i == 0 else Text(" " * indent)
+        for j, _ in enumerate(row):
+            line.append(" · " if j else "")
+            line.append_text(next(styled))
+        lines.append(line)
     return lines
 
 
@@ -262,19 +272,21 @@ def validity_text(state: DashboardState, width: int) -> Text:
     medians, the check, and the sweep's marginal costs."""
     t = Text(no_wrap=True, overflow="ellipsis")
     summary = validity_summary(state)
-    if summary is not None:
-        t.append_text(summary)
-        t.append("\n")
+    if summary is not None:  # wrapped between its parts, never cut
+        parts = list(summary.split(" · ", include_separator=False))
+        for line in fit.wrap_parts(parts, width, 2):
+            t.append_text(line)
+            t.append("\n")
     a, b = ("A", "B") if is_null_run(state) else ("stock", "patch")  # A/A: one variant in both
     t.append(
-        f"{'phase':<6}{'ctx':>5} {'L=1 ' + a:>9} {b:>5}  {'check':<8}{'Δ2 ' + a:>8} {b:>5}",
+        f"{'phase':<6}{'ctx':>5} {'L=1 ' + a:>9} {b:>5}  {'paired':<8}{'Δ2 ' + a:>8} {b:>5}",
         style="bold",
     )
-    marg = {arm: dict(state.marginal(arm)) for arm in state.arms}
     checked = {c for (_, c) in state.validity}
-    checks = sorted(state.validity.items(), key=lambda kv: (kv[1].t, kv[0][1]))
-    rows: list[tuple[tuple[str, int], Validity | None]] = [*checks]
+    order = {p: i for i, p in enumerate(state.phase_kinds)}
+    rows: list[tuple[tuple[str, int], Validity | None]] = [*state.validity.items()]
     rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
+    rows.sort(key=lambda row: (order.get(row[0][0], len(order)), row[0][1]))
     for (phase, c), v in rows:
         s1 = v.stock_l1_ms if v else state.l_median("stock", c, 1)
         p1 = v.patched_l1_ms if v else state.l_median("patched", c, 1)
@@ -292,11 +304,25 @@ def validity_text(state: DashboardState, width: int) -> Text:
                 "inconclusive": ("?", "bold yellow"),
             }.get(v.verdict, ("✗", "bold red"))
             t.append(f"{mark + ' ' + format(v.diff_pct, '+.1f') + '%':<8}", style=style)
-        ms, mp = marg.get("stock", {}).get(c), marg.get("patched", {}).get(c)
-        if state.phase_kinds.get(phase, "sweep") != "sweep":
-            ms = mp = None
+        ms, mp = (phase_marginal(state, phase, arm, c) for arm in ARMS)
         t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>5}", style=row_style)
+    t.append("\n")
+    t.append(f"paired = median of per-round {a}/{b} ratios − 1", style="dim")
     return t
+
+
+def phase_marginal(state: DashboardState, phase: str, arm: str, context: int) -> float | None:
+    """The marginal cost Δ2 that `phase` measured at `context` (an A/A run's two passes each
+    have their own); a recording without per-phase estimates falls back to the sweep's."""
+    if state.phase_kinds.get(phase, "sweep") != "sweep":
+        return None
+    e = state.estimates.get((phase, context))
+    if e is not None:
+        for r in e.rows:
+            if (r["quantity"], r["arm"], r["width"]) == ("marginal_ms", arm, 2):
+                return float(r["median"])
+        return None
+    return dict(state.marginal(arm)).get(context)
 
 
 def run_lines(state: DashboardState) -> list[Text]:
@@ -352,7 +378,10 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
             PRESSURE_STYLE[sys_level],
         )
     )
-    t.append(f" {fmt_bytes(m.system_available_bytes)} free of {fmt_bytes(m.system_total_bytes)}\n")
+    t.append(  # the bar is the used share: say the used figure first, then what is free
+        f" {fmt_bytes(used)} of {fmt_bytes(m.system_total_bytes)}"
+        f" · {fmt_bytes(m.system_available_bytes)} free\n"
+    )
     t.append("process RSS ", style="bold")
     t.append(f"{fmt_bytes(m.process_rss_bytes)} ")
     rss = list(state.rss_history)

@@ -26,7 +26,8 @@ def scale_text(chart: StepChart, narrow: bool) -> Text:
 
 def medians_text(chart: StepChart, arm: str, narrow: bool) -> Text:
     t = Text()
-    t.append(f"@ {fmt_context(chart.latest_context)} median ", style="bold")
+    what = "median over rounds" if chart.over_rounds and not narrow else "median"
+    t.append(f"@ {fmt_context(chart.latest_context)} {what} ", style="bold")
     cells = [
         f"L{w} {fmt_ms(ms)}" if narrow else f"L={w} {fmt_ms(ms)}"
         for w, ms in sorted(chart.medians.get(arm, {}).items())

@@ -149,6 +149,8 @@ class DecodeFold:
             arm.spec_result[st] = e.tok_s
             if e.vs_plain is not None:
                 arm.spec_vs_plain[st] = e.vs_plain
+                if e.vs_plain_low is not None and e.vs_plain_high is not None:
+                    arm.spec_ci[st] = (e.vs_plain_low, e.vs_plain_high)
             if e.counts:
                 arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
             if e.distinct_4gram_share is not None:

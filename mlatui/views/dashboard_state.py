@@ -119,7 +119,7 @@ class DashboardState(DecodeFold):
             arm.phase_verify_ms = []
             if e.kind in ("decode", "tune"):
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
-                arm.counts, arm.setting, arm.spec_vs_plain = {}, None, {}
+                arm.counts, arm.setting, arm.spec_vs_plain, arm.spec_ci = {}, None, {}, {}
                 arm.spec_bound = {}
                 arm.texts, arm.repeats = {}, {}
         self.changed |= {"phase", "arms"}
@@ -317,6 +317,15 @@ class DashboardState(DecodeFold):
             ),
             None,
         )
+
+    def step_median(self, phase: str, arm: str, context: int, width: int) -> float | None:
+        """The step ms median over rounds of (phase, context), as the tables and exports show
+        it; None before that context's estimate."""
+        e = self.estimates.get((phase, context))
+        for r in e.rows if e else ():
+            if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
+                return float(r["median"])
+        return None
 
     def l_median(self, arm: str, context: int, width: int) -> float | None:
         """Step ms: the sampler's median over rounds when estimates exist (schema 2), else the

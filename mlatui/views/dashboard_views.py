@@ -46,6 +46,7 @@ class ArmView:
     spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
     spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
     spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)
+    spec_ci: dict = field(default_factory=dict)  # Setting -> (low, high) of that speedup's CI
     spec_bound: dict = field(default_factory=dict)  # Setting -> SpeedupBound: rejected, not run
     plain_tok_s: float | None = None
     absorbed_calls: int = 0

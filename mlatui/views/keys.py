@@ -26,7 +26,7 @@ KEYS = (
     Key("s", "save a screenshot (SVG) to --out-dir", "screenshot"),
     Key("t", "next colour theme", "theme"),
     Key("z", "zoom the focused pane (or the key figure) to full screen, and back", "zoom"),
-    Key("1 2 3", "show a page (narrow screens)", "page-arms"),
+    Key("1 2 3", "show a page (narrow screens): cost, arms, memory/log", "page-cost"),
     Key("?", "every key and what the symbols on screen mean", "help"),
     Key("q", "quit (a live run stops; its recording is kept)", "quit"),
 )

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+# (phase, arm, context, width) -> the sampler's median over rounds, or None before its estimate
+OverRounds = Callable[[str, str, int, int], float | None]
 
 SAMPLES_PER_KEY = 256
 WIDTH_PRIORITY = (2, 1)  # the key figure's widths first when rows are short
@@ -59,6 +63,7 @@ class StepChart:
     panels: dict[str, tuple[Panel, ...]]  # arm -> one panel per width, widths ascending
     latest_context: int
     medians: dict[str, dict[int, float]]  # arm -> width -> median ms at latest_context
+    over_rounds: bool = False  # the medians are the estimates' (median over rounds), not raw
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -74,9 +79,12 @@ def priority_widths(widths: tuple[int, ...], rows: int) -> tuple[int, ...]:
     return tuple(sorted(ranked[: max(0, rows)]))
 
 
-def step_chart(series: StepSeries, arms, greyed) -> StepChart | None:
+def step_chart(
+    series: StepSeries, arms, greyed, over_rounds: OverRounds | None = None
+) -> StepChart | None:
     """The latest phase with timed steps; `greyed(context, phase)` says whether its L = 1
-    check failed there."""
+    check failed there. The medians are `over_rounds`' (the figures the tables and exports
+    show) once every one of them has an estimate, else the raw samples' (a live context)."""
     phase = series.latest_phase()
     if phase is None:
         return None
@@ -100,4 +108,13 @@ def step_chart(series: StepSeries, arms, greyed) -> StepChart | None:
             for w in widths
             if (s := series.samples.get((phase, arm, w, latest)))
         }
+    if over_rounds is not None:
+        estimated = {
+            a: {w: over_rounds(phase, a, latest, w) for w in ms} for a, ms in medians.items()
+        }
+        if all(m is not None for ms in estimated.values() for m in ms.values()):
+            kept = {
+                a: {w: m for w, m in ms.items() if m is not None} for a, ms in estimated.items()
+            }
+            return StepChart(phase, contexts, top, panels, latest, kept, over_rounds=True)
     return StepChart(phase, contexts, top, panels, latest, medians)

@@ -27,11 +27,40 @@ class Tone(enum.StrEnum):
     INFO = "info"
 
 
+# When a line does not fit, parts shorten one step at a time, lowest rank first: the pooled
+# check's suffix, the bias's detail, the check counts, the wording around each result, its place.
+# No form drops a speedup's CI or either Δ2 figure.
+RANK_POOLED, RANK_BIAS, RANK_COUNTS, RANK_WORDS, RANK_PLACE = range(5)
+
+
 @dataclass(frozen=True)
 class Part:
-    text: str
-    short: str  # for narrow screens
+    forms: tuple[str, ...]  # longest first; each next one is what fits a narrower screen
     tone: Tone
+    ranks: tuple[int, ...] = ()  # when to step to forms[i + 1]: lower steps first
+
+    @property
+    def text(self) -> str:
+        return self.forms[0]
+
+    @property
+    def short(self) -> str:
+        return self.forms[-1]
+
+
+def part(tone: Tone, *forms: tuple[str, int] | str) -> Part:
+    """`part(tone, long, (shorter, rank), (shortest, rank))`: forms that equal the one before
+    them are skipped."""
+    texts: list[str] = []
+    ranks: list[int] = []
+    for f in forms:
+        text, rank = (f, 0) if isinstance(f, str) else f
+        if texts and text == texts[-1]:
+            continue
+        texts.append(text)
+        if len(texts) > 1:
+            ranks.append(rank)
+    return Part(tuple(texts), tone, tuple(ranks))
 
 
 def _valid(state: DashboardState, r: DecodeResult) -> bool:
@@ -39,15 +68,32 @@ def _valid(state: DashboardState, r: DecodeResult) -> bool:
     return v is not None and v.valid
 
 
-def _speculation(state: DashboardState) -> list[Part]:
-    results = [r for r in state.decode_results if r.depth > 0]
-    if not results:
-        return []
-    usable = [  # measured, or rejected by bound (its bound's upper end is its speedup's)
+def _usable(state: DashboardState, results: list[DecodeResult]) -> list[DecodeResult]:
+    """Measured, or rejected by bound (its bound's upper end is its speedup's), at a context
+    whose L = 1 check passed, with no guard warning."""
+    return [
         r
         for r in results
         if not r.warnings and (r.vs_plain is not None or r.rejected_by_bound) and _valid(state, r)
     ]
+
+
+def _best_win(mine: list[DecodeResult]) -> DecodeResult | None:
+    wins = [r for r in mine if r.vs_plain_low is not None and r.vs_plain_low > 1]
+    return max(wins, key=lambda r: (r.vs_plain, r.context)) if wins else None
+
+
+def winner(state: DashboardState, arm: str) -> DecodeResult | None:
+    """The result the verdict names for `arm` (its best significant speedup), if any."""
+    results = [r for r in state.decode_results if r.depth > 0 and r.arm == arm]
+    return _best_win(_usable(state, results))
+
+
+def _speculation(state: DashboardState) -> list[Part]:
+    results = [r for r in state.decode_results if r.depth > 0]
+    if not results:
+        return []
+    usable = _usable(state, results)
     if not usable:
         invalid = sorted({r.context for r in results if not _valid(state, r)})
         reasons = []
@@ -59,7 +105,13 @@ def _speculation(state: DashboardState) -> list[Part]:
         if warned:
             reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")
         reasons = reasons or ["no speedup measured"]
-        return [Part(f"tune: no verdict ({'; '.join(reasons)})", "tune: no verdict", Tone.WARN)]
+        return [
+            part(
+                Tone.WARN,
+                f"tune: no verdict ({'; '.join(reasons)})",
+                ("tune: no verdict", RANK_WORDS),
+            )
+        ]
     parts = []
     for arm in ARMS:
         mine = [r for r in usable if r.arm == arm]
@@ -70,37 +122,39 @@ def _speculation(state: DashboardState) -> list[Part]:
             if warned:  # the other arm has a verdict: say why this one has none
                 at = ", ".join(map(fmt_context, warned))
                 parts.append(
-                    Part(
-                        f"{arm}: no verdict (every result warned at {at})", f"{arm} n.v.", Tone.WARN
+                    part(
+                        Tone.WARN,
+                        f"{arm}: no verdict (every result warned at {at})",
+                        (f"{arm} n.v.", RANK_WORDS),
                     )
                 )
             continue
-        wins = [r for r in mine if r.vs_plain_low is not None and r.vs_plain_low > 1]
-        if wins:
-            best: DecodeResult = max(wins, key=lambda r: (r.vs_plain, r.context))
-            ci = f" [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
-            where = f"{Setting(best.draft_kind, best.depth).label} @ {fmt_context(best.context)}"
-            if state.validity[(best.phase, best.context)].pooled:
-                where += ", L=1 ✓p"
+        best = _best_win(mine)
+        if best is not None:
+            ratio = f"×{best.vs_plain:.2f} [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
+            at = fmt_context(best.context)
+            where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
+            pooled = state.validity[(best.phase, best.context)].pooled
             parts.append(
-                Part(
-                    f"{arm} spec wins ×{best.vs_plain:.2f}{ci} ({where})",
-                    f"{arm} ×{best.vs_plain:.2f} ({where})",
+                part(
                     Tone.GOOD,
+                    f"{arm} spec wins {ratio} ({where}{', L=1 ✓p' if pooled else ''})",
+                    (f"{arm} {ratio} ({where}{' ✓p' if pooled else ''})", RANK_WORDS),
+                    (f"{arm} {ratio} @ {at}{' ✓p' if pooled else ''}", RANK_PLACE),
                 )
             )
         elif all(r.vs_plain_high is not None and r.vs_plain_high < 1 for r in mine):
             worst = max(r.context for r in mine)
             how = "by bound" if all(r.rejected_by_bound for r in mine) else "slower"
             parts.append(
-                Part(
-                    f"{arm} spec rejected ({how} at {fmt_context(worst)})",
-                    f"{arm} rejected",
+                part(
                     Tone.BAD,
+                    f"{arm} spec rejected ({how} at {fmt_context(worst)})",
+                    (f"{arm} rejected", RANK_WORDS),
                 )
             )
         else:
-            parts.append(Part(f"{arm} no significant gain", f"{arm} n.s.", Tone.INFO))
+            parts.append(part(Tone.INFO, f"{arm} no significant gain", (f"{arm} n.s.", RANK_WORDS)))
     return parts
 
 
@@ -118,11 +172,12 @@ def _marginal(state: DashboardState) -> list[Part]:
         return []
     s, p = m["stock"], m["patched"]
     ratio = f" ({s / p:.0f}×)" if p > 0 and s > 0 else ""  # a noisy negative Δ2 has no ratio
+    at = fmt_context(top)
     return [
-        Part(
-            f"Δ2 @ {fmt_context(top)}: {sig(s)} vs {sig(p)} ms{ratio}",
-            f"Δ2 @ {fmt_context(top)}{ratio}",
+        part(
             Tone.GOOD if p > 0 and s > 0 and s / p >= 2 else Tone.INFO,
+            f"Δ2 @ {at}: {sig(s)} vs {sig(p)} ms{ratio}",
+            (f"Δ2 {at} {sig(s)} vs {sig(p)} ms{ratio}", RANK_PLACE),
         )
     ]
 
@@ -145,7 +200,7 @@ def _checks(state: DashboardState) -> list[Part]:
         text += f" ? {unsure}"
     if bad:
         text += f" ✗ {bad}"
-    short = text
+    counts = text
     p = state.latest_pooled
     if p is not None:
         said = "" if p.valid else f": {p.outcome}"
@@ -153,8 +208,13 @@ def _checks(state: DashboardState) -> list[Part]:
             f" (pooled {p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}], "
             f"{len(p.contexts)} contexts{said})"
         )
+    # without counts: "all" when every check passed (✓p still said), else only what did not
+    if ok + pooled == len(checks):
+        brief = "L=1 ✓ all" + (" (✓p)" if pooled else "")
+    else:
+        brief = "L=1" + (f" ? {unsure}" if unsure else "") + (f" ✗ {bad}" if bad else "")
     tone = Tone.GOOD if ok + pooled == len(checks) else Tone.BAD if bad else Tone.WARN
-    return [Part(text, short, tone)]
+    return [part(tone, text, (counts, RANK_POOLED), (brief, RANK_COUNTS))]
 
 
 def is_null_run(state: DashboardState) -> bool:
@@ -168,7 +228,7 @@ def _null(state: DashboardState) -> list[Part]:
     if judged is None:
         return []
     short = f"A/A {judged.cells - judged.excluded}/{judged.cells} in CI"
-    return [Part(judged.text, short, Tone.GOOD if judged.consistent else Tone.BAD)]
+    return [part(Tone.GOOD if judged.consistent else Tone.BAD, judged.text, (short, RANK_WORDS))]
 
 
 def verdict_parts(state: DashboardState) -> list[Part]:
@@ -178,14 +238,57 @@ def verdict_parts(state: DashboardState) -> list[Part]:
         parts = [*_speculation(state), *_marginal(state), *_checks(state)]
     bias = state.harness_bias
     if bias:
-        parts.append(Part(bias, bias.split(" (")[0], Tone.INFO))
+        parts.append(part(Tone.INFO, bias, (bias.split(" (")[0], RANK_BIAS)))
     return parts
 
 
+SEP = " · "
+
+
+def wrap_forms(texts: list[str], width: int, indent: int = 0) -> list[list[str]]:
+    """The texts on lines of at most `width` columns (the first `indent` columns taken),
+    broken between texts, never inside one."""
+    lines: list[list[str]] = [[]]
+    used = indent
+    for t in texts:
+        if lines[-1] and used + len(SEP) + len(t) > width:
+            lines.append([])
+            used = indent
+        used += (len(SEP) if lines[-1] else 0) + len(t)
+        lines[-1].append(t)
+    return lines
+
+
+def fit_forms(parts: list[Part], width: int, indent: int = 0, max_lines: int = 1) -> list[str]:
+    """One form per part: the longest that let the parts fit `max_lines` lines of `width`,
+    shortening one part one step at a time, lowest rank first (then the later part)."""
+    level = [0] * len(parts)
+    steps = sorted(
+        ((rank, -i, i) for i, p in enumerate(parts) for rank in p.ranks), key=lambda s: s[:2]
+    )
+
+    def forms() -> list[str]:
+        return [p.forms[lv] for p, lv in zip(parts, level, strict=True)]
+
+    def fits() -> bool:
+        return len(wrap_forms(forms(), width, indent)) <= max_lines
+
+    taken = []
+    for _, _, i in steps:
+        if fits():
+            break
+        level[i] += 1
+        taken.append(i)
+    for i in reversed(taken):  # a step that did not help (the wrap moved on later) is undone
+        level[i] -= 1
+        if not fits():
+            level[i] += 1
+    return forms()
+
+
 def verdict_line(state: DashboardState, width: int = 1000) -> str:
-    """The parts joined with ' · '; short forms when the long line does not fit `width`."""
+    """The parts joined with ' · ', each in the longest form that lets the line fit `width`."""
     parts = verdict_parts(state)
     if not parts:
         return "no result yet"
-    long = " · ".join(p.text for p in parts)
-    return long if len(long) <= width else " · ".join(p.short for p in parts)
+    return SEP.join(fit_forms(parts, width))
