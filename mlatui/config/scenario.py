@@ -16,6 +16,7 @@ from mlatui.config.checks import ScenarioError as ScenarioError  # raised by loa
 from mlatui.config.checks import check_keys, int_list
 from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
 from mlatui.config.gate_settings import IndexerMode, Threshold
+from mlatui.config.story import Story, parse_story
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
@@ -113,6 +114,8 @@ class Scenario:
     threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
     indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
     budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
+    # what the run is to show: a budgeted run picks the contexts that show it on this device
+    story: Story | None = None
 
     def run_seed(self, offset: int = 0) -> int:
         """The run's one seed (`seed`, plus `--seed`): random weights, random context ids, the
@@ -135,6 +138,7 @@ class Scenario:
             "indexer": self.indexer,
             "budget_s": self.budget_s,
             "fill": self.model.fill,
+            "story": self.story.to_dict() if self.story else None,
         }
 
 
@@ -213,7 +217,7 @@ def parse_phase(
         max_rounds = _int(where, "max_rounds", max_rounds, reps)
     return Phase(
         max_rounds=max_rounds,
-        name=str(raw.get("name", f"{kind}-{index + 1}")),
+        name=_text(where, "name", raw.get("name", f"{kind}-{index + 1}")),
         kind=kind,
         contexts=int_list(where, "contexts", raw["contexts"], minimum=16),
         widths=widths,
@@ -240,6 +244,15 @@ def parse_phase(
 def _bool(where: str, key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ScenarioError(f"{where}: '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _text(where: str, key: str, value: Any) -> str:
+    """A name or description: a string (a table or a number here is a typo, never a name)."""
+    if not isinstance(value, str):
+        raise ScenarioError(
+            f"{where}: '{key}' must be a string, e.g. {key} = \"my-run\"; got {value!r}"
+        )
     return value
 
 
@@ -275,6 +288,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
             "model",
             "draft",
             "phase",
+            "story",
         ),
     )
     sampling = {
@@ -361,9 +375,9 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         parse_phase(f"{path} [[phase]] #{i + 1}", p, i, sampling) for i, p in enumerate(phases_raw)
     )
     return Scenario(
-        name=str(raw.get("name", path.stem)),
+        name=_text(str(path), "name", raw.get("name", path.stem)),
         path=str(path),
-        description=str(raw.get("description", "")),
+        description=_text(str(path), "description", raw.get("description", "")),
         model=model,
         draft=draft,
         phases=phases,
@@ -372,4 +386,5 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         threshold=threshold,
         indexer=indexer,
         budget_s=float(budget_s),
+        story=parse_story(f"{path} [story]", raw.get("story")),
     )

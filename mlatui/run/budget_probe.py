@@ -17,6 +17,14 @@ from mlatui.run.budget import (
     plan_after,
     reduction_count,
 )
+from mlatui.run.budget_story import (
+    Limits,
+    choice_index,
+    choose_contexts,
+    from_index,
+    longest_context,
+    with_contexts,
+)
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, BudgetPlanned, Event, LogMessage
 from mlatui.views.progress import RunProgress
@@ -31,19 +39,28 @@ FORECAST_MARGIN = 1.15
 # two lengths of the default scenario) the longer length is skipped, and the forecast extrapolates
 # from the one length it has (between "does not grow" and "grows in proportion to T").
 PROBE_BUDGET_SHARE = 0.12
+# a first prefill this much (plus twice the second's time) slower than the second is a compile
+COMPILE_FLOOR_S = 0.05
+FIRST_USE_SAID_S = 0.5  # a first use this much slower than the warm runs is said in the log
 
 
-def probe_contexts(scenario: Scenario) -> tuple[int, ...]:
+def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int, ...]:
     """The lengths to fit the growth with context: the scenario's smallest context (at most 256)
-    and four times that, capped at the scenario's largest; then each tune and decode phase's
-    smallest context beyond those. A step's cost grows faster than in proportion once the cache
-    outgrows the CPU's caches (the embedded model's L = 1 step: 14 ms at 1K, 40 ms at 4K, where a
-    line through 256 and 1K said 23), and the decode blocks, most of a run, run at those lengths."""
+    and four times that, capped at the scenario's largest; with `longest` (the largest context
+    the plan may pick for this device, mlatui.run.budget_story), a ladder of fourfold lengths up
+    to it; then each tune and decode phase's smallest context beyond those. A step's cost grows
+    faster than in proportion once the cache outgrows the CPU's caches (the embedded model's
+    L = 1 step: 14 ms at 1K, 40 ms at 4K, where a line through 256 and 1K said 23), and the
+    decode blocks, most of a run, run at those lengths."""
     contexts = sorted({c for p in scenario.phases for c in p.contexts})
     if not contexts:
         return ()
     small = min(contexts[0], 256)
     lengths = {small, min(4 * small, contexts[-1])}
+    top = small
+    while longest is not None and top < longest:
+        top = min(4 * top, longest)
+        lengths.add(top)
     for p in scenario.phases:
         if p.kind in ("tune", "decode") and p.contexts and min(p.contexts) > max(lengths):
             lengths.add(min(p.contexts))
@@ -60,57 +77,139 @@ def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(range(1, widest + 1))
 
 
-def probe(
-    ctx: RunContext, scenario: Scenario, budget_s: float = 0.0
-) -> tuple[RunProgress, tuple[int, ...]]:
-    """Synced steps at every width the scenario needs, both arms, at `probe_contexts`; each
-    prefill is timed as set-up. Nothing is emitted: these samples enter no estimate. With a
-    budget, a longer length whose probe would take the probe past PROBE_BUDGET_SHARE of it (its
-    cost guessed as the last length's, in proportion to the length) is left out, and every
-    length after it."""
-    costs = RunProgress()
-    costs.draft_kinds = ctx.draft_kinds
-    widths = _widths(scenario, costs.draft_kinds)
-    lengths: list[int] = []
-    last_s = 0.0  # the last length's probe, prefill included
-    spent_s = 0.0  # every length's so far
-    for context in probe_contexts(scenario):
-        ctx.check_stop()
-        if lengths and budget_s > 0:
-            guess_s = last_s * context / lengths[-1]
-            # rank 0's timing decides for every rank: ranks must probe the same lengths
-            (too_long,) = ctx.leader_decides_each(
-                [spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s]
-            )
+@dataclass(frozen=True)
+class ProbeDevice:
+    """What the probe does on the device, as plain callables (the engine's arms, or a test's):
+    `prefill(context)` shares a prefilled context with both arms and returns its length;
+    `step(arm, width)` runs one synced step there and returns its ms; `clock` reads seconds."""
+
+    prefill: Callable[[int], int]
+    step: Callable[[str, int], float]
+    clock: Callable[[], float] = time.perf_counter
+    check_stop: Callable[[], None] = lambda: None
+    # rank 0's yes/no for each item (every rank probes the same lengths)
+    decide: Callable[[list[bool]], list[bool]] = list
+    log: Callable[[str], None] = lambda message: None
+
+
+@dataclass
+class ProbeResult:
+    costs: RunProgress
+    lengths: tuple[int, ...]
+    first_use_s: float = 0.0  # the untimed first use of every shape, beyond its warm cost
+    compiles: bool = False  # the first prefill took over twice the second: shapes compile
+
+
+def _compiles(first_s: float, warm_s: float) -> bool:
+    return first_s > 2 * warm_s + COMPILE_FLOOR_S
+
+
+def run_probe(
+    device: ProbeDevice,
+    lengths: Sequence[int],
+    widths: Sequence[int],
+    kinds: tuple[str, ...] = (),
+    budget_s: float = 0.0,
+) -> ProbeResult:
+    """Each shape is run once untimed, then timed: MLX compiles a kernel on its first use (on
+    CUDA and on Metal; the H200's first 256-token probe took 28 s, the whole scenario then ran
+    in 26 s), and a forecast from first uses plans for the compiler, not the device. The first
+    length is prefilled twice, the first untimed; when that first prefill took over twice the
+    second, the device compiles per shape and every later length is prefilled twice too. The
+    first uses' cost beyond their warm cost is `first_use_s`, a one-off said apart. With a
+    budget, a longer length whose warm probe would take the probe's warm time past
+    PROBE_BUDGET_SHARE of it (the last length's warm cost in proportion to the length, plus a
+    later length's first use again) is left out, and every length after it. On such a device each later length's first use is expected again
+    at every new context of the run (added to the prefill the forecast extrapolates)."""
+    result = ProbeResult(RunProgress(), ())
+    result.costs.draft_kinds = kinds
+    done: list[int] = []
+    first_by_length: list[float] = []
+    last_warm_s = last_first_s = 0.0
+    start = device.clock()
+    for context in lengths:
+        device.check_stop()
+        if done and budget_s > 0:
+            # the first length's first use is mostly every kernel's one-off compile, a later
+            # length's what a new shape costs again; the run pays the one-offs anyway
+            again_s = last_first_s if len(done) > 1 else 0.0
+            guess_s = last_warm_s * context / done[-1] + again_s
+            spent_s = device.clock() - start - result.first_use_s + again_s * (len(done) - 1)
+            (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
             if too_long:
-                ctx.emit(
-                    LogMessage(
-                        ctx.now(),
-                        "info",
-                        f"budget probe: {context} tokens left out (the {lengths[-1]}-token probe "
-                        f"took {last_s:.1f} s; {context} would take ~{guess_s:.0f} s more); "
-                        "longer contexts are extrapolated from one length",
-                    )
+                device.log(
+                    f"budget probe: {context} tokens left out (the {done[-1]}-token probe took "
+                    f"{last_warm_s:.1f} s warm, {last_first_s:.1f} s more on first use; "
+                    f"{context} would take ~{guess_s:.0f} s more); longer contexts are "
+                    "extrapolated from the lengths probed"
                 )
                 break
-        text = ctx.tokens_for(context + max(widths))
-        start = time.perf_counter()
-        length = share_context(ctx, text[:context])
-        setup_s = time.perf_counter() - start
-        steps = {w: forward_and_trim(text[length : length + w]) for w in widths}
-        for w in widths:  # the first call at a width compiles
+        first_s = 0.0
+        t = device.clock()
+        length = device.prefill(context)
+        once_s = device.clock() - t
+        if not done or result.compiles:
+            t = device.clock()
+            length = device.prefill(context)
+            setup_s = device.clock() - t
+            first_s += max(0.0, once_s - setup_s)
+            if not done:
+                result.compiles = _compiles(once_s, setup_s)
+        else:
+            setup_s = once_s
+        warm_s = setup_s
+        for w in widths:
             for arm in ARMS:
-                ctx.workers[arm].call(steps[w])
-        for _ in range(PROBE_REPS):
-            for w in widths:
-                for arm in ARMS:
-                    ms, _, _ = ctx.workers[arm].call(steps[w])
-                    costs.costs.add_step(arm, length, w, ms)
-        costs.prefill.append((length, setup_s))
-        lengths.append(length)
-        last_s = time.perf_counter() - start
-        spent_s += last_s
-    return costs, tuple(lengths)
+                first_ms = device.step(arm, w)
+                timed = [device.step(arm, w) for _ in range(PROBE_REPS)]
+                for ms in timed:
+                    result.costs.costs.add_step(arm, length, w, ms)
+                mean_ms = sum(timed) / len(timed)
+                first_s += max(0.0, first_ms - mean_ms) / 1e3
+                warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
+        result.costs.prefill.append((length, setup_s))
+        result.first_use_s += first_s
+        first_by_length.append(first_s)
+        done.append(length)
+        last_warm_s, last_first_s = warm_s, first_s
+    result.lengths = tuple(done)
+    later = first_by_length[1:]
+    if result.compiles and later:  # each new shape of the run compiles again, as these did
+        again_s = sum(later) / len(later)
+        result.costs.prefill = [(c, s + again_s) for c, s in result.costs.prefill]
+    return result
+
+
+def probe(
+    ctx: RunContext, scenario: Scenario, budget_s: float = 0.0, longest: int | None = None
+) -> ProbeResult:
+    """Synced steps at every width the scenario needs, both arms, at `probe_contexts`
+    (`run_probe` on the run's own arms); each prefill is timed as set-up. Nothing is emitted but
+    log lines: these samples enter no estimate."""
+    widths = _widths(scenario, ctx.draft_kinds)
+    text: list[int] = []
+    steps: dict[int, Callable] = {}
+
+    def prefill(context: int) -> int:
+        nonlocal text
+        text = ctx.tokens_for(context + max(widths))
+        length = share_context(ctx, text[:context])
+        steps.clear()
+        steps.update({w: forward_and_trim(text[length : length + w]) for w in widths})
+        return length
+
+    def step(arm: str, width: int) -> float:
+        ms, _, _ = ctx.workers[arm].call(steps[width])
+        return float(ms)
+
+    device = ProbeDevice(
+        prefill,
+        step,
+        check_stop=ctx.check_stop,
+        decide=ctx.leader_decides_each,
+        log=lambda message: ctx.emit(LogMessage(ctx.now(), "info", message)),
+    )
+    return run_probe(device, probe_contexts(scenario, longest), widths, ctx.draft_kinds, budget_s)
 
 
 def agreed(
@@ -133,18 +232,82 @@ def agreed(
     )
 
 
+def model_limits(ctx: RunContext) -> Limits:
+    """The positions the run's model was built for, and the windows the embedded model was
+    trained on (its MANIFEST says)."""
+    arm = ctx.workers["stock"].arm
+    limit = getattr(getattr(arm.model, "args", None), "max_position_embeddings", None)
+    window = None
+    if arm.model_name == "embedded":
+        from mlatui.models.embedded import trained_window
+
+        window = trained_window()
+    return Limits(limit if isinstance(limit, int) else None, window)
+
+
+def _choose(
+    ctx: RunContext,
+    scenario: Scenario,
+    costs: RunProgress,
+    fit: Callable[[tuple[Phase, ...]], BudgetPlan],
+    limits: Limits,
+) -> tuple[tuple[Phase, ...], str]:
+    """The phases at the contexts that show the scenario's story on this device (rank 0's
+    choice on every rank), and the note that says why; as written without a story."""
+    story = scenario.story
+    if story is None:
+        return scenario.phases, ""
+
+    def step_ms(arm: str, context: int, width: int) -> float | None:
+        got = costs.costs.step(arm, context, width)
+        return got[1] if got else None
+
+    def fits(phases: tuple[Phase, ...]) -> bool:
+        plan = fit(phases)
+        kept = [p.contexts for p in plan.phases if p.kind == "sweep"]
+        return plan.fits and kept == [p.contexts for p in phases if p.kind == "sweep"]
+
+    choice = choose_contexts(scenario.phases, story, step_ms, fits, limits)
+    choice = from_index(story, ctx.leader_decides_each(choice_index(story, choice)), choice.note)
+    phases = with_contexts(scenario.phases, choice.tune_context, choice.sweep_contexts)
+    return phases, choice.note
+
+
 def apply_budget(
     ctx: RunContext, scenario: Scenario, budget_s: float
 ) -> tuple[Scenario, BudgetWatch]:
-    """Probe, plan, say what was scaled down; return the scenario with the phases to run, and
-    the watch that re-plans the phases not yet run at each phase boundary."""
+    """Probe, pick the contexts, plan, say what was scaled down; return the scenario with the
+    phases to run, and the watch that re-plans the phases not yet run at each phase boundary."""
+    limits = model_limits(ctx)
     start = time.perf_counter()
-    costs, lengths = probe(ctx, scenario, budget_s)
+    probed = probe(
+        ctx, scenario, budget_s, longest_context(scenario.story, scenario.phases, limits)
+    )
     probe_s = time.perf_counter() - start
+    costs, lengths = probed.costs, probed.lengths
+    if probed.first_use_s >= FIRST_USE_SAID_S:
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "info",
+                f"budget probe: the first use of each shape took {probed.first_use_s:.1f} s more "
+                "than its warm runs (kernel compilation: a one-off, left out of the forecast)",
+            )
+        )
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
     high = partial(costs.forecast_s, high=True)
-    plan = fit_to_budget(scenario.phases, left_s, costs.forecast_s, ctx.draft_kinds, high)
-    plan = agreed(ctx.leader_decides_each, scenario.phases, plan, ctx.draft_kinds, costs.forecast_s)
+    fit = partial(
+        fit_to_budget,
+        budget_s=left_s,
+        forecast_s=costs.forecast_s,
+        kinds=ctx.draft_kinds,
+        high_s=high,
+    )
+    phases, note = _choose(ctx, scenario, costs, fit, limits)
+    if note:
+        ctx.emit(LogMessage(ctx.now(), "info", note))
+    plan = fit(phases)
+    plan = agreed(ctx.leader_decides_each, phases, plan, ctx.draft_kinds, costs.forecast_s)
     plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
     spent = ctx.now()
     plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)
@@ -157,6 +320,8 @@ def apply_budget(
         tuple(p.to_dict() for p in plan.phases),
         lengths,
         probe_s,
+        probed.first_use_s,
+        note,
     )
     ctx.emit(first)
     level = "warning" if plan.scaled else "info"

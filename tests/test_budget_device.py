@@ -1,0 +1,185 @@
+"""The budget on the device at hand: a probe that times the device rather than the compiler, and
+contexts picked from the scenario's story on the probe's costs (a CPU-like and a GPU-like table
+pick different ones), bounded by the model's positions."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.run.budget import fit_to_budget
+from mlatui.run.budget_probe import ProbeDevice, run_probe
+from mlatui.run.budget_story import Limits, choose_contexts, longest_context, with_contexts
+from mlatui.views.progress import RunProgress
+
+DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
+KINDS = ("mtp", "draft-model")
+
+
+class FakeDevice:
+    """A device on a fake clock: every shape's first use costs `compile_s` more (a GPU compiling
+    its kernels), a step costs `ms(arm, width)`, a prefill `prefill_s_per_token` per token."""
+
+    def __init__(self, compile_s: float, ms, prefill_s_per_token: float = 1e-4, per_context=True):
+        self.now, self.compile_s, self.ms = 0.0, compile_s, ms
+        self.per_context = per_context  # False: a kernel compiles once, whatever the context
+        self.per_token = prefill_s_per_token
+        self.seen: set = set()
+        self.context = 0
+
+    def _first(self, shape) -> float:
+        shape = shape if self.per_context else shape[:-1]
+        if shape in self.seen:
+            return 0.0
+        self.seen.add(shape)
+        return self.compile_s
+
+    def prefill(self, context: int) -> int:
+        self.context = context
+        self.now += self._first(("prefill", context)) + self.per_token * context
+        return context
+
+    def step(self, arm: str, width: int) -> float:
+        ms = self.ms(arm, width, self.context) + 1e3 * self._first((arm, width, self.context))
+        self.now += ms / 1e3
+        return ms
+
+    def device(self, logs=None) -> ProbeDevice:
+        return ProbeDevice(
+            self.prefill,
+            self.step,
+            clock=lambda: self.now,
+            log=(logs if logs is not None else []).append,
+        )
+
+
+def _gpu_ms(arm: str, width: int, context: int) -> float:
+    """The H200's embedded-model steps: ~3.3 ms of fixed cost; the stock arm's wide steps grow
+    with the cache (re-expanding it), the patched arm's stay flat."""
+    if width == 1:
+        return 3.3
+    return 3.3 + (0.00037 * context if arm == "stock" else 1.5)
+
+
+def _cpu_ms(arm: str, width: int, context: int) -> float:
+    """The 2-core CPU's (the demo recording's sweep): L = 1 grows with the cache too."""
+    one = 16.0 + 0.008 * context
+    if width == 1:
+        return one
+    return one + (max(5.0, 0.062 * context - 14.0) if arm == "stock" else 0.25 * one)
+
+
+def test_a_probe_whose_first_call_is_slow_forecasts_from_the_later_calls():
+    fake = FakeDevice(compile_s=5.0, ms=_gpu_ms)
+    got = run_probe(fake.device(), (256, 1024), (1, 2, 3), KINDS)
+    assert got.lengths == (256, 1024) and got.compiles
+    # every step's cost is its warm cost, never the compile's
+    assert got.costs.costs.step("stock", 256, 1)[1] == pytest.approx(3.3)
+    assert got.costs.costs.step("patched", 1024, 2)[1] == pytest.approx(4.8)
+    # the prefill is the second, warm one, plus the first use expected again at each new
+    # context: the 1024-token length compiled its prefill and its 6 step shapes again
+    prefill = dict(got.costs.prefill)
+    assert prefill[256] == pytest.approx(0.0256 + 7 * 5.0)
+    # the first uses are a one-off said apart: 2 prefills and 6 step shapes per length
+    assert got.first_use_s == pytest.approx(2 * 5.0 + 12 * 5.0)
+    # on a device that does not compile, no second prefill and no first-use cost
+    plain = FakeDevice(compile_s=0.0, ms=_gpu_ms)
+    quiet = run_probe(plain.device(), (256, 1024), (1, 2), KINDS)
+    assert not quiet.compiles and quiet.first_use_s == 0.0
+    assert dict(quiet.costs.prefill)[1024] == pytest.approx(0.1024)
+
+
+def test_the_probe_cut_for_the_budget_does_not_count_the_compiler():
+    """The H200's 256-token probe took 28 s, nearly all first use, and the 1024-token length
+    was left out ('would take ~112 s'); its warm cost says it takes a fraction of a second."""
+    logs: list[str] = []
+    fake = FakeDevice(compile_s=4.0, ms=_gpu_ms, per_context=False)
+    got = run_probe(fake.device(logs), (256, 1024, 4096), (1, 2, 3), KINDS, budget_s=100)
+    assert got.lengths == (256, 1024, 4096), logs
+    # a slow device (the CPU's costs at 10x) still leaves the longest out, and says so
+    slow = FakeDevice(0.0, lambda a, w, c: 10 * _cpu_ms(a, w, c), prefill_s_per_token=2e-3)
+    cut = run_probe(slow.device(logs), (256, 1024, 4096), (1, 2, 3), KINDS, budget_s=100)
+    assert cut.lengths[-1] < 4096 and any("tokens left out" in m for m in logs)
+
+
+def _table(ms, lengths=(256, 1024, 4096, 16384, 32768)) -> RunProgress:
+    costs = RunProgress()
+    costs.draft_kinds = KINDS
+    for c in lengths:
+        for w in (1, 2, 3):
+            for arm in ("stock", "patched"):
+                costs.costs.add_step(arm, c, w, ms(arm, w, c))
+        costs.prefill.append((c, 1e-4 * c))
+    return costs
+
+
+def _choose(costs: RunProgress, limits: Limits, budget_s: float = 1e9):
+    scenario = load_scenario(str(DEFAULT))
+    assert scenario.story is not None
+
+    def step_ms(arm, c, w):
+        got = costs.costs.step(arm, c, w)
+        return got[1] if got else None
+
+    def fits(phases):
+        plan = fit_to_budget(phases, budget_s, costs.forecast_s, KINDS)
+        sweeps = [p.contexts for p in plan.phases if p.kind == "sweep"]
+        return plan.fits and sweeps == [p.contexts for p in phases if p.kind == "sweep"]
+
+    return choose_contexts(scenario.phases, scenario.story, step_ms, fits, limits)
+
+
+def test_a_cpu_and_a_gpu_pick_different_contexts_for_the_same_story():
+    long_model = Limits(max_positions=65536, trained_window=65536)
+    cpu = _choose(_table(_cpu_ms), long_model)
+    gpu = _choose(_table(_gpu_ms), long_model)
+    # the CPU: stock's L = 2 step is 4x its L = 1 step from 2K (1K reads 3x)
+    assert cpu.tune_context == 2048
+    # the GPU's plain step is fixed cost: only at 32K does the stock arm's reach 4x
+    assert gpu.tune_context == 32768
+    assert gpu.sweep_contexts == (4096, 8192, 16384, 32768)
+    assert "32768" in gpu.note and "smallest context where both hold" in gpu.note
+    # the CPU's sweep: as long as the budget allows, here all of it (an unlimited budget)
+    assert 2048 in cpu.sweep_contexts and len(cpu.sweep_contexts) == 4
+
+
+def test_the_budget_decides_how_far_the_sweep_reaches():
+    costs = _table(_cpu_ms)
+    long_model = Limits(max_positions=65536)
+    scenario = load_scenario(str(DEFAULT))
+    tune_only = with_contexts(scenario.phases, 2048, (512, 1024, 2048))
+    budget = 1.2 * costs.forecast_s(tune_only)  # room for a sweep up to about 2K, not 32K
+    chosen = _choose(costs, long_model, budget)
+    assert chosen.tune_context == 2048
+    assert max(chosen.sweep_contexts) < 32768 and 2048 in chosen.sweep_contexts
+    assert "would not fit the budget" in chosen.note
+
+
+def test_no_context_beyond_the_models_positions_and_the_tune_inside_its_windows():
+    """The embedded model: 8192 positions, trained on 4096-token windows. On a GPU nothing it
+    allows shows a 4x stock multiple: the tune takes the best allowed and the note says so."""
+    embedded = Limits(max_positions=8192, trained_window=4096)
+    gpu = _choose(_table(_gpu_ms), embedded)
+    assert max(gpu.sweep_contexts) <= 4096  # 8192 + the widest step is past 8192 positions
+    assert gpu.tune_context == 2048  # 4096 + a block is past the trained windows
+    assert "weak on this device" in gpu.note and "max positions (8192)" in gpu.note
+    scenario = load_scenario(str(DEFAULT))
+    assert longest_context(scenario.story, scenario.phases, embedded) == 4096
+    assert longest_context(None, scenario.phases, embedded) is None
+
+
+def test_a_story_table_is_checked(tmp_path):
+    text = DEFAULT.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("sweep_contexts = 4", "sweep_contexts = 1"))
+    with pytest.raises(ScenarioError, match="sweep_contexts"):
+        load_scenario(str(bad))
+    bad.write_text(text.replace("stock_verify_multiple = 4.0", "stock_verify_multiple = 0.5"))
+    with pytest.raises(ScenarioError, match="stock_verify_multiple"):
+        load_scenario(str(bad))
+    bad.write_text(text.replace("[story]", "[story]\nspeed = 1"))
+    with pytest.raises(ScenarioError, match="unknown key 'speed'"):
+        load_scenario(str(bad))
+    plain = replace(load_scenario(str(DEFAULT)), story=None)
+    assert plain.to_dict()["story"] is None
