@@ -20,12 +20,12 @@ from widgets.compare_app import CompareApp
 from widgets.help import HelpScreen
 
 ROOT = Path(__file__).resolve().parents[1]
-# a fixed recording (the shipped demo of session 2): the numbers below are read from it
-DEMO = ROOT / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
-REFBLAS = ROOT / "docs" / "data" / "issue9" / "cpu-fresh-venv-launch-refblas.jsonl"
+# fixed recordings (tests/fixtures/recordings/README.md): the numbers below are read from them
+DEMO = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
+REFBLAS = ROOT / "tests" / "fixtures" / "recordings" / "cpu-launch-refblas.jsonl.gz"
 TINY = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
-H200 = ROOT / "docs" / "data" / "issue9" / "h200-real-final.jsonl"
-BENCH_RECORD = ROOT / "docs" / "data" / "attn_glm_a_h200.jsonl"
+H200 = ROOT / "tests" / "fixtures" / "recordings" / "h200-real-patch.jsonl.gz"
+BENCH_RECORD = ROOT / "tests" / "fixtures" / "recordings" / "bench-attention-glm-h200.jsonl"
 
 
 def _run(label: str, marginal: dict[str, tuple], valid: bool = True, **header) -> Run:
@@ -161,7 +161,7 @@ async def test_both_runs_are_on_screen(tmp_path, size):
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         header = _visible(app, "#cmp-header")
-        assert "A cpu-default-full" in header and "B cpu-fresh-venv-launch-refblas" in header
+        assert "A cpu-default-full" in header and "B cpu-launch-refblas" in header
         assert "BLAS openblas → bundled reference BLAS" in header
         verdicts = _visible(app, "#cmp-verdicts").splitlines()
         assert verdicts[0].startswith("A verdict") and verdicts[1].startswith("B verdict")
@@ -170,8 +170,9 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         # every context of both runs, both arms: 4 markers per run (markers may share a cell)
         assert grid.count("●") >= 6 and grid.count("▲") >= 6
         assert (
-            "● A cpu-default-full (embedded · AMD EPYC)" in plot
-            and "▲ B cpu-fresh-venv-launch-refblas" in plot
+            "● A cpu-default-full" in plot
+            and "(embedded · AMD EPYC)" in plot
+            and "▲ B cpu-launch-refblas" in plot
         )
         assert "lower is better" in plot and "4K" in plot
         table = app.query_one("#cmp-table").render().plain

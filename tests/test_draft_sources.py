@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TWO_KINDS = FIXTURES / "two_kinds_tune.jsonl"  # a real tune on the embedded model, both kinds
 SCHEMA_1 = FIXTURES / "ui_tiny_run.jsonl"
 # schema 3, one draft model: the shipped demo until session 5
-SCHEMA_3 = ROOT / "docs" / "data" / "issue11" / "cpu-default-full-run4.jsonl"
+SCHEMA_3 = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full-schema3.jsonl.gz"
 
 
 def _scenario(tmp_path, draft: str) -> Path:

@@ -17,7 +17,7 @@ from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
 # a fixed recording (the shipped demo of session 2): the numbers below are read from it
-DEMO = ROOT / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
+DEMO = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
 FIXTURE = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
 
 
@@ -128,16 +128,29 @@ def test_old_recordings_export_medians_without_cis():
 async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
     import time
 
+    from mlatui.stream.events import Estimate
     from mlatui.stream.sources import ReplaySource
     from widgets.app import MlatuiApp
 
-    app = MlatuiApp(ReplaySource(DEMO, speed=64.0), ui_hz=20, out_dir=tmp_path)
+    class PausesAfterTwoEstimates(ReplaySource):
+        """Stops itself mid-run, however late the UI drains it on a loaded host."""
+
+        seen = 0
+
+        def drain(self):
+            out = super().drain()
+            self.seen += sum(isinstance(e, Estimate) for e in out)
+            if self.seen >= 2:
+                self.pause()
+            return out
+
+    app = MlatuiApp(PausesAfterTwoEstimates(DEMO, speed=64.0), ui_hz=20, out_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         end = time.monotonic() + 60
         while len(app.dash.estimates) < 2:
             assert time.monotonic() < end, "timed out"
             await pilot.pause(0.05)
-        await pilot.press("p", "e")
+        await pilot.press("e")
         await pilot.pause()
         assert app.dash.status == "running"
     (csv_path,) = tmp_path.glob("mlatui-summary-*.csv")

@@ -29,7 +29,7 @@ from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "scenarios" / "default.toml"
-GREEDY_SESSION4 = ROOT / "docs" / "data" / "session4" / "launch-fresh-final-64ecd10.jsonl"
+GREEDY_SESSION4 = ROOT / "tests" / "fixtures" / "recordings" / "launch-greedy-schema4.jsonl.gz"
 LOOP = [281, 2617, 1182, 12] * 4  # what every greedy block of the session-4 launch emitted
 SETTINGS = GuardSettings(min_draft_share=0.25, min_verify_steps=4)
 DRAFTING = AcceptanceCounts(1).add_all([VerifyStep(1, 1, 2)] * 20)  # passes the other guards

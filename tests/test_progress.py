@@ -13,10 +13,10 @@ from mlatui.views.progress_costs import extrapolate
 from mlatui.views.progress_view import loading_text, progress_text
 
 ROOT = Path(__file__).parent.parent
-# the full default run the ETA was last tuned on (session 9's demo: 78 s, its L = 1 checks
-# mostly decided early); session 11's shipped demo, kept in docs/data, is a noisier full run, below
-QUIET_RUN = ROOT / "docs" / "data" / "issue16" / "demo-session9-78s.jsonl"
-DEMO = ROOT / "docs" / "data" / "issue16" / "demo-session11-noisy.jsonl"
+# the full default run the ETA was tuned on (78 s, its L = 1 checks mostly decided early), and a
+# noisier full run of the same scenario, below
+QUIET_RUN = ROOT / "tests" / "fixtures" / "recordings" / "demo-quiet.jsonl.gz"
+DEMO = ROOT / "tests" / "fixtures" / "recordings" / "demo-noisy.jsonl.gz"
 
 
 def _events(path: Path) -> list:
@@ -80,7 +80,7 @@ def test_the_plan_is_rebuilt_from_the_header_for_old_recordings():
     """A recording made before PhaseStart carried its plan (session 2's demo): the plan comes
     from the header's scenario through today's plan functions (tune: 6 verify rounds of 5 L = 1
     and 3 L >= 2 quads... per context, then 4 rounds of blocks)."""
-    old = read_recording(Path(__file__).parent.parent / "docs/data/issue10/cpu-default-full.jsonl")
+    old = read_recording(ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz")
     p = RunProgress()
     p.apply(old.header)
     assert [(ph.name, ph.planned) for ph in p.phases] == [("sweep", 640), ("tune", 400)]

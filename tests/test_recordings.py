@@ -5,6 +5,7 @@ memory."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -153,15 +154,28 @@ def test_a_newer_schema_is_refused_with_an_upgrade_hint(tmp_path):
 
 
 def _shipped_recordings() -> list[Path]:
-    found = [*(ROOT / "tests" / "fixtures").glob("*.jsonl"), *(ROOT / "scenarios").glob("*.jsonl")]
-    return sorted(found + list((ROOT / "docs" / "data").rglob("*.jsonl")))
+    fixtures = ROOT / "tests" / "fixtures"
+    found = [*fixtures.rglob("*.jsonl"), *fixtures.rglob("*.jsonl.gz")]
+    return sorted([*found, *(ROOT / "scenarios").glob("*.jsonl")])
+
+
+def test_a_gzipped_recording_reads_as_the_plain_one_and_a_broken_one_is_refused(tmp_path):
+    packed = tmp_path / "run.jsonl.gz"
+    packed.write_bytes(gzip.compress(FIXTURE.read_bytes()))
+    assert read_recording(packed).events == read_recording(FIXTURE).events
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(packed.read_bytes()[:100])
+    with pytest.raises(RecordingError, match=r"broken\.jsonl\.gz: cannot read it"):
+        read_recording(broken)
 
 
 def test_every_shipped_event_recording_validates_and_bench_records_are_told_apart():
     versions = set()
     bench_records = []
     for path in _shipped_recordings():
-        first = json.loads(path.open(encoding="utf-8").readline())
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as file:
+            first = json.loads(file.readline())
         if "type" not in first:  # a bench record file (`mlatui bench attention` etc.)
             assert "bench" in first and "samples_ms" in first, path
             bench_records.append(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -136,7 +138,8 @@ def check_header(path: Path, event: Event) -> RunHeader:
 
 
 def open_recording(path: Path) -> BinaryIO:
-    """The file opened for binary reading, after refusing what is not a regular file."""
+    """The file opened for binary reading (a `.gz` one decompressed), after refusing what is not a
+    regular file."""
     if not path.exists():
         raise RecordingError(f"{path}: no such recording")
     if path.is_dir():
@@ -144,9 +147,12 @@ def open_recording(path: Path) -> BinaryIO:
     if not path.is_file():  # a FIFO or a device would block or never end
         raise RecordingError(f"{path}: not a regular file (a FIFO or a device?)")
     try:
+        if path.suffix == ".gz":  # kept recordings are gzipped; held in memory so seeks are cheap
+            with gzip.open(path, "rb") as packed:
+                return io.BytesIO(packed.read())
         return open(path, "rb")
-    except OSError as e:
-        raise RecordingError(f"{path}: cannot read it ({e.strerror})") from e
+    except (OSError, EOFError) as e:  # EOFError: a truncated .gz
+        raise RecordingError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from e
 
 
 def read_lines(path: Path, file: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
