@@ -57,6 +57,8 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
         (('source = "embedded"', 'source = "random"'), "needs 'family'"),
         (("contexts = [256]", ""), "'contexts' is required"),
         (('name = "t"', 'name = "t'), "invalid TOML"),
+        (('name = "t"', "name = {a = 1}"), "'name' must be a string, e.g. name = \"my-run\""),
+        (('kind = "sweep"', 'kind = "sweep"\nname = 3'), "'name' must be a string"),
     ],
 )
 def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):
