@@ -41,7 +41,9 @@ COMMANDS: dict[str, str] = {
     "compare": "mlatui.commands.compare",
     "demo": "mlatui.commands.demo",
     "launch": "mlatui.commands.launch",
+    "mtp": "mlatui.commands.mtp",
     "replay": "mlatui.commands.replay",
+    "scan": "mlatui.commands.scan",
     "thresholds": "mlatui.commands.thresholds",
 }
 BENCH_TARGETS: dict[str, str] = {
@@ -111,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mlatui: interrupted", file=sys.stderr)
         return ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # `mlatui scan | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except SystemExit:
         raise  # --help, --version, and commands that chose their own status
     except BaseException as e:  # noqa: BLE001 - the one top-level handler

@@ -337,7 +337,7 @@ def test_quantized_sidecar_beside_an_unquantized_target_is_converted_on_load(tmp
     model = load(tmp_path)
     notes: list[str] = []
     draft = mtp.load_mtp_draft(tmp_path, model, notes=notes)
-    assert notes == ["MTP head stored 8-bit g32, target unquantized: converted on load"]
+    assert notes == ["MTP head stored 8-bit g32, target unquantized: converted to match"]
     layer = draft.head.layer
     assert type(layer.eh_proj) is nn.Linear and layer.eh_proj.weight.dtype == mx.float32
     assert type(layer.mlp.shared_experts.down_proj) is nn.Linear

@@ -8,6 +8,7 @@ formats (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`) can run code when loaded and are ne
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from collections.abc import Iterable
@@ -60,8 +61,11 @@ def read_header(path: str | Path) -> dict[str, dict[str, Any]]:
     return header
 
 
-def read_tensors(path: str | Path, names: Iterable[str]) -> dict[str, mx.array]:
-    """The named tensors of one file, reading only their bytes (one open of the file)."""
+def read_tensors(
+    path: str | Path, names: Iterable[str], digests: dict[str, str] | None = None
+) -> dict[str, mx.array]:
+    """The named tensors of one file, reading only their bytes (one open of the file).
+    `digests` gets the sha256 of each tensor's stored bytes."""
     path = Path(path)
     wanted = list(names)
     out: dict[str, mx.array] = {}
@@ -79,6 +83,8 @@ def read_tensors(path: str | Path, names: Iterable[str]) -> dict[str, mx.array]:
             start, end = info["data_offsets"]
             f.seek(base + start)
             raw = f.read(end - start)
+            if digests is not None:
+                digests[name] = hashlib.sha256(raw).hexdigest()
             np_dtype, mx_dtype = _DTYPES[dtype]
             a = np.frombuffer(raw, dtype=np_dtype).reshape(info["shape"])
             arr = mx.array(a)

@@ -50,7 +50,7 @@ def build_layer(
         kinds = sorted({q.label for q in have.values()}) or ["unquantized"]
         notes.append(
             f"MTP head stored {', '.join(kinds)}, target {want.label if want else 'unquantized'}: "
-            "converted on load"
+            "converted to match"
         )
         have = {}
     if have:  # stored the way the target is: rebuild the same quantized modules

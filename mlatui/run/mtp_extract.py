@@ -1,0 +1,344 @@
+"""`mlatui mtp extract`: put back the MTP head that mlx-lm's converter dropped from an mlx folder.
+
+From the original checkpoint (a folder or a hub id) only the index and the shards holding
+`model.layers.{N}.*` are read (N = num_hidden_layers), and of those only that layer's bytes. The
+layer goes through the folder's own mlx-lm `sanitize`, is cast to the folder's dtype and quantized
+the way its config says (mlx-lm's convert predicate), then written as FOLDER/mtp.safetensors with
+FOLDER/mtp.provenance.json (source, revision, tensor names and hashes). A self-check loads the
+head the way a run does and drafts a few tokens with the folder's model.
+
+An mlx-vlm split drafter folder (`mlx_vlm.speculative.drafters.glm4_moe_lite_mtp`) is accepted as
+a source too: its flat names map back to the checkpoint's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlatui.config.model_inputs import text_config
+from mlatui.models.checkpoint_source import CheckpointSource, SourceError, is_hub_id
+from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
+from mlatui.models.mx_typed import as_int, flat_arrays
+from mlatui.models.safetensors_read import SafetensorsError, read_header, read_tensors
+from mlatui.run.mtp import SUPPORTED, MTPDraft, MTPError, load_mtp_draft, mtp_layer
+from mlatui.run.mtp_load import build_layer, sanitize_layer
+
+SIDECAR = "mtp.safetensors"
+GEOMETRY = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+)
+CHECK_PROMPT = (
+    "Speculative decoding drafts a few tokens cheaply and lets the large model verify them "
+    "in one step. The draft here is the model's own multi-token prediction head, which"
+)
+
+Say = Callable[[str], None]
+
+
+class ExtractError(ValueError):
+    """One line: why nothing was extracted, and what to do."""
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    prompt_tokens: int
+    proposed: int
+    accepted: int
+    matches_greedy: bool  # the drafted run emitted exactly the target's greedy tokens
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    def line(self) -> str:
+        same = (
+            "same tokens as plain greedy" if self.matches_greedy else "OUTPUT DIFFERS from greedy"
+        )
+        return (
+            f"self-check: {self.accepted}/{self.proposed} drafts accepted "
+            f"({self.acceptance:.0%}) on a {self.prompt_tokens}-token prompt, {same}"
+        )
+
+
+@dataclass(frozen=True)
+class Extracted:
+    sidecar: Path
+    provenance: Path
+    source: str
+    revision: str | None
+    layer: int
+    tensors: int
+    quantization: str
+    files_read: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    check: SelfCheck | None = field(default=None)
+
+
+def target_folder(into: str | Path) -> tuple[Path, dict[str, Any]]:
+    """FOLDER and its config, or a one-line refusal when it is not an mlx model folder."""
+    folder = Path(into).expanduser()
+    hint = "give the folder `mlx_lm convert` wrote (config.json + *.safetensors)"
+    if not folder.is_dir():
+        raise ExtractError(f"{into}: no such folder — {hint}")
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        raise ExtractError(
+            f"{into}: not an mlx model folder (no readable config.json) — {hint}"
+        ) from None
+    shards = sorted(p for p in folder.glob("*.safetensors") if p.name != SIDECAR)
+    if not shards:
+        raise ExtractError(f"{into}: not an mlx model folder (no *.safetensors weights) — {hint}")
+    family = str(text_config(config).get("model_type", config.get("model_type", "?")))
+    if family not in SUPPORTED:
+        raise ExtractError(
+            f"{into}: a {family} model; MTP heads are extracted for {', '.join(SUPPORTED)} models"
+        )
+    layer = int(text_config(config)["num_hidden_layers"])
+    prefix = f"model.layers.{layer}."
+    for path in shards:
+        try:
+            if any(k.startswith(prefix) for k in read_header(path)):
+                raise ExtractError(
+                    f"{into}: already holds its MTP layer {prefix}* in {path.name} — nothing to extract"
+                )
+        except SafetensorsError as e:
+            raise ExtractError(str(e)) from None
+    return folder, config
+
+
+def check_geometry(source: str, source_cfg: dict[str, Any], folder: Path, cfg: dict) -> None:
+    mine, theirs = text_config(cfg), text_config(source_cfg)
+    for key in GEOMETRY:
+        if key in mine and key in theirs and mine[key] != theirs[key]:
+            raise ExtractError(
+                f"{source} does not match {folder}: {key} {theirs[key]} vs {mine[key]} — "
+                "extract from the checkpoint this folder was converted from"
+            )
+
+
+def read_source_layer(
+    src: CheckpointSource, layer: int, digests: dict[str, str]
+) -> dict[str, mx.array]:
+    """The source's `model.layers.{layer}.*` tensors, layer-local names; only the shards
+    holding them are opened, and only those tensors' bytes read."""
+    prefix = f"model.layers.{layer}."
+    local: dict[str, mx.array] = {}
+    for shard in src.shards_for(prefix):
+        path = src.file(shard)
+        names = [k for k in read_header(path) if k.startswith(prefix)]
+        read = read_tensors(path, names, digests)
+        local.update({k[len(prefix) :]: v for k, v in read.items()})
+    return local
+
+
+def read_vlm_drafter(folder: Path, digests: dict[str, str]) -> dict[str, mx.array]:
+    flat: dict[str, mx.array] = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        flat.update(read_tensors(path, list(read_header(path)), digests))
+    return from_vlm_drafter(flat)
+
+
+def load_folder_model(folder: Path) -> nn.Module:
+    """FOLDER's model, lazily (nothing is read until the self-check runs it)."""
+    from mlx_lm.utils import load_model
+
+    import mlatui.models
+
+    mlatui.models.register()
+    model, _ = load_model(folder, lazy=True)
+    return model
+
+
+def extract(
+    source: str, into: str | Path, check: bool = True, say: Say = lambda _: None
+) -> Extracted:
+    folder, cfg = target_folder(into)
+    layer_idx = int(text_config(cfg)["num_hidden_layers"])
+    digests: dict[str, str] = {}
+    src = CheckpointSource(source)
+    try:
+        vlm = None if is_hub_id(source) else vlm_drafter_family(Path(source).expanduser())
+        source_cfg = src.config()
+        if vlm is None and int(text_config(source_cfg).get("num_nextn_predict_layers") or 0) < 1:
+            raise ExtractError(
+                f"{source}: no MTP layer (its config.json has no num_nextn_predict_layers) — "
+                "give the original checkpoint the folder was converted from"
+            )
+        check_geometry(source, source_cfg, folder, cfg)
+        say(f"reading model.layers.{layer_idx}.* from {source}")
+        if vlm is not None:
+            local = read_vlm_drafter(Path(source).expanduser(), digests)
+        else:
+            local = read_source_layer(src, layer_idx, digests)
+    except (SourceError, SafetensorsError) as e:
+        raise ExtractError(str(e)) from None
+    if not any(k.startswith(("enorm.", "eh_proj.")) for k in local):
+        raise ExtractError(
+            f"{source}: no MTP layer (no model.layers.{layer_idx}.* tensors in its weights) — "
+            "give the original checkpoint, not an mlx conversion of it"
+        )
+
+    model = load_folder_model(folder)
+    weights = sanitize_layer(model, local)
+    layer = mtp_layer(
+        type(model.model.layers[0]), model.args, layer_idx, "shared_head.head.weight" in weights
+    )
+    try:
+        notes = build_layer(model, layer, weights, cfg, layer_idx)
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0]
+        raise ExtractError(f"{source}: MTP layer does not fit {folder}'s model: {first}") from None
+    prefix = f"model.layers.{layer_idx}."
+    tensors = {prefix + k: v for k, v in flat_arrays(layer.parameters())}
+    sidecar = folder / SIDECAR
+    tmp = folder / (SIDECAR + ".partial.safetensors")
+    mx.save_safetensors(str(tmp), tensors, metadata={"format": "mlx"})
+    os.replace(tmp, sidecar)
+    quant = _quant_label(layer)
+    provenance = folder / PROVENANCE
+    record = {
+        "source": source,
+        "revision": src.revision,
+        "layer": layer_idx,
+        "source_files": [p.name for p in src.fetched],
+        "source_tensors": dict(sorted(digests.items())),  # name -> sha256 of the stored bytes
+        "written_tensors": sorted(tensors),
+        "quantization": quant,
+        "sidecar_sha256": _file_sha256(sidecar),
+        "extracted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "vlm_drafter": vlm is not None,
+    }
+    provenance.write_text(json.dumps(record, indent=2) + "\n")
+    say(f"wrote {sidecar} ({len(tensors)} tensors, {quant}) and {provenance.name}")
+    result = Extracted(
+        sidecar,
+        provenance,
+        source,
+        src.revision,
+        layer_idx,
+        len(tensors),
+        quant,
+        tuple(p.name for p in src.fetched),
+        tuple(notes),
+    )
+    if not check:
+        return result
+    verdict = self_check(folder, model)
+    record["self_check"] = asdict(verdict)
+    provenance.write_text(json.dumps(record, indent=2) + "\n")
+    return replace(result, check=verdict)
+
+
+def self_check(folder: Path, model: nn.Module, new_tokens: int = 16) -> SelfCheck:
+    """Load the head the way a run does (from the sidecar) and draft one token per step with
+    the folder's model; the drafted run must emit the target's own greedy tokens."""
+    try:
+        draft = load_mtp_draft(folder, model)
+    except MTPError as e:
+        raise ExtractError(f"self-check: {e}") from None
+    if draft is None:  # required=True raises instead; said for the type checker
+        raise ExtractError(f"self-check: {folder}: no MTP head loaded")
+    prompt = _prompt_ids(folder, model)
+    want = _greedy(model, prompt, new_tokens)
+    got, proposed, accepted = draft_steps(model, draft, prompt, new_tokens)
+    return SelfCheck(len(prompt), proposed, accepted, got == want)
+
+
+def draft_steps(
+    model: nn.Module, draft: MTPDraft, prompt: list[int], new_tokens: int
+) -> tuple[list[int], int, int]:
+    """Greedy speculative decoding with one MTP draft per step: (tokens, proposed, accepted)."""
+    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+    cache = make_prompt_cache(model)
+    ctx = mx.array([prompt[:-1]])
+    _, hidden = draft.target_forward(model, ctx, cache)
+    draft.prefill(ctx, hidden)
+    last, h_before = prompt[-1], hidden[:, -1:]
+    out: list[int] = []
+    proposed = accepted = 0
+    while len(out) < new_tokens:
+        (d,) = draft.propose(last, 1, h_before)
+        logits, hidden = draft.target_forward(model, mx.array([[last, d]]), cache)
+        target = mx.argmax(logits[0], axis=-1)  # (2,)
+        ok = d == as_int(target[0])
+        proposed, accepted = proposed + 1, accepted + ok
+        if not ok:
+            trim_prompt_cache(cache, 1)
+        draft.commit(int(ok), hidden[:, : int(ok) + 1])
+        nxt = as_int(target[int(ok)])
+        out += [d, nxt] if ok else [nxt]
+        last, h_before = nxt, hidden[:, int(ok) : int(ok) + 1]
+    return out[:new_tokens], proposed, accepted
+
+
+def _greedy(model: nn.Module, prompt: list[int], n: int) -> list[int]:
+    from mlx_lm.models.cache import make_prompt_cache
+
+    cache = make_prompt_cache(model)
+    logits = model(mx.array([prompt]), cache=cache)
+    out: list[int] = []
+    for _ in range(n):
+        tok = as_int(mx.argmax(logits[0, -1]))
+        out.append(tok)
+        logits = model(mx.array([[tok]]), cache=cache)
+    return out
+
+
+def _prompt_ids(folder: Path, model: nn.Module) -> list[int]:
+    try:
+        from mlx_lm.utils import load_tokenizer
+
+        ids = list(load_tokenizer(folder).encode(CHECK_PROMPT))
+    except Exception:  # noqa: BLE001 - a folder without a tokenizer still gets a check
+        ids = []
+    if len(ids) < 4:  # no (usable) tokenizer: a fixed id sequence inside the vocabulary
+        vocab = int(model.args.vocab_size)
+        ids = [(7 * i + 3) % vocab for i in range(24)]
+    return ids
+
+
+def _quant_label(layer: nn.Module) -> str:
+    kinds = sorted(
+        {
+            f"{m.bits}-bit g{m.group_size}"
+            for _, m in layer.named_modules()
+            if hasattr(m, "scales") and hasattr(m, "bits")
+        }
+    )
+    dtype = next(
+        (v.dtype for k, v in flat_arrays(layer.parameters()) if k.endswith("norm.weight")), None
+    )
+    base = str(dtype).removeprefix("mlx.core.") if dtype is not None else "?"
+    return f"{' + '.join(kinds)}, {base}" if kinds else f"unquantized {base}"
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
