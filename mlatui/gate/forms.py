@@ -37,7 +37,7 @@ class GateForm(StrEnum):
 class SiteKind(StrEnum):
     MLA_GATE = "MLA gate"
     INDEXER_POOL = "indexer pool gate"
-    SPARSE_GATHER = "sparse gather (correctness guard, left at L == 1)"
+    SPARSE_GATHER = "L == 1 guard left alone (a correctness guard, e.g. the sparse gather)"
     INCREMENTAL_POOL = "indexer pools incrementally at any width"
 
 
@@ -170,18 +170,23 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
     guarding = [n for n in ast.walk(fn) if isinstance(n, ast.If) and _guards_markers(n)]
     flags = _flag_assignments(fn)
     found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]] = []
+    unknown: list[tuple[ast.If, int, str]] = []
     for node in guarding:
         test = node.test
         if isinstance(test, ast.Name) and test.id in flags:
             assign = flags[test.id]
             known = classify_condition(assign.value)
-            if known is None:
-                raise GateShapeError(
-                    assign.lineno,
-                    f"the flag {test.id!r} guarding embed_q/unembed_out is set by "
-                    f"`{ast.unparse(assign.value)}`, which is no known gate form",
+            if known is not None:
+                found.append((node, known[0], known[1], assign.value, assign, known[2]))
+            else:
+                unknown.append(
+                    (
+                        node,
+                        assign.lineno,
+                        f"the flag {test.id!r} guarding embed_q/unembed_out is set by "
+                        f"`{ast.unparse(assign.value)}`, which is no known gate form",
+                    )
                 )
-            found.append((node, known[0], known[1], assign.value, assign, known[2]))
             continue
         known = classify_condition(test)
         if known is not None:
@@ -190,10 +195,17 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
         inner = [n for n in ast.walk(node) if n is not node and n in guarding]
         if inner:  # an enclosing block (`if cache is not None:`), not the gate itself
             continue
-        raise GateShapeError(
-            node.lineno,
-            f"`if {ast.unparse(test)}:` guards embed_q/unembed_out but is no known gate form",
+        unknown.append(
+            (
+                node,
+                node.lineno,
+                f"`if {ast.unparse(test)}:` guards embed_q/unembed_out but is no known gate form",
+            )
         )
+    within = {id(n) for f in found for n in ast.walk(f[0]) if n is not f[0]}
+    for node, line, message in unknown:
+        if id(node) not in within:  # a choice inside one branch of a known gate is not the gate
+            raise GateShapeError(line, message)
     if not found:
         return None
     decisions = {ast.dump(d) for _, _, _, d, _, _ in found}

@@ -1,0 +1,83 @@
+"""`mlatui scan [PATH ...]`: find the MLA gates and indexer pooling gates in runtime source."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = (
+    "find the MLA gates (L == 1 or a threshold around embed_q/unembed_out) and indexer pooling "
+    "gates in the installed mlx-lm/mlx-vlm or in any source tree, with each family's threshold"
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="source trees or files to scan (default: the installed mlx_lm, and mlx_vlm when present)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+
+
+def _family_threshold(path: str) -> int | None:
+    """The threshold from mlatui's copy of the family's real config, where it has one: the
+    module (mlx-lm) or folder (mlx-vlm) names the family."""
+    from mlatui.gate.policy import UNBOUNDED, max_absorbed_queries
+    from mlatui.models import families
+
+    p = Path(path)
+    for name in (p.stem, p.parent.name):
+        if name not in families.FAMILIES:
+            continue
+        try:
+            config = families.config_for(name, "full")
+        except KeyError:
+            return None
+        text = families.text_config(config)
+        try:
+            value = max_absorbed_queries(
+                int(text["kv_lora_rank"]),
+                int(text.get("qk_nope_head_dim") or text["head_dim"]),
+                int(text.get("v_head_dim") or text["head_dim"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return None if value == UNBOUNDED else value
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from mlatui.errors import UserError
+    from mlatui.gate.forms import SiteKind
+    from mlatui.gate.scan import installed_roots, scan_tree
+    from mlatui.views.scan_table import scan_table
+
+    if args.paths:
+        roots = []
+        for raw in args.paths:
+            path = Path(raw).expanduser()
+            if not path.exists():
+                raise UserError(f"{raw}: no such file or folder", "give a source tree or .py file")
+            roots.append((raw, path))
+    else:
+        roots = installed_roots()
+        if not roots:
+            raise UserError("neither mlx_lm nor mlx_vlm is installed", "pass a PATH to scan")
+    for label, root in roots:
+        sites = [
+            replace(s, threshold=_family_threshold(s.path))
+            if s.threshold is None and s.kind is SiteKind.MLA_GATE
+            else s
+            for s in scan_tree(root)
+        ]
+        if args.json:
+            for s in sites:
+                print(json.dumps({"root": str(root), **s.to_dict()}))
+        else:
+            print(scan_table(label, root, sites))
+    return 0

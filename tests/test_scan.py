@@ -1,0 +1,124 @@
+"""`mlatui scan` and the gate forms: every known form is recognised in real runtime source, an
+unknown one is named with its line, and the upstream fix's form applied to the installed mlx-lm
+is read as fixed."""
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import mlx_lm
+import pytest
+
+from mlatui.cli import main
+from mlatui.gate.forms import GateForm, GateShapeError, SiteKind, find_mla_gate
+from mlatui.gate.scan import SiteState, scan_tree
+from tests.pr_form import write_pr_form_copy
+
+INSTALLED = Path(mlx_lm.__file__).parent
+# every MLA family of the family table that mlx-lm itself ships, with its attention class
+MLX_LM_GATED = {
+    "deepseek_v3.py": "DeepseekV3Attention",
+    "deepseek_v32.py": "DeepseekV32Attention",
+    "glm4_moe_lite.py": "Glm4MoeLiteAttention",
+    "kimi_linear.py": "KimiMLAAttention",
+    "longcat_flash.py": "LongcatFlashMLA",
+    "mistral4.py": "Mistral4Attention",
+    "bailing_moe_v3.py": "BailingMLA",
+    "bailing_hybrid.py": "MultiLatentAttention",
+    "kimi_k3.py": "KimiK3MLAAttention",
+}
+
+
+def _gate_of(source: str):
+    fn = ast.parse(textwrap.dedent(source)).body[0]
+    return find_mla_gate(fn)
+
+
+def test_three_forms_from_source():
+    pre = _gate_of(
+        """
+        def __call__(self, x, mask=None, cache=None):
+            if L == 1:
+                q = self.embed_q(q)
+            else:
+                k = self.embed_q(kv_latent, transpose=False)
+            if L == 1:
+                o = self.unembed_out(o)
+        """
+    )
+    threshold = _gate_of(
+        """
+        def __call__(self, x, mask=None, cache=None):
+            if L <= self._max_absorbed:
+                q = self.embed_q(q)
+            else:
+                k = self.embed_q(kv_latent, transpose=False)
+        """
+    )
+    cache_aware = _gate_of(
+        """
+        def __call__(self, x, mask=None, cache=None):
+            absorbed = L == 1 or L <= max_absorbed_queries(*self._absorbed_dims, latent_length(kv_latent))
+            if absorbed:
+                q = self.embed_q(q)
+            else:
+                k = self.embed_q(kv_latent, transpose=False)
+        """
+    )
+    assert (pre.form, len(pre.sites), pre.length_name) == (GateForm.PRE_FIX, 2, "L")
+    assert (threshold.form, threshold.attribute) == (GateForm.THRESHOLD, "_max_absorbed")
+    assert cache_aware.form is GateForm.CACHE_AWARE and cache_aware.flag_assign is not None
+    assert not pre.form.fixed and threshold.form.fixed and cache_aware.form.fixed
+
+
+def test_unknown_gate_names_its_line():
+    with pytest.raises(GateShapeError) as e:
+        _gate_of(
+            """
+            def __call__(self, x):
+                q = x
+                if x.shape[1] < 4:
+                    q = self.embed_q(q)
+            """
+        )
+    assert e.value.line == 4 and "no known gate form" in str(e.value)
+
+
+def test_scan_installed_mlx_lm_lists_every_family_gate():
+    sites = scan_tree(INSTALLED)
+    gates = {Path(s.path).name: s for s in sites if s.kind is SiteKind.MLA_GATE}
+    assert set(MLX_LM_GATED) <= set(gates)
+    for name, cls in MLX_LM_GATED.items():
+        site = gates[name]
+        assert site.cls == f"{cls}.__call__" and site.state is SiteState.PRE_FIX
+        # file:line points at the gate itself
+        line = (INSTALLED / "models" / name).read_text().splitlines()[site.line - 1]
+        assert ("== 1" in line) and line.strip().startswith("if ")
+    gather = [s for s in sites if s.kind is SiteKind.SPARSE_GATHER]
+    assert [Path(s.path).name for s in gather] == ["deepseek_v32.py"]
+    assert gates["glm4_moe_lite.py"].threshold == 398 and gates["deepseek_v3.py"].threshold == 170
+
+
+def test_scan_reads_the_upstream_form_as_fixed(tmp_path):
+    changed = write_pr_form_copy(tmp_path)
+    assert set(changed) == set(MLX_LM_GATED)
+    sites = scan_tree(tmp_path / "mlx_lm")
+    gates = [s for s in sites if s.kind is SiteKind.MLA_GATE]
+    assert len(gates) == len(MLX_LM_GATED)
+    assert {s.form for s in gates} == {GateForm.THRESHOLD.value}
+    # the correctness guard is left at L == 1 by the fix too
+    assert [s.state for s in sites if s.kind is SiteKind.SPARSE_GATHER] == [SiteState.LEFT_ALONE]
+
+
+def test_scan_command_json_and_table(tmp_path, capsys):
+    write_pr_form_copy(tmp_path)
+    assert main(["scan", "--json", str(tmp_path / "mlx_lm" / "models" / "deepseek_v3.py")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["form"] for r in rows] == ["fixed (threshold form)"]
+    assert rows[0]["threshold"] == 170 and len(rows[0]["lines"]) == 2
+    assert main(["scan", str(INSTALLED)]) == 0
+    out = capsys.readouterr().out
+    assert "deepseek_v3.py:" in out and "pre-fix" in out and "sites:" in out
+    assert main(["scan", str(tmp_path / "nope")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
