@@ -1,0 +1,203 @@
+"""mlx-vlm as a second runtime: its MLA language models, built or loaded, run as mlx-lm runs a model.
+
+Where mlx-vlm comes from, in order:
+- `MLATUI_MLX_VLM_SOURCE`: a source tree (the `mlx_vlm` package folder, or a folder holding it,
+  e.g. an unpacked wheel or a PR checkout). It is mounted under a private name
+  (mlatui.models.source_tree): only the model files and what they import are loaded, so it needs
+  mlx, numpy and Pillow, not mlx-vlm's own dependencies.
+- the installed `mlx_vlm` (`pip install 'mlatui[vlm]'`), imported as itself.
+
+Only the language model runs: checkpoints load through mlx-vlm's own loader and the vision tower
+is never evaluated. `TextModel` makes mlx-vlm's language model callable as mlx-lm's
+`generate_step` / `speculative_generate_step` call a model (tokens in, logits out) and builds
+mlx-vlm's own caches for it.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlatui.models import vlm_configs
+from mlatui.models.source_tree import SourceTree, mount
+
+SOURCE_ENV = "MLATUI_MLX_VLM_SOURCE"
+INSTALL_HINT = "pip install 'mlatui[vlm]'"
+
+
+class VlmUnavailable(ImportError):
+    """The model needs mlx-vlm and none is installed or named (one line, naming the extra)."""
+
+
+@dataclass(frozen=True)
+class VlmSource:
+    """One mlx-vlm: the installed package, or a mounted source tree."""
+
+    package: str  # "mlx_vlm", or the source tree's private alias
+    root: Path  # the package folder
+    version: str
+    tree: SourceTree | None = None
+
+    def module(self, dotted: str) -> ModuleType:
+        if self.tree is not None:
+            return self.tree.module(dotted)
+        return importlib.import_module(f"{self.package}.{dotted}")
+
+    def has_family(self, model_type: str) -> bool:
+        return (self.root / "models" / model_type / "language.py").is_file()
+
+    @property
+    def label(self) -> str:
+        where = "installed" if self.tree is None else str(self.root)
+        return f"mlx-vlm {self.version} ({where})"
+
+
+def _tree_version(root: Path) -> str:
+    text = (root / "version.py").read_text() if (root / "version.py").is_file() else ""
+    found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+    return found.group(1) if found else "unknown"
+
+
+def _package_folder(path: Path) -> Path:
+    """The `mlx_vlm` folder itself, given it or a folder holding it."""
+    for folder in (path, path / "mlx_vlm"):
+        if (folder / "models").is_dir() and (folder / "models" / "base.py").is_file():
+            return folder
+    raise VlmUnavailable(
+        f"{SOURCE_ENV}={path}: no mlx_vlm package there (expected mlx_vlm/models/base.py)"
+    )
+
+
+@cache
+def source_from_tree(path: str) -> VlmSource:
+    root = _package_folder(Path(path).expanduser().resolve())
+    version = _tree_version(root)
+    tree = mount(root, version)
+    return VlmSource(tree.alias, root, version, tree)
+
+
+def installed_source() -> VlmSource | None:
+    spec = importlib.util.find_spec("mlx_vlm")  # finds it without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        version = importlib.metadata.version("mlx-vlm")
+    except importlib.metadata.PackageNotFoundError:
+        version = _tree_version(root)
+    return VlmSource("mlx_vlm", root, version)
+
+
+def vlm_source(what: str = "this model") -> VlmSource:
+    """The mlx-vlm to use (SOURCE_ENV first, then the installed one), or a one-line error."""
+    named = os.environ.get(SOURCE_ENV)
+    if named:
+        return source_from_tree(named)
+    found = installed_source()
+    if found is None:
+        raise VlmUnavailable(f"{what} runs on mlx-vlm, which is not installed: {INSTALL_HINT}")
+    return found
+
+
+def available() -> bool:
+    return bool(os.environ.get(SOURCE_ENV)) or installed_source() is not None
+
+
+# ---- which model types need mlx-vlm ----------------------------------------------------------
+
+
+def mlx_lm_has(model_type: str) -> bool:
+    """Whether the installed mlx-lm has a model module for `model_type` (after its remapping)."""
+    try:
+        from mlx_lm.utils import MODEL_REMAPPING
+    except ImportError:  # pragma: no cover - every mlx-lm mlatui supports has it
+        MODEL_REMAPPING = {}
+    name = MODEL_REMAPPING.get(model_type, model_type)
+    return importlib.util.find_spec(f"mlx_lm.models.{name}") is not None
+
+
+def needs_vlm(model_type: str | None) -> bool:
+    """A config's model_type that only mlx-vlm runs: an mlx-vlm MLA family mlx-lm lacks."""
+    if not model_type:
+        return False
+    wanted, bare = vlm_configs.split_name(model_type)
+    return wanted or (bare in vlm_configs.FAMILIES and not mlx_lm_has(bare))
+
+
+# ---- the language model as mlx-lm calls a model ----------------------------------------------
+
+
+class TextModel(nn.Module):
+    """mlx-vlm's language model, called as mlx-lm calls a model: `model(tokens, cache=...)`
+    returns logits; `make_cache()` builds mlx-vlm's own caches (pooling caches, cache lists)."""
+
+    def __init__(self, language_model: nn.Module, source: VlmSource, model_type: str):
+        super().__init__()
+        self.language_model = language_model
+        self.args = getattr(language_model, "args", None) or language_model.config
+        self.model_type = model_type
+        self.runtime = source.label
+        self._kv_cache = source.module("models.cache").KVCache
+
+    def __call__(self, inputs: mx.array, cache: Any = None, **kwargs: Any) -> mx.array:
+        out = self.language_model(inputs, cache=cache, **kwargs)
+        return out.logits if hasattr(out, "logits") else out
+
+    @property
+    def layers(self) -> list[nn.Module]:
+        return list(self.language_model.layers)
+
+    def make_cache(self) -> list[Any]:
+        own = getattr(self.language_model, "make_cache", None)
+        if own is not None:
+            return list(own())
+        return [self._kv_cache() for _ in self.language_model.layers]
+
+    def sanitize(self, weights: dict[str, mx.array]) -> dict[str, mx.array]:
+        own = getattr(self.language_model, "sanitize", None)
+        return own(weights) if own is not None else weights
+
+
+def _text_config(config_module: ModuleType, config: dict[str, Any]) -> tuple[Any, Any]:
+    """(the language model's config object, the whole model's), from mlx-vlm's config classes,
+    filled the way mlx-vlm's loader fills them (its `from_dict` may rewrite the dict's
+    text_config, so the table is read after it ran)."""
+    params = copy.deepcopy(config)
+    params.setdefault("text_config", params.pop("llm_config", {}))
+    params.setdefault("vision_config", {})
+    whole = config_module.ModelConfig.from_dict(params)
+    text_cls = getattr(config_module, "TextConfig", None)
+    if text_cls is None:
+        return whole, whole
+    text = getattr(whole, "text_config", None)
+    if not isinstance(text, text_cls):
+        text = text_cls.from_dict(dict(params.get("text_config") or {}))
+    return text, whole
+
+
+def language_model(config: dict[str, Any], source: VlmSource) -> TextModel:
+    """mlx-vlm's language model of `config["model_type"]` with fresh (random) weights, lazy."""
+    _, model_type = vlm_configs.split_name(str(config.get("model_type", "")))
+    if not source.has_family(model_type):
+        raise ValueError(f"{source.label} has no model type {model_type!r}")
+    config = {**config, "model_type": model_type}
+    config_module = source.module(f"models.{model_type}.config")
+    language = source.module(f"models.{model_type}.language")
+    text, whole = _text_config(config_module, config)
+    cls = language.LanguageModel
+    takes_whole = len(inspect.signature(cls.__init__).parameters) > 2 and text is not whole
+    lm = cls(text, whole) if takes_whole else cls(text)
+    return TextModel(lm, source, model_type)
