@@ -100,6 +100,23 @@ class BudgetPlanned(Event):
 
 
 @dataclass(frozen=True)
+class BudgetOutcome(Event):
+    """A budgeted run's end: how its first plan's forecast compared with what its phases took
+    (the time spent on what was left undecided, which no plan forecast, counted apart)."""
+
+    type: ClassVar[str] = "budget_outcome"
+    t: float
+    budget_s: float
+    forecast_s: float  # the first plan's forecast of the run (probe included)
+    planned_s: float  # what the run took less `extra_s`: what that forecast forecast
+    extra_s: float  # spent on undecided L = 1 checks and rounds added for the time left
+    took_s: float  # the whole run so far
+    error_pct: float  # (forecast_s - planned_s) / planned_s, in %
+    first_use_s: float = 0.0  # the probe's first use of each shape (not forecast)
+    undecided: tuple[str, ...] = ()  # "phase @ context" of each L = 1 check still undecided
+
+
+@dataclass(frozen=True)
 class LoadStart(Event):
     """Sent before any weight is read or built (and before the header, which needs the loaded
     model; the recorder writes it after the header). `kind`: checkpoint | random. `files` and
@@ -308,6 +325,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     for cls in (
         RunHeader,
         BudgetPlanned,
+        BudgetOutcome,
         LoadStart,
         LoadProgress,
         PhaseStart,
