@@ -79,6 +79,8 @@ def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece],
         first.append(
             fit.piece("A/A null run: both arms identical", "A/A null run", style="bold yellow")
         )
+    if settings.get("mtp_missing"):
+        first.append(fit.piece(settings["mtp_missing"], "MTP head missing", style="bold yellow"))
     d = h.device
     name = str(d.get("name", "?"))
     device_long = Text(f"{name} {d['architecture']} · " if d.get("architecture") else f"{name} · ")

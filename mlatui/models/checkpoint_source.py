@@ -28,6 +28,20 @@ def is_hub_id(ref: str) -> bool:
     )
 
 
+def local_folder(ref: str | Path) -> Path:
+    """Where a model folder is on disk: the path itself, or a hub id's snapshot in the local hub
+    cache (where `mlx_lm.load` put it); the path as given when neither exists."""
+    path = Path(ref).expanduser()
+    if path.exists() or not is_hub_id(str(ref)):
+        return path
+    try:
+        import huggingface_hub as hf
+
+        return Path(hf.snapshot_download(str(ref), local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached: the caller says what is missing
+        return path
+
+
 @dataclass
 class CheckpointSource:
     """`ref` as given; `fetched` the local paths handed out so far, in order."""

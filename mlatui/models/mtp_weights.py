@@ -93,6 +93,9 @@ def named_source(folder: Path) -> str | None:
     """The original checkpoint an mlx folder says it was converted from: the provenance of an
     earlier extract, config.json's `_name_or_path`, or the README's `converted ... from [id]` /
     `base_model:` line (what mlx-lm's model card writes)."""
+    from mlatui.models.checkpoint_source import local_folder
+
+    folder = local_folder(folder)
     prov = folder / PROVENANCE
     if prov.exists():
         try:
@@ -122,7 +125,6 @@ def named_source(folder: Path) -> str | None:
 def missing_head_line(folder: str | Path) -> str:
     """What the screen, the verdict strip and the log say when the config announces an MTP layer
     the folder does not have."""
-    folder = Path(folder)
-    source = named_source(folder) or "<original checkpoint>"
+    source = named_source(Path(folder)) or "<original checkpoint>"
     cmd = EXTRACT_HINT.format(source=source, folder=folder)
     return f"MTP head missing (dropped by the converter) — `{cmd}`"

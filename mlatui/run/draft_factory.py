@@ -72,18 +72,32 @@ def _factory(loaded: Loaded, draft: Draft, scenario: Scenario, seed: int) -> Fac
 
         return synthetic
     if draft.is_mtp:
-        from mlatui.run.mtp import load_mtp_draft
+        from mlatui.run.mtp import MTPError, MTPMissing, load_mtp_draft
 
         folder = loaded.checkpoint_dir
         required = kind is DraftKind.MTP
         if folder is None and required:
-            from mlatui.run.mtp import MTPError
-
             raise MTPError(
                 f"{loaded.name}: no checkpoint folder to read an MTP head from — "
                 'use [draft] source = "draft-model" or a checkpoint with an MTP head'
             )
-        probe = load_mtp_draft(folder, loaded.model, required=required) if folder else None
+        if folder is None:
+            return None
+        notes: list[str] = []
+        try:
+            probe = load_mtp_draft(folder, loaded.model, notes=notes)
+        except MTPMissing:
+            if required:
+                raise
+            from mlatui.models.mtp_weights import missing_head_line
+
+            loaded.mtp_missing = missing_head_line(folder)  # said in header, strip and log
+            return None
+        except MTPError:
+            if required:
+                raise
+            return None
+        loaded.draft_notes = (*loaded.draft_notes, *notes)
         if probe is None:
             return None
 

@@ -104,4 +104,5 @@ def run_settings(
         "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
         "arm_cpus": sorted(arm_cpus() or []),
         "draft_kinds": [d.kind.value for d in loaded.draft_kinds],
+        **({"mtp_missing": loaded.mtp_missing} if loaded.mtp_missing else {}),
     }

@@ -28,6 +28,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
+from mlatui.models.checkpoint_source import local_folder
 from mlatui.models.mtp_weights import (
     EXTRACT_HINT,
     SIDECARS,
@@ -309,7 +310,7 @@ def load_mtp_draft(
     one-line reason when there is no head (MTPMissing when the config announces one the folder
     lacks), or returns None if not `required`.
     A head stored unlike the target is converted on load, and `notes` gets a line saying so."""
-    model_path = Path(model_path)
+    model_path = local_folder(model_path)  # a hub id: its snapshot in the hub cache
     config = json.loads((model_path / "config.json").read_text())
     args = model.args
     n_layers = args.num_hidden_layers

@@ -26,7 +26,12 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlatui.config.model_inputs import text_config
-from mlatui.models.checkpoint_source import CheckpointSource, SourceError, is_hub_id
+from mlatui.models.checkpoint_source import (
+    CheckpointSource,
+    SourceError,
+    is_hub_id,
+    local_folder,
+)
 from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_int, flat_arrays
 from mlatui.models.safetensors_read import SafetensorsError, read_header, read_tensors
@@ -98,7 +103,7 @@ class Extracted:
 
 def target_folder(into: str | Path) -> tuple[Path, dict[str, Any]]:
     """FOLDER and its config, or a one-line refusal when it is not an mlx model folder."""
-    folder = Path(into).expanduser()
+    folder = local_folder(into)  # a hub id: its snapshot in the hub cache
     hint = "give the folder `mlx_lm convert` wrote (config.json + *.safetensors)"
     if not folder.is_dir():
         raise ExtractError(f"{into}: no such folder — {hint}")

@@ -31,6 +31,9 @@ def opening_notices(
     """(level, text) in the order they are logged: the load's notes, every warning about contexts
     the model cannot serve, the patched arm's summary, then the A/A and random-fill notices."""
     notices = [("info", note) for note in fit_notes]
+    if loaded.mtp_missing:  # the run goes on without it: say why, and how to restore it
+        notices.append(("warning", loaded.mtp_missing))
+    notices += [("info", note) for note in loaded.draft_notes]
     warnings = list(fit_warnings)
     if loaded.name == "embedded":
         from mlatui.models.embedded import trained_window

@@ -61,6 +61,7 @@ def header_fields(h: RunHeader) -> list[Field]:
         Field("model", "model", f"{h.model} ({h.model_type})"),
         Field("geometry", "MLA geometry", _geometry(h.geometry)),
         Field("draft", "draft", h.draft),
+        *([Field("mtp_missing", "MTP head", st["mtp_missing"])] if st.get("mtp_missing") else []),
         Field(
             "device",
             "device",

@@ -236,6 +236,9 @@ def verdict_parts(state: DashboardState) -> list[Part]:
         parts = [*_null(state), *_checks(state)]
     else:
         parts = [*_speculation(state), *_marginal(state), *_checks(state)]
+    missing = (state.header.settings or {}).get("mtp_missing") if state.header else None
+    if missing:  # the run measured without the draft it could have had: first, never dropped
+        parts.insert(0, part(Tone.WARN, missing, ("MTP head missing (see log)", RANK_PLACE)))
     bias = state.harness_bias
     if bias:
         parts.append(part(Tone.INFO, bias, (bias.split(" (")[0], RANK_BIAS)))
