@@ -150,8 +150,32 @@ def test_key_figure_draws_legend_outside_markers_whiskers_and_ticks():
     labels = [line.split("┤")[0].strip() for line in data if "┤" in line]
     assert labels and set(labels) <= {"0.5", "1", "2", "5", "10", "20", "50", "100", "200", "500"}
     assert all(axis.fmt_tick(float(v)) == v for v in labels)
-    assert "512" in lines[-2] and "4K" in lines[-2] and "context (tokens)" in lines[-1]
+    assert "512" in lines[-3] and "4K" in lines[-3] and "context (tokens)" in lines[-1]
     assert "│ 95% CI" in lines[-1]
+    # the stock/patched ratio under each context both arms measured validly, none at 1K
+    assert lines[-2].split() == ["s/p", "44×", "57×"] and lines[-2].index("57×") >= 60
+    for ms in ("18.0", "128", "241", "2.90", "4.20", "35.0", "3.10"):  # each point's ms
+        assert any(ms in line for line in data), ms
+
+
+def test_key_figure_marks_clipped_cis_and_draws_no_line_through_excluded_points():
+    fig = _fig(
+        [FigurePoint(512, 20.0), FigurePoint(2048, 80.0, 70.0, 90.0), FigurePoint(8192, 320.0)],
+        [
+            FigurePoint(512, 4.0, -1.0, 6.0),  # a CI that crosses zero
+            FigurePoint(2048, 5.0, 4.0, 6.0, PointStatus.INVALID),
+            FigurePoint(8192, 6.0, 5.0, 7.0),
+        ],
+    )
+    lines = key_figure_text(fig, 70, 24).plain.split("\n")
+    assert "↓ CI reaches ≤ 0" in "\n".join(lines[:3])
+    data = [line for line in lines if "┤" in line or line.lstrip().startswith("│")]
+    assert sum(line.count("↓") for line in data) == 1
+    cross = next(i for i, line in enumerate(lines) if "✗" in line)
+    col = lines[cross].index("✗")
+    # stock's line passes 2K (both its neighbours valid); patched's has no line into 2K
+    left = lines[cross][col - 12 : col]
+    assert not any("\u2800" <= ch <= "\u28ff" for ch in left), lines[cross]
 
 
 def test_key_figure_counts_points_off_the_log_axis_and_waits():

@@ -22,6 +22,7 @@ from widgets.canvas import Canvas
 
 MARK_STYLE = "yellow"
 MIN_PLOT_ROWS = 3
+CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -56,6 +57,8 @@ def legend_items(fig: KeyFigure, with_ci: bool = True) -> list[tuple[str, str, s
         items.append(("✗", "dim", "L=1 invalid"))
     if fig.crossover_context is not None:
         items.append(("┊", MARK_STYLE, f"L* ≥ 2 from {fmt_context(fig.crossover_context)}"))
+    if any(p.low_ms is not None and p.low_ms <= 0 for s in fig.series for p in s.points):
+        items.append((CLIPPED, "bold", "CI reaches ≤ 0 (off the log axis)"))
     return items
 
 
@@ -112,10 +115,8 @@ def _sub_y(value: float, low: float, high: float, rows: int) -> int:
 
 def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
     if fig.empty:
-        return Text(
-            "marginal cost of the 2nd query (L=2 − L=1) vs context\nwaiting for sweep steps…",
-            style="dim",
-        )
+        said = "this run has no sweep steps to plot" if fig.ended else "waiting for sweep steps…"
+        return Text(f"marginal cost of the 2nd query (L=2 − L=1) vs context\n{said}", style="dim")
     footnote = (
         [Text(f"{fig.not_positive} point(s) ≤ 0 ms: off the log axis", style="dim")]
         if fig.not_positive
@@ -130,6 +131,9 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
     if not with_caption:
         legend = legend_lines(fig, width)
     rows = height - len(legend) - len(footnote) - 2 - (1 if with_caption else 0)
+    # the two series' ratio per context under the axis, when a plot row can be spared for it
+    ratio_row = with_caption and len(fig.series) == 2 and rows - 1 >= 6
+    rows -= ratio_row
     if rows < MIN_PLOT_ROWS or width < 24:
         return Text("(too small: z zooms)", style="dim")
     y_lo, y_hi = y_range(fig)
@@ -152,8 +156,13 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
         for r in range(rows):
             canvas.put(r, col, "┊", MARK_STYLE)
     for s, dx in zip(fig.series, offsets, strict=True):
-        linked = [p for p in s.points if p.status in (PointStatus.VALID, PointStatus.PENDING)]
-        for a, b in zip(linked, linked[1:], strict=False):
+        # a line joins neighbouring contexts only: never through an excluded point between them
+        linked = [
+            (a, b)
+            for a, b in zip(s.points, s.points[1:], strict=False)
+            if {a.status, b.status} <= {PointStatus.VALID, PointStatus.PENDING}
+        ]
+        for a, b in linked:
             canvas.line(
                 2 * (xcol[a.context] + dx),
                 _sub_y(a.ms, y_lo, y_hi, rows),
@@ -169,8 +178,13 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
                 bottom = _sub_y(max(p.low_ms, y_lo), y_lo, y_hi, rows) // 4
                 for r in range(top, bottom + 1):
                     canvas.put(r, col, "│", s.colour)
+                if p.low_ms < y_lo:  # the CI goes below the axis (to 0 or under): say so
+                    canvas.put(bottom, col, CLIPPED, f"bold {s.colour}")
             sym, style = marker(p, s.colour)
             canvas.put(_sub_y(p.ms, y_lo, y_hi, rows) // 4, col, sym, style)
+    for s, dx in zip(fig.series, offsets, strict=True):
+        for p in s.points:
+            _label(canvas, _sub_y(p.ms, y_lo, y_hi, rows) // 4, xcol[p.context] + dx, p, s.colour)
     out = [*legend]
     for r in range(rows):
         line = Text()
@@ -182,10 +196,54 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
         out.append(line)
     out.append(_x_axis(xcol, gutter, cols))
     out.append(_x_labels(contexts, xcol, gutter, width, "" if with_caption else " tokens"))
+    if ratio_row:
+        ratios = _ratio_row(fig, xcol, gutter, width)
+        out.append(ratios if ratios is not None else Text())
     if with_caption:
         out.append(caption(fig, width))
     out.extend(footnote)
     return Text("\n").join(out)
+
+
+def _label(canvas: Canvas, row: int, col: int, p: FigurePoint, colour: str) -> None:
+    """The point's ms beside its marker, right or else left, where nothing is drawn yet."""
+    text = fmt_ms(p.ms)
+    for start in (col + 2, col - 1 - len(text)):
+        cells = range(start, start + len(text))
+        if (
+            start >= 0
+            and cells[-1] < canvas.cols
+            and all(
+                canvas.chars[row][c] == " "
+                for c in range(start - 1, start + len(text) + 1)
+                if 0 <= c < canvas.cols
+            )
+        ):
+            for c, ch in zip(cells, text, strict=True):
+                canvas.put(row, c, ch, colour)
+            return
+
+
+def _ratio_row(fig: KeyFigure, xcol: dict[int, int], gutter: int, width: int) -> Text | None:
+    """Under the context labels: the two series' ratio at each context both measured."""
+    if len(fig.series) != 2:
+        return None
+    shown = (PointStatus.VALID, PointStatus.PENDING)  # an excluded context has no ratio
+    a, b = ({p.context: p.ms for p in s.points if p.status in shown} for s in fig.series)
+    both = [c for c in sorted(a) if c in b and b[c] > 0]
+    if not both:
+        return None
+    names = [f"{a[c] / b[c]:.2g}×" for c in both]
+    positions = [gutter + xcol[c] for c in both]
+    keep = spread_labels(positions, names, width)
+    cells = [" "] * width
+    for i in keep:
+        start = label_start(positions[i], names[i], width)
+        cells[start : start + len(names[i])] = names[i]
+    label = fig.ratio_label.replace("patched", "p").replace("stock", "s")
+    if gutter - 1 >= len(label):
+        cells[: gutter - 1] = label.rjust(gutter - 1)
+    return Text("".join(cells).rstrip(), style="dim")
 
 
 def _x_column(context: int, contexts: list[int], cols: int) -> int:

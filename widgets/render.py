@@ -31,8 +31,9 @@ DEMO_TEXT = (
     "A recorded run of the real engine. Left: stock mlx-lm, whose MLA attention takes the cheap "
     "absorbed path only when L == 1, so every speculative verify step (L ≥ 2) re-expands the whole "
     "cache. Right: the patched gate, which keeps the absorbed path up to the model's threshold L*. "
-    "The key figure is the marginal cost of a 2nd query (L=2 − L=1): it grows with context in stock "
-    "and stays flat in patched. The L=1 check proves both arms were measured fairly. "
+    "The key figure is the marginal cost of a 2nd query (L=2 − L=1): it grows steeply with context "
+    "in stock and far less in patched (the ratio is under the axis). The L=1 check proves both "
+    "arms were measured fairly. "
     "? keys · space step · +/- speed · x hide this"
 )
 
@@ -40,14 +41,14 @@ DEMO_TEXT = (
 DEMO_MEDIUM = (
     "A recorded run of the real engine. Left: stock mlx-lm re-expands the whole MLA cache on every "
     "verify step (L ≥ 2). Right: the patched gate keeps the cheap absorbed path up to L*. Below: "
-    "the cost of a 2nd query vs context (grows in stock, flat in patched) and the L=1 fairness "
+    "the cost of a 2nd query vs context (steep in stock, far lower in patched) and the L=1 fairness "
     "check. ? keys · space step · +/- speed · x hide this"
 )
 
 DEMO_SHORT = (
-    "A recorded run. Left: stock mlx-lm re-expands the whole MLA cache on every verify step (L ≥ 2). "
-    "Right: the patched gate keeps the cheap absorbed path. Page 2: the cost of a 2nd query vs "
-    "context, and the L=1 fairness check. ? keys · x hide"
+    "A recorded run. Stock mlx-lm re-expands the whole MLA cache on every verify step (L ≥ 2); "
+    "the patched gate keeps the cheap absorbed path. Page 1: the cost of a 2nd query vs context "
+    "and the L=1 fairness check; page 2: the arms. ? keys · x hide"
 )
 
 DEMO_TINY = "A recorded run: stock mlx-lm (left) vs the patched MLA gate (right). ? keys · x hide"

@@ -47,6 +47,8 @@ class KeyFigure:
     not_positive: int = 0  # points <= 0 ms, which a log axis cannot show
     y_label: str = "ms, lower is better"
     x_label: str = "context (tokens)"
+    ended: bool = False  # the run is over: an empty figure will stay empty
+    ratio_label: str = "stock/patched"  # under the axis: the two series' ratio per context
 
     @property
     def empty(self) -> bool:
@@ -105,16 +107,24 @@ def threshold_mark(thresholds: dict, contexts: list[int]) -> tuple[int | None, s
 
 
 def key_figure(state: DashboardState) -> KeyFigure:
+    """Both arms' marginal cost per sweep context; an A/A run's arms are named A and B (both
+    run one variant, so 'stock' and 'patched' would misname them)."""
+    from mlatui.views.verdict_strip import is_null_run
+
+    null = is_null_run(state)
     series, not_positive = [], 0
-    for arm in state.arms:
+    for i, arm in enumerate(state.arms):
         points = []
         for c, ms, low, high in state.marginal_ci(arm):
             if ms <= 0:
                 not_positive += 1
                 continue
             points.append(FigurePoint(c, ms, low, high, sweep_status(state, c)))
-        series.append(FigureSeries(arm, ARM_COLOURS.get(arm, "cyan"), tuple(points)))
+        name = "AB"[i] if null and i < 2 else arm
+        series.append(FigureSeries(name, ARM_COLOURS.get(arm, "cyan"), tuple(points)))
     contexts = sorted({p.context for s in series for p in s.points})
     thresholds = state.header.thresholds if state.header is not None else {}
     crossover, note = threshold_mark(thresholds or {}, contexts)
-    return KeyFigure(tuple(series), crossover, note, not_positive)
+    ended = state.status in ("completed", "interrupted", "error")
+    ratio = "A/B" if null else "stock/patched"
+    return KeyFigure(tuple(series), crossover, note, not_positive, ended=ended, ratio_label=ratio)
