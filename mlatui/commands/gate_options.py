@@ -15,6 +15,15 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         "scenario's `threshold`, else formula",
     )
     parser.add_argument(
+        "--arms",
+        default=None,
+        metavar="A,B",
+        help="what the two arms run, e.g. pre-fix,installed or installed,calibrated: each one of "
+        "installed (the runtime as it is), pre-fix (L == 1), formula, calibrated or an integer; "
+        "default: the scenario's [arms], else installed,formula on pre-fix code and "
+        "pre-fix,installed on code that already carries the fix",
+    )
+    parser.add_argument(
         "--indexer",
         choices=("patched", "stock"),  # config.gate_settings.IndexerMode
         default=None,
@@ -46,6 +55,21 @@ def gate_settings(args: argparse.Namespace) -> dict:
             threshold = str(Threshold.parse(args.threshold))
         except ValueError as e:
             raise UserError(f"--{e}") from None
+    arms = getattr(args, "arms", None)
+    if arms is not None:
+        from mlatui.gate.policy import parse_arms
+
+        try:
+            baseline, candidate = parse_arms(arms)
+        except ValueError as e:
+            raise UserError(f"--{e}") from None
+        arms = f"{baseline},{candidate}"
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):
         raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
-    return {"threshold": threshold, "indexer": args.indexer, "null": args.null, "fill": args.fill}
+    return {
+        "threshold": threshold,
+        "arms": arms,
+        "indexer": args.indexer,
+        "null": args.null,
+        "fill": args.fill,
+    }

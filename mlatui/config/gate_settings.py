@@ -60,3 +60,17 @@ class IndexerMode(StrEnum):
         if isinstance(value, str) and value in tuple(cls):
             return cls(value)
         raise ValueError(f"indexer mode must be 'patched' or 'stock', got {value!r}")
+
+
+def parse_arms(text: object) -> tuple[Threshold, Threshold]:
+    """`--arms A,B` / a scenario's [arms]: the stock slot's and the patched slot's gate."""
+    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else []
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f"arms {text!r}: give two gates separated by a comma, e.g. pre-fix,installed "
+            "(each: installed, pre-fix, formula, calibrated or an integer)"
+        )
+    try:
+        return Threshold.parse(parts[0]), Threshold.parse(parts[1])
+    except ValueError as e:
+        raise ValueError(f"arms {text!r}: {e}") from None

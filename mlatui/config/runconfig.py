@@ -23,6 +23,9 @@ class RunConfig:
     # scenario's, else formula / patched
     threshold: str | None = None
     indexer: str | None = None
+    # "A,B": the stock slot's and the patched slot's gate (installed | pre-fix | formula |
+    # calibrated | <int>); None: the scenario's [arms], else chosen by the runtime's state
+    arms: str | None = None
     null: bool = False  # A/A: both arms identical (both stock, then both patched)
     fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0

@@ -15,7 +15,7 @@ from typing import Any
 from mlatui.config.checks import ScenarioError as ScenarioError  # raised by load_scenario
 from mlatui.config.checks import check_keys, int_list
 from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
-from mlatui.config.gate_settings import IndexerMode, Threshold
+from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
 from mlatui.config.story import Story, parse_story
 
 PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
@@ -112,6 +112,7 @@ class Scenario:
     seed: int = 0
     null: bool = False  # A/A: both arms the same (both stock, then both patched)
     threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
+    arms: str | None = None  # [arms] a, b: "A,B" as --arms reads it (None: by the runtime's state)
     indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
     budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
     # what the run is to show: a budgeted run picks the contexts that show it on this device
@@ -135,6 +136,7 @@ class Scenario:
             "seed": self.seed,
             "null": self.null,
             "threshold": self.threshold,
+            "arms": self.arms,
             "indexer": self.indexer,
             "budget_s": self.budget_s,
             "fill": self.model.fill,
@@ -262,6 +264,22 @@ def _name(where: str, key: str, value: Any) -> str:
     return value
 
 
+def _arms(where: str, raw: Any) -> str | None:
+    """[arms] a = "pre-fix", b = "installed": the two slots' gates, as --arms A,B says them."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"a", "b"}:
+        raise ScenarioError(
+            f'{where}: [arms] must hold exactly a = "..." and b = "..." (e.g. a = "pre-fix", '
+            f'b = "installed"), got {raw!r}'
+        )
+    try:
+        baseline, candidate = parse_arms(f"{raw['a']},{raw['b']}")
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [arms] {str(e).split(': ', 1)[1]}") from None
+    return f"{baseline},{candidate}"
+
+
 def load_scenario(path: str | Path | None = None) -> Scenario:
     path = Path(path) if path is not None else shipped("default")
     if not path.exists():
@@ -289,6 +307,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
             "draft",
             "phase",
             "story",
+            "arms",
         ),
     )
     sampling = {
@@ -303,6 +322,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
             raise ScenarioError(
                 f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
             ) from None
+    arms = _arms(str(path), raw.get("arms"))
     indexer = raw.get("indexer")
     if indexer is not None and indexer not in tuple(IndexerMode):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
@@ -384,6 +404,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         seed=_int(str(path), "seed", raw.get("seed", 0), 0),
         null=null,
         threshold=threshold,
+        arms=arms,
         indexer=indexer,
         budget_s=float(budget_s),
         story=parse_story(f"{path} [story]", raw.get("story")),

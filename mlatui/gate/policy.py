@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind
+from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind, parse_arms  # noqa: F401
 
 UNBOUNDED = sys.maxsize
 
@@ -216,29 +216,68 @@ class Variant(StrEnum):
 
 @dataclass(frozen=True)
 class Gates:
-    """The patched variant's choices, applied alike to every gated layer, dense and sparse, and
-    to every draft that has MLA: one policy object (built once from the threshold) and the
-    sparse indexer's pooling. Every layer of an arm gets this very `policy`."""
+    """What the two arm slots run: the patched slot's policy (`threshold`, built once) and sparse
+    indexer pooling, applied alike to every gated layer, dense and sparse, and to every draft that
+    has MLA; the stock slot runs `baseline` (pre-fix by default) with the stock indexer. Every
+    layer of an arm gets that arm's very policy object."""
 
     threshold: Threshold = Threshold()
     indexer: IndexerMode = IndexerMode.PATCHED
+    baseline: Threshold = Threshold(ThresholdKind.STOCK)
     policy: GatePolicy = field(init=False, repr=False, compare=False)
+    baseline_gates: Gates | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", policy_for(self.threshold))
+        baseline = None
+        if self.baseline.kind is not ThresholdKind.STOCK:
+            baseline = Gates(self.baseline, IndexerMode.STOCK)
+        object.__setattr__(self, "baseline_gates", baseline)
 
     @classmethod
-    def parse(cls, threshold: object = None, indexer: object = None) -> Gates:
+    def parse(
+        cls, threshold: object = None, indexer: object = None, baseline: object = None
+    ) -> Gates:
         """From settings in order of precedence already picked (None: the default)."""
         return cls(
             Threshold.parse(threshold) if threshold is not None else Threshold(),
             IndexerMode.parse(indexer) if indexer is not None else IndexerMode.PATCHED,
+            Threshold.parse(baseline) if baseline is not None else Threshold(ThresholdKind.STOCK),
         )
 
     def for_variant(self, variant: Variant) -> Gates:
-        """What an arm of `variant` runs: the stock variant is stock in every layer."""
-        return STOCK_GATES if variant is Variant.STOCK else self
+        """What an arm of `variant` runs: the stock slot runs the baseline in every layer."""
+        if variant is Variant.STOCK:
+            return self.baseline_gates or STOCK_GATES
+        return self
 
 
 STOCK_GATES = Gates(Threshold(ThresholdKind.STOCK), IndexerMode.STOCK)
 DEFAULT_GATES = Gates()
+
+
+def default_arms(installed_fixed: bool, threshold: Threshold | None) -> tuple[Threshold, Threshold]:
+    """On pre-fix code: the runtime as it is against the patch (formula, or the threshold asked
+    for). On fixed code: the pre-fix gate (a counterfactual) against the runtime as it is, so the
+    screen still shows what the fix buys."""
+    if installed_fixed:
+        return Threshold(ThresholdKind.STOCK), threshold or Threshold(ThresholdKind.INSTALLED)
+    return Threshold(ThresholdKind.STOCK), threshold or Threshold()
+
+
+def arm_words(threshold: Threshold, runtime: str, installed_fixed: bool) -> str:
+    """What an arm runs, in words, for titles, headers, verdicts and exports."""
+    installed = (
+        f"{runtime} as installed ({'fixed upstream' if installed_fixed else 'pre-fix, L == 1'})"
+    )
+    match threshold.kind:
+        case ThresholdKind.STOCK:
+            return "pre-fix (L == 1, counterfactual)" if installed_fixed else installed
+        case ThresholdKind.INSTALLED:
+            return installed
+        case ThresholdKind.FORMULA:
+            return "formula gate (mlatui's patch)"
+        case ThresholdKind.CALIBRATED:
+            return "calibrated gate (this device's measured crossover)"
+        case ThresholdKind.FIXED:
+            return f"fixed gate (absorbed for L <= {threshold.max_queries})"

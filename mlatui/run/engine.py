@@ -26,7 +26,8 @@ from mlatui.models.loading import (
     load_target,
     vocab_size,
 )
-from mlatui.run.arms import Arm, ArmWorker, Baton, Gates, Variant, build_arms
+from mlatui.run.arm_plan import arm_settings, resolve_gates, runtime_gates
+from mlatui.run.arms import Arm, ArmWorker, Baton, Variant, build_arms
 from mlatui.run.draft_factory import draft_factories, hidden_reader, install_drafts
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.header import header, run_settings
@@ -157,9 +158,14 @@ def run(
             loaded.draft = NO_DRAFT
         make_drafts = draft_factories(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
-        # the one policy object of this run: the CLI's choice, else the scenario's, else formula
-        gates = Gates.parse(
-            config.threshold or scenario.threshold, config.indexer or scenario.indexer
+        # the arms follow the runtime's state: the CLI's choice, else the scenario's, else the
+        # installed code against the patch (pre-fix code) or the pre-fix gate against it (fixed)
+        runtime = runtime_gates(loaded.model)
+        gates = resolve_gates(
+            config.arms or scenario.arms,
+            config.threshold or scenario.threshold,
+            config.indexer or scenario.indexer,
+            runtime,
         )
         null = config.null or scenario.null
         fill = config.fill or scenario.model.fill
@@ -172,6 +178,13 @@ def run(
         settings = run_settings(
             config, loaded, gates, null, [pass_name(p, null) for p in passes], fill
         )
+        settings["arms"] = arm_settings(gates, runtime)
+        settings["runtime"] = {
+            "name": runtime.runtime,
+            "version": runtime.version,
+            "gate_forms": {cls: form.value for cls, form in runtime.forms.items()},
+            "state": "fixed" if runtime.fixed else "pre-fix",
+        }
         from mlatui.store.harness_bias import bias_key, lookup
 
         key = bias_key(scenario.name, settings, loaded.name)
@@ -182,6 +195,15 @@ def run(
         header_sent = True
         notices = opening_notices(
             loaded, scenario, patched.report, longest, fit_notes, fit_warnings, null, fill
+        )
+        arms_said = settings["arms"]
+        notices.insert(
+            0,
+            (
+                "info",
+                f"runtime: {runtime.describe()} · arms: stock slot = {arms_said['stock']['label']}"
+                f" · patched slot = {arms_said['patched']['label']}",
+            ),
         )
         for level, text in notices:
             emit(LogMessage(now(), level, text))
@@ -244,6 +266,8 @@ def run(
                 _phase_runner(phase.kind)(
                     ctx, phase, i + n * len(phases), len(phases) * len(passes)
                 )
+            if replanner is not None:  # what is left of the budget goes to what is undecided
+                replanner.finish(ctx)
             for w in workers_all:
                 w.close()
             workers_all = []

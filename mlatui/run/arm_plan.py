@@ -1,0 +1,74 @@
+"""Which gate each arm slot runs, chosen from the runtime's own state: the installed code is
+read first (pre-fix or already fixed), then the arms are the user's choice or the default that
+still shows what the fix buys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import mlx.nn as nn
+
+from mlatui.config.gate_settings import Threshold, parse_arms
+from mlatui.gate import mla
+from mlatui.gate.forms import GateForm
+from mlatui.gate.policy import Gates, arm_words, default_arms
+from mlatui.stream.events import ARMS
+
+RUNTIME_PACKAGES = {"mlx_lm": "mlx-lm", "mlx_vlm": "mlx-vlm"}
+
+
+@dataclass(frozen=True)
+class RuntimeGates:
+    """How the runtime a model was built from gates its MLA attention, per class."""
+
+    runtime: str  # "mlx-lm", "mlx-vlm", or the package a source tree was loaded as
+    version: str
+    forms: dict[str, GateForm] = field(default_factory=dict)
+
+    @property
+    def fixed(self) -> bool:
+        return any(f.fixed for f in self.forms.values())
+
+    def describe(self) -> str:
+        if not self.forms:
+            return (
+                f"{self.runtime} {self.version}: no runtime MLA gate (mlatui's own sparse layers)"
+            )
+        said = ", ".join(f"{cls} {form.value}" for cls, form in sorted(self.forms.items()))
+        return f"{self.runtime} {self.version}: {said}"
+
+
+def runtime_gates(model: nn.Module) -> RuntimeGates:
+    modules = mla.mla_modules(model)
+    package = type(modules[0][1]).__module__.split(".")[0] if modules else "mlx_lm"
+    runtime = RUNTIME_PACKAGES.get(package, package)
+    try:
+        version = metadata.version(runtime)
+    except metadata.PackageNotFoundError:
+        version = "?"
+    return RuntimeGates(runtime, version, mla.model_gate_forms(model))
+
+
+def resolve_gates(
+    arms: str | None, threshold: str | None, indexer: str | None, runtime: RuntimeGates
+) -> Gates:
+    """The run's one Gates: `arms` ("A,B") wins; else the runtime's default pair, with the
+    patched slot's gate taken from `threshold` where one was asked for."""
+    if arms is not None:
+        baseline, candidate = parse_arms(arms)
+    else:
+        chosen = Threshold.parse(threshold) if threshold is not None else None
+        baseline, candidate = default_arms(runtime.fixed, chosen)
+    return Gates.parse(candidate, indexer, baseline)
+
+
+def arm_settings(gates: Gates, runtime: RuntimeGates) -> dict[str, dict[str, str]]:
+    """The header's `arms`: per slot, its gate as recorded and in words."""
+    out = {}
+    for slot, threshold in zip(ARMS, (gates.baseline, gates.threshold), strict=True):
+        out[slot] = {
+            "gate": str(threshold),
+            "label": arm_words(threshold, runtime.runtime, runtime.fixed),
+        }
+    return out
