@@ -1,0 +1,69 @@
+"""mlx-vlm releases for the tests, from their wheels, without installing mlx-vlm or its dependencies.
+
+The wheels (pure Python) are looked up in `$MLATUI_VLM_WHEELS`, then in the user cache
+(`~/.cache/mlatui/wheels` on Linux); CI downloads them there before the suite
+(`pip download --no-deps -d DIR mlx-vlm==VERSION`). Each is unpacked once per session into a
+temporary folder and mounted as a source tree (mlatui.models.source_tree), so two releases coexist
+in one process. Without the wheels the tests skip, naming the command that fetches them; under CI
+(`CI` set) or with `MLATUI_VLM_WHEELS` set, a missing wheel fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+CURRENT = "0.7.10"  # mlx-vlm with the fix (cache-aware gates, rewritten glm5_next)
+PRE_FIX = "0.6.17"  # the last release with `if L == 1:` gates
+VERSIONS = (CURRENT, PRE_FIX)
+WHEELS_ENV = "MLATUI_VLM_WHEELS"
+
+
+def wheel_dirs() -> list[Path]:
+    dirs = [Path(os.environ[WHEELS_ENV])] if os.environ.get(WHEELS_ENV) else []
+    import platformdirs
+
+    return [*dirs, Path(platformdirs.user_cache_dir("mlatui")) / "wheels"]
+
+
+def wheel(version: str) -> Path:
+    name = f"mlx_vlm-{version}-py3-none-any.whl"
+    for folder in wheel_dirs():
+        if (folder / name).is_file():
+            return folder / name
+    fetch = f"pip download --no-deps -d {wheel_dirs()[-1]} mlx-vlm=={version}"
+    if os.environ.get("CI") or os.environ.get(WHEELS_ENV):
+        pytest.fail(f"{name} not found in {', '.join(map(str, wheel_dirs()))}: {fetch}")
+    pytest.skip(f"{name} not found; fetch it with: {fetch}")
+
+
+def unpacked(version: str, into: Path) -> Path:
+    """The wheel of `version` unpacked under `into` (once); returns the folder holding mlx_vlm/."""
+    target = into / f"mlx_vlm-{version}"
+    if not (target / "mlx_vlm" / "models" / "base.py").is_file():
+        with zipfile.ZipFile(wheel(version)) as whl:
+            whl.extractall(target)
+    return target
+
+
+def require_pillow() -> None:
+    """mlx-vlm's models/base.py imports Pillow; the dev extra installs it."""
+    import importlib.util
+
+    if importlib.util.find_spec("PIL") is None:
+        why = "Pillow is not installed (mlx-vlm's models import it): pip install -e '.[dev]'"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def source(version: str, into: Path):
+    """The mlx-vlm `version` as a mounted source tree (mlatui.models.vlm.VlmSource)."""
+    from mlatui.models import vlm
+
+    folder = unpacked(version, into)
+    require_pillow()
+    return vlm.source_from_tree(str(folder))
