@@ -44,6 +44,8 @@ class SourceTree:
     def module(self, dotted: str) -> ModuleType:
         """Import `<alias>.<dotted>` (e.g. "models.deepseek_v3.language") from the tree."""
         name = f"{self.alias}.{dotted}" if dotted else self.alias
+        if _mounted.get(self.alias) != self:
+            raise SourceTreeError(f"{self.root} is not mounted (mount it again)")
         try:
             return importlib.import_module(name)
         except ModuleNotFoundError as e:
