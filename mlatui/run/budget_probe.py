@@ -3,19 +3,15 @@ then `mlatui.run.budget` picks the plan; the choice is logged and recorded befor
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from mlatui.config.scenario import Phase, Scenario
 from mlatui.run.budget import (
     BudgetPlan,
     fit_to_budget,
-    merge_changes,
-    plan_after,
-    reduction_count,
 )
 from mlatui.run.budget_story import (
     Limits,
@@ -25,16 +21,12 @@ from mlatui.run.budget_story import (
     longest_context,
     with_contexts,
 )
+from mlatui.run.budget_watch import FORECAST_MARGIN, BudgetWatch, agreed
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
-from mlatui.stream.events import ARMS, BudgetPlanned, Event, LogMessage
+from mlatui.stream.events import ARMS, BudgetPlanned, LogMessage
 from mlatui.views.progress import RunProgress
 
 PROBE_REPS = 2
-# The forecast ran 13-17% short of the runs it planned on the 2-core CPU (80 s forecast, 94 s run;
-# 87 vs 100 s); since session 5 (settle steps counted, wide steps grown with T) 2-7% short with
-# OpenBLAS and -7..+18% with the reference BLAS: plan against the budget less 15%, so the run
-# ends inside it.
-FORECAST_MARGIN = 1.15
 # The probe may take this share of the budget: on a slow device (the reference BLAS: 45 s for the
 # two lengths of the default scenario) the longer length is skipped, and the forecast extrapolates
 # from the one length it has (between "does not grow" and "grows in proportion to T").
@@ -212,26 +204,6 @@ def probe(
     return run_probe(device, probe_contexts(scenario, longest), widths, ctx.draft_kinds, budget_s)
 
 
-def agreed(
-    decide: Callable[[list[bool]], list[bool]],
-    phases: tuple[Phase, ...],
-    plan: BudgetPlan,
-    kinds: Sequence[str],
-    forecast_s: Callable[[tuple[Phase, ...]], float],
-) -> BudgetPlan:
-    """Rank 0's plan on every rank: each rank forecast on its own timings, so near a threshold
-    two ranks could choose different plans and issue different collectives. Rank 0's count of
-    reductions is shared (`decide`: rank 0's yes/no per item) and replayed (`plan_after`)."""
-    n = reduction_count(phases, kinds)
-    steps = sum(decide([i < plan.steps for i in range(n)]))
-    if steps == plan.steps:
-        return plan
-    chosen, changes = plan_after(phases, kinds, steps)
-    return replace(
-        plan, phases=chosen, changes=changes, steps=steps, predicted_s=forecast_s(chosen)
-    )
-
-
 def model_limits(ctx: RunContext) -> Limits:
     """The positions the run's model was built for, and the windows the embedded model was
     trained on (its MANIFEST says)."""
@@ -328,82 +300,3 @@ def apply_budget(
     ctx.emit(LogMessage(ctx.now(), level, plan.describe()))
     watch = BudgetWatch(first, costs, ctx.draft_kinds, ctx.settle)
     return replace(scenario, phases=plan.phases), watch
-
-
-@dataclass
-class BudgetWatch:
-    """The budget after its first plan. The probe runs for seconds; the host may slow down
-    minutes later (session 12: the L = 1 step at 2K went from 31 to 51 ms, and a setting the
-    plan expected to be rejected by bound ran its blocks: 178 s on a 100 s budget). So every
-    timed event of the run is folded into the probe's cost table, and before each later phase
-    the phases still to run are forecast again on what this device did, and scaled down by the
-    same reductions if they no longer fit in what is left (phases that ran are not touched)."""
-
-    planned: BudgetPlanned  # the latest plan: the first, or a re-plan's
-    costs: RunProgress
-    kinds: tuple[str, ...]
-    settle: bool = True
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def budget_s(self) -> float:
-        return self.planned.budget_s
-
-    def tee(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
-        def both(e: Event) -> None:
-            with self._lock:  # the arms' threads emit too
-                try:
-                    self.costs.apply(e)
-                except Exception:  # noqa: BLE001 - a forecast's fold must never cost an event
-                    pass
-            emit(e)
-
-        return both
-
-    def forecast_s(self, phases: tuple[Phase, ...]) -> float:
-        with self._lock:
-            return self.costs.forecast_s(phases, settle=self.settle)
-
-    def refit(
-        self,
-        rest: tuple[Phase, ...],
-        now_s: float,
-        decide: Callable[[list[bool]], list[bool]] = list,
-    ) -> BudgetPlan | None:
-        """The phases still to run scaled down, when their forecast no longer fits what is left
-        of the budget; None when they fit as planned (or nothing is left to cut)."""
-        left_s = max(1.0, (self.budget_s - now_s) / FORECAST_MARGIN)
-        plan = fit_to_budget(rest, left_s, self.forecast_s, self.kinds)
-        plan = agreed(decide, rest, plan, self.kinds, self.forecast_s)
-        return plan if plan.changes else None
-
-    def replan(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
-        """Before phase `i`: the phases with those from `i` on re-planned, said in the log and
-        in a new `BudgetPlanned` (the whole run's phases, the changes of both plans)."""
-        now_s = ctx.now()
-        plan = self.refit(phases[i:], now_s, ctx.leader_decides_each)
-        if plan is None:
-            return phases
-        out = (*phases[:i], *plan.phases)
-        verdict = (
-            "fits" if plan.predicted_s <= plan.budget_s else "still over: this device is slow now"
-        )
-        ctx.emit(
-            LogMessage(
-                now_s,
-                "warning",
-                f"budget {self.budget_s:.0f} s: {now_s:.0f} s spent after {phases[i - 1].name}; "
-                f"on the costs this run measured, the rest would take ~{plan.full_s:.0f} s, so "
-                f"it was scaled down to ~{plan.predicted_s:.0f} s ({verdict}): "
-                + "; ".join(plan.changes),
-            )
-        )
-        self.planned = replace(
-            self.planned,
-            t=now_s,
-            predicted_s=now_s + plan.predicted_s,
-            changes=merge_changes(self.planned.changes, plan.changes),
-            phases=tuple(p.to_dict() for p in out),
-        )
-        ctx.emit(self.planned)
-        return out

@@ -1,0 +1,111 @@
+"""The budget's time left over, spent on an undecided L = 1 check: more rounds of L = 1 quads at its
+context, then the check decided again on every L = 1 quad the run measured there.
+
+A budgeted run used to end with checks undecided and time unused (the H200's 100 s launch ended
+at 47 s with every L = 1 check inconclusive). Both arms take the same branch at L = 1, so more
+paired quads at the same context narrow the same ratio's CI: the context's own check, with more
+rounds (the tune's check at a context already pools the sweep's quads there,
+mlatui.run.phases.decode). A decided check is emitted again as a Validity of its phase and
+context, which the dashboard folds in place of the undecided one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlatui.config.scenario import Phase
+from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
+from mlatui.measure.plans import CONTROL_QUADS
+from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.timing import L1_TOLERANCE_PCT
+from mlatui.run.arms import recopy_in_place
+from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
+from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
+
+EXTRA_ROUNDS = 4  # L = 1 rounds per attempt: two mirrored pairs
+
+
+def extra_check_phase(context: int, rounds: int = EXTRA_ROUNDS) -> Phase:
+    """What an attempt runs, as a phase the forecast can cost (prefill, warm-up, settle steps
+    and quads included)."""
+    return Phase("l1", "sweep", (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1)
+
+
+def more_l1_rounds(
+    ctx: RunContext, check: Validity, attempt: int, rounds: int = EXTRA_ROUNDS
+) -> Validity:
+    """`rounds` more rounds of L = 1 quads at the check's context (Step events labelled
+    `<phase>:l1`), then the check on every L = 1 quad of the run there: the new Validity (emitted
+    when it is decided) or the check as it was."""
+    label = f"{check.phase}:l1"
+    text = ctx.tokens_for(check.context + 1)
+    length = share_context(ctx, text[: check.context])
+    step = forward_and_trim(text[length : length + 1])
+    plan = SamplerPlan(
+        (1,),
+        min_rounds=rounds,
+        max_rounds=rounds,
+        warmup=1,
+        control_width=1,
+        control_quads=CONTROL_QUADS,
+        tolerance_pct=L1_TOLERANCE_PCT,
+        seed=stable_seed(ctx.seed, label, length, attempt),
+        settle=ctx.settle,
+    )
+    pending: list[tuple[str, float, int, int]] = []
+
+    def measure(arm: str, width: int) -> float:
+        ms, absorbed, materialised = ctx.workers[arm].call(step)
+        pending.append((arm, ms, absorbed, materialised))
+        return ms
+
+    def on_timing(t) -> None:  # after the timed region has closed
+        arm, ms, absorbed, materialised = pending.pop()
+        ctx.emit(Step(ctx.now(), label, arm, length, 1, t.round, ms, absorbed, materialised))
+
+    run = sample_context(
+        plan,
+        measure,
+        warm=lambda arm, width: ctx.workers[arm].call(step) and None,
+        clock=ctx.now,
+        on_timing=on_timing,
+        check_stop=ctx.check_stop,
+        decide_more=ctx.decide_more,
+        between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+    )
+    ctx.keep_l1(length, run.timings, plan.control_width)
+    timings = ctx.pooled_l1(length)
+    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, label, "pooled", length))
+    if ratio is None:
+        return check
+    outcome = control_outcome(ratio, check.tolerance_pct)
+    total = len({t.round for t in timings})
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"budget: {check.phase} @ {length}: {rounds} more rounds of L = 1 quads; on all "
+            f"{total} rounds this run measured there: {ratio.median:.3f} "
+            f"[{ratio.low:.3f}, {ratio.high:.3f}], {outcome.value}",
+        )
+    )
+    if outcome is Outcome.INCONCLUSIVE:
+        return check
+    new = replace(
+        check,
+        t=ctx.now(),
+        valid=outcome is Outcome.VALID,
+        outcome=outcome.value,
+        basis=Basis.OWN,
+        diff_pct=(ratio.median - 1) * 100,
+        ratio=ratio.median,
+        ratio_low=ratio.low,
+        ratio_high=ratio.high,
+        rounds=total,
+    )
+    if new.valid:
+        ctx.left_out.discard((check.phase, check.context))
+    else:
+        ctx.left_out.add((check.phase, check.context))
+    ctx.emit(new)
+    return new
