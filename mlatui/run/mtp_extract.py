@@ -59,6 +59,7 @@ CHECK_PROMPT = (
     "in one step. The draft here is the model's own multi-token prediction head, which"
 )
 
+PROMPT_TOKENS = 32  # enough context for the head; short enough for a big model on a laptop
 Say = Callable[[str], None]
 
 
@@ -322,8 +323,8 @@ def _prompt_ids(folder: Path, model: nn.Module) -> list[int]:
         ids = []
     if len(ids) < 4:  # no (usable) tokenizer: a fixed id sequence inside the vocabulary
         vocab = int(model.args.vocab_size)
-        ids = [(7 * i + 3) % vocab for i in range(24)]
-    return ids
+        ids = [(7 * i + 3) % vocab for i in range(PROMPT_TOKENS)]
+    return ids[:PROMPT_TOKENS]
 
 
 def _quant_label(layer: nn.Module) -> str:
