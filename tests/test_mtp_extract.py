@@ -21,7 +21,7 @@ from mlx_lm.utils import load_model
 from mlatui.cli import main
 from mlatui.models.safetensors_read import read_header
 from mlatui.run.mtp import MTPHead, load_mtp_draft
-from mlatui.run.mtp_extract import ExtractError, extract
+from mlatui.run.mtp_extract import extract
 from tests.mtp_folders import GROUP, OpenedFiles, Pair, pair
 
 
