@@ -107,3 +107,63 @@ def test_fixed_runtime_arms_run_with_counters_and_parity(pr_form_tree, family):
         assert steps[length]["close"]
         assert steps[length]["a"]["materialised"] and not steps[length]["a"]["absorbed"]
         assert steps[length]["b"]["absorbed"] and not steps[length]["b"]["materialised"]
+
+
+def test_screen_names_what_each_slot_ran():
+    from mlatui.views.arm_names import slot_name, slot_words
+
+    fixed = {
+        "arms": arm_settings(
+            resolve_gates(
+                None, None, None, RuntimeGates("mlx-lm", "0.33", {"X": GateForm.THRESHOLD})
+            ),
+            RuntimeGates("mlx-lm", "0.33", {"X": GateForm.THRESHOLD}),
+        )
+    }
+    assert (slot_name(fixed, "stock"), slot_name(fixed, "patched")) == ("pre-fix", "installed")
+    assert slot_words(fixed, "stock") == "pre-fix (L == 1, counterfactual)"
+    classic = {"arms": {"stock": {"gate": "stock"}, "patched": {"gate": "formula"}}}
+    assert (slot_name(classic, "stock"), slot_name(classic, "patched")) == ("stock", "patched")
+    assert slot_name({}, "patched") == "patched" and slot_words(None, "stock") is None
+    assert (
+        slot_name({"arms": {"stock": {"gate": "installed"}, "patched": {"gate": "8"}}}, "patched")
+        == "L≤8"
+    )
+
+
+def test_header_fields_say_runtime_and_arms():
+    from mlatui.stream.events import RunHeader
+    from mlatui.views.run_meta import header_lines
+
+    runtime = RuntimeGates("mlx-lm", "0.33", {"DeepseekV3Attention": GateForm.THRESHOLD})
+    settings = {
+        "arms": arm_settings(resolve_gates(None, None, None, runtime), runtime),
+        "runtime": {
+            "name": "mlx-lm",
+            "version": "0.33",
+            "gate_forms": {"DeepseekV3Attention": "fixed (threshold form)"},
+            "state": "fixed",
+        },
+    }
+    h = RunHeader(
+        2,
+        "0",
+        "0",
+        "0.33",
+        "3.11",
+        "linux",
+        {},
+        "m",
+        "deepseek_v3",
+        {},
+        {},
+        {},
+        "none",
+        False,
+        "now",
+        settings,
+    )
+    text = "\n".join(header_lines(h))
+    assert "runtime: mlx-lm 0.33: fixed (DeepseekV3Attention fixed (threshold form))" in text
+    assert "stock slot = pre-fix (L == 1, counterfactual)" in text
+    assert "patched slot = mlx-lm as installed (fixed upstream)" in text

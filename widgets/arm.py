@@ -8,6 +8,7 @@ from rich.text import Text
 
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, aa_variant
+from mlatui.views.arm_names import slot_name, slot_words
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import StepChart, step_chart
@@ -23,7 +24,11 @@ def arm_title(state: DashboardState, arm: str) -> str:
     """The pane's title: what runs in this slot. In an A/A run both slots run one variant, the
     pass's (stock, then patched), so a title naming the other would misread every figure."""
     if not is_null_run(state):
-        return ARM_TITLES.get(arm, arm)
+        settings = state.header.settings if state.header else None
+        words = slot_words(settings, arm)
+        if words is None or slot_name(settings, arm) == arm:
+            return ARM_TITLES.get(arm, arm)
+        return f"{slot_name(settings, arm)} · {words}"
     variant = aa_variant(state.phase.name or "")
     return f"{'AB'[ARMS.index(arm)]} · A/A: both arms {variant or 'the same variant'}"
 

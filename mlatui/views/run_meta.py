@@ -47,6 +47,25 @@ def run_seed(h: RunHeader) -> int | None:
     return sum(int(x) for x in parts) if parts else None
 
 
+def _runtime_fields(st: dict) -> list[Field]:
+    """The runtime's own gate (pre-fix or fixed, per class) and what each arm slot ran, in words;
+    none in recordings made before arms followed the runtime."""
+    out = []
+    rt = st.get("runtime")
+    if isinstance(rt, dict):
+        forms = ", ".join(f"{c} {f}" for c, f in sorted((rt.get("gate_forms") or {}).items()))
+        said = f"{rt.get('name', '?')} {rt.get('version', '?')}: {rt.get('state', '?')}"
+        out.append(Field("runtime", "runtime", f"{said} ({forms})" if forms else said))
+    arms = st.get("arms")
+    if isinstance(arms, dict) and all(isinstance(arms.get(s), dict) for s in ("stock", "patched")):
+        text = " · ".join(
+            f"{slot} slot = {arms[slot].get('label', arms[slot].get('gate', '?'))}"
+            for slot in ("stock", "patched")
+        )
+        out.append(Field("arms", "arms", text))
+    return out
+
+
 def header_fields(h: RunHeader) -> list[Field]:
     d, st, sc = h.device or {}, h.settings or {}, h.scenario or {}
     seed = run_seed(h)
@@ -76,6 +95,7 @@ def header_fields(h: RunHeader) -> list[Field]:
         ),
         Field("mlx", "mlx", h.mlx_version),
         Field("mlx_lm", "mlx-lm", h.mlx_lm_version),
+        *_runtime_fields(st),
         Field("mlatui", "mlatui", h.mlatui_version),
         Field("python", "python", h.python_version),
         Field("scenario", "scenario", str(sc.get("name", "?"))),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
+from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context, sig
 
@@ -113,11 +114,13 @@ def _speculation(state: DashboardState) -> list[Part]:
             )
         ]
     parts = []
-    for arm in ARMS:
-        mine = [r for r in usable if r.arm == arm]
+    settings = state.header.settings if state.header else None
+    for slot in ARMS:
+        arm = slot_name(settings, slot)  # what ran there: "stock", or "pre-fix" on fixed code
+        mine = [r for r in usable if r.arm == slot]
         if not mine:
             warned = sorted(
-                {r.context for r in results if r.arm == arm and r.warnings and _valid(state, r)}
+                {r.context for r in results if r.arm == slot and r.warnings and _valid(state, r)}
             )
             if warned:  # the other arm has a verdict: say why this one has none
                 at = ", ".join(map(fmt_context, warned))
