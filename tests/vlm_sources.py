@@ -2,9 +2,8 @@
 
 The wheels (pure Python) are looked up in `$MLATUI_VLM_WHEELS`, then in the user cache
 (`~/.cache/mlatui/wheels` on Linux); CI downloads them there before the suite
-(`pip download --no-deps -d DIR mlx-vlm==VERSION`). Each is unpacked once per session into a
-temporary folder and mounted as a source tree (mlatui.models.source_tree), so two releases coexist
-in one process. Without the wheels the tests skip, naming the command that fetches them; under CI
+(`pip download --no-deps -d DIR mlx-vlm==VERSION`). Each is unpacked once beside its wheel and
+mounted as a source tree (mlatui.models.source_tree), so two releases coexist in one process. Without the wheels the tests skip, naming the command that fetches them; under CI
 (`CI` set) or with `MLATUI_VLM_WHEELS` set, a missing wheel fails instead.
 """
 
@@ -41,12 +40,22 @@ def wheel(version: str) -> Path:
 
 
 def unpacked(version: str, into: Path) -> Path:
-    """The wheel of `version` unpacked under `into` (once); returns the folder holding mlx_vlm/."""
-    target = into / f"mlx_vlm-{version}"
-    if not (target / "mlx_vlm" / "models" / "base.py").is_file():
-        with zipfile.ZipFile(wheel(version)) as whl:
-            whl.extractall(target)
-    return target
+    """The wheel of `version` unpacked (once) beside the wheel, where its compiled modules are
+    kept between runs, or under `into` where that folder is read-only; returns the folder
+    holding mlx_vlm/."""
+    whl = wheel(version)
+    for target in (whl.parent / f"mlx_vlm-{version}-src", into / f"mlx_vlm-{version}"):
+        done = target / "UNPACKED"
+        if done.is_file():
+            return target
+        try:
+            with zipfile.ZipFile(whl) as archive:
+                archive.extractall(target)
+            done.write_text(whl.name)
+            return target
+        except OSError:
+            continue
+    raise OSError(f"cannot unpack {whl} into {whl.parent} or {into}")
 
 
 def require_pillow() -> None:
