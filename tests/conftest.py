@@ -1,5 +1,6 @@
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import pytest
+import static_checks
 
 
 @pytest.fixture
@@ -8,3 +9,19 @@ def tiny_checkpoint(tmp_path):
     from mlatui.models.checkpoint import save_random_checkpoint
 
     return save_random_checkpoint(tmp_path / "tiny-dsv3", "deepseek_v3")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the static checkers now when their test is selected: they overlap the other tests."""
+    if any(
+        item.nodeid.endswith("test_mypy_lint_imports_and_ruff_find_nothing")
+        for item in session.items
+    ):
+        session.config.stash[static_checks.STASH_KEY] = static_checks.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for proc in session.config.stash.get(static_checks.STASH_KEY, {}).values():
+        if proc.poll() is None:  # a run stopped early (-x, Ctrl-C) leaves no checker behind
+            proc.kill()
+            proc.wait()
