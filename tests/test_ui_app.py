@@ -47,7 +47,8 @@ async def test_replay_fills_every_pane(tmp_path):
 
         header = app.query_one("#header")
         lines = pane_text(app, "header").splitlines()
-        assert header.content_size.height >= len(lines) == 4
+        assert header.content_size.height >= len(lines) == 5  # the last: the replay timeline
+        assert "┃sweep" in lines[4] and "┃tune" in lines[4] and "Home/End" in lines[4]
         assert lines[2].startswith("verdict") and verdict_line(app.dash, 150) in lines[2]
         for arm in ("stock", "patched"):
             text = pane_text(app, f"arm-{arm}")
@@ -290,6 +291,7 @@ async def test_short_live_run_on_a_tiny_model(tmp_path):
         assert app.dash.status == "completed"
         assert app.dash.marginal("stock") and app.dash.arms["patched"].verify_ms
         assert "random weights: acceptance synthetic" in pane_text(app, "header")
+        assert "LIVE" not in pane_text(app, "header") and " DONE " in pane_text(app, "header")
 
 
 async def test_demo_explains_and_x_hides_it(tmp_path):

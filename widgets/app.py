@@ -71,16 +71,20 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
 
     def view_info(self) -> ViewInfo:
         src = self.source
-        if isinstance(src, ReplaySource):
+        if isinstance(src, ReplaySource):  # one clock: the recording's own, as the log's
+            recorded = src.recorded_s
+            duration = src.duration_s
             return ViewInfo(
                 self.mode,
                 src.speed,
                 src.paused,
-                src.position_s,
-                src.duration_s,
+                recorded,
+                src.recorded_end_s,
                 None,
                 src.finished,
-                src.position_s,
+                recorded,
+                tuple((pos / duration, name) for pos, name in src.phases) if duration else (),
+                src.position_s / duration if duration else None,
             )
         clock = self._clock_offset
         return ViewInfo(

@@ -17,7 +17,7 @@ from widgets.messages import Exported
 from widgets.pages import PAGES
 from widgets.panes import ExplainPane, HeaderPane
 
-REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward"}
+REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward", "seek_home", "seek_end"}
 TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
 SPEED = Binding.Group("speed", compact=True)
@@ -46,6 +46,8 @@ KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         id="seek-forward",
         group=SEEK,
     ),
+    Binding("home", "seek_home", "start", show=False, id="seek-home"),
+    Binding("end", "seek_end", "end", show=False, id="seek-end"),
     Binding("e", "export", "export", id="export"),
     Binding("s", "screenshot", "shot", id="screenshot"),
     Binding("t", "next_theme", "theme", id="theme"),
@@ -105,6 +107,16 @@ class ControlsMixin(DashboardHost):
 
     def action_seek_forward(self) -> None:
         self._seek(+1)
+
+    def action_seek_home(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.seek_to(0.0)
+            self._tick()
+
+    def action_seek_end(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.seek_to(self.source.duration_s)
+            self._tick()
 
     def action_page(self, index: int) -> None:
         self._show_page(int(index))
@@ -167,7 +179,9 @@ class ControlsMixin(DashboardHost):
         )
         if replay:
             yield SystemCommand(
-                "Single step", "Pause and show the next timed step · key space", self.action_step
+                "Single step",
+                "Pause and show the next event that changes the screen · key space",
+                self.action_step,
             )
             yield SystemCommand(
                 "Faster replay", "Double the replay speed · key +", self.action_faster
@@ -180,6 +194,12 @@ class ControlsMixin(DashboardHost):
             )
             yield SystemCommand(
                 "Seek forward", "Jump forward in the recording · key →", self.action_seek_forward
+            )
+            yield SystemCommand(
+                "Go to start", "Replay from the recording's start · key Home", self.action_seek_home
+            )
+            yield SystemCommand(
+                "Go to end", "Jump to the recording's end · key End", self.action_seek_end
             )
         yield SystemCommand(
             "Export summary", "Write the summary as markdown and CSV · key e", self.action_export

@@ -79,6 +79,9 @@ class ViewInfo:
     record_path: str | None = None
     finished: bool = False
     now_s: float | None = None  # the run's clock (replay: recorded time) for elapsed and stalls
+    # replay: (fraction of the replay, phase name) of each phase start, and where the replay is
+    timeline: tuple[tuple[float, str], ...] = ()
+    fraction: float | None = None
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -130,8 +133,11 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     mode = view.mode.upper()
     if view.mode in ("replay", "demo"):
         mode += f" ×{view.speed:g}"
-        if view.position_s is not None and view.duration_s:
+        if view.position_s is not None and view.duration_s:  # the run's clock, as the log's
             mode += f" {view.position_s:.1f}/{view.duration_s:.1f}s"
+    elif state.status in ("completed", "interrupted", "error"):
+        # no longer live: the engine has stopped (the phase line says how the run ended)
+        mode = {"completed": "DONE", "interrupted": "STOPPED"}.get(state.status, "FAILED")
     t.append(" mlatui ", style="bold reverse")
     t.append(f" {mode}", style="bold")
     if view.paused:
@@ -159,6 +165,32 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
         t.append_text(line)
     t.append("\n")
     t.append_text(phase_text(state, max(20, width), view.now_s))
+    if view.timeline:
+        t.append("\n")
+        t.append_text(timeline_text(view, width))
+    return t
+
+
+def timeline_text(view: ViewInfo, width: int) -> Text:
+    """The whole recording as one bar: each phase's span named, what has been replayed filled,
+    and the keys that move along it."""
+    keys = " Home/End ←/→ space"
+    bar_w = max(10, width - len(keys) - 2)
+    cells = ["─"] * bar_w
+    names = [" "] * bar_w
+    for frac, name in view.timeline:
+        col = min(bar_w - 1, int(frac * bar_w))
+        cells[col] = "┃"
+        label = name.split("/")[-1]
+        room = next((c for c in range(col + 1, bar_w) if cells[c] == "┃"), bar_w) - col - 1
+        for i, ch in enumerate(label[: max(0, room)]):
+            names[col + 1 + i] = ch
+    done = min(bar_w, round((view.fraction or 0.0) * bar_w))
+    t = Text()
+    for i in range(bar_w):
+        ch = names[i] if names[i] != " " else cells[i]
+        t.append(ch, style="bold cyan" if i < done else "dim")
+    t.append(keys, style="dim")
     return t
 
 

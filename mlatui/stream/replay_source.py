@@ -29,7 +29,9 @@ from mlatui.stream.recorder import (
 
 DEFAULT_MAX_GAP_S = 0.25  # the default UI tick (4 Hz)
 DEFAULT_BATCH = 20_000  # events handed out per drain at most
-TIMED = ("step", "spec_step")
+# what a single step skips: samples that move no figure a person reads (a step of those would
+# look like a key that does nothing)
+UNSEEN = ("memory", "progress", "load_progress")
 
 
 class ReplaySource:
@@ -55,7 +57,9 @@ class ReplaySource:
         self.scan = RecordingScan(self.path)
         self._offsets = array("q")
         self._times = array("d")
-        self._timed = bytearray()
+        self._seen = bytearray()  # 1 where the event changes what the screen shows
+        self._recorded = array("d")  # each event's recorded t (the run's own clock)
+        self.phases: list[tuple[float, str]] = []  # (replay position, name) of each phase start
         self.header: RunHeader | None = None
         clock = 0.0
         last_t: float | None = None
@@ -69,7 +73,10 @@ class ReplaySource:
                 last_t = t
             self._offsets.append(offset)
             self._times.append(clock)
-            self._timed.append(event.type in TIMED)
+            self._seen.append(event.type not in UNSEEN)
+            self._recorded.append(last_t if last_t is not None else 0.0)
+            if event.type == "phase_start":
+                self.phases.append((clock, str(getattr(event, "phase", ""))))
         self.duration_s = self._times[-1]
         self.batch = max(1, int(batch))
         self.speed = speed
@@ -113,6 +120,17 @@ class ReplaySource:
         with self._lock:
             return min(self._now(), self.duration_s)
 
+    @property
+    def recorded_s(self) -> float:
+        """The run's own clock (the events' `t`) at the last event handed out: the time the
+        log lines, elapsed and the ETA are in."""
+        with self._lock:
+            return self._recorded[max(0, self._next - 1)]
+
+    @property
+    def recorded_end_s(self) -> float:
+        return self._recorded[-1]
+
     def start(self) -> None:
         with self._lock:
             self._started = True
@@ -152,12 +170,19 @@ class ReplaySource:
         return self.paused
 
     def step(self) -> None:
-        """Pause, then move the clock to the next timed step (Step or SpecStep) event."""
+        """Pause, then move the clock to the next event that changes the screen (a timed step,
+        a decode block, a check, a result, a log line: not a memory or progress sample)."""
         with self._lock:
             self._reanchor(self._now())
             self.paused = True
-            index = self._timed.find(1, self._next)
+            index = self._seen.find(1, self._next)
             self._pos = self.duration_s if index < 0 else max(self._pos, self._times[index])
+
+    def seek_to(self, position_s: float) -> None:
+        """Jump to a replay position (Home: 0, End: duration_s)."""
+        with self._lock:
+            delta = position_s - self._now()
+        self.seek(delta)
 
     def seek(self, delta_s: float) -> None:
         with self._lock:

@@ -17,11 +17,13 @@ class Key:
 
 KEYS = (
     Key("p", "pause / resume the display (replay: the clock)", "pause"),
-    Key("space", "single step to the next timed step", "step", replay_only=True),
+    Key("space", "single step to the next event that changes the screen", "step", replay_only=True),
     Key("+", "replay faster", "faster", replay_only=True),
     Key("-", "replay slower", "slower", replay_only=True),
     Key("←", "seek back", "seek-back", replay_only=True),
     Key("→", "seek forward", "seek-forward", replay_only=True),
+    Key("home", "go to the recording's start", "seek-home", replay_only=True),
+    Key("end", "go to the recording's end", "seek-end", replay_only=True),
     Key("e", "export the summary (markdown + CSV) to --out-dir", "export"),
     Key("s", "save a screenshot (SVG) to --out-dir", "screenshot"),
     Key("t", "next colour theme", "theme"),
