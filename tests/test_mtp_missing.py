@@ -213,3 +213,32 @@ def test_a_folder_names_its_source(tmp_path):
     assert named_source(tmp_path) == "zai-org/GLM-4.7-Flash"
     (tmp_path / "mtp.provenance.json").write_text(json.dumps({"source": "/data/glm-orig"}))
     assert named_source(tmp_path) == "/data/glm-orig"
+
+
+@pytest.mark.system
+async def test_asked_for_explicitly_the_missing_head_is_an_error_read_in_full(glm, tmp_path):
+    """`source = "mtp"` on the converted folder: the run stops with one line naming the extract
+    command, and on an 80-column screen the log pane shows all of it, wrapped, not cut."""
+    from mlatui.run.engine import run
+    from mlatui.stream.events import ErrorEvent
+    from mlatui.stream.sources import ReplaySource
+    from widgets.app import MlatuiApp
+
+    folder = tmp_path / "converted"
+    shutil.copytree(glm.converted, folder)
+    scenario = tune_scenario(tmp_path, folder)
+    scenario.write_text(scenario.read_text().replace('source = "auto"', 'source = "mtp"'))
+    events: list = []
+    assert run(RunConfig(scenario=str(scenario), budget_s=0), events.append) == "error"
+    error = next(e for e in events if isinstance(e, ErrorEvent)).message
+    assert (
+        "\n" not in error and f"mlatui mtp extract <original checkpoint> --into {folder}" in error
+    )
+    recording = write(events, tmp_path / "error.jsonl")
+    app = MlatuiApp(ReplaySource(recording, speed=1024.0), ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(80, 40)) as pilot:
+        while not app._done:
+            await pilot.pause(0.02)
+        await pilot.pause()
+        log = app.query_one("#log").content().plain
+    assert " ".join(error.split()) in " ".join(log.split())
