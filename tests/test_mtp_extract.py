@@ -268,3 +268,25 @@ def test_an_mlx_vlm_split_drafter_is_a_source_too(glm, tmp_path):
     ha, hb = mx.load(str(a / "mtp.safetensors")), mx.load(str(b / "mtp.safetensors"))
     assert sorted(ha) == sorted(hb)
     assert all(mx.array_equal(ha[k], hb[k]) for k in ha)
+
+
+def test_a_hub_id_folder_is_completed_in_the_hub_cache(glm, tmp_path, monkeypatch):
+    """`--into mlx-community/...`: the snapshot mlx_lm.load downloaded (hub-cache layout) gets
+    the sidecar, and a run given the same hub id finds the head there."""
+    import huggingface_hub.constants as hfc
+
+    from mlatui.models.checkpoint_source import local_folder
+
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    repo = tmp_path / "hub" / "models--mlx-community--GLM-tiny-4bit"
+    shutil.copytree(glm.converted, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(hfc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = local_folder("mlx-community/GLM-tiny-4bit")
+    assert snapshot == (repo / "snapshots" / commit).resolve()
+    extract(str(glm.original), "mlx-community/GLM-tiny-4bit", check=False)
+    assert (snapshot / "mtp.safetensors").exists()
+    model, _ = load_model(snapshot)
+    assert load_mtp_draft("mlx-community/GLM-tiny-4bit", model) is not None
