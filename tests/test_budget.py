@@ -155,12 +155,15 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     assert next(e for e in events if isinstance(e, PhaseStart)).contexts == (128, 256, 384, 512)
 
 
-def test_a_budget_that_affords_it_probes_two_lengths(tmp_path):
+def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     """The probe's second, longer length is what lets the forecast see growth with context; a
-    budget far above the probe's cost keeps it."""
+    budget far above the probe's cost keeps it. The run ends with its forecast's error."""
     from mlatui.config.runconfig import RunConfig
+    from mlatui.run import budget_watch
     from mlatui.run.engine import run
-    from mlatui.stream.events import BudgetPlanned, LogMessage
+    from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, RunEnd
+
+    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)  # a huge budget: one more try each
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
@@ -178,6 +181,10 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path):
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
     assert plan.probe_contexts == (128, 256) and not plan.changes
     assert not any("left out" in e.message for e in events if isinstance(e, LogMessage))
+    outcome = events[-2]
+    assert isinstance(events[-1], RunEnd) and isinstance(outcome, BudgetOutcome)
+    assert outcome.forecast_s == plan.predicted_s and outcome.planned_s > 0
+    assert outcome.took_s == pytest.approx(outcome.planned_s + outcome.extra_s)
 
 
 KINDS = ("mtp", "draft-model")
@@ -337,6 +344,7 @@ def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatc
         return BudgetPlan(self.budget_s, 9.0, 4.0, cut, ("tune: blocks of 12 -> 5 tokens",), 1)
 
     monkeypatch.setattr(budget_probe.BudgetWatch, "refit", refit)
+    monkeypatch.setattr(budget_probe.BudgetWatch, "spend", lambda self, ctx, rest=(): None)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
     scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))

@@ -30,6 +30,10 @@ FORECAST_MARGIN = 1.15
 # the most rounds of blocks a tune or decode phase grows to when the budget has time left (the
 # default tune's 8 as written; its speedup's CI narrows about as the root of its rounds)
 GROW_ROUNDS = 16
+# attempts of more L = 1 rounds per undecided check (mlatui.run.budget_spend.EXTRA_ROUNDS each):
+# a ratio whose CI still straddles the tolerance after that many is the device's noise at the
+# bound, which more time would not settle; the end of the run names it
+MAX_ATTEMPTS = 6
 
 
 def agreed(
@@ -163,14 +167,19 @@ class BudgetWatch:
 
     def spend(self, ctx: RunContext, rest: tuple[Phase, ...] = ()) -> None:
         """While the time left beyond `rest` pays for another attempt: more L = 1 rounds for an
-        undecided check (those a phase still to run reads first, then the fewest attempts).
-        Under mlx.launch the ranks' checks may differ: nothing is spent there."""
+        undecided check (those a phase still to run reads first, then the fewest attempts), at
+        most MAX_ATTEMPTS each. Under mlx.launch the ranks' checks may differ: nothing is spent
+        there."""
         if ctx.lockstep is not None:
             return
         attempts: dict[tuple[str, int], int] = {}
         first = frozenset(c for p in rest for c in p.contexts)
         while True:
-            todo = self.undecided(first)
+            todo = [
+                v
+                for v in self.undecided(first)
+                if attempts.get((v.phase, v.context), 0) < MAX_ATTEMPTS
+            ]
             todo.sort(key=lambda v: attempts.get((v.phase, v.context), 0))
             left_s = self.left_s(ctx, rest)
             pick = next(

@@ -1,0 +1,202 @@
+"""A budget spends what is left on what is undecided: with injected timing (a fake clock and a
+fake attempt), undecided L = 1 checks get more rounds while the time left pays for them, the
+tune's rounds of blocks grow with what is still left, and the run ends with its forecast's
+error."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mlatui.config.scenario import load_scenario
+from mlatui.run import budget_watch
+from mlatui.run.budget_spend import extra_check_phase
+from mlatui.run.budget_watch import MAX_ATTEMPTS, BudgetWatch
+from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
+from mlatui.views.progress import RunProgress
+
+DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
+KINDS = ("mtp", "draft-model")
+
+
+class FakeCtx:
+    """What the watch reads of a RunContext, on a clock the test moves."""
+
+    lockstep = None
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.events: list = []
+        self.emit = self.events.append
+
+    def now(self) -> float:
+        return self.t
+
+    def leader_decides_each(self, wants: list[bool]) -> list[bool]:
+        return list(wants)
+
+
+def _costs() -> RunProgress:
+    costs = RunProgress()
+    costs.draft_kinds = KINDS
+    for c in (512, 2048):
+        for w in (1, 2, 3):
+            costs.costs.add_step("stock", c, w, 20.0 if w == 1 else 20.0 + 0.05 * c)
+            costs.costs.add_step("patched", c, w, 20.0 + 5.0 * (w - 1))
+        costs.prefill.append((c, c / 1000))
+    return costs
+
+
+def _check(phase: str, context: int, outcome: str = "inconclusive") -> Validity:
+    ok = outcome == "valid"
+    return Validity(1.0, phase, context, 20.0, 20.1, 0.5, 2.0, ok, outcome, 1.005, 0.97, 1.03, 8)
+
+
+def _watch(ctx: FakeCtx, budget_s: float, predicted_s: float = 50.0) -> BudgetWatch:
+    phases = load_scenario(str(DEFAULT)).phases
+    plan = BudgetPlanned(
+        0.0, budget_s, 80.0, predicted_s, (), tuple(p.to_dict() for p in phases), (512,), 1.0
+    )
+    watch = BudgetWatch(plan, _costs(), KINDS)
+    ctx.emit = watch.tee(ctx.events.append)
+    return watch
+
+
+def _attempts(monkeypatch, ctx: FakeCtx, cost_s: float, decides: dict) -> list:
+    """The device side of an attempt, faked: it takes `cost_s`; `decides[(context, n)]`: the
+    outcome its n-th attempt at that context reaches (emitted like the real one)."""
+    calls = []
+
+    def attempt(c, check, n, rounds=4):
+        calls.append((check.phase, check.context, n))
+        c.t += cost_s
+        outcome = decides.get((check.context, n))
+        if outcome:
+            c.emit(replace(check, outcome=outcome, valid=outcome == "valid", t=c.t))
+
+    monkeypatch.setattr(budget_watch, "more_l1_rounds", attempt)
+    return calls
+
+
+def test_undecided_checks_get_more_rounds_while_the_time_left_pays_for_them(monkeypatch):
+    ctx = FakeCtx()
+    watch = _watch(ctx, budget_s=100.0)
+    for v in (_check("sweep", 512), _check("sweep", 2048), _check("sweep", 1024, "valid")):
+        ctx.emit(v)
+    ctx.t = 40.0
+    cost_s = watch.forecast_s((extra_check_phase(2048),))
+    assert 0 < cost_s < 10
+    calls = _attempts(monkeypatch, ctx, cost_s, {(2048, 2): "valid"})
+    tune = tuple(p for p in load_scenario(str(DEFAULT)).phases if p.kind == "tune")
+    rest = tuple(replace(p, reps=4) for p in tune)  # the tune still to run, at 2048
+    watch.spend(ctx, rest)
+    # the context the tune reads its check at goes first, then the fewest attempts
+    assert calls[:3] == [("sweep", 2048, 1), ("sweep", 512, 1), ("sweep", 2048, 2)]
+    assert all(c[1] != 1024 for c in calls)  # a decided check is not measured again
+    assert watch.checks[("sweep", 2048)].verdict == "valid"
+    # it stops only when another attempt no longer fits beside the tune's forecast, or a check
+    # had its most attempts: never with an undecided check and time for it
+    left = watch.left_s(ctx, rest)
+    undecided = watch.undecided()
+    assert [v.context for v in undecided] == [512]
+    assert left < watch.forecast_s((extra_check_phase(512),)) or (
+        sum(c[1] == 512 for c in calls) == MAX_ATTEMPTS
+    )
+    assert watch.extra_s == pytest.approx(cost_s * len(calls))
+    # the tune's own time was kept: the attempts stopped while it still fits
+    assert ctx.t + watch.forecast_s(rest) * budget_watch.FORECAST_MARGIN <= 100.0 + cost_s
+
+
+def test_no_time_left_means_no_attempt(monkeypatch):
+    ctx = FakeCtx()
+    watch = _watch(ctx, budget_s=100.0)
+    ctx.emit(_check("tune", 2048))
+    calls = _attempts(monkeypatch, ctx, 1.0, {})
+    ctx.t = 99.0
+    watch.spend(ctx)
+    assert calls == []
+    ctx.t = 10.0
+    watch.spend(ctx)  # now there is: at most MAX_ATTEMPTS, then it is the noise, not the time
+    assert len(calls) == MAX_ATTEMPTS
+
+
+def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
+    ctx = FakeCtx()
+    watch = _watch(ctx, budget_s=1000.0)
+    phases = load_scenario(str(DEFAULT)).phases
+    phases = (phases[0], replace(phases[1], reps=4))
+    ctx.t = 30.0
+    out = watch.grow(ctx, phases, 1)
+    assert out[1].reps == budget_watch.GROW_ROUNDS and out[0] == phases[0]
+    said = [e for e in ctx.events if isinstance(e, LogMessage)]
+    assert said and f"tune: rounds of blocks 4 -> {budget_watch.GROW_ROUNDS}" in said[-1].message
+    plan = next(e for e in reversed(ctx.events) if isinstance(e, BudgetPlanned))
+    assert plan.phases[1]["reps"] == budget_watch.GROW_ROUNDS
+    # with only the tune's own time left, nothing grows
+    tight = FakeCtx()
+    watch = _watch(tight, budget_s=30.0 + 1.16 * watch.forecast_s(phases[1:]))
+    tight.t = 30.0
+    assert watch.grow(tight, phases, 1) == phases
+
+
+def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monkeypatch):
+    ctx = FakeCtx()
+    watch = _watch(ctx, budget_s=100.0, predicted_s=50.0)
+    ctx.emit(_check("sweep", 512))
+    calls = _attempts(monkeypatch, ctx, 4.0, {})
+    ctx.t = 60.0  # the planned phases took 60 s where 50 were forecast
+    out = watch.finish(ctx)
+    assert calls and isinstance(out, BudgetOutcome) and ctx.events[-1] == out
+    assert out.extra_s == pytest.approx(4.0 * len(calls))
+    assert out.planned_s == pytest.approx(60.0)
+    assert out.took_s == pytest.approx(60.0 + 4.0 * len(calls))
+    assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
+    assert out.undecided == ("sweep @ 512",)
+    said = next(e for e in ctx.events if isinstance(e, LogMessage) and "forecast" in e.message)
+    assert "(-17%)" in said.message and "still undecided: sweep @ 512" in said.message
+
+
+def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monkeypatch):
+    """The tiny model's sweep, its checks held undecided (the sampler's and the pooled check's
+    rule says inconclusive): after the last phase the budget's time goes to more L = 1 rounds at
+    each context, decided again on the real rule over every round measured there."""
+    import mlatui.measure.estimates as estimates
+    import mlatui.measure.pooled as pooled
+    import mlatui.measure.sampler as sampler
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.measure.estimates import Outcome
+    from mlatui.run.engine import run
+    from mlatui.stream.events import RunEnd, Step
+
+    undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
+    for module in (estimates, pooled, sampler):
+        monkeypatch.setattr(module, "control_outcome", undecided)
+    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    text = tiny.read_text().replace("contexts = [128, 256]", "contexts = [128]")
+    scenario.write_text(text.replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
+    events: list = []
+    config = RunConfig(
+        scenario=str(scenario),
+        random_weights=True,
+        overrides={"reps": 2, "only_phases": ["sweep"]},
+    )
+    assert run(config, events.append) == "completed"
+    summary = next(i for i, e in enumerate(events) if e.type == "phase_summary")
+    extra = [e for e in events[summary:] if isinstance(e, Step)]
+    assert extra and {e.phase for e in extra} == {"sweep:l1"} and {e.width for e in extra} == {1}
+    assert {e.context for e in extra} == {128}
+    said = [
+        e.message
+        for e in events
+        if isinstance(e, LogMessage) and "more rounds of L = 1" in e.message
+    ]
+    assert len(said) == 1 and "sweep @ 128" in said[0]
+    again = [e for e in events[summary:] if isinstance(e, Validity)]
+    assert all(v.rounds > 2 and v.verdict in ("valid", "invalid") for v in again)
+    outcome = next(e for e in events if isinstance(e, BudgetOutcome))
+    assert outcome.extra_s > 0 and isinstance(events[-1], RunEnd)
+    assert set(outcome.undecided) == {"sweep @ 128"} - {
+        f"sweep @ {v.context}" for v in again
+    }
