@@ -96,11 +96,6 @@ def read_tensors(
     return out
 
 
-def tensor_dtypes(path: str | Path) -> dict[str, str]:
-    """{name: safetensors dtype} from the header alone."""
-    return {k: v["dtype"] for k, v in read_header(path).items()}
-
-
 def pickle_only(files: Iterable[str]) -> list[str]:
     """The pickle-based weight files of a listing that has no safetensors (else [])."""
     names = [Path(f).name for f in files]
