@@ -25,3 +25,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if proc.poll() is None:  # a run stopped early (-x, Ctrl-C) leaves no checker behind
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def pr_form_tree(tmp_path_factory):
+    """A folder whose mlx_lm is the installed one in the upstream fix's gate form (tests/pr_form.py)."""
+    from tests.pr_form import write_pr_form_copy
+
+    root = tmp_path_factory.mktemp("pr-form")
+    write_pr_form_copy(root)
+    return root

@@ -16,7 +16,6 @@ from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words
 from mlatui.models import build
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
-from tests.pr_form import write_pr_form_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny.toml"
@@ -76,13 +75,6 @@ def test_cli_arms_option_is_checked_before_loading(capsys):
     assert main(["bench", str(TINY), "--random-weights", "--arms", "formula"]) == 2
     err = capsys.readouterr().err
     assert "--arms 'formula': give two gates" in err and err.count("\n") == 1
-
-
-@pytest.fixture(scope="module")
-def pr_form_tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pr-form")
-    write_pr_form_copy(root)
-    return root
 
 
 @pytest.mark.parametrize("family", ["deepseek_v3", "glm4_moe_lite"])

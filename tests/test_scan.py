@@ -13,7 +13,6 @@ import pytest
 from mlatui.cli import main
 from mlatui.gate.forms import GateForm, GateShapeError, SiteKind, find_mla_gate
 from mlatui.gate.scan import SiteState, scan_tree
-from tests.pr_form import write_pr_form_copy
 
 INSTALLED = Path(mlx_lm.__file__).parent
 # every MLA family of the family table that mlx-lm itself ships, with its attention class
@@ -100,10 +99,9 @@ def test_scan_installed_mlx_lm_lists_every_family_gate():
     assert gates["glm4_moe_lite.py"].threshold == 398 and gates["deepseek_v3.py"].threshold == 170
 
 
-def test_scan_reads_the_upstream_form_as_fixed(tmp_path):
-    changed = write_pr_form_copy(tmp_path)
-    assert set(changed) == set(MLX_LM_GATED)
-    sites = scan_tree(tmp_path / "mlx_lm")
+def test_scan_reads_the_upstream_form_as_fixed(pr_form_tree):
+    sites = scan_tree(pr_form_tree / "mlx_lm")
+    assert {Path(s.path).name for s in sites if s.state is SiteState.FIXED} == set(MLX_LM_GATED)
     gates = [s for s in sites if s.kind is SiteKind.MLA_GATE]
     assert len(gates) == len(MLX_LM_GATED)
     assert {s.form for s in gates} == {GateForm.THRESHOLD.value}
@@ -111,14 +109,17 @@ def test_scan_reads_the_upstream_form_as_fixed(tmp_path):
     assert [s.state for s in sites if s.kind is SiteKind.SPARSE_GATHER] == [SiteState.LEFT_ALONE]
 
 
-def test_scan_command_json_and_table(tmp_path, capsys):
-    write_pr_form_copy(tmp_path)
-    assert main(["scan", "--json", str(tmp_path / "mlx_lm" / "models" / "deepseek_v3.py")]) == 0
+def test_scan_command_json_and_table(pr_form_tree, tmp_path, capsys):
+    assert main(["scan", "--json", str(pr_form_tree / "mlx_lm" / "models" / "deepseek_v3.py")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["form"] for r in rows] == ["fixed (threshold form)"]
     assert rows[0]["threshold"] == 170 and len(rows[0]["lines"]) == 2
-    assert main(["scan", str(INSTALLED)]) == 0
+    assert main(["scan", str(INSTALLED / "models" / "deepseek_v32.py")]) == 0
     out = capsys.readouterr().out
-    assert "deepseek_v3.py:" in out and "pre-fix" in out and "sites:" in out
+    assert (
+        "deepseek_v32.py:217" in out
+        and "left alone" in out
+        and "2 sites: 1 pre-fix, 1 left alone" in out
+    )
     assert main(["scan", str(tmp_path / "nope")]) == 2
     assert "no such file or folder" in capsys.readouterr().err

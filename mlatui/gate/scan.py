@@ -188,7 +188,8 @@ def scan_tree(root: Path) -> list[Site]:
         if "__pycache__" in path.parts or "tests" in path.relative_to(root).parts:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        if "embed_q" not in text and "_pool" not in text and "accumulate_windows" not in text:
+        pooling = "Indexer" in text and ("_pool" in text or "accumulate_windows" in text)
+        if "embed_q" not in text and not pooling:
             continue
         out += scan_file(path, str(path.relative_to(root.parent)))
     return out
