@@ -153,7 +153,7 @@ def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monke
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
     assert out.undecided == ("sweep @ 512",)
     said = next(e for e in ctx.events if isinstance(e, LogMessage) and "forecast" in e.message)
-    assert "(-17%)" in said.message and "still undecided: sweep @ 512" in said.message
+    assert "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
 
 
 def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monkeypatch):
@@ -197,6 +197,4 @@ def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monk
     assert all(v.rounds > 2 and v.verdict in ("valid", "invalid") for v in again)
     outcome = next(e for e in events if isinstance(e, BudgetOutcome))
     assert outcome.extra_s > 0 and isinstance(events[-1], RunEnd)
-    assert set(outcome.undecided) == {"sweep @ 128"} - {
-        f"sweep @ {v.context}" for v in again
-    }
+    assert set(outcome.undecided) == {"sweep @ 128"} - {f"sweep @ {v.context}" for v in again}

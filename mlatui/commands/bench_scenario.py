@@ -9,7 +9,7 @@ from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
-from mlatui.stream.events import ErrorEvent, Event
+from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
 
@@ -227,6 +227,11 @@ def _report(args, events, out, recorder, signals, status) -> int:
 
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
     print(f"[mlatui] recording: {out}", file=sys.stderr)
+    budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)
+    if budget is not None:
+        from mlatui.run.budget_watch import outcome_text
+
+        print(f"[mlatui] {outcome_text(budget)}", file=sys.stderr)
     if signals.received is not None:
         print(f"[mlatui] stopped by {signals.stopped_by.name}", file=sys.stderr)
     errors = [e for e in events if isinstance(e, ErrorEvent)]

@@ -261,18 +261,22 @@ class BudgetWatch:
             first.first_use_s,
             left,
         )
-        extra = (
-            f"; {self.extra_s:.0f} s more went to what was undecided" if self.extra_s >= 0.5 else ""
-        )
-        still = f"; L = 1 checks still undecided: {', '.join(left)}" if left else ""
-        ctx.emit(
-            LogMessage(
-                took_s,
-                "info",
-                f"budget {self.budget_s:.0f} s: the run took {took_s:.0f} s; its first plan "
-                f"forecast ~{first.predicted_s:.0f} s for what took {planned_s:.0f} s "
-                f"({error_pct:+.0f}%){extra}{still}",
-            )
-        )
+        ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
         ctx.emit(outcome)
         return outcome
+
+
+def outcome_text(o: BudgetOutcome) -> str:
+    """The end of a budgeted run in one line (the log's, and `bench`'s on stderr)."""
+    extra = f"; {o.extra_s:.0f} s more went to what was undecided" if o.extra_s >= 0.5 else ""
+    still = f"; L = 1 checks still undecided: {', '.join(o.undecided)}" if o.undecided else ""
+    first = (
+        f"; the probe's first use of each shape (compilation) took {o.first_use_s:.1f} s"
+        if o.first_use_s >= 0.5
+        else ""
+    )
+    return (
+        f"budget {o.budget_s:.0f} s: the run took {o.took_s:.0f} s; its first plan forecast "
+        f"~{o.forecast_s:.0f} s for what took {o.planned_s:.0f} s (forecast error "
+        f"{o.error_pct:+.0f}%){extra}{still}{first}"
+    )
