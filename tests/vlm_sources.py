@@ -76,3 +76,26 @@ def source(version: str, into: Path):
     folder = unpacked(version, into)
     require_pillow()
     return vlm.source_from_tree(str(folder))
+
+
+def _toml_tables(prefix: str, table: dict) -> list[str]:
+    import json
+
+    lines, nested = [f"[{prefix}]"], []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            nested += _toml_tables(f"{prefix}.{key}", value)
+        elif value is not None:
+            lines.append(f"{key} = {json.dumps(value)}")
+    return [*lines, "", *nested]
+
+
+def scenario(path: Path, family: str, config: dict, phases: str) -> Path:
+    """A random-weight scenario of `family` (e.g. "mlx-vlm:glm5_next") with `config` as its
+    [model.config] and `phases` (TOML [[phase]] tables) at `path`."""
+    head = f'name = "{family}"\ndescription = "tiny {family}"\nseed = 0\n\n'
+    model = f'[model]\nsource = "random"\nfamily = "{family}"\ndtype = "float32"\n\n'
+    draft = '[draft]\nsource = "synthetic"\nacceptance = 0.75\n\n'
+    body = "\n".join(_toml_tables("model.config", {**config, "model_type": family}))
+    path.write_text(head + model + body + "\n" + draft + phases)
+    return path

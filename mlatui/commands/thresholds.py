@@ -24,7 +24,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", metavar="PATH", help="a model folder with config.json")
     src.add_argument("--config", metavar="FILE", help="a config.json")
-    src.add_argument("--family", metavar="NAME", help="a built-in MLA family (its full config)")
+    src.add_argument(
+        "--family",
+        metavar="NAME",
+        help="a built-in MLA family (its full config); mlx-vlm's as mlx-vlm:NAME",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -32,18 +36,24 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
     from mlatui.errors import UserError
 
     if args.family:
-        from mlatui.models import families
+        from mlatui.models import families, vlm_configs
 
-        if args.family not in families.FAMILIES:
-            raise UserError(
-                f"unknown family {args.family!r}: use one of {', '.join(families.FAMILIES)}"
-            )
+        name = args.family
+        spelled_vlm, bare = vlm_configs.split_name(name)
+        if spelled_vlm or name not in families.FAMILIES:  # mlx-vlm's own families
+            if bare not in vlm_configs.FAMILIES:
+                known = [
+                    *families.FAMILIES,
+                    *(vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES),
+                ]
+                raise UserError(f"unknown family {name!r}: use one of {', '.join(known)}")
+            config_for = vlm_configs.config_for
+        else:
+            config_for = families.config_for
         try:
-            return families.config_for(args.family, "full"), f"family {args.family} (full)"
+            return config_for(name, "full"), f"family {name} (full)"
         except KeyError:
-            return families.config_for(
-                args.family, "tiny"
-            ), f"family {args.family} (tiny; no public config)"
+            return config_for(name, "tiny"), f"family {name} (tiny; no public config)"
     path = Path(args.config) if args.config else Path(args.model) / "config.json"
     hint = "pass --model FOLDER (with config.json) or --config FILE"
     if not path.exists():
@@ -85,8 +95,14 @@ def thresholds(config: dict) -> dict:
             f"config has no {', '.join(missing)}: not an MLA model (model_type {config.get('model_type')!r})"
         )
     g: dict[str, Any] = {k: text.get(k) for k in GEOMETRY_KEYS}
+    # a NoPE model (GLM-5.3-Flash, glm5_next) has qk_rope_head_dim 0
+    nope_rope = g["qk_rope_head_dim"] == 0 and not isinstance(g["qk_rope_head_dim"], bool)
     bad = [
-        f"{k}={g[k]!r}" for k in GEOMETRY_KEYS[:4] if g[k] is not None and not is_positive_int(g[k])
+        f"{k}={g[k]!r}"
+        for k in GEOMETRY_KEYS[:4]
+        if g[k] is not None
+        and not is_positive_int(g[k])
+        and not (k == "qk_rope_head_dim" and nope_rope)
     ]
     if bad:
         raise UserError(

@@ -13,6 +13,12 @@ GROUP_SIZE = 64
 
 
 def model_from_config(config: dict[str, Any]) -> nn.Module:
+    """mlx-lm's model of `config["model_type"]`; mlx-vlm's language model for a type only mlx-vlm
+    has, or one spelled "mlx-vlm:<type>" (mlatui.models.vlm)."""
+    from mlatui.models import vlm
+
+    if vlm.needs_vlm(config.get("model_type")):
+        return vlm.language_model(config, vlm.vlm_source(f"model type {config['model_type']!r}"))
     from mlx_lm.utils import _get_classes
 
     model_cls, args_cls = _get_classes(config)

@@ -141,12 +141,21 @@ def load_checkpoint(
         refusal = refuse_half_moe_on_cpu(local, what, ref)
         if refusal is not None:
             raise LoadError(refusal)
+    from mlatui.models import vlm
+
+    vlm_type = vlm.checkpoint_model_type(ref)  # only mlx-vlm runs it: its loader, language model
     try:
         files = safetensors_files(local) if local.exists() else []
         with watch(what, ref, files=files):
+            if vlm_type is not None:
+                return (*vlm.load_checkpoint(ref, vlm_type, prepare), vlm_type)
             loaded = load(str(local) if local.exists() else ref, lazy=prepare is not None)
             model, tokenizer = loaded[0], loaded[1]
+    except vlm.VlmUnavailable as e:
+        raise LoadError(f"{what} {ref!r}: {e}") from None
     except Exception as e:  # noqa: BLE001 - mlx-lm raises many kinds; rephrase in one line
+        if vlm_type is None and vlm.checkpoint_model_type(ref) is not None:
+            return load_checkpoint(ref, what, watch, prepare)  # a hub id's config came with it
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise LoadError(
             f"{what} {ref!r} could not be loaded: {first} (offline? download it first or pass a local folder)"
@@ -212,8 +221,12 @@ def build_random(
     config = dict(spec.config)
     config.setdefault("model_type", spec.family)
     mx.random.seed(seed)
+    from mlatui.models import vlm
+
     try:
         model = model_from_config(config)
+    except vlm.VlmUnavailable as e:
+        raise LoadError(str(e)) from None
     except ValueError as e:  # mlx-lm: "Model type X not supported."
         raise LoadError(f"model family {spec.family!r} is not an mlx-lm model type") from e
     except TypeError as e:
@@ -235,7 +248,7 @@ def build_random(
         what, source, kind="random", params=params, total_bytes=nbytes, counter=memory_counter()
     ):
         mx.eval(model.parameters())
-    return model, config["model_type"]
+    return model, model.model_type if isinstance(model, vlm.TextModel) else config["model_type"]
 
 
 def load_target(

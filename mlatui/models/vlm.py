@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -201,3 +202,56 @@ def language_model(config: dict[str, Any], source: VlmSource) -> TextModel:
     takes_whole = len(inspect.signature(cls.__init__).parameters) > 2 and text is not whole
     lm = cls(text, whole) if takes_whole else cls(text)
     return TextModel(lm, source, model_type)
+
+
+# ---- checkpoints -----------------------------------------------------------------------------
+
+
+def _config_of(ref: str) -> dict[str, Any] | None:
+    """config.json of a local folder, or of a hub id already in the local hub cache (no network:
+    an uncached hub id is fetched by the loader that fails on it, and is checked again then)."""
+    folder = Path(ref).expanduser()
+    path: Path | None = folder / "config.json" if folder.exists() else None
+    if path is None and ref.count("/") == 1 and not ref.startswith((".", "/", "~")):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(ref, "config.json")
+        except Exception:  # noqa: BLE001 - no hub client, a malformed id: not ours to judge
+            cached = None
+        path = Path(cached) if isinstance(cached, str) else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # the loader reports a bad config in its own words
+    return config if isinstance(config, dict) else None
+
+
+def checkpoint_model_type(ref: str) -> str | None:
+    """The model_type of checkpoint `ref` when only mlx-vlm runs it, else None."""
+    config = _config_of(ref)
+    model_type = config.get("model_type") if config else None
+    return model_type if isinstance(model_type, str) and needs_vlm(model_type) else None
+
+
+def load_checkpoint(ref: str, model_type: str, prepare: Any = None) -> tuple[TextModel, Any]:
+    """(language model, tokenizer) of a checkpoint through mlx-vlm's own loader, lazily: only
+    the language model's weights are ever read; `prepare(model)` (sharding) runs before."""
+    source = vlm_source(f"model type {model_type!r}")
+    if source.tree is not None:
+        raise VlmUnavailable(
+            f"model type {model_type!r}: checkpoints load through the installed mlx-vlm's loader "
+            f"({INSTALL_HINT}); {SOURCE_ENV} trees build random weights only"
+        )
+    from mlx_lm.utils import load_tokenizer
+    from mlx_vlm.utils import get_model_path, load_model
+
+    path = Path(get_model_path(ref))
+    whole = load_model(path, lazy=True)
+    model = TextModel(whole.language_model, source, model_type)
+    if prepare is not None:
+        prepare(model)
+    mx.eval(model.parameters())
+    return model, load_tokenizer(path)
