@@ -3,7 +3,7 @@
 Weights are counted on a lazy random build of each scenario's config (nothing is allocated), in
 its dtype and bits; `mlatui.models.fit.estimate` adds three cache copies at the largest context and the
 stock arm's materialised K/V of one layer; `DistRun.per_rank` splits it as each shard mode does.
-Run: .venv/bin/python docs/dist_memory.py
+Run: .venv/bin/python tools/dist_memory.py
 """
 
 import json
