@@ -95,3 +95,11 @@ def test_missing_modules_and_folders_are_one_line_errors(two_trees, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(source_tree.SourceTreeError, match="no Python files"):
         source_tree.mount(tmp_path / "empty")
+
+
+def test_the_runtime_of_a_module_names_tree_or_distribution(two_trees):
+    tree, _ = two_trees
+    language = tree.module("models.fam.language")
+    assert source_tree.runtime_of(language.__name__) == ("runtime", "v1", str(tree.root))
+    name, version, folder = source_tree.runtime_of("mlx_lm.models.deepseek_v3")
+    assert (name, folder) == ("mlx-lm", None) and version[0].isdigit()

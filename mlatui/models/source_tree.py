@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -40,6 +41,7 @@ class SourceTree:
 
     root: Path
     alias: str
+    label: str = ""  # what mount() was told the tree is, e.g. its version
 
     def module(self, dotted: str) -> ModuleType:
         """Import `<alias>.<dotted>` (e.g. "models.deepseek_v3.language") from the tree."""
@@ -146,7 +148,7 @@ def mount(root: str | Path, label: str = "") -> SourceTree:
     with _lock:
         tree = _mounted.get(alias)
         if tree is None:
-            tree = SourceTree(folder, alias)
+            tree = SourceTree(folder, alias, label)
             sys.meta_path.insert(0, _TreeFinder(tree))
             _mounted[alias] = tree
     return tree
@@ -172,3 +174,17 @@ def tree_of(module_name: str) -> SourceTree | None:
 
 def is_tree_module(module_name: str) -> bool:
     return module_name.startswith(ALIAS_PREFIX) and tree_of(module_name) is not None
+
+
+def runtime_of(module_name: str) -> tuple[str, str, str | None]:
+    """(runtime, version, folder) of the package a module (e.g. a class's `__module__`) comes
+    from: a mounted tree's package name, label and folder; else the installed distribution's
+    name and version ("?" when unknown) and None."""
+    tree = tree_of(module_name)
+    if tree is not None:
+        return tree.root.name.replace("_", "-"), tree.label or "?", str(tree.root)
+    runtime = module_name.split(".", 1)[0].replace("_", "-")
+    try:
+        return runtime, metadata.version(runtime), None
+    except metadata.PackageNotFoundError:
+        return runtime, "?", None
