@@ -6,6 +6,7 @@ from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import Loaded
+from mlatui.models.vlm_indexer import indexer_notices
 from mlatui.run.phases.indexer_sites import load_warnings
 
 NULL_NOTICE = (
@@ -44,6 +45,7 @@ def opening_notices(
         decoded = largest_context(scenario, decoded_only=True)
         warnings.extend(context_warnings({}, decoded, trained_window()))
     warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
+    notices += [("info", fact) for fact in indexer_notices(loaded.model)]  # a runtime's own indexer
     notices += [("warning", w) for w in warnings]
     notices.append(("info", f"patched arm: {report.summary()}"))
     if null:
