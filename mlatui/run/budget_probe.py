@@ -150,15 +150,19 @@ def run_probe(
         else:
             setup_s = once_s
         warm_s = setup_s
-        for w in widths:
-            for arm in ARMS:
-                first_ms = device.step(arm, w)
-                timed = [device.step(arm, w) for _ in range(PROBE_REPS)]
-                for ms in timed:
-                    result.costs.costs.add_step(arm, length, w, ms)
-                mean_ms = sum(timed) / len(timed)
-                first_s += max(0.0, first_ms - mean_ms) / 1e3
-                warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
+        first_ms = {(arm, w): device.step(arm, w) for w in widths for arm in ARMS}
+        timed: dict[tuple[str, int], list[float]] = {key: [] for key in first_ms}
+        for rep in range(PROBE_REPS):  # in rounds, mirrored: a drift reaches every width alike
+            mirror = rep % 2 == 1
+            for w in reversed(widths) if mirror else widths:
+                for arm in reversed(ARMS) if mirror else ARMS:
+                    timed[(arm, w)].append(device.step(arm, w))
+        for (arm, w), samples in timed.items():
+            for ms in samples:
+                result.costs.costs.add_step(arm, length, w, ms)
+            mean_ms = sum(samples) / len(samples)
+            first_s += max(0.0, first_ms[(arm, w)] - mean_ms) / 1e3
+            warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
         result.costs.prefill.append((length, setup_s))
         result.first_use_s += first_s
         first_by_length.append(first_s)
