@@ -58,6 +58,7 @@ def test_the_converter_dropped_the_head_and_extract_puts_it_back(both, tmp_path)
     assert record["source"] == str(both.original) and record["layer"] == both.layer
     assert record["written_tensors"] == sorted(read_header(done.sidecar))
     assert f"{prefix}eh_proj.weight" in record["source_tensors"]
+    assert f"{prefix}embed_tokens.weight" not in record["source_tensors"]  # the target's is used
     assert all(len(h) == 64 for h in record["source_tensors"].values())  # sha256 hex
     if done.check is not None:
         assert done.check.matches_greedy and done.check.proposed > 0

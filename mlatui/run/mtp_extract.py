@@ -154,7 +154,13 @@ def read_source_layer(
     local: dict[str, mx.array] = {}
     for shard in src.shards_for(prefix):
         path = src.file(shard)
-        names = [k for k in read_header(path) if k.startswith(prefix)]
+        # the layer's own embed_tokens (DeepSeek-V3: 1.9 GB) copies the target's, which the
+        # head uses: it is never read
+        names = [
+            k
+            for k in read_header(path)
+            if k.startswith(prefix) and not k.startswith(prefix + "embed_tokens.")
+        ]
         read = read_tensors(path, names, digests)
         local.update({k[len(prefix) :]: v for k, v in read.items()})
     return local
