@@ -67,12 +67,14 @@ def _attempts(monkeypatch, ctx: FakeCtx, cost_s: float, decides: dict) -> list:
     outcome its n-th attempt at that context reaches (emitted like the real one)."""
     calls = []
 
-    def attempt(c, check, n, rounds=4):
-        calls.append((check.phase, check.context, n))
+    def attempt(c, checks, n, rounds=4):
+        assert len({v.context for v in checks}) == 1
+        check = checks[0]
+        calls.append((tuple(v.phase for v in checks), check.context, n))
         c.t += cost_s
         outcome = decides.get((check.context, n))
-        if outcome:
-            c.emit(replace(check, outcome=outcome, valid=outcome == "valid", t=c.t))
+        for v in checks if outcome else ():
+            c.emit(replace(v, outcome=outcome, valid=outcome == "valid", t=c.t))
 
     monkeypatch.setattr(budget_watch, "more_l1_rounds", attempt)
     return calls
@@ -81,7 +83,8 @@ def _attempts(monkeypatch, ctx: FakeCtx, cost_s: float, decides: dict) -> list:
 def test_undecided_checks_get_more_rounds_while_the_time_left_pays_for_them(monkeypatch):
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0)
-    for v in (_check("sweep", 512), _check("sweep", 2048), _check("sweep", 1024, "valid")):
+    checks = (_check("sweep", 512), _check("sweep", 2048), _check("sweep", 1024, "valid"))
+    for v in (*checks, _check("tune", 2048)):
         ctx.emit(v)
     ctx.t = 40.0
     cost_s = watch.forecast_s((extra_check_phase(2048),))
@@ -90,10 +93,12 @@ def test_undecided_checks_get_more_rounds_while_the_time_left_pays_for_them(monk
     tune = tuple(p for p in load_scenario(str(DEFAULT)).phases if p.kind == "tune")
     rest = tuple(replace(p, reps=4) for p in tune)  # the tune still to run, at 2048
     watch.spend(ctx, rest)
-    # the context the tune reads its check at goes first, then the fewest attempts
-    assert calls[:3] == [("sweep", 2048, 1), ("sweep", 512, 1), ("sweep", 2048, 2)]
+    # the context the tune reads its check at goes first (every phase's check there at once:
+    # they read the same quads), then the fewest attempts
+    both = ("sweep", "tune")
+    assert calls[:3] == [(both, 2048, 1), (("sweep",), 512, 1), (both, 2048, 2)]
     assert all(c[1] != 1024 for c in calls)  # a decided check is not measured again
-    assert watch.checks[("sweep", 2048)].verdict == "valid"
+    assert watch.checks[("sweep", 2048)].verdict == watch.checks[("tune", 2048)].verdict == "valid"
     # it stops only when another attempt no longer fits beside the tune's forecast, or a check
     # had its most attempts: never with an undecided check and time for it
     left = watch.left_s(ctx, rest)
@@ -153,7 +158,9 @@ def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monke
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
     assert out.undecided == ("sweep @ 512",)
     said = next(e for e in ctx.events if isinstance(e, LogMessage) and "forecast" in e.message)
-    assert "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
+    assert (
+        "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
+    )
 
 
 def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ context, which the dashboard folds in place of the undecided one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from mlatui.config.scenario import Phase
@@ -32,11 +33,14 @@ def extra_check_phase(context: int, rounds: int = EXTRA_ROUNDS) -> Phase:
 
 
 def more_l1_rounds(
-    ctx: RunContext, check: Validity, attempt: int, rounds: int = EXTRA_ROUNDS
-) -> Validity:
-    """`rounds` more rounds of L = 1 quads at the check's context (Step events labelled
-    `<phase>:l1`), then the check on every L = 1 quad of the run there: the new Validity (emitted
-    when it is decided) or the check as it was."""
+    ctx: RunContext, checks: Sequence[Validity], attempt: int, rounds: int = EXTRA_ROUNDS
+) -> list[Validity]:
+    """`rounds` more rounds of L = 1 quads at the checks' one context (Step events labelled
+    `<first check's phase>:l1`), then the check on every L = 1 quad of the run there: each
+    check's new Validity (emitted when it is decided) or the check as it was. Every phase's
+    check at one context reads the same quads (a tune's pools the sweep's), so one attempt
+    decides them all."""
+    check = checks[0]
     label = f"{check.phase}:l1"
     text = ctx.tokens_for(check.context + 1)
     length = share_context(ctx, text[: check.context])
@@ -77,35 +81,38 @@ def more_l1_rounds(
     timings = ctx.pooled_l1(length)
     ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, label, "pooled", length))
     if ratio is None:
-        return check
+        return list(checks)
     outcome = control_outcome(ratio, check.tolerance_pct)
     total = len({t.round for t in timings})
     ctx.emit(
         LogMessage(
             ctx.now(),
             "info",
-            f"budget: {check.phase} @ {length}: {rounds} more rounds of L = 1 quads; on all "
-            f"{total} rounds this run measured there: {ratio.median:.3f} "
+            f"budget: {', '.join(v.phase for v in checks)} @ {length}: {rounds} more rounds of "
+            f"L = 1 quads; on all {total} rounds this run measured there: {ratio.median:.3f} "
             f"[{ratio.low:.3f}, {ratio.high:.3f}], {outcome.value}",
         )
     )
     if outcome is Outcome.INCONCLUSIVE:
-        return check
-    new = replace(
-        check,
-        t=ctx.now(),
-        valid=outcome is Outcome.VALID,
-        outcome=outcome.value,
-        basis=Basis.OWN,
-        diff_pct=(ratio.median - 1) * 100,
-        ratio=ratio.median,
-        ratio_low=ratio.low,
-        ratio_high=ratio.high,
-        rounds=total,
-    )
-    if new.valid:
-        ctx.left_out.discard((check.phase, check.context))
-    else:
-        ctx.left_out.add((check.phase, check.context))
-    ctx.emit(new)
-    return new
+        return list(checks)
+    out = []
+    for v in checks:
+        new = replace(
+            v,
+            t=ctx.now(),
+            valid=outcome is Outcome.VALID,
+            outcome=outcome.value,
+            basis=Basis.OWN,
+            diff_pct=(ratio.median - 1) * 100,
+            ratio=ratio.median,
+            ratio_low=ratio.low,
+            ratio_high=ratio.high,
+            rounds=total,
+        )
+        if new.valid:
+            ctx.left_out.discard((v.phase, v.context))
+        else:
+            ctx.left_out.add((v.phase, v.context))
+        ctx.emit(new)
+        out.append(new)
+    return out

@@ -172,15 +172,11 @@ class BudgetWatch:
         there."""
         if ctx.lockstep is not None:
             return
-        attempts: dict[tuple[str, int], int] = {}
+        attempts: dict[int, int] = {}  # per context: its checks share its quads
         first = frozenset(c for p in rest for c in p.contexts)
         while True:
-            todo = [
-                v
-                for v in self.undecided(first)
-                if attempts.get((v.phase, v.context), 0) < MAX_ATTEMPTS
-            ]
-            todo.sort(key=lambda v: attempts.get((v.phase, v.context), 0))
+            todo = [v for v in self.undecided(first) if attempts.get(v.context, 0) < MAX_ATTEMPTS]
+            todo.sort(key=lambda v: attempts.get(v.context, 0))
             left_s = self.left_s(ctx, rest)
             pick = next(
                 (v for v in todo if self.forecast_s((extra_check_phase(v.context),)) <= left_s),
@@ -188,10 +184,10 @@ class BudgetWatch:
             )
             if pick is None:
                 return
-            key = (pick.phase, pick.context)
-            attempts[key] = attempts.get(key, 0) + 1
+            attempts[pick.context] = attempts.get(pick.context, 0) + 1
             start_s = ctx.now()
-            more_l1_rounds(ctx, pick, attempts[key])
+            same = [v for v in todo if v.context == pick.context]
+            more_l1_rounds(ctx, same, attempts[pick.context])
             self.extra_s += ctx.now() - start_s
 
     def grow(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
