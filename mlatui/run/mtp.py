@@ -289,9 +289,11 @@ class MTPMissing(MTPError):
     """The config announces an MTP layer that is not there (mlx-lm's converter drops it)."""
 
 
-def _no_mtp(model_path: Path, layer: int, why: str, announced: bool = True) -> MTPError:
+def _no_mtp(ref: str | Path, layer: int, why: str, announced: bool = True) -> MTPError:
+    """`ref`: the folder or hub id as the user gave it (the command takes either)."""
+    model_path = local_folder(ref)
     source = named_source(model_path) or "<original checkpoint>"
-    cmd = EXTRACT_HINT.format(source=source, folder=model_path)
+    cmd = EXTRACT_HINT.format(source=source, folder=ref)
     cls = MTPMissing if announced else MTPError
     return cls(
         f"{model_path}: no MTP head ({why}); mlx-lm's conversion drops the model.layers.{layer}.* "
@@ -310,7 +312,7 @@ def load_mtp_draft(
     one-line reason when there is no head (MTPMissing when the config announces one the folder
     lacks), or returns None if not `required`.
     A head stored unlike the target is converted on load, and `notes` gets a line saying so."""
-    model_path = local_folder(model_path)  # a hub id: its snapshot in the hub cache
+    ref, model_path = model_path, local_folder(model_path)  # a hub id: its hub-cache snapshot
     config = json.loads((model_path / "config.json").read_text())
     args = model.args
     n_layers = args.num_hidden_layers
@@ -322,12 +324,10 @@ def load_mtp_draft(
                 f"MTP heads are supported for {', '.join(SUPPORTED)} models, not {family}"
             )
         if config.get("num_nextn_predict_layers", 0) < 1:
-            raise _no_mtp(
-                model_path, n_layers, "config.json has no num_nextn_predict_layers", False
-            )
+            raise _no_mtp(ref, n_layers, "config.json has no num_nextn_predict_layers", False)
         local, source = read_mtp_weights(model_path, n_layers)
         if not local:
-            raise _no_mtp(model_path, n_layers, f"no model.layers.{n_layers}.* tensors in {source}")
+            raise _no_mtp(ref, n_layers, f"no model.layers.{n_layers}.* tensors in {source}")
         missing = [k for k in _REQUIRED if k not in local]
         if missing or not any(k.startswith(("eh_proj.", "self_attn.")) for k in local):
             raise MTPError(
