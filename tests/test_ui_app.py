@@ -4,6 +4,7 @@ errors, and a short live run."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -73,10 +74,11 @@ async def test_two_draft_kinds_are_named_on_screen(tmp_path):
         assert "draft mtp + draft-model:embedded" in pane_text(app, "header")
         for arm in ("stock", "patched"):
             lines = pane_text(app, f"arm-{arm}").splitlines()
-            mtp = next(line for line in lines if line.strip().startswith("mtp d1"))
-            model = next(line for line in lines if line.strip().startswith("draft-model d1"))
-            assert "│ d2 " in mtp and "│ d3 " in mtp and "×" in mtp
-            assert "│ d2 " in model and "│ d3 " in model and "×" in model
+            at = {k: next(i for i, x in enumerate(lines) if x.strip().startswith(f"{k} d1"))
+                  for k in ("mtp", "draft-model")}  # fmt: skip
+            for k, i in at.items():  # a kind's settings wrap to the pane: one line, or two
+                block = " ".join(lines[i : i + 2]).split("draft-model")[0 if k == "mtp" else 1]
+                assert " d2 " in block and " d3 " in block and re.search(r"×[\d.]+ \[", block)
             assert any(line.startswith("acceptance draft-model d3") for line in lines)
         assert "patched: mtp d2 at 256:" in pane_text(app, "log")
 

@@ -1,5 +1,6 @@
 """Snapshots of the main screen after replaying a recording to its end: the test fixture at
-120x40, the shipped demo recording at 80x24, 120x40 and 200x60.
+three sizes; the shipped demo, a finished A/A run and a tune-only run at 80x24, 120x40, 160x50
+and 220x60.
 Update the baselines with `pytest tests/test_ui_snapshot.py --snapshot-update` (and look at them)."""
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from widgets.app import MlatuiApp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TWO_KINDS = Path(__file__).parent / "fixtures" / "two_kinds_tune.jsonl"
+FINISHED = {
+    "demo": Path(__file__).parents[1] / "scenarios" / "demo.jsonl",
+    "aa": Path(__file__).parent / "fixtures" / "ui_aa_finished.jsonl.gz",  # H200, A/A at 8K
+    "tune": Path(__file__).parent / "fixtures" / "ui_tune_only.jsonl.gz",  # CPU, no sweep
+}
+SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
 
 
 async def run_before(pilot) -> None:
@@ -46,3 +53,12 @@ def test_two_draft_kinds_snapshot(snap_compare, tmp_path):
     """A tune of both draft kinds: one tok/s line per kind in each arm, the kinds in the header."""
     app = MlatuiApp(ReplaySource(TWO_KINDS, speed=1024.0), ui_hz=20, out_dir=tmp_path)
     assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("name", list(FINISHED))
+def test_finished_run_snapshot(snap_compare, tmp_path, name, size):
+    """The end screen of each finished recording: the verdict with its CIs, the key figure (or
+    why there is none) and the L = 1 checks on the first page, the timeline under the header."""
+    app = MlatuiApp(ReplaySource(FINISHED[name], speed=4096.0), ui_hz=20, out_dir=tmp_path)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -88,10 +88,13 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
     return line
 
 
-def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
+def tok_s_lines(
+    state: DashboardState, arm: str, narrow: bool, width: int | None = None
+) -> list[Text]:
     """Plain decode, then every depth's tok/s and paired speedup with its 95% CI (the figure
     the verdict judges: a speedup counts when its CI lies above 1), the verdict's pick marked
-    ★; with several draft kinds, one line per kind, named. Narrow: one setting a line."""
+    ★; with several draft kinds, one line per kind, named. Settings wrap to `width` (narrow
+    without a width: one a line), never inside one."""
     a = state.arms[arm]
     best = winner(state, arm)
     chosen = None if best is None else Setting(best.draft_kind, best.depth)
@@ -113,31 +116,40 @@ def tok_s_lines(state: DashboardState, arm: str, narrow: bool) -> list[Text]:
             line = Text("  ")
             line.append(kind, style="bold")
         for i, (setting, figures, bound) in enumerate(settings):
-            if narrow and not (several and i == 0):
+            chunk = _setting_text(a, setting, figures, bound, best if setting == chosen else None)
+            first_of_kind = several and i == 0
+            fits = width is not None and line.cell_len + 3 + chunk.cell_len <= width
+            if not first_of_kind and (narrow and width is None or width is not None and not fits):
                 lines.append(line)
                 line = Text("  ")
-            elif not (several and i == 0):
+            elif not first_of_kind:
                 line.append(" │ ")
             else:
                 line.append(" ")
-            if figures is None:  # rejected by bound: no tok/s was measured
-                line.append(f"d{setting.depth} ")
-                line.append(f"bound ≤×{bound.value:.2f}" if bound else "–", style="bold red")
-                continue
-            tok_s, live = figures
-            line.append(f"d{setting.depth} " + ("~" if live else "") + f"{tok_s:.1f}")
-            r = a.ratio(setting)
-            if r:
-                ci = a.spec_ci.get(setting)
-                significant = ci is not None and (ci[0] > 1 or ci[1] < 1)
-                style = ("green" if r >= 1 else "red") if ci is None or significant else "yellow"
-                line.append(f" ×{r:.2f}", style=f"bold {style}")
-                if ci is not None:
-                    line.append(f" [{ci[0]:.2f}-{ci[1]:.2f}]", style=style)
-                if setting == chosen and best is not None and best.context == a.counts_context:
-                    line.append(" ★", style="bold green")
+            line.append_text(chunk)
     lines.append(line)
     return lines
+
+
+def _setting_text(a, setting: Setting, figures, bound, best) -> Text:
+    """`d1 37.1 ×1.12 [1.01-1.16] ★`, or `d1 bound ≤×0.70` for a setting rejected by bound."""
+    t = Text(f"d{setting.depth} ")
+    if figures is None:  # rejected by bound: no tok/s was measured
+        t.append(f"bound ≤×{bound.value:.2f}" if bound else "–", style="bold red")
+        return t
+    tok_s, live = figures
+    t.append(("~" if live else "") + f"{tok_s:.1f}")
+    r = a.ratio(setting)
+    if r:
+        ci = a.spec_ci.get(setting)
+        significant = ci is not None and (ci[0] > 1 or ci[1] < 1)
+        style = ("green" if r >= 1 else "red") if ci is None or significant else "yellow"
+        t.append(f" ×{r:.2f}", style=f"bold {style}")
+        if ci is not None:
+            t.append(f" [{ci[0]:.2f}-{ci[1]:.2f}]", style=style)
+        if best and best.context == a.counts_context:
+            t.append(" ★", style="bold green")
+    return t
 
 
 def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:
@@ -156,7 +168,7 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
         *([medians_text(chart, arm, narrow)] if chart else []),
         acceptance_line(state, arm, narrow),
         *([rule] if (rule := rule_line(state, arm, narrow)) is not None else []),
-        *tok_s_lines(state, arm, narrow),
+        *tok_s_lines(state, arm, narrow, width),
         gate_line(state, arm, narrow),
     ]
     top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]

@@ -150,6 +150,8 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
     offsets = [0] * len(fig.series)
     if len(fig.series) == 2 and spacing >= 6:
         offsets = [-1, 1]
+    elif len(fig.series) == 4 and spacing >= 10:  # an A/A run: A and B of each pass
+        offsets = [-3, -1, 1, 3]
     canvas = Canvas(rows, cols)
     if fig.crossover_context is not None:
         col = _x_column(fig.crossover_context, contexts, cols)

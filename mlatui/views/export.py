@@ -12,7 +12,7 @@ from typing import Any
 
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, DecodeResult, aa_variant, arm_label, ratio_label
+from mlatui.stream.events import ARMS, DecodeResult, Validity, aa_variant, arm_label, ratio_label
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
@@ -47,6 +47,14 @@ def _by(cells: list[Cell], quantity: Quantity) -> dict[tuple[int, int, str], Cel
     return {(c.context, c.width, c.arm): c for c in cells if c.quantity == quantity}
 
 
+def checks_in_order(state: DashboardState) -> list[tuple[tuple[str, int], Validity]]:
+    """The L = 1 checks by phase (in run order), then context: as the dashboard lists them."""
+    order = {p: i for i, p in enumerate(state.phase_kinds)}
+    return sorted(
+        state.validity.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1])
+    )
+
+
 def _status(state: DashboardState) -> str:
     if state.status == "running" and state.phase.name:
         p = state.phase
@@ -73,7 +81,7 @@ def _l1_table(state: DashboardState) -> str:
     """Per (phase, context) its own paired L = 1 ratio, the check and its basis (own, or pooled);
     then a row per pooled check, and what each pooled."""
     rows = []
-    for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
+    for (phase, context), v in checks_in_order(state):
         paired = Ci(v.ratio, v.ratio_low, v.ratio_high) if v.ratio is not None else None
         c = check(state, phase, context)
         rows.append(
@@ -286,7 +294,7 @@ def csv_rows(state: DashboardState) -> list[dict]:
         ]
     rows.append({"table": "meta", "quantity": "status", "text": _status(state)})
     rows.append({"table": "verdict", "text": verdict_line(state)})
-    for (phase, context), v in sorted(state.validity.items(), key=lambda kv: kv[1].t):
+    for (phase, context), v in checks_in_order(state):
         base: dict[str, Any] = {"table": "l1_check", "phase": phase}
         base["kind"] = state.phase_kinds.get(phase, "")
         base |= {"context": context, "width": 1, "rounds": v.rounds or ""}

@@ -106,6 +106,50 @@ def threshold_mark(thresholds: dict, contexts: list[int]) -> tuple[int | None, s
     return None, f"patched absorbs L=2 (L* ≥ {lowest})"
 
 
+def _pass_series(state: DashboardState) -> list[FigureSeries] | None:
+    """An A/A run's series, one per (pass, slot): `A aa-stock`, `B aa-stock`, `A aa-patched`…
+    from each pass's own estimates (two passes at one context must not overwrite each other);
+    None when the recording has no per-pass estimates."""
+    from mlatui.stream.events import aa_variant
+
+    passes = [p for p, kind in state.phase_kinds.items() if kind == "sweep" and aa_variant(p)]
+    if not passes:
+        return None
+    colours = {"stock": ("red", "yellow"), "patched": ("green", "cyan")}
+    series = []
+    for phase in passes:
+        variant = aa_variant(phase) or ""
+        for slot, arm in enumerate(state.arms):
+            points = []
+            for (p, c), e in sorted(state.estimates.items(), key=lambda kv: kv[0][1]):
+                row = next(
+                    (
+                        r
+                        for r in e.rows
+                        if p == phase
+                        and (r["quantity"], r["arm"], r["width"]) == ("marginal_ms", arm, 2)
+                    ),
+                    None,
+                )
+                if row is None or row["median"] <= 0:
+                    continue
+                status = _status_of(state.validity.get((phase, c)))
+                points.append(
+                    FigurePoint(c, row["median"], row.get("low"), row.get("high"), status)
+                )
+            colour = colours.get(variant, ("cyan", "magenta"))[min(slot, 1)]
+            series.append(FigureSeries(f"{'AB'[min(slot, 1)]} {variant}", colour, tuple(points)))
+    return series if any(s.points for s in series) else None
+
+
+def _status_of(v) -> PointStatus:
+    if v is None:
+        return PointStatus.PENDING
+    return {"valid": PointStatus.VALID, "inconclusive": PointStatus.INCONCLUSIVE}.get(
+        v.verdict, PointStatus.INVALID
+    )
+
+
 def key_figure(state: DashboardState) -> KeyFigure:
     """Both arms' marginal cost per sweep context; an A/A run's arms are named A and B (both
     run one variant, so 'stock' and 'patched' would misname them)."""
@@ -113,7 +157,8 @@ def key_figure(state: DashboardState) -> KeyFigure:
 
     null = is_null_run(state)
     series, not_positive = [], 0
-    for i, arm in enumerate(state.arms):
+    passes = _pass_series(state) if null else None
+    for i, arm in enumerate(state.arms if passes is None else ()):
         points = []
         for c, ms, low, high in state.marginal_ci(arm):
             if ms <= 0:
@@ -122,6 +167,7 @@ def key_figure(state: DashboardState) -> KeyFigure:
             points.append(FigurePoint(c, ms, low, high, sweep_status(state, c)))
         name = "AB"[i] if null and i < 2 else arm
         series.append(FigureSeries(name, ARM_COLOURS.get(arm, "cyan"), tuple(points)))
+    series = passes if passes is not None else series
     contexts = sorted({p.context for s in series for p in s.points})
     thresholds = state.header.thresholds if state.header is not None else {}
     crossover, note = threshold_mark(thresholds or {}, contexts)

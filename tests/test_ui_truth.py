@@ -1,0 +1,66 @@
+"""The finished demo as a person reads it at four terminal sizes: the verdict keeps the
+speedup's CI and both Δ2 figures at every size, a compact screen opens on the key figure and
+the L = 1 checks, and the arm panes' medians are the exported table's (one estimator)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from mlatui.stream.sources import ReplaySource
+from mlatui.views.export import csv_rows
+from widgets.app import MlatuiApp
+from widgets.figure import fmt_ms
+
+DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
+SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
+
+
+def screen_lines(app) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def finished(pilot) -> None:
+    end = time.monotonic() + 60
+    while not pilot.app._done:
+        assert time.monotonic() < end, "timed out"
+        await pilot.pause(0.02)
+    await pilot.pause()
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_the_verdict_keeps_its_ci_and_both_d2_figures_on_the_first_page(tmp_path, size):
+    app = MlatuiApp(ReplaySource(DEMO, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await finished(pilot)
+        lines = screen_lines(app)
+        header = "\n".join(lines[: app.query_one("#header").region.height])
+        assert "×1.12 [1.01-1.16]" in header, header  # patched's speedup and its CI
+        assert re.search(r"252 vs 14\.0 ms", header), header  # stock's and patched's Δ2 at 4K
+        text = "\n".join(lines)
+        assert "ms, lower is better" in text and "252" in text  # the key figure, its points
+        assert "✓ every checked context valid" in text  # the L = 1 summary
+        assert "phase 2/2 tune" in header and "run completed" in header  # not wrapped over
+
+
+async def test_the_arm_panes_medians_are_the_exported_tables(tmp_path):
+    app = MlatuiApp(ReplaySource(DEMO, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await finished(pilot)
+        exported = {
+            (r["arm"], r["width"]): r["median"]
+            for r in csv_rows(app.dash)
+            if r["table"] == "sweep" and r["quantity"] == "step_ms" and r["context"] == 4096
+        }
+        for arm in ("stock", "patched"):
+            pane = app.query_one(f"#arm-{arm}").content().plain
+            line = next(x for x in pane.splitlines() if x.startswith("@ 4K median over rounds"))
+            shown = dict(re.findall(r"L=(\d) ([\d.]+)", line))
+            assert shown and {int(w) for w in shown} == {1, 2, 3}, line
+            for w, ms in shown.items():
+                assert ms == fmt_ms(float(exported[(arm, int(w))])), (arm, w, line, exported)
