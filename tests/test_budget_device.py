@@ -183,3 +183,39 @@ def test_a_story_table_is_checked(tmp_path):
         load_scenario(str(bad))
     plain = replace(load_scenario(str(DEFAULT)), story=None)
     assert plain.to_dict()["story"] is None
+
+
+def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, monkeypatch):
+    """The tiny model (4096 positions) with a story whose longest context is past them: the
+    sweep runs at the story's largest allowed contexts, the note says which and why, and is
+    recorded in the plan."""
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run import budget_watch
+    from mlatui.run.engine import run
+    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
+
+    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    story = (
+        "\n[story]\ncontexts = [64, 128, 192, 256, 8192]\nstock_verify_multiple = 1.0\n"
+        "patched_verify_flat = 100.0\nsweep_contexts = 2\n"
+    )
+    text = tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000" + story, 1)
+    scenario = tmp_path / "tiny-story.toml"
+    scenario.write_text(text)
+    events: list = []
+    config = RunConfig(
+        scenario=str(scenario),
+        random_weights=True,
+        overrides={"reps": 2, "only_phases": ["sweep"]},
+    )
+    assert run(config, events.append) == "completed"
+    plan = next(e for e in events if isinstance(e, BudgetPlanned))
+    sweep = next(e for e in events if isinstance(e, PhaseStart))
+    assert sweep.contexts == (192, 256) and plan.phases[0]["contexts"] == [192, 256]
+    assert plan.probe_contexts == (128, 256)  # the probe's ladder reaches the longest allowed
+    assert "sweep 192, 256" in plan.contexts_note
+    assert "max positions (4096)" in plan.contexts_note
+    said = [e.message for e in events if isinstance(e, LogMessage)]
+    assert plan.contexts_note in said
+    assert not any(getattr(e, "context", 0) > 4096 for e in events)
