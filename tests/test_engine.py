@@ -296,9 +296,10 @@ def test_untrimmable_cache_is_refused_with_the_model_name():
         require_trimmable(cache, "kimi-tiny")
 
 
-def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
-    """kimi_linear's linear-attention state cannot be trimmed back after a timed step: the sweep
-    says so in one line instead of silently growing the context sample after sample."""
+def test_a_hybrid_model_sweeps_and_its_tune_is_refused_with_its_name(monkeypatch):
+    """kimi_linear's linear-attention state cannot be trimmed back: a sweep restores it from a
+    snapshot after each timed step (mlatui.run.rewind), while speculative decoding (mlx-lm's,
+    which trims) says so in one line instead of silently growing the context."""
     from mlatui.models.loading import Loaded
 
     model = build_model("kimi_linear")
@@ -312,9 +313,10 @@ def test_sweep_on_a_hybrid_model_is_refused_with_its_name(monkeypatch):
         run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
         == "error"
     )
+    assert [e.phase for e in events if isinstance(e, PhaseSummary)] == ["sweep"]
     error = next(e for e in events if e.type == "error")
     assert error.message.startswith("kimi-tiny: its cache cannot be trimmed")
-    assert "a sweep" in error.message
+    assert "speculative decoding" in error.message
 
 
 def test_phase_start_counts_planned_steps(tiny_run):

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import mlx.core as mx
-from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.config.scenario import Phase
 from mlatui.host.distributed import Lockstep
@@ -39,6 +38,7 @@ from mlatui.run.arms import (
     recopy_in_place,
     swap_caches,
 )
+from mlatui.run.rewind import before_step
 from mlatui.stream.events import (
     ARMS,
     DriftEvent,
@@ -216,13 +216,14 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
     def run(arm: Arm) -> tuple[float, int, int]:
         x = mx.array([tokens])  # (1, L)
         mx.eval(x)
+        rewind = before_step(arm.caches)  # hybrid layers: a snapshot, taken untimed
         before = arm.counters.total()
         start = time.perf_counter_ns()
         logits = arm.model(x, cache=arm.cache)
         mx.eval(logits)
         ms = (time.perf_counter_ns() - start) / 1e6
         after = arm.counters.total()
-        trim_prompt_cache(arm.caches, len(tokens))
+        rewind(len(tokens))
         return ms, after[0] - before[0], after[1] - before[1]
 
     return run

@@ -15,7 +15,6 @@ from mlatui.run.phases.base import (
     validity,
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
-from mlatui.run.spec import require_trimmable
 from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
 
 
@@ -46,8 +45,6 @@ def _sweep_context(
 ) -> tuple[list[dict], Validity]:
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
-    stock = ctx.workers["stock"].arm
-    require_trimmable(stock.caches, stock.model_name, "a sweep")
     run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
     ctx.sweep_estimates[(phase.name, length)] = run.final
     v = validity(ctx, phase.name, length, run.final)
