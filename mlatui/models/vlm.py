@@ -201,7 +201,10 @@ def language_model(config: dict[str, Any], source: VlmSource) -> TextModel:
     cls = language.LanguageModel
     takes_whole = len(inspect.signature(cls.__init__).parameters) > 2 and text is not whole
     lm = cls(text, whole) if takes_whole else cls(text)
-    return TextModel(lm, source, model_type)
+    model = TextModel(lm, source, model_type)
+    # inference mode, as mlx-vlm's loader leaves it: glm5_next's decode path tests `not self.training`
+    model.eval()
+    return model
 
 
 # ---- checkpoints -----------------------------------------------------------------------------
@@ -251,6 +254,7 @@ def load_checkpoint(ref: str, model_type: str, prepare: Any = None) -> tuple[Tex
     path = Path(get_model_path(ref))
     whole = load_model(path, lazy=True)
     model = TextModel(whole.language_model, source, model_type)
+    model.eval()
     if prepare is not None:
         prepare(model)
     mx.eval(model.parameters())
