@@ -64,3 +64,23 @@ async def test_the_arm_panes_medians_are_the_exported_tables(tmp_path):
             assert shown and {int(w) for w in shown} == {1, 2, 3}, line
             for w, ms in shown.items():
                 assert ms == fmt_ms(float(exported[(arm, int(w))])), (arm, w, line, exported)
+
+
+def test_a_long_error_wraps_whole_and_each_bound_rejection_is_logged_once():
+    from mlatui.stream.recorder import read_recording
+    from mlatui.views.dashboard_state import DashboardState
+    from widgets.render import phase_text
+
+    s = DashboardState()
+    s.error = (
+        "ModelError: scenario model 'glm' cannot be loaded: mlx-lm's conversion drops the "
+        "model's MTP layers. What to do: pass --mtp-from with the original checkpoint."
+    )
+    lines = phase_text(s, 80).plain.splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines)
+    assert " ".join(lines).endswith("the original checkpoint.")  # the remedy is on screen
+    rec = read_recording(DEMO)
+    s = DashboardState()
+    s.apply_all([rec.header, *rec.events])
+    said = [m for _, _, m in s.log if "mtp d1" in m and "runtime allowance" in m]
+    assert len(said) == 1, said

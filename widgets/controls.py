@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from pathlib import Path
 
 from textual.app import SystemCommand
@@ -11,7 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from mlatui.stream.sources import ReplaySource
-from widgets.help import HelpScreen, binding_rows, save_screenshot
+from widgets.help import HelpScreen, binding_rows, output_name, save_screenshot
 from widgets.host import DashboardHost
 from widgets.messages import Exported
 from widgets.pages import PAGES
@@ -133,11 +132,10 @@ class ControlsMixin(DashboardHost):
 
     def export_summary(self) -> list[str]:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         md, csv_text = self.summary()
         paths = []
         for ext, text in (("md", md), ("csv", csv_text)):
-            path = self.out_dir / f"mlatui-summary-{stamp}.{ext}"
+            path = self.out_dir / output_name("summary", ext)
             path.write_text(text, encoding="utf-8")
             paths.append(str(path))
         return paths
@@ -149,7 +147,8 @@ class ControlsMixin(DashboardHost):
             self.notify(f"export failed: {e}", severity="error")
 
     def on_exported(self, message: Exported) -> None:
-        self.notify("\n".join(message.paths), title="summary exported")
+        names = ", ".join(Path(p).name for p in message.paths)
+        self.notify(f"{names}\nin {self.out_dir.resolve()}", title="summary exported")
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         save_screenshot(self, Path(path) if path else self.out_dir, filename)

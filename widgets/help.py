@@ -4,7 +4,9 @@ and the one key action both apps share beside it, `s` (screenshot)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
+from datetime import datetime
 from pathlib import Path
 
 from rich.text import Text
@@ -83,13 +85,32 @@ class HelpScreen(ModalScreen):
             yield Static(bindings_text(self.rows, self.legend), id="help-text")
 
 
+def output_name(kind: str, ext: str) -> str:
+    """One naming style for everything a key writes: mlatui-<kind>-<date>-<time>.<ext>."""
+    return f"mlatui-{kind}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.{ext}"
+
+
+# Rich's SVG asks the network for Fira Code: offline another font with other widths fills in
+# and the columns drift. Local monospace fonts only, in the order most systems have them.
+LOCAL_MONO = '"Fira Code", "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace'
+_WEB_FONT = re.compile(r',\s*url\("https?://[^"]*"\)\s*format\("woff2?"\)')
+
+
+def offline_svg(svg: str) -> str:
+    """The screenshot with its web-font sources removed and local monospace fallbacks named."""
+    svg = _WEB_FONT.sub("", svg)
+    return svg.replace("font-family: Fira Code, monospace;", f"font-family: {LOCAL_MONO};")
+
+
 def save_screenshot(app: App, out_dir: Path, filename: str | None = None) -> None:
-    """The `s` key: the screen as SVG in `out_dir`; an unwritable folder is a notification and
-    the run goes on."""
+    """The `s` key: the screen as SVG in `out_dir`, named as the exports are; an unwritable
+    folder is a notification and the run goes on."""
+    name = filename or output_name("screenshot", "svg")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = app.save_screenshot(filename, path=str(out_dir))
+        path = out_dir / name
+        path.write_text(offline_svg(app.export_screenshot()), encoding="utf-8")
     except OSError as e:
         app.notify(f"screenshot failed: {e}", severity="error")
         return
-    app.notify(path, title="screenshot saved (SVG)")
+    app.notify(f"{name}\nin {out_dir.resolve()}", title="screenshot saved (SVG)")

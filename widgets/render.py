@@ -229,8 +229,11 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
 
     p = state.phase
     t = Text()
-    if state.error:
-        t.append(f"ERROR: {state.error}", style="bold red")
+    if state.error:  # wrapped, never cut: its remedy is usually at the end
+        import textwrap
+
+        lines = textwrap.wrap(f"ERROR: {state.error}", max(20, width - 1)) or ["ERROR"]
+        t.append("\n".join(lines), style="bold red")
         return t
     if not p.name:
         t.append(f"status {state.status}")

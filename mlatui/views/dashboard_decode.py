@@ -8,7 +8,6 @@ from collections import deque
 from dataclasses import replace
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
-from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
@@ -139,9 +138,11 @@ class DecodeFold:
             if e.bound is not None:
                 arm.spec_bound[st] = e.bound
             self.changed.add("arms")
-            said = rejection_text(e.bound) if e.bound is not None else "not measured"
-            who = arm_label(e.arm, e.phase)
-            self._log(e.t, "info", f"{who}: {st.label} at {e.context}: {said} (no blocks run)")
+            if e.bound is None:  # a bound rejection: the engine's own log line says it, once
+                who = arm_label(e.arm, e.phase)
+                self._log(
+                    e.t, "info", f"{who}: {st.label} at {e.context}: not measured (no blocks run)"
+                )
             return
         if e.depth == 0:
             arm.plain_tok_s = e.tok_s
