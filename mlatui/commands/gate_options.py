@@ -24,6 +24,17 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         "pre-fix,installed on code that already carries the fix",
     )
     parser.add_argument(
+        "--arm-source",
+        action="append",
+        default=None,
+        metavar="NAME=PATH",
+        help="an arm whose model code comes from another source tree: NAME is A, B, stock or "
+        "patched; PATH an mlx-lm or mlx-vlm checkout (holding mlx_lm/ or mlx_vlm/) or package "
+        "folder. The model is built from that tree's classes on the same weights, its gate its "
+        "own code; the other arm runs the installed code as it is unless --arms says otherwise "
+        "(e.g. --arm-source B=~/src/mlx-lm to review a patch)",
+    )
+    parser.add_argument(
         "--indexer",
         choices=("patched", "stock"),  # config.gate_settings.IndexerMode
         default=None,
@@ -64,11 +75,18 @@ def gate_settings(args: argparse.Namespace) -> dict:
         except ValueError as e:
             raise UserError(f"--{e}") from None
         arms = f"{baseline},{candidate}"
+    from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+
+    try:
+        arm_sources = parse_arm_sources(getattr(args, "arm_source", None))
+    except ArmSourceError as e:
+        raise UserError(str(e)) from None
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):
         raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
     return {
         "threshold": threshold,
         "arms": arms,
+        "arm_sources": arm_sources,
         "indexer": args.indexer,
         "null": args.null,
         "fill": args.fill,

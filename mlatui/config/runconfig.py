@@ -26,6 +26,8 @@ class RunConfig:
     # "A,B": the stock slot's and the patched slot's gate (installed | pre-fix | formula |
     # calibrated | <int>); None: the scenario's [arms], else chosen by the runtime's state
     arms: str | None = None
+    # slot ("stock" | "patched") -> a source tree whose model code that arm runs (--arm-source)
+    arm_sources: dict[str, str] = field(default_factory=dict[str, str])
     null: bool = False  # A/A: both arms identical (both stock, then both patched)
     fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0

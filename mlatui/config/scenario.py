@@ -113,6 +113,8 @@ class Scenario:
     null: bool = False  # A/A: both arms the same (both stock, then both patched)
     threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
     arms: str | None = None  # [arms] a, b: "A,B" as --arms reads it (None: by the runtime's state)
+    # [arms] a_source / b_source: (slot, path) of arms whose model code comes from a source tree
+    arm_sources: tuple[tuple[str, str], ...] = ()
     indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
     budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
     # what the run is to show: a budgeted run picks the contexts that show it on this device
@@ -137,6 +139,7 @@ class Scenario:
             "null": self.null,
             "threshold": self.threshold,
             "arms": self.arms,
+            "arm_sources": dict(self.arm_sources),
             "indexer": self.indexer,
             "budget_s": self.budget_s,
             "fill": self.model.fill,
@@ -268,16 +271,39 @@ def _arms(where: str, raw: Any) -> str | None:
     """[arms] a = "pre-fix", b = "installed": the two slots' gates, as --arms A,B says them."""
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"a", "b"}:
+    gates = {k: v for k, v in raw.items() if k not in SOURCE_KEYS} if isinstance(raw, dict) else raw
+    if isinstance(gates, dict) and not gates and raw:
+        return None  # only sources: the arms follow them (mlatui.run.source_arm)
+    if not isinstance(gates, dict) or set(gates) != {"a", "b"}:
         raise ScenarioError(
             f'{where}: [arms] must hold exactly a = "..." and b = "..." (e.g. a = "pre-fix", '
-            f'b = "installed"), got {raw!r}'
+            f'b = "installed"), and optionally a_source / b_source = "PATH", got {raw!r}'
         )
     try:
         baseline, candidate = parse_arms(f"{raw['a']},{raw['b']}")
     except ValueError as e:
         raise ScenarioError(f"{where}: [arms] {str(e).split(': ', 1)[1]}") from None
     return f"{baseline},{candidate}"
+
+
+SOURCE_KEYS = {"a_source": "stock", "b_source": "patched"}
+
+
+def _arm_sources(where: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    """[arms] b_source = "PATH": the slot whose model code comes from a source tree (an mlx-lm
+    or mlx-vlm checkout or package folder); a relative path is read from the scenario's folder."""
+    if not isinstance(raw, dict):
+        return ()
+    out = []
+    for key, slot in SOURCE_KEYS.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if not isinstance(value, str) or not value.strip():
+            raise ScenarioError(f"{where}: [arms] {key} must be a path (a string), got {value!r}")
+        path = Path(value).expanduser()
+        out.append((slot, str(path if path.is_absolute() else Path(where).parent / path)))
+    return tuple(out)
 
 
 def load_scenario(path: str | Path | None = None) -> Scenario:
@@ -323,6 +349,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
                 f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
             ) from None
     arms = _arms(str(path), raw.get("arms"))
+    arm_sources = _arm_sources(str(path), raw.get("arms"))
     indexer = raw.get("indexer")
     if indexer is not None and indexer not in tuple(IndexerMode):
         raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
@@ -405,6 +432,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         null=null,
         threshold=threshold,
         arms=arms,
+        arm_sources=arm_sources,
         indexer=indexer,
         budget_s=float(budget_s),
         story=parse_story(f"{path} [story]", raw.get("story")),

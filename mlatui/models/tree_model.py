@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,9 +25,9 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 
+from mlatui.config.arm_sources import PACKAGES, ArmSourceError, package_folder
 from mlatui.models import source_tree
 
-PACKAGES = {"mlx_lm": "mlx-lm", "mlx_vlm": "mlx-vlm"}
 LANGUAGE_PREFIX = "language_model."  # mlx-vlm's TextModel holds the language model under it
 
 
@@ -53,24 +54,6 @@ class TreeRuntime:
         return f"{self.runtime} {self.version} ({self.package_dir})"
 
 
-def package_folder(path: str) -> tuple[Path, str]:
-    """(package folder, package name) of a checkout holding mlx_lm/ or mlx_vlm/, or of the
-    package folder itself (an installed one in site-packages, or the folder in a checkout)."""
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise TreeError(f"{path}: no such folder (give an mlx-lm or mlx-vlm checkout or package folder)")
-    folder = folder.resolve()
-    candidates = [folder, *(folder / name for name in PACKAGES)]
-    for candidate in candidates:
-        name = candidate.name
-        if name in PACKAGES and (candidate / "models" / "base.py").is_file():
-            return candidate, name
-    raise TreeError(
-        f"{path}: not an mlx-lm or mlx-vlm source tree (expected {path}/mlx_lm/models/base.py or "
-        f"{path}/mlx_vlm/models/base.py, or the package folder itself)"
-    )
-
-
 def _tree_version(package_dir: Path) -> str:
     for name in ("_version.py", "version.py"):
         file = package_dir / name
@@ -84,7 +67,10 @@ def _tree_version(package_dir: Path) -> str:
 @cache
 def open_tree(path: str) -> TreeRuntime:
     """Mount the tree at `path` (once per path)."""
-    package_dir, package = package_folder(path)
+    try:
+        package_dir, package = package_folder(path)
+    except ArmSourceError as e:
+        raise TreeError(str(e)) from None
     version = _tree_version(package_dir)
     tree = source_tree.mount(package_dir, version)
     return TreeRuntime(path, package_dir, package, version, tree)
@@ -97,12 +83,16 @@ def _config_of(model: nn.Module) -> dict[str, Any]:
     """The loaded model's config as a dict its runtime's ModelArgs/TextConfig reads back."""
     args = getattr(model, "args", None)
     if args is None or not dataclasses.is_dataclass(args):
-        raise TreeError(f"{type(model).__module__}: the loaded model has no config dataclass (args)")
+        raise TreeError(
+            f"{type(model).__module__}: the loaded model has no config dataclass (args)"
+        )
     return dataclasses.asdict(args)  # type: ignore[arg-type]
 
 
 def model_type_of(model: nn.Module) -> str:
-    found = getattr(model, "model_type", None) or getattr(getattr(model, "args", None), "model_type", None)
+    found = getattr(model, "model_type", None) or getattr(
+        getattr(model, "args", None), "model_type", None
+    )
     if not isinstance(found, str) or not found:
         raise TreeError("the loaded model does not say its model_type")
     return found
@@ -139,7 +129,9 @@ def _quantized_like(new: nn.Module, loaded: nn.Module) -> None:
     """Quantize the layers of `new` that are quantized in `loaded` (it has `<path>.scales`),
     with the loaded layer's group size, bits and mode."""
     loaded_layers = {
-        _bare(path): m for path, m in loaded.named_modules() if isinstance(m.get("scales"), mx.array)
+        _bare(path): m
+        for path, m in loaded.named_modules()
+        if isinstance(m.get("scales"), mx.array)
     }
     if not loaded_layers:
         return
@@ -209,7 +201,11 @@ def make_cache(model: nn.Module) -> list[Any]:
     """A fresh prompt cache made by the code the model came from: a mounted tree's own
     `make_prompt_cache` (its own cache classes), else the installed mlx-lm's."""
     tree = source_tree.tree_of(type(model).__module__)
-    if tree is not None and tree.has("models.cache") and hasattr(tree.module("models.cache"), "make_prompt_cache"):
+    if (
+        tree is not None
+        and tree.has("models.cache")
+        and hasattr(tree.module("models.cache"), "make_prompt_cache")
+    ):
         made: list[Any] = tree.module("models.cache").make_prompt_cache(model)
         return made
     from mlx_lm.models.cache import make_prompt_cache
@@ -247,11 +243,18 @@ def code_files(model: nn.Module) -> dict[str, Path]:
     for name in list(names):
         top = _package_top(name)
         for value in vars(sys.modules[name]).values():
-            owner = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+            owner = (
+                value.__name__
+                if isinstance(value, ModuleType)
+                else getattr(value, "__module__", None)
+            )
             if isinstance(owner, str) and owner.split(".", 1)[0] == top:
                 names.add(owner)
-        if f"{top}.models.cache" in sys.modules:
+        try:  # the caches are made by this code too (a tree imports it on first use)
+            importlib.import_module(f"{top}.models.cache")
             names.add(f"{top}.models.cache")
+        except ImportError:
+            pass
     out = {}
     for name in sorted(names):
         file = getattr(sys.modules.get(name), "__file__", None)
@@ -284,7 +287,7 @@ def provenance(model: nn.Module, runtime: TreeRuntime | None = None) -> dict[str
             runtime.given,
         )
     files: dict[str, str] = {}
-    for name, file in code_files(model).items():
+    for file in code_files(model).values():
         if package_dir is not None and file.is_relative_to(package_dir):
             files[str(file.relative_to(package_dir))] = _sha256(file)
     out: dict[str, Any] = {

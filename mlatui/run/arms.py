@@ -11,7 +11,7 @@ import contextlib
 import copy
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui.gate import mla
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant
 from mlatui.host.distributed import beat, local_rank
+from mlatui.models.source_tree import tree_of
+from mlatui.models.tree_model import make_cache
 from mlatui.stream.events import ARMS
 
 T = TypeVar("T")
@@ -129,6 +130,17 @@ class Arm:
     gates: Gates | None = None
     model_name: str = "model"  # what errors about this arm's model call it
     hidden: TargetHidden | None = None  # set by a prefill whose draft needs hidden states
+    source: str = ""  # a source-tree arm: the tree's package folder ("": the loaded model's code)
+    counted: bool = True  # False: a source arm whose gate mlatui does not recognise runs as is
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a source arm's caches are its own code's: a cache handed to it (a copy of the shared
+        # prefill, made by the installed code) is re-made in its classes, holding the same arrays
+        if name == "cache" and value is not None and self.__dict__.get("source"):
+            from mlatui.run.source_arm import adopt_cache
+
+            value = adopt_cache(self.model, value)
+        super().__setattr__(name, value)
 
     @property
     def counters(self) -> mla.BranchCounters:
@@ -239,23 +251,32 @@ def build_arms(
     model: nn.Module,
     gates: Gates = DEFAULT_GATES,
     variants: tuple[Variant, Variant] = (Variant.STOCK, Variant.PATCHED),
+    sources: Mapping[Variant, nn.Module] | None = None,
 ) -> tuple[Arm, Arm]:
     """Two arms, each a twin of `model` sharing every weight (no weight is copied), each gated
     as its variant says with the one `gates` (its policy object reaches every gated layer of
     both arms); `model` itself stays stock and uninstrumented (prefills run on it). Both slots
     are built the same way, so nothing but the variant differs between them. Parameters must
-    already be evaluated."""
+    already be evaluated. `sources`: a variant whose model comes from another source tree
+    (mlatui.run.source_arm) runs a twin of that model instead, its gate its own code's."""
     arms = []
     for slot, variant in zip(ARMS, variants, strict=True):
-        twin = mla.twin(model)
-        arms.append(
-            Arm(
-                slot,
-                twin,
-                gate_model(twin, Variant(variant), gates),
-                variant=Variant(variant),
-                gates=gates,
+        variant = Variant(variant)
+        source = (sources or {}).get(variant)
+        if source is None:
+            twin = mla.twin(model)
+            arms.append(
+                Arm(slot, twin, gate_model(twin, variant, gates), variant=variant, gates=gates)
             )
+            continue
+        from mlatui.run.source_arm import gate_source_model
+
+        twin = mla.twin(source)
+        report, counted = gate_source_model(twin, gates, variant)
+        tree = tree_of(type(source).__module__)
+        where = str(tree.root) if tree is not None else type(source).__module__
+        arms.append(
+            Arm(slot, twin, report, variant=variant, gates=gates, source=where, counted=counted)
         )
     return arms[0], arms[1]
 
@@ -272,7 +293,7 @@ def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
     """Fresh cache holding `tokens`; returns the cache length. A draft that needs the target's
     hidden states (MTP) gets them from the same forward."""
-    arm.cache = make_prompt_cache(arm.model)
+    arm.cache = make_cache(arm.model)
     x = mx.array([tokens])  # (1, T)
     needs_hidden = arm.draft is not None and arm.draft.needs_hidden
     hidden = []
@@ -302,7 +323,7 @@ def fill_random_latents(arm: Arm, length: int, seed: int) -> int:
     minutes. The branch costs do not depend on the values; outputs and acceptance mean nothing."""
     from mlatui.models.sparse_mla import SparseMLACache
 
-    arm.cache = make_prompt_cache(arm.model)
+    arm.cache = make_cache(arm.model)
     mx.random.seed(seed)
     layers = getattr(arm.model, "layers", None) or []
     if len(layers) != len(arm.cache):
@@ -391,6 +412,14 @@ def swap_caches(a: list[Any], b: list[Any]) -> None:
     handed). Only for caches that hold the same tokens: the arms' caches between rounds."""
     if len(a) != len(b):
         raise ValueError("cannot swap caches of different models")
+    if any(type(x) is not type(y) for x, y in zip(a, b, strict=True)):
+        # arms running different code (a source-tree arm): the contents move, each layer object
+        # keeps its own code's class
+        from mlatui.run.source_arm import exchange_layer
+
+        for x, y in zip(a, b, strict=True):
+            exchange_layer(x, y)
+        return
     a[:], b[:] = b[:], a[:]
 
 

@@ -161,8 +161,20 @@ def run(
         # the arms follow the runtime's state: the CLI's choice, else the scenario's, else the
         # installed code against the patch (pre-fix code) or the pre-fix gate against it (fixed)
         runtime = runtime_gates(loaded.model)
+        # arms whose model code comes from another source tree: built on the loaded arrays and
+        # refused on the first parameter that differs, before anything is timed
+        from mlatui.run.source_arm import (
+            PREFILL_SAID,
+            SourceModels,
+            build_sources,
+            merge_source_settings,
+            source_arms_text,
+        )
+
+        arm_sources = {**dict(scenario.arm_sources), **config.arm_sources}
+        sources = build_sources(loaded.model, arm_sources) if arm_sources else SourceModels()
         gates = resolve_gates(
-            config.arms or scenario.arms,
+            source_arms_text(config.arms or scenario.arms, arm_sources),
             config.threshold or scenario.threshold,
             config.indexer or scenario.indexer,
             runtime,
@@ -174,11 +186,16 @@ def run(
                 "fill = random-latents is a timing-only fill for random weights; add --random-weights"
             )
         passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
-        stock, patched = build_arms(loaded.model, gates, passes[0])
+        stock, patched = build_arms(loaded.model, gates, passes[0], sources.models)
         settings = run_settings(
             config, loaded, gates, null, [pass_name(p, null) for p in passes], fill
         )
         settings["arms"] = arm_settings(gates, runtime)
+        # what code each slot ran (files and their hashes), so that compare can tell two
+        # recordings of different code apart; how a source arm shares the prefill
+        merge_source_settings(settings["arms"], sources, loaded.model)
+        if sources:
+            settings["prefill"] = PREFILL_SAID
         settings["runtime"] = {
             "name": runtime.runtime,
             "version": runtime.version,
@@ -215,7 +232,7 @@ def run(
         tokens_for = text_tokens(loaded, seed)  # tokenized once, for every pass
         for n, variants in enumerate(passes):
             if n:
-                stock, patched = build_arms(loaded.model, gates, variants)
+                stock, patched = build_arms(loaded.model, gates, variants, sources.models)
             for arm in (stock, patched):
                 arm.model_name = loaded.name
             baton = Baton()

@@ -6,6 +6,7 @@ from mlatui.measure.plans import Setting
 from mlatui.views.compare import SECTIONS, Comparison, Row
 from mlatui.views.mdtable import table
 from mlatui.views.rounding import ci_text, sig
+from mlatui.views.run_meta import code_difference
 from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import verdict_line
 
@@ -75,6 +76,9 @@ def compare_markdown(cmp: Comparison) -> str:
         lines += [table(["", "A", "B"], [[f.label, f.a, f.b] for f in cmp.differing]), ""]
     else:
         lines += ["Headers: nothing differs but the start time.", ""]
+    code = code_difference(cmp.a.header, cmp.b.header)
+    if code:
+        lines += [code, ""]
     same = " · ".join(f"{f.label} {f.value}" for f in cmp.same if f.key != "schema")
     lines += [f"Same in both: {same}", ""]
     lines += ["## Verdicts", ""]

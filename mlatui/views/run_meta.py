@@ -63,7 +63,92 @@ def _runtime_fields(st: dict) -> list[Field]:
             for slot in ("stock", "patched")
         )
         out.append(Field("arms", "arms", text))
+        out += _source_fields(arms)
+    if isinstance(st.get("prefill"), str):
+        out.append(Field("prefill", "prefill", st["prefill"]))
     return out
+
+
+SLOTS = ("stock", "patched")
+# what the L = 1 check asks when an arm runs another source tree's code
+PATCH_QUESTION = "does this patch change plain decode?"
+
+
+def arm_sources(settings: dict | None) -> dict[str, dict]:
+    """Slot -> the code it ran (header settings["arms"][slot]["source"]); {} before arms
+    recorded their code."""
+    arms = (settings or {}).get("arms")
+    if not isinstance(arms, dict):
+        return {}
+    return {
+        s: arms[s]["source"]
+        for s in SLOTS
+        if isinstance(arms.get(s), dict) and isinstance(arms[s].get("source"), dict)
+    }
+
+
+def is_patch_review(settings: dict | None) -> bool:
+    """Some arm ran another source tree's code (--arm-source): the L = 1 check then asks
+    whether the patch changes plain decode, not whether the harness is fair."""
+    return any(
+        src.get("given", "installed") != "installed" for src in arm_sources(settings).values()
+    )
+
+
+def _code_text(src: dict) -> str:
+    where = "installed" if src.get("given") == "installed" else str(src.get("given", "?"))
+    text = f"{src.get('package', '?')} {src.get('version', '?')}, {where} ({src.get('path', '?')})"
+    if src.get("commit"):
+        text += f", git {str(src['commit'])[:12]}{' dirty' if src.get('dirty') else ''}"
+    files = src.get("files") or {}
+    listed = ", ".join(f"{name} {digest[:8]}" for name, digest in sorted(files.items()))
+    return f"{text}; sha256 of {len(files)} model files: {listed}" if files else text
+
+
+def differing_files(a: dict, b: dict) -> list[str]:
+    """Model files whose hashes differ between two arms' code (or that only one ran)."""
+    fa, fb = a.get("files") or {}, b.get("files") or {}
+    return sorted(n for n in set(fa) | set(fb) if fa.get(n) != fb.get(n))
+
+
+def _source_fields(arms: dict) -> list[Field]:
+    """What code each slot ran, shown when a slot ran another source tree's code."""
+    sources = {s: arms[s]["source"] for s in SLOTS if isinstance(arms[s].get("source"), dict)}
+    if not any(src.get("given", "installed") != "installed" for src in sources.values()):
+        return []
+    out = [Field(f"code_{s}", f"{s} slot code", _code_text(src)) for s, src in sources.items()]
+    counted = [f"{s} slot: {arms[s]['counters']}" for s in SLOTS if arms[s].get("counters")]
+    if counted:
+        out.append(Field("counters", "branch counters", "; ".join(counted)))
+    if len(sources) == 2:
+        diff = differing_files(sources["stock"], sources["patched"])
+        out.append(
+            Field(
+                "code_diff",
+                "code difference",
+                f"the arms ran different code in {', '.join(diff)}"
+                if diff
+                else "none: both arms ran the same files",
+            )
+        )
+    return out
+
+
+def code_difference(a: RunHeader, b: RunHeader) -> str | None:
+    """Whether two recordings ran different code, per slot, in words; None when either does
+    not record its code."""
+    sa, sb = arm_sources(a.settings), arm_sources(b.settings)
+    if not sa or not sb:
+        return None
+    said = []
+    for slot in SLOTS:
+        if slot in sa and slot in sb:
+            diff = differing_files(sa[slot], sb[slot])
+            if diff:
+                said.append(f"{slot} slot: {', '.join(diff)}")
+    if not said:
+        return "Code: both recordings ran the same model files in each slot."
+    return "Code: the two recordings ran different code (" + "; ".join(said) + ")."
 
 
 def header_fields(h: RunHeader) -> list[Field]:
