@@ -96,9 +96,11 @@ def test_older_mlx_lm_pre_fix_and_upstream_form(tmp_path, version, family):
     assert got["fixed"] and got["arms"]["patched"]["gate"] == "installed"
     assert all(got["steps"][n]["a"]["materialised"] for n in ("2", "3", "4"))
     assert all(got["steps"][n]["b"]["absorbed"] for n in ("2", "3", "4"))
+    if family != "deepseek_v3":
+        return  # one short sweep per release
     sweep = subprocess.run(
         [sys.executable, "-m", "mlatui", "bench", str(ROOT / "tests" / "fixtures" / "tiny.toml"),
-         "--random-weights", "--phases", "sweep", "--reps", "2", "--max-rounds", "3",
+         "--random-weights", "--phases", "sweep", "--reps", "3", "--max-rounds", "4",
          "--contexts", "128", "--out", str(tmp_path / "sweep.jsonl")],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(ROOT)])},
