@@ -1,0 +1,224 @@
+"""An arm whose model code comes from another source tree: the PR-form copy of mlx-lm as arm B
+against the installed code as arm A (parity, shared weights, counters, caches of its own
+classes), refusals in one line, the header's provenance, a short bench end to end."""
+
+from __future__ import annotations
+
+import gc
+import shutil
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+
+from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+from mlatui.gate.policy import Gates, Variant
+from mlatui.models import build, tree_model
+from mlatui.run.arms import build_arms, copy_cache, swap_caches
+from mlatui.run.source_arm import (
+    SourceArmError,
+    build_sources,
+    merge_source_settings,
+    source_arms_text,
+)
+from tests.test_mla import F32_TOL
+
+CONTEXT_T = 40
+INSTALLED_BOTH = Gates.parse("installed", None, "installed")
+
+
+def _source_arms(tree: Path, bits: int | None = None):
+    model = build.build_model("deepseek_v3", bits=bits)
+    sources = build_sources(model, {"patched": str(tree)})
+    stock, patched = build_arms(model, INSTALLED_BOTH, sources=sources.models)
+    return model, sources, stock, patched
+
+
+def _prefilled(model, arms, tokens):
+    """Prefill with the loaded (installed, uninstrumented) model; each arm takes a copy."""
+    base = tree_model.make_cache(model)
+    model(mx.array([tokens]), cache=base)
+    mx.eval([c.state for c in base])
+    for arm in arms:
+        arm.cache = copy_cache(base)
+
+
+def test_pr_form_tree_parity_with_installed(pr_form_tree):
+    model, _, stock, patched = _source_arms(pr_form_tree)
+    assert type(patched.model).__module__.startswith("_mlatui_src_")
+    assert type(stock.model).__module__ == "mlx_lm.models.deepseek_v3"
+    tokens = [int(t) for t in mx.random.randint(0, 512, (CONTEXT_T + 8,), key=mx.random.key(1))]
+    for width in (1, 2, 3, 4, 8):
+        _prefilled(model, (stock, patched), tokens[:CONTEXT_T])
+        step = mx.array([tokens[CONTEXT_T : CONTEXT_T + width]])
+        a = stock.model(step, cache=stock.caches)
+        b = patched.model(step, cache=patched.caches)
+        mx.eval(a, b)
+        if width == 1:
+            assert mx.array_equal(a, b).item(), "L = 1 must take the same branch: bit-identical"
+        else:
+            diff = mx.abs(a - b).max().item()
+            assert diff <= F32_TOL, f"L = {width}: max |diff| {diff}"
+    # the installed code materialises at L >= 2, the PR's form absorbs (its threshold is 170)
+    assert set(stock.counters.materialised) == {2, 3, 4, 8}
+    assert set(patched.counters.absorbed) == {1, 2, 3, 4, 8} and not patched.counters.materialised
+    assert patched.counted and patched.report.forms == {
+        "DeepseekV3Attention": "fixed (threshold form)"
+    }
+
+
+@pytest.mark.parametrize("bits", [None, 4])
+def test_source_model_holds_the_loaded_arrays(pr_form_tree, bits):
+    model, sources, _, patched = _source_arms(pr_form_tree, bits)
+    loaded = tree_flatten(model.parameters())
+    built = tree_flatten(sources.models[Variant.PATCHED].parameters())
+    assert [k for k, _ in built] == [k for k, _ in loaded]
+    assert all(x is y for (_, x), (_, y) in zip(built, loaded, strict=True))
+    armed = tree_flatten(patched.model.parameters())
+    assert all(x is y for (_, x), (_, y) in zip(armed, loaded, strict=True))
+    if bits:
+        assert any(k.endswith(".scales") for k, _ in built)
+
+
+def test_source_arm_caches_are_its_own_classes_and_swap_keeps_them(pr_form_tree):
+    model, _, stock, patched = _source_arms(pr_form_tree)
+    _prefilled(model, (stock, patched), list(range(16)))
+    own = type(tree_model.make_cache(patched.model)[0])
+    assert type(patched.caches[0]) is own and own.__module__.startswith("_mlatui_src_")
+    assert type(stock.caches[0]).__module__ == "mlx_lm.models.cache"
+    keys_stock = stock.caches[0].keys
+    swap_caches(stock.caches, patched.caches)
+    assert patched.caches[0].keys is keys_stock and type(patched.caches[0]) is own
+    assert type(stock.caches[0]).__module__ == "mlx_lm.models.cache"
+
+
+def _small_tree(pr_form_tree: Path, dest: Path) -> Path:
+    """Just the models folder of the PR-form copy (what a model build imports)."""
+    shutil.copytree(
+        pr_form_tree / "mlx_lm" / "models",
+        dest / "mlx_lm" / "models",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return dest
+
+
+def test_tree_whose_model_adds_a_parameter_is_refused(pr_form_tree, tmp_path):
+    tree = _small_tree(pr_form_tree, tmp_path / "adds")
+    file = tree / "mlx_lm" / "models" / "deepseek_v3.py"
+    text = file.read_text()
+    anchor = "        self._max_absorbed = max_absorbed_queries("
+    assert anchor in text
+    file.write_text(text.replace(anchor, "        self.gate_bias = mx.zeros((4,))\n" + anchor, 1))
+    model = build.build_model("deepseek_v3")
+    with pytest.raises(SourceArmError) as e:
+        build_sources(model, {"patched": str(tree)})
+    message = str(e.value)
+    assert "\n" not in message
+    assert "adds parameter model.layers.0.self_attn.gate_bias (4,)" in message
+
+
+def test_tree_with_an_unrecognised_gate_runs_uncounted(pr_form_tree, tmp_path):
+    tree = _small_tree(pr_form_tree, tmp_path / "odd")
+    file = tree / "mlx_lm" / "models" / "deepseek_v3.py"
+    text = file.read_text()
+    assert text.count("if L <= self._max_absorbed:") == 2
+    file.write_text(text.replace("if L <= self._max_absorbed:", "if self._absorb(L):"))
+    file.write_text(
+        file.read_text()
+        + "\n\ndef _absorb(self, length):\n    return length <= self._max_absorbed\n\n\n"
+        + "DeepseekV3Attention._absorb = _absorb\n"
+    )
+    model, sources, stock, patched = _source_arms(tree)
+    assert stock.counted and not patched.counted
+    settings = {"stock": {}, "patched": {}}
+    merge_source_settings(settings, sources, model)
+    assert settings["patched"]["counters"] == "no counters (unrecognised code)"
+    assert "gate not recognised" in settings["patched"]["label"]
+    _prefilled(model, (stock, patched), list(range(16)))
+    out = patched.model(mx.array([[1, 2]]), cache=patched.caches)  # runs as the tree wrote it
+    mx.eval(out)
+    assert patched.counters.total() == (0, 0)
+
+
+def test_not_a_package_is_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    for given in ([f"B={tmp_path}"], [f"B={tmp_path / 'missing'}"], ["B"], ["C=/tmp"]):
+        with pytest.raises(ArmSourceError) as e:
+            parse_arm_sources(given)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ArmSourceError, match="not an mlx-lm or mlx-vlm source tree"):
+        parse_arm_sources([f"B={tmp_path}"])
+    model = build.build_model("deepseek_v3")
+    with pytest.raises(SourceArmError, match="not an mlx-lm or mlx-vlm source tree"):
+        build_sources(model, {"stock": str(tmp_path)})
+
+
+def test_arm_names_and_arms_text(pr_form_tree):
+    assert parse_arm_sources([f"b={pr_form_tree}"]) == {"patched": str(pr_form_tree)}
+    assert parse_arm_sources([f"stock={pr_form_tree}/mlx_lm"]) == {
+        "stock": f"{pr_form_tree}/mlx_lm"
+    }
+    assert source_arms_text(None, {"patched": "x"}) == "installed,installed"
+    assert source_arms_text("pre-fix,installed", {"patched": "x"}) == "stock,installed"
+    with pytest.raises(SourceArmError, match="give installed for that slot"):
+        source_arms_text("installed,formula", {"patched": "x"})
+
+
+def test_scenario_arm_sources(tmp_path):
+    from mlatui.config.scenario import ScenarioError, load_scenario
+
+    base = Path("tests/fixtures/tiny.toml").read_text()
+    path = tmp_path / "s.toml"
+    path.write_text(base + '\n[arms]\nb_source = "trees/pr"\n')
+    s = load_scenario(path)
+    assert s.arms is None and s.arm_sources == (("patched", str(tmp_path / "trees/pr")),)
+    path.write_text(base + '\n[arms]\na = "pre-fix"\nb = "installed"\nb_source = "/x"\n')
+    s = load_scenario(path)
+    assert s.arms == "stock,installed" and s.arm_sources == (("patched", "/x"),)
+    path.write_text(base + "\n[arms]\nb_source = 3\n")
+    with pytest.raises(ScenarioError, match="b_source must be a path"):
+        load_scenario(path)
+
+
+def test_two_trees_hold_one_copy_of_the_weights(pr_form_tree):
+    """MLX active memory with two arms from two trees within 5% of one arm's."""
+    gc.collect()
+    mx.clear_cache()
+    before = mx.get_active_memory()
+    model = build.build_model("deepseek_v3", hidden_size=256, intermediate_size=1024)
+    build_arms(model, INSTALLED_BOTH)
+    one_arm = mx.get_active_memory() - before
+    sources = build_sources(model, {"patched": str(pr_form_tree)})
+    arms = build_arms(model, INSTALLED_BOTH, sources=sources.models)
+    gc.collect()
+    two_trees = mx.get_active_memory() - before
+    assert arms[1].source
+    assert one_arm > 1e6
+    assert abs(two_trees - one_arm) <= 0.05 * one_arm, (one_arm, two_trees)
+
+
+def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run import engine
+    from mlatui.stream.events import RunHeader, Step
+    from mlatui.views.run_meta import header_fields, is_patch_review
+
+    events: list = []
+    config = RunConfig(
+        scenario="tests/fixtures/tiny.toml",
+        random_weights=True,
+        arm_sources={"patched": str(pr_form_tree)},
+        overrides={"reps": 2, "only_phases": ["sweep"], "contexts": [64]},
+    )
+    assert engine.run(config, events.append) == "completed"
+    header = next(e for e in events if isinstance(e, RunHeader))
+    arms = header.settings["arms"]
+    assert arms["patched"]["source"]["given"] == str(pr_form_tree)
+    assert arms["stock"]["source"]["given"] == "installed"
+    assert is_patch_review(header.settings)
+    fields = {f.key: f.value for f in header_fields(header)}
+    assert "models/deepseek_v3.py" in fields["code_diff"] and "prefill" in fields
+    wide = [e for e in events if isinstance(e, Step) and e.width == 2 and e.phase == "sweep"]
+    assert all(e.absorbed_calls > 0 for e in wide if e.arm == "patched")
+    assert all(e.materialised_calls > 0 for e in wide if e.arm == "stock")
