@@ -8,6 +8,7 @@ import pytest
 import vlm_sources
 
 from mlatui.cli import main
+from mlatui.config import vlm_paths
 from mlatui.config.scenario import ModelSpec
 from mlatui.models import build, vlm, vlm_configs
 from mlatui.models.loading import LoadError, build_random, load_checkpoint
@@ -30,6 +31,7 @@ def current(vlm_dir, monkeypatch):
 def without_vlm(monkeypatch):
     monkeypatch.delenv(vlm.SOURCE_ENV, raising=False)
     monkeypatch.setattr(vlm, "installed_source", lambda: None)
+    monkeypatch.setattr(vlm_paths, "installed_folder", lambda: None)
 
 
 def test_which_model_types_need_mlx_vlm():
@@ -103,3 +105,25 @@ def test_thresholds_of_glm5_next_without_the_prefix(capsys):
     assert main(["thresholds", "--family", "glm5_next"]) == 0
     out = capsys.readouterr().out
     assert "full" in out and "512" in out and "L <= 511" in out
+
+
+def _folder(tmp_path, family):
+    (tmp_path / "config.json").write_text(json.dumps(vlm_configs.config_for(family)))
+    mx.save_safetensors(str(tmp_path / "model.safetensors"), {"w": mx.zeros((2,))})
+    return str(tmp_path)
+
+
+def test_the_model_check_accepts_mlx_vlm_types_when_mlx_vlm_is_there(tmp_path, current):
+    from mlatui.config.model_inputs import check_model_ref
+
+    check_model_ref(_folder(tmp_path, "glm5_next"))  # no error: mlx-vlm 0.7.10 has it
+
+
+def test_the_model_check_names_the_extra_for_an_unknown_type(tmp_path, without_vlm):
+    from mlatui.config.model_inputs import check_model_ref
+    from mlatui.errors import UserError
+
+    with pytest.raises(UserError) as e:
+        check_model_ref(_folder(tmp_path, "glm5_next"))
+    said = f"{e.value} {getattr(e.value, 'hint', '')}"
+    assert "'glm5_next'" in said and "pip install 'mlatui[vlm]'" in said

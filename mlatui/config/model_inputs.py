@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from mlatui.config.vlm_paths import INSTALL_HINT, vlm_has_model_type
 from mlatui.errors import UserError
 
 MAX_CONFIG_BYTES = 16 << 20  # real configs are a few KB (quantisation tables: a few MB)
@@ -99,11 +100,11 @@ def check_model_ref(ref: str | None, flag: str = "--model") -> None:
     model_type = config.get("model_type") or text_config(config).get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise UserError(f"{flag} {ref}: config.json has no model_type", HINT)
-    if not _known_model_type(model_type):
+    if not _known_model_type(model_type) and not vlm_has_model_type(model_type):
         raise UserError(
             f"{flag} {ref}: model_type {model_type!r} is not a model type the installed mlx-lm "
             "knows",
-            "upgrade mlx-lm or pick a supported model",
+            f"upgrade mlx-lm, add mlx-vlm for its model types ({INSTALL_HINT}), or pick a supported model",
         )
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:

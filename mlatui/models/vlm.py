@@ -32,11 +32,9 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlatui.config.vlm_paths import INSTALL_HINT, SOURCE_ENV, installed_folder, package_folder
 from mlatui.models import vlm_configs
 from mlatui.models.source_tree import SourceTree, mount
-
-SOURCE_ENV = "MLATUI_MLX_VLM_SOURCE"
-INSTALL_HINT = "pip install 'mlatui[vlm]'"
 
 
 class VlmUnavailable(ImportError):
@@ -74,12 +72,12 @@ def _tree_version(root: Path) -> str:
 
 def _package_folder(path: Path) -> Path:
     """The `mlx_vlm` folder itself, given it or a folder holding it."""
-    for folder in (path, path / "mlx_vlm"):
-        if (folder / "models").is_dir() and (folder / "models" / "base.py").is_file():
-            return folder
-    raise VlmUnavailable(
-        f"{SOURCE_ENV}={path}: no mlx_vlm package there (expected mlx_vlm/models/base.py)"
-    )
+    found = package_folder(path)
+    if found is None:
+        raise VlmUnavailable(
+            f"{SOURCE_ENV}={path}: no mlx_vlm package there (expected mlx_vlm/models/base.py)"
+        )
+    return found
 
 
 @cache
@@ -91,10 +89,9 @@ def source_from_tree(path: str) -> VlmSource:
 
 
 def installed_source() -> VlmSource | None:
-    spec = importlib.util.find_spec("mlx_vlm")  # finds it without running its __init__
-    if spec is None or not spec.submodule_search_locations:
+    root = installed_folder()
+    if root is None:
         return None
-    root = Path(next(iter(spec.submodule_search_locations)))
     try:
         version = importlib.metadata.version("mlx-vlm")
     except importlib.metadata.PackageNotFoundError:
