@@ -61,7 +61,7 @@ def test_each_arm_against_the_installed_code(version, name, vlm_dir):
     installed, arm, formula = mla.twin(stock), mla.twin(stock), mla.twin(stock)
     installed_report = mla.patch_model(installed, "installed")
     fixed = installed_report.installed_fixed
-    assert fixed == (version == vlm_sources.CURRENT)
+    assert fixed == (vlm_configs.family(name).fixed_from == version == vlm_sources.CURRENT)
     report = mla.patch_model(arm, "pre-fix" if fixed else "formula")
     mla.patch_model(formula, "formula")
     # mlx-vlm 0.7.10's cache-aware gate is the formula itself (glm5_next gates on its decode block)

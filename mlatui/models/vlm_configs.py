@@ -29,6 +29,7 @@ class VlmFamily:
     sparse: bool = False  # a top-k indexer picks the attended positions
     hybrid: bool = False  # linear-attention layers (non-trimmable caches)
     versions: tuple[str, ...] = ("0.6.17", "0.7.10")  # the mlx-vlm releases tested with it
+    fixed_from: str | None = "0.7.10"  # the first of those whose MLA gate is fixed (None: none)
 
 
 GLM5_NEXT_TINY: dict[str, Any] = dict(
@@ -93,6 +94,27 @@ YOUTU_VL_TINY: dict[str, Any] = dict(
     **mla(),
 )
 
+# Hunyuan V4 (mlx-vlm 0.7.10): DeepSeek-V3.2-style sparse MLA, GLM-4.7 head dims, one KV head,
+# hyper-connections; its gates are still `sequence_length == 1` in 0.7.10
+HY_V4_TINY: dict[str, Any] = dict(
+    model_type="hy_v4",
+    vocab_size=VOCAB_TINY,
+    hidden_size=64,
+    intermediate_size=128,
+    moe_intermediate_size=32,
+    num_hidden_layers=2,
+    n_shared_experts=1,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    first_k_dense_replace=1,
+    index_head_dim=64,  # the indexer ropes qk_rope_head_dim (64) of it
+    index_n_heads=2,
+    index_topk=32,
+    hc_mult=2,
+    max_position_embeddings=16384,
+    **{**mla(n=192, v=256), "num_key_value_heads": 1},
+)
+
 GLM_MOE_DSA_TINY: dict[str, Any] = {
     **lm.GLM_LITE_TINY,
     **lm.DSV32,
@@ -137,6 +159,7 @@ FAMILIES: dict[str, VlmFamily] = {
             versions=("0.7.10",),
         ),
         VlmFamily("youtu_vl", YOUTU_VL_TINY, None),
+        VlmFamily("hy_v4", HY_V4_TINY, None, sparse=True, versions=("0.7.10",), fixed_from=None),
     )
 }
 
