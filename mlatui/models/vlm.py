@@ -110,10 +110,6 @@ def vlm_source(what: str = "this model") -> VlmSource:
     return found
 
 
-def available() -> bool:
-    return bool(os.environ.get(SOURCE_ENV)) or installed_source() is not None
-
-
 # ---- which model types need mlx-vlm ----------------------------------------------------------
 
 
