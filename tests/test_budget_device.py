@@ -219,3 +219,16 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     said = [e.message for e in events if isinstance(e, LogMessage)]
     assert plan.contexts_note in said
     assert not any(getattr(e, "context", 0) > 4096 for e in events)
+
+
+def test_a_device_that_compiles_once_forecasts_the_scenario_as_one_that_does_not():
+    """The bar's test: the first call of every shape is slow (a simulated compile, 4 s each);
+    the forecast of the default scenario is the warm device's, to the millisecond."""
+    phases = load_scenario(str(DEFAULT)).phases
+    lengths, widths = (256, 1024), (1, 2, 3)
+    compiling = run_probe(
+        FakeDevice(4.0, _gpu_ms, per_context=False).device(), lengths, widths, KINDS
+    )
+    warm = run_probe(FakeDevice(0.0, _gpu_ms).device(), lengths, widths, KINDS)
+    assert compiling.first_use_s > 20 and warm.first_use_s == 0.0
+    assert compiling.costs.forecast_s(phases) == pytest.approx(warm.costs.forecast_s(phases))
