@@ -127,3 +127,17 @@ def test_the_model_check_names_the_extra_for_an_unknown_type(tmp_path, without_v
         check_model_ref(_folder(tmp_path, "glm5_next"))
     said = f"{e.value} {getattr(e.value, 'hint', '')}"
     assert "'glm5_next'" in said and "pip install 'mlatui[vlm]'" in said
+
+
+def test_a_hub_id_goes_to_mlx_vlm_once_its_config_is_in_the_hub_cache(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(vlm_configs.config_for("glm5_next")))
+    cached = {"org/glm-5.3-flash": str(config)}
+    monkeypatch.setattr(
+        huggingface_hub, "try_to_load_from_cache", lambda repo, name: cached.get(repo)
+    )
+    assert vlm.checkpoint_model_type("org/glm-5.3-flash") == "glm5_next"
+    assert vlm.checkpoint_model_type("org/not-cached") is None
+    assert vlm.checkpoint_model_type("./org/glm-5.3-flash") is None  # a path, not a hub id
