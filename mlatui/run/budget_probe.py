@@ -111,8 +111,10 @@ def run_probe(
     first uses' cost beyond their warm cost is `first_use_s`, a one-off said apart. With a
     budget, a longer length whose warm probe would take the probe's warm time past
     PROBE_BUDGET_SHARE of it (the last length's warm cost in proportion to the length, plus a
-    later length's first use again) is left out, and every length after it. On such a device each later length's first use is expected again
-    at every new context of the run (added to the prefill the forecast extrapolates)."""
+    later length's first use again) is left out, and every length after it. On a device that
+    compiles per shape, each later length's first use is expected again at every new context of
+    the run (added to the prefill the forecast extrapolates). Rank 0 decides for every rank
+    (`decide`): ranks must prefill alike, as a sharded prefill is collective."""
     result = ProbeResult(RunProgress(), ())
     result.costs.draft_kinds = kinds
     done: list[int] = []
@@ -146,7 +148,7 @@ def run_probe(
             setup_s = device.clock() - t
             first_s += max(0.0, once_s - setup_s)
             if not done:
-                result.compiles = _compiles(once_s, setup_s)
+                (result.compiles,) = device.decide([_compiles(once_s, setup_s)])
         else:
             setup_s = once_s
         warm_s = setup_s
@@ -183,11 +185,9 @@ def probe(
     (`run_probe` on the run's own arms); each prefill is timed as set-up. Nothing is emitted but
     log lines: these samples enter no estimate."""
     widths = _widths(scenario, ctx.draft_kinds)
-    text: list[int] = []
     steps: dict[int, Callable] = {}
 
     def prefill(context: int) -> int:
-        nonlocal text
         text = ctx.tokens_for(context + max(widths))
         length = share_context(ctx, text[:context])
         steps.clear()
