@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
@@ -88,10 +89,15 @@ class StderrProgress:
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
         self.lock = threading.Lock()
+        self.review: Callable[[str], str] = lambda verdict: ""
 
     def __call__(self, event) -> None:
         kind = event.type
         with self.lock:
+            if kind == "header":
+                from mlatui.views.run_meta import l1_words
+
+                self.review = lambda verdict: l1_words(event.settings, verdict)
             if kind == "phase_start":
                 print(
                     f"[mlatui] phase {event.index + 1}/{event.total_phases}: {event.phase} ({event.kind}), contexts {list(event.contexts)}",
@@ -103,8 +109,11 @@ class StderrProgress:
                     f"[mlatui]   {event.phase}: {event.done}/{event.total}{eta}", file=self.stream
                 )
             elif kind == "validity" and not event.valid:
+                review = self.review(event.verdict)  # a patch review: what the check means
                 print(
-                    f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: paired stock/patched {event.diff_pct:+.1f}%"
+                    f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: "
+                    + (f"{review}: " if review else "")
+                    + f"paired stock/patched {event.diff_pct:+.1f}%"
                     + (
                         f" [{(event.ratio_low - 1) * 100:+.1f}, {(event.ratio_high - 1) * 100:+.1f}]"
                         if event.ratio is not None
@@ -249,9 +258,14 @@ def _report(args, events, out, recorder, signals, status) -> int:
         where = ", ".join(
             f"{phase} @ {ctx} {outcome} ({diff:+.1f}%)" for phase, ctx, diff, outcome in bad
         )
+        from mlatui.views.run_meta import PATCH_QUESTION, is_patch_review
+
+        header = next((e for e in events if e.type == "header"), None)
+        review = header is not None and is_patch_review(header.settings)
         print(
             "mlatui: L=1 check not passed (the paired L=1 ratio's 95% CI is not inside ±2%): "
-            f"{where}; those contexts are left out of every verdict",
+            f"{where}; those contexts are left out of every verdict"
+            + (f" ({PATCH_QUESTION} invalid: it does; inconclusive: undecided)" if review else ""),
             file=sys.stderr,
         )
         return 3

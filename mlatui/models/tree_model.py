@@ -23,10 +23,11 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_unflatten
 
 from mlatui.config.arm_sources import PACKAGES, ArmSourceError, package_folder
 from mlatui.models import source_tree
+from mlatui.models.mx_typed import flat_arrays
 
 LANGUAGE_PREFIX = "language_model."  # mlx-vlm's TextModel holds the language model under it
 
@@ -82,11 +83,11 @@ def open_tree(path: str) -> TreeRuntime:
 def _config_of(model: nn.Module) -> dict[str, Any]:
     """The loaded model's config as a dict its runtime's ModelArgs/TextConfig reads back."""
     args = getattr(model, "args", None)
-    if args is None or not dataclasses.is_dataclass(args):
+    if args is None or not dataclasses.is_dataclass(args) or isinstance(args, type):
         raise TreeError(
             f"{type(model).__module__}: the loaded model has no config dataclass (args)"
         )
-    return dataclasses.asdict(args)  # type: ignore[arg-type]
+    return dataclasses.asdict(args)
 
 
 def model_type_of(model: nn.Module) -> str:
@@ -156,8 +157,8 @@ def parameter_difference(new: nn.Module, loaded: nn.Module) -> str | None:
     """The first parameter whose name, shape or dtype kind differs, in words; None if none.
     Floating widths follow the weights as loaded (a fresh build is float32 wherever a checkpoint
     is bf16); an integer (quantized) tensor where the other has floats is a difference."""
-    have = {_bare(k): v for k, v in tree_flatten(new.parameters())}
-    want = {_bare(k): v for k, v in tree_flatten(loaded.parameters())}
+    have = {_bare(k): v for k, v in flat_arrays(new.parameters())}
+    want = {_bare(k): v for k, v in flat_arrays(loaded.parameters())}
     for name, array in want.items():
         got = have.get(name)
         if got is None:
@@ -174,20 +175,23 @@ def parameter_difference(new: nn.Module, loaded: nn.Module) -> str | None:
 
 def share_weights(new: nn.Module, loaded: nn.Module) -> None:
     """Give `new` the very arrays of `loaded` (names matched as parameter_difference matches)."""
-    want = {_bare(k): v for k, v in tree_flatten(loaded.parameters())}
-    mine = [(k, want[_bare(k)]) for k, _ in tree_flatten(new.parameters())]
+    want = {_bare(k): v for k, v in flat_arrays(loaded.parameters())}
+    mine = [(k, want[_bare(k)]) for k, _ in flat_arrays(new.parameters())]
     new.update(tree_unflatten(mine))
 
 
 def model_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
     """The loaded model rebuilt from the tree's classes, holding the loaded model's arrays."""
-    if type(loaded).__module__.startswith("mlatui."):
-        raise TreeError(
-            f"{model_type_of(loaded)} is mlatui's own model type, which no source tree has: use a "
-            "runtime family (--random-weights with e.g. tests/fixtures/tiny.toml, or a checkpoint)"
-        )
     model_type = model_type_of(loaded)
-    built = _build(runtime, model_type, _config_of(loaded))
+    if model_type == EMBEDDED_TYPE and runtime.package == "mlx_lm":
+        built = _embedded_from_tree(runtime, loaded)
+    elif type(loaded).__module__.startswith("mlatui."):
+        raise TreeError(
+            f"{model_type} is mlatui's own model type, which no source tree has: use a runtime "
+            "family (--random-weights with e.g. tests/fixtures/tiny.toml, or a checkpoint)"
+        )
+    else:
+        built = _build(runtime, model_type, _config_of(loaded))
     _quantized_like(built, loaded)
     differs = parameter_difference(built, loaded)
     if differs is not None:
@@ -197,9 +201,49 @@ def model_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
     return built
 
 
+EMBEDDED_TYPE = "mlatui_mla"
+
+
+def _embedded_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
+    """mlatui's embedded model with its runtime parts from the tree: every dense layer is the
+    tree's deepseek_v3 decoder layer, every sparse layer's MLP the tree's (the sparse attention
+    is mlatui's own and stays), and the dense layers' caches are the tree's KVCache."""
+    from mlatui.models import mlatui_mla
+
+    if not runtime.tree.has("models.deepseek_v3"):
+        raise TreeError(
+            f"{runtime.label}: has no models/deepseek_v3.py (the embedded model's layers)"
+        )
+    dsv3 = runtime.tree.module("models.deepseek_v3")
+    kv_cache = runtime.tree.module("models.cache").KVCache
+    args = loaded.args
+    dense = dsv3.ModelArgs.from_dict(dataclasses.asdict(args.dense_args()))
+    built = mlatui_mla.Model(args)
+    inner = built.model
+    for i, layer in enumerate(inner.layers):
+        if i in inner.sparse_layers:
+            layer.mlp = dsv3.DeepseekV3MLP(dense)
+        else:
+            inner.layers[i] = dsv3.DeepseekV3DecoderLayer(dense, i)
+    sparse = set(inner.sparse_layers)
+
+    def make_tree_cache() -> list[Any]:
+        return [
+            layer.self_attn.make_cache() if i in sparse else kv_cache()
+            for i, layer in enumerate(inner.layers)
+        ]
+
+    built.__dict__["make_cache"] = make_tree_cache
+    return built
+
+
 def make_cache(model: nn.Module) -> list[Any]:
     """A fresh prompt cache made by the code the model came from: a mounted tree's own
     `make_prompt_cache` (its own cache classes), else the installed mlx-lm's."""
+    own = model.__dict__.get("make_cache")  # the embedded model built from a tree
+    if own is not None:
+        made_here: list[Any] = own()
+        return made_here
     tree = source_tree.tree_of(type(model).__module__)
     if (
         tree is not None
@@ -297,9 +341,9 @@ def provenance(model: nn.Module, runtime: TreeRuntime | None = None) -> dict[str
         "version": version,
         "files": files,
     }
-    tracked = _git(package_dir, "ls-files", "--", ".") if package_dir else None
-    commit = _git(package_dir, "rev-parse", "HEAD") if tracked else None  # a checkout's own files
-    if commit and package_dir is not None:
+    tracked = _git(package_dir, "ls-files", "--", ".") if package_dir is not None else None
+    commit = _git(package_dir, "rev-parse", "HEAD") if tracked and package_dir else None
+    if commit and package_dir is not None:  # a checkout's own files (not a venv inside one)
         status = _git(package_dir, "status", "--porcelain", "--", ".")
         out["commit"] = commit
         out["dirty"] = bool(status)

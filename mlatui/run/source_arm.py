@@ -20,7 +20,7 @@ from typing import Any
 import mlx.nn as nn
 
 from mlatui.gate import mla
-from mlatui.gate.policy import Gates, Variant
+from mlatui.gate.policy import Gates, Geometry, Variant
 from mlatui.models import tree_model
 from mlatui.stream.events import ARMS
 
@@ -94,7 +94,7 @@ def gate_source_model(
     except mla.PatchError:
         geometry = next(
             (mla.geometry_of(m) for _, m in model.named_modules() if hasattr(m, "kv_lora_rank")),
-            mla.Geometry(0, 0, 0, 0),
+            Geometry(0, 0, 0, 0),
         )
         return mla.PatchReport("installed", [], [], geometry, 1, mla.BranchCounters()), False
 

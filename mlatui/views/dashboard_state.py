@@ -33,6 +33,7 @@ from mlatui.stream.events import (
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
 from mlatui.views.progress import RunProgress
+from mlatui.views.run_meta import l1_words
 from mlatui.views.step_series import StepSeries
 
 LOG_LINES = 500
@@ -197,6 +198,9 @@ class DashboardState(DecodeFold):
             if e.ratio is not None
             else ""
         )
+        review = l1_words(self.header.settings if self.header else None, e.verdict)
+        if review:  # a patch review: what the check says about the patch
+            ci += f"; {review}"
         if e.pooled:
             own = (
                 f"its own {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}] contains 1.00"

@@ -20,7 +20,7 @@ from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
 from mlatui.views.report_indexer import indexer_table
 from mlatui.views.report_sweep import pooled_note
 from mlatui.views.rounding import Ci, ci_text, sig
-from mlatui.views.run_meta import header_fields, header_lines
+from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
 from mlatui.views.verdict_strip import verdict_line
 
@@ -241,7 +241,12 @@ def summary_markdown(state: DashboardState) -> str:
     lines += [f"- status: {_status(state)}"]
     lines += ["", f"**Verdict:** {verdict_line(state)}", ""]
     if state.validity:
-        lines += ["## L = 1 check (both arms take the same branch: paired ratio 1 ± 2%)", ""]
+        question = (
+            f"{PATCH_QUESTION} valid = no measurable change, paired ratio 1 ± 2%; invalid = it does"
+            if state.header is not None and is_patch_review(state.header.settings)
+            else "both arms take the same branch: paired ratio 1 ± 2%"
+        )
+        lines += [f"## L = 1 check ({question})", ""]
         lines += [_l1_table(state), ""]
     if any(c.quantity == Quantity.MARGINAL_MS for c in sweep_cells(state)):
         lines += ["## Marginal cost of a second query (L=2 − L=1, median over rounds)", ""]

@@ -95,6 +95,16 @@ def is_patch_review(settings: dict | None) -> bool:
     )
 
 
+def l1_words(settings: dict | None, verdict: str) -> str:
+    """The L = 1 check's outcome in words for a patch review ("" otherwise): its arms run the
+    same branch at L = 1 only if the patch leaves plain decode alone, so an invalid check is the
+    patch's effect on plain decode, not a harness fault."""
+    if not is_patch_review(settings):
+        return ""
+    said = {"valid": "no measurable change", "invalid": "it does"}.get(verdict, "undecided")
+    return f"{PATCH_QUESTION} {said}"
+
+
 def _code_text(src: dict) -> str:
     where = "installed" if src.get("given") == "installed" else str(src.get("given", "?"))
     text = f"{src.get('package', '?')} {src.get('version', '?')}, {where} ({src.get('path', '?')})"
