@@ -55,6 +55,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="stop adding rounds (after a whole pair) once S seconds are spent, shared equally by "
         "the --versus pairings: a time limit then still leaves the table and records",
     )
+    parser.add_argument(
+        "--arm-source",
+        default=None,
+        metavar="NAME=PATH",
+        help="measure the model built from another source tree (an mlx-lm or mlx-vlm checkout "
+        "or package folder) on the same weights, running its own code (NAME: A, B, stock or "
+        "patched, as launch and bench take it)",
+    )
     parser.add_argument("--temperature", type=finite_float, default=0.0, help="0 = greedy")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
@@ -76,6 +84,12 @@ def _check(args: argparse.Namespace) -> None:
             "e.g. --versus mlx_lm-thread",
         )
     args.versus = versus
+    from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+
+    try:
+        args.arm_sources = parse_arm_sources([args.arm_source] if args.arm_source else None)
+    except ArmSourceError as e:
+        raise UserError(str(e)) from None
     if args.out:
         claim_output(args.out, force=args.force)
 
@@ -101,6 +115,14 @@ def run(args: argparse.Namespace) -> int:
         load_draft(args.draft_model, scenario.draft, loaded, seed)
     except (ScenarioError, LoadError) as e:
         raise UserError(str(e)) from None
+    source = None
+    if args.arm_sources:
+        from mlatui.run.source_arm import SourceArmError, build_sources
+
+        try:
+            source = next(iter(build_sources(loaded.model, args.arm_sources).models.values()))
+        except SourceArmError as e:
+            raise UserError(str(e)) from None
     sampling = Sampling(args.temperature)
     make_draft = draft_factory(loaded, scenario, seed)
     if not sampling.greedy and loaded.draft.kind is DraftKind.SYNTHETIC:
@@ -110,9 +132,10 @@ def run(args: argparse.Namespace) -> int:
     text = text_tokens(loaded, seed)(context + 1)
     env = environment()
     print(f"# mlatui bench decode-parity\n\n{env_line(env)}", flush=True)
+    code = f", code from {next(iter(args.arm_sources.values()))}" if source is not None else ""
     print(
-        f"model {loaded.name}, draft {loaded.draft.label}, context {context}, {args.tokens} tokens "
-        f"per block, {args.rounds} rounds, temperature {args.temperature:g}\n",
+        f"model {loaded.name}{code}, draft {loaded.draft.label}, context {context}, {args.tokens} "
+        f"tokens per block, {args.rounds} rounds, temperature {args.temperature:g}\n",
         flush=True,
     )
     results = run_parity(
@@ -128,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         args.versus,
         args.max_seconds,
+        source,
     )
     settings = {
         "model": loaded.name,
@@ -138,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         "temperature": args.temperature,
         "tolerance_pct": TOLERANCE_PCT,
     }
+    if source is not None:  # what code was measured (as a run's header records it)
+        from mlatui.models.tree_model import open_tree, provenance
+
+        settings["source"] = provenance(source, open_tree(next(iter(args.arm_sources.values()))))
     records, rows = [], []
     for r in results:
         for side, samples in r.samples_ms.items():

@@ -32,6 +32,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
+from mlatui.gate.policy import Gates, Variant
 from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
 from mlatui.measure.sampler import SamplerPlan, sample_context, until
 from mlatui.run.arms import (
@@ -167,13 +168,19 @@ def run_parity(
     progress: Callable[[str], None] = lambda line: None,
     versus: tuple[str, ...] = SIDES,
     max_seconds: float | None = None,
+    source: Any = None,
 ) -> list[ParityResult]:
     """Parity of plain decode (and of draft-model speculation at `depth`, when a draft exists)
     against mlx-lm, and of plain decode against the synchronous loop: each side of `versus`, in
     that order, gets its own `rounds`. With `max_seconds`, each side's share of it (from the
     first block on) ends its rounds early, after a whole pair, so a time limit still leaves
-    results."""
-    _, arm = build_arms(model)  # the patched arm, as a user of the fix runs it
+    results. `source`: a model built from another source tree on `model`'s weights
+    (mlatui.run.source_arm), measured instead, running its own code."""
+    if source is None:
+        _, arm = build_arms(model)  # the patched arm, as a user of the fix runs it
+    else:
+        gates = Gates.parse("installed", None, "installed")
+        _, arm = build_arms(model, gates, sources={Variant.PATCHED: source})
     arm.draft = make_draft(arm) if make_draft else None
     if isinstance(arm.draft, MTPDraft):
         arm.draft = None  # mlx-lm has no MTP loop to compare against: plain parity only
