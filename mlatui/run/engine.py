@@ -176,7 +176,8 @@ def run(
         gates = resolve_gates(
             source_arms_text(config.arms or scenario.arms, arm_sources),
             config.threshold or scenario.threshold,
-            config.indexer or scenario.indexer,
+            # a patch review: mlatui's own sparse layers (not the tree's) pool alike in both arms
+            config.indexer or scenario.indexer or ("stock" if arm_sources else None),
             runtime,
         )
         null = config.null or scenario.null
