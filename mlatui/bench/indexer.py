@@ -84,6 +84,10 @@ class BenchHooks:
     def check_stop(self) -> None:
         """Raise to stop between samples."""
 
+    def skip(self, part: str, context: int) -> bool:
+        """True to leave a part out before it is built (a time limit that it would overrun)."""
+        return False
+
     def decide_more(self, wants_more: bool) -> bool:
         return wants_more
 
@@ -269,6 +273,8 @@ def run_indexer_bench(
     records: list[IndexerRecord] = []
     jobs = [("indexer", c) for c in contexts] + [("sparse-layer", c) for c in layer_contexts]
     for part, context in jobs:
+        if hooks.skip(part, context):
+            continue
         p = plan(part, context)
         settings = dict(
             base_settings,

@@ -5,15 +5,28 @@ from __future__ import annotations
 import argparse
 import math
 
-from mlatui.commands.argtypes import int_at_least, int_list, int_list_or_none, non_negative_int
+from mlatui.commands.argtypes import (
+    int_at_least,
+    int_list,
+    int_list_or_none,
+    non_negative_int,
+    positive_float,
+)
 from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
+# about two minutes on a 2-core CPU: the first part always runs, later ones only if they fit
+DEFAULT_MAX_SECONDS = 100.0
+DEFAULT_CONTEXTS = (8192, 32768, 131072)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--contexts", type=int_list, default="8192,32768,131072", help="cache lengths (> 2048)"
+        "--contexts",
+        type=int_list,
+        default=None,
+        help=f"cache lengths (> 2048; default {','.join(map(str, DEFAULT_CONTEXTS))}, those that "
+        "fit this device's memory)",
     )
     parser.add_argument(
         "--widths",
@@ -41,6 +54,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int_at_least(2),
         default=None,
         help="while the S=1 check is inconclusive, add rounds up to this (default 3x --rounds)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="S",
+        help=f"time limit (default {DEFAULT_MAX_SECONDS:g}): no rounds past the minimum and no "
+        "part a later context would overrun once S seconds are spent; what it left out or "
+        "undecided is listed",
     )
     parser.add_argument(
         "--warmup", type=non_negative_int, default=1, help="untimed steps per arm and S (default 1)"
@@ -147,14 +169,47 @@ def verdict(records) -> list[str]:
     return lines
 
 
-def _printer(quiet: bool, check_stop=lambda: None):
+def _printer(quiet: bool, check_stop=lambda: None, max_seconds: float | None = None):
     import sys
+    import time
 
     from mlatui.bench.indexer import BenchHooks
 
+    started = time.monotonic()
+    deadline = None if max_seconds is None else started + max_seconds
+
     class Printer(BenchHooks):
+        skipped: list[tuple[str, int]] = []
+        last: tuple[int, float] | None = None  # (context, seconds) of the last part run
+        part_start = started
+        rounds = 0  # rounds of the part being sampled
+        pair_end = started  # when the part's last pair of rounds (or the part) began
+
         def check_stop(self) -> None:
             check_stop()
+
+        def decide_more(self, wants_more: bool) -> bool:
+            """Past the limit no new pair of rounds, even below --rounds (the second round of
+            a pair always runs, so each arm goes first equally often); the S=1 check may then
+            stay undecided, and the report says so."""
+            self.rounds += 1
+            if self.rounds % 2 or deadline is None:
+                return wants_more
+            now = time.monotonic()  # a new pair must end by the limit, as the last one took
+            pair_s, self.pair_end = now - self.pair_end, now
+            return wants_more and now + pair_s <= deadline
+
+        def skip(self, part: str, context: int) -> bool:
+            """Leave a part out when it would end past the limit: its cost estimated from the
+            last part's, scaled by context (every step reads the whole cache)."""
+            now = time.monotonic()
+            if deadline is not None and self.last is not None:
+                last_context, last_s = self.last
+                if now + last_s * context / last_context > deadline:
+                    self.skipped.append((part, context))
+                    return True
+            self.part_start, self.rounds, self.pair_end = now, 0, now
+            return False
 
         def warmup(self, part, context, arm, width, ms):
             if not quiet:
@@ -176,15 +231,58 @@ def _printer(quiet: bool, check_stop=lambda: None):
         def done(self, result):
             from mlatui.bench.indexer_records import control_note
 
+            self.last = (result.context, time.monotonic() - self.part_start)
             print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)
 
     return Printer()
 
 
+def undecided_lines(records, skipped, max_seconds: float | None) -> list[str]:
+    """What the time limit left: the parts never run, the S = 1 checks it stopped undecided."""
+    lines = []
+    by_part: dict[str, list[int]] = {}
+    for part, context in skipped:
+        by_part.setdefault(part, []).append(context)
+    for part, contexts in by_part.items():
+        lines.append(
+            f"time limit {max_seconds:g} s: {part} not run at T={', '.join(map(str, contexts))} "
+            "(raise --max-seconds, or pass fewer --contexts)"
+        )
+    unsure = [
+        r for r in records if r.width == 1 and r.arm == "stock" and r.outcome == "inconclusive"
+    ]
+    if unsure and max_seconds is not None:
+        where = ", ".join(f"{r.bench} T={r.context} ({r.n_rounds} rounds)" for r in unsure)
+        lines.append(f"S=1 check undecided at {where}: more rounds (--max-seconds) may decide it")
+    return lines
+
+
+def _fitting_defaults(dtype: str | None, width: int, force: bool) -> list[int]:
+    """The default contexts this device's memory holds (the largest ones are for GPUs); the
+    others are named on stderr. None fits: the smallest, for refuse_unless_fits to explain."""
+    import sys
+
+    from mlatui.models.fit import indexer_estimate
+    from mlatui.models.indexer import SparseMLAConfig
+    from mlatui.models.loading import default_dtype
+
+    config, dtype = SparseMLAConfig(), dtype or default_dtype()
+    fit = [c for c in DEFAULT_CONTEXTS if force or indexer_estimate(config, dtype, c, width).fits]
+    left = [c for c in DEFAULT_CONTEXTS if c not in fit]
+    if left and fit:
+        print(
+            f"mlatui: default contexts {', '.join(map(str, left))} do not fit this device's "
+            "memory: left out (pass --contexts to choose)",
+            file=sys.stderr,
+        )
+    return fit or [DEFAULT_CONTEXTS[0]]
+
+
 def run(args: argparse.Namespace) -> int:
     from mlatui.errors import UserError
 
-    contexts, widths = args.contexts, args.widths
+    widths = args.widths
+    contexts = args.contexts or _fitting_defaults(args.dtype, max(widths), args.force)
     layer_contexts = contexts if args.layer_contexts is None else args.layer_contexts
     if args.max_rounds is not None and args.max_rounds < args.rounds:
         raise UserError(
@@ -225,13 +323,14 @@ def run(args: argparse.Namespace) -> int:
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
+    hooks = _printer(args.quiet, raise_if_set(stop), args.max_seconds)
     with StopOnSignals(stop) as signals:
         records = run_indexer_bench(
             contexts,
             widths,
             args.rounds,
             args.warmup,
-            _printer(args.quiet, raise_if_set(stop)),
+            hooks,
             layer_contexts=layer_contexts,
             dtype=args.dtype,
             max_rounds=args.max_rounds,
@@ -261,6 +360,8 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         if r.width == 1 and r.arm == "stock":
             print(f"- {r.bench} T={r.context}: {r.note}")
+    for line in undecided_lines(records, hooks.skipped, args.max_seconds):
+        print(f"- {line}")
     if sink is not None:
         print(f"\nwrote {len(records)} records to {out}")
         if sink.error:
