@@ -141,3 +141,11 @@ def test_a_hub_id_goes_to_mlx_vlm_once_its_config_is_in_the_hub_cache(tmp_path, 
     assert vlm.checkpoint_model_type("org/glm-5.3-flash") == "glm5_next"
     assert vlm.checkpoint_model_type("org/not-cached") is None
     assert vlm.checkpoint_model_type("./org/glm-5.3-flash") is None  # a path, not a hub id
+
+
+def test_build_model_builds_mlx_vlm_families_by_their_spelled_name(current):
+    model = build.build_model("mlx-vlm:glm5_next", index_topk=64)
+    assert isinstance(model, vlm.TextModel) and not model.training
+    assert model.language_model.args.index_topk == 64
+    with pytest.raises(ValueError, match="own layer pattern"):
+        build.build_model("mlx-vlm:glm5_next", layers=1)

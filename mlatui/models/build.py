@@ -46,10 +46,20 @@ def build_model(
     evaluate: bool = True,
     **overrides: Any,
 ) -> nn.Module:
-    """A random-weight mlx-lm model of `family`. On CPU, MoE needs float32 or `bits` weights
-    (GatherMM is float32-only). `evaluate=False` leaves the weights lazy (nothing is allocated)."""
+    """A random-weight mlx-lm model of `family` (mlx-vlm's language model for "mlx-vlm:NAME").
+    On CPU, MoE needs float32 or `bits` weights (GatherMM is float32-only). `evaluate=False`
+    leaves the weights lazy (nothing is allocated)."""
+    from mlatui.models import vlm_configs
+
     mx.random.seed(seed)
-    model = model_from_config(config_for(name, size, layers, **overrides))
+    if name.startswith(vlm_configs.PREFIX):
+        if layers is not None:
+            raise ValueError("layers: mlx-vlm families are built at their own layer pattern")
+        config = {**vlm_configs.config_for(name, size), "model_type": name}
+        vlm_configs.text_config_of(config).update(overrides)
+    else:
+        config = config_for(name, size, layers, **overrides)
+    model = model_from_config(config)
     model.set_dtype(dtype)
     if bits:
         quantize(model, bits)
