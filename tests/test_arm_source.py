@@ -222,3 +222,38 @@ def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
     wide = [e for e in events if isinstance(e, Step) and e.width == 2 and e.phase == "sweep"]
     assert all(e.absorbed_calls > 0 for e in wide if e.arm == "patched")
     assert all(e.materialised_calls > 0 for e in wide if e.arm == "stock")
+
+
+@pytest.mark.parametrize("family", ["glm4_moe_lite", "glm5_next"])
+def test_mlx_vlm_pre_fix_release_against_the_fixed_one(tmp_path_factory, family):
+    """mlx-vlm 0.6.17 loaded, 0.7.10 as arm B: glm4_moe_lite shares every parameter (L = 1
+    bit-identical, L = 2-8 within F32_TOL); 0.7.10 rewrote glm5_next, which is refused naming
+    its first difference."""
+    import vlm_sources
+
+    from mlatui.models import vlm, vlm_configs
+
+    folder = tmp_path_factory.mktemp("vlm")
+    old = vlm_sources.source(vlm_sources.PRE_FIX, folder)
+    new = vlm_sources.unpacked(vlm_sources.CURRENT, folder)
+    mx.random.seed(0)
+    model = vlm.language_model(vlm_configs.config_for(family), old)
+    model.set_dtype(mx.float32)
+    mx.eval(model.parameters())
+    if family == "glm5_next":
+        with pytest.raises(SourceArmError, match=r"cannot share the loaded weights: .*q_proj"):
+            build_sources(model, {"patched": str(new)})
+        return
+    sources = build_sources(model, {"patched": str(new)})
+    stock, patched = build_arms(model, INSTALLED_BOTH, sources=sources.models)
+    assert stock.report.forms != patched.report.forms  # pre-fix against cache-aware
+    tokens = list(range(3, 3 + CONTEXT_T + 8))
+    for width in (1, 2, 4, 8):
+        _prefilled(model, (stock, patched), tokens[:CONTEXT_T])
+        step = mx.array([tokens[CONTEXT_T : CONTEXT_T + width]])
+        a, b = stock.model(step, cache=stock.caches), patched.model(step, cache=patched.caches)
+        mx.eval(a, b)
+        if width == 1:
+            assert mx.array_equal(a, b).item()
+        else:
+            assert mx.abs(a - b).max().item() <= F32_TOL

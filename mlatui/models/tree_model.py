@@ -185,7 +185,7 @@ def model_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
     model_type = model_type_of(loaded)
     if model_type == EMBEDDED_TYPE and runtime.package == "mlx_lm":
         built = _embedded_from_tree(runtime, loaded)
-    elif type(loaded).__module__.startswith("mlatui."):
+    elif type(loaded).__module__.startswith("mlatui.") and not _is_vlm_text_model(loaded):
         raise TreeError(
             f"{model_type} is mlatui's own model type, which no source tree has: use a runtime "
             "family (--random-weights with e.g. tests/fixtures/tiny.toml, or a checkpoint)"
@@ -202,6 +202,13 @@ def model_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
 
 
 EMBEDDED_TYPE = "mlatui_mla"
+
+
+def _is_vlm_text_model(model: nn.Module) -> bool:
+    """mlx-vlm's language model in mlatui's wrapper (its classes are mlx-vlm's own)."""
+    from mlatui.models.vlm import TextModel
+
+    return isinstance(model, TextModel)
 
 
 def _embedded_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
