@@ -89,7 +89,10 @@ def arm_sources(settings: dict | None) -> dict[str, dict]:
 
 def is_patch_review(settings: dict | None) -> bool:
     """Some arm ran another source tree's code (--arm-source): the L = 1 check then asks
-    whether the patch changes plain decode, not whether the harness is fair."""
+    whether the patch changes plain decode, not whether the harness is fair. An A/A run's
+    arms run one code in each pass: its check is the harness's, as always."""
+    if (settings or {}).get("null"):
+        return False
     return any(
         src.get("given", "installed") != "installed" for src in arm_sources(settings).values()
     )
