@@ -219,3 +219,31 @@ def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_their_own_styles(
+    tmp_path,
+):
+    from widgets.compare_render import RUN_STYLES, _differing
+
+    app = CompareApp(compare_files(DEMO, REFBLAS), out_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        box = app.query_one("#cmp-table-box")
+
+        def shown() -> str:
+            return "\n".join(
+                "".join(seg.text for seg in strip)
+                for strip in app.screen._compositor.render_strips()
+            )
+
+        assert "53.8)" not in shown()  # the B/A range is past the right edge
+        await pilot.press("tab", *["right"] * 20)
+        await pilot.pause()
+        assert box.scroll_x > 0 and "(46.8–53.8)" in shown()
+    for arm in ("stock", "patched"):
+        assert RUN_STYLES["A"][arm] != RUN_STYLES["B"][arm]
+    a = "openblas (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)"
+    b = "openblas (/opt/venv/lib/python3.11/site-packages/scipy_openblas32/lib/libblas.so)"
+    shown_a, shown_b = _differing(a, b, 26)
+    assert shown_a != shown_b and shown_a.startswith("openblas …") and "pthread" not in shown_b

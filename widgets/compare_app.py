@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, ScrollableContainer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -57,8 +57,8 @@ class CompareApp(App):
                 id="cmp-plot",
                 title="marginal cost of a 2nd query: L=2 − L=1 (ms, log) · ● A  ▲ B",
             )
-            with VerticalScroll(id="cmp-table-box") as box:
-                box.border_title = "shared contexts: A, B and B/A"
+            with ScrollableContainer(id="cmp-table-box") as box:  # both ways: wide rows
+                box.border_title = "shared contexts: A, B and B/A (tab, then ←/→ ↑/↓ scroll)"
                 yield Static(cr.table_text(self.cmp), id="cmp-table")
         yield Footer()
 

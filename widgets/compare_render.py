@@ -15,6 +15,12 @@ from mlatui.views.verdict_strip import fit_forms, verdict_parts
 
 GREY = "grey42"
 ARM_STYLES = {"stock": "red", "patched": "green"}
+# run B's arms in their own shades (and ▲ markers), so the two runs never share a colour
+RUN_STYLES = {
+    "A": ARM_STYLES,
+    "B": {"stock": "bright_magenta", "patched": "bright_cyan"},
+}
+COLUMN_STYLES = {"A": "", "B": "italic"}  # the table's A and B columns
 RUN_MARKERS = {"A": "●", "B": "▲"}
 RUN_LINES = {"A": "·", "B": "∙"}
 TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
@@ -23,6 +29,20 @@ TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info"
 def _short(value: str, n: int) -> str:
     value = value.split(" (/")[0]  # library paths are for the export, not the screen
     return value if len(value) <= n else value[: n - 1] + "…"
+
+
+def _differing(a: str, b: str, n: int) -> tuple[str, str]:
+    """Both values as short as they can be while still showing how they differ: when their
+    names match (`openblas` and `openblas`), the paths after them, from where they part."""
+    sa, sb = _short(a, n), _short(b, n)
+    if sa != sb or a == b:
+        return sa, sb
+    pa, pb = a.removeprefix(sa).strip(" ()"), b.removeprefix(sb).strip(" ()")
+    start = 0
+    while start < min(len(pa), len(pb)) and pa[start] == pb[start]:
+        start += 1
+    start = pa.rfind("/", 0, start) + 1  # from the first directory that differs
+    return (f"{sa} …{pa[start:]}"[: n + 20], f"{sb} …{pb[start:]}"[: n + 20])
 
 
 def run_label(run: Run) -> str:
@@ -44,7 +64,7 @@ def header_text(cmp: Comparison, width: int) -> Text:
         t.append(" nothing but the start time (same machine, same settings)", style="dim")
     used = 9
     for i, f in enumerate(cmp.differing):
-        a, b = _short(f.a, 26), _short(f.b, 26)
+        a, b = _differing(f.a, f.b, 26)
         size = 3 + len(f.label) + len(a) + len(b) + 4
         left = len(cmp.differing) - i
         if i and used + size > width - (12 if left > 1 else 0):
@@ -144,7 +164,7 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
             grid[r][c] = (ch, style)
 
     for run, arm, pts in drawn:  # lines through the valid points
-        style = ARM_STYLES[arm]
+        style = RUN_STYLES[run.label][arm]
         valid = [(col(c, run), math.log(ci.median)) for c, ci, ok in pts if ok]
         for (c0, y0), (c1, y1) in zip(valid, valid[1:], strict=False):
             for c in range(c0 + 1, c1):
@@ -154,11 +174,15 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
         for c, ci, ok in pts:
             if (bounds := ci.bounds) is not None and bounds[0] > 0:
                 for r in range(row(bounds[1]), row(bounds[0]) + 1):
-                    put(r, col(c, run), "│", f"{ARM_STYLES[arm] if ok else GREY} dim", over=False)
+                    style = RUN_STYLES[run.label][arm] if ok else GREY
+                    put(r, col(c, run), "│", f"{style} dim", over=False)
     for run, arm, pts in drawn:
         for c, ci, ok in pts:
             put(
-                row(ci.median), col(c, run), RUN_MARKERS[run.label], ARM_STYLES[arm] if ok else GREY
+                row(ci.median),
+                col(c, run),
+                RUN_MARKERS[run.label],
+                RUN_STYLES[run.label][arm] if ok else GREY,
             )
 
     labels = {row(v): _tick_label(v) for v in reversed(log_ticks(ymin, ymax, ph))}
@@ -184,7 +208,7 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
         t.append(f"{RUN_MARKERS[run.label]} ", style="bold")
         t.append(run_label(run) + ": ")
         for arm in ARMS:
-            t.append(f"{RUN_MARKERS[run.label]} {arm} ", style=ARM_STYLES[arm])
+            t.append(f"{RUN_MARKERS[run.label]} {arm} ", style=RUN_STYLES[run.label][arm])
     t.append("\n")
     note = "Δ ms vs context, log-log, lower is better · │ 95% CI · grey: L=1 check not valid"
     if dropped:
@@ -225,7 +249,8 @@ def table_text(cmp: Comparison) -> Text:
             arm = r.arm or "s/p"
             t.append(f"{fmt_context(r.context):>5} {w:>3} ", style=style)
             t.append(f"{arm:<7} ", style=ARM_STYLES.get(r.arm, "") if r.valid else GREY)
-            t.append(f"{ci_text(r.a, unit):>21} {ci_text(r.b, unit):>21}  ", style=style)
+            t.append(f"{ci_text(r.a, unit):>21} ", style=f"{style} {COLUMN_STYLES['A']}".strip())
+            t.append(f"{ci_text(r.b, unit):>21}  ", style=f"{style} {COLUMN_STYLES['B']}".strip())
             t.append(f"{ratio_text(r):<22}", style="bold" if r.differs and r.valid else style)
             t.append(f" {checks_text(r)}\n", style=style)
         t.append("\n")
@@ -238,7 +263,8 @@ def table_text(cmp: Comparison) -> Text:
 
 
 LEGEND = (
-    "● run A · ▲ run B · red stock, green patched · │ 95% CI · Δ2 marginal cost of a 2nd query "
+    "● run A · ▲ run B · A: red stock, green patched; B: magenta stock, cyan patched (its "
+    "table column in italics) · │ 95% CI · Δ2 marginal cost of a 2nd query "
     "(L=2 − L=1, ms) · B/A ratio of the medians, (lo–hi) from the CI ends, ≠ where the CIs do "
     "not overlap · s/p stock/patched paired · d1 d2 … draft depth · L=1 check (A then B): "
     "✓ valid ✓p valid by the pooled check ✗ invalid ? inconclusive … pending · grey: in no verdict"
