@@ -257,3 +257,59 @@ def test_mlx_vlm_pre_fix_release_against_the_fixed_one(tmp_path_factory, family)
             assert mx.array_equal(a, b).item()
         else:
             assert mx.abs(a - b).max().item() <= F32_TOL
+
+
+def _header(stock_files: dict, patched_files: dict, given: str = "/src/pr"):
+    from mlatui.stream.events import RunHeader
+
+    def src(files, where):
+        return {
+            "given": where,
+            "package": "mlx-lm",
+            "version": "0.32.2",
+            "path": "/p",
+            "files": files,
+        }
+
+    settings = {
+        "arms": {
+            "stock": {"gate": "installed", "source": src(stock_files, "installed")},
+            "patched": {"gate": "installed", "source": src(patched_files, given)},
+        }
+    }
+    return RunHeader(
+        6,
+        "0",
+        "0",
+        "0",
+        "3",
+        "linux",
+        {},
+        "m",
+        "deepseek_v3",
+        {},
+        {},
+        {},
+        "none",
+        True,
+        "2026-01-01T00:00:00",
+        settings,
+    )
+
+
+def test_exports_and_compare_say_what_code_ran():
+    from mlatui.views.run_meta import code_difference, header_fields, l1_words
+
+    installed = {"models/deepseek_v3.py": "a" * 16, "models/base.py": "b" * 16}
+    patch = {**installed, "models/deepseek_v3.py": "c" * 16}
+    review = _header(installed, patch)
+    fields = {f.key: f.value for f in header_fields(review)}
+    assert "models/deepseek_v3.py cccccccc" in fields["code_patched"]
+    assert fields["code_diff"] == "the arms ran different code in models/deepseek_v3.py"
+    assert l1_words(review.settings, "invalid") == "does this patch change plain decode? it does"
+    same = _header(installed, installed, given="installed")
+    assert "code_patched" not in {f.key for f in header_fields(same)}  # no tree: as before
+    assert l1_words(same.settings, "invalid") == ""
+    said = code_difference(same, review)
+    assert said is not None and "patched slot: models/deepseek_v3.py" in said
+    assert "same model files" in (code_difference(review, review) or "")
