@@ -232,3 +232,25 @@ def test_a_device_that_compiles_once_forecasts_the_scenario_as_one_that_does_not
     warm = run_probe(FakeDevice(0.0, _gpu_ms).device(), lengths, widths, KINDS)
     assert compiling.first_use_s > 20 and warm.first_use_s == 0.0
     assert compiling.costs.forecast_s(phases) == pytest.approx(warm.costs.forecast_s(phases))
+
+
+def test_the_limits_are_the_models_positions_and_the_tightest_window():
+    from types import SimpleNamespace
+
+    from mlatui.models.embedded import trained_window
+    from mlatui.run.budget_probe import model_limits
+
+    def with_positions(n):
+        return SimpleNamespace(args=SimpleNamespace(max_position_embeddings=n))
+
+    arm = SimpleNamespace(
+        model=with_positions(8192),
+        model_name="embedded",
+        drafts={"mtp": object(), "draft-model": SimpleNamespace(model=with_positions(2048))},
+    )
+    ctx = SimpleNamespace(workers={"stock": SimpleNamespace(arm=arm)})
+    assert model_limits(ctx) == Limits(8192, 2048)  # the draft model's 2048 positions
+    arm.drafts = {}
+    assert model_limits(ctx) == Limits(8192, trained_window())
+    arm.model_name, arm.model = "random", object()
+    assert model_limits(ctx) == Limits(None, None)

@@ -208,17 +208,25 @@ def probe(
     return run_probe(device, probe_contexts(scenario, longest), widths, ctx.draft_kinds, budget_s)
 
 
+def _positions(model: object) -> int | None:
+    limit = getattr(getattr(model, "args", None), "max_position_embeddings", None)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
 def model_limits(ctx: RunContext) -> Limits:
     """The positions the run's model was built for, and the windows the embedded model was
-    trained on (its MANIFEST says)."""
+    trained on (its MANIFEST says); a draft model built for fewer positions bounds the tune's
+    windows too (its drafts are past them beyond)."""
     arm = ctx.workers["stock"].arm
-    limit = getattr(getattr(arm.model, "args", None), "max_position_embeddings", None)
+    limit = _positions(arm.model)
+    drafts = [p for d in arm.drafts.values() if (p := _positions(getattr(d, "model", None)))]
     window = None
     if arm.model_name == "embedded":
         from mlatui.models.embedded import trained_window
 
         window = trained_window()
-    return Limits(limit if isinstance(limit, int) else None, window)
+    bounds = [b for b in (window, *drafts) if b]
+    return Limits(limit, min(bounds) if bounds else None)
 
 
 def _choose(

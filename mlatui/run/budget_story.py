@@ -24,8 +24,8 @@ StepMs = Callable[[str, int, int], float | None]  # (arm, context, width) -> mea
 
 @dataclass(frozen=True)
 class Limits:
-    """What the model allows: positions it was built for, windows it was trained on (None:
-    not said)."""
+    """What the model allows: the positions it was built for, and the tune's bound: the windows
+    it was trained on, or fewer positions its draft model was built for (None: not said)."""
 
     max_positions: int | None = None
     trained_window: int | None = None
@@ -176,7 +176,10 @@ def _bounds_note(limits: Limits, story: Story) -> str:
     if limits.max_positions and story.contexts[-1] > limits.max_positions:
         parts.append(f"none beyond the model's max positions ({limits.max_positions})")
     if limits.trained_window and story.contexts[-1] > limits.trained_window:
-        parts.append(f"the tune inside the {limits.trained_window}-token windows it was trained on")
+        parts.append(
+            f"the tune inside the {limits.trained_window}-token windows its model and drafts "
+            "were trained for"
+        )
     said = "; ".join(parts)
     return said[:1].upper() + said[1:]
 
