@@ -68,7 +68,7 @@ def gate_settings(args: argparse.Namespace) -> dict:
             raise UserError(f"--{e}") from None
     arms = getattr(args, "arms", None)
     if arms is not None:
-        from mlatui.gate.policy import parse_arms
+        from mlatui.config.gate_settings import parse_arms
 
         try:
             baseline, candidate = parse_arms(arms)

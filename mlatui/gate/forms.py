@@ -61,6 +61,7 @@ class MlaGate:
     flag_assign: ast.Assign | None = None  # the cache-aware form's `absorbed = ...`
     attribute: str | None = None  # the threshold form's `self.<attribute>`
     guards: list[ast.If] = field(default_factory=list)  # other `if L == 1:` left alone
+    parameters: tuple[str, ...] = ()  # the method's own parameter names
 
     @property
     def line(self) -> int:
@@ -215,7 +216,7 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
             "the gates of one method test different conditions: "
             + " / ".join(sorted({ast.unparse(d) for _, _, _, d, _, _ in found})),
         )
-    _, form, length, decision, assign, attribute = found[0]
+    _, form, length, decision, flag, attribute = found[0]
     if attribute is not None and init is not None and not _assigns_attribute(init, attribute):
         raise GateShapeError(
             found[0][0].lineno,
@@ -226,7 +227,10 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
         for n in ast.walk(fn)
         if isinstance(n, ast.If) and n not in guarding and _eq_one(n.test) == length
     ]
-    return MlaGate(form, length, decision, [f[0] for f in found], assign, attribute, guards)
+    parameters = tuple(a.arg for a in fn.args.args)
+    return MlaGate(
+        form, length, decision, [f[0] for f in found], flag, attribute, guards, parameters
+    )
 
 
 def _assigns_attribute(init: ast.FunctionDef, attribute: str) -> bool:
@@ -242,7 +246,10 @@ def _assigns_attribute(init: ast.FunctionDef, attribute: str) -> bool:
 
 def latent_name(gate: MlaGate) -> str | None:
     """The cached latent's variable: the argument of `embed_q(latent, transpose=False)`, which
-    the materialised branch expands (its last-but-one axis is the cache length)."""
+    the materialised branch expands (its last-but-one axis is the cache length). Where several
+    are expanded (mlx-vlm's glm5_next expands only the new tokens when a projected cache
+    matches), the one the method was handed wins: that is the whole cache."""
+    found: list[str] = []
     for site in gate.sites:
         for n in ast.walk(site):
             if (
@@ -252,9 +259,11 @@ def latent_name(gate: MlaGate) -> str | None:
                 and any(k.arg == "transpose" for k in n.keywords)
                 and n.args
                 and isinstance(n.args[0], ast.Name)
+                and n.args[0].id not in found
             ):
-                return n.args[0].id
-    return None
+                found.append(n.args[0].id)
+    handed = [name for name in found if name in gate.parameters]
+    return next(iter(handed or found), None)
 
 
 def indexer_pool_gates(fn: ast.FunctionDef) -> list[ast.If]:

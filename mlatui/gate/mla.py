@@ -128,7 +128,8 @@ def _method_gate(
 
 def _init_ast(cls: type) -> ast.FunctionDef | None:
     try:
-        fn = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__))).body[0]
+        init = next(vars(c)["__init__"] for c in cls.__mro__ if "__init__" in vars(c))
+        fn = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0]
     except (OSError, TypeError, SyntaxError):
         return None
     return fn if isinstance(fn, ast.FunctionDef) else None

@@ -5,7 +5,6 @@ still shows what the fix buys."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import metadata
 
 import mlx.nn as nn
 
@@ -14,8 +13,6 @@ from mlatui.gate import mla
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Gates, arm_words, default_arms
 from mlatui.stream.events import ARMS
-
-RUNTIME_PACKAGES = {"mlx_lm": "mlx-lm", "mlx_vlm": "mlx-vlm"}
 
 
 @dataclass(frozen=True)
@@ -40,14 +37,14 @@ class RuntimeGates:
 
 
 def runtime_gates(model: nn.Module) -> RuntimeGates:
+    """The runtime the model's MLA classes come from (a mounted source tree says its own name
+    and version) and the form of each class's installed gate."""
+    from mlatui.models.source_tree import runtime_of
+
     modules = mla.mla_modules(model)
-    package = type(modules[0][1]).__module__.split(".")[0] if modules else "mlx_lm"
-    runtime = RUNTIME_PACKAGES.get(package, package)
-    try:
-        version = metadata.version(runtime)
-    except metadata.PackageNotFoundError:
-        version = "?"
-    return RuntimeGates(runtime, version, mla.model_gate_forms(model))
+    module = type(modules[0][1]).__module__ if modules else "mlx_lm"
+    runtime, version, _ = runtime_of(module)
+    return RuntimeGates(runtime, version or "?", mla.model_gate_forms(model))
 
 
 def resolve_gates(

@@ -46,7 +46,7 @@ def header(
             calibrated = None
         thresholds = {
             "policy": report.policy,
-            "formula_inf": report.threshold,
+            "formula_inf": FormulaPolicy().limit(g),  # whatever the patched slot runs
             "formula_at": {
                 str(t): FormulaPolicy().limit(g, t)
                 for t in sorted(
