@@ -18,6 +18,8 @@ from widgets.pages import PagesMixin
 from widgets.render import ViewInfo
 from widgets.zoom import ZoomMixin
 
+TIMELINE_MIN_HEIGHT = 30
+
 
 class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
     CSS_PATH = "app.tcss"
@@ -83,7 +85,10 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
                 None,
                 src.finished,
                 recorded,
-                tuple((pos / duration, name) for pos, name in src.phases) if duration else (),
+                # the timeline row, where a short screen can spare it (its keys work without it)
+                tuple((pos / duration, name) for pos, name in src.phases)
+                if duration and self.size.height >= TIMELINE_MIN_HEIGHT
+                else (),
                 src.position_s / duration if duration else None,
             )
         clock = self._clock_offset
