@@ -123,3 +123,23 @@ def test_scan_command_json_and_table(pr_form_tree, tmp_path, capsys):
     )
     assert main(["scan", str(tmp_path / "nope")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_latent_is_the_whole_cache_where_several_are_expanded():
+    from mlatui.gate.forms import latent_name
+
+    gate = _gate_of(
+        """
+        def _attend(self, q, latent, new_latent, length):
+            if length <= DECODE_BLOCK_SIZE and not self.training:
+                out = self.unembed_out(self.embed_q(q))
+            else:
+                previous = latent.shape[2] - length
+                if previous == self.projected:
+                    keys = self.embed_q(new_latent, transpose=False)
+                else:
+                    keys = self.embed_q(latent, transpose=False)
+        """
+    )
+    assert gate.form is GateForm.THRESHOLD and gate.length_name == "length"
+    assert latent_name(gate) == "latent"  # not the new tokens' latent: T comes from it

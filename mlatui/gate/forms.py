@@ -61,7 +61,7 @@ class MlaGate:
     flag_assign: ast.Assign | None = None  # the cache-aware form's `absorbed = ...`
     attribute: str | None = None  # the threshold form's `self.<attribute>`
     guards: list[ast.If] = field(default_factory=list)  # other `if L == 1:` left alone
-    parameters: tuple[str, ...] = ()  # the method's own parameter names
+    uses: dict[str, int] = field(default_factory=dict)  # name -> times the method reads it
 
     @property
     def line(self) -> int:
@@ -227,10 +227,11 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
         for n in ast.walk(fn)
         if isinstance(n, ast.If) and n not in guarding and _eq_one(n.test) == length
     ]
-    parameters = tuple(a.arg for a in fn.args.args)
-    return MlaGate(
-        form, length, decision, [f[0] for f in found], flag, attribute, guards, parameters
-    )
+    uses: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name):
+            uses[n.id] = uses.get(n.id, 0) + 1
+    return MlaGate(form, length, decision, [f[0] for f in found], flag, attribute, guards, uses)
 
 
 def _assigns_attribute(init: ast.FunctionDef, attribute: str) -> bool:
@@ -248,7 +249,7 @@ def latent_name(gate: MlaGate) -> str | None:
     """The cached latent's variable: the argument of `embed_q(latent, transpose=False)`, which
     the materialised branch expands (its last-but-one axis is the cache length). Where several
     are expanded (mlx-vlm's glm5_next expands only the new tokens when a projected cache
-    matches), the one the method was handed wins: that is the whole cache."""
+    matches), the one the method reads most is the whole cache it attends over."""
     found: list[str] = []
     for site in gate.sites:
         for n in ast.walk(site):
@@ -262,8 +263,7 @@ def latent_name(gate: MlaGate) -> str | None:
                 and n.args[0].id not in found
             ):
                 found.append(n.args[0].id)
-    handed = [name for name in found if name in gate.parameters]
-    return next(iter(handed or found), None)
+    return max(found, key=lambda name: gate.uses.get(name, 0), default=None)
 
 
 def indexer_pool_gates(fn: ast.FunctionDef) -> list[ast.If]:
