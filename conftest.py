@@ -1,13 +1,46 @@
 """Test tiers for every test directory (tests/, tools/train/tests/).
 
-`slow` tests (long benchmarks, full corpora) run only when a `-m` expression names them, so
-`pytest -m "not system"` keeps them out as the plain `pytest` does."""
+- `slow` tests (long benchmarks, full corpora) run only when a `-m` expression names them, so
+  `pytest -m "not system"` keeps them out as the plain `pytest` does.
+- `system` tests start a tool, a child process, a whole engine run or a model load; the modules
+  below are marked as a whole, and a test elsewhere can carry `@pytest.mark.system` itself.
+  `pytest -m "not system"` is the quick loop for development."""
 
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import pytest
 
+SYSTEM_MODULES = {
+    # child processes: the CLI, signals, mlx.launch, pip, the static checkers
+    "test_badinput", "test_blas", "test_context_pair", "test_distributed",
+    "test_fit_bench", "test_import_contracts", "test_import_hygiene", "test_mla_commands",
+    "test_packaging", "test_signal_matrix", "test_signals", "test_static_checks",
+    # whole engine runs, real model loads, training
+    "test_bound_engine", "test_budget", "test_budget_device", "test_budget_spend", "test_decode",
+    "test_decode_engine", "test_draft_kinds", "test_embedded", "test_engine", "test_errors",
+    "test_fit", "test_gate_policy", "test_indexer_phase", "test_loading", "test_looping_guard",
+    "test_mtp_extract", "test_mtp_missing", "test_null", "test_pooled_engine", "test_recopy",
+    "test_rewind", "test_runtime_arms", "test_runtime_matrix", "test_sources", "test_training",
+    "test_vlm_bench", "test_vlm_indexer", "test_vlm_loading", "test_vlm_parity",
+}  # fmt: skip
+# single system tests in otherwise quick modules
+SYSTEM_TESTS = {
+    "test_a_20mb_recording_replays_with_dump_in_bounded_memory",
+    "test_compare_never_imports_mlx_and_its_core_never_imports_textual",
+    "test_compare_runs_where_mlx_cannot_be_imported",
+    "test_fresh_copies_every_round_turn_a_placement_constant_into_scatter_the_ci_covers",
+    "test_short_live_run_on_a_tiny_model",
+    "test_swapping_the_caches_gives_every_buffer_to_both_arms_and_the_ci_covers_the_truth",
+}
 
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SYSTEM_MODULES:
+            item.add_marker(pytest.mark.system)
+        elif name in SYSTEM_TESTS:
+            item.add_marker(pytest.mark.system)
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skipped = [item for item in items if item.get_closest_marker("slow")]

@@ -3,7 +3,7 @@
 `cases()` yields Case values: the CLI arguments (with `{dir}` standing for a scratch folder), the
 environment to set, and the files to create there. Every case must end in a one-line
 `mlatui: error: ...` and a non-zero exit, before any model loads, except the few marked
-`deliberate` (odd but usable input, e.g. a recorded time of 1e308 s): those must succeed cleanly. Classes (issue 15): scenario
+`deliberate` (odd but usable input, e.g. a recorded time of 1e308 s): those must succeed cleanly. Classes: scenario
 files, CLI numbers and words, output paths, environment; recordings, model folders and memory are
 in tests/badinput_load.py.
 """
@@ -84,7 +84,7 @@ MUTATIONS = (
     ("reps-string", "reps = 3", 'reps = "3"'),
     ("reps-float", "reps = 3", "reps = 3.5"),
     ("reps-huge", "reps = 3", "reps = 18446744073709551616"),
-    ("max-rounds-below-reps", "reps = 3", "reps = 3\nmax_rounds = 1"),
+    ("max-rounds-below-reps", "max_rounds = 4", "max_rounds = 1"),
     ("widths-zero", "widths = [1, 2, 3]", "widths = [0]"),
     ("widths-word", "widths = [1, 2, 3]", 'widths = ["a"]'),
     ("widths-empty", "widths = [1, 2, 3]", "widths = []"),

@@ -110,8 +110,24 @@ def test_corpus_covers_every_class():
     assert len(cases) > 300
 
 
+BENCH_TARGETS = ("attention", "indexer", "observer", "context-pair", "decode-parity")
+
+
+def one_per_behaviour(cases: list[badinput.Case]) -> list[badinput.Case]:
+    """The first quick case of each class, command and expectation (refused or deliberate): one
+    child process per behaviour; the whole corpus is `test_bad_input_whole_corpus` (slow)."""
+    chosen: dict[tuple, badinput.Case] = {}
+    for case in cases:
+        argv = list(case.argv)
+        command = tuple(argv[:2] if argv[1:2] and argv[1] in BENCH_TARGETS else argv[:1])
+        chosen.setdefault((case.kind, command, case.deliberate), case)
+    return list(chosen.values())
+
+
 def test_bad_input_quick_sample(tmp_path):
-    check([c for c in badinput.cases() if c.quick], tmp_path)
+    sample = one_per_behaviour([c for c in badinput.cases() if c.quick])
+    assert {c.kind for c in sample} == set(badinput.CaseClass)
+    check(sample, tmp_path)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ def iv(median: float, low: float, high: float) -> Interval:
 
 
 def test_the_reference_blas_stock_verify_step_cannot_win_at_any_acceptance():
-    """session 4's reference-BLAS run at 1024: plain 31 ms, stock L = 2 2.09 s."""
+    """A reference-BLAS run at 1024: plain 31 ms, stock L = 2 2.09 s."""
     b = speedup_bound(1, iv(31.3, 29.0, 33.0), iv(2086.0, 2000.0, 2150.0))
     assert b is not None and b.tokens == 2
     assert b.plain_ms == 33.0 and b.verify_ms == 2000.0  # the conservative ends of the CIs

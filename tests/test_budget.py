@@ -192,7 +192,7 @@ KINDS = ("mtp", "draft-model")
 
 
 def _slow_device() -> RunProgress:
-    """What the probe measures on the bundled reference BLAS (~4.4 GFLOP/s, session 4): one
+    """What the probe measures on the bundled reference BLAS (~4.4 GFLOP/s): one
     length (256; the longer one would cost too much), the stock arm's wide steps 28x its L = 1
     step because they re-expand the whole cache, the patched arm's a little above its L = 1."""
     costs = RunProgress()

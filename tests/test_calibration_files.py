@@ -1,5 +1,5 @@
 """Calibration files are validated on read: what cannot be used is reported with the file's
-name and ignored, and the formula is used (issue 15, part 4)."""
+name and ignored, and the formula is used."""
 
 from __future__ import annotations
 

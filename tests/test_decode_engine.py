@@ -19,7 +19,7 @@ TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 def _tiny_tune(tmp_path: Path, acceptance: float, extra: str = "") -> Path:
     phase = (
         'name = "tune"\nkind = "tune"\ncontexts = [64]\ndepths = [1, 2]\n'
-        f"tokens = 8\nreps = 2\nwarmup = 1\nreject_by_bound = false\n{extra}"
+        f"tokens = 8\nreps = 2\nmax_rounds = 2\nwarmup = 1\nreject_by_bound = false\nverify_rounds = 2\n{extra}"
     )
     return tiny_with_phase(tmp_path / "tune.toml", phase, acceptance)
 
@@ -89,15 +89,13 @@ def test_a_forced_divergence_is_reported_at_its_position(tmp_path, monkeypatch):
     )
 
 
-SAMPLED = """name = "sampled"
-seed = 3
-temperature = 0.8
-top_p = 0.95
-[model]
-source = "embedded"
-[draft]
-source = "auto"
-[[phase]]
+# the tiny model with its random draft model: sampling, not the weights, is what must reproduce
+SAMPLED = (
+    TINY.read_text()
+    .split("[[phase]]")[0]
+    .replace("seed = 0", "seed = 3\ntemperature = 0.8\ntop_p = 0.95")
+    .replace('source = "synthetic"', 'source = "draft-model"')
+    + """[[phase]]
 name = "tune"
 kind = "tune"
 contexts = [64]
@@ -106,7 +104,10 @@ tokens = 6
 reps = 2
 max_rounds = 2  # no adaptive rounds: their number depends on timing, the tokens must not
 warmup = 1
+reject_by_bound = false
+verify_rounds = 2
 """
+)
 
 
 def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
@@ -115,7 +116,7 @@ def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
         path = tmp_path / f"s{seed}.toml"
         path.write_text(SAMPLED.replace("seed = 3", f"seed = {seed}"))
         events = []
-        run(RunConfig(scenario=str(path)), events.append)
+        run(RunConfig(scenario=str(path), random_weights=True), events.append)
         blocks = [e for e in events if isinstance(e, DecodeBlock)]
         assert blocks and all(b.temperature == 0.8 for b in blocks)
         assert {b.acceptance_rule for b in blocks if b.depth} == {"exact-match"}

@@ -25,7 +25,7 @@ DEFAULT = ROOT / "scenarios" / "default.toml"
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO_KINDS = FIXTURES / "two_kinds_tune.jsonl"  # a real tune on the embedded model, both kinds
 SCHEMA_1 = FIXTURES / "ui_tiny_run.jsonl"
-# schema 3, one draft model: the shipped demo until session 5
+# schema 3, one draft model, its kind named by the header only
 SCHEMA_3 = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full-schema3.jsonl.gz"
 
 

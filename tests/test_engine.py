@@ -260,6 +260,7 @@ def test_killed_run_leaves_readable_file(tmp_path):
         .read_text()
         .replace("contexts = [128, 256]", "contexts = [128, 256, 512, 1024, 2048]")
         .replace("reps = 3", "reps = 50")
+        .replace("max_rounds = 4", "max_rounds = 50")
     )
     proc = subprocess.Popen(
         [

@@ -1,5 +1,5 @@
 """One error path: argparse types, one-line errors, the crash log, outputs claimed up front, write
-failures kept and reported (issue 15, parts 1 and 2)."""
+failures kept and reported."""
 
 from __future__ import annotations
 

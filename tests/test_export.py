@@ -16,7 +16,7 @@ from mlatui.views.rounding import Ci, sig
 from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
-# a fixed recording (the shipped demo of session 2): the numbers below are read from it
+# a fixed recording (tests/fixtures/recordings/README.md): the numbers below are read from it
 DEMO = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
 FIXTURE = ROOT / "tests" / "fixtures" / "ui_tiny_run.jsonl"
 

@@ -90,7 +90,7 @@ def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
     from mlatui.run.engine import run
 
     window = trained_window()
-    assert window == 4096  # the shipped model v2 (issue 16)
+    assert window == 4096  # the shipped model's training window
     events = []
     run(
         RunConfig(overrides={"contexts": [window + 52], "reps": 3, "warmup": 1}, scenario=None),

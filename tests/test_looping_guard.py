@@ -29,8 +29,8 @@ from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "scenarios" / "default.toml"
-GREEDY_SESSION4 = ROOT / "tests" / "fixtures" / "recordings" / "launch-greedy-schema4.jsonl.gz"
-LOOP = [281, 2617, 1182, 12] * 4  # what every greedy block of the session-4 launch emitted
+GREEDY_SCHEMA4 = ROOT / "tests" / "fixtures" / "recordings" / "launch-greedy-schema4.jsonl.gz"
+LOOP = [281, 2617, 1182, 12] * 4  # what every greedy block of that greedy launch emitted
 SETTINGS = GuardSettings(min_draft_share=0.25, min_verify_steps=4)
 DRAFTING = AcceptanceCounts(1).add_all([VerifyStep(1, 1, 2)] * 20)  # passes the other guards
 
@@ -163,7 +163,7 @@ def test_the_default_scenarios_tune_samples():
 
 
 def test_an_older_greedy_recording_shows_its_text_share_without_claiming_a_guard():
-    rec = read_recording(GREEDY_SESSION4)
+    rec = read_recording(GREEDY_SCHEMA4)
     s = DashboardState()
     s.apply(rec.header)
     s.apply_all(rec.events)

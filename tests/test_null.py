@@ -146,7 +146,11 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
             assert mine and all((s.materialised_calls > 0) == materialises for s in mine)
     finals = [e for e in events if isinstance(e, Estimate) and e.final]
     assert {e.phase for e in finals} == {"sweep/aa-stock", "sweep/aa-patched"}
-    assert sum(isinstance(e, Validity) for e in events) == 4  # 2 passes x 2 contexts
+    # every context of both passes gets its L = 1 check (a context may be checked more than once:
+    # how many times depends on how the host's noise leaves the first check, not on the A/A)
+    checked = {(e.phase, e.context) for e in events if isinstance(e, Validity)}
+    passes = ("sweep/aa-stock", "sweep/aa-patched")
+    assert checked == {(phase, context) for phase in passes for context in (128, 256)}
 
 
 def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
@@ -171,7 +175,7 @@ def test_bench_null_prints_the_bias_table(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLATUI_CACHE_DIR", str(tmp_path))
     scenario = tmp_path / "tiny-null.toml"
     text = Path(TINY).read_text().replace("contexts = [128, 256]", "contexts = [64]")
-    scenario.write_text(text.replace("reps = 3\n", "reps = 3\nmax_rounds = 4\n", 1))
+    scenario.write_text(text)
     code = main(
         [
             "bench",

@@ -77,7 +77,7 @@ def test_eta_stays_honest_through_the_recorded_run(demo):
 
 
 def test_the_plan_is_rebuilt_from_the_header_for_old_recordings():
-    """A recording made before PhaseStart carried its plan (session 2's demo): the plan comes
+    """A recording made before PhaseStart carried its plan (schema 3): the plan comes
     from the header's scenario through today's plan functions (tune: 6 verify rounds of 5 L = 1
     and 3 L >= 2 quads... per context, then 4 rounds of blocks)."""
     old = read_recording(ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz")
@@ -190,7 +190,7 @@ async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path
 
 
 def test_on_the_shipped_noisier_run_the_eta_range_holds_the_truth():
-    """Session 11's shipped demo's L = 1 checks stayed undecided to their 22-round caps at every context,
+    """The noisy demo's L = 1 checks stayed undecided to their 22-round caps at every context,
     so its plan grew to 1840 steps (sweep 185 s, the quiet run's 45 s): at half the planned
     steps the mid estimate was 38% low (the quiet run's was within 30%), but the range it showed
     held what was left, and the screen said the plan could still grow."""

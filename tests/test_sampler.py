@@ -317,7 +317,7 @@ class BufferDevice(Device):
 
 
 def test_swapping_the_caches_gives_every_buffer_to_both_arms_and_the_ci_covers_the_truth():
-    """The CPU finding (docs/performance.md): recycled fresh copies leave each arm a buffer of
+    """The CPU finding (docs/method.md): recycled fresh copies leave each arm a buffer of
     its own, an offset persistent over rounds that a narrow CI misses; exchanging the caches
     every round turns it into scatter between rounds, which the CI covers."""
     plan = SamplerPlan((1, 2), min_rounds=12, max_rounds=12)

@@ -13,8 +13,8 @@ continuation repeats is pushed down. The MTP head keeps learning the changed tar
 steps. The learning rate warms up over 20 steps, then cosine to a tenth. Every
 `--eval-every` steps: held-out cross-entropy and MTP agreement, and the bar's repetition measure
 (distinct 4-grams in 128 greedy tokens after each shipped held-out prompt) and the cross-entropy
-of those prompts read from position 0 (`prompt_ce`, what broke in the runs of session 9:
-docs/data/issue16/finetune/README.md). RUN/model is written
+of those prompts read from position 0 (`prompt_ce`: a fine-tune without the anchor below broke
+the openings of files). RUN/model is written
 as a float16 mlx-lm folder (MTP layer under `model.layers.6.*`) every `--ckpt-every-min` minutes
 and at the end; a stopped run continues from it with `--init RUN/model` (the optimizer restarts).
 RUN/finetune.jsonl gets one JSON line per record.
@@ -114,7 +114,7 @@ def unlikelihood_terms(target, inputs: mx.array, cont: mx.array, mask: mx.array)
     """(unlikelihood of the continuation's loops, cross-entropy of the prefix itself): inputs
     (B, P + n - 1) are the prefixes (B, P) and all but the last of their continuations (B, n).
     The second term is the anchor: without it the prefixes read from position 0 (file openings,
-    like the shipped prompts) lost what they had learned, 2.73 -> 6.5-6.8 nats in session 9."""
+    like the shipped prompts) lost what they had learned, 2.73 -> 6.5-6.8 nats."""
     logits = target(inputs)  # (B, P + n - 1, V)
     n = cont.shape[1]
     pushed = unlikelihood_loss(logits[:, -n:], cont, mask)
