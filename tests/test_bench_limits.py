@@ -41,3 +41,24 @@ def test_a_pair_that_would_end_past_the_limit_is_not_started():
     slow.skip("indexer", 8192)
     slow.pair_end -= 700.0  # the last pair took 700 s: another would end past the limit
     assert [slow.decide_more(True) for _ in range(2)] == [True, False]
+
+
+def test_attention_part_a_stops_at_its_deadline_and_scenario_benches_take_max_seconds():
+    import argparse
+
+    import pytest
+
+    from mlatui.commands import bench_attention, bench_scenario
+    from mlatui.host.signals import Interrupted
+
+    check = bench_attention.within(lambda: None, time.monotonic() + 60)
+    check()  # before the deadline: nothing
+    with pytest.raises(Interrupted):
+        bench_attention.within(lambda: None, time.monotonic() - 1)()
+    parser = argparse.ArgumentParser()
+    bench_attention.configure(parser)
+    args = parser.parse_args(["--family", "deepseek_v3"])
+    assert args.max_seconds == bench_attention.DEFAULT_MAX_SECONDS <= 120
+    parser = argparse.ArgumentParser()
+    bench_scenario.configure(parser)
+    assert parser.parse_args(["s.toml", "--max-seconds", "90"]).budget == 90

@@ -164,8 +164,12 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
     narrow = width < NARROW
     colour = ARM_COLOURS.get(arm, "cyan")
     chart = chart_for(state)
+    medians = None
+    if chart:  # the long form where both arms' fit their panes, else the short one in both
+        long = all(medians_text(chart, a, False).cell_len <= width for a in chart.panels)
+        medians = medians_text(chart, arm, not long)
     below = [
-        *([medians_text(chart, arm, narrow)] if chart else []),
+        *([medians] if medians is not None else []),
         acceptance_line(state, arm, narrow),
         *([rule] if (rule := rule_line(state, arm, narrow)) is not None else []),
         *tok_s_lines(state, arm, narrow, width),
@@ -174,6 +178,8 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
     top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]
     rows = height - len(top) - len(below)
     bars = chart_lines(chart, arm, width, rows, colour) if chart else []
+    if chart and not bars:  # no room for the bars: no heading above nothing
+        top = []
     lines = [*top, *bars, *below] if height >= len(top) + len(below) else below[-height:]
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append_text(Text("\n").join(lines))

@@ -11,10 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
-from mlatui.commands.argtypes import BIT_WIDTHS, bit_width, int_at_least, int_list, positive_int
+from mlatui.commands.argtypes import (
+    BIT_WIDTHS,
+    bit_width,
+    int_at_least,
+    int_list,
+    positive_float,
+    positive_int,
+)
 from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
+DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together
 
 BITS = BIT_WIDTHS
 FILLS = ("prefill", "random-latents")
@@ -101,6 +109,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "will not fit",
     )
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="S",
+        help=f"time limit (default {DEFAULT_MAX_SECONDS:g}; half each with --part both): part (a) "
+        "stops between contexts' steps and lists the contexts it left; part (b) is fitted to its "
+        "share as `bench SCENARIO --budget` fits a scenario",
+    )
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
@@ -163,12 +180,17 @@ def run(args: argparse.Namespace) -> int:
         f"# bench attention: {args.family} ({describe(args.size, dtype, bits)}; {rounds})\n"
         f"{env_line(env)}\n"
     )
+    import time
+
+    started = time.monotonic()
+    share = args.max_seconds / 2 if part_a and part_b else args.max_seconds
     if part_a:
-        status = _part_a(args, contexts, widths, reps, dtype, bits, env, out_a)
+        status = _part_a(args, contexts, widths, reps, dtype, bits, env, out_a, started + share)
         if status:
             return status
     if scenario is not None:
-        return _part_b(scenario, args.family, layers, args.force)
+        left = max(1, round(args.max_seconds - (time.monotonic() - started)))
+        return _part_b(scenario, args.family, layers, args.force, left)
     return 0
 
 
@@ -197,9 +219,12 @@ def _ci(iv: Any, digits: int = 3) -> str:
     return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
 
 
-def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) -> int:
+def _part_a(
+    args, contexts, widths, reps, dtype, bits, env, out: Path | None, deadline: float
+) -> int:
     """Part (a); its records stream to `out` context by context. 0, or the status to exit with
-    (a stop signal, a failed write)."""
+    (a stop signal, a failed write). Past `deadline` (monotonic) it stops between steps: the
+    contexts done are reported, the others listed as left out."""
     import threading
 
     from mlatui.bench import attention as attnbench
@@ -223,7 +248,7 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
             _log,
             dtype=dtype,
             on_records=sink.write_records if sink else lambda records: None,
-            check_stop=raise_if_set(stop),
+            check_stop=within(raise_if_set(stop), deadline),
         )
     if sink is not None:
         sink.close()
@@ -286,7 +311,27 @@ def _part_a(args, contexts, widths, reps, dtype, bits, env, out: Path | None) ->
             file=sys.stderr,
         )
         return signals.stopped_by.exit_status
+    left = [c for c in contexts if c not in summary]
+    if left:
+        print(
+            f"time limit {args.max_seconds:g} s: part (a) left T={', '.join(map(str, left))} "
+            "unmeasured (raise --max-seconds, or pass fewer --contexts or --widths)\n"
+        )
     return 0
+
+
+def within(check_stop, deadline: float):
+    """`check_stop`, and Interrupted once the monotonic clock passes `deadline`."""
+    import time
+
+    from mlatui.host.signals import Interrupted
+
+    def check() -> None:
+        check_stop()
+        if time.monotonic() > deadline:
+            raise Interrupted("time limit")
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -338,7 +383,9 @@ def claim_part_b(b: PartB, args) -> ClaimedPartB:
     return ClaimedPartB(b.text, scenario_path, record)
 
 
-def _part_b(b: ClaimedPartB, family_name: str, layers: int | None, force: bool = False) -> int:
+def _part_b(
+    b: ClaimedPartB, family_name: str, layers: int | None, force: bool = False, budget_s: int = 0
+) -> int:
     """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
     does (same parser, same engine run, recorder, printers and exit codes)."""
     from mlatui.commands import bench_scenario
@@ -368,6 +415,7 @@ def _part_b(b: ClaimedPartB, family_name: str, layers: int | None, force: bool =
     # (it also runs what the memory estimate refuses)
     b.record.unlink(missing_ok=True)
     argv = [str(b.scenario_path), "--random-weights", "--out", str(b.record)]
+    argv += ["--budget", str(budget_s)] if budget_s else []
     status = bench_scenario.run(parser.parse_args(argv + (["--force"] if force else [])))
     print(f"scenario: {b.scenario_path}\nrecording: {b.record}")
     if status == 1 and _gathermm_failed(b.record):

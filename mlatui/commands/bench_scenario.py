@@ -74,6 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phases", help="comma-separated phase names to run (default: all)")
     parser.add_argument(
         "--budget",
+        "--max-seconds",
+        dest="budget",
         type=non_negative_int,
         default=0,
         metavar="S",
