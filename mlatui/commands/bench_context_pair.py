@@ -9,6 +9,7 @@ HELP = (
     "one arm's step cost at a short and a long context, interleaved in A B B A quads: the "
     "growth ms(long) / ms(short) per width with its 95% CI"
 )
+DEFAULT_MAX_SECONDS = 110.0  # about two minutes of sampling on a 2-core CPU
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,9 +49,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-seconds",
         type=positive_float,
-        default=None,
+        default=DEFAULT_MAX_SECONDS,
         metavar="S",
-        help="stop adding rounds (after a whole pair) once S seconds of sampling are spent",
+        help="stop adding rounds (after a whole pair) once S seconds of sampling are spent "
+        f"(default {DEFAULT_MAX_SECONDS:g}; loading the model comes on top)",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")

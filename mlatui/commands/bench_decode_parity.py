@@ -9,6 +9,7 @@ HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
     "and settings: tok/s ratio with its 95% CI (parity: within ±3%)"
 )
+DEFAULT_MAX_SECONDS = 110.0  # about two minutes of sampling on a 2-core CPU
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -50,10 +51,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-seconds",
         type=positive_float,
-        default=None,
+        default=DEFAULT_MAX_SECONDS,
         metavar="S",
         help="stop adding rounds (after a whole pair) once S seconds are spent, shared equally by "
-        "the --versus pairings: a time limit then still leaves the table and records",
+        "the --versus pairings: a time limit then still leaves the table and records (default "
+        f"{DEFAULT_MAX_SECONDS:g}; loading the model comes on top)",
     )
     parser.add_argument(
         "--arm-source",
