@@ -64,6 +64,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ul-prefix", default="256,1024",
                    help="prefix lengths, one drawn per unlikelihood step")  # fmt: skip
     p.add_argument("--ul-tokens", type=int, default=128)
+    p.add_argument("--greedy-tokens", type=int, default=128,
+                   help="greedy tokens after each prompt for the repetition measure")  # fmt: skip
     p.add_argument("--ul-openings", type=float, default=0.5,
                    help="share of unlikelihood steps whose prefixes open a file")  # fmt: skip
     p.add_argument("--ul-anchor", type=float, default=1.0,
@@ -215,9 +217,10 @@ def finetune(a: argparse.Namespace) -> int:
         ce, ce_m, agree = tot / a.eval_batches
         return {"valid_ce_target": round(ce, 4), "valid_ce_mtp": round(ce_m, 4),
                 "valid_agree_mtp": round(agree, 4), "prompt_ce": prompt_ce(net.target, asks),
-                **greedy_share(net.target, asks),
+                **greedy_share(net.target, asks, a.greedy_tokens),
                 "select_ce": prompt_ce(net.target, chooser),
-                "select_distinct_4gram": greedy_share(net.target, chooser)["greedy_distinct_4gram"]}  # fmt: skip
+                "select_distinct_4gram": greedy_share(net.target, chooser, a.greedy_tokens)[
+                    "greedy_distinct_4gram"]}  # fmt: skip
 
     def keep_best(rec: dict) -> None:
         """RUN/best: the most distinct selection-set continuations among checkpoints whose

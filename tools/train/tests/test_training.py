@@ -397,7 +397,8 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
     argv = ["--init", str(toy_run / "model"), "--data", str(corpus), "--out", str(out),
             "--steps", "4", "--seq", "64", "--batch", "2", "--ul-batch", "2", "--ul-prefix",
             "16", "--ul-tokens", "12", "--eval-every", "2", "--eval-batches", "1",
-            "--eval-prompts", "1", "--select-prompts", "2", "--max-select-ce-rise", "0.5"]  # fmt: skip
+            "--eval-prompts", "1", "--select-prompts", "2", "--max-select-ce-rise", "0.5",
+            "--greedy-tokens", "24"]  # fmt: skip
     assert finetune.main(argv) == 0
     log = [json.loads(x) for x in (out / "finetune.jsonl").read_text().splitlines()]
     assert any("ul" in r and r["anchor_ce"] > 0 for r in log) and any("ce_target" in r for r in log)
