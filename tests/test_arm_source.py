@@ -181,21 +181,41 @@ def test_scenario_arm_sources(tmp_path):
         load_scenario(path)
 
 
-def test_two_trees_hold_one_copy_of_the_weights(pr_form_tree):
+def _loaded(which: str):
+    if which == "embedded":
+        from mlx_lm import load
+
+        import mlatui.models
+        from mlatui.models import embedded
+
+        mlatui.models.register()
+        model, _ = load(str(embedded.MODEL_PATH))
+        mx.eval(model.parameters())
+        return model
+    return build.build_model("deepseek_v3", hidden_size=256, intermediate_size=1024)
+
+
+@pytest.mark.parametrize("which", ["deepseek_v3", "embedded"])
+def test_two_trees_hold_one_copy_of_the_weights(pr_form_tree, which):
     """MLX active memory with two arms from two trees within 5% of one arm's."""
     gc.collect()
     mx.clear_cache()
     before = mx.get_active_memory()
-    model = build.build_model("deepseek_v3", hidden_size=256, intermediate_size=1024)
+    model = _loaded(which)
     build_arms(model, INSTALLED_BOTH)
     one_arm = mx.get_active_memory() - before
     sources = build_sources(model, {"patched": str(pr_form_tree)})
     arms = build_arms(model, INSTALLED_BOTH, sources=sources.models)
     gc.collect()
     two_trees = mx.get_active_memory() - before
-    assert arms[1].source
+    assert arms[1].source and arms[1].counted
     assert one_arm > 1e6
     assert abs(two_trees - one_arm) <= 0.05 * one_arm, (one_arm, two_trees)
+    if which == "embedded":  # dense layers from the tree, mlatui's sparse attention kept
+        _prefilled(model, arms, list(range(1, 33)))
+        step = mx.array([[5]])
+        a, b = arms[0].model(step, cache=arms[0].caches), arms[1].model(step, cache=arms[1].caches)
+        assert mx.array_equal(a, b).item()
 
 
 def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
