@@ -139,6 +139,21 @@ def test_tree_with_an_unrecognised_gate_runs_uncounted(pr_form_tree, tmp_path):
     out = patched.model(mx.array([[1, 2]]), cache=patched.caches)  # runs as the tree wrote it
     mx.eval(out)
     assert patched.counters.total() == (0, 0)
+    # a run with it: not failed closed, said so
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run import engine
+    from mlatui.stream.events import LogMessage
+
+    events: list = []
+    config = RunConfig(
+        scenario="tests/fixtures/tiny.toml",
+        random_weights=True,
+        arm_sources={"patched": str(tree)},
+        overrides={"reps": 2, "only_phases": ["sweep"], "contexts": [32], "widths": [1, 2]},
+    )
+    assert engine.run(config, events.append) == "completed"
+    said = [e.message for e in events if isinstance(e, LogMessage) and e.level == "warning"]
+    assert any("no counters (unrecognised code); it runs as the tree wrote it" in m for m in said)
 
 
 def test_not_a_package_is_one_line(tmp_path):

@@ -223,6 +223,15 @@ def run(
                 f" · patched slot = {arms_said['patched']['label']}",
             ),
         )
+        for slot in ("stock", "patched"):  # a source tree whose gate mlatui cannot count
+            if arms_said[slot].get("counters"):
+                notices.append(
+                    (
+                        "warning",
+                        f"{slot} slot ({arms_said[slot]['label']}): {arms_said[slot]['counters']};"
+                        " it runs as the tree wrote it",
+                    )
+                )
         for level, text in notices:
             emit(LogMessage(now(), level, text))
         from mlatui.host.memory import MemorySampler
