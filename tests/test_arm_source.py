@@ -348,3 +348,32 @@ def test_exports_and_compare_say_what_code_ran():
     said = code_difference(same, review)
     assert said is not None and "patched slot: models/deepseek_v3.py" in said
     assert "same model files" in (code_difference(review, review) or "")
+
+
+def test_provenance_of_a_checkout_names_its_commit_and_dirtiness(pr_form_tree, tmp_path):
+    import subprocess
+
+    tree = _small_tree(pr_form_tree, tmp_path / "checkout")
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "fix")
+    model = build.build_model("deepseek_v3")
+    runtime = tree_model.open_tree(str(tree))
+    built = tree_model.model_from_tree(runtime, model)
+    said = tree_model.provenance(built, runtime)
+    assert said["commit"] == git("rev-parse", "HEAD") and said["dirty"] is False
+    assert said["files"]["models/deepseek_v3.py"] == tree_model._sha256(
+        tree / "mlx_lm" / "models" / "deepseek_v3.py"
+    )
+    (tree / "mlx_lm" / "models" / "deepseek_v3.py").write_text("# edited\n", encoding="utf-8")
+    assert tree_model.provenance(built, runtime)["dirty"] is True
+    assert tree_model.provenance(model)["given"] == "installed"
