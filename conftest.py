@@ -2,9 +2,9 @@
 
 - `slow` tests (long benchmarks, full corpora) run only when a `-m` expression names them, so
   `pytest -m "not system"` keeps them out as the plain `pytest` does.
-- `system` tests start a tool, a child process, a whole engine run or a model load; the modules
-  below are marked as a whole, and a test elsewhere can carry `@pytest.mark.system` itself.
-  `pytest -m "not system"` is the quick loop for development."""
+- `system` tests start a tool, a child process, a whole engine run, a model load or a long
+  session of the whole app; the modules below are marked as a whole, and a test elsewhere can
+  carry `@pytest.mark.system` itself. `pytest -m "not system"` is the quick loop for development."""
 
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import pytest
@@ -21,6 +21,8 @@ SYSTEM_MODULES = {
     "test_mtp_extract", "test_mtp_missing", "test_null", "test_pooled_engine", "test_recopy",
     "test_rewind", "test_runtime_arms", "test_runtime_matrix", "test_sources", "test_training",
     "test_vlm_bench", "test_vlm_indexer", "test_vlm_loading", "test_vlm_parity",
+    # the whole app driven through long Pilot sessions and screenshots
+    "test_help", "test_ui_app", "test_ui_snapshot",
 }  # fmt: skip
 # single system tests in otherwise quick modules
 SYSTEM_TESTS = {
