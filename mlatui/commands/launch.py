@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--ui-hz",
         type=positive_float,
         default=1.0,
-        help="screen updates per second (default 1: the lowest observer effect measured, see docs/performance.md)",
+        help="screen updates per second (default 1: the lowest observer effect measured, see docs/method.md)",
     )
     parser.add_argument(
         "--random-weights",

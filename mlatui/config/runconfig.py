@@ -32,7 +32,7 @@ class RunConfig:
     fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
     seed: int = 0
     # Both arms on one worker thread (one MLX stream) by default: with a thread per arm, the
-    # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/performance.md).
+    # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/method.md).
     shared_arm_thread: bool = True
     settle: bool = True  # the sampler's untimed settle steps before each quad (off: diagnostic)
     # seconds the run may take (mlatui.run.budget): None = the scenario's budget_s; 0 = no budget

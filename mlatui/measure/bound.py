@@ -13,8 +13,8 @@ The bound is judged by its upper end, taken conservatively:
   the larger of the two is used;
 - times RUNTIME_SLACK for what the runtime does that synced steps do not: the speedups measured
   through mlx-lm's runtime ran up to 1.24x the synced-step bound's upper end (and their medians
-  up to 1.28x its point) in the 23 tune recordings of docs/data (2-core CPU and H200; 229
-  results; docs/performance.md, session 5): a pipelined plain decode pays some per-token
+  up to 1.28x its point) over 23 tune recordings (2-core CPU and H200; 229 results; see
+  docs/method.md): a pipelined plain decode pays some per-token
   overhead that a verify step pays once per d + 1 tokens, and hides graph building that a
   synced step times.
 A setting whose upper end lies below 1.0 cannot win: its blocks are not run, and its result says

@@ -27,7 +27,7 @@ from mlatui.stream.events import ARMS
 CONTROL_QUADS = 3
 # The L = 1 check of a decode context is decided on the synced verify steps, like the sweep's: an
 # A/A of plain-decode blocks through generate_step scattered by 6% (16-token blocks) to 9%
-# (48-token) per quad on the idle 2-core CPU (docs/experiments/aa_plain_blocks.py), so a ±2% CI
+# (48-token) per quad on the idle 2-core CPU (docs/method.md), so a ±2% CI
 # from blocks needs 40+ quads per context, while synced steps decide in 6-10 rounds. The blocks'
 # own plain-decode ratio is still checked: a CI wholly outside ±2% invalidates the context.
 VERIFY_MIN_ROUNDS = DEFAULT_VERIFY_ROUNDS  # a phase's `verify_rounds` (the budget may lower it)
