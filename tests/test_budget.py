@@ -159,11 +159,11 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     """The probe's second, longer length is what lets the forecast see growth with context; a
     budget far above the probe's cost keeps it. The run ends with its forecast's error."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_watch
+    from mlatui.run import budget_spend
     from mlatui.run.engine import run
     from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, RunEnd
 
-    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)  # a huge budget: one more try each
+    monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)  # a huge budget: one more try each
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"

@@ -190,11 +190,11 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     sweep runs at the story's largest allowed contexts, the note says which and why, and is
     recorded in the plan."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_watch
+    from mlatui.run import budget_spend
     from mlatui.run.engine import run
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
 
-    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)
+    monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     story = (
         "\n[story]\ncontexts = [64, 128, 192, 256, 8192]\nstock_verify_multiple = 1.0\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from mlatui.config.scenario import load_scenario
-from mlatui.run import budget_watch
+from mlatui.run import budget_spend, budget_watch
 from mlatui.run.budget_spend import extra_check_phase
-from mlatui.run.budget_watch import MAX_ATTEMPTS, BudgetWatch
+from mlatui.run.budget_watch import BudgetWatch
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
 from mlatui.views.progress import RunProgress
 
@@ -62,67 +62,64 @@ def _watch(ctx: FakeCtx, budget_s: float, predicted_s: float = 50.0) -> BudgetWa
     return watch
 
 
-def _attempts(monkeypatch, ctx: FakeCtx, cost_s: float, decides: dict) -> list:
-    """The device side of an attempt, faked: it takes `cost_s`; `decides[(context, n)]`: the
-    outcome its n-th attempt at that context reaches (emitted like the real one)."""
+def _attempts(monkeypatch, ctx: FakeCtx, needs_s: dict) -> list:
+    """The device side of an attempt, faked: pairs of rounds until the check is decided, which
+    takes `needs_s[context]` seconds (absent: never), or until its deadline."""
     calls = []
 
-    def attempt(c, checks, n, rounds=4):
+    def attempt(c, checks, n, deadline_s):
         assert len({v.context for v in checks}) == 1
         check = checks[0]
-        calls.append((tuple(v.phase for v in checks), check.context, n))
-        c.t += cost_s
-        outcome = decides.get((check.context, n))
-        for v in checks if outcome else ():
-            c.emit(replace(v, outcome=outcome, valid=outcome == "valid", t=c.t))
+        calls.append((tuple(v.phase for v in checks), check.context, deadline_s))
+        need = needs_s.get(check.context)
+        decided = need is not None and c.t + need <= deadline_s
+        c.t = c.t + need if decided else max(c.t, deadline_s)
+        for v in checks if decided else ():
+            c.emit(replace(v, outcome="valid", valid=True, t=c.t))
 
     monkeypatch.setattr(budget_watch, "more_l1_rounds", attempt)
     return calls
 
 
-def test_undecided_checks_get_more_rounds_while_the_time_left_pays_for_them(monkeypatch):
+def test_undecided_checks_get_the_time_left_beside_the_phases_still_to_run(monkeypatch):
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0)
     checks = (_check("sweep", 512), _check("sweep", 2048), _check("sweep", 1024, "valid"))
     for v in (*checks, _check("tune", 2048)):
         ctx.emit(v)
     ctx.t = 40.0
-    cost_s = watch.forecast_s((extra_check_phase(2048),))
-    assert 0 < cost_s < 10
-    calls = _attempts(monkeypatch, ctx, cost_s, {(2048, 2): "valid"})
+    assert 0 < watch.forecast_s((extra_check_phase(2048),)) < 10
+    calls = _attempts(monkeypatch, ctx, {2048: 5.0})
     tune = tuple(p for p in load_scenario(str(DEFAULT)).phases if p.kind == "tune")
     rest = tuple(replace(p, reps=4) for p in tune)  # the tune still to run, at 2048
+    deadline_s = 100.0 - budget_watch.FORECAST_MARGIN * watch.forecast_s(rest)
     watch.spend(ctx, rest)
     # the context the tune reads its check at goes first (every phase's check there at once:
-    # they read the same quads), then the fewest attempts
+    # they read the same quads), until it is decided; then the next, until the time is up
     both = ("sweep", "tune")
-    assert calls[:3] == [(both, 2048, 1), (("sweep",), 512, 1), (both, 2048, 2)]
-    assert all(c[1] != 1024 for c in calls)  # a decided check is not measured again
+    assert [c[:2] for c in calls] == [(both, 2048), (("sweep",), 512)]
+    # their deadline leaves the tune its forecast time, with the margin
+    assert [c[2] for c in calls] == pytest.approx([deadline_s, deadline_s])
     assert watch.checks[("sweep", 2048)].verdict == watch.checks[("tune", 2048)].verdict == "valid"
-    # it stops only when another attempt no longer fits beside the tune's forecast, or a check
-    # had its most attempts: never with an undecided check and time for it
-    left = watch.left_s(ctx, rest)
-    undecided = watch.undecided()
-    assert [v.context for v in undecided] == [512]
-    assert left < watch.forecast_s((extra_check_phase(512),)) or (
-        sum(c[1] == 512 for c in calls) == MAX_ATTEMPTS
-    )
-    assert watch.extra_s == pytest.approx(cost_s * len(calls))
-    # the tune's own time was kept: the attempts stopped while it still fits
-    assert ctx.t + watch.forecast_s(rest) * budget_watch.FORECAST_MARGIN <= 100.0 + cost_s
+    assert watch.checks[("sweep", 1024)].verdict == "valid"  # a decided check is not measured
+    # it ends with an undecided check only when the time beside the tune's forecast is spent
+    assert [v.context for v in watch.undecided()] == [512]
+    assert watch.left_s(ctx, rest) == pytest.approx(0.0, abs=1e-6)
+    assert watch.extra_s == pytest.approx(ctx.t - 40.0)
+    assert ctx.t + watch.forecast_s(rest) * budget_watch.FORECAST_MARGIN <= 100.0 + 1e-6
 
 
 def test_no_time_left_means_no_attempt(monkeypatch):
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0)
     ctx.emit(_check("tune", 2048))
-    calls = _attempts(monkeypatch, ctx, 1.0, {})
+    calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 99.0
     watch.spend(ctx)
     assert calls == []
     ctx.t = 10.0
-    watch.spend(ctx)  # now there is: at most MAX_ATTEMPTS, then it is the noise, not the time
-    assert len(calls) == MAX_ATTEMPTS
+    watch.spend(ctx)  # one attempt per context and call, until its deadline
+    assert len(calls) == 1 and calls[0][2] == pytest.approx(100.0)
 
 
 def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
@@ -148,19 +145,17 @@ def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monke
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0, predicted_s=50.0)
     ctx.emit(_check("sweep", 512))
-    calls = _attempts(monkeypatch, ctx, 4.0, {})
+    calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 60.0  # the planned phases took 60 s where 50 were forecast
     out = watch.finish(ctx)
     assert calls and isinstance(out, BudgetOutcome) and ctx.events[-1] == out
-    assert out.extra_s == pytest.approx(4.0 * len(calls))
+    assert out.extra_s == pytest.approx(40.0)  # what was left, to the budget's end
     assert out.planned_s == pytest.approx(60.0)
-    assert out.took_s == pytest.approx(60.0 + 4.0 * len(calls))
+    assert out.took_s == pytest.approx(60.0 + out.extra_s) and out.took_s <= 100.0
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
     assert out.undecided == ("sweep @ 512",)
     said = next(e for e in ctx.events if isinstance(e, LogMessage) and "forecast" in e.message)
-    assert (
-        "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
-    )
+    assert "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
 
 
 def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monkeypatch):
@@ -178,7 +173,7 @@ def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monk
     undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
     for module in (estimates, pooled, sampler):
         monkeypatch.setattr(module, "control_outcome", undecided)
-    monkeypatch.setattr(budget_watch, "MAX_ATTEMPTS", 1)
+    monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
     text = tiny.read_text().replace("contexts = [128, 256]", "contexts = [128]")

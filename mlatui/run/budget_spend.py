@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
+from mlatui.measure.estimates import (
+    Outcome,
+    Timing,
+    control_outcome,
+    control_ratio,
+    stable_seed,
+)
 from mlatui.measure.plans import CONTROL_QUADS
 from mlatui.measure.sampler import SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT
@@ -23,23 +29,27 @@ from mlatui.run.arms import recopy_in_place
 from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
 
-EXTRA_ROUNDS = 4  # L = 1 rounds per attempt: two mirrored pairs
+PAIR_ROUNDS = 2  # rounds come in mirrored pairs; the clock and the check are read after each
+# the most rounds one attempt adds at a context: a ratio whose CI still straddles the tolerance
+# after that many is the device's noise at the bound, which more time would not settle
+MAX_EXTRA_ROUNDS = 24
 
 
-def extra_check_phase(context: int, rounds: int = EXTRA_ROUNDS) -> Phase:
-    """What an attempt runs, as a phase the forecast can cost (prefill, warm-up, settle steps
-    and quads included)."""
+def extra_check_phase(context: int, rounds: int = PAIR_ROUNDS) -> Phase:
+    """The least an attempt runs (a prefill, the warm-up, one pair of rounds), as a phase the
+    forecast can cost (settle steps and quads included)."""
     return Phase("l1", "sweep", (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1)
 
 
 def more_l1_rounds(
-    ctx: RunContext, checks: Sequence[Validity], attempt: int, rounds: int = EXTRA_ROUNDS
+    ctx: RunContext, checks: Sequence[Validity], attempt: int, deadline_s: float
 ) -> list[Validity]:
-    """`rounds` more rounds of L = 1 quads at the checks' one context (Step events labelled
-    `<first check's phase>:l1`), then the check on every L = 1 quad of the run there: each
-    check's new Validity (emitted when it is decided) or the check as it was. Every phase's
-    check at one context reads the same quads (a tune's pools the sweep's), so one attempt
-    decides them all."""
+    """Pairs of rounds of L = 1 quads at the checks' one context (Step events labelled
+    `<first check's phase>:l1`) while the check on every L = 1 quad of the run there is
+    undecided and another pair, as long as the last one took, ends by `deadline_s` (run time),
+    at most MAX_EXTRA_ROUNDS; then each check's new Validity (emitted when it is decided) or the
+    check as it was. Every phase's check at one context reads the same quads (a tune's pools
+    the sweep's), so one attempt decides them all."""
     check = checks[0]
     label = f"{check.phase}:l1"
     text = ctx.tokens_for(check.context + 1)
@@ -47,8 +57,8 @@ def more_l1_rounds(
     step = forward_and_trim(text[length : length + 1])
     plan = SamplerPlan(
         (1,),
-        min_rounds=rounds,
-        max_rounds=rounds,
+        min_rounds=PAIR_ROUNDS,
+        max_rounds=MAX_EXTRA_ROUNDS,
         warmup=1,
         control_width=1,
         control_quads=CONTROL_QUADS,
@@ -56,16 +66,36 @@ def more_l1_rounds(
         seed=stable_seed(ctx.seed, label, length, attempt),
         settle=ctx.settle,
     )
+    seed = stable_seed(ctx.seed, label, "pooled", length)
     pending: list[tuple[str, float, int, int]] = []
+    current: list[Timing] = []
+    marks = [ctx.now()]  # the run time at the start and after each pair of rounds
 
     def measure(arm: str, width: int) -> float:
         ms, absorbed, materialised = ctx.workers[arm].call(step)
         pending.append((arm, ms, absorbed, materialised))
         return ms
 
-    def on_timing(t) -> None:  # after the timed region has closed
+    def on_timing(t: Timing) -> None:  # after the timed region has closed
         arm, ms, absorbed, materialised = pending.pop()
+        current.append(t)
         ctx.emit(Step(ctx.now(), label, arm, length, 1, t.round, ms, absorbed, materialised))
+
+    def undecided_now() -> bool:
+        offset = 1 + max((t.round for t in ctx.pooled_l1(length)), default=-1)
+        timings = ctx.pooled_l1(length) + [replace(t, round=t.round + offset) for t in current]
+        ratio = control_ratio(timings, ARMS, 1, seed)
+        return ratio is None or control_outcome(ratio, check.tolerance_pct) is Outcome.INCONCLUSIVE
+
+    def more(wants_more: bool) -> bool:
+        rounds = 1 + max((t.round for t in current), default=-1)
+        if rounds % PAIR_ROUNDS:
+            return True  # whole pairs: each arm first equally often
+        now = ctx.now()
+        pair_s, marks[:] = now - marks[-1], [*marks, now]
+        if rounds >= plan.max_rounds or now + pair_s > deadline_s:
+            return False
+        return undecided_now()
 
     run = sample_context(
         plan,
@@ -74,12 +104,12 @@ def more_l1_rounds(
         clock=ctx.now,
         on_timing=on_timing,
         check_stop=ctx.check_stop,
-        decide_more=ctx.decide_more,
+        decide_more=more,
         between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
     )
     ctx.keep_l1(length, run.timings, plan.control_width)
     timings = ctx.pooled_l1(length)
-    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, label, "pooled", length))
+    ratio = control_ratio(timings, ARMS, 1, seed)
     if ratio is None:
         return list(checks)
     outcome = control_outcome(ratio, check.tolerance_pct)
@@ -88,7 +118,7 @@ def more_l1_rounds(
         LogMessage(
             ctx.now(),
             "info",
-            f"budget: {', '.join(v.phase for v in checks)} @ {length}: {rounds} more rounds of "
+            f"budget: {', '.join(v.phase for v in checks)} @ {length}: {run.rounds} more rounds of "
             f"L = 1 quads; on all {total} rounds this run measured there: {ratio.median:.3f} "
             f"[{ratio.low:.3f}, {ratio.high:.3f}], {outcome.value}",
         )

@@ -30,10 +30,6 @@ FORECAST_MARGIN = 1.15
 # the most rounds of blocks a tune or decode phase grows to when the budget has time left (the
 # default tune's 8 as written; its speedup's CI narrows about as the root of its rounds)
 GROW_ROUNDS = 16
-# attempts of more L = 1 rounds per undecided check (mlatui.run.budget_spend.EXTRA_ROUNDS each):
-# a ratio whose CI still straddles the tolerance after that many is the device's noise at the
-# bound, which more time would not settle; the end of the run names it
-MAX_ATTEMPTS = 6
 
 
 def agreed(
@@ -166,17 +162,17 @@ class BudgetWatch:
         return (self.budget_s - ctx.now()) / FORECAST_MARGIN - rest_s
 
     def spend(self, ctx: RunContext, rest: tuple[Phase, ...] = ()) -> None:
-        """While the time left beyond `rest` pays for another attempt: more L = 1 rounds for an
-        undecided check (those a phase still to run reads first, then the fewest attempts), at
-        most MAX_ATTEMPTS each. Under mlx.launch the ranks' checks may differ: nothing is spent
-        there."""
+        """The time left beyond `rest`'s forecast goes to the undecided checks, a context at a
+        time (those a phase still to run reads first): pairs of L = 1 rounds there until its
+        check is decided or the time is up (mlatui.run.budget_spend), while the least attempt
+        still fits. Each context once per call: the end of the run calls again. Under
+        mlx.launch the ranks' checks may differ: nothing is spent there."""
         if ctx.lockstep is not None:
             return
-        attempts: dict[int, int] = {}  # per context: its checks share its quads
+        tried: set[int] = set()
         first = frozenset(c for p in rest for c in p.contexts)
         while True:
-            todo = [v for v in self.undecided(first) if attempts.get(v.context, 0) < MAX_ATTEMPTS]
-            todo.sort(key=lambda v: attempts.get(v.context, 0))
+            todo = [v for v in self.undecided(first) if v.context not in tried]
             left_s = self.left_s(ctx, rest)
             pick = next(
                 (v for v in todo if self.forecast_s((extra_check_phase(v.context),)) <= left_s),
@@ -184,10 +180,12 @@ class BudgetWatch:
             )
             if pick is None:
                 return
-            attempts[pick.context] = attempts.get(pick.context, 0) + 1
+            tried.add(pick.context)
             start_s = ctx.now()
             same = [v for v in todo if v.context == pick.context]
-            more_l1_rounds(ctx, same, attempts[pick.context])
+            # the pairs of rounds read the clock: only `rest`'s forecast needs the margin
+            deadline_s = self.budget_s - FORECAST_MARGIN * (self.forecast_s(rest) if rest else 0)
+            more_l1_rounds(ctx, same, len(tried), deadline_s)
             self.extra_s += ctx.now() - start_s
 
     def grow(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
