@@ -254,3 +254,10 @@ def test_the_limits_are_the_models_positions_and_the_tightest_window():
     assert model_limits(ctx) == Limits(8192, trained_window())
     arm.model_name, arm.model = "random", object()
     assert model_limits(ctx) == Limits(None, None)
+
+
+def test_a_probe_read_through_a_drift_does_not_pick_the_tune():
+    """A wide step read cheaper than its L = 1 step is the host's drift: not a multiple."""
+    noisy = _table(lambda a, w, c: 50.0 if w == 1 else 20.0)
+    chosen = _choose(noisy, Limits(max_positions=8192, trained_window=4096))
+    assert chosen.tune_context == 2048 and "the host drifted" in chosen.note

@@ -19,6 +19,9 @@ from dataclasses import dataclass, replace
 from mlatui.config.scenario import Phase
 from mlatui.config.story import Story
 
+# an L = 2 step forecast at less than this share of its L = 1 step is a drift's reading (the
+# loaded 2-core CPU's probe once read the stock arm's at 0.7x), not the device's cost
+NOISE_FLOOR = 0.9
 StepMs = Callable[[str, int, int], float | None]  # (arm, context, width) -> mean ms, forecast
 
 
@@ -150,7 +153,7 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
     seen: list[tuple[int, float, float]] = []
     for c in tunes:
         got = _multiples(step_ms, c)
-        if got is None:
+        if got is None or min(got) < NOISE_FLOOR:  # no step costs, or a drift's reading
             continue
         stock, patched = got
         seen.append((c, stock, patched))
@@ -161,7 +164,10 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
                 f"(<= {story.patched_verify_flat:g}x), the smallest context where both hold"
             )
     if not seen:
-        return (tunes[-1] if tunes else None), "no forecast of the steps: the largest allowed"
+        return (tunes[-1] if tunes else None), (
+            "the probe's steps give no reading of the multiples (none, or one wider step read "
+            "cheaper than its L = 1 step: the host drifted), so the largest allowed"
+        )
     c, stock, patched = max(seen, key=lambda s: (s[1] / max(s[2], 1e-9), s[0]))
     return c, (
         f"no allowed context shows the stock arm's L = 2 step at {story.stock_verify_multiple:g}x "
