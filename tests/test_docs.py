@@ -123,3 +123,17 @@ def test_every_kept_recording_is_linked_and_reads():
         else:
             rec = read_recording(path)
             assert rec.events and not rec.skipped, path
+
+
+def test_every_documented_tool_script_imports():
+    """`python tools/NAME.py` in a page: the script exists and its imports resolve (not run)."""
+    import importlib.util
+
+    scripts = {
+        name for page in PAGES for name in re.findall(r"python3? (tools/\w+\.py)", page.read_text())
+    }
+    assert scripts
+    for name in sorted(scripts):
+        spec = importlib.util.spec_from_file_location(Path(name).stem, ROOT / name)
+        assert spec and spec.loader, name
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))

@@ -12,7 +12,7 @@ from mlx.utils import tree_flatten
 
 from mlatui.config.scenario import load_scenario
 from mlatui.host.distributed import ShardMode, World
-from mlatui.models.families import model_from_config, quantize
+from mlatui.models.build import model_from_config, quantize
 from mlatui.models.fit import estimate, largest_context, size
 from mlatui.models.loading import DTYPES, _register
 from mlatui.run.engine_dist import DistRun
