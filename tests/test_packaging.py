@@ -62,6 +62,9 @@ def test_wheel_contents(tmp_path):
     assert any(
         n.startswith("mlatui/models/embedded/model/") and n.endswith(".safetensors") for n in names
     )
+    for init in [*(ROOT / "mlatui").rglob("__init__.py"), *(ROOT / "widgets").rglob("__init__.py")]:
+        package = init.relative_to(ROOT).as_posix()  # a package left out of pyproject's list
+        assert package in names, f"{package} missing: add it to [tool.setuptools] packages"
     assert not any(n.startswith(("tests/", "tools/", "docs/")) for n in names)
     assert not any("training" in n or n.endswith("_log.jsonl") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
