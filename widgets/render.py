@@ -51,7 +51,9 @@ DEMO_SHORT = (
     "and the L=1 fairness check; page 2: the arms. ? keys · x hide"
 )
 
-DEMO_TINY = "A recorded run: stock mlx-lm (left) vs the patched MLA gate (right). ? keys · x hide"
+DEMO_TINY = (
+    "A recorded run: stock mlx-lm vs the patched MLA gate, each arm on page 2. ? keys · x hide"
+)
 DEMO_LINES = 4  # the explanation's rows (app.tcss: max-height 6 with its border)
 
 
