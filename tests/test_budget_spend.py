@@ -155,7 +155,9 @@ def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monke
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
     assert out.undecided == ("sweep @ 512",)
     said = next(e for e in ctx.events if isinstance(e, LogMessage) and "forecast" in e.message)
-    assert "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
+    assert (
+        "(forecast error -17%)" in said.message and "still undecided: sweep @ 512" in said.message
+    )
 
 
 def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monkeypatch):
