@@ -62,3 +62,13 @@ def test_attention_part_a_stops_at_its_deadline_and_scenario_benches_take_max_se
     parser = argparse.ArgumentParser()
     bench_scenario.configure(parser)
     assert parser.parse_args(["s.toml", "--max-seconds", "90"]).budget == 90
+
+
+def test_the_observer_bench_has_a_default_time_limit():
+    import argparse
+
+    from mlatui.commands import bench_observer
+
+    parser = argparse.ArgumentParser()
+    bench_observer.configure(parser)
+    assert parser.parse_args([]).max_seconds == bench_observer.DEFAULT_MAX_SECONDS <= 120

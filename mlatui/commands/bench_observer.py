@@ -16,6 +16,7 @@ from mlatui.views.mdtable import fmt, table
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
+DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, model loads aside
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +26,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--random-weights", action="store_true")
     parser.add_argument("--rounds", type=positive_int, default=2, help="H/T/I rounds (default 2)")
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="S",
+        help=f"time limit (default {DEFAULT_MAX_SECONDS:g}): each run is fitted to its share (as "
+        "launch fits a scenario to its budget), and no new round of the three modes starts past "
+        "it; the rounds left are said",
+    )
     parser.add_argument("--ui-hz", type=positive_float, default=4.0)
     parser.add_argument(
         "--out",
@@ -126,7 +136,15 @@ def run(args: argparse.Namespace) -> int:
         if args.out
         else new_record_path("observer", Path.cwd())
     )
-    config = RunConfig(model=args.model, scenario=args.scenario, random_weights=args.random_weights)
+    import time
+
+    config = RunConfig(
+        model=args.model,
+        scenario=args.scenario,
+        random_weights=args.random_weights,
+        budget_s=args.max_seconds / (args.rounds * len(MODES)),
+    )
+    deadline = time.monotonic() + args.max_seconds
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     tmp = Path(tempfile.mkdtemp(prefix="mlatui-observer-"))
     stop = threading.Event()
@@ -138,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
 
     with JsonlSink(out) as sink, StopOnSignals(stop, on_first=on_first) as signals:
         for r in range(args.rounds):
+            if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
+                print(
+                    f"time limit {args.max_seconds:g} s: rounds {r + 1}-{args.rounds} not run "
+                    "(raise --max-seconds)",
+                    flush=True,
+                )
+                break
             for mode in MODES:
                 record = tmp / f"{mode}-{r}.jsonl"
                 events = run_mode(mode, config, args.ui_hz, str(record), stop, current)
