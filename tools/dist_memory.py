@@ -8,13 +8,12 @@ Run: .venv/bin/python tools/dist_memory.py
 
 import json
 
-from mlx.utils import tree_flatten
-
 from mlatui.config.scenario import load_scenario
 from mlatui.host.distributed import ShardMode, World
 from mlatui.models.build import model_from_config, quantize
 from mlatui.models.fit import estimate, largest_context, size
 from mlatui.models.loading import DTYPES, _register
+from mlatui.models.mx_typed import flat_arrays
 from mlatui.run.engine_dist import DistRun
 
 CHECKPOINT_LAYERS = {"deepseek-v3": 61}  # the real model, beside the scenario's 8-layer build
@@ -25,7 +24,7 @@ def lazy_bytes(config: dict, dtype: str, bits: int | None) -> int:
     model.set_dtype(DTYPES[dtype])
     if bits:
         quantize(model, bits)
-    return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    return sum(v.nbytes for _, v in flat_arrays(model.parameters()))
 
 
 def rows(name: str):
@@ -43,7 +42,7 @@ def rows(name: str):
     for c in configs:
         e = estimate(c, dtype, lazy_bytes(c, dtype, bits), context, device=(None, "-"))
         row = [f"{name}, {c['num_hidden_layers']} layers, {f'{bits}-bit' if bits else dtype}"]
-        row += [context, size(e.total_bytes)]
+        row += [str(context), size(e.total_bytes)]
         for n in (2, 4):
             for mode in (ShardMode.TENSOR, ShardMode.PIPELINE):
                 row.append(

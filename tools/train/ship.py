@@ -63,9 +63,7 @@ def install_folder(run: Path, data: Path, name: str, source: str | None = None) 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--run", type=Path, required=True, help="the --out folder of tools.train.train"
-    )
+    p.add_argument("--run", type=Path, required=True, help="the --out folder of tools.train.train")
     p.add_argument(
         "--data", type=Path, required=True, help="the --out folder of tools.train.prepare"
     )
