@@ -133,14 +133,17 @@ async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
     from widgets.app import MlatuiApp
 
     class PausesAfterTwoEstimates(ReplaySource):
-        """Stops itself mid-run, however late the UI drains it on a loaded host."""
+        """Stops itself mid-run, however late or early the UI drains it: once estimates of two
+        (phase, context) cells are out, the dashboard's own key."""
 
-        seen = 0
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.seen: set[tuple[str, int]] = set()
 
         def drain(self):
             out = super().drain()
-            self.seen += sum(isinstance(e, Estimate) for e in out)
-            if self.seen >= 2:
+            self.seen |= {(e.phase, e.context) for e in out if isinstance(e, Estimate)}
+            if len(self.seen) >= 2:
                 self.pause()
             return out
 
