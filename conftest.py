@@ -4,10 +4,34 @@
   `pytest -m "not system"` keeps them out as the plain `pytest` does.
 - `system` tests start a tool, a child process, a whole engine run, a model load or a long
   session of the whole app; the modules below are marked as a whole, and a test elsewhere can
-  carry `@pytest.mark.system` itself. `pytest -m "not system"` is the quick loop for development."""
+  carry `@pytest.mark.system` itself. `pytest -m "not system"` is the quick loop for development.
+- With pytest-xdist installed (the dev extra), the whole suite (`pytest` with no paths) runs on two
+  workers, a test file per worker at a time (module fixtures stay shared): many tests wait on
+  child processes and timers, so two workers on two cores nearly halve the wall time. Paths on
+  the command line, `-n N` or `-p no:xdist` choose otherwise."""
 
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
+import os
+
 import pytest
+
+WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own reading of -n
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if (
+        whole_suite
+        and config.pluginmanager.hasplugin("xdist")
+        and config.getoption("numprocesses", None) is None
+        and not config.getoption("collectonly")
+        and not config.getoption("usepdb")
+        and "PYTEST_XDIST_WORKER" not in os.environ
+    ):
+        config.option.numprocesses = WORKERS
+        config.option.dist = "loadfile"
+
 
 SYSTEM_MODULES = {
     # child processes: the CLI, signals, mlx.launch, pip, the static checkers

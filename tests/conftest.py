@@ -1,4 +1,6 @@
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
+import os
+
 import pytest
 import static_checks
 
@@ -12,7 +14,10 @@ def tiny_checkpoint(tmp_path):
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the static checkers now when their test is selected: they overlap the other tests."""
+    """Start the static checkers now when their test is selected: they overlap the other tests.
+    Under pytest-xdist the worker that runs the test starts them itself (the others run tests)."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
     if any(
         item.nodeid.endswith("test_mypy_lint_imports_and_ruff_find_nothing")
         for item in session.items
