@@ -18,7 +18,7 @@ while the forecast is over budget):
 5. decode blocks of 8 tokens instead of 16 or more (a block's length changes how many verify
    steps it holds, not the rounds the CIs and the L = 1 check are made of);
 6. the sweep's rounds go down to 5 and a tune's or decode's rounds of blocks to 6, then all to 4
-   (session 13: sweep rounds cut before the blocks, 4 rounds left a 100 s launch at 63 s with
+   (with sweep rounds cut before the blocks, 4 rounds left a 100 s launch at 63 s with
    every L = 1 check undecided; a tune's speedup CI over 4 rounds spans most of their range);
 7. the sweep drops its largest contexts down to two (two still show it growing), again keeping
    a tune's;

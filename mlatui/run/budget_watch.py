@@ -55,7 +55,7 @@ def agreed(
 @dataclass
 class BudgetWatch:
     """The budget after its first plan. The probe runs for seconds; the host may slow down
-    minutes later (session 12: the L = 1 step at 2K went from 31 to 51 ms, and a setting the
+    minutes later (on a 2-core VM the L = 1 step at 2K went from 31 to 51 ms, and a setting the
     plan expected to be rejected by bound ran its blocks: 178 s on a 100 s budget). So every
     timed event of the run is folded into the probe's cost table, and before each later phase
     the phases still to run are forecast again on what this device did, and scaled down by the
