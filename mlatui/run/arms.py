@@ -388,14 +388,14 @@ class CacheRounds(StrEnum):
     """What the sampler does to the arms' caches between rounds (MLATUI_CACHE_ROUNDS)."""
 
     SWAP = "swap"  # the arms exchange caches: every buffer serves both arms equally often
-    COPY = "copy"  # each arm gets fresh copies (session 5's scheme; a diagnostic now)
+    COPY = "copy"  # each arm gets fresh copies (a diagnostic)
     OFF = "off"  # one copy per arm per context (a diagnostic)
 
 
 def cache_rounds() -> CacheRounds:
     """MLATUI_CACHE_ROUNDS (default swap). The swap is why: on the 2-core CPU an A/A's cells
     carried offsets of -8% to +4% whose 95% CIs excluded 1.00 (15% of cells with fresh copies,
-    18% with one copy per context, 2% with the swap; docs/performance.md). Fresh copies made in
+    18% with one copy per context, 2% with the swap; docs/method.md). Fresh copies made in
     alternating order recycle the allocator's buffers so that each arm keeps a buffer of its own
     (stock {Z, X}, patched {X, Y}); exchanging the caches gives each buffer to both arms."""
     raw = os.environ.get("MLATUI_CACHE_ROUNDS", "swap").strip().lower()
