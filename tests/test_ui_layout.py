@@ -13,7 +13,7 @@ from mlatui.views.verdict_strip import verdict_parts
 from widgets.app import MlatuiApp
 from widgets.render import validity_summary
 
-# a fixed recording (session 2's demo): the strings below are read from it
+# a fixed recording (a full default run, schema 3): the strings below are read from it
 DEMO = Path(__file__).parents[1] / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60)]
 

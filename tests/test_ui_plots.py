@@ -26,7 +26,7 @@ from widgets.keybar import Hint, fit_hints
 from widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
 from widgets.stepchart import chart_lines
 
-# a fixed recording (session 2's demo): the strings below are read from it
+# a fixed recording (a full default run, schema 3): the strings below are read from it
 DEMO = Path(__file__).parents[1] / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
 
 
