@@ -14,7 +14,7 @@ from widgets.app import MlatuiApp
 from widgets.render import validity_summary
 
 # a fixed recording (a full default run, schema 3): the strings below are read from it
-DEMO = Path(__file__).parents[1] / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
+DEMO = Path(__file__).parents[1] / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60)]
 
 

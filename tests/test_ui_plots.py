@@ -27,7 +27,7 @@ from widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
 from widgets.stepchart import chart_lines
 
 # a fixed recording (a full default run, schema 3): the strings below are read from it
-DEMO = Path(__file__).parents[1] / "docs" / "data" / "issue10" / "cpu-default-full.jsonl"
+DEMO = Path(__file__).parents[1] / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
 
 
 def state_of(events) -> DashboardState:
