@@ -45,7 +45,7 @@ async def test_the_verdict_keeps_its_ci_and_both_d2_figures_on_the_first_page(tm
         text = "\n".join(lines)
         assert "ms, lower is better" in text and "252" in text  # the key figure, its points
         assert "✓ every checked context valid" in text  # the L = 1 summary
-        assert "phase 2/2 tune" in header and "run completed" in header  # not wrapped over
+        assert "run completed" in header  # the progress line is not wrapped over
 
 
 async def test_the_arm_panes_medians_are_the_exported_tables(tmp_path):
