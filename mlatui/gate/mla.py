@@ -43,11 +43,13 @@ from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of 
     FormulaPolicy,
     GatePolicy,
     Geometry,
+    InstalledPolicy,
     as_policy,
     max_absorbed_queries,
 )
 
 ABSORBED_FLAG = "_mlatui_absorbed"
+INSTALLED_WANTED = "_mlatui_installed_wanted"
 
 
 class PatchError(RuntimeError):
@@ -176,9 +178,13 @@ def _rewrite(cls: type, name: str) -> tuple[types.FunctionType, GateForm] | None
     decide = ast.parse(
         f"{flag}, {mask_target} = self._mlatui_gate({gate.length_name}, {latent}, {mask_arg}, _mlatui_installed)"
     ).body[0]
+    # the installed condition is evaluated only for the installed policy: the other policies
+    # decide on their own, and this runs inside every timed step
+    wanted = ast.Attribute(ast.Name("self", ast.Load()), INSTALLED_WANTED, ast.Load())
+    installed = ast.IfExp(wanted, copy.deepcopy(gate.decision), ast.Constant(False))
     for n in ast.walk(decide):
         if isinstance(n, ast.Call):
-            n.args[-1] = copy.deepcopy(gate.decision)
+            n.args[-1] = installed
     if gate.flag_assign is not None:
         parent, index = _parent_of(fn, gate.flag_assign)
         parent[index] = decide
@@ -334,6 +340,7 @@ def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
         policy.bind(geometry)
         attn.__class__ = cls
         attn.__dict__["_mlatui_gate_state"] = _GateState(geometry, policy, counters)
+        attn.__dict__[INSTALLED_WANTED] = isinstance(policy, InstalledPolicy)
         if stock_cls.__name__ not in classes:
             classes.append(stock_cls.__name__)
             forms[stock_cls.__name__] = installed_form(stock_cls).value
@@ -392,6 +399,7 @@ def twin(model: M) -> M:
             for k, v in obj.__dict__.items():
                 new.__dict__[k] = v.copy() if isinstance(v, (set, Counter)) else v
             new.__dict__.pop("_mlatui_gate_state", None)
+            new.__dict__.pop(INSTALLED_WANTED, None)
             for k, v in obj.items():
                 dict.__setitem__(new, k, clone(v))
             stock = getattr(type(obj), "_mlatui_stock_class", None)
