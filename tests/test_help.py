@@ -46,11 +46,13 @@ def test_launch_help_names_the_recording_path_and_the_live_keys(capsys):
     out = capsys.readouterr().out
     assert f"{runs_dir()}/run-<date>-<time>-<pid>.jsonl" in out
     keys = out[out.index("keys in the dashboard:") :]
-    for k in KEYS:
-        assert (f"  {k.key} " in keys) != k.replay_only, k  # replay-only keys are not listed
+    for k in KEYS:  # replay-only keys are not listed (`+` is a key of both, for two things)
+        assert (f"  {k.key} " in keys and k.description in keys) != k.replay_only, k
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
-    assert "seek back" in capsys.readouterr().out
+    keys = capsys.readouterr().out
+    assert "seek back" in keys
+    assert all(k.description not in keys for k in KEYS if k.live_only)
 
 
 def test_the_key_table_agrees_with_the_app_bindings():

@@ -11,6 +11,7 @@ from textual.app import App
 from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import ReplaySource, Source
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.more_offer import more_offer
 from mlatui.views.report import SUMMARY_EVENT_TYPES
 from widgets.controls import KEY_BINDINGS, ControlsMixin
 from widgets.messages import RunFailed, RunFinished
@@ -101,6 +102,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             str(getattr(src, "record_path", "") or ""),
             src.finished,
             None if clock is None else time.monotonic() - clock,
+            offer=more_offer(self.dash) if getattr(src, "offer_more", False) else None,
         )
 
     def _tick(self) -> None:

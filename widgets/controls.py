@@ -27,6 +27,15 @@ KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("space", "step", "step", id="step"),
     Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster", group=SPEED),
     Binding("minus", "slower", "slower", key_display="-", id="slower", group=SPEED),
+    # the same key in a live run (speed is a replay's): more rounds of the undecided checks
+    Binding(
+        "plus,equals_sign",
+        "more_rounds",
+        "more rounds",
+        key_display="+",
+        show=False,  # the strip offers it when there is something to measure
+        id="more-rounds",
+    ),
     Binding(
         "left",
         "seek_back",
@@ -69,7 +78,29 @@ class ControlsMixin(DashboardHost):
             return self.compact
         if action == "hide_explain":
             return self.mode == "demo"
+        if action == "more_rounds":
+            return not isinstance(self.source, ReplaySource)
         return True
+
+    def action_more_rounds(self) -> None:
+        """`+` in a live run: once it has ended with undecided L = 1 checks, more rounds of them
+        on the arms still loaded; otherwise a short notice of why nothing happens."""
+        from mlatui.views.more_offer import more_offer
+
+        ask = getattr(self.source, "request_more", None)
+        offer = more_offer(self.dash)
+        if offer is None:
+            why = (
+                "+ measures more rounds once the run has ended"
+                if self.dash.status in ("waiting", "running")
+                else "+: nothing undecided (every L = 1 check is decided)"
+            )
+            self.notify(why, timeout=3)
+        elif ask is None or not ask(offer.rounds):
+            self.notify("+: this run's arms are no longer loaded", timeout=3)
+        else:
+            where = ", ".join(map(str, offer.contexts))
+            self.notify(f"measuring {offer.rounds} more rounds at {where}", timeout=3)
 
     def action_toggle_pause(self) -> None:
         if isinstance(self.source, ReplaySource):

@@ -14,6 +14,7 @@ from mlatui.stream.events import ARMS, Validity, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
+from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
 from mlatui.views.rounding import fmt_context
 from mlatui.views.verdict_strip import fit_forms, is_null_run, verdict_parts, wrap_forms
@@ -84,6 +85,7 @@ class ViewInfo:
     # replay: (fraction of the replay, phase name) of each phase start, and where the replay is
     timeline: tuple[tuple[float, str], ...] = ()
     fraction: float | None = None
+    offer: MoreOffer | None = None  # live, ended with undecided checks: what `+` would measure
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -167,6 +169,10 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
         t.append_text(line)
     t.append("\n")
     t.append_text(phase_text(state, max(20, width), view.now_s))
+    if view.offer is not None:  # its own line: the verdict above it has every column it needs
+        offer = view.offer.text if len(view.offer.text) < width else view.offer.short
+        t.append("\n")
+        t.append(offer, style="bold yellow")
     if view.timeline:
         t.append("\n")
         t.append_text(timeline_text(view, width))

@@ -185,7 +185,12 @@ def run(args: argparse.Namespace) -> int:
         claim_output(config.record, force=args.force, flag="--record")
     from mlatui.stream.sources import LiveSource, ProcessSource
 
-    source = ProcessSource(config) if args.isolate else LiveSource(config)
+    # `+`: a run that ends with undecided L = 1 checks keeps its arms for more rounds
+    source = (
+        ProcessSource(config, offer_more=True)
+        if args.isolate
+        else LiveSource(config, offer_more=True)
+    )
     from widgets.app import MlatuiApp
 
     app = MlatuiApp(source, ui_hz=args.ui_hz, out_dir=args.out_dir)

@@ -2,7 +2,8 @@
 
 Events go to the original stdout as JSONL, one flushed line each; anything else that writes to
 stdout (libraries, prints) is redirected to stderr so the event pipe stays clean. The parent
-closes our stdin to ask for a stop; SIGTERM does the same.
+closes our stdin to ask for a stop; SIGTERM does the same. With --offer-more, a `more N` line on
+stdin is the `+` key's request (mlatui.stream.control).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 import mlatui  # noqa: F401  (preloads a fast BLAS before mlx is imported)
 from mlatui.config.runconfig import RunConfig
+from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
 from mlatui.stream.sources import ENGINE, load_engine
 
@@ -24,13 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mlatui.run.child")
     parser.add_argument("--config", required=True, help="RunConfig as JSON")
     parser.add_argument("--engine", default=ENGINE, help="module:function of the engine")
+    parser.add_argument(
+        "--offer-more",
+        action="store_true",
+        help="after the run, keep the arms and read `more N` lines on stdin (the `+` key)",
+    )
     args = parser.parse_args(argv)
 
     events = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # stray prints must not corrupt the event stream
     sys.stdout = sys.stderr
 
-    stop = threading.Event()
+    stop = RunControl(args.offer_more)
     lock = threading.Lock()
     saw_end = False
 
@@ -48,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def watch_stdin() -> None:
         try:
-            while sys.stdin.buffer.read(4096):
-                pass
+            for line in sys.stdin.buffer:
+                rounds = parse_ask(line.decode("utf-8", "replace"))
+                if rounds is not None:
+                    stop.ask_more(rounds)
         except (OSError, ValueError):
             pass
         stop.set()

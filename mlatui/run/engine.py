@@ -33,8 +33,10 @@ from mlatui.run.engine_dist import DistRun
 from mlatui.run.header import header, run_settings
 from mlatui.run.notices import opening_notices
 from mlatui.run.phases.base import RunContext, Stopped
+from mlatui.run.phases.more import CheckBook, serve_more
 from mlatui.run.phases.sweep import run_sweep
 from mlatui.run.prompts import text_tokens
+from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     ErrorEvent,
     Estimate,
@@ -77,7 +79,9 @@ def run(
     """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
     stop = stop or threading.Event()
     finals: list[Estimate] = []
-    emit = _collecting(_serialized(emit), finals)
+    book = CheckBook()  # the checks as emitted: what `+` measures after the run
+    emit = book.tee(_collecting(_serialized(emit), finals))
+    end_sent = False
     t0 = time.perf_counter_ns()
     workers: dict[str, ArmWorker] = {}
     workers_all: list[ArmWorker] = []
@@ -187,6 +191,9 @@ def run(
                 "fill = random-latents is a timing-only fill for random weights; add --random-weights"
             )
         passes = NULL_PASSES if null else ((Variant.STOCK, Variant.PATCHED),)
+        # `+`: the last pass's arms stay loaded after the run's end (not under mlx.launch, whose
+        # ranks would each need the same request)
+        offering = isinstance(stop, RunControl) and stop.offer_more and dist.lockstep is None
         stock, patched = build_arms(loaded.model, gates, passes[0], sources.models)
         settings = run_settings(
             config, loaded, gates, null, [pass_name(p, null) for p in passes], fill
@@ -295,6 +302,8 @@ def run(
                 )
             if replanner is not None:  # what is left of the budget goes to what is undecided
                 replanner.finish(ctx)
+            if offering and n == len(passes) - 1:
+                break  # the arms stay for `+`; `finally` closes them
             for w in workers_all:
                 w.close()
             workers_all = []
@@ -309,6 +318,13 @@ def run(
                     )
                 )
         status = "completed"
+        if offering and ctx is not None and isinstance(stop, RunControl):
+            if sampler is not None:  # nothing is measured until a request: no samples
+                sampler.stop()
+                sampler = None
+            tag = pass_name(passes[-1], null)
+            serve_more(ctx, stop, book, tag, len(scenario.phases) * len(passes))
+            end_sent = True
     except Stopped:
         status = "interrupted"
         if not header_sent:
@@ -330,7 +346,8 @@ def run(
         for w in workers_all or workers.values():
             w.close()
         dist.close()
-    emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
+    if not end_sent:
+        emit(RunEnd(now(), status, tuple(sorted(ctx.invalid_contexts)) if ctx else ()))
     return status
 
 

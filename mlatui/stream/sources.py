@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from mlatui.config.runconfig import RunConfig
+from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
 from mlatui.stream.recorder import Recorder, parse_line
 from mlatui.stream.replay_source import ReplaySource
@@ -110,11 +111,13 @@ class LiveSource(_Buffered):
         config: RunConfig,
         engine: Engine | None = None,
         record: str | os.PathLike[str] | None = None,
+        offer_more: bool = False,
     ):
         super().__init__(record if record is not None else config.record)
         self.config = config
         self._engine = engine
-        self._stop = threading.Event()
+        # offer_more: the engine keeps its arms after the run ends, for `+` (request_more)
+        self._stop = RunControl(offer_more)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -147,12 +150,26 @@ class LiveSource(_Buffered):
         self._close_recorder()
 
     @property
+    def offer_more(self) -> bool:
+        return self._stop.offer_more
+
+    def request_more(self, rounds: int) -> bool:
+        """Ask the ended run for `rounds` more rounds of its undecided checks; False when the
+        engine is not waiting for one."""
+        if not (self._stop.offer_more and self.alive and self._saw_end):
+            return False
+        self._stop.ask_more(rounds)
+        return True
+
+    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     @property
     def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive() and not self._buffer
+        # with offer_more the engine outlives its RunEnd, waiting for `+`: the run has ended
+        ended = self._saw_end if self._stop.offer_more else not self.alive
+        return self._thread is not None and ended and not self._buffer
 
 
 class ProcessSource(_Buffered):
@@ -167,10 +184,12 @@ class ProcessSource(_Buffered):
         engine: str = ENGINE,
         record: str | os.PathLike[str] | None = None,
         env: dict[str, Any] | None = None,
+        offer_more: bool = False,
     ):
         super().__init__(record if record is not None else config.record)
         self.config = config
         self.engine = engine
+        self.offer_more = offer_more
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_tail: deque[str] = deque(maxlen=50)
@@ -187,6 +206,7 @@ class ProcessSource(_Buffered):
             self.engine,
             "--config",
             self.config.to_json(),
+            *(["--offer-more"] if self.offer_more else []),
         ]
         self.proc = proc = subprocess.Popen(
             cmd,
@@ -269,18 +289,31 @@ class ProcessSource(_Buffered):
                     pass
         self._close_recorder()
 
+    def request_more(self, rounds: int) -> bool:
+        """As LiveSource.request_more, as a line on the child's stdin."""
+        proc = self.proc
+        if not (self.offer_more and self.alive and self._saw_end) or proc is None:
+            return False
+        try:
+            if proc.stdin is None:
+                return False
+            proc.stdin.write(f"{MORE_LINE} {int(rounds)}\n")
+            proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     @property
     def finished(self) -> bool:
-        return (
-            self.proc is not None
-            and self.proc.poll() is not None
-            and all(not th.is_alive() for th in self._threads)
-            and not self._buffer
-        )
+        if self.proc is None or self._buffer:
+            return False
+        if self.offer_more and self._saw_end:  # the child waits for `+` after its RunEnd
+            return True
+        return self.proc.poll() is not None and all(not th.is_alive() for th in self._threads)
 
 
 __all__ = [

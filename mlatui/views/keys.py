@@ -13,6 +13,7 @@ class Key:
     description: str
     id: str  # the binding id (remap with App.set_keymap)
     replay_only: bool = False
+    live_only: bool = False
 
 
 KEYS = (
@@ -20,6 +21,9 @@ KEYS = (
     Key("space", "single step to the next event that changes the screen", "step", replay_only=True),
     Key("+", "replay faster", "faster", replay_only=True),
     Key("-", "replay slower", "slower", replay_only=True),
+    Key(
+        "+", "a run that ended undecided: measure more L = 1 rounds", "more-rounds", live_only=True
+    ),
     Key("←", "seek back", "seek-back", replay_only=True),
     Key("→", "seek forward", "seek-forward", replay_only=True),
     Key("home", "go to the recording's start", "seek-home", replay_only=True),
@@ -35,7 +39,7 @@ KEYS = (
 
 
 def keys_epilog(replay: bool) -> str:
-    rows = [k for k in KEYS if replay or not k.replay_only]
+    rows = [k for k in KEYS if not (k.live_only if replay else k.replay_only)]
     width = max(len(k.key) for k in rows)
     return "keys in the dashboard:\n" + "\n".join(
         f"  {k.key:<{width}}  {k.description}" for k in rows

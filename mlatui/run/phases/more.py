@@ -1,0 +1,165 @@
+"""`+` after a run: more rounds of L = 1 quads at the contexts whose check ended undecided, on the
+arms still loaded, in the same recording.
+
+A noisy host often ends a run with inconclusive checks and so with no verdict. Both arms take the
+same branch at L = 1, so more paired quads at the same context narrow the same ratio's CI: each
+`+` is a phase of its own (a PhaseStart of kind `l1`, its steps, its estimates), after which every
+check at a measured context is decided again on all the L = 1 quads the run measured there (as
+the budget's spending does, mlatui.run.budget_spend) and emitted as a new Validity of its phase and
+context, which the dashboard folds in place of the old one; then a new RunEnd.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
+from mlatui.measure.plans import plan_for, sweep_segments
+from mlatui.run.phases.base import ProgressTracker, RunContext, sample_steps, share_context
+from mlatui.stream.control import RunControl
+from mlatui.stream.events import (
+    ARMS,
+    Basis,
+    Event,
+    LogMessage,
+    PhaseStart,
+    PhaseSummary,
+    RunEnd,
+    Validity,
+)
+from mlatui.views.more_offer import (
+    MORE_KIND,
+    more_phase,
+    more_phase_name,
+    undecided_checks,
+)
+
+
+class CheckBook:
+    """The run's latest L = 1 check per (phase, context) and each phase's kind, as emitted."""
+
+    def __init__(self) -> None:
+        self.validity: dict[tuple[str, int], Validity] = {}
+        self.kinds: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def tee(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        def both(e: Event) -> None:
+            with self._lock:  # the memory sampler emits from its own thread
+                if isinstance(e, Validity):
+                    self.validity[(e.phase, e.context)] = e
+                elif isinstance(e, PhaseStart):
+                    self.kinds[e.phase] = e.kind
+            emit(e)
+
+        return both
+
+    def undecided(self, last_pass: str) -> list[Validity]:
+        with self._lock:
+            return undecided_checks(dict(self.validity), dict(self.kinds), last_pass)
+
+
+def serve_more(
+    ctx: RunContext,
+    control: RunControl,
+    book: CheckBook,
+    last_pass: str,
+    phases_before: int,
+) -> None:
+    """The run has ended: its RunEnd, then each `+` request's rounds, each followed by a new
+    RunEnd, until the stop flag is set (quit). A request with nothing undecided is said in the
+    log and measures nothing."""
+
+    def end() -> None:
+        ctx.emit(RunEnd(ctx.now(), "completed", tuple(sorted(ctx.invalid_contexts))))
+
+    end()
+    asked = 0
+    while not control.is_set():
+        rounds = control.next_ask()
+        if rounds is None or control.is_set():
+            continue
+        checks = book.undecided(last_pass)
+        if not checks or rounds < 1:
+            ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
+            continue
+        asked += 1
+        more_rounds(ctx, checks, rounds, asked, phases_before)
+        end()
+
+
+def more_rounds(
+    ctx: RunContext, checks: list[Validity], rounds: int, asked: int, phases_before: int
+) -> list[Validity]:
+    """`rounds` rounds of L = 1 quads at each of the checks' contexts (one phase), then every
+    check there decided again on all the run's L = 1 quads at its context: its new Validity."""
+    name = more_phase_name(asked)
+    contexts = sorted({v.context for v in checks})
+    shapes = {c: more_phase(name, c, rounds) for c in contexts}
+    plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
+    planned = sum(p.timed_calls() for p in plans.values())
+    segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
+    index = phases_before + asked - 1
+    ctx.emit(
+        PhaseStart(
+            ctx.now(), name, MORE_KIND, index, index + 1, planned, tuple(contexts), tuple(segments)
+        )
+    )
+    progress = ProgressTracker(ctx, name, planned)
+    out: list[Validity] = []
+    said: list[str] = []
+    for context in contexts:
+        ctx.check_stop()
+        text = ctx.tokens_for(context + 1)
+        length = share_context(ctx, text[:context])
+        sample_steps(ctx, name, length, text[length:], plans[context], progress, interim=False)
+        here = [v for v in checks if v.context == context]
+        new = _decide_again(ctx, name, here, length)
+        out += new
+        said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
+    ctx.emit(PhaseSummary(ctx.now(), name, MORE_KIND, (), "; ".join(said)))
+    return out
+
+
+def _decide_again(
+    ctx: RunContext, phase: str, checks: list[Validity], length: int
+) -> list[Validity]:
+    timings = ctx.pooled_l1(length)
+    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase, "more", length))
+    if ratio is None:
+        return []
+    tolerance = checks[0].tolerance_pct
+    outcome = control_outcome(ratio, tolerance)
+    total = len({t.round for t in timings})
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info" if outcome is Outcome.VALID else "warning",
+            f"{phase}: {', '.join(v.phase for v in checks)} @ {length}: on all {total} rounds of "
+            f"L = 1 quads this run measured there: {ratio.median:.3f} [{ratio.low:.3f}, "
+            f"{ratio.high:.3f}], {outcome.value}",
+        )
+    )
+    out = []
+    for v in checks:
+        new = replace(
+            v,
+            t=ctx.now(),
+            valid=outcome is Outcome.VALID,
+            outcome=outcome.value,
+            basis=Basis.OWN,
+            diff_pct=(ratio.median - 1) * 100,
+            ratio=ratio.median,
+            ratio_low=ratio.low,
+            ratio_high=ratio.high,
+            rounds=total,
+        )
+        if new.valid:
+            ctx.left_out.discard((v.phase, v.context))
+        else:
+            ctx.left_out.add((v.phase, v.context))
+        ctx.emit(new)
+        out.append(new)
+    return out
