@@ -14,6 +14,7 @@ from mlatui.models.mlatui_mla import Model, ModelArgs
 from mlatui.run.arms import Gates, Variant, build_arms, sparse_layers
 from mlatui.run.engine import run
 from mlatui.stream.events import Estimate, PhaseSummary, RunHeader, Step, Validity
+from mlatui.views.dashboard_state import DashboardState
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 
@@ -295,3 +296,14 @@ def test_arm_labels_name_what_ran_in_each_slot():
     assert arm_label("patched", "sweep/aa-patched") == "B (patched)"
     assert aa_variant("sweep") is None and aa_variant("sweep/aa-patched") == "patched"
     assert aa_variant("tune/aa-") is None
+
+
+def test_an_aa_runs_log_names_the_slots_a_and_b(null_run):
+    """Each A/A pass runs one variant in both slots: no log line calls a slot stock or patched."""
+    events = null_run[1]
+    state = DashboardState()
+    state.apply_all(events)
+    lines = [m for _, _, m in state.log]
+    assert any("A/A: slots A and B both run stock" in m for m in lines)
+    for m in lines:
+        assert not any(w in m for w in ("stock slot", "patched slot", "patched arm")), m

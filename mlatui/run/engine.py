@@ -31,7 +31,7 @@ from mlatui.run.arms import Arm, ArmWorker, Baton, Variant, build_arms
 from mlatui.run.draft_factory import draft_factories, hidden_reader, install_drafts
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.header import header, run_settings
-from mlatui.run.notices import opening_notices
+from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped
 from mlatui.run.phases.more import CheckBook, serve_more
 from mlatui.run.phases.sweep import run_sweep
@@ -221,24 +221,8 @@ def run(
         notices = opening_notices(
             loaded, scenario, patched.report, longest, fit_notes, fit_warnings, null, fill
         )
-        arms_said = settings["arms"]
-        notices.insert(
-            0,
-            (
-                "info",
-                f"runtime: {runtime.describe()} · arms: stock slot = {arms_said['stock']['label']}"
-                f" · patched slot = {arms_said['patched']['label']}",
-            ),
-        )
-        for slot in ("stock", "patched"):  # a source tree whose gate mlatui cannot count
-            if arms_said[slot].get("counters"):
-                notices.append(
-                    (
-                        "warning",
-                        f"{slot} slot ({arms_said[slot]['label']}): {arms_said[slot]['counters']};"
-                        " it runs as the tree wrote it",
-                    )
-                )
+        first, uncounted = arms_notices(runtime.describe(), settings["arms"], null)
+        notices = [first, *notices, *uncounted]
         for level, text in notices:
             emit(LogMessage(now(), level, text))
         from mlatui.host.memory import MemorySampler

@@ -19,6 +19,38 @@ RANDOM_LATENTS_WARNING = (
 )
 
 
+def arms_notices(
+    runtime: str, arms: dict, null: bool
+) -> tuple[tuple[str, str], list[tuple[str, str]]]:
+    """The runtime and what each arm slot runs (first in the log); a warning for each slot
+    whose source tree's gate mlatui cannot count. An A/A names the slots A and B: each pass runs
+    one variant in both, so 'stock slot' / 'patched slot' would name what did not run there."""
+    label = {slot: arms[slot]["label"] for slot in ("stock", "patched")}
+    if null:
+        said = (
+            f"runtime: {runtime} · A/A: slots A and B both run stock = {label['stock']} "
+            f"(pass aa-stock), then both patched = {label['patched']} (pass aa-patched)"
+        )
+    else:
+        said = (
+            f"runtime: {runtime} · arms: stock slot = {label['stock']} · patched slot = "
+            + label["patched"]
+        )
+    uncounted = []
+    for slot in ("stock", "patched"):  # a source tree whose gate mlatui cannot count
+        if arms[slot].get("counters"):
+            name = (
+                f"the {slot} variant (slots A and B of pass aa-{slot})" if null else f"{slot} slot"
+            )
+            uncounted.append(
+                (
+                    "warning",
+                    f"{name} ({label[slot]}): {arms[slot]['counters']}; it runs as the tree wrote it",
+                )
+            )
+    return ("info", said), uncounted
+
+
 def opening_notices(
     loaded: Loaded,
     scenario: Scenario,
@@ -47,7 +79,9 @@ def opening_notices(
     warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
     notices += [("info", fact) for fact in indexer_notices(loaded.model)]  # a runtime's own indexer
     notices += [("warning", w) for w in warnings]
-    notices.append(("info", f"patched arm: {report.summary()}"))
+    # an A/A's first pass runs the stock variant in both slots: say so, not "patched arm"
+    who = "slots A and B (aa-stock pass, then aa-patched)" if null else "patched arm"
+    notices.append(("info", f"{who}: {report.summary()}"))
     if null:
         notices.append(("info", NULL_NOTICE))
     if fill == "random-latents":
