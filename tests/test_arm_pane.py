@@ -1,0 +1,23 @@
+"""The arm panes say what they cannot know: a source tree's gate that mlatui cannot count shows
+"not counted", never zero calls."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlatui.views.dashboard_state import DashboardState
+from tests.ui_events import header
+from widgets.arm import gate_line
+
+
+def _state(arms: dict) -> DashboardState:
+    state = DashboardState()
+    state.apply(replace(header(), settings={"arms": arms}))
+    return state
+
+
+def test_an_uncounted_source_arm_says_not_counted():
+    state = _state({"stock": {"label": "mlx-lm"}, "patched": {"counters": "no counters"}})
+    assert "not counted" in gate_line(state, "patched", False).plain
+    counted = gate_line(state, "stock", False).plain
+    assert "absorbed 0 · materialised 0" in counted and "not counted" not in counted
