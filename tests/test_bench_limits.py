@@ -72,3 +72,27 @@ def test_the_observer_bench_has_a_default_time_limit():
     parser = argparse.ArgumentParser()
     bench_observer.configure(parser)
     assert parser.parse_args([]).max_seconds == bench_observer.DEFAULT_MAX_SECONDS <= 120
+
+
+def test_every_bench_subcommand_has_a_time_limit_of_about_two_minutes_by_default():
+    import argparse
+
+    from mlatui.commands import (
+        bench_attention,
+        bench_context_pair,
+        bench_decode_parity,
+        bench_indexer,
+        bench_observer,
+    )
+
+    cases = {
+        bench_attention: ["--family", "deepseek_v3"],
+        bench_context_pair: [],
+        bench_decode_parity: [],
+        bench_indexer: [],
+        bench_observer: [],
+    }
+    for module, argv in cases.items():
+        parser = argparse.ArgumentParser()
+        module.configure(parser)
+        assert 0 < parser.parse_args(argv).max_seconds <= 120, module.__name__

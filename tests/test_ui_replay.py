@@ -65,3 +65,29 @@ async def test_home_and_end_and_one_clock(tmp_path):
         header = app.query_one("#header").content().plain
         at = float(re.search(r"REPLAY ×1 ([\d.]+)/", header).group(1))
         assert at < 5.0
+
+
+async def test_a_paused_replay_holds_one_clock_for_header_elapsed_eta_and_log(tmp_path):
+    """Mid-run and paused: the header's position and the elapsed time agree within a second, the
+    log has nothing past that position, and none of them, nor the ETA, moves with the wall
+    clock."""
+    app = MlatuiApp(ReplaySource(DEMO, speed=1.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause(0.1)
+        app.source.seek_to(app.source.duration_s / 2)
+        await pilot.press("p")
+        await pilot.pause(0.3)
+
+        def clocks() -> tuple[float, float, str]:
+            header = app.query_one("#header").content().plain
+            at = float(re.search(r"REPLAY ×1 ([\d.]+)/", header).group(1))
+            elapsed = _seconds(re.search(r"elapsed (\S+)", header).group(1))
+            eta = re.search(r"ETA [^·\n]+", header)
+            return at, elapsed, eta.group(0) if eta else ""
+
+        at, elapsed, eta = clocks()
+        assert app.dash.status == "running" and eta, eta  # mid-run: an ETA is shown
+        log_t = app.dash.log[-1][0]  # the log shows nothing the replay has not reached
+        assert abs(elapsed - at) <= 1.0 and log_t <= at + 1e-6, (at, elapsed, log_t)
+        await pilot.pause(1.5)
+        assert clocks() == (at, elapsed, eta)  # the wall clock moved; the replay's did not
