@@ -25,6 +25,7 @@ from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
 from mlatui.stream.sources import LiveSource
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.more_offer import MORE_KIND, more_offer
+from mlatui.views.report import summary_markdown
 from mlatui.views.verdict_strip import verdict_line
 from tests.tiny_scenario import tiny_with_phase
 
@@ -97,6 +98,8 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         assert offer.seconds > 0  # from this run's own step costs
 
         control.ask_more(ROUNDS)
+        _wait(events, lambda ev: any(isinstance(e, Step) and e.phase == "more" for e in ev))
+        assert _fold(events).status == "running"  # measuring again: not "done" on screen
         _wait(events, lambda ev: len(_ends(ev)) == 2)
         after = _fold(events)
         start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == MORE_KIND)
@@ -110,6 +113,7 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         assert after.status == "completed" and _ends(events)[-1].invalid_contexts == ()
         assert more_offer(after) is None
         assert "Δ2 @ 64" in verdict_line(after)  # the verdict refolded, decided
+        assert "Run completed." in summary_markdown(events)  # the last end: nothing left out
 
         control.ask_more(ROUNDS)  # nothing is undecided now: said, nothing measured
         _wait(events, lambda ev: any(isinstance(e, LogMessage) and "+: no" in e.message for e in ev))

@@ -114,6 +114,8 @@ class DashboardState(DecodeFold):
         return f"budget {b.budget_s:.0f} s" + (": scaled down, see log" if b.changes else "")
 
     def _on_phase_start(self, e: PhaseStart) -> None:
+        if self.status == "completed":  # `+`: an ended run measures again, then ends again
+            self.status = "running"
         self.phase = PhaseView(e.phase, e.kind, e.index, e.total_phases, 0, e.planned_steps)
         self.phase_kinds[e.phase] = e.kind
         for arm in self.arms.values():

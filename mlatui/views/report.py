@@ -112,7 +112,8 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
     drifts = [e for e in events if isinstance(e, DriftEvent)]
     if drifts:
         parts += [drift_line(drifts), ""]
-    end = next((e for e in events if isinstance(e, RunEnd)), None)
+    # the last: a run that measured more after it ended (`+`) ends again
+    end = next((e for e in reversed(events) if isinstance(e, RunEnd)), None)
     if end:
         parts.append(
             f"Run {end.status}"
