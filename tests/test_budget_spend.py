@@ -13,6 +13,7 @@ from mlatui.run import budget_spend, budget_watch
 from mlatui.run.budget_spend import extra_check_phase
 from mlatui.run.budget_watch import BudgetWatch
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
+from mlatui.stream.interval import Interval
 from mlatui.views.progress import RunProgress
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
@@ -49,7 +50,9 @@ def _costs() -> RunProgress:
 
 def _check(phase: str, context: int, outcome: str = "inconclusive") -> Validity:
     ok = outcome == "valid"
-    return Validity(1.0, phase, context, 20.0, 20.1, 0.5, 2.0, ok, outcome, 1.005, 0.97, 1.03, 8)
+    return Validity(
+        1.0, phase, context, 20.0, 20.1, 0.5, 2.0, ok, outcome, Interval(1.005, 0.97, 1.03, 8), 8
+    )
 
 
 def _watch(ctx: FakeCtx, budget_s: float, predicted_s: float = 50.0) -> BudgetWatch:

@@ -271,19 +271,19 @@ def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     v = decode_validity(
         ctx, phase, 1024, synced_ok, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07)
     )
-    assert v.valid and v.outcome == "valid" and v.ratio == 1.003
+    assert v.valid and v.outcome == "valid" and v.ratio.median == 1.003
     assert 1024 not in ctx.invalid_contexts
     assert any("plain decode stock/patched 1.020" in getattr(e, "message", "") for e in events)
     # blocks show a real arm difference (CI wholly above +2%): invalid, with the blocks' ratio
     ctx, events = _validity_ctx()
     v = decode_validity(ctx, phase, 1024, synced_ok, _estimates(Outcome.INVALID, 1.08, 1.05, 1.11))
-    assert not v.valid and v.outcome == "invalid" and v.ratio == 1.08
+    assert not v.valid and v.outcome == "invalid" and v.ratio.median == 1.08
     assert 1024 in ctx.invalid_contexts
     # ... but not from 4 rounds of blocks: that bootstrap is too narrow to veto on
     ctx, events = _validity_ctx()
     few = _estimates(Outcome.INVALID, 1.09, 1.09, 1.12, rounds=4)
     v = decode_validity(ctx, phase, 1024, synced_ok, few)
-    assert v.valid and v.ratio == 1.003
+    assert v.valid and v.ratio.median == 1.003
     # synced steps undecided: inconclusive, whatever the blocks say
     ctx, events = _validity_ctx()
     synced_open = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.99, 1.03)
@@ -341,7 +341,7 @@ def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context
     blocks = _estimates(Outcome.INCONCLUSIVE, 1.0, 0.95, 1.05)
     v = decode_validity(ctx, phase, 1024, verify, blocks)
     assert v.outcome == "valid" and v.rounds == 46
-    assert 0.98 < v.ratio_low and v.ratio_high < 1.02
+    assert 0.98 < v.ratio.low and v.ratio.high < 1.02
     assert any("rounds of L = 1 quads" in getattr(e, "message", "") for e in events)
     v = decode_validity(ctx, dc_replace(phase, contexts=(2000,)), 2000, verify, blocks)
     assert v.outcome == "inconclusive"  # one run only at 2000: nothing to pool

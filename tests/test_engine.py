@@ -118,11 +118,11 @@ def test_tune_phase_reports_every_depth(tiny_run):
             assert all(sum(b.emitted) == b.tokens for b in mine)
             assert r.counts["accepted_tokens"] == sum(sum(b.accepted) for b in mine)
             assert r.verify_ms_median and r.verify_ms_median > 0
-            assert r.tok_s_low <= r.tok_s <= r.tok_s_high
-            assert r.vs_plain_low <= r.vs_plain <= r.vs_plain_high
+            assert r.tok_s.low <= r.tok_s.median <= r.tok_s.high
+            assert r.vs_plain.low <= r.vs_plain.median <= r.vs_plain.high
             assert len(r.acceptance_conditional) == depth == len(r.acceptance_by_position)
         else:
-            assert r.runtime == "mlx_lm.generate_step" and r.vs_plain == 1.0
+            assert r.runtime == "mlx_lm.generate_step" and r.vs_plain.median == 1.0
     # same synthetic draws in both arms: identical acceptance
     assert results[("stock", 2)].counts == results[("patched", 2)].counts
     # the synthetic draft accepts each reached position with probability 0.75
@@ -226,7 +226,7 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
     assert verdicts and not any(v.valid for v in verdicts)
     assert all(v.outcome == "invalid" for v in verdicts)
     assert all(v.patched_l1_ms > 1.3 * v.stock_l1_ms for v in verdicts)
-    assert all(v.ratio_high < 0.98 for v in verdicts)  # stock/patched CI wholly below 1 - 2%
+    assert all(v.ratio.high < 0.98 for v in verdicts)  # stock/patched CI wholly below 1 - 2%
     sweep = next(e for e in events if isinstance(e, PhaseSummary) and e.kind == "sweep")
     assert not any(r["valid"] for r in sweep.rows)
     assert "no valid context" in sweep.verdict

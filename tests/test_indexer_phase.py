@@ -21,6 +21,7 @@ from mlatui.models.indexer import Indexer
 from mlatui.run.engine import run
 from mlatui.run.phases.indexer_sites import parity_tolerance
 from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
+from mlatui.stream.interval import Interval
 from mlatui.views import export
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import key_figure
@@ -216,7 +217,7 @@ def test_the_indexer_check_never_leaves_out_a_sweep_context(monkeypatch, tmp_pat
     )
     assert status == "completed"
     check = next(e for e in events if isinstance(e, Validity))
-    assert check.phase == "indexer" and check.outcome == "invalid" and check.ratio_low > 1.02
+    assert check.phase == "indexer" and check.outcome == "invalid" and check.ratio.low > 1.02
     assert events[-1].invalid_contexts == ()
     assert _summary(events).verdict == "no valid context; 320: excluded (S=1 check invalid)"
 
@@ -311,7 +312,19 @@ def _synthetic(indexer_outcome: str) -> list:
     sweep_rows += [row("marginal_ms", "stock", 2, 20.0), row("marginal_ms", "patched", 2, 1.0)]
     events += [est("sweep", sweep_rows)]
     events += [
-        Validity(1.1, "sweep", 8192, 10.0, 10.0, 0.1, 2.0, True, "valid", 1.001, 0.995, 1.006, 4)
+        Validity(
+            1.1,
+            "sweep",
+            8192,
+            10.0,
+            10.0,
+            0.1,
+            2.0,
+            True,
+            "valid",
+            Interval(1.001, 0.995, 1.006, 4),
+            4,
+        )
     ]
     events += [PhaseStart(2.0, "indexer", "indexer", 1, 2, 8, (8192,))]
     for arm in ("stock", "patched"):
@@ -327,7 +340,17 @@ def _synthetic(indexer_outcome: str) -> list:
     ]
     events += [
         Validity(
-            2.3, "indexer", 8192, 0.6, 0.5, 20.0, 2.0, False, indexer_outcome, 1.2, 1.1, 1.3, 4
+            2.3,
+            "indexer",
+            8192,
+            0.6,
+            0.5,
+            20.0,
+            2.0,
+            False,
+            indexer_outcome,
+            Interval(1.2, 1.1, 1.3, 4),
+            4,
         )
     ]
     return events

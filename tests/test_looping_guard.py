@@ -19,6 +19,7 @@ from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import distinct_ngram_share, repetition_of
 from mlatui.run.phases.decode_verdict import Guard, GuardSettings, guard_warnings, tune_verdict
+from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import csv_rows
@@ -332,7 +333,7 @@ def test_a_loop_longer_than_a_block_shows_its_share_across_blocks_on_the_dashboa
     assert live == "  exact match, greedy · text ~77% distinct 4-grams (19% across blocks) looping"
     s.apply(
         DecodeResult(
-            5.0, "tune", "patched", 2048, 3, 64, 1.0, 60.0, warnings=(warning,),
+            5.0, "tune", "patched", 2048, 3, 64, 1.0, Interval(60.0, 60.0, 60.0, 0), warnings=(warning,),
             draft_kind="mtp", distinct_4gram_share=rep.within,
             distinct_4gram_share_across=rep.across, acceptance_rule="exact-match",
         )

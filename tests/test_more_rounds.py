@@ -116,7 +116,9 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         assert "Run completed." in summary_markdown(events)  # the last end: nothing left out
 
         control.ask_more(ROUNDS)  # nothing is undecided now: said, nothing measured
-        _wait(events, lambda ev: any(isinstance(e, LogMessage) and "+: no" in e.message for e in ev))
+        _wait(
+            events, lambda ev: any(isinstance(e, LogMessage) and "+: no" in e.message for e in ev)
+        )
         assert sum(isinstance(e, PhaseStart) and e.kind == MORE_KIND for e in events) == 1
     finally:
         control.set()
@@ -160,3 +162,45 @@ async def test_plus_in_the_dashboard_measures_more_rounds(forced, tmp_path):
     assert not src.alive
     kinds = [line for line in (tmp_path / "live.jsonl").read_text().splitlines() if '"l1"' in line]
     assert kinds  # the `+` phase is in the same recording
+
+
+def test_an_isolated_run_takes_the_request_over_its_stdin(tmp_path):
+    import os
+    from pathlib import Path
+
+    from mlatui.stream.sources import ProcessSource
+
+    env = dict(os.environ)
+    here = str(Path(__file__).parent)
+    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
+    src = ProcessSource(
+        RunConfig(),
+        engine="more_engine:engine",
+        record=tmp_path / "r.jsonl",
+        env=env,
+        offer_more=True,
+    )
+    src.start()
+    events: list = []
+    try:
+        end = time.monotonic() + 60
+        while not src.finished:  # ended: its RunEnd read, the child still waiting
+            events += src.drain()
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        assert src.alive and src.request_more(5)
+        _wait_drained(src, events, lambda ev: len(_ends(ev)) == 2)
+        assert any(
+            isinstance(e, LogMessage) and e.message == "asked for 5 more rounds" for e in events
+        )
+    finally:
+        src.stop()
+    assert not src.alive and not src.request_more(5)
+
+
+def _wait_drained(src, events: list, pred, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not pred(events):
+        events += src.drain()
+        assert time.monotonic() < end
+        time.sleep(0.02)

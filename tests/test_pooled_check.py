@@ -17,6 +17,7 @@ from mlatui.measure.pooled import (
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
+from mlatui.stream.interval import Interval
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192)
 
@@ -147,7 +148,7 @@ def _checks(ctx, phase, by_context):
         out.append(
             Validity(
                 0.0, phase, c, 10.0, 10.0, diff, 2.0, valid, outcome.value,
-                ratio.median, ratio.low, ratio.high, 6,
+                ratio, 6,
             )
         )  # fmt: skip
         if not valid:
@@ -173,7 +174,7 @@ def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
     for v in later:
         assert v.valid and v.outcome == "valid" and v.basis is Basis.POOLED
         mine = next(c for c in checks if c.context == v.context)
-        assert (v.ratio, v.ratio_low, v.ratio_high) == (mine.ratio, mine.ratio_low, mine.ratio_high)
+        assert v.ratio == mine.ratio
     assert ctx.invalid_contexts == {8192}  # left out of verdicts: only the one it kept
     rows = mark_rows(
         [{"context": c, "valid": False, "outcome": "inconclusive"} for c in CONTEXTS], decided
@@ -247,9 +248,7 @@ def test_the_pooled_event_round_trips_through_a_recording_line(outcome):
         (512, 1024),
         12,
         36,
-        1.003,
-        0.994,
-        1.011,
+        Interval(1.003, 0.994, 1.011, 36),
         2.0,
         outcome,
         "est",
@@ -259,7 +258,18 @@ def test_the_pooled_event_round_trips_through_a_recording_line(outcome):
     )
     assert decode_event(e.to_json()) == e
     v = Validity(
-        2.0, "sweep", 512, 1.0, 1.0, 0.3, 2.0, True, "valid", 1.003, 0.99, 1.03, 6, Basis.POOLED
+        2.0,
+        "sweep",
+        512,
+        1.0,
+        1.0,
+        0.3,
+        2.0,
+        True,
+        "valid",
+        Interval(1.003, 0.99, 1.03, 9),
+        6,
+        Basis.POOLED,
     )
     back = decode_event(v.to_json())
     assert back == v and back.basis is Basis.POOLED and back.pooled

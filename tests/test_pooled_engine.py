@@ -78,9 +78,9 @@ def test_the_run_records_the_pooled_check_and_the_contexts_it_decided(pooled_run
     assert len(pooled) == 1 and pooled[0].phase == "sweep" and pooled[0].outcome == "valid"
     p = pooled[0]
     assert p.contexts == CONTEXTS and p.rounds == 6 * len(CONTEXTS) and p.quads == 3 * p.rounds
-    assert 0.98 <= p.ratio_low and p.ratio_high <= 1.02
+    assert 0.98 <= p.ratio.low and p.ratio.high <= 1.02
     # the rule: valid (pooled) exactly where the context's own CI contains 1.00
-    contains = {c for c, v in own.items() if v.ratio_low <= 1.0 <= v.ratio_high}
+    contains = {c for c, v in own.items() if v.ratio.contains(1.0)}
     assert set(p.decided) == contains and set(p.undecided) == set(CONTEXTS) - contains
     assert len(p.decided) == 5 and p.undecided == (192,)  # what the seed gives: both cases
     at = events.index(p)
@@ -105,7 +105,10 @@ def test_the_sweeps_verdict_uses_the_pooled_decision(pooled_run):
     line = verdict_line(state)
     n = len(CONTEXTS)
     assert f"L=1 ✓ 0/{n} ✓p {len(p.decided)}/{n}" in line
-    assert f"(pooled {p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}], {n} contexts)" in line
+    assert (
+        f"(pooled {p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}], {n} contexts)"
+        in line
+    )
     assert "Δ2 @" in line  # the marginal cost at the largest valid context is a verdict again
     assert [c for _, c, _, _ in invalid_contexts(events)] == list(p.undecided)
 

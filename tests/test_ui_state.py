@@ -9,6 +9,7 @@ import ui_events
 
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import RunEnd
+from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
@@ -206,10 +207,22 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
     from widgets.help import LEGEND
 
-    own = Validity(1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", 0.99, 0.985, 0.995, 6)
-    alone = Validity(1.0, "sweep", 2048, 20.0, 20.0, 0.4, 2.0, False, "inconclusive", 1.004, 0.97, 1.04, 6)  # fmt: skip
+    own = Validity(
+        1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", Interval(0.99, 0.985, 0.995, 6), 6
+    )
+    alone = Validity(1.0, "sweep", 2048, 20.0, 20.0, 0.4, 2.0, False, "inconclusive", Interval(1.004, 0.97, 1.04, 6), 6)  # fmt: skip
     pooled = PooledValidity(
-        2.0, "sweep", (1024, 2048), 12, 36, 1.001, 0.992, 1.009, 2.0, "valid", "e", "c", (2048,)
+        2.0,
+        "sweep",
+        (1024, 2048),
+        12,
+        36,
+        Interval(1.001, 0.992, 1.009, 36),
+        2.0,
+        "valid",
+        "e",
+        "c",
+        (2048,),
     )
     decided = replace(alone, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED)
     header = [ui_events.header(), PhaseStart(0.5, "sweep", "sweep", 0, 1, 10)]

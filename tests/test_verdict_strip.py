@@ -7,6 +7,7 @@ from dataclasses import replace
 import ui_events
 
 from mlatui.stream.events import DecodeResult, PhaseStart, Validity
+from mlatui.stream.interval import Interval
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report import summary_markdown
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
@@ -21,15 +22,11 @@ def _result(arm, depth, vs, lo, hi, context=2048, warnings=()):
         depth,
         64,
         1.0,
-        50.0 * vs,
+        Interval(50.0 * vs, 45.0, 55.0, 4),
         (),
         20.0,
         None,
-        45.0,
-        55.0,
-        vs,
-        lo,
-        hi,
+        Interval(vs, lo, hi, 4),
         warnings=tuple(warnings),
     )
 
@@ -113,14 +110,14 @@ def _pooled_state(decided=(1024, 2048, 4096, 8192), outcome="valid"):
     checks = {}
     for c, (valid, outcome_own, m, lo, hi) in own.items():
         checks[c] = Validity(
-            1.0, "sweep", c, 10.0, 10.0, 0.1, 2.0, valid, outcome_own, m, lo, hi, 6
+            1.0, "sweep", c, 10.0, 10.0, 0.1, 2.0, valid, outcome_own, Interval(m, lo, hi, 6), 6
         )
         events.append(checks[c])
     undecided = tuple(c for c in (1024, 2048, 4096, 8192) if c not in decided)
     contexts = (512, 1024, 2048, 4096, 8192)
     events.append(
         PooledValidity(
-            2.0, "sweep", contexts, 30, 90, 1.003, 0.994, 1.011, 2.0, outcome, "est", "ci",
+            2.0, "sweep", contexts, 30, 90, Interval(1.003, 0.994, 1.011, 90), 2.0, outcome, "est", "ci",
             tuple(decided), undecided,
         )
     )  # fmt: skip
@@ -154,7 +151,18 @@ def test_a_speculative_win_at_a_pooled_context_says_so():
     from mlatui.stream.events import Basis
 
     pooled = Validity(
-        1.5, "tune", 2048, 10.0, 10.0, 0.1, 2.0, True, "valid", 1.0, 0.97, 1.03, 6, Basis.POOLED
+        1.5,
+        "tune",
+        2048,
+        10.0,
+        10.0,
+        0.1,
+        2.0,
+        True,
+        "valid",
+        Interval(1.0, 0.97, 1.03, 6),
+        6,
+        Basis.POOLED,
     )
     s, _ = _tune(valid=False, extra=(pooled,))
     assert "patched spec wins ×1.65 [1.52-1.79] (d2 @ 2K, L=1 ✓p)" in verdict_line(s)
@@ -249,7 +257,7 @@ def test_a_negative_marginal_cost_gets_no_ratio():
             ui_events.header(),
             PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (4096,)),
             Estimate(1.0, "sweep", 4096, 4, True, "valid", tuple(rows), 0, {}),
-            Validity(1.1, "sweep", 4096, 10.0, 10.0, 0.1, 2.0, True, "valid", 1.0, 0.99, 1.01, 4),
+            Validity(1.1, "sweep", 4096, 10.0, 10.0, 0.1, 2.0, True, "valid", Interval(1.0, 0.99, 1.01, 4), 4),
         ]
     )
     line = verdict_line(s)

@@ -21,6 +21,7 @@ from mlatui.stream.events import (
     Step,
     Validity,
 )
+from mlatui.stream.interval import Interval
 
 CONTEXTS = (256, 512, 1024, 2048)
 INVALID = 1024
@@ -152,8 +153,8 @@ def events(error: bool = False) -> list:
             out.append(RunEnd(t, "error"))
             return out
     for arm, spec in (("stock", 80.0), ("patched", 210.0)):
-        out.append(DecodeResult(t, "decode", arm, 512, 0, 100, 1.0, 150.0))
-        out.append(DecodeResult(t, "decode", arm, 512, 3, 100, 1.0, spec, (0.9, 0.5, 0.2)))
+        out.append(DecodeResult(t, "decode", arm, 512, 0, 100, 1.0, _tok_s(150.0)))
+        out.append(DecodeResult(t, "decode", arm, 512, 3, 100, 1.0, _tok_s(spec), (0.9, 0.5, 0.2)))
     out.append(RunEnd(t + 0.01, "completed"))
     return out
 
@@ -178,3 +179,8 @@ def fake_engine(config, emit, stop: threading.Event, delay_s: float = 0.002) -> 
         emit(e)
         time.sleep(delay_s)
     return "error" if config.overrides.get("error") else "completed"
+
+
+def _tok_s(median: float) -> Interval:
+    """A tok/s figure without its interval (as the first recordings kept it)."""
+    return Interval(median, median, median, 0)

@@ -296,7 +296,7 @@ def validity_summary(state: DashboardState) -> Text | None:
     p = state.latest_pooled
     if p is not None:
         t.append(" · ")
-        figure = f"{p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}]"
+        figure = f"{p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}]"
         if pooled:
             where = ", ".join(map(fmt_context, pooled))
             t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)

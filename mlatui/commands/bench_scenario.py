@@ -117,7 +117,7 @@ class StderrProgress:
                     + (f"{review}: " if review else "")
                     + f"paired stock/patched {event.diff_pct:+.1f}%"
                     + (
-                        f" [{(event.ratio_low - 1) * 100:+.1f}, {(event.ratio_high - 1) * 100:+.1f}]"
+                        f" [{(event.ratio.low - 1) * 100:+.1f}, {(event.ratio.high - 1) * 100:+.1f}]"
                         if event.ratio is not None
                         else ""
                     )
@@ -128,7 +128,7 @@ class StderrProgress:
                 decided = ", ".join(map(str, event.decided)) or "none"
                 print(
                     f"[mlatui]   L=1 check pooled over {len(event.contexts)} contexts: "
-                    f"{event.ratio:.3f} [{event.ratio_low:.3f}, {event.ratio_high:.3f}] "
+                    f"{event.ratio.median:.3f} [{event.ratio.low:.3f}, {event.ratio.high:.3f}] "
                     f"{event.outcome.upper()}; valid (pooled): {decided}",
                     file=self.stream,
                 )

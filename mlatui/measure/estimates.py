@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mlatui.stream.events import ARMS
+from mlatui.stream.interval import Interval
+
+__all__ = ["Interval"]  # the events' interval type, made here
 
 BOOTSTRAP_RESAMPLES = 2000
 INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000
@@ -61,17 +64,6 @@ class Timing:
     arm: str
     ms: float
     t: float = 0.0
-
-
-@dataclass(frozen=True)
-class Interval:
-    median: float
-    low: float
-    high: float
-    n: int  # rounds
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
 
 
 def stable_seed(*parts: object) -> int:

@@ -134,9 +134,7 @@ def more_l1_rounds(
             outcome=outcome.value,
             basis=Basis.OWN,
             diff_pct=(ratio.median - 1) * 100,
-            ratio=ratio.median,
-            ratio_low=ratio.low,
-            ratio_high=ratio.high,
+            ratio=ratio,
             rounds=total,
         )
         if new.valid:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mlatui.stream.event_base import Event
+from mlatui.stream.interval import Interval
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ class DecodeResult(Event):
     `acceptance_by_position` the unconditional share per position, `mean_accepted` accepted
     drafts per verify step; `counts` the raw per-position counts (mlatui.measure.acceptance).
     `measured` False: the setting was rejected by its `bound` before any of its blocks ran, so
-    there is no tok/s (`tok_s` None) and `vs_plain_high` is the bound's upper end."""
+    there is no tok/s or speedup (`tok_s`, `vs_plain` None) and `bound.value` is the most it
+    could have gained."""
 
     type: ClassVar[str] = "decode_result"
     t: float
@@ -96,15 +98,11 @@ class DecodeResult(Event):
     depth: int
     tokens: int
     seconds: float
-    tok_s: float | None  # None: not measured (rejected by bound)
+    tok_s: Interval | None  # None: not measured (rejected by bound)
     acceptance_by_position: tuple[float | None, ...] = ()
     verify_ms_median: float | None = None
     draft_ms_median: float | None = None
-    tok_s_low: float | None = None
-    tok_s_high: float | None = None
-    vs_plain: float | None = None
-    vs_plain_low: float | None = None
-    vs_plain_high: float | None = None
+    vs_plain: Interval | None = None  # None: not measured; the bound's upper end is bound.value
     acceptance_conditional: tuple[float | None, ...] = ()
     mean_accepted: float | None = None
     counts: dict[str, Any] = field(default_factory=dict[str, Any])

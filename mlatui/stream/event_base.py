@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-SCHEMA_VERSION = 6  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
+SCHEMA_VERSION = 7  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
 # 5: the L = 1 check pooled over the run's contexts: PooledValidity, Validity.basis
@@ -19,6 +19,9 @@ SCHEMA_VERSION = 6  # 2: sampler rounds, paired estimates with CIs, three-outcom
 # an older schema ignores them, and None says "not recorded")
 # 6: settings rejected by bound (DecodeResult.measured, .bound): tok_s is None when not measured,
 # which a reader of schema 5 would refuse
+# 7: every confidence interval is one nested Interval {median, low, high, n}: Validity.ratio,
+# PooledValidity.ratio, DecodeResult.tok_s and .vs_plain (older recordings' x/x_low/x_high
+# fields are read through mlatui.stream.legacy)
 ARMS = ("stock", "patched")
 
 

@@ -22,6 +22,7 @@ from mlatui.stream.event_base import (
     arm_label,
     ratio_label,
 )
+from mlatui.stream.interval import Interval
 
 __all__ = [
     "AA_TAG",
@@ -31,6 +32,7 @@ __all__ = [
     "DecodeBlock",
     "DecodeResult",
     "Event",
+    "Interval",
     "SpecStep",
     "SpeedupBound",
     "aa_variant",
@@ -207,9 +209,7 @@ class Validity(Event):
     tolerance_pct: float
     valid: bool
     outcome: str = ""  # valid | invalid | inconclusive ("" in schema 1: valid decides)
-    ratio: float | None = None  # paired stock/patched at L = 1, median over rounds
-    ratio_low: float | None = None  # its 95% bootstrap CI
-    ratio_high: float | None = None
+    ratio: Interval | None = None  # paired stock/patched at L = 1, median over quads, 95% CI
     rounds: int = 0
     # pooled: inconclusive on its own quads (the ratio above, CI containing 1.00), made valid by
     # the PooledValidity just before it; it replaces the context's own Validity
@@ -236,9 +236,7 @@ class PooledValidity(Event):
     contexts: tuple[int, ...]  # every context whose L = 1 quads are in it
     rounds: int  # summed over the contexts
     quads: int
-    ratio: float  # paired stock/patched at L = 1
-    ratio_low: float  # its 95% CI
-    ratio_high: float
+    ratio: Interval  # paired stock/patched at L = 1, with its 95% CI
     tolerance_pct: float
     outcome: str  # valid | invalid | inconclusive
     estimator: str

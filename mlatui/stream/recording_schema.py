@@ -5,7 +5,8 @@ own fields (so the two never drift apart), tagged by `type`. A line is decoded i
 its mirror, then copied into the public dataclass. Floats must be finite, integers fit in 64
 bits, nesting is bounded; any other shape is a `LineError(field, problem)`, e.g.
 `step.ms: expected a number, got "fast"`. Fields added in later schema versions have defaults,
-so recordings of schema 1 and 2 decode too. Nothing here imports mlx or textual.
+so recordings of schema 1 and 2 decode too; lines of schema < 7 whose intervals were flat
+fields are nested first (mlatui.stream.legacy). Nothing here imports mlx or textual.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from mlatui.stream.events import EVENT_TYPES, Event
+from mlatui.stream.events import EVENT_TYPES, Event, Interval
+from mlatui.stream.legacy import FLAT_INTERVALS, is_flat, nest_intervals
 
 FINITE_FLOAT = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 SCHEMA_VERSION_TYPE = Annotated[int, msgspec.Meta(ge=1)]
@@ -40,6 +42,15 @@ FIELD_TYPES: dict[tuple[str, str], Any] = {
 }
 
 
+class IntervalLine(msgspec.Struct, kw_only=True):
+    """Interval's mirror: finite ends, a count."""
+
+    median: FINITE_FLOAT
+    low: FINITE_FLOAT
+    high: FINITE_FLOAT
+    n: COUNT
+
+
 class LineError(ValueError):
     """One line that does not fit the schema: `field` (like `step.ms`) and what is wrong."""
 
@@ -53,6 +64,8 @@ def _checked(hint: Any) -> Any:
     """The dataclass annotation with every float made finite and dicts keyed by strings."""
     if hint is float:
         return FINITE_FLOAT
+    if hint is Interval:
+        return IntervalLine
     if hint is dict:
         return dict[str, Any]
     origin = typing.get_origin(hint)
@@ -86,6 +99,18 @@ MIRRORS: dict[str, type[msgspec.Struct]] = {name: _mirror(cls) for name, cls in 
 _FIELDS: dict[str, tuple[str, ...]] = {
     name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in EVENT_TYPES.items()
 }
+
+
+def _interval_fields(cls: type[Event]) -> tuple[str, ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if hints[f.name] is Interval or Interval in typing.get_args(hints[f.name])
+    )
+
+
+_INTERVAL_FIELDS = {name: _interval_fields(cls) for name, cls in EVENT_TYPES.items()}
 _DECODER = msgspec.json.Decoder(Union[tuple(MIRRORS.values())])  # noqa: UP007
 
 _TYPE_WORDS = {
@@ -202,9 +227,35 @@ def decode_event(line: bytes | str) -> Event:
     try:
         mirror = _DECODER.decode(line)
     except msgspec.ValidationError as e:
-        raise _explain(line, str(e)) from None
+        nested = _nested(line)
+        if nested is None:
+            raise _explain(line, str(e)) from None
+        line = nested
+        try:
+            mirror = _DECODER.decode(line)
+        except msgspec.ValidationError as e:
+            raise _explain(line, str(e)) from None
     except RecursionError:
         raise LineError("line", "nested too deeply") from None
     kind = type(mirror).__struct_config__.tag
     cls = EVENT_TYPES[kind]
-    return cls(**{name: getattr(mirror, name) for name in _FIELDS[kind]})
+    values = {name: getattr(mirror, name) for name in _FIELDS[kind]}
+    for name in _INTERVAL_FIELDS[kind]:
+        v = values[name]
+        if v is not None:
+            values[name] = Interval(v.median, v.low, v.high, v.n)
+    return cls(**values)
+
+
+def _nested(line: bytes) -> bytes | None:
+    """An older line with flat intervals, rewritten with nested ones; None if it is not one."""
+    try:
+        value = msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if not isinstance(kind, str) or kind not in FLAT_INTERVALS or not is_flat(kind, value):
+        return None
+    return msgspec.json.encode(nest_intervals(kind, value))

@@ -12,6 +12,7 @@ from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
 from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
+from mlatui.views.rounding import ends
 from mlatui.views.step_series import StepSeries
 
 
@@ -144,14 +145,15 @@ class DecodeFold:
                     e.t, "info", f"{who}: {st.label} at {e.context}: not measured (no blocks run)"
                 )
             return
+        tok_s, tok_s_low, tok_s_high = ends(e.tok_s)
         if e.depth == 0:
-            arm.plain_tok_s = e.tok_s
+            arm.plain_tok_s = tok_s
         else:
-            arm.spec_result[st] = e.tok_s
+            arm.spec_result[st] = tok_s
             if e.vs_plain is not None:
-                arm.spec_vs_plain[st] = e.vs_plain
-                if e.vs_plain_low is not None and e.vs_plain_high is not None:
-                    arm.spec_ci[st] = (e.vs_plain_low, e.vs_plain_high)
+                arm.spec_vs_plain[st] = e.vs_plain.median
+                if e.vs_plain.known:
+                    arm.spec_ci[st] = (e.vs_plain.low, e.vs_plain.high)
             if e.counts:
                 arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
             if e.distinct_4gram_share is not None:
@@ -161,17 +163,15 @@ class DecodeFold:
         self.changed.add("arms")
         label = "plain decode" if e.depth == 0 else st.label
         ci = (
-            f" [{e.tok_s_low:.1f}, {e.tok_s_high:.1f}]"
-            if e.tok_s_low is not None and e.tok_s_high is not None
+            f" [{tok_s_low:.1f}, {tok_s_high:.1f}]"
+            if tok_s_low is not None and tok_s_high is not None
             else ""
         )
         who = arm_label(e.arm, e.phase)
-        msg = f"{who}: {label} at {e.context}: {e.tok_s:.1f} tok/s{ci}"
+        msg = f"{who}: {label} at {e.context}: {tok_s:.1f} tok/s{ci}"
         if e.depth and e.vs_plain is not None:
-            lo, hi = e.vs_plain_low, e.vs_plain_high
-            msg += (
-                f", ×{e.vs_plain:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
-            )
+            vs, lo, hi = ends(e.vs_plain)
+            msg += f", ×{vs:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
         self._log(e.t, "warning" if e.warnings else "info", msg)
         for w in e.warnings:
             self._log(

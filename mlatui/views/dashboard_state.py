@@ -196,7 +196,7 @@ class DashboardState(DecodeFold):
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
         ci = (
-            f" paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}], {e.rounds} rounds"
+            f" paired {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}], {e.rounds} rounds"
             if e.ratio is not None
             else ""
         )
@@ -205,7 +205,7 @@ class DashboardState(DecodeFold):
             ci += f"; {review}"
         if e.pooled:
             own = (
-                f"its own {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}] contains 1.00"
+                f"its own {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}] contains 1.00"
                 if e.ratio is not None
                 else ""
             )
@@ -227,8 +227,8 @@ class DashboardState(DecodeFold):
         self.changed.add("validity")
         where = ", ".join(map(str, e.contexts))
         msg = (
-            f"L=1 check pooled after {e.phase}: {e.ratio:.3f} [{e.ratio_low:.3f}, "
-            f"{e.ratio_high:.3f}] over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
+            f"L=1 check pooled after {e.phase}: {e.ratio.median:.3f} [{e.ratio.low:.3f}, "
+            f"{e.ratio.high:.3f}] over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
             f"{e.quads} quads): {e.outcome}"
         )
         if e.decided:

@@ -177,7 +177,7 @@ class IndexerView:
         ci = (
             ""
             if e.ratio is None
-            else f", paired {e.ratio:.3f} [{e.ratio_low:.3f}, {e.ratio_high:.3f}]"
+            else f", paired {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}]"
         )
         line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
         return ("info" if e.valid else "warning"), line

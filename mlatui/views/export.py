@@ -82,7 +82,7 @@ def _l1_table(state: DashboardState) -> str:
     then a row per pooled check, and what each pooled."""
     rows = []
     for (phase, context), v in checks_in_order(state):
-        paired = Ci(v.ratio, v.ratio_low, v.ratio_high) if v.ratio is not None else None
+        paired = Ci.of(v.ratio) if v.ratio is not None else None
         c = check(state, phase, context)
         rows.append(
             [
@@ -106,8 +106,8 @@ def _l1_table(state: DashboardState) -> str:
                 f"{len(p.contexts)} contexts",
                 "–",
                 "–",
-                ci_text(Ci(p.ratio, p.ratio_low, p.ratio_high)),
-                f"{(p.ratio - 1) * 100:+.1f}%",
+                ci_text(Ci.of(p.ratio)),
+                f"{(p.ratio.median - 1) * 100:+.1f}%",
                 p.rounds,
                 f"{mark} {p.outcome}",
                 "pooled",
@@ -184,8 +184,8 @@ def _decode_row(state: DashboardState, r: DecodeResult) -> list:
             f"{c.mark} {c}",
             "; ".join(r.warnings) or "–",
         ]
-    tok = Ci(r.tok_s, r.tok_s_low, r.tok_s_high)
-    vs = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high) if r.vs_plain is not None else None
+    tok = Ci.of(r.tok_s)
+    vs = Ci.of(r.vs_plain) if r.vs_plain is not None else None
     return [
         r.context,
         arm_label(r.arm, r.phase),
@@ -307,10 +307,10 @@ def csv_rows(state: DashboardState) -> list[dict]:
         for arm, ms in zip(ARMS, (v.stock_l1_ms, v.patched_l1_ms), strict=True):
             rows.append(base | {"arm": arm, "quantity": "step_ms", "median": sig(ms, 4)})
         if v.ratio is not None:
-            m, lo, hi = Ci(v.ratio, v.ratio_low, v.ratio_high).cells()
+            m, lo, hi = Ci.of(v.ratio).cells()
             rows.append(base | {"quantity": "ratio", "median": m, "low": lo, "high": hi})
     for p in sorted(state.pooled.values(), key=lambda p: p.t):
-        m, lo, hi = Ci(p.ratio, p.ratio_low, p.ratio_high).cells()
+        m, lo, hi = Ci.of(p.ratio).cells()
         rows.append(
             {"table": "l1_pooled", "phase": p.phase, "kind": state.phase_kinds.get(p.phase, "")}
             | {"width": 1, "quantity": "ratio", "median": m, "low": lo, "high": hi}

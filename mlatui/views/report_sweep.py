@@ -18,6 +18,7 @@ from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
 from mlatui.views.mdtable import table as _table
+from mlatui.views.rounding import ends
 
 
 def sweep_table(summary: PhaseSummary) -> str:
@@ -176,7 +177,7 @@ def validity_table(events: Sequence[Event]) -> str:
     pooled: decided by the pooled check); then a row per pooled check and what it was."""
     rows = []
     for v in final_checks(events):
-        paired = ci(v.ratio, v.ratio_low, v.ratio_high, 4)
+        paired = ci(*ends(v.ratio), digits=4)
         rows.append(
             [
                 v.phase,
@@ -219,8 +220,8 @@ def pooled_row(p: PooledValidity, digits: int) -> list:
         f"{len(p.contexts)} contexts",
         "-",
         "-",
-        ci(p.ratio, p.ratio_low, p.ratio_high, digits),
-        f"{(p.ratio - 1) * 100:+.2f}%",
+        ci(*ends(p.ratio), digits=digits),
+        f"{(p.ratio.median - 1) * 100:+.2f}%",
         p.rounds,
         p.outcome.upper() if p.outcome != "valid" else "valid",
         "pooled",

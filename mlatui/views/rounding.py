@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlatui.stream.interval import Interval
+
 MAX_DECIMALS = 6
 
 
@@ -26,6 +28,13 @@ class Ci:
     median: float
     low: float | None = None
     high: float | None = None
+
+    @classmethod
+    def of(cls, interval: Interval) -> Ci:
+        """An event's interval (its median alone when the recording kept no interval)."""
+        if not interval.known:
+            return cls(interval.median)
+        return cls(interval.median, interval.low, interval.high)
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -78,3 +87,12 @@ def sig(x: float | None, digits: int = 3) -> str:
 def fmt_context(tokens: int) -> str:
     """A context length as every view labels it: 4096 -> 4K, 300 -> 300."""
     return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
+
+
+def ends(interval: Interval | None) -> tuple[float | None, float | None, float | None]:
+    """(median, low, high) of an event's interval; None for what it does not have."""
+    if interval is None:
+        return None, None, None
+    if not interval.known:
+        return interval.median, None, None
+    return interval.median, interval.low, interval.high

@@ -162,8 +162,8 @@ def decode_cells(state: DashboardState) -> list[Cell]:
             if r.bound is not None:
                 out.append(cell(Quantity.BOUND, Ci(r.bound.value), 0))
             continue
-        out.append(cell(Quantity.TOK_S, Ci(r.tok_s, r.tok_s_low, r.tok_s_high), r.tokens))
+        out.append(cell(Quantity.TOK_S, Ci.of(r.tok_s), r.tokens))
         if r.depth and r.vs_plain is not None:
-            ci = Ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high)
+            ci = Ci.of(r.vs_plain)
             out.append(cell(Quantity.VS_PLAIN, ci, r.tokens))
     return out

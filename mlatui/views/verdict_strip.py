@@ -18,7 +18,7 @@ from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context, sig
+from mlatui.views.rounding import ends, fmt_context, sig
 
 
 class Tone(enum.StrEnum):
@@ -80,8 +80,19 @@ def _usable(state: DashboardState, results: list[DecodeResult]) -> list[DecodeRe
 
 
 def _best_win(mine: list[DecodeResult]) -> DecodeResult | None:
-    wins = [r for r in mine if r.vs_plain_low is not None and r.vs_plain_low > 1]
-    return max(wins, key=lambda r: (r.vs_plain, r.context)) if wins else None
+    wins = [r for r in mine if r.vs_plain is not None and r.vs_plain.known and r.vs_plain.low > 1]
+    return (
+        max(wins, key=lambda r: (r.vs_plain.median if r.vs_plain else 0.0, r.context))
+        if wins
+        else None
+    )
+
+
+def _upper_end(r: DecodeResult) -> float | None:
+    """The most a setting gained: its speedup's CI high end, or its bound's when not measured."""
+    if r.vs_plain is not None:
+        return r.vs_plain.high if r.vs_plain.known else None
+    return r.bound.value if not r.measured and r.bound is not None else None
 
 
 def winner(state: DashboardState, arm: str) -> DecodeResult | None:
@@ -134,7 +145,8 @@ def _speculation(state: DashboardState) -> list[Part]:
             continue
         best = _best_win(mine)
         if best is not None:
-            ratio = f"×{best.vs_plain:.2f} [{best.vs_plain_low:.2f}-{best.vs_plain_high:.2f}]"
+            vs, lo, hi = ends(best.vs_plain)
+            ratio = f"×{vs:.2f} [{lo:.2f}-{hi:.2f}]"
             at = fmt_context(best.context)
             where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
             pooled = state.validity[(best.phase, best.context)].pooled
@@ -146,7 +158,7 @@ def _speculation(state: DashboardState) -> list[Part]:
                     (f"{arm} {ratio} @ {at}{' ✓p' if pooled else ''}", RANK_PLACE),
                 )
             )
-        elif all(r.vs_plain_high is not None and r.vs_plain_high < 1 for r in mine):
+        elif all((high := _upper_end(r)) is not None and high < 1 for r in mine):
             worst = max(r.context for r in mine)
             how = "by bound" if all(r.rejected_by_bound for r in mine) else "slower"
             parts.append(
@@ -208,7 +220,7 @@ def _checks(state: DashboardState) -> list[Part]:
     if p is not None:
         said = "" if p.valid else f": {p.outcome}"
         text += (
-            f" (pooled {p.ratio:.3f} [{p.ratio_low:.3f}, {p.ratio_high:.3f}], "
+            f" (pooled {p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}], "
             f"{len(p.contexts)} contexts{said})"
         )
     # without counts: "all" when every check passed (✓p still said), else only what did not

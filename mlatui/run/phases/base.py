@@ -253,9 +253,7 @@ def validity(
         estimates.tolerance_pct,
         outcome is Outcome.VALID,
         outcome.value,
-        ratio.median if ratio else None,
-        ratio.low if ratio else None,
-        ratio.high if ratio else None,
+        ratio,
         estimates.rounds,
     )
     if outcome is not Outcome.VALID and leaves_out:

@@ -75,6 +75,7 @@ from mlatui.stream.events import (
     Validity,
     ratio_label,
 )
+from mlatui.stream.interval import Interval, flat_interval
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
 
@@ -218,17 +219,15 @@ def _results(
             if ms is None:
                 continue
             flat = est.vs_l1.get((arm, width))
-            speedup: tuple[float, float, float | None] | None = (
-                (1.0, 1.0, 1.0) if depth == 0 else None
-            )
+            speedup = Interval(1.0, 1.0, 1.0, est.rounds) if depth == 0 else None
             if flat is not None and flat.median > 0:
-                speedup = (1 / flat.median, 1 / flat.high, 1 / flat.low if flat.low > 0 else None)
+                speedup = flat.reciprocal()
             counts = runner.counts.get((arm, st))
             rep = runner.repetition(arm, st)
             # a synthetic draft's acceptance does not depend on the text: looping cannot inflate it
             warnings = (
                 guard_warnings(
-                    counts, speedup[1] if speedup else None, guards, None if synthetic else rep
+                    counts, speedup.low if speedup else None, guards, None if synthetic else rep
                 )
                 if depth
                 else []
@@ -247,15 +246,11 @@ def _results(
                 depth,
                 n * len(timed),
                 sum(t.ms for t in timed) / 1e3,
-                n / ms.median * 1e3,
+                ms.reciprocal(n * 1e3),
                 counts.unconditional if counts else (),
                 verify_iv.median if verify_iv else None,
                 None,
-                n / ms.high * 1e3,
-                n / ms.low * 1e3 if ms.low > 0 else None,
-                speedup[0] if speedup else None,
-                speedup[1] if speedup else None,
-                speedup[2] if speedup else None,
+                speedup,
                 counts.conditional if counts else (),
                 counts.mean_accepted if counts else None,
                 counts.to_dict() if counts else {},
@@ -276,17 +271,16 @@ def _results(
 
 
 def _row(r: DecodeResult, check: Validity) -> dict:
+    speedup = flat_interval("vs_plain", r.vs_plain)
+    if not r.measured and r.bound is not None:  # the most it could have gained
+        speedup["vs_plain_high"] = r.bound.value
     return {
         "context": r.context,
         "arm": r.arm,
         "depth": r.depth,
         "draft_kind": r.draft_kind,
-        "tok_s": r.tok_s,
-        "tok_s_low": r.tok_s_low,
-        "tok_s_high": r.tok_s_high,
-        "vs_plain": r.vs_plain,
-        "vs_plain_low": r.vs_plain_low,
-        "vs_plain_high": r.vs_plain_high,
+        **flat_interval("tok_s", r.tok_s),
+        **speedup,
         "acceptance_conditional": list(r.acceptance_conditional),
         "acceptance_by_position": list(r.acceptance_by_position),
         "mean_accepted": r.mean_accepted,

@@ -62,7 +62,6 @@ def reject_by_bound(
             0.0,
             None,
             verify_ms_median=verify_iv.median if verify_iv else None,
-            vs_plain_high=b.value,
             sampling=sampling,
             rounds=verify.rounds,
             block_tokens=phase.tokens,

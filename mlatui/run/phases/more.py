@@ -151,9 +151,7 @@ def _decide_again(
             outcome=outcome.value,
             basis=Basis.OWN,
             diff_pct=(ratio.median - 1) * 100,
-            ratio=ratio.median,
-            ratio_low=ratio.low,
-            ratio_high=ratio.high,
+            ratio=ratio,
             rounds=total,
         )
         if new.valid:

@@ -37,7 +37,13 @@ def pool_checks(ctx: RunContext, phase: str, checks: Sequence[Validity]) -> dict
     pooled = pooled_check(by_context, ARMS, 1, seed, tolerance)
     verdict = pooled.outcome if pooled else None
     wanted = [
-        decide(Outcome(v.verdict), v.ratio_low, v.ratio_high, verdict)[1] is Basis.POOLED
+        decide(
+            Outcome(v.verdict),
+            v.ratio.low if v.ratio else None,
+            v.ratio.high if v.ratio else None,
+            verdict,
+        )[1]
+        is Basis.POOLED
         for v in checks
     ]
     chosen = ctx.leader_decides_each(wanted)  # rank 0's, for every rank
@@ -65,9 +71,7 @@ def _event(
         pooled.contexts,
         pooled.rounds,
         pooled.ratio.n,
-        pooled.ratio.median,
-        pooled.ratio.low,
-        pooled.ratio.high,
+        pooled.ratio,
         pooled.tolerance_pct,
         pooled.outcome.value,
         POOLED_ESTIMATOR,
