@@ -14,6 +14,7 @@ from mlatui.stream.events import ARMS, Validity, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
+from mlatui.views.l1_figures import l1_figures
 from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
 from mlatui.views.rounding import fmt_context
@@ -331,13 +332,22 @@ def validity_text(state: DashboardState, width: int) -> Text:
     rows: list[tuple[tuple[str, int], Validity | None]] = [*state.validity.items()]
     rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
     rows.sort(key=lambda row: (order.get(row[0][0], len(order)), row[0][1]))
+    notes: list[str] = []
     for (phase, c), v in rows:
-        s1 = v.stock_l1_ms if v else state.l_median("stock", c, 1)
-        p1 = v.patched_l1_ms if v else state.l_median("patched", c, 1)
+        s1 = state.l_median("stock", c, 1)
+        p1 = state.l_median("patched", c, 1)
+        short = _phase_short(phase)
+        if v is not None:  # a check decided on plain blocks: their time per token, said so
+            kind = state.phase_kinds.get(phase, "")
+            f = l1_figures(v, kind, state.decode_results, phase, c)
+            s1, p1 = f.stock_ms, f.patched_ms
+            if f.per_token:
+                short = f"{short[:5]}*"
+                notes += [] if f.note in notes else [f.note]
         row_style = GREY if v is not None and not v.valid else ""
         t.append("\n")
         t.append(
-            f"{_phase_short(phase):<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ",
+            f"{short:<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ",
             style=row_style,
         )
         if v is None:
@@ -352,6 +362,9 @@ def validity_text(state: DashboardState, width: int) -> Text:
         t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>5}", style=row_style)
     t.append("\n")
     t.append(f"paired = median of per-round {a}/{b} ratios − 1", style="dim")
+    for note in notes:
+        t.append("\n")
+        t.append(f"* L=1 {note}", style="dim")
     return t
 
 

@@ -14,6 +14,7 @@ from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult, Validity, aa_variant, arm_label, ratio_label
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.report import drift_line
 from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
@@ -81,15 +82,21 @@ def _l1_table(state: DashboardState) -> str:
     """Per (phase, context) its own paired L = 1 ratio, the check and its basis (own, or pooled);
     then a row per pooled check, and what each pooled."""
     rows = []
+    notes: list[str] = []  # rows whose L = 1 figures are not step times say what they are
     for (phase, context), v in checks_in_order(state):
         paired = Ci.of(v.ratio) if v.ratio is not None else None
         c = check(state, phase, context)
+        kind = state.phase_kinds.get(phase, "")
+        f = l1_figures(v, kind, state.decode_results, phase, context)
+        star = " *" if f.per_token else ""
+        if f.per_token and f.note not in notes:
+            notes.append(f.note)
         rows.append(
             [
                 phase,
                 context,
-                sig(v.stock_l1_ms),
-                sig(v.patched_l1_ms),
+                sig(f.stock_ms) + star,
+                sig(f.patched_ms) + star,
                 ci_text(paired),
                 f"{v.diff_pct:+.1f}%",
                 v.rounds or "–",
@@ -117,6 +124,7 @@ def _l1_table(state: DashboardState) -> str:
     a, b, pair = _slot_names([phase for phase, _ in state.validity])
     head = ["phase", "context", f"{a} L=1 ms", f"{b} L=1 ms", f"paired {pair} [95% CI]"]
     out = table([*head, "diff", "rounds", f"CI within ±{tol:g}%", "basis"], rows)
+    out += "".join(f"\n\n\\* L=1 ms {note}." for note in notes)
     return out + "".join("\n\n" + pooled_note(p) for p in pooled)
 
 
@@ -304,8 +312,10 @@ def csv_rows(state: DashboardState) -> list[dict]:
         base["kind"] = state.phase_kinds.get(phase, "")
         base |= {"context": context, "width": 1, "rounds": v.rounds or ""}
         base["check"] = check(state, phase, context).value
-        for arm, ms in zip(ARMS, (v.stock_l1_ms, v.patched_l1_ms), strict=True):
-            rows.append(base | {"arm": arm, "quantity": "step_ms", "median": sig(ms, 4)})
+        f = l1_figures(v, base["kind"], state.decode_results, phase, context)
+        quantity = "token_ms" if f.per_token else "step_ms"  # per token of plain blocks
+        for arm, ms in zip(ARMS, (f.stock_ms, f.patched_ms), strict=True):
+            rows.append(base | {"arm": arm, "quantity": quantity, "median": sig(ms, 4)})
         if v.ratio is not None:
             m, lo, hi = Ci.of(v.ratio).cells()
             rows.append(base | {"quantity": "ratio", "median": m, "low": lo, "high": hi})

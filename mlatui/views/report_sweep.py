@@ -7,13 +7,16 @@ from collections.abc import Sequence
 from mlatui.stream.events import (
     AA_TAG,
     ARMS,
+    DecodeResult,
     Event,
+    PhaseStart,
     PhaseSummary,
     PooledValidity,
     Validity,
     aa_variant,
     arm_label,
 )
+from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
@@ -176,14 +179,21 @@ def validity_table(events: Sequence[Event]) -> str:
     """Per (phase, context) its own paired L = 1 ratio and the check, with its basis (own, or
     pooled: decided by the pooled check); then a row per pooled check and what it was."""
     rows = []
+    kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
+    results = [e for e in events if isinstance(e, DecodeResult)]
+    notes: list[str] = []  # rows whose L = 1 figures are not step times say what they are
     for v in final_checks(events):
         paired = ci(*ends(v.ratio), digits=4)
+        f = l1_figures(v, kinds.get(v.phase, ""), results, v.phase, v.context)
+        star = " *" if f.per_token else ""
+        if f.per_token and f.note not in notes:
+            notes.append(f.note)
         rows.append(
             [
                 v.phase,
                 v.context,
-                f"{v.stock_l1_ms:.3f}",
-                f"{v.patched_l1_ms:.3f}",
+                ("-" if f.stock_ms is None else f"{f.stock_ms:.3f}") + star,
+                ("-" if f.patched_ms is None else f"{f.patched_ms:.3f}") + star,
                 paired,
                 f"{v.diff_pct:+.2f}%",
                 v.rounds or "-",
@@ -210,6 +220,7 @@ def validity_table(events: Sequence[Event]) -> str:
         ],
         rows,
     )
+    out += "".join(f"\n\n\\* L=1 ms {note}." for note in notes)
     return out + "".join("\n\n" + pooled_note(p) for p in pooled)
 
 
