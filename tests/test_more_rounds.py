@@ -80,6 +80,7 @@ def _fold(events: list) -> DashboardState:
     return state
 
 
+@pytest.mark.system  # a whole engine run (a child process for the isolated one)
 def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
     events: list = []
     control = RunControl(offer_more=True)
@@ -126,6 +127,7 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
     assert status == ["completed"] and len(_ends(events)) == 2
 
 
+@pytest.mark.system  # a whole engine run (a child process for the isolated one)
 def test_without_offer_more_the_engine_ends_at_once(forced):
     events: list = []
     assert run(forced, events.append, RunControl()) == "completed"
@@ -138,6 +140,7 @@ def test_ask_lines_parse():
     assert parse_ask("more x") is None and parse_ask("stop") is None
 
 
+@pytest.mark.system  # a whole engine run (a child process for the isolated one)
 async def test_plus_in_the_dashboard_measures_more_rounds(forced, tmp_path):
     from widgets.app import MlatuiApp
 
@@ -164,6 +167,7 @@ async def test_plus_in_the_dashboard_measures_more_rounds(forced, tmp_path):
     assert kinds  # the `+` phase is in the same recording
 
 
+@pytest.mark.system  # a whole engine run (a child process for the isolated one)
 def test_an_isolated_run_takes_the_request_over_its_stdin(tmp_path):
     import os
     from pathlib import Path
@@ -204,3 +208,30 @@ def _wait_drained(src, events: list, pred, timeout_s: float = 60.0) -> None:
         events += src.drain()
         assert time.monotonic() < end
         time.sleep(0.02)
+
+
+@pytest.mark.system  # a whole engine run (a child process for the isolated one)
+def test_an_aa_run_measures_its_last_pass_only(forced):
+    """An A/A's last pass's arms are the ones loaded: `+` measures its checks (a phase of that
+    pass, slots A and B), never the first pass's."""
+    events: list = []
+    control = RunControl(offer_more=True)
+    worker = threading.Thread(
+        target=lambda: run(replace(forced, null=True), events.append, control)
+    )
+    worker.start()
+    try:
+        _wait(events, lambda ev: len(_ends(ev)) == 1)
+        assert more_offer(_fold(events)).contexts == (64,)
+        control.ask_more(ROUNDS)
+        _wait(events, lambda ev: len(_ends(ev)) == 2)
+        after = _fold(events)
+        assert {e.phase for e in events if isinstance(e, Step) and e.width == 1} >= {
+            "more/aa-patched"
+        }
+        assert after.validity[("sweep/aa-patched", 64)].verdict == "valid"
+        assert after.validity[("sweep/aa-stock", 64)].verdict == "inconclusive"
+        assert more_offer(after) is None  # the first pass's arms are gone
+    finally:
+        control.set()
+        worker.join(120)

@@ -86,16 +86,22 @@ def serve_more(
             ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
             continue
         asked += 1
-        more_rounds(ctx, checks, rounds, asked, phases_before)
+        more_rounds(ctx, checks, rounds, asked, phases_before, last_pass)
         end()
 
 
 def more_rounds(
-    ctx: RunContext, checks: list[Validity], rounds: int, asked: int, phases_before: int
+    ctx: RunContext,
+    checks: list[Validity],
+    rounds: int,
+    asked: int,
+    phases_before: int,
+    last_pass: str = "",
 ) -> list[Validity]:
-    """`rounds` rounds of L = 1 quads at each of the checks' contexts (one phase), then every
-    check there decided again on all the run's L = 1 quads at its context: its new Validity."""
-    name = more_phase_name(asked)
+    """`rounds` rounds of L = 1 quads at each of the checks' contexts (one phase, of the A/A
+    pass `last_pass` when there is one: its slots are A and B), then every check there decided
+    again on all the run's L = 1 quads at its context: its new Validity."""
+    name = more_phase_name(asked) + (f"/{last_pass}" if last_pass else "")
     contexts = sorted({v.context for v in checks})
     shapes = {c: more_phase(name, c, rounds) for c in contexts}
     plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
