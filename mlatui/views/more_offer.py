@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mlatui.config.scenario import Phase
 from mlatui.stream.events import Validity
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.rounding import fmt_context
 
 # rounds of L = 1 quads one `+` adds at each undecided context (mirrored pairs: each arm leads
 # equally often); the check's CI narrows about as the root of its rounds
@@ -58,7 +59,7 @@ class MoreOffer:
     def text(self) -> str:
         return (
             f"+ to measure {self.rounds} more rounds of the undecided contexts "
-            f"({', '.join(map(str, self.contexts))}, {self.time_text})"
+            f"({', '.join(map(fmt_context, self.contexts))}, {self.time_text})"
         )
 
     @property
