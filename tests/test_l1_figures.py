@@ -8,7 +8,7 @@ from mlatui.stream.events import DecodeResult, Interval, PhaseStart, Validity
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import summary_csv, summary_markdown
 from tests.ui_events import header
-from widgets.render import validity_text
+from widgets.validity_pane import validity_text
 
 
 def _state(depths: tuple[int, ...]) -> DashboardState:

@@ -13,7 +13,8 @@ from mlatui.stream.sources import ReplaySource
 from mlatui.views.dashboard_state import DashboardState
 from widgets.app import MlatuiApp
 from widgets.figure import fmt_ms
-from widgets.render import marginal_plot, phase_marginal, validity_text
+from widgets.render import marginal_plot
+from widgets.validity_pane import phase_marginal, validity_text
 
 ROOT = Path(__file__).parent
 DEMO = ROOT.parent / "scenarios" / "demo.jsonl"

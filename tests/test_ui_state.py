@@ -14,6 +14,7 @@ from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from widgets import render as r
+from widgets import validity_pane as vp
 from widgets.help import bindings_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
@@ -159,11 +160,11 @@ def test_marginal_plot_waits_for_data():
 
 
 def test_validity_table_marks_verdicts(real):
-    text = r.validity_text(real, 80).plain
+    text = vp.validity_text(real, 80).plain
     assert "greyed" in text and text.count("\n") >= 6
     rows = {tuple(line.split()[:2]): line for line in text.splitlines()}
     for (phase, context), v in real.validity.items():
-        row = rows[(phase[:5], r.fmt_context(context))]
+        row = rows[(phase[:5], vp.fmt_context(context))]
         assert ("✓" if v.valid else "✗") in row, (phase, context, v.verdict)
     assert any(v.valid for v in real.validity.values())
     assert not all(v.valid for v in real.validity.values())
@@ -181,9 +182,9 @@ def test_memory_and_log_text(real):
 
 
 def test_formatters():
-    assert r.fmt_ms(None) == "–" and r.fmt_ms(123.4) == "123" and r.fmt_ms(0.1234) == "0.123"
+    assert vp.fmt_ms(None) == "–" and vp.fmt_ms(123.4) == "123" and vp.fmt_ms(0.1234) == "0.123"
     assert r.fmt_bytes(2.5e9) == "2.5 GB" and r.fmt_duration(75) == "1m15s"
-    assert r.fmt_context(2048) == "2K" and r.fmt_context(300) == "300"
+    assert vp.fmt_context(2048) == "2K" and vp.fmt_context(300) == "300"
     assert r.bar(0.5, 10).plain == "█████░░░░░"
 
 
@@ -228,12 +229,12 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     header = [ui_events.header(), PhaseStart(0.5, "sweep", "sweep", 0, 1, 10)]
     before = state_of([*header, own, alone])
     after = state_of([*header, own, alone, pooled, decided])
-    text = r.validity_text(after, 80)
+    text = vp.validity_text(after, 80)
     rows = {line.split()[1]: line for line in text.plain.splitlines()[2:]}
     assert "✓ -1.0%" in rows["1K"] and "✓p" not in rows["1K"]
     assert "✓p +0.4%" in rows["2K"]
-    assert "? +0.4%" in r.validity_text(before, 80).plain
-    summary = r.validity_summary(after).plain
+    assert "? +0.4%" in vp.validity_text(before, 80).plain
+    summary = vp.validity_summary(after).plain
     assert summary == (
         "✓ every checked context valid (±2%) · ✓p 2K by the pooled check 1.001 [0.992, 1.009]"
     )

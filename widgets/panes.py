@@ -18,6 +18,7 @@ else:
 from mlatui.views.dashboard_state import DashboardState
 from widgets import render as r
 from widgets.arm import arm_text, arm_title
+from widgets.validity_pane import validity_text
 
 
 class _Section(_WidgetBase):
@@ -122,7 +123,7 @@ class ValidityPane(ScrollPane):
     section = "validity"
 
     def content(self) -> Text:
-        return r.validity_text(self.state, self.scrollable_content_region.width)
+        return validity_text(self.state, self.scrollable_content_region.width)
 
 
 class MemoryPane(ScrollPane):

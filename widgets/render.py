@@ -10,17 +10,14 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from mlatui.stream.events import ARMS, Validity, aa_variant
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
-from mlatui.views.l1_figures import l1_figures
 from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
-from mlatui.views.rounding import fmt_context
-from mlatui.views.verdict_strip import fit_forms, is_null_run, verdict_parts, wrap_forms
+from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 from widgets import fit
-from widgets.figure import fmt_ms, key_figure_text
+from widgets.figure import key_figure_text
 from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"
@@ -274,112 +271,6 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
 def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
     """The key figure (widgets.figure draws mlatui.views.key_figure's data)."""
     return key_figure_text(key_figure(state), width, height)
-
-
-def validity_summary(state: DashboardState) -> Text | None:
-    """One line: which contexts failed the L = 1 check (left out of every verdict)."""
-    if not state.validity:
-        return None
-    invalid = sorted({c for (_, c), v in state.validity.items() if v.verdict == "invalid"})
-    unsure = sorted({c for (_, c), v in state.validity.items() if v.verdict == "inconclusive"})
-    pooled = sorted({c for (_, c), v in state.validity.items() if v.valid and v.pooled})
-    tol = next(iter(state.validity.values())).tolerance_pct
-    t = Text()
-    if invalid:
-        t.append(f"✗ invalid {', '.join(map(fmt_context, invalid))}", style="bold red")
-    if unsure:
-        t.append(" · " if invalid else "")
-        t.append(f"? inconclusive {', '.join(map(fmt_context, unsure))}", style="bold yellow")
-    if invalid or unsure:
-        t.append(" · left out, greyed", style="dim")
-    else:
-        t.append(f"✓ every checked context valid (±{tol:g}%)", style="green")
-    p = state.latest_pooled
-    if p is not None:
-        t.append(" · ")
-        figure = f"{p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}]"
-        if pooled:
-            where = ", ".join(map(fmt_context, pooled))
-            t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)
-        else:
-            t.append(f"pooled check {figure} {p.outcome}", style="dim")
-    return t
-
-
-def _phase_short(phase: str) -> str:
-    """Five characters: 'sweep'; an A/A pass keeps its variant ('sw·st', 'sw·pa')."""
-    variant = aa_variant(phase)
-    return f"{phase[:2]}·{variant[:2]}" if variant else phase[:5]
-
-
-def validity_text(state: DashboardState, width: int) -> Text:
-    """The summary first (it must not scroll away), then per (phase, context) both arms' L = 1
-    medians, the check, and the sweep's marginal costs."""
-    t = Text(no_wrap=True, overflow="ellipsis")
-    summary = validity_summary(state)
-    if summary is not None:  # wrapped between its parts, never cut
-        parts = list(summary.split(" · ", include_separator=False))
-        for line in fit.wrap_parts(parts, width, 2):
-            t.append_text(line)
-            t.append("\n")
-    a, b = ("A", "B") if is_null_run(state) else ("stock", "patch")  # A/A: one variant in both
-    t.append(
-        f"{'phase':<6}{'ctx':>5} {'L=1 ' + a:>9} {b:>5}  {'paired':<8}{'Δ2 ' + a:>8} {b:>5}",
-        style="bold",
-    )
-    checked = {c for (_, c) in state.validity}
-    order = {p: i for i, p in enumerate(state.phase_kinds)}
-    rows: list[tuple[tuple[str, int], Validity | None]] = [*state.validity.items()]
-    rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
-    rows.sort(key=lambda row: (order.get(row[0][0], len(order)), row[0][1]))
-    notes: list[str] = []
-    for (phase, c), v in rows:
-        s1 = state.l_median("stock", c, 1)
-        p1 = state.l_median("patched", c, 1)
-        short = _phase_short(phase)
-        if v is not None:  # a check decided on plain blocks: their time per token, said so
-            kind = state.phase_kinds.get(phase, "")
-            f = l1_figures(v, kind, state.decode_results, phase, c)
-            s1, p1 = f.stock_ms, f.patched_ms
-            if f.per_token:
-                short = f"{short[:5]}*"
-                notes += [] if f.note in notes else [f.note]
-        row_style = GREY if v is not None and not v.valid else ""
-        t.append("\n")
-        t.append(
-            f"{short:<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ",
-            style=row_style,
-        )
-        if v is None:
-            t.append(f"{'…':<8}", style="dim")
-        else:
-            mark, style = {
-                "valid": ("✓p", POOLED_STYLE) if v.pooled else ("✓", "green"),
-                "inconclusive": ("?", "bold yellow"),
-            }.get(v.verdict, ("✗", "bold red"))
-            t.append(f"{mark + ' ' + format(v.diff_pct, '+.1f') + '%':<8}", style=style)
-        ms, mp = (phase_marginal(state, phase, arm, c) for arm in ARMS)
-        t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>5}", style=row_style)
-    t.append("\n")
-    t.append(f"paired = median of per-round {a}/{b} ratios − 1", style="dim")
-    for note in notes:
-        t.append("\n")
-        t.append(f"* L=1 {note}", style="dim")
-    return t
-
-
-def phase_marginal(state: DashboardState, phase: str, arm: str, context: int) -> float | None:
-    """The marginal cost Δ2 that `phase` measured at `context` (an A/A run's two passes each
-    have their own); a recording without per-phase estimates falls back to the sweep's."""
-    if state.phase_kinds.get(phase, "sweep") != "sweep":
-        return None
-    e = state.estimates.get((phase, context))
-    if e is not None:
-        for r in e.rows:
-            if (r["quantity"], r["arm"], r["width"]) == ("marginal_ms", arm, 2):
-                return float(r["median"])
-        return None
-    return dict(state.marginal(arm)).get(context)
 
 
 def run_lines(state: DashboardState) -> list[Text]:
