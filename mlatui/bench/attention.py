@@ -27,6 +27,7 @@ from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models import build
 from mlatui.models.loading import DTYPES
+from mlatui.stream.phrases import interval_text
 
 ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
 
@@ -242,7 +243,7 @@ def forced_sweep(
             per_width[width] = dict(absorbed=a, materialised=m, ratio=ratio, verdict=verdict(ratio))
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
-                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]: "
+                f"absorbed/materialised {interval_text(ratio)}: "
                 f"{verdict(ratio)}"
             )
             for arm in ARMS:

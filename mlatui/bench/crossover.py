@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.stream.phrases import interval_text
 
 
 def find_crossover(
@@ -87,7 +88,7 @@ def calibrate(
             noise = "; CI straddles 1: within noise" if probe.within_noise else ""
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
-                f"absorbed/materialised {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
+                f"absorbed/materialised {interval_text(ratio)} "
                 f"over {run.rounds} rounds: {'absorbed' if probe.faster else 'materialised'} "
                 f"faster{noise}"
             )

@@ -8,7 +8,6 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
 from mlatui.commands.argtypes import (
@@ -20,6 +19,8 @@ from mlatui.commands.argtypes import (
     positive_int,
 )
 from mlatui.config.scenario import DTYPE_NAMES
+from mlatui.stream.interval import Interval
+from mlatui.stream.phrases import interval_text
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together
@@ -215,8 +216,8 @@ def _log(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
 
-def _ci(iv: Any, digits: int = 3) -> str:
-    return f"{iv.median:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+def _ci(iv: Interval, digits: int = 3) -> str:
+    return interval_text(iv, digits)
 
 
 def _part_a(

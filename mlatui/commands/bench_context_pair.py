@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.stream.phrases import interval_text
+
 HELP = (
     "one arm's step cost at a short and a long context, interleaved in A B B A quads: the "
     "growth ms(long) / ms(short) per width with its 95% CI"
@@ -150,9 +152,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append(
             [
                 r.width,
-                f"{s.median:.2f} [{s.low:.2f}, {s.high:.2f}]",
-                f"{lo.median:.2f} [{lo.low:.2f}, {lo.high:.2f}]",
-                f"{g.median:.3f} [{g.low:.3f}, {g.high:.3f}]",
+                interval_text(s, 2),
+                interval_text(lo, 2),
+                interval_text(g),
                 g.n,
                 r.rounds,
             ]

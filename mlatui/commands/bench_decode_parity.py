@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mlatui.stream.phrases import interval_text
+
 HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
     "and settings: tok/s ratio with its 95% CI (parity: within ±3%)"
@@ -200,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
                 r.other,
                 f"{r.tok_s['mlatui']:.1f}",
                 f"{r.tok_s[r.other]:.1f}",
-                f"{r.ratio.median:.3f} [{r.ratio.low:.3f}, {r.ratio.high:.3f}]",
+                interval_text(r.ratio),
                 r.rounds,
                 {"valid": "yes", "invalid": "NO", "inconclusive": "inconclusive"}[r.outcome.value]
                 if r.other.startswith("mlx_lm")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from mlatui.commands.argtypes import (
     int_at_least,
@@ -13,6 +12,7 @@ from mlatui.commands.argtypes import (
     positive_float,
 )
 from mlatui.config.scenario import DTYPE_NAMES
+from mlatui.stream.phrases import CiStyle, ci_text
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
 # about two minutes on a 2-core CPU: the first part always runs, later ones only if they fit
@@ -89,9 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _ci(median: float | None, low: float | None, high: float | None, digits: int = 3) -> str:
-    if median is None or not math.isfinite(median):
-        return "-"
-    return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+    return ci_text(median, low, high, digits, style=CiStyle.PAREN)
 
 
 def summary_table(records) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
+from mlatui.stream.phrases import TOLERANCE_RULE, check_not_passed, interval_text, pct_ends
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
 
@@ -116,19 +117,15 @@ class StderrProgress:
                     f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: "
                     + (f"{review}: " if review else "")
                     + f"paired stock/patched {event.diff_pct:+.1f}%"
-                    + (
-                        f" [{(event.ratio.low - 1) * 100:+.1f}, {(event.ratio.high - 1) * 100:+.1f}]"
-                        if event.ratio is not None
-                        else ""
-                    )
-                    + " (95% CI must lie inside ±2%)",
+                    + (f" {pct_ends(event.ratio)}" if event.ratio is not None else "")
+                    + f" ({TOLERANCE_RULE.format(tolerance=event.tolerance_pct)})",
                     file=self.stream,
                 )
             elif kind == "pooled_validity":
                 decided = ", ".join(map(str, event.decided)) or "none"
                 print(
                     f"[mlatui]   L=1 check pooled over {len(event.contexts)} contexts: "
-                    f"{event.ratio.median:.3f} [{event.ratio.low:.3f}, {event.ratio.high:.3f}] "
+                    f"{interval_text(event.ratio)} "
                     f"{event.outcome.upper()}; valid (pooled): {decided}",
                     file=self.stream,
                 )
@@ -257,16 +254,13 @@ def _report(args, events, out, recorder, signals, status) -> int:
         return ExitStatus.USAGE if errors and errors[0].refused else ExitStatus.FAILED
     bad = invalid_contexts(events)
     if bad:
-        where = ", ".join(
-            f"{phase} @ {ctx} {outcome} ({diff:+.1f}%)" for phase, ctx, diff, outcome in bad
-        )
+        where = [f"{phase} @ {ctx} {outcome} ({diff:+.1f}%)" for phase, ctx, diff, outcome in bad]
         from mlatui.views.run_meta import PATCH_QUESTION, is_patch_review
 
         header = next((e for e in events if e.type == "header"), None)
         review = header is not None and is_patch_review(header.settings)
         print(
-            "mlatui: L=1 check not passed (the paired L=1 ratio's 95% CI is not inside ±2%): "
-            f"{where}; those contexts are left out of every verdict"
+            f"mlatui: {check_not_passed(where)}"
             + (f" ({PATCH_QUESTION} invalid: it does; inconclusive: undecided)" if review else ""),
             file=sys.stderr,
         )

@@ -28,6 +28,7 @@ from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import recopy_in_place
 from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
+from mlatui.stream.phrases import interval_text
 
 PAIR_ROUNDS = 2  # rounds come in mirrored pairs; the clock and the check are read after each
 # the most rounds one attempt adds at a context: a ratio whose CI still straddles the tolerance
@@ -119,8 +120,8 @@ def more_l1_rounds(
             ctx.now(),
             "info",
             f"budget: {', '.join(v.phase for v in checks)} @ {length}: {run.rounds} more rounds of "
-            f"L = 1 quads; on all {total} rounds this run measured there: {ratio.median:.3f} "
-            f"[{ratio.low:.3f}, {ratio.high:.3f}], {outcome.value}",
+            f"L = 1 quads; on all {total} rounds this run measured there: {interval_text(ratio)}, "
+            f"{outcome.value}",
         )
     )
     if outcome is Outcome.INCONCLUSIVE:

@@ -60,6 +60,7 @@ from mlatui.run.decode_stream import (
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import Sampling, draft_model_block, plain_block
 from mlatui.run.spec import plain_step
+from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0
 SIDES = ("mlx_lm", "mlx_lm-thread", "sync-loop")
@@ -274,8 +275,7 @@ def run_parity(
                 )
                 progress(
                     f"{other} depth {width - 1}: mlatui {tok_s['mlatui']:.1f} tok/s vs "
-                    f"{tok_s[other]:.1f}, ratio {tok_ratio.median:.3f} "
-                    f"[{tok_ratio.low:.3f}, {tok_ratio.high:.3f}]"
+                    f"{tok_s[other]:.1f}, ratio {interval_text(tok_ratio)}"
                 )
     finally:
         worker.close()

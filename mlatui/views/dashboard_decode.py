@@ -11,8 +11,8 @@ from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
+from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
-from mlatui.views.rounding import ends
 from mlatui.views.step_series import StepSeries
 
 
@@ -145,7 +145,7 @@ class DecodeFold:
                     e.t, "info", f"{who}: {st.label} at {e.context}: not measured (no blocks run)"
                 )
             return
-        tok_s, tok_s_low, tok_s_high = ends(e.tok_s)
+        tok_s = e.tok_s.median if e.tok_s is not None else None
         if e.depth == 0:
             arm.plain_tok_s = tok_s
         else:
@@ -162,16 +162,10 @@ class DecodeFold:
                 arm.repeats[st] = TextRepeat(share, across, looping, live=False)
         self.changed.add("arms")
         label = "plain decode" if e.depth == 0 else st.label
-        ci = (
-            f" [{tok_s_low:.1f}, {tok_s_high:.1f}]"
-            if tok_s_low is not None and tok_s_high is not None
-            else ""
-        )
         who = arm_label(e.arm, e.phase)
-        msg = f"{who}: {label} at {e.context}: {tok_s:.1f} tok/s{ci}"
+        msg = f"{who}: {label} at {e.context}: {interval_text(e.tok_s, 1, ' tok/s')}"
         if e.depth and e.vs_plain is not None:
-            vs, lo, hi = ends(e.vs_plain)
-            msg += f", ×{vs:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo and hi else "") + " plain"
+            msg += f", ×{interval_text(e.vs_plain, 2)} plain"
         self._log(e.t, "warning" if e.warnings else "info", msg)
         for w in e.warnings:
             self._log(

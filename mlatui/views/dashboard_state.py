@@ -30,6 +30,7 @@ from mlatui.stream.events import (
     Step,
     Validity,
 )
+from mlatui.stream.phrases import check_mark, interval_text, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
 from mlatui.views.progress import RunProgress
@@ -195,27 +196,19 @@ class DashboardState(DecodeFold):
             return
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
-        ci = (
-            f" paired {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}], {e.rounds} rounds"
-            if e.ratio is not None
-            else ""
-        )
+        ci = f" paired {interval_text(e.ratio)}, {e.rounds} rounds" if e.ratio is not None else ""
         review = l1_words(self.header.settings if self.header else None, e.verdict)
         if review:  # a patch review: what the check says about the patch
             ci += f"; {review}"
         if e.pooled:
-            own = (
-                f"its own {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}] contains 1.00"
-                if e.ratio is not None
-                else ""
-            )
+            own = f"its own {interval_text(e.ratio)} contains 1.00" if e.ratio is not None else ""
             self._log(e.t, "info", f"L=1 check at {e.context}: ✓p valid (pooled; {own})")
         elif e.valid:
             msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
             self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")
         else:
             word = "INCONCLUSIVE" if e.verdict == "inconclusive" else "INVALID"
-            msg = f"L=1 check at {e.context}: {'?' if word == 'INCONCLUSIVE' else '✗'} {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
+            msg = f"L=1 check at {e.context}: {check_mark(word.lower())} {word} {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
             self._log(
                 e.t,
                 "warning",
@@ -227,8 +220,7 @@ class DashboardState(DecodeFold):
         self.changed.add("validity")
         where = ", ".join(map(str, e.contexts))
         msg = (
-            f"L=1 check pooled after {e.phase}: {e.ratio.median:.3f} [{e.ratio.low:.3f}, "
-            f"{e.ratio.high:.3f}] over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
+            f"L=1 check pooled after {e.phase}: {interval_text(e.ratio)} over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
             f"{e.quads} quads): {e.outcome}"
         )
         if e.decided:
@@ -271,11 +263,7 @@ class DashboardState(DecodeFold):
             self.status = e.status
         self.phase.eta_s = None
         self.changed |= {"header", "phase"}
-        extra = (
-            f"; left out of verdicts (L=1 check invalid or inconclusive): {', '.join(map(str, e.invalid_contexts))}"
-            if e.invalid_contexts
-            else ""
-        )
+        extra = f"; {left_out_of_verdicts(e.invalid_contexts)}" if e.invalid_contexts else ""
         self._log(e.t, "error" if e.status == "error" else "info", f"run {e.status}{extra}")
 
     # -- derived views ----------------------------------------------------------------------

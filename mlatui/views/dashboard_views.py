@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import SpeedupBound, Validity
+from mlatui.stream.phrases import check_mark, interval_text
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
@@ -173,12 +174,8 @@ class IndexerView:
     def add_check(self, e: Validity) -> tuple[str, str]:
         """Keep the S = 1 check; its (level, log line)."""
         self.checks[(e.phase, e.context)] = e
-        mark = "✓" if e.valid else "?" if e.verdict == "inconclusive" else "✗"
-        ci = (
-            ""
-            if e.ratio is None
-            else f", paired {e.ratio.median:.3f} [{e.ratio.low:.3f}, {e.ratio.high:.3f}]"
-        )
+        mark = check_mark(e.verdict)
+        ci = "" if e.ratio is None else f", paired {interval_text(e.ratio)}"
         line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
         return ("info" if e.valid else "warning"), line
 

@@ -13,6 +13,7 @@ from typing import Any
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult, Validity, aa_variant, arm_label, ratio_label
+from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import csv_text, table
@@ -106,7 +107,7 @@ def _l1_table(state: DashboardState) -> str:
         )
     pooled = sorted(state.pooled.values(), key=lambda p: p.t)
     for p in pooled:
-        mark = {"valid": "✓", "inconclusive": "?"}.get(p.outcome, "✗")
+        mark = check_mark(p.outcome)
         rows.append(
             [
                 f"{p.phase} (pooled)",

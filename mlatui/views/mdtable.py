@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from mlatui.stream.phrases import ci_text
+
 
 def fmt(v: Any, digits: int = 2) -> str:
     if v is None:
@@ -19,12 +21,7 @@ def fmt(v: Any, digits: int = 2) -> str:
 
 def ci(median: Any, low: Any, high: Any, digits: int = 2, unit: str = "") -> str:
     """`median[unit] [low, high]` at fixed digits; the median alone where a bound is missing."""
-    if median is None:
-        return "-"
-    text = f"{median:.{digits}f}{unit}"
-    if low is None or high is None:
-        return text
-    return f"{text} [{low:.{digits}f}, {high:.{digits}f}]"
+    return ci_text(median, low, high, digits, unit)
 
 
 def num(v: Any) -> str:

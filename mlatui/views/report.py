@@ -18,6 +18,7 @@ from mlatui.stream.events import (
     RunHeader,
     Validity,
 )
+from mlatui.stream.phrases import left_out_of_verdicts
 from mlatui.views.dashboard_decode import kind_of_label
 from mlatui.views.mdtable import csv_text
 from mlatui.views.report_decode import decode_table
@@ -117,11 +118,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
     if end:
         parts.append(
             f"Run {end.status}"
-            + (
-                f"; left out of verdicts (L=1 check invalid or inconclusive): {', '.join(map(str, end.invalid_contexts))}"
-                if end.invalid_contexts
-                else ""
-            )
+            + (f"; {left_out_of_verdicts(end.invalid_contexts)}" if end.invalid_contexts else "")
             + "."
         )
     return "\n".join(parts).rstrip() + "\n"

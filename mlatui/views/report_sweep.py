@@ -16,6 +16,7 @@ from mlatui.stream.events import (
     aa_variant,
     arm_label,
 )
+from mlatui.stream.phrases import check_word
 from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
@@ -197,7 +198,7 @@ def validity_table(events: Sequence[Event]) -> str:
                 paired,
                 f"{v.diff_pct:+.2f}%",
                 v.rounds or "-",
-                v.verdict.upper() if v.verdict != "valid" else "valid",
+                check_word(v.verdict),
                 v.basis.value,
             ]
         )
@@ -234,7 +235,7 @@ def pooled_row(p: PooledValidity, digits: int) -> list:
         ci(*ends(p.ratio), digits=digits),
         f"{(p.ratio.median - 1) * 100:+.2f}%",
         p.rounds,
-        p.outcome.upper() if p.outcome != "valid" else "valid",
+        check_word(p.outcome),
         "pooled",
     ]
 

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from mlatui.stream.events import ARMS, Estimate
+from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci
 
@@ -38,13 +39,7 @@ class Check(enum.StrEnum):
 
     @property
     def mark(self) -> str:
-        return {
-            "valid": "✓",
-            "valid (pooled)": "✓p",
-            "invalid": "✗",
-            "inconclusive": "?",
-            "pending": "…",
-        }[self.value]
+        return CHECK_MARKS[self.value]
 
     @property
     def usable(self) -> bool:

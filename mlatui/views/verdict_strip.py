@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
+from mlatui.stream.phrases import CiStyle, interval_text
 from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import ends, fmt_context, sig
+from mlatui.views.rounding import fmt_context, sig
 
 
 class Tone(enum.StrEnum):
@@ -145,8 +146,7 @@ def _speculation(state: DashboardState) -> list[Part]:
             continue
         best = _best_win(mine)
         if best is not None:
-            vs, lo, hi = ends(best.vs_plain)
-            ratio = f"×{vs:.2f} [{lo:.2f}-{hi:.2f}]"
+            ratio = f"×{interval_text(best.vs_plain, 2, style=CiStyle.DASHED)}"
             at = fmt_context(best.context)
             where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
             pooled = state.validity[(best.phase, best.context)].pooled
@@ -219,10 +219,7 @@ def _checks(state: DashboardState) -> list[Part]:
     p = state.latest_pooled
     if p is not None:
         said = "" if p.valid else f": {p.outcome}"
-        text += (
-            f" (pooled {p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}], "
-            f"{len(p.contexts)} contexts{said})"
-        )
+        text += f" (pooled {interval_text(p.ratio)}, {len(p.contexts)} contexts{said})"
     # without counts: "all" when every check passed (✓p still said), else only what did not
     if ok + pooled == len(checks):
         brief = "L=1 ✓ all" + (" (✓p)" if pooled else "")

@@ -76,6 +76,7 @@ from mlatui.stream.events import (
     ratio_label,
 )
 from mlatui.stream.interval import Interval, flat_interval
+from mlatui.stream.phrases import interval_text
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
 
@@ -147,8 +148,7 @@ def decode_validity(
                 ctx.now(),
                 "info",
                 f"{phase.name} @ {length}: plain decode "
-                f"{ratio_label(phase.name)} {ratio.median:.3f} "
-                f"[{ratio.low:.3f}, {ratio.high:.3f}] over {blocks.rounds} rounds of blocks "
+                f"{ratio_label(phase.name)} {interval_text(ratio)} over {blocks.rounds} rounds of blocks "
                 f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
                 "is decided on the synced steps",
             )
@@ -178,7 +178,7 @@ def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates
             "info",
             f"{phase.name} @ {length}: L = 1 check undecided on its own steps; on all {rounds} "
             f"rounds of L = 1 quads this run measured at {length} ({runs} sampler runs, the "
-            f"sweep's included): {ratio.median:.3f} [{ratio.low:.3f}, {ratio.high:.3f}], "
+            f"sweep's included): {interval_text(ratio)}, "
             f"{outcome.value}",
         )
     )

@@ -18,6 +18,7 @@ from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import LOOPING as LOOPING_TEXT
 from mlatui.measure.repetition import Repetition, looping_warning
 from mlatui.stream.events import ARMS, arm_label
+from mlatui.stream.phrases import CiStyle, ci_text
 
 
 class Guard(enum.StrEnum):
@@ -112,9 +113,7 @@ def _name(st: Setting) -> str:
 
 
 def _ci(median: float, low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return f"{median:.2f}x"
-    return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
+    return ci_text(median, low, high, 2, "x", CiStyle.DASHED)
 
 
 def tune_verdict(rows: list[dict], tie_pct: float = 2.0, phase: str = "") -> str:

@@ -45,6 +45,7 @@ from mlatui.run.phases.indexer_sites import (
     step,
 )
 from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
+from mlatui.stream.phrases import CiStyle, ci_text
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
 
@@ -270,7 +271,7 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
         s = cells[("indexer", context, max(wide), "stock")]
         text = f"{context}: S={max(wide)} {pair}"
         if _finite(s["ratio"], s["ratio_low"], s["ratio_high"]):
-            text += f" {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+            text += " " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "x", CiStyle.SAID)
         patched = [cells[("indexer", context, w, "patched")] for w in wide]
         patched = [r for r in patched if _finite(r["vs_s1"], r["vs_s1_low"], r["vs_s1_high"])]
         if patched:

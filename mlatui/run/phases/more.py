@@ -29,6 +29,7 @@ from mlatui.stream.events import (
     RunEnd,
     Validity,
 )
+from mlatui.stream.phrases import interval_text
 from mlatui.views.more_offer import (
     MORE_KIND,
     more_phase,
@@ -144,8 +145,7 @@ def _decide_again(
             ctx.now(),
             "info" if outcome is Outcome.VALID else "warning",
             f"{phase}: {', '.join(v.phase for v in checks)} @ {length}: on all {total} rounds of "
-            f"L = 1 quads this run measured there: {ratio.median:.3f} [{ratio.low:.3f}, "
-            f"{ratio.high:.3f}], {outcome.value}",
+            f"L = 1 quads this run measured there: {interval_text(ratio)}, {outcome.value}",
         )
     )
     out = []

@@ -16,6 +16,7 @@ from mlatui.run.phases.base import (
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
+from mlatui.stream.phrases import CiStyle, ci_text
 
 
 def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
@@ -111,5 +112,6 @@ def sweep_verdict(rows: list[dict], phase: str = "") -> str:
     pair = ratio_label(phase)
     return (
         f"at context {top}, L = {w}: {a} {s['median_ms']:.2f} ms vs {b} {p['median_ms']:.2f} ms, "
-        f"paired {pair} {s['ratio']:.2f}x (95% CI {s['ratio_low']:.2f}-{s['ratio_high']:.2f})"
+        f"paired {pair} "
+        + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "x", CiStyle.SAID)
     )
