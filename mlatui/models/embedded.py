@@ -98,9 +98,10 @@ def _quiet_load(mlx_lm: Any, path: Path) -> tuple[Any, Any]:
 
 
 def trained_window() -> int | None:
-    """The token window the shipped model was trained on (MANIFEST training args)."""
+    """The token window the shipped model was trained on (MANIFEST: the long-context
+    extension's windows where it has one, else the training's)."""
     try:
         shipped = json.loads((EMBEDDED_DIR / "MANIFEST.json").read_text())
-        return int(shipped["training"]["args"]["seq"])
+        return int((shipped.get("long_context") or shipped["training"])["args"]["seq"])
     except (OSError, KeyError, TypeError, ValueError):
         return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -45,6 +46,8 @@ class SparseMLAConfig:
     index_query_chunk: int = 128
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    rope_scaling: dict[str, Any] | None = None
+    max_position_embeddings: int = 8192
     attention_bias: bool = False
 
     def __post_init__(self) -> None:

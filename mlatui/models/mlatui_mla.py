@@ -43,6 +43,7 @@ class ModelArgs(BaseModelArgs):
     max_position_embeddings: int = 8192
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+    rope_scaling: dict[str, Any] | None = None  # DeepSeek's YaRN keys, as real checkpoints carry
     tie_word_embeddings: bool = True
     compute_dtype: str = "float32"
 
@@ -64,6 +65,8 @@ class ModelArgs(BaseModelArgs):
             max_position_embeddings=self.max_position_embeddings,
             rms_norm_eps=self.rms_norm_eps,
             rope_theta=self.rope_theta,
+            # dsv3 reads None as "no scaling" but annotates the field Dict
+            rope_scaling=self.rope_scaling,  # type: ignore[arg-type]
         )
 
     def sparse_args(self) -> SparseMLAConfig:

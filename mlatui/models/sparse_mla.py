@@ -19,6 +19,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
+from mlx_lm.models.rope_utils import initialize_rope
 
 from mlatui.config.gate_settings import IndexerMode
 from mlatui.gate.mla import BranchCounters
@@ -181,7 +182,18 @@ class SparseMLAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.v_head_dim, self.hidden_size, bias=bias)
         self.indexer = Indexer(config, indexer_mode)
         if self.qk_rope_head_dim:
-            self.rope = nn.RoPE(self.qk_rope_head_dim, traditional=True, base=config.rope_theta)
+            # the same rope and softmax scale as mlx-lm's deepseek_v3 layers beside it
+            self.rope = initialize_rope(
+                dims=self.qk_rope_head_dim,
+                base=config.rope_theta,
+                traditional=True,
+                max_position_embeddings=config.max_position_embeddings,
+                scaling_config=config.rope_scaling,
+            )
+            scaling = config.rope_scaling or {}
+            if scaling.get("mscale_all_dim") and scaling["factor"] > 1:
+                s = 0.1 * scaling["mscale_all_dim"] * math.log(scaling["factor"]) + 1.0
+                self.scale = self.scale * s * s
 
     @property
     def indexer_mode(self) -> str:

@@ -4,6 +4,7 @@
     python -m tools.train.ship --run OUT --data .corpus --draft-only        # a distilled draft
     python -m tools.train.ship --run OUT --data .corpus --finetuned LOG...  # a fine-tuned target
     python -m tools.train.ship --run OUT --data .corpus --distilled LOG     # distilled drafts
+    python -m tools.train.ship --run OUT --data .corpus --extended          # long-context extension
 
 Copies OUT/model (with its MTP layer, if trained) and OUT/draft (config + safetensors) and the
 tokenizer into mlatui/models/embedded/,
@@ -93,7 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the training log (distil.jsonl) of tools.train.distil; --run holds the "
         "model/ (shipped target + distilled MTP head) and draft/ it wrote: install those",
     )
+    p.add_argument(
+        "--extended",
+        action="store_true",
+        help="a tools.train.extend run: install its target + MTP head and draft (the distil "
+        "stage's best where it improved them) and record the run and its longctx-*.json",
+    )
     a = p.parse_args(argv)
+    if a.extended:
+        return ship_extended(a.run, a.data)
     if a.distilled is not None:
         return ship_distilled(a.run, a.data, a.distilled)
     if a.draft_only:
@@ -179,6 +188,45 @@ def ship_draft(run: Path, data: Path) -> int:
     data_out = manifest() | keep | {"draft_training": record}
     MANIFEST_PATH.write_text(json.dumps(data_out, indent=1, sort_keys=True) + "\n")
     print(json.dumps(record["last_eval"]))
+    return 0
+
+
+def _log(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def ship_extended(run: Path, data: Path) -> int:
+    """Install a `tools.train.extend` run: the distil stage's best model/ and draft/ where it
+    wrote them, else the target stage's model/ and the scaled draft it started from. MANIFEST
+    keeps every earlier record and gets `long_context`: the run's arguments and RoPE overrides,
+    each stage's end, and the position-bucketed measures of RUN/longctx-*.json."""
+    distilled = run / "distil"
+    sources = {
+        "model": next(f for f in (distilled / "model", run / "model") if (f / "config.json").exists()),
+        "draft": next(f for f in (distilled / "draft", distilled / "last" / "draft", run / "base" / "draft")
+                      if (f / "config.json").exists()),
+    }  # fmt: skip
+    for name, folder in sources.items():
+        install_folder(folder.parent, data, name, folder.name)
+    lines, dlines = _log(run / "extend.jsonl"), _log(distilled / "distil.jsonl")
+    start = next(x for x in lines if x.get("event") == "start")
+    record = {
+        "args": start["args"] | {"seq": int(start["args"]["seq"])},
+        "device": start["device"], "mlx": start["mlx"], "overrides": start["overrides"],
+        "target": next(x for x in lines if x.get("event") == "target-done"),
+        "target_last": [x for x in lines if x.get("stage") == "target"][-1:],
+        "distil_start": {k: v for k, v in dlines[0].items() if k.startswith("valid_")},
+        "distil_best": [x for x in dlines if x.get("event") == "best"][-1:],
+        "distil_end": next(x for x in reversed(dlines) if x.get("event") in ("paused", "done")),
+        "installed_from": {k: str(v.relative_to(run)) for k, v in sources.items()},
+        "measured": {f.stem: json.loads(f.read_text()) for f in sorted(run.glob("longctx-*.json"))},
+    }  # fmt: skip
+    old = json.loads(MANIFEST_PATH.read_text()) if MANIFEST_PATH.exists() else {}
+    keep = {k: old[k] for k in ("training", "finetune", "draft_training", "distil") if k in old}
+    MANIFEST_PATH.write_text(
+        json.dumps(manifest() | keep | {"long_context": record}, indent=1, sort_keys=True) + "\n"
+    )
+    print(json.dumps({k: record[k] for k in ("target", "distil_end", "installed_from")}))
     return 0
 
 
