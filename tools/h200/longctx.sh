@@ -7,7 +7,7 @@
 #   part "extend": position-bucketed quality of the shipped model, plain and with YaRN untrained;
 #     tools.train.extend; ship; the same measures of the outcome. The new embedded folder is kept
 #     in /tmp/newemb for the next call and comes back split in $OUT/emb.tgz.*.
-#   part "first-run": the new model in place, the default scenario under launch's budget, three
+#   part "first-run": the default scenario under launch's budget, three
 #     times.
 # Usage: bash tools/h200/longctx.sh extend|first-run
 set -u
@@ -39,7 +39,6 @@ case $part in
     ls -la "$OUT"
     ;;
   first-run)
-    rm -rf mlatui/models/embedded && cp -r /tmp/newemb mlatui/models/embedded
     for i in 1 2 3; do
       timeout 170 python3 -m mlatui bench scenarios/default.toml --budget 100 \
         --out "$R/default-budget100-$i.jsonl" > "$R/default-budget100-$i.md" 2> "$R/default-budget100-$i.log"
