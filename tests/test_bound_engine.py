@@ -13,6 +13,7 @@ from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
+from mlatui.measure.progress import RunProgress
 from mlatui.run.engine import run
 from mlatui.run.phases.decode_blocks import BlockRunner
 from mlatui.stream.events import (
@@ -26,7 +27,6 @@ from mlatui.stream.events import (
 from mlatui.stream.recorder import Recorder, read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import summary_csv, summary_markdown
-from mlatui.views.progress import RunProgress
 from mlatui.views.report import summary_markdown as bench_report
 from mlatui.views.verdict_strip import verdict_line
 

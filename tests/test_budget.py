@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mlatui.config.scenario import load_scenario
+from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import fit_to_budget, reductions
-from mlatui.views.progress import RunProgress
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
 
@@ -223,7 +223,7 @@ def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
 def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     """The stock arm's verify steps on the slow device reject every speculative setting by bound,
     so its blocks cost nothing; forecast as if they ran, the tune costs several times more."""
-    import mlatui.views.progress_forecast as forecast
+    import mlatui.measure.progress_forecast as forecast
     from mlatui.measure.plans import phase_segments
 
     costs = _slow_device()

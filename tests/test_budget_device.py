@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import fit_to_budget
 from mlatui.run.budget_probe import ProbeDevice, run_probe
 from mlatui.run.budget_story import Limits, choose_contexts, longest_context, with_contexts
-from mlatui.views.progress import RunProgress
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
 KINDS = ("mtp", "draft-model")

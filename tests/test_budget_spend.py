@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from mlatui.config.scenario import load_scenario
+from mlatui.measure.progress import RunProgress
 from mlatui.run import budget_spend, budget_watch
 from mlatui.run.budget_spend import extra_check_phase
 from mlatui.run.budget_watch import BudgetWatch
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
 from mlatui.stream.interval import Interval
-from mlatui.views.progress import RunProgress
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
 KINDS = ("mtp", "draft-model")

@@ -12,12 +12,12 @@ import pytest
 from mlatui.config.draft_spec import DraftSource
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.measure.plans import Setting, decode_settings, phase_segments
+from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import fit_to_budget, reductions
 from mlatui.run.phases.decode_verdict import tune_verdict
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import csv_rows, summary_markdown
-from mlatui.views.progress import RunProgress
 from mlatui.views.verdict_strip import verdict_line
 
 ROOT = Path(__file__).parent.parent

@@ -18,12 +18,12 @@ from mlatui.bench.indexer import (
     measure_part,
     run_indexer_bench,
 )
-from mlatui.bench.indexer_parts import rewind
-from mlatui.bench.indexer_records import IndexerRecord
 from mlatui.gate.policy import STOCK_GATES
 from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
+from mlatui.measure.indexer_records import IndexerRecord
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
+from mlatui.models.indexer_parts import rewind
 from mlatui.run.phases.indexer import indexer_verdict
 from tests.test_indexer import KPOOL, small_config
 

@@ -18,13 +18,14 @@ import pytest
 
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.estimates import Outcome
+from mlatui.measure.more_plan import MORE_KIND
 from mlatui.run.engine import run
 from mlatui.run.phases import base, sweep
 from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
 from mlatui.stream.sources import LiveSource
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.more_offer import MORE_KIND, more_offer
+from mlatui.views.more_offer import more_offer
 from mlatui.views.report import summary_markdown
 from mlatui.views.verdict_strip import verdict_line
 from tests.tiny_scenario import tiny_with_phase

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from mlatui.measure.plans import Segment
+from mlatui.measure.progress import STALL_MIN_S, RunProgress
+from mlatui.measure.progress_costs import extrapolate
 from mlatui.stream.events import LoadProgress, LoadStart, PhaseStart, Step
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.progress import STALL_MIN_S, RunProgress
-from mlatui.views.progress_costs import extrapolate
 from mlatui.views.progress_view import loading_text, progress_text
 
 ROOT = Path(__file__).parent.parent

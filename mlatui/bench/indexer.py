@@ -46,7 +46,19 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlatui.bench.indexer_parts import (
+from mlatui.config.gate_settings import IndexerMode
+from mlatui.measure.estimates import (
+    CI_METHOD,
+    ContextEstimates,
+    Timing,
+    stable_seed,
+)
+from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
+from mlatui.measure.records import environment
+from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
+from mlatui.models.indexer import SparseMLAConfig
+from mlatui.models.indexer_parts import (
     DEFAULT_MODES,
     INPUTS_PER_WIDTH,
     Modes,
@@ -55,18 +67,6 @@ from mlatui.bench.indexer_parts import (
     layer_part,
     rewind,
 )
-from mlatui.bench.indexer_records import IndexerRecord, PartRun, part_records
-from mlatui.config.gate_settings import IndexerMode
-from mlatui.measure.estimates import (
-    CI_METHOD,
-    ContextEstimates,
-    Timing,
-    stable_seed,
-)
-from mlatui.measure.records import environment
-from mlatui.measure.sampler import SamplerPlan, sample_context
-from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
-from mlatui.models.indexer import SparseMLAConfig
 from mlatui.models.loading import DTYPES, default_dtype
 
 PARTS = ("indexer", "sparse-layer")

@@ -227,7 +227,7 @@ def _printer(quiet: bool, check_stop=lambda: None, max_seconds: float | None = N
                 )
 
         def done(self, result):
-            from mlatui.bench.indexer_records import control_note
+            from mlatui.measure.indexer_records import control_note
 
             self.last = (result.context, time.monotonic() - self.part_start)
             print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)

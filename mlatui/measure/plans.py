@@ -1,5 +1,5 @@
 """How each phase samples its contexts (pure: no mlx), shared by the engine that runs the plan
-and the progress estimator that forecasts it (`mlatui.views.progress`).
+and the progress estimator that forecasts it (`mlatui.measure.progress`).
 
 A phase is a sequence of *segments*: one sampler run of one context (a sweep context; a tune
 context's synced verify steps, then its decode blocks). A segment is run in rounds; each round

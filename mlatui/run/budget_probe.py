@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from mlatui.config.scenario import Phase, Scenario
+from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import (
     BudgetPlan,
     fit_to_budget,
@@ -24,7 +25,6 @@ from mlatui.run.budget_story import (
 from mlatui.run.budget_watch import FORECAST_MARGIN, BudgetWatch, agreed
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, BudgetPlanned, LogMessage
-from mlatui.views.progress import RunProgress
 
 PROBE_REPS = 2
 # The probe may take this share of the budget: on a slow device (the reference BLAS: 45 s for the

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from mlatui.config.scenario import Phase
+from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import (
     BudgetPlan,
     fit_to_budget,
@@ -20,7 +21,6 @@ from mlatui.run.budget import (
 from mlatui.run.budget_spend import extra_check_phase, more_l1_rounds
 from mlatui.run.phases.base import RunContext
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, Event, LogMessage, Validity
-from mlatui.views.progress import RunProgress
 
 # The forecast ran 13-17% short of the runs it planned on the 2-core CPU (80 s forecast, 94 s run;
 # 87 vs 100 s); with settle steps counted and wide steps grown with T, 2-7% short with

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from mlatui.measure.progress import RunProgress
 from mlatui.stream.events import (
     ARMS,
     BudgetPlanned,
@@ -33,7 +34,6 @@ from mlatui.stream.events import (
 from mlatui.stream.phrases import check_mark, interval_text, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
-from mlatui.views.progress import RunProgress
 from mlatui.views.run_meta import l1_words
 from mlatui.views.step_series import StepSeries
 
@@ -65,7 +65,7 @@ class DashboardState(DecodeFold):
         self.t = 0.0
         self.context: int | None = None  # of the latest timed step
         self.events = 0
-        self.progress = RunProgress()  # ETA, elapsed, stall, loading (mlatui.views.progress)
+        self.progress = RunProgress()  # ETA, elapsed, stall, loading (mlatui.measure.progress)
         self.budget: BudgetPlanned | None = None  # the run's plan fitted to its time budget
         self.changed: set[str] = set(SECTIONS)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlatui.views.loading_view import LoadView
-from mlatui.views.progress import RunProgress
-from mlatui.views.progress_forecast import Eta
+from mlatui.measure.loading import LoadView
+from mlatui.measure.progress import RunProgress
+from mlatui.measure.progress_forecast import Eta
 
 
 @dataclass(frozen=True)

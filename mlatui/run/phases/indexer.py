@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from mlatui.bench.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
+from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.measure.plans import plan_for
 from mlatui.measure.sampler import SamplerPlan, sample_context
 from mlatui.run.arms import Arm

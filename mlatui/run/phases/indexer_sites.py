@@ -3,7 +3,7 @@ their geometry, and one arm's layer at one context with its inputs (used on that
 
 One sample appends S tokens to a cache of exactly `context` tokens whose pool is current (all
 drafts accepted) and is rewound to it outside the timed region (`rewind` of
-mlatui.bench.indexer_parts; mlatui.bench.indexer's docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
+mlatui.models.indexer_parts; mlatui.bench.indexer's docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
 arms: the pool refresh, the scoring, the top-k and the gathers cost the same whatever the values.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlatui.bench.indexer_parts import INPUTS_PER_WIDTH, rewind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import SparseMLAConfig
+from mlatui.models.indexer_parts import INPUTS_PER_WIDTH, rewind
 from mlatui.run.arms import Arm
 
 # Stock re-pools every window, patched only the tail: the same windows from the same tokens, so

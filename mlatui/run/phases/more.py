@@ -16,6 +16,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
+from mlatui.measure.more_plan import (
+    MORE_KIND,
+    more_phase,
+    more_phase_name,
+    undecided_checks,
+)
 from mlatui.measure.plans import plan_for, sweep_segments
 from mlatui.run.phases.base import ProgressTracker, RunContext, sample_steps, share_context
 from mlatui.stream.control import RunControl
@@ -30,12 +36,6 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.phrases import interval_text
-from mlatui.views.more_offer import (
-    MORE_KIND,
-    more_phase,
-    more_phase_name,
-    undecided_checks,
-)
 
 
 class CheckBook:

@@ -1,14 +1,20 @@
 """Honest progress, a pure fold of events: phases and segments as planned and as run, stalls, loading.
 
-No mlx, no textual; fed by DashboardState. The plan comes from each PhaseStart's `plan`
+No mlx, no textual; the dashboard (DashboardState) and the budget (mlatui.run.budget_watch) feed it
+the same events, so both forecast alike. The plan comes from each PhaseStart's `plan`
 (mlatui.measure.plans segments) or, for recordings made before it existed, from the header's
 scenario through the same functions. The ETA it offers (`eta`, `forecast_s`) is
-mlatui.views.progress_forecast's, from the costs and gaps folded here.
+mlatui.measure.progress_forecast's, from the costs and gaps folded here.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from mlatui.measure.loading import LoadView
 from mlatui.measure.plans import Segment, Setting, phase_segments
+from mlatui.measure.progress_costs import CostTable
+from mlatui.measure.progress_forecast import Eta, Forecast, PhaseRun, SegmentRun
 from mlatui.stream.events import (
     BudgetPlanned,
     DecodeBlock,
@@ -23,9 +29,6 @@ from mlatui.stream.events import (
     SpecStep,
     Step,
 )
-from mlatui.views.loading_view import LoadView
-from mlatui.views.progress_costs import CostTable
-from mlatui.views.progress_forecast import Eta, Forecast, PhaseRun, SegmentRun
 
 STALL_MIN_S = 10.0
 STALL_FACTOR = 5.0  # times the slowest gap between steps seen
@@ -104,7 +107,7 @@ class RunProgress(Forecast):
             self.phases = []
             self._plan_from(list(e.phases))
 
-    def _plan_from(self, raw: list[dict]) -> None:
+    def _plan_from(self, raw: list[dict[str, Any]]) -> None:
         from dataclasses import replace
 
         from mlatui.config.scenario import parse_phase

@@ -11,12 +11,14 @@ most rounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mlatui.config.scenario import Phase
 from mlatui.measure.bound import likely_rejected
 from mlatui.measure.plans import Segment, Setting, phase_segments
+from mlatui.measure.progress_costs import Cost, CostTable, add, scale
 from mlatui.stream.events import ARMS
-from mlatui.views.progress_costs import Cost, CostTable, add, scale
 
 # wall s per measured s (steps, blocks) until seen; a step segment's settle steps (two untimed
 # L = 1 steps before every quad) are counted as compute of their own (on the 2-core CPU wall time
@@ -36,7 +38,9 @@ class Eta:
     partial: bool = False
 
     def minus(self, s: float) -> Eta:
-        f = lambda x: max(0.0, x - s)  # noqa: E731
+        def f(x: float) -> float:
+            return max(0.0, x - s)
+
         return Eta(f(self.low), f(self.mid), f(self.high), self.extra_rounds, self.partial)
 
 
@@ -211,7 +215,7 @@ class Forecast:
                 out = add(out, self._prefill(seg.context))
         return out, hi - lo
 
-    def forecast_s(self, phases, settle: bool = True, high: bool = False) -> float:
+    def forecast_s(self, phases: Sequence[Phase], settle: bool = True, high: bool = False) -> float:
         """Seconds the given phases would take from scratch with the costs seen so far (the
         budget planner's forecast); inf when some segment has no cost model. `high`: the high
         end, every adaptive check at its most rounds and costs at their highest extrapolation."""
@@ -225,7 +229,7 @@ class Forecast:
         return total
 
     def _prefill(self, context: int) -> Cost:
-        from mlatui.views.progress_costs import extrapolate
+        from mlatui.measure.progress_costs import extrapolate
 
         return extrapolate(self.prefill, context) or (0.0, 0.0, 0.0)
 

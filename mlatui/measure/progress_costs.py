@@ -1,4 +1,4 @@
-"""What a timed call costs, from what the run has measured so far (pure; used by mlatui.views.progress).
+"""What a timed call costs, from what the run has measured so far (pure; used by mlatui.measure.progress).
 
 Every prediction is a (low, mid, high) triple in milliseconds of measured compute. A cell that was
 measured is its mean. A context not yet measured is extrapolated along the context axis from the
