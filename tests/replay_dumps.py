@@ -87,7 +87,7 @@ def folded_dump(events: list) -> str:
 
 
 def stderr_progress(events: list) -> str:
-    from mlatui.commands.bench_scenario import StderrProgress
+    from mlatui.views.stderr_progress import StderrProgress
 
     stream = io.StringIO()
     progress = StderrProgress(stream)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
-from mlatui.stream.phrases import TOLERANCE_RULE, check_not_passed, interval_text, pct_ends
+from mlatui.stream.phrases import check_not_passed
 
 HELP = "run a scenario without the UI: medians and spread on stdout, every event recorded to JSONL"
 
@@ -86,62 +85,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=0)
 
 
-class StderrProgress:
-    """Phase, progress and ETA on stderr. Called between steps, never inside a timed region."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.lock = threading.Lock()
-        self.review: Callable[[str], str] = lambda verdict: ""
-
-    def __call__(self, event) -> None:
-        kind = event.type
-        with self.lock:
-            if kind == "header":
-                from mlatui.views.run_meta import l1_words
-
-                self.review = lambda verdict: l1_words(event.settings, verdict)
-            if kind == "phase_start":
-                print(
-                    f"[mlatui] phase {event.index + 1}/{event.total_phases}: {event.phase} ({event.kind}), contexts {list(event.contexts)}",
-                    file=self.stream,
-                )
-            elif kind == "progress":
-                eta = f", ETA {event.eta_s:.0f}s" if event.eta_s is not None else ""
-                print(
-                    f"[mlatui]   {event.phase}: {event.done}/{event.total}{eta}", file=self.stream
-                )
-            elif kind == "validity" and not event.valid:
-                review = self.review(event.verdict)  # a patch review: what the check means
-                print(
-                    f"[mlatui]   L=1 check {event.verdict.upper()} at context {event.context}: "
-                    + (f"{review}: " if review else "")
-                    + f"paired stock/patched {event.diff_pct:+.1f}%"
-                    + (f" {pct_ends(event.ratio)}" if event.ratio is not None else "")
-                    + f" ({TOLERANCE_RULE.format(tolerance=event.tolerance_pct)})",
-                    file=self.stream,
-                )
-            elif kind == "pooled_validity":
-                decided = ", ".join(map(str, event.decided)) or "none"
-                print(
-                    f"[mlatui]   L=1 check pooled over {len(event.contexts)} contexts: "
-                    f"{interval_text(event.ratio)} "
-                    f"{event.outcome.upper()}; valid (pooled): {decided}",
-                    file=self.stream,
-                )
-            elif kind == "load_start":
-                size = f"{event.total_bytes / 1e6:,.1f} MB in {event.files} files"
-                what = f"{event.params / 1e6:,.1f}M random params" if event.params else size
-                print(f"[mlatui] loading {event.what} {event.source}: {what}", file=self.stream)
-            elif kind == "load_progress" and event.done:
-                print(f"[mlatui]   {event.what} loaded at {event.t:.1f}s", file=self.stream)
-            elif kind in ("log", "error"):
-                level = "error" if kind == "error" else event.level
-                print(f"[mlatui] {level}: {event.message}", file=self.stream)
-            elif kind == "phase_summary" and event.verdict:
-                print(f"[mlatui]   {event.phase}: {event.verdict}", file=self.stream)
-
-
 def run(args: argparse.Namespace) -> int:
     from mlatui.config.inputs import read_scenario
     from mlatui.config.outputs import claim_output
@@ -208,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if rank or out is None:
         return _follower(config, rank, stop)
+    from mlatui.views.stderr_progress import StderrProgress
+
     progress = StderrProgress()
 
     def recording_failed(message: str) -> None:
