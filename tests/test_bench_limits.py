@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from mlatui.commands.bench_indexer import DEFAULT_MAX_SECONDS, _printer, undecided_lines
+from mlatui.commands.bench_indexer import DEFAULT_MAX_SECONDS, _printer
+from mlatui.views.bench_report import undecided_lines
 
 
 def test_past_the_limit_no_new_pair_of_rounds_and_no_part_that_would_overrun():

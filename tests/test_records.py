@@ -61,8 +61,8 @@ def test_markdown_table_shape_and_bench_number_cells():
 
 
 def test_observer_table_uses_the_shared_percentile():
-    from mlatui.commands.bench_observer import summary_table
     from mlatui.measure.timing import percentile
+    from mlatui.views.bench_report import observer_table as summary_table
 
     xs = [float(x) for x in range(1, 21)]
     assert percentile(xs, 95) == pytest.approx(19.05)  # interpolated between ranks 19 and 20

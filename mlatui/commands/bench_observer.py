@@ -12,7 +12,7 @@ import argparse
 
 from mlatui.commands.argtypes import positive_float, positive_int
 from mlatui.measure.timing import percentile
-from mlatui.views.mdtable import fmt, table
+from mlatui.views.bench_report import observer_table
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
 MODES = ("headless", "tui", "isolated")
@@ -54,18 +54,6 @@ def verify_samples(events) -> dict[str, list[float]]:
         elif e.type == "spec_step":
             out.setdefault(e.arm, []).append(e.verify_ms)
     return out
-
-
-def summary_table(rows: list[dict]) -> str:
-    head = ["mode", "arm", "n", "median ms", "p95 ms", "median / headless", "p95 / headless"]
-    return table(
-        head,
-        (
-            [r["mode"], r["arm"], r["n"], fmt(r["median_ms"]), fmt(r["p95_ms"])]
-            + [fmt(r["median_ratio"], 3), fmt(r["p95_ratio"], 3)]
-            for r in rows
-        ),
-    )
 
 
 def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
@@ -216,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         if signals.received is None:
             for row in rows:
                 sink.write(row)
-    print(summary_table(rows))
+    print(observer_table(rows))
     print(f"\nper-mode samples: {out}; recordings: {tmp}")
     if sink.error:
         print(error_line(sink.error), file=sys.stderr)
