@@ -17,6 +17,7 @@ import mlx.nn as nn
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
+from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
@@ -262,6 +263,22 @@ def load_target(
 ) -> Loaded:
     """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
     `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
+    loaded = _load_target(model_ref, scenario, random_weights, seed, fit_check, watch, prepare)
+    evaluate_buffers(loaded.model, loaded.draft_model)
+    return loaded
+
+
+def _load_target(
+    model_ref: str | None,
+    scenario: Scenario,
+    random_weights: bool,
+    seed: int,
+    fit_check: Callable[[dict, str, int], None] | None = None,
+    watch=no_watch,
+    prepare: Prepare | None = None,
+) -> Loaded:
+    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
+    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
     spec = scenario.model
     check = fit_check or (lambda config, dtype, weights: None)
     if model_ref is not None and not random_weights:
@@ -305,6 +322,7 @@ def load_draft(
     """Fill target.draft_model / draft per --draft-model, else the scenario's [draft]; a draft
     model is checked against the target before any step. `prepare` shards it."""
     _load_draft(draft_ref, spec, target, seed, watch, prepare)
+    evaluate_buffers(target.draft_model)
     if target.draft_model is not None and target.draft.kind is DraftKind.DRAFT_MODEL:
         check_draft_vocabulary(target)
 

@@ -27,6 +27,7 @@ from mlx.utils import tree_unflatten
 
 from mlatui.config.arm_sources import PACKAGES, ArmSourceError, package_folder
 from mlatui.models import source_tree
+from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.mx_typed import flat_arrays
 
 LANGUAGE_PREFIX = "language_model."  # mlx-vlm's TextModel holds the language model under it
@@ -198,6 +199,7 @@ def model_from_tree(runtime: TreeRuntime, loaded: nn.Module) -> nn.Module:
         raise TreeError(f"{runtime.label} cannot share the loaded weights: {differs}")
     share_weights(built, loaded)
     built.eval()
+    evaluate_buffers(built)
     return built
 
 

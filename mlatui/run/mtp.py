@@ -28,6 +28,7 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
+from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.checkpoint_source import local_folder
 from mlatui.models.mtp_weights import (
     EXTRACT_HINT,
@@ -348,4 +349,5 @@ def load_mtp_draft(
         ) from e
     if notes is not None:
         notes.extend(said)
+    evaluate_buffers(layer)
     return MTPDraft(MTPHead(layer, model.model.embed_tokens, _lm_head(model)), hidden_variant)
