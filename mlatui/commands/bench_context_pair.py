@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from mlatui.stream.phrases import interval_text
-
 HELP = (
     "one arm's step cost at a short and a long context, interleaved in A B B A quads: the "
     "growth ms(long) / ms(short) per width with its 95% CI"
@@ -87,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.models.loading import LoadError, load_target
     from mlatui.run.context_pair import measure_context_pair
     from mlatui.run.prompts import text_tokens
-    from mlatui.views.mdtable import env_line, jsonl, num, table
+    from mlatui.views.bench_report import context_pair_header, context_pair_report
+    from mlatui.views.mdtable import jsonl
 
     try:
         scenario = load_scenario(args.scenario)
@@ -97,13 +96,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     short, long = args.contexts
     env = environment()
-    print(f"# mlatui bench context-pair\n\n{env_line(env)}", flush=True)
-    fill_note = " (random latents: timing only)" if args.fill == "random-latents" else ""
-    print(
-        f"model {loaded.name}, {args.variant} arm, contexts {short} and {long}{fill_note}, "
-        f"widths {','.join(map(str, args.widths))}, {args.rounds} rounds planned\n",
-        flush=True,
-    )
+    settings = {
+        "model": loaded.name,
+        "variant": args.variant,
+        "fill": args.fill,
+        "contexts": [short, long],
+        "widths": list(args.widths),
+        "rounds": args.rounds,
+        "max_seconds": args.max_seconds,
+    }
+    print(context_pair_header(env, settings), end="", flush=True)
     results, _run = measure_context_pair(
         loaded.model,
         (short, long),
@@ -115,15 +117,7 @@ def run(args: argparse.Namespace) -> int:
         fill=args.fill,
         max_seconds=args.max_seconds,
     )
-    settings = {
-        "model": loaded.name,
-        "variant": args.variant,
-        "fill": args.fill,
-        "contexts": [short, long],
-        "rounds": args.rounds,
-        "max_seconds": args.max_seconds,
-    }
-    records, rows = [], []
+    records = []
     for r in results:
         g = r.growth
         for c in (short, long):
@@ -143,41 +137,13 @@ def run(args: argparse.Namespace) -> int:
                         growth=g.median,
                         growth_low=g.low,
                         growth_high=g.high,
+                        quads=g.n,
                         rounds_done=r.rounds,
                     ),
                     env,
                 )
             )
-        s, lo = r.step_ms[short], r.step_ms[long]
-        rows.append(
-            [
-                r.width,
-                interval_text(s, 2),
-                interval_text(lo, 2),
-                interval_text(g),
-                g.n,
-                r.rounds,
-            ]
-        )
-    print(
-        table(
-            [
-                "L",
-                f"{short} ms [95% CI]",
-                f"{long} ms [95% CI]",
-                f"{long} / {short} paired [95% CI]",
-                "quads",
-                "rounds",
-            ],
-            rows,
-            cell=num,
-        )
-    )
-    print(
-        f"\nBoth lengths on one {args.variant} arm (one model, two caches, a worker thread each), "
-        "alternated in every A B B A quad: the ratio is paired, so device drift between minutes "
-        "cancels; step ms are medians over rounds of each round's mean."
-    )
+    print(context_pair_report(records), end="")
     if args.out:
         from mlatui.config.outputs import write_output
 

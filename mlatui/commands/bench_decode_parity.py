@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mlatui.stream.phrases import interval_text
-
 HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
     "and settings: tok/s ratio with its 95% CI (parity: within ±3%)"
@@ -110,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.run.parity import TOLERANCE_PCT, run_parity
     from mlatui.run.prompts import text_tokens
     from mlatui.run.runtime import Sampling
-    from mlatui.views.mdtable import env_line, jsonl, num, table
+    from mlatui.views.bench_report import parity_header, parity_report
+    from mlatui.views.mdtable import jsonl
 
     try:
         scenario = load_scenario(args.scenario or args.scenario_opt)
@@ -135,13 +134,21 @@ def run(args: argparse.Namespace) -> int:
     context = args.context or (tunes[0].contexts[0] if tunes else 2048)
     text = text_tokens(loaded, seed)(context + 1)
     env = environment()
-    print(f"# mlatui bench decode-parity\n\n{env_line(env)}", flush=True)
+    settings = {
+        "model": loaded.name,
+        "draft": loaded.draft.label,
+        "tokens": args.tokens,
+        "rounds": args.rounds,
+        "max_seconds": args.max_seconds,
+        "temperature": args.temperature,
+        "tolerance_pct": TOLERANCE_PCT,
+    }
+    if source is not None:  # what code was measured (as a run's header records it)
+        from mlatui.models.tree_model import open_tree, provenance
+
+        settings["source"] = provenance(source, open_tree(next(iter(args.arm_sources.values()))))
     code = f", code from {next(iter(args.arm_sources.values()))}" if source is not None else ""
-    print(
-        f"model {loaded.name}{code}, draft {loaded.draft.label}, context {context}, {args.tokens} "
-        f"tokens per block, {args.rounds} rounds, temperature {args.temperature:g}\n",
-        flush=True,
-    )
+    print(parity_header(env, settings, context, code), end="", flush=True)
     results = run_parity(
         loaded.model,
         make_draft,
@@ -157,20 +164,7 @@ def run(args: argparse.Namespace) -> int:
         args.max_seconds,
         source,
     )
-    settings = {
-        "model": loaded.name,
-        "draft": loaded.draft.label,
-        "tokens": args.tokens,
-        "rounds": args.rounds,
-        "max_seconds": args.max_seconds,
-        "temperature": args.temperature,
-        "tolerance_pct": TOLERANCE_PCT,
-    }
-    if source is not None:  # what code was measured (as a run's header records it)
-        from mlatui.models.tree_model import open_tree, provenance
-
-        settings["source"] = provenance(source, open_tree(next(iter(args.arm_sources.values()))))
-    records, rows = [], []
+    records = []
     for r in results:
         for side, samples in r.samples_ms.items():
             records.append(
@@ -196,40 +190,7 @@ def run(args: argparse.Namespace) -> int:
                     r.outcome.value == "valid",
                 )
             )
-        rows.append(
-            [
-                "plain" if r.depth == 0 else f"depth {r.depth}",
-                r.other,
-                f"{r.tok_s['mlatui']:.1f}",
-                f"{r.tok_s[r.other]:.1f}",
-                interval_text(r.ratio),
-                r.rounds,
-                {"valid": "yes", "invalid": "NO", "inconclusive": "inconclusive"}[r.outcome.value]
-                if r.other.startswith("mlx_lm")
-                else "-",
-            ]
-        )
-    print(
-        table(
-            [
-                "decode",
-                "versus",
-                "mlatui tok/s",
-                "other tok/s",
-                "mlatui / other [95% CI]",
-                "rounds",
-                f"within ±{TOLERANCE_PCT:g}%",
-            ],
-            rows,
-            cell=num,
-        )
-    )
-    print(
-        "\nmlatui: run_block on an arm worker thread, as the decode phases run it; mlx_lm: a "
-        "direct generate_step / speculative_generate_step call on the main thread from a copy of "
-        "the same cache (mlx_lm-thread: the same call from a second plain thread); sync-loop: one "
-        "synced step per token (mlatui before pipelining)."
-    )
+    print(parity_report(records), end="")
     if args.out:
         from mlatui.config.outputs import write_output
 

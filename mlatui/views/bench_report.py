@@ -3,11 +3,13 @@ prints the same tables again on any machine)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlatui.measure.indexer_records import IndexerRecord
-from mlatui.stream.phrases import CiStyle, ci_text
+from mlatui.measure.records import BenchRecord
+from mlatui.stream.interval import Interval
+from mlatui.stream.phrases import CiStyle, ci_text, interval_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
 
@@ -146,4 +148,92 @@ def observer_table(rows: Sequence[dict[str, Any]]) -> str:
             + [fmt(r["median_ratio"], 3), fmt(r["p95_ratio"], 3)]
             for r in rows
         ),
+    )
+
+
+def context_pair_header(env: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """`mlatui bench context-pair`'s first lines, printed before it measures."""
+    short, long = settings["contexts"]
+    fill_note = " (random latents: timing only)" if settings["fill"] == "random-latents" else ""
+    return (
+        f"# mlatui bench context-pair\n\n{env_line(env)}\n"
+        f"model {settings['model']}, {settings['variant']} arm, contexts {short} and {long}"
+        f"{fill_note}, widths {','.join(map(str, settings['widths']))}, "
+        f"{settings['rounds']} rounds planned\n\n"
+    )
+
+
+def context_pair_report(records: Sequence[BenchRecord]) -> str:
+    """Its table from the records (two per width, short context first) and what it measured."""
+    settings = records[0].settings
+    short, long = settings["contexts"]
+    by = {(r.width, r.context): r.settings for r in records}
+    rows = []
+    for width in dict.fromkeys(r.width for r in records):
+        s, lo = by[(width, short)], by[(width, long)]
+        n = s["rounds_done"]
+        rows.append(
+            [
+                width,
+                interval_text(Interval(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"], n), 2),
+                interval_text(Interval(lo["median_ms"], lo["ci_low_ms"], lo["ci_high_ms"], n), 2),
+                interval_text(Interval(s["growth"], s["growth_low"], s["growth_high"], s["quads"])),
+                s["quads"],
+                n,
+            ]
+        )
+    head = ["L", f"{short} ms [95% CI]", f"{long} ms [95% CI]", f"{long} / {short} paired [95% CI]"]
+    return (
+        table([*head, "quads", "rounds"], rows, cell=num)
+        + f"\n\nBoth lengths on one {settings['variant']} arm (one model, two caches, a worker "
+        "thread each), alternated in every A B B A quad: the ratio is paired, so device drift "
+        "between minutes cancels; step ms are medians over rounds of each round's mean.\n"
+    )
+
+
+def parity_header(
+    env: Mapping[str, Any], settings: Mapping[str, Any], context: int, code: str = ""
+) -> str:
+    """`mlatui bench decode-parity`'s first lines, printed before it measures (`code`: where a
+    source-tree arm's code came from)."""
+    return (
+        f"# mlatui bench decode-parity\n\n{env_line(env)}\n"
+        f"model {settings['model']}{code}, draft {settings['draft']}, context {context}, "
+        f"{settings['tokens']} tokens per block, {settings['rounds']} rounds, "
+        f"temperature {settings['temperature']:g}\n\n"
+    )
+
+
+PARITY_WORDS = {"valid": "yes", "invalid": "NO", "inconclusive": "inconclusive"}
+
+
+def parity_report(records: Sequence[BenchRecord]) -> str:
+    """Its table from the records (mlatui's side and the other's, per setting) and what each
+    side ran."""
+    sides: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
+    for r in records:
+        sides.setdefault((r.settings["versus"], r.settings["depth"]), {})[r.arm] = r.settings
+    rows = []
+    for (other, depth), by_arm in sides.items():
+        s = by_arm["mlatui"]
+        ratio = Interval(s["ratio"], s["ratio_low"], s["ratio_high"], max(s["rounds_done"], 1))
+        rows.append(
+            [
+                "plain" if depth == 0 else f"depth {depth}",
+                other,
+                f"{s['tok_s']:.1f}",
+                f"{by_arm[other]['tok_s']:.1f}",
+                interval_text(ratio),
+                s["rounds_done"],
+                PARITY_WORDS[s["outcome"]] if other.startswith("mlx_lm") else "-",
+            ]
+        )
+    head = ["decode", "versus", "mlatui tok/s", "other tok/s", "mlatui / other [95% CI]"]
+    tolerance = records[0].settings["tolerance_pct"]
+    return (
+        table([*head, "rounds", f"within ±{tolerance:g}%"], rows, cell=num)
+        + "\n\nmlatui: run_block on an arm worker thread, as the decode phases run it; mlx_lm: a "
+        "direct generate_step / speculative_generate_step call on the main thread from a copy of "
+        "the same cache (mlx_lm-thread: the same call from a second plain thread); sync-loop: one "
+        "synced step per token (mlatui before pipelining).\n"
     )
