@@ -31,6 +31,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     ):
         config.option.numprocesses = WORKERS
         config.option.dist = "loadfile"
+        # files in the order below, not xdist's most-tests-first: that order sends the
+        # one-test static checks (mypy from cold: a minute) and the few-test child-process files
+        # last, where they run alone on one worker while the other has nothing left
+        config.option.loadscopereorder = False
 
 
 SYSTEM_MODULES = {
@@ -48,6 +52,17 @@ SYSTEM_MODULES = {
     # the whole app driven through long Pilot sessions and screenshots
     "test_help", "test_ui_app", "test_ui_snapshot",
 }  # fmt: skip
+# Files that cost the most CPU run first (longest first, so that the two workers end together):
+# the static checks, whose test mostly waits on mypy, then the rest by CPU seconds measured on
+# the 2-core box. Files not named keep their collection order after these.
+HEAVY_FIRST = (
+    "test_static_checks", "test_signals", "test_training", "test_distributed", "test_ui_app",
+    "test_sampler", "test_engine", "test_decode_engine", "test_looping_guard", "test_ui_snapshot",
+    "test_mla_commands", "test_signal_matrix", "test_badinput", "test_budget", "test_indexer_phase",
+    "test_null", "test_sources", "test_vlm_parity", "test_mla", "test_arm_source",
+    "test_ui_layout", "test_decode", "test_vlm_bench", "test_recordings", "test_packaging",
+    "test_embedded", "test_mtp_extract",
+)  # fmt: skip
 # single system tests in otherwise quick modules
 SYSTEM_TESTS = {
     "test_a_20mb_recording_replays_with_dump_in_bounded_memory",
@@ -67,6 +82,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.system)
         elif name in SYSTEM_TESTS:
             item.add_marker(pytest.mark.system)
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+
+    def heavy_first(item: pytest.Item) -> int:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        return rank.get(module, len(rank))
+
+    items.sort(key=heavy_first)  # stable: a file's tests keep their order
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skipped = [item for item in items if item.get_closest_marker("slow")]
