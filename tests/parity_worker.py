@@ -1,5 +1,5 @@
 """Run under `mlx.launch -n 2`: a tiny family sharded (tensor-parallel, or `--pipeline`: each rank
-keeps a block of layers), patched after sharding, against the same weights unsharded and stock on
+keeps a block of layers; `--both`: one, then the other), patched after sharding, against the same weights unsharded and stock on
 this rank. One JSON line per family on stdout."""
 
 import json
@@ -64,8 +64,12 @@ def main(names: list[str], mode: ShardMode = ShardMode.TENSOR) -> None:
 
 
 if __name__ == "__main__":
+    # `--pipeline`: pipeline only; `--both`: tensor, then pipeline, in one launch
     args = sys.argv[1:]
-    pipeline = "--pipeline" in args
-    main(
-        [a for a in args if a != "--pipeline"], ShardMode.PIPELINE if pipeline else ShardMode.TENSOR
-    )
+    names = [a for a in args if not a.startswith("--")]
+    if "--both" in args:
+        modes = [ShardMode.TENSOR, ShardMode.PIPELINE]
+    else:
+        modes = [ShardMode.PIPELINE if "--pipeline" in args else ShardMode.TENSOR]
+    for mode in modes:
+        main(names, mode)

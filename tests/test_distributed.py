@@ -110,17 +110,28 @@ def wait_for_steps(path: Path, n: int, proc: subprocess.Popen, timeout_s: float 
     raise AssertionError(f"fewer than {n} steps in {timeout_s} s")
 
 
-def test_sharded_patched_equals_unsharded_stock_on_both_ranks():
-    proc = launch([sys.executable, "tests/parity_worker.py", "deepseek_v3", "glm4_moe_lite"])
-    out, err = proc.communicate(timeout=120)
+@pytest.fixture(scope="module")
+def parity_rows() -> dict[str, list[dict]]:
+    """Both shard modes in one launch (two ranks start once): mode -> one row per family and rank."""
+    proc = launch(
+        [sys.executable, "tests/parity_worker.py", "deepseek_v3", "glm4_moe_lite", "--both"]
+    )
+    out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert sorted((r["family"], r["rank"]) for r in rows) == [
-        ("deepseek_v3", 0),
-        ("deepseek_v3", 1),
-        ("glm4_moe_lite", 0),
-        ("glm4_moe_lite", 1),
-    ]
+    rows: dict[str, list[dict]] = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            rows.setdefault(row["mode"], []).append(row)
+    return rows
+
+
+FAMILY_RANKS = [("deepseek_v3", 0), ("deepseek_v3", 1), ("glm4_moe_lite", 0), ("glm4_moe_lite", 1)]
+
+
+def test_sharded_patched_equals_unsharded_stock_on_both_ranks(parity_rows):
+    rows = parity_rows["tensor"]
+    assert sorted((r["family"], r["rank"]) for r in rows) == FAMILY_RANKS
     for r in rows:
         assert r["heads_per_rank"] == 1  # the tiny configs' 2 heads, split: the patch saw 1
         for width in ("1", "2", "3", "4"):
@@ -135,23 +146,13 @@ def test_sharded_patched_equals_unsharded_stock_on_both_ranks():
         assert counters[0] == counters[1], f"{family}: ranks' branch counters differ"
 
 
-def test_pipeline_sharded_patched_equals_unsharded_stock_on_both_ranks():
+def test_pipeline_sharded_patched_equals_unsharded_stock_on_both_ranks(parity_rows):
     """mlx-lm's pipeline(): each rank keeps one of the two layers, with all its heads; the patch
     after sharding gates the layer it holds, and the logits match the unsharded stock model."""
-    proc = launch(
-        [sys.executable, "tests/parity_worker.py", "deepseek_v3", "glm4_moe_lite", "--pipeline"]
-    )
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert sorted((r["family"], r["rank"]) for r in rows) == [
-        ("deepseek_v3", 0),
-        ("deepseek_v3", 1),
-        ("glm4_moe_lite", 0),
-        ("glm4_moe_lite", 1),
-    ]
+    rows = parity_rows["pipeline"]
+    assert sorted((r["family"], r["rank"]) for r in rows) == FAMILY_RANKS
     for r in rows:
-        assert r["mode"] == "pipeline" and r["heads_per_rank"] == 2  # heads are not split
+        assert r["heads_per_rank"] == 2  # heads are not split
         for width in ("1", "2", "3", "4"):
             cell = r["widths"][width]
             assert cell["close"] and cell["argmax_equal"], (r["family"], r["rank"], cell)
