@@ -237,7 +237,8 @@ def idle_probe(**env: str) -> dict:
 def test_openblas_idle_workers_sleep_unless_the_user_chose(mode):
     """OpenBLAS's workers spin ~0.1 s after each call by default (0.5 s of CPU over these five
     0.3 s sleeps on the 2-core box); mlatui's default makes them sleep at once, and says so. A
-    timeout the user set is kept and named as theirs."""
+    timeout the user set is kept and named as theirs (that OpenBLAS spins for it is
+    test_a_timeout_the_user_set_makes_the_workers_spin, slow: a spin yields to other work)."""
     from mlatui.host.blas_redirect import pip_openblas
 
     if mode == "pip" and pip_openblas() is None:
@@ -252,6 +253,15 @@ def test_openblas_idle_workers_sleep_unless_the_user_chose(mode):
     theirs = idle_probe(MLATUI_BLAS=mode, OPENBLAS_THREAD_TIMEOUT="28")
     assert "OPENBLAS_THREAD_TIMEOUT=28, from the environment" in theirs["threading"], theirs
     assert "spin 2^28 cycles" in theirs["threading"]
+
+
+@linux_only
+@pytest.mark.slow  # the spinning workers yield: on a busy host they burn less than 0.05 s
+def test_a_timeout_the_user_set_makes_the_workers_spin():
+    if not system_openblas():
+        pytest.skip("no system OpenBLAS here")
+    quiet = idle_probe(MLATUI_BLAS="")
+    theirs = idle_probe(MLATUI_BLAS="", OPENBLAS_THREAD_TIMEOUT="28")
     assert theirs["idle_cpu_s"] > quiet["idle_cpu_s"] + 0.05, (quiet, theirs)  # OpenBLAS read it
 
 
