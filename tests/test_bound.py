@@ -14,7 +14,7 @@ from mlatui.measure.bound import (
 )
 from mlatui.measure.estimates import Interval
 from mlatui.measure.plans import Segment, Setting, verify_widths
-from mlatui.measure.sampler import SamplerPlan, round_schedule, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, round_schedule, sample_context
 from mlatui.run.phases.decode_verdict import decode_verdict, tune_verdict
 
 
@@ -88,9 +88,11 @@ def test_the_sampler_never_measures_a_skipped_arm_at_a_width_and_fills_its_place
 
     run = sample_context(
         plan,
-        measure,
-        warm=lambda a, w: warmed.append((a, w)),
-        on_skip=lambda a, w: filled.append((a, w)),
+        Hooks(
+            measure,
+            warm=lambda a, w: warmed.append((a, w)),
+            on_skip=lambda a, w: filled.append((a, w)),
+        ),
     )
     assert ("stock", 2) not in measured and ("stock", 2) not in warmed
     assert measured.count(("patched", 2)) == 2 * 2  # two per round: the quad keeps its half

@@ -15,7 +15,7 @@ from mlatui.measure.estimates import (
     control_outcome,
     estimate_context,
 )
-from mlatui.measure.sampler import SamplerPlan, round_schedule, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, round_schedule, sample_context
 
 
 class Device:
@@ -65,7 +65,7 @@ def test_control_quads_are_spread_through_the_round():
 
 def test_identical_arms_come_out_null():
     dev = Device(noise=0.03)
-    run = sample_context(SamplerPlan((1, 2, 3), min_rounds=10, max_rounds=30), dev.measure)
+    run = sample_context(SamplerPlan((1, 2, 3), min_rounds=10, max_rounds=30), Hooks(dev.measure))
     est = run.estimates
     for w in (1, 2, 3):
         assert est.ratio[w].contains(1.0), (w, est.ratio[w])
@@ -74,7 +74,7 @@ def test_identical_arms_come_out_null():
 
 def test_a_five_percent_slowdown_of_one_arm_is_detected():
     dev = Device(slowdown={"stock": 1.05}, noise=0.03)
-    run = sample_context(SamplerPlan((1, 2), min_rounds=10, max_rounds=30), dev.measure)
+    run = sample_context(SamplerPlan((1, 2), min_rounds=10, max_rounds=30), Hooks(dev.measure))
     ratio = run.estimates.ratio[1]
     assert not ratio.contains(1.0)
     assert ratio.low > 1.0 and abs(ratio.median - 1.05) < 0.02
@@ -85,7 +85,7 @@ def test_drift_in_the_middle_does_not_move_the_paired_ratio_and_is_reported():
     plan = SamplerPlan((1, 2, 3), min_rounds=12, max_rounds=12)
     per_round = plan.timed_calls(1)
     dev = Device(drift_at=per_round * 6 + 5, drift=2.0, noise=0.01)  # mid-round 7
-    run = sample_context(plan, dev.measure, warm=lambda arm, width: None)
+    run = sample_context(plan, Hooks(dev.measure, warm=lambda arm, width: None))
     est = run.estimates
     for w in (1, 2, 3):
         assert abs(est.ratio[w].median - 1.0) < 0.01
@@ -107,7 +107,7 @@ def test_unpaired_medians_would_have_been_fooled_by_the_same_drift():
 def test_inconclusive_adds_rounds_up_to_the_limit():
     dev = Device(slowdown={"stock": 1.02}, noise=0.05)
     plan = SamplerPlan((1, 2), min_rounds=4, max_rounds=10)
-    run = sample_context(plan, dev.measure)
+    run = sample_context(plan, Hooks(dev.measure))
     assert run.rounds == 10
     assert run.estimates.control_outcome is Outcome.INCONCLUSIVE
 
@@ -116,7 +116,7 @@ def test_rounds_are_whole_pairs_and_warmup_is_not_timed():
     dev = Device(noise=0.0)
     warmed = []
     plan = SamplerPlan((1, 2), min_rounds=3, max_rounds=3, warmup=2)
-    run = sample_context(plan, dev.measure, warm=lambda a, w: warmed.append((a, w)))
+    run = sample_context(plan, Hooks(dev.measure, warm=lambda a, w: warmed.append((a, w))))
     assert run.rounds == 4
     settles = 2 * 2 * 4  # two untimed L = 1 steps before each of a round's 2 quads
     assert len(warmed) == 2 * 2 * 2 + settles
@@ -172,7 +172,7 @@ class CarryOver:
 def test_settle_step_removes_the_carry_over_from_the_previous_quad(settle):
     dev = CarryOver()
     plan = SamplerPlan((1, 2, 3, 4), min_rounds=8, max_rounds=8, control_quads=3, settle=settle)
-    ratio = sample_context(plan, dev.measure).estimates.ratio[1]
+    ratio = sample_context(plan, Hooks(dev.measure)).estimates.ratio[1]
     if settle:  # 0.5% noise: unbiased to well within it
         assert abs(ratio.median - 1) < 0.003 and 0.99 < ratio.low and ratio.high < 1.01
     else:  # the bias the settle step exists for: an A/A would never show it
@@ -192,7 +192,7 @@ def test_each_width_order_runs_in_both_orientations():
 
 def test_a_missing_sample_never_pairs_samples_of_different_quads():
     dev = Device(noise=0.0, slowdown={"stock": 1.05})
-    run = sample_context(SamplerPlan((1, 2), min_rounds=4, max_rounds=4), dev.measure)
+    run = sample_context(SamplerPlan((1, 2), min_rounds=4, max_rounds=4), Hooks(dev.measure))
     timings = list(run.timings)
     del timings[1]  # a dropped event: the first quad is broken
     est = estimate_context(timings)
@@ -214,7 +214,7 @@ def test_timed_calls_run_with_the_collector_paused(monkeypatch, setting, paused_
 
     assert gc.isenabled()
     plan = SamplerPlan((1, 2), min_rounds=2, max_rounds=2)
-    sample_context(plan, measure, warm=lambda a, w: between.append(gc.isenabled()))
+    sample_context(plan, Hooks(measure, warm=lambda a, w: between.append(gc.isenabled())))
     assert inside and set(inside) == {not paused_inside}
     assert between and all(between)  # untimed calls (warm-up, settle) collect as usual
     assert gc.isenabled()  # restored
@@ -248,7 +248,7 @@ def test_between_rounds_runs_before_every_round_but_the_first_and_never_while_ti
         return dev.measure(arm, width)
 
     plan = SamplerPlan((1, 2), min_rounds=4, max_rounds=4)
-    run = sample_context(plan, measure, warm=lambda a, w: None, between_rounds=calls.append)
+    run = sample_context(plan, Hooks(measure, warm=lambda a, w: None, between_rounds=calls.append))
     assert calls == [1, 2, 3]
     per_round = plan.timed_calls(1)
     # the hook ran between the rounds' timed calls: round r's samples all saw r copies made
@@ -278,7 +278,8 @@ def test_fresh_copies_every_round_turn_a_placement_constant_into_scatter_the_ci_
     for seed in range(trials):
         for recopy in (True, False):
             dev = PlacedDevice(spread=0.015, seed=seed)
-            run = sample_context(plan, dev.measure, between_rounds=dev.place if recopy else None)
+            hooks = Hooks(dev.measure, between_rounds=dev.place) if recopy else Hooks(dev.measure)
+            run = sample_context(plan, hooks)
             r = run.final.ratio[1]
             covered[recopy] += r.low <= 1.0 <= r.high
     # one copy per context: its constant offset sits inside a narrow CI that misses 1 mostly
@@ -326,7 +327,7 @@ def test_swapping_the_caches_gives_every_buffer_to_both_arms_and_the_ci_covers_t
     for seed in range(trials):
         for swap in (True, False):
             dev = BufferDevice(spread=0.05, seed=seed, swap=swap)
-            run = sample_context(plan, dev.measure, between_rounds=dev.between)
+            run = sample_context(plan, Hooks(dev.measure, between_rounds=dev.between))
             r = run.final.ratio[2]
             covered[swap] += r.low <= 1.0 <= r.high
             if swap:
@@ -341,13 +342,17 @@ def test_swapping_the_caches_gives_every_buffer_to_both_arms_and_the_ci_covers_t
 def test_a_deadline_ends_the_rounds_after_a_whole_pair():
     import time
 
-    from mlatui.measure.sampler import SamplerPlan, sample_context, until
+    from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context, until
 
-    assert until(None) is None
+    assert until(None)(True) and not until(None)(False)  # no deadline: the sampler decides
     plan = SamplerPlan((1, 2), min_rounds=20, max_rounds=20, settle=False)
-    run = sample_context(plan, lambda arm, width: 1.0, decide_more=until(time.monotonic() - 1))
+    run = sample_context(
+        plan, Hooks(lambda arm, width: 1.0, decide_more=until(time.monotonic() - 1))
+    )
     assert run.rounds == 2  # the passed deadline still lets the first pair finish
     firsts = [t.arm for t in run.timings if t.width == 1][::4]
     assert sorted(firsts) == sorted(plan.arms)  # each arm opened once
-    run = sample_context(plan, lambda arm, width: 1.0, decide_more=until(time.monotonic() + 60))
+    run = sample_context(
+        plan, Hooks(lambda arm, width: 1.0, decide_more=until(time.monotonic() + 60))
+    )
     assert run.rounds == 20

@@ -23,7 +23,7 @@ from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, FormulaPolicy, Geometry
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.records import BenchRecord
-from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models import build
 from mlatui.models.loading import DTYPES
@@ -158,7 +158,8 @@ def time_forced(
     """Both forced branches at every width of `plan`, through the sampler; `check_stop` runs
     before every step (it raises to stop)."""
     return sample_context(
-        plan, forced_measure(arms, cache, plan.widths), on_round=on_round, check_stop=check_stop
+        plan,
+        Hooks(forced_measure(arms, cache, plan.widths), on_round=on_round, check_stop=check_stop),
     )
 
 

@@ -55,7 +55,7 @@ from mlatui.measure.estimates import (
 )
 from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.measure.records import environment
-from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
 from mlatui.models.indexer import SparseMLAConfig
 from mlatui.models.indexer_parts import (
@@ -149,13 +149,15 @@ def _sample(part: Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> P
 
     run = sample_context(
         plan,
-        measure,
-        warm=warm,
-        clock=hooks.clock,
-        on_timing=lambda t: hooks.timing(part.name, part.context, t),
-        on_round=lambda e: hooks.round(part.name, part.context, e),
-        check_stop=hooks.check_stop,
-        decide_more=hooks.decide_more,
+        Hooks(
+            measure,
+            warm=warm,
+            clock=hooks.clock,
+            on_timing=lambda t: hooks.timing(part.name, part.context, t),
+            on_round=lambda e: hooks.round(part.name, part.context, e),
+            check_stop=hooks.check_stop,
+            decide_more=hooks.decide_more,
+        ),
     )
     return PartRun(part.name, part.context, run, pool, lengths)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mlatui.measure.estimates import (
     BOOTSTRAP_RESAMPLES,
@@ -160,62 +161,112 @@ class SamplerRun:
         return self.estimates
 
 
-def sample_context(
-    plan: SamplerPlan,
-    measure: Callable[[str, int], float],
-    *,
-    warm: Callable[[str, int], None] | None = None,
-    clock: Callable[[], float] = lambda: 0.0,
-    on_timing: Callable[[Timing], None] = lambda t: None,
-    on_round: Callable[[ContextEstimates], None] = lambda e: None,
-    check_stop: Callable[[], None] = lambda: None,
-    decide_more: Callable[[bool], bool] | None = None,
-    between_rounds: Callable[[int], None] | None = None,
-    on_skip: Callable[[str, int], None] | None = None,
-) -> SamplerRun:
+class Harness(Protocol):
+    """What the sampler drives: `measure(arm, width)` is the caller's timed step (it runs the
+    forward on the arm's thread, syncs, and returns plain milliseconds); the rest are its hooks,
+    all run outside the timed calls. `Hooks` makes one from plain functions."""
+
+    def measure(self, arm: str, width: int) -> float: ...
+
+    def warm(self, arm: str, width: int) -> object:
+        """An untimed step (warm-up and settle steps)."""
+
+    def clock(self) -> float:
+        """Run seconds, stamped on each Timing."""
+
+    def on_timing(self, timing: Timing) -> None: ...
+
+    def on_round(self, estimates: ContextEstimates) -> None: ...
+
+    def check_stop(self) -> None:
+        """Raises to stop between calls."""
+
+    def decide_more(self, wants_more: bool) -> bool:
+        """Overrules the sampler's wish for another round (rank 0 decides for every rank)."""
+
+    def between_rounds(self, done: int) -> None:
+        """Before every round after the first, untimed: fresh copies of each arm's state, so
+        what one copy's placement in memory costs is a round-to-round effect the CIs see."""
+
+    def on_skip(self, arm: str, width: int) -> None:
+        """Where a call in `plan.skip` would have been, untimed (decode blocks keep the skipped
+        arm's stream as long as the other's)."""
+
+
+def _nothing(*_: object) -> None:
+    return None
+
+
+def _as_wanted(wants_more: bool) -> bool:
+    return wants_more
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
+def _measure_again(arm: str, width: int) -> object:
+    raise AssertionError("replaced by `measure` when the Hooks are made")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A Harness from plain functions: `measure`, and whichever hooks the caller has (`warm`
+    defaults to `measure`, untimed)."""
+
+    measure: Callable[[str, int], float]
+    warm: Callable[[str, int], object] = _measure_again
+    clock: Callable[[], float] = _no_clock
+    on_timing: Callable[[Timing], None] = _nothing
+    on_round: Callable[[ContextEstimates], None] = _nothing
+    check_stop: Callable[[], None] = _nothing
+    decide_more: Callable[[bool], bool] = _as_wanted
+    between_rounds: Callable[[int], None] = _nothing
+    on_skip: Callable[[str, int], None] = _nothing
+
+    def __post_init__(self) -> None:
+        if self.warm is _measure_again:
+            object.__setattr__(self, "warm", self.measure)
+
+
+def sample_context(plan: SamplerPlan, harness: Harness) -> SamplerRun:
     """Warm up every width in both arms, then run rounds until the control is decided (valid or
-    invalid) after at least `min_rounds`, or `max_rounds` are done. `decide_more(wants_more)`
-    lets the caller overrule the decision (rank 0 decides for all ranks in a distributed run).
-    `between_rounds(r)` runs untimed before every round r > 0: the caller gives each arm fresh
-    copies of its state there, so that whatever one copy's placement in memory costs is a
-    round-to-round effect the confidence intervals see, not a constant of the whole context.
-    `on_skip(arm, width)` runs, untimed, where a call in `plan.skip` would have been (decode
-    blocks use it to keep the skipped arm's stream as long as the other's)."""
+    invalid) after at least `min_rounds`, or `max_rounds` are done (`harness.decide_more` may
+    overrule either)."""
     run = SamplerRun(plan)
-    warm_step: Callable[[str, int], object] = warm if warm is not None else measure
+    h = harness
     for width in plan.widths:  # the first call at a new width compiles: never timed
         for _ in range(plan.warmup):
             for arm in quad(plan.arms, False)[:2]:
                 if (arm, width) in plan.skip:
                     continue
-                check_stop()
-                warm_step(arm, width)
+                h.check_stop()
+                h.warm(arm, width)
     settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
     pause_gc = timed_gc_paused()
     while True:
-        if between_rounds is not None and run.rounds:
-            check_stop()
-            between_rounds(run.rounds)
+        if run.rounds:
+            h.check_stop()
+            h.between_rounds(run.rounds)
         quads = round_quads(
             plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
         )
         for calls in quads:
             for i, (width, arm) in enumerate(calls):
-                check_stop()
+                h.check_stop()
                 if plan.settle and i == 0:  # untimed: every arm's last step is a light one
                     first = next((a for w, a in calls if (a, w) not in plan.skip), arm)
                     for other in (a for a in plan.arms if a != first):
-                        warm_step(other, settle_width)
-                    warm_step(first, settle_width)
+                        h.warm(other, settle_width)
+                    h.warm(first, settle_width)
                 if (arm, width) in plan.skip:
-                    if on_skip is not None:
-                        on_skip(arm, width)  # untimed, in the skipped call's place
+                    h.on_skip(arm, width)  # untimed, in the skipped call's place
                     continue
                 with gc_paused(pause_gc):
-                    ms = measure(arm, width)
-                timing = Timing(run.rounds, width, arm, ms, clock())
+                    ms = h.measure(arm, width)
+                timing = Timing(run.rounds, width, arm, ms, h.clock())
                 run.timings.append(timing)
-                on_timing(timing)
+                h.on_timing(timing)
         run.rounds += 1
         control = (
             control_ratio(run.timings, plan.arms, plan.control_width, plan.seed)
@@ -224,8 +275,7 @@ def sample_context(
         )
         decision = control_outcome(control, plan.tolerance_pct) if control else None
         wants_more = _wants_more(plan, run.rounds, decision)
-        if decide_more is not None:
-            wants_more = decide_more(wants_more)
+        wants_more = h.decide_more(wants_more)
         # interim estimates (fewer resamples) for the live view; the final one in full, once
         run.estimates = estimate_context(
             run.timings,
@@ -240,17 +290,17 @@ def sample_context(
         ):  # the check shown is the one decided on, at full resamples
             run.estimates.ratio[plan.control_width] = control
             run.estimates.control_outcome = decision
-        on_round(run.estimates)
+        h.on_round(run.estimates)
         if not wants_more:
             return run
 
 
-def until(deadline: float | None) -> Callable[[bool], bool] | None:
-    """A `decide_more` for `sample_context`: no new pair of rounds once `deadline` (monotonic
+def until(deadline: float | None) -> Callable[[bool], bool]:
+    """A `decide_more` for the sampler: no new pair of rounds once `deadline` (monotonic
     seconds) has passed; the second round of a pair always runs (each arm first equally often).
-    None without a deadline."""
+    Without a deadline, the sampler's own wish."""
     if deadline is None:
-        return None
+        return _as_wanted
     rounds = 0
 
     def more(wants: bool) -> bool:

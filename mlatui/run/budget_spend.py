@@ -23,7 +23,7 @@ from mlatui.measure.estimates import (
     stable_seed,
 )
 from mlatui.measure.plans import CONTROL_QUADS
-from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import recopy_in_place
 from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
@@ -100,13 +100,15 @@ def more_l1_rounds(
 
     run = sample_context(
         plan,
-        measure,
-        warm=lambda arm, width: ctx.workers[arm].call(step) and None,
-        clock=ctx.now,
-        on_timing=on_timing,
-        check_stop=ctx.check_stop,
-        decide_more=more,
-        between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+        Hooks(
+            measure,
+            warm=lambda arm, width: ctx.workers[arm].call(step) and None,
+            clock=ctx.now,
+            on_timing=on_timing,
+            check_stop=ctx.check_stop,
+            decide_more=more,
+            between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+        ),
     )
     ctx.keep_l1(length, run.timings, plan.control_width)
     timings = ctx.pooled_l1(length)

@@ -21,7 +21,7 @@ from typing import Any
 
 from mlatui.gate.policy import Variant
 from mlatui.measure.estimates import Interval, stable_seed
-from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context, until
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -95,7 +95,7 @@ def measure_context_pair(
             settle=True,
         )
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        run = sample_context(plan, measure, decide_more=until(deadline))
+        run = sample_context(plan, Hooks(measure, decide_more=until(deadline)))
         lengths = {c: workers[c].call(lambda a: cache_len(a.caches)) for c in contexts}
         if lengths != {c: c for c in contexts}:
             raise RuntimeError(f"a step did not trim its cache back: {lengths}")

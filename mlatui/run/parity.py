@@ -34,7 +34,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.gate.policy import Gates, Variant
 from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
-from mlatui.measure.sampler import SamplerPlan, sample_context, until
+from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context, until
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -242,14 +242,14 @@ def run_parity(
                 swap_caches(arm.caches, direct.cache)
 
             mode = cache_rounds()
-            hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode)
-            more = None
+            hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode, lambda _r: None)
+            more = until(None)
             if max_seconds is not None:
                 left = len(pairs) - index  # this side and those after it share what is left
                 deadline = time.monotonic() + (max_seconds - (time.monotonic() - started)) / left
                 more = until(deadline)
             with unpinned():  # as the decode phases run their blocks
-                run = sample_context(plan, measure, between_rounds=hook, decide_more=more)
+                run = sample_context(plan, Hooks(measure, between_rounds=hook, decide_more=more))
             for width in widths:
                 ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
                 tok_ratio = Interval(

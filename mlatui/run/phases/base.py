@@ -25,7 +25,7 @@ from mlatui.measure.estimates import (
     Timing,
     stable_seed,
 )
-from mlatui.measure.sampler import SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -333,16 +333,14 @@ class EstimateEmitter:
         )
 
 
-def cache_rounds_hook(
-    ctx: RunContext, recopy: Callable[[Arm], None]
-) -> Callable[[int], None] | None:
+def cache_rounds_hook(ctx: RunContext, recopy: Callable[[Arm], None]) -> Callable[[int], None]:
     """The sampler's `between_rounds` (mlatui.run.arms.CacheRounds): by default the two arms
     exchange their target caches, which hold the same tokens at every round's start (a sweep's
     steps are trimmed away, a decode round rewinds to the prefilled context); with `copy`,
-    `recopy` on every arm's thread, the order alternating; None with `off`."""
+    `recopy` on every arm's thread, the order alternating; nothing with `off`."""
     mode = cache_rounds()
     if mode is CacheRounds.OFF:
-        return None
+        return lambda _round_index: None
     if mode is CacheRounds.SWAP:
 
         def swap(_round_index: int) -> None:
@@ -393,14 +391,16 @@ def sample_steps(
 
     run = sample_context(
         plan,
-        measure,
-        warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
-        clock=ctx.now,
-        on_timing=on_timing,
-        on_round=on_round,
-        check_stop=ctx.check_stop,
-        decide_more=ctx.decide_more,
-        between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+        Hooks(
+            measure,
+            warm=lambda arm, width: ctx.workers[arm].call(steps[width]) and None,
+            clock=ctx.now,
+            on_timing=on_timing,
+            on_round=on_round,
+            check_stop=ctx.check_stop,
+            decide_more=ctx.decide_more,
+            between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+        ),
     )
     emitter(run.final, final=True)
     ctx.keep_l1(length, run.timings, plan.control_width)

@@ -38,7 +38,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.sampler import sample_context
+from mlatui.measure.sampler import Hooks, sample_context
 from mlatui.run.arms import Arm, unpinned
 from mlatui.run.decode_stream import (
     DecodeStream,
@@ -338,15 +338,17 @@ def decode_context(
     with unpinned():  # as users run mlx-lm: the next step is built while this one computes
         run = sample_context(
             plan,
-            runner.measure,
-            warm=runner.warm,
-            clock=ctx.now,
-            on_timing=on_timing,
-            on_round=on_round,
-            check_stop=ctx.check_stop,
-            decide_more=ctx.decide_more,
-            between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
-            on_skip=runner.filler,
+            Hooks(
+                runner.measure,
+                warm=runner.warm,
+                clock=ctx.now,
+                on_timing=on_timing,
+                on_round=on_round,
+                check_stop=ctx.check_stop,
+                decide_more=ctx.decide_more,
+                between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
+                on_skip=runner.filler,
+            ),
         )
     runner.timings = run.timings
     if runner.divergence is not None:

@@ -25,7 +25,7 @@ from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
 from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
 from mlatui.measure.plans import plan_for
-from mlatui.measure.sampler import SamplerPlan, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.run.arms import Arm
 from mlatui.run.phases.base import (
     EstimateEmitter,
@@ -115,13 +115,15 @@ def _measure_part(
 
     run = sample_context(
         plan,
-        measure,
-        warm=lambda arm, width: call(arm, width) and None,
-        clock=ctx.now,
-        on_timing=on_timing,
-        on_round=on_round,
-        check_stop=ctx.check_stop,
-        decide_more=ctx.decide_more,
+        Hooks(
+            measure,
+            warm=lambda arm, width: call(arm, width) and None,
+            clock=ctx.now,
+            on_timing=on_timing,
+            on_round=on_round,
+            check_stop=ctx.check_stop,
+            decide_more=ctx.decide_more,
+        ),
     )
     emitter(run.final, final=True)
     return PartRun(part, context, run, pool, {}), parity
