@@ -97,11 +97,30 @@ def _quiet_load(mlx_lm: Any, path: Path) -> tuple[Any, Any]:
         restore()
 
 
+# the MTP head's sampled acceptance (T = 0.8, position 1) a context must keep for the tune to run there
+ACCEPTANCE_FLOOR = 0.7
+
+
 def trained_window() -> int | None:
-    """The token window the shipped model was trained on (MANIFEST: the long-context
-    extension's windows where it has one, else the training's)."""
+    """The longest context the shipped model's drafts are known good at: the widest position
+    bucket up to which the long-context measure (MANIFEST `long_context`, tools.train.longctx on
+    held-out text) kept the MTP head's sampled acceptance at ACCEPTANCE_FLOOR or above; without
+    that measure, the token window it was trained on."""
     try:
         shipped = json.loads((EMBEDDED_DIR / "MANIFEST.json").read_text())
-        return int((shipped.get("long_context") or shipped["training"])["args"]["seq"])
-    except (OSError, KeyError, TypeError, ValueError):
+    except (OSError, ValueError):
+        return None
+    buckets = (
+        (shipped.get("long_context") or {}).get("measured", {}).get("longctx-extended", {})
+    ).get("buckets", [])
+    good = 0
+    for bucket in buckets:
+        if (bucket.get("mtp_rejection") or 0.0) < ACCEPTANCE_FLOOR:
+            break
+        good = int(str(bucket["context"]).split("-")[-1])
+    if good:
+        return good
+    try:
+        return int(shipped["training"]["args"]["seq"])
+    except (KeyError, TypeError, ValueError):
         return None

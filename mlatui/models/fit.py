@@ -178,8 +178,8 @@ def context_warnings(
         )
     if trained_window and context > trained_window:
         out.append(
-            f"context {context} is beyond the {trained_window}-token windows the model was "
-            "trained on: its text and acceptance there are out of distribution"
+            f"context {context} is beyond the {trained_window} tokens the model and its drafts "
+            "were trained and measured at: its text and acceptance there are out of distribution"
         )
     return out
 

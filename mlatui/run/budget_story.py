@@ -183,8 +183,8 @@ def _bounds_note(limits: Limits, story: Story) -> str:
         parts.append(f"none beyond the model's max positions ({limits.max_positions})")
     if limits.trained_window and story.contexts[-1] > limits.trained_window:
         parts.append(
-            f"the tune inside the {limits.trained_window}-token windows its model and drafts "
-            "were trained for"
+            f"the tune inside the {limits.trained_window} tokens its model and drafts were "
+            "trained and measured at"
         )
     said = "; ".join(parts)
     return said[:1].upper() + said[1:]

@@ -118,10 +118,10 @@ def bucketed(per_pos: list[dict[str, np.ndarray]], buckets: list[int]) -> list[d
     for high in buckets:
         row: dict[str, Any] = {"context": f"{low}-{high}"}
         for k in MEASURES:
-            vals = np.concatenate([w[k][low : high - 1] for w in per_pos if w[k].size > low])
+            vals = np.concatenate([w[k][low:high] for w in per_pos if w[k].size > low])
             vals = vals[~np.isnan(vals)]
             row[k] = round(float(vals.mean()), 4) if vals.size else None
-        row["positions"] = int(sum(max(0, min(w["ce"].size, high - 1) - low) for w in per_pos))
+        row["positions"] = int(sum(max(0, min(w["ce"].size, high) - low) for w in per_pos))
         rows.append(row)
         low = high
     return rows
