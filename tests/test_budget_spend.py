@@ -205,3 +205,24 @@ def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monk
     outcome = next(e for e in events if isinstance(e, BudgetOutcome))
     assert outcome.extra_s > 0 and isinstance(events[-1], RunEnd)
     assert set(outcome.undecided) == {"sweep @ 128"} - {f"sweep @ {v.context}" for v in again}
+
+
+def test_a_sweeps_added_rounds_count_as_spent_on_what_was_undecided():
+    """The sampler's rounds past a sweep's planned ones (an undecided check, on a drifting
+    device) are no plan's forecast: the forecast error is taken on the planned rounds."""
+    from mlatui.stream.events import Step
+
+    ctx = FakeCtx()
+    watch = _watch(ctx, 100.0)
+    reps = next(p["reps"] for p in watch.planned.phases if p["name"] == "sweep")
+    t = 0.0
+    for rep in range(reps + 3):  # three rounds past the plan, each 2 s
+        for arm in ("stock", "patched"):
+            t += 1.0
+            ctx.emit(Step(t, "sweep", arm, 512, 1, rep, 20.0))
+    assert watch.extra_s == pytest.approx(6.0)
+    ctx.emit(Step(t + 5.0, "tune-not-planned", "stock", 512, 1, 99, 20.0))
+    assert watch.extra_s == pytest.approx(6.0)
+    ctx.t = t
+    outcome = watch.finish(ctx)
+    assert outcome.planned_s == pytest.approx(t - 6.0)

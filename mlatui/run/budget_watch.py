@@ -20,7 +20,7 @@ from mlatui.run.budget import (
 )
 from mlatui.run.budget_spend import extra_check_phase, more_l1_rounds
 from mlatui.run.phases.base import RunContext
-from mlatui.stream.events import BudgetOutcome, BudgetPlanned, Event, LogMessage, Validity
+from mlatui.stream.events import BudgetOutcome, BudgetPlanned, Event, LogMessage, Step, Validity
 
 # The forecast ran 13-17% short of the runs it planned on the 2-core CPU (80 s forecast, 94 s run;
 # 87 vs 100 s); with settle steps counted and wide steps grown with T, 2-7% short with
@@ -71,6 +71,18 @@ class BudgetWatch:
     checks: dict[tuple[str, int], Validity] = field(default_factory=dict)
     extra_s: float = 0.0  # spent on what was undecided, beyond any plan's forecast
     _first: BudgetPlanned | None = None
+    _last_step_s: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def _count_added_round(self, e: Step) -> None:
+        """A sweep's rounds past its planned ones are the sampler's, added while an L = 1 check
+        there is undecided (up to the plan's cap): their time is spent on what was undecided,
+        as the budget's own extra rounds are, and no forecast counts them."""
+        key = (e.phase, e.context)
+        last_s = self._last_step_s.get(key)
+        self._last_step_s[key] = e.t
+        reps = next((p.get("reps") for p in self.planned.phases if p.get("name") == e.phase), None)
+        if last_s is not None and isinstance(reps, int) and e.rep >= reps:
+            self.extra_s += max(0.0, e.t - last_s)
 
     def __post_init__(self) -> None:
         self._first = self.planned
@@ -88,6 +100,8 @@ class BudgetWatch:
                     pass
                 if isinstance(e, Validity):
                     self.checks[(e.phase, e.context)] = e
+                if isinstance(e, Step):
+                    self._count_added_round(e)
             emit(e)
 
         return both
