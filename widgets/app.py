@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.app import App
 
 from mlatui.stream.events import ErrorEvent, Event, LogMessage
-from mlatui.stream.sources import ReplaySource, Source
+from mlatui.stream.sources import Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.more_offer import more_offer
 from mlatui.views.report import SUMMARY_EVENT_TYPES
@@ -73,8 +73,8 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
     # -- the tick: drain, fold, refresh what changed ----------------------------------------
 
     def view_info(self) -> ViewInfo:
-        src = self.source
-        if isinstance(src, ReplaySource):  # one clock: the recording's own, as the log's
+        src = self.source.playback
+        if src is not None:  # one clock: the recording's own, as the log's
             recorded = src.recorded_s
             duration = src.duration_s
             return ViewInfo(
@@ -99,10 +99,10 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             self.paused,
             None,
             None,
-            str(getattr(src, "record_path", "") or ""),
-            src.finished,
+            str(getattr(self.source, "record_path", "") or ""),
+            self.source.finished,
             None if clock is None else time.monotonic() - clock,
-            offer=more_offer(self.dash) if getattr(src, "offer_more", False) else None,
+            offer=more_offer(self.dash) if getattr(self.source, "offer_more", False) else None,
         )
 
     def _tick(self) -> None:
@@ -120,7 +120,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
                 events, self._held = self._held + events, []
             self._apply(events)
         changed = self.dash.take_changed()
-        if isinstance(self.source, ReplaySource) or self.mode in ("live", "isolated", "follow"):
+        if self.source.playback is not None or self.source.live:
             changed.add("header")
         if changed:
             for pane in self.panes():
@@ -133,7 +133,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
     def _apply(self, events: list[Event]) -> None:
         if not events:
             return
-        if isinstance(self.source, ReplaySource):  # a recording of any size: keep what the
+        if self.source.playback is not None:  # a recording of any size: keep what the
             # summary reads, not every step (live runs keep all; bench observer counts them)
             self.events.extend(e for e in events if e.type in SUMMARY_EVENT_TYPES)
         else:

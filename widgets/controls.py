@@ -9,7 +9,6 @@ from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from mlatui.stream.sources import ReplaySource
 from widgets.help import HelpScreen, binding_rows, output_name, save_screenshot
 from widgets.host import DashboardHost
 from widgets.messages import Exported
@@ -72,14 +71,14 @@ KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
 
 class ControlsMixin(DashboardHost):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in REPLAY_ONLY and not isinstance(self.source, ReplaySource):
+        if action in REPLAY_ONLY and self.source.playback is None:
             return False
         if action == "page":
             return self.compact
         if action == "hide_explain":
             return self.mode == "demo"
         if action == "more_rounds":
-            return not isinstance(self.source, ReplaySource)
+            return self.source.playback is None
         return True
 
     def action_more_rounds(self) -> None:
@@ -103,8 +102,8 @@ class ControlsMixin(DashboardHost):
             self.notify(f"measuring {offer.rounds} more rounds at {where}", timeout=3)
 
     def action_toggle_pause(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.toggle_pause()
+        if (playback := self.source.playback) is not None:
+            playback.toggle_pause()
         else:
             self.paused = not self.paused
             if not self.paused:
@@ -112,13 +111,13 @@ class ControlsMixin(DashboardHost):
         self.query_one(HeaderPane).refresh()
 
     def action_step(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.step()
+        if (playback := self.source.playback) is not None:
+            playback.step()
             self._tick()
 
     def _set_speed(self, factor: float) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.set_speed(self.source.speed * factor)
+        if (playback := self.source.playback) is not None:
+            playback.set_speed(playback.speed * factor)
             self.query_one(HeaderPane).refresh()
 
     def action_faster(self) -> None:
@@ -128,8 +127,8 @@ class ControlsMixin(DashboardHost):
         self._set_speed(0.5)
 
     def _seek(self, sign: int) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.seek(sign * max(5.0, 0.05 * self.source.duration_s))
+        if (playback := self.source.playback) is not None:
+            playback.seek(sign * max(5.0, 0.05 * playback.duration_s))
             self._tick()
 
     def action_seek_back(self) -> None:
@@ -139,13 +138,13 @@ class ControlsMixin(DashboardHost):
         self._seek(+1)
 
     def action_seek_home(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.seek_to(0.0)
+        if (playback := self.source.playback) is not None:
+            playback.seek_to(0.0)
             self._tick()
 
     def action_seek_end(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.seek_to(self.source.duration_s)
+        if (playback := self.source.playback) is not None:
+            playback.seek_to(playback.duration_s)
             self._tick()
 
     def action_page(self, index: int) -> None:
@@ -201,7 +200,7 @@ class ControlsMixin(DashboardHost):
         # Textual's own theme, keys, screenshot and maximize commands do what ours below do
         # (ours name their key): list each action once
         yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_TWINS)
-        replay = isinstance(self.source, ReplaySource)
+        replay = self.source.playback is not None
         yield SystemCommand(
             "Pause / resume",
             "Freeze the display (replay: stop the clock) · key p",

@@ -21,6 +21,8 @@ class FollowSource:
     its newline is simply not complete yet."""
 
     kind = "follow"
+    live = True  # a recording still being written: no seeking in what has not happened
+    playback = None
 
     def __init__(self, path: str | os.PathLike[str], poll_s: float = 0.25):
         self.path = Path(path)

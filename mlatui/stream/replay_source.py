@@ -41,6 +41,11 @@ class ReplaySource:
 
     kind = "replay"
     record_path: Path | None = None
+    live = False
+
+    @property
+    def playback(self) -> ReplaySource:
+        return self
 
     def __init__(
         self,

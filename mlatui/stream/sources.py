@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
+from mlatui.stream.playback import Playback
 from mlatui.stream.recorder import Recorder, parse_line
 from mlatui.stream.replay_source import ReplaySource
 from mlatui.stream.sinks import default_record_path
@@ -52,6 +53,14 @@ class Source(Protocol):
 
     @property
     def finished(self) -> bool: ...
+
+    @property
+    def playback(self) -> Playback | None:
+        """A recording's controls (pause, step, speed, seek); None for a run as it goes."""
+
+    @property
+    def live(self) -> bool:
+        """Events come from a run as it goes (in this process, a child, a growing file)."""
 
 
 class _Buffered:
@@ -105,6 +114,8 @@ class LiveSource(_Buffered):
     """The engine on an in-process worker thread. `engine` defaults to mlatui.run.engine.run."""
 
     kind = "live"
+    live = True
+    playback = None
 
     def __init__(
         self,
@@ -177,6 +188,8 @@ class ProcessSource(_Buffered):
     Closing the child's stdin asks it to stop; it is terminated if it does not."""
 
     kind = "isolated"
+    live = True
+    playback = None
 
     def __init__(
         self,
