@@ -59,3 +59,34 @@ def test_the_decode_parity_bench_prints_its_run_again_from_its_records():
     first = records[0]
     text = parity_header(first.env, first.settings, first.context) + parity_report(records)
     assert text == _printed("cpu-decode-parity-tiny")
+
+
+def test_the_attention_bench_part_a_table_and_crossovers():
+    from mlatui.stream.interval import Interval as I
+    from mlatui.views.bench_report import attention_report
+
+    cells = {
+        1: dict(absorbed=I(2.2, 0.75, 2.68, 4), materialised=I(1.74, 1.31, 3.74, 4)),
+        2: dict(absorbed=I(1.18, 0.84, 3.73, 4), materialised=I(3.47, 1.31, 3.54, 4)),
+    }
+    cells[1] |= dict(ratio=I(1.25, 0.2, 2.03, 8), verdict="tie (within noise)")
+    cells[2] |= dict(ratio=I(0.34, 0.24, 0.5, 8), verdict="absorbed faster")
+    summary = {
+        64: {"widths": cells, "measured": 2, "rounds": 4, "formula": 46},
+        128: {"widths": {1: cells[1]}, "measured": None, "rounds": 4, "formula": 73},
+    }
+    lines = attention_report(summary, [1, 2]).splitlines()
+    assert lines[0] == "## (a) one attention layer, forced branch: medians over rounds [95% CI]"
+    assert lines[4] == (
+        "| cache T | L | absorbed ms | materialised ms | absorbed/materialised | faster |"
+    )
+    assert lines[7] == (
+        "| 64 | 2 | 1.180 [0.840, 3.730] | 3.470 [1.310, 3.540] | 0.340 [0.240, 0.500] "
+        "| absorbed faster |"
+    )
+    assert lines[-2:] == [
+        "T=64: measured crossover (largest L where absorbed is significantly faster, 4 rounds): "
+        ">= 2 (largest width tried); formula: 46",
+        "T=128: measured crossover (largest L where absorbed is significantly faster, 4 rounds): "
+        "never; formula: 73",
+    ]

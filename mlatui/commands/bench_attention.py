@@ -19,8 +19,6 @@ from mlatui.commands.argtypes import (
     positive_int,
 )
 from mlatui.config.scenario import DTYPE_NAMES
-from mlatui.stream.interval import Interval
-from mlatui.stream.phrases import interval_text
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together
@@ -216,10 +214,6 @@ def _log(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
 
-def _ci(iv: Interval, digits: int = 3) -> str:
-    return interval_text(iv, digits)
-
-
 def _part_a(
     args, contexts, widths, reps, dtype, bits, env, out: Path | None, deadline: float
 ) -> int:
@@ -231,9 +225,7 @@ def _part_a(
     from mlatui.bench import attention as attnbench
     from mlatui.config.outputs import JsonlSink
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.gate.threshold_text import threshold_text
     from mlatui.host.signals import StopOnSignals, raise_if_set
-    from mlatui.views.mdtable import num, table
 
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
@@ -253,53 +245,9 @@ def _part_a(
         )
     if sink is not None:
         sink.close()
-    print(
-        "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
-        "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
-        "is the per-round paired ratio (< 1: absorbed faster).\n"
-    )
-    rows = []
-    for t, s in summary.items():
-        for w, cell in sorted(s["widths"].items()):
-            rows.append(
-                (
-                    t,
-                    w,
-                    _ci(cell["absorbed"]),
-                    _ci(cell["materialised"]),
-                    _ci(cell["ratio"]),
-                    cell["verdict"],
-                )
-            )
-    print(
-        table(
-            [
-                "cache T",
-                "L",
-                "absorbed ms",
-                "materialised ms",
-                "absorbed/materialised",
-                "faster",
-            ],
-            rows,
-            cell=num,
-        )
-    )
-    print()
-    largest = max(widths)
-    for t, s in summary.items():
-        measured = s["measured"]
-        if measured is None:
-            shown = "never"
-        elif measured == largest:
-            shown = f">= {measured} (largest width tried)"
-        else:
-            shown = str(measured)
-        print(
-            f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
-            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}"
-        )
-    print()
+    from mlatui.views.bench_report import attention_report
+
+    print(attention_report(summary, widths))
     if sink is not None:
         print(f"{len(records)} records written to {out}\n")
         if sink.error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlatui.gate.threshold_text import threshold_text
 from mlatui.measure.indexer_records import IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
@@ -237,3 +238,43 @@ def parity_report(records: Sequence[BenchRecord]) -> str:
         "the same cache (mlx_lm-thread: the same call from a second plain thread); sync-loop: one "
         "synced step per token (mlatui before pipelining).\n"
     )
+
+
+def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[int]) -> str:
+    """`mlatui bench attention`'s part (a): per cache length and width, each forced branch's
+    step ms and their paired ratio, then each length's measured crossover against the formula's
+    (`summary` as mlatui.bench.attention.forced_sweep returns it)."""
+    rows = [
+        (
+            t,
+            w,
+            interval_text(cell["absorbed"]),
+            interval_text(cell["materialised"]),
+            interval_text(cell["ratio"]),
+            cell["verdict"],
+        )
+        for t, s in summary.items()
+        for w, cell in sorted(s["widths"].items())
+    ]
+    head = ["cache T", "L", "absorbed ms", "materialised ms", "absorbed/materialised", "faster"]
+    out = [
+        "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
+        "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
+        "is the per-round paired ratio (< 1: absorbed faster).\n",
+        table(head, rows, cell=num),
+        "",
+    ]
+    largest = max(widths)
+    for t, s in summary.items():
+        measured = s["measured"]
+        if measured is None:
+            shown = "never"
+        elif measured == largest:
+            shown = f">= {measured} (largest width tried)"
+        else:
+            shown = str(measured)
+        out.append(
+            f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
+            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}"
+        )
+    return "\n".join(out) + "\n"
