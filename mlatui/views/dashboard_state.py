@@ -202,7 +202,8 @@ class DashboardState(DecodeFold):
             ci += f"; {review}"
         if e.pooled:
             own = f"its own {interval_text(e.ratio)} contains 1.00" if e.ratio is not None else ""
-            self._log(e.t, "info", f"L=1 check at {e.context}: ✓p valid (pooled; {own})")
+            mark = check_mark("valid", pooled=True)
+            self._log(e.t, "info", f"L=1 check at {e.context}: {mark} valid (pooled; {own})")
         elif e.valid:
             msg = f"L=1 check at {e.context}: ✓ {e.stock_l1_ms:.3g} vs {e.patched_l1_ms:.3g} ms"
             self._log(e.t, "info", msg + f" ({e.diff_pct:+.1f}%{ci})")

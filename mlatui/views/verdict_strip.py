@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
-from mlatui.stream.phrases import CiStyle, interval_text
+from mlatui.stream.phrases import CiStyle, check_mark, interval_text
 from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context, sig
@@ -208,13 +208,17 @@ def _checks(state: DashboardState) -> list[Part]:
     ok = sum(v.valid for v in checks) - pooled
     unsure = sum(v.verdict == "inconclusive" for v in checks)
     bad = len(checks) - ok - pooled - unsure
-    text = f"L=1 ✓ {ok}/{len(checks)}"
+    valid, by_pool, undecided, invalid = (
+        check_mark(v, pooled=p)
+        for v, p in (("valid", False), ("valid", True), ("inconclusive", False), ("invalid", False))
+    )
+    text = f"L=1 {valid} {ok}/{len(checks)}"
     if pooled:
-        text += f" ✓p {pooled}/{len(checks)}"
+        text += f" {by_pool} {pooled}/{len(checks)}"
     if unsure:
-        text += f" ? {unsure}"
+        text += f" {undecided} {unsure}"
     if bad:
-        text += f" ✗ {bad}"
+        text += f" {invalid} {bad}"
     counts = text
     p = state.latest_pooled
     if p is not None:
@@ -222,9 +226,13 @@ def _checks(state: DashboardState) -> list[Part]:
         text += f" (pooled {interval_text(p.ratio)}, {len(p.contexts)} contexts{said})"
     # without counts: "all" when every check passed (✓p still said), else only what did not
     if ok + pooled == len(checks):
-        brief = "L=1 ✓ all" + (" (✓p)" if pooled else "")
+        brief = f"L=1 {valid} all" + (f" ({by_pool})" if pooled else "")
     else:
-        brief = "L=1" + (f" ? {unsure}" if unsure else "") + (f" ✗ {bad}" if bad else "")
+        brief = (
+            "L=1"
+            + (f" {undecided} {unsure}" if unsure else "")
+            + (f" {invalid} {bad}" if bad else "")
+        )
     tone = Tone.GOOD if ok + pooled == len(checks) else Tone.BAD if bad else Tone.WARN
     return [part(tone, text, (counts, RANK_POOLED), (brief, RANK_COUNTS))]
 
