@@ -28,6 +28,7 @@ class FakeCtx:
     def __init__(self) -> None:
         self.t = 0.0
         self.events: list = []
+        self.grown_rounds: dict = {}
         self.emit = self.events.append
 
     def now(self) -> float:
@@ -226,3 +227,27 @@ def test_a_sweeps_added_rounds_count_as_spent_on_what_was_undecided():
     ctx.t = t
     outcome = watch.finish(ctx)
     assert outcome.planned_s == pytest.approx(t - 6.0)
+
+
+def test_rounds_a_budget_added_stop_at_its_deadline_and_the_planned_ones_run():
+    """The grown tune carries a deadline (its forecast can run short, as a GPU's sampled blocks
+    did: 107 s on a 100 s budget); the sampler keeps the planned rounds, then stops adding pairs."""
+    from mlatui.measure.sampler import until_after
+
+    ctx = FakeCtx()
+    watch = _watch(ctx, 1000.0)
+    phases = load_scenario(str(DEFAULT)).phases
+    watch.grow(ctx, phases, 1)
+    keep, deadline_s = ctx.grown_rounds["tune"]
+    assert keep == phases[1].reps and 0 < deadline_s < 1000.0
+
+    clock = {"t": 0.0}
+    more = until_after(lambda wants: wants, lambda: clock["t"], keep_rounds=4, deadline=10.0)
+    asked = []
+    for rnd in range(1, 13):
+        clock["t"] = 3.0 * rnd  # past the deadline from the 4th round on
+        asked.append(more(True))
+    assert asked[:3] == [True, True, True]  # the planned rounds run whatever the clock
+    assert asked[3] is False  # no new pair once past the deadline
+    late = until_after(lambda wants: wants, lambda: 99.0, keep_rounds=2, deadline=10.0)
+    assert [late(True) for _ in range(2)] == [True, False]  # a pair always completes

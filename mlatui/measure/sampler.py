@@ -311,6 +311,24 @@ def until(deadline: float | None) -> Callable[[bool], bool]:
     return more
 
 
+def until_after(
+    decide: Callable[[bool], bool], clock: Callable[[], float], keep_rounds: int, deadline: float
+) -> Callable[[bool], bool]:
+    """`decide` (rank 0's answer under mlx.launch), asked for no new pair of rounds past
+    `keep_rounds` once `clock()` has passed `deadline`: rounds a budget added, cut where its
+    forecast ran short; the first `keep_rounds` always run."""
+    rounds = 0
+
+    def more(wants: bool) -> bool:
+        nonlocal rounds
+        rounds += 1
+        if rounds >= keep_rounds and not rounds % 2 and clock() >= deadline:
+            wants = False
+        return decide(wants)
+
+    return more
+
+
 def _wants_more(plan: SamplerPlan, rounds: int, decision: Outcome | None) -> bool:
     if rounds < plan.first_rounds or rounds % 2:
         return True  # always whole pairs of rounds: each arm first equally often

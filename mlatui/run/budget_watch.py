@@ -225,6 +225,10 @@ class BudgetWatch:
                 rest = (*rest[:j], p, *rest[j + 1 :])
                 continue
             changes.append(f"{p.name}: rounds of blocks {p.reps} -> {reps}")
+            # the forecast can run short (a GPU's sampled blocks): the added rounds stop at the
+            # first pair that would start after the time the phases behind this one need
+            later_s = self.forecast_s(rest[j + 1 :]) if rest[j + 1 :] else 0.0
+            ctx.grown_rounds[p.name] = (p.reps, self.budget_s - FORECAST_MARGIN * later_s - 1.0)
         if not changes:
             return phases
         grown_s = self.forecast_s(rest)

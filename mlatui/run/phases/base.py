@@ -79,6 +79,9 @@ class RunContext:
     # (sweep phase, context) -> its final estimates: a decode phase with `verify_from` takes its
     # verify steps from them
     sweep_estimates: dict[tuple[str, int], ContextEstimates] = field(default_factory=dict)
+    # phase name -> (its planned rounds, a run-clock time): rounds a budget added to the phase
+    # stop at the first pair that starts after that time (mlatui.run.budget_watch.grow)
+    grown_rounds: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def keep_l1(self, context: int, timings: list[Timing], control_width: int | None) -> None:
         if control_width is not None:

@@ -15,6 +15,7 @@ At each context, two measurements:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import replace
 
 from mlatui.config.scenario import Phase
@@ -38,7 +39,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.sampler import Hooks, sample_context
+from mlatui.measure.sampler import Hooks, sample_context, until_after
 from mlatui.run.arms import Arm, unpinned
 from mlatui.run.decode_stream import (
     DecodeStream,
@@ -345,7 +346,7 @@ def decode_context(
                 on_timing=on_timing,
                 on_round=on_round,
                 check_stop=ctx.check_stop,
-                decide_more=ctx.decide_more,
+                decide_more=_decide_more(ctx, phase.name),
                 between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
                 on_skip=runner.filler,
             ),
@@ -414,3 +415,11 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     return summary
+
+
+def _decide_more(ctx: RunContext, phase_name: str) -> Callable[[bool], bool]:
+    grown = ctx.grown_rounds.get(phase_name)
+    if grown is None:
+        return ctx.decide_more
+    keep_rounds, deadline_s = grown
+    return until_after(ctx.decide_more, ctx.now, keep_rounds, deadline_s)
