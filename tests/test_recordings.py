@@ -193,13 +193,14 @@ def test_a_huge_recorded_time_never_makes_the_replay_wait(tmp_path):
     path = tmp_path / "run.jsonl"
     path.write_text("\n".join(lines) + "\n")
     tick = 0.05
-    src = ReplaySource(path, speed=1.0, max_gap_s=tick)
+    speed = 20.0  # uncapped, the gap would be 1e308 s at any speed
+    src = ReplaySource(path, speed=speed, max_gap_s=tick)
     assert src.duration_s <= tick * len(lines)
     gaps = [b - a for a, b in zip(src._times, src._times[1:], strict=False)]
     assert max(gaps) <= tick + 1e-12
     src.start()
     seen = src.drain()
-    deadline = time.monotonic() + tick * len(lines) + 5.0
+    deadline = time.monotonic() + tick * len(lines) / speed + 5.0
     while not src.finished:
         assert time.monotonic() < deadline, "the replay waited on a recorded time"
         time.sleep(tick / 2)
