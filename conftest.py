@@ -52,7 +52,7 @@ SYSTEM_MODULES = {
     # the whole app driven through long Pilot sessions and screenshots
     "test_help", "test_ui_app", "test_ui_snapshot",
 }  # fmt: skip
-# Files that cost the most CPU run first (longest first, so that the two workers end together):
+# Under pytest-xdist, files that cost the most CPU run first (so that the two workers end together):
 # the static checks, whose test mostly waits on mypy, then the rest by CPU seconds measured on
 # the 2-core box. Files not named keep their collection order after these.
 HEAVY_FIRST = (
@@ -88,7 +88,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
         return rank.get(module, len(rank))
 
-    items.sort(key=heavy_first)  # stable: a file's tests keep their order
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a single process runs them all anyway
+        items.sort(key=heavy_first)  # stable: a file's tests keep their order
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skipped = [item for item in items if item.get_closest_marker("slow")]
