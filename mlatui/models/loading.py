@@ -3,13 +3,14 @@ the embedded default model (same loader), or random weights built from a scenari
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -252,23 +253,24 @@ def build_random(
     return model, model.model_type if isinstance(model, vlm.TextModel) else config["model_type"]
 
 
-def load_target(
-    model_ref: str | None,
-    scenario: Scenario,
-    random_weights: bool,
-    seed: int,
-    fit_check: Callable[[dict, str, int], None] | None = None,
-    watch=no_watch,
-    prepare: Prepare | None = None,
-) -> Loaded:
-    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
-    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
-    loaded = _load_target(model_ref, scenario, random_weights, seed, fit_check, watch, prepare)
-    evaluate_buffers(loaded.model, loaded.draft_model)
+P = ParamSpec("P")
+
+
+def _buffers_evaluated(load: Callable[P, Loaded]) -> Callable[P, Loaded]:
+    """The loader, then the loaded modules' lazily built arrays evaluated on this thread
+    (mlatui.models.buffers)."""
+
+    @functools.wraps(load)
+    def loaded(*args: P.args, **kwargs: P.kwargs) -> Loaded:
+        out = load(*args, **kwargs)
+        evaluate_buffers(out.model, out.draft_model)
+        return out
+
     return loaded
 
 
-def _load_target(
+@_buffers_evaluated
+def load_target(
     model_ref: str | None,
     scenario: Scenario,
     random_weights: bool,

@@ -28,6 +28,7 @@ from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import recopy_in_place
 from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
 PAIR_ROUNDS = 2  # rounds come in mirrored pairs; the clock and the check are read after each
@@ -128,6 +129,14 @@ def more_l1_rounds(
     )
     if outcome is Outcome.INCONCLUSIVE:
         return list(checks)
+    return redecided(ctx, checks, outcome, ratio, total)
+
+
+def redecided(
+    ctx: RunContext, checks: Sequence[Validity], outcome: Outcome, ratio: Interval, total: int
+) -> list[Validity]:
+    """Each check decided again on all `total` rounds of L = 1 quads at its context: emitted,
+    and in or out of the verdicts as it now reads."""
     out = []
     for v in checks:
         new = replace(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 
 from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
 from mlatui.measure.more_plan import (
@@ -23,11 +22,11 @@ from mlatui.measure.more_plan import (
     undecided_checks,
 )
 from mlatui.measure.plans import plan_for, sweep_segments
+from mlatui.run.budget_spend import redecided
 from mlatui.run.phases.base import ProgressTracker, RunContext, sample_steps, share_context
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     ARMS,
-    Basis,
     Event,
     LogMessage,
     PhaseStart,
@@ -148,22 +147,4 @@ def _decide_again(
             f"L = 1 quads this run measured there: {interval_text(ratio)}, {outcome.value}",
         )
     )
-    out = []
-    for v in checks:
-        new = replace(
-            v,
-            t=ctx.now(),
-            valid=outcome is Outcome.VALID,
-            outcome=outcome.value,
-            basis=Basis.OWN,
-            diff_pct=(ratio.median - 1) * 100,
-            ratio=ratio,
-            rounds=total,
-        )
-        if new.valid:
-            ctx.left_out.discard((v.phase, v.context))
-        else:
-            ctx.left_out.add((v.phase, v.context))
-        ctx.emit(new)
-        out.append(new)
-    return out
+    return redecided(ctx, checks, outcome, ratio, total)
