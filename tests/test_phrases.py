@@ -58,7 +58,7 @@ def test_no_printer_or_log_line_writes_a_median_and_its_interval_by_hand():
     """`{x.median:.3f} [{x.low:.3f}, {x.high:.3f}]` belongs to the phrase module alone."""
     by_hand = re.compile(r"\{[\w.\[\]'\"]*median[^}]*\}\s*[\[(][^\n]*\{[\w.]*low")
     found = []
-    for path in sorted((ROOT / "mlatui").rglob("*.py")):
+    for path in sorted([*(ROOT / "mlatui").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")]):
         if path.name == "phrases.py":
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):

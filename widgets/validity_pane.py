@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from mlatui.stream.events import ARMS, Validity, aa_variant
+from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
 from mlatui.views.rounding import fmt_context
@@ -37,7 +38,7 @@ def validity_summary(state: DashboardState) -> Text | None:
     p = state.latest_pooled
     if p is not None:
         t.append(" · ")
-        figure = f"{p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}]"
+        figure = interval_text(p.ratio)
         if pooled:
             where = ", ".join(map(fmt_context, pooled))
             t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)
