@@ -83,18 +83,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default 0: bench runs the scenario in full)",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the run's resolved plan (phases after these flags, arms, budget, seeds) and "
+        "exit without loading a model; --format json gives it as JSON",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.config.inputs import read_scenario
+    plan = build_plan(args)  # every check, before mlx is imported
+    if args.plan:
+        from mlatui.commands.plan_text import print_plan
+
+        return print_plan(plan, args.format)
+    from mlatui.host.distributed import launch_rank, launched
+
+    rank = launch_rank() if launched() else 0
+    stop = threading.Event()
+    if rank:  # only rank 0 records
+        return _follower(plan, rank, stop)
+    from dataclasses import replace
+
     from mlatui.config.outputs import claim_output
-    from mlatui.errors import UserError
-    from mlatui.host.signals import StopOnSignals
+    from mlatui.stream.sinks import default_record_path
 
-    scenario = read_scenario(args.scenario)  # a bad file: one line, before anything loads
-    from mlatui.config.runconfig import RunConfig
-    from mlatui.stream.sinks import default_record_path, tee
+    # the output last: a refused argument leaves no empty file behind
+    out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    return _record(args, replace(plan, record=str(out)), out, stop)
 
+
+def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The quick-run overrides the flags ask for (config.overrides applies them)."""
     overrides: dict[str, Any] = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
     if args.reps:
         overrides["reps"] = args.reps
@@ -103,56 +123,52 @@ def run(args: argparse.Namespace) -> int:
     if args.contexts:
         overrides["contexts"] = args.contexts
     if args.widths:
-        widths = args.widths
-        overrides["widths"] = sorted({1, *widths})  # the L = 1 control is never optional
+        overrides["widths"] = sorted({1, *args.widths})  # the L = 1 control is never optional
     if args.max_rounds is not None:
         overrides["max_rounds"] = args.max_rounds
     if args.phases:
         overrides["only_phases"] = [p.strip() for p in args.phases.split(",") if p.strip()]
-    unknown = set(overrides.get("only_phases", ())) - {p.name for p in scenario.phases}
-    if (
-        unknown
-    ):  # checked here, before mlx is imported (config.overrides.apply_overrides says the same)
-        raise UserError(
-            f"{scenario.path}: no phase named {', '.join(sorted(unknown))}",
-            f"phases: {', '.join(p.name for p in scenario.phases)}",
-        )
-    gates = gate_settings(args)
-    from mlatui.config.model_inputs import check_model_ref
-    from mlatui.host.distributed import launch_rank, launched
+    return overrides
 
+
+def build_plan(args: argparse.Namespace):
+    """The run's plan from the flags and the scenario, read once; bad input is a one-line error
+    here (an unknown --phases name, a bad file, a missing model), before anything loads."""
+    from mlatui.config.inputs import read_scenario
+    from mlatui.config.model_inputs import check_model_ref
+    from mlatui.config.run_plan import resolve_plan
+    from mlatui.config.runconfig import RunConfig
+
+    scenario = read_scenario(args.scenario)
+    gates = gate_settings(args)
     if not args.random_weights:
         check_model_ref(args.model)
     check_model_ref(args.draft_model, "--draft-model")
-    rank = launch_rank() if launched() else 0
-    # the output last: a refused argument leaves no empty file behind; only rank 0 records
-    if rank:
-        out = None
-    else:
-        out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
-    from mlatui.run.engine import run as run_engine  # imports mlx: after every check
-    from mlatui.stream.recorder import Recorder
-
     config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,
         scenario=args.scenario,
-        record=str(out) if out else None,
         random_weights=args.random_weights,
         seed=args.seed,
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
-        overrides=overrides,
+        overrides=overrides_of(args),
         settle=not args.no_settle,
         force=args.force,
         budget_s=args.budget,
         **gates,
     )
-    events: list[Event] = []
-    stop = threading.Event()
-    if rank or out is None:
-        return _follower(config, rank, stop)
+    return resolve_plan(config, scenario)
+
+
+def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:
+    """Rank 0: the engine's events to the recording, the progress on stderr, then the tables."""
+    from mlatui.host.signals import StopOnSignals
+    from mlatui.run.engine import run as run_engine  # imports mlx: after every check
+    from mlatui.stream.recorder import Recorder
+    from mlatui.stream.sinks import tee
     from mlatui.views.stderr_progress import StderrProgress
 
+    events: list[Event] = []
     progress = StderrProgress()
 
     def recording_failed(message: str) -> None:
@@ -163,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         StopOnSignals(stop) as signals,
     ):
         try:
-            status = run_engine(config, tee(recorder, events.append, progress), stop)
+            status = run_engine(plan, tee(recorder, events.append, progress), stop)
         except KeyboardInterrupt:
             stop.set()
             status = "interrupted"
@@ -215,7 +231,7 @@ def _report(args, events, out, recorder, signals, status) -> int:
     return signals.exit_status or ExitStatus.INTERRUPTED
 
 
-def _follower(config, rank: int, stop: threading.Event) -> int:
+def _follower(plan, rank: int, stop: threading.Event) -> int:
     """A rank other than 0 under mlx.launch: the same schedule, no recording and no tables
     (rank 0 has them); only its warnings and errors, on stderr, named by rank."""
     from mlatui.errors import ExitStatus, error_line
@@ -231,7 +247,7 @@ def _follower(config, rank: int, stop: threading.Event) -> int:
             print(f"[mlatui rank {rank}] {event.level}: {event.message}", file=sys.stderr)
 
     with StopOnSignals(stop, announce=False) as signals:
-        status = run_engine(config, sink, stop)
+        status = run_engine(plan, sink, stop)
     if errors:
         message = errors[0] if errors[0].startswith("rank ") else f"rank {rank}: {errors[0]}"
         print(error_line(message), file=sys.stderr)

@@ -69,18 +69,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-dir", default=None, help="where e/s write exports and screenshots (default: .)"
     )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the run's resolved plan (phases, arms, budget, seeds) and exit without "
+        "loading a model or opening the dashboard",
+    )
+    parser.add_argument(
+        "--format", choices=("md", "json"), default="md", help="with --plan: md (words) or json"
+    )
 
 
 def build_config(args: argparse.Namespace):
+    """The request the engine resolves (in this process or a child); its plan is resolved here
+    first, so that bad input fails before the screen opens, as `bench` does."""
     from mlatui.config.inputs import read_scenario
     from mlatui.config.model_inputs import check_model_ref
+    from mlatui.config.run_plan import resolve_plan
     from mlatui.config.runconfig import RunConfig
 
-    read_scenario(args.scenario)  # fail before the screen opens, as `bench` does
+    scenario = read_scenario(args.scenario)
     if not args.random_weights:
         check_model_ref(args.model)
     check_model_ref(args.draft_model, "--draft-model")
-    return RunConfig(
+    config = RunConfig(
         model=args.model,
         draft_model=args.draft_model,
         scenario=args.scenario,
@@ -89,6 +101,7 @@ def build_config(args: argparse.Namespace):
         budget_s=args.budget,
         **gate_settings(args),
     )
+    return config, resolve_plan(config, scenario)
 
 
 class TerminalState:
@@ -179,7 +192,11 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.config.outputs import check_out_dir, claim_output
     from mlatui.host.signals import StopOnSignals
 
-    config = build_config(args)
+    config, plan = build_config(args)
+    if getattr(args, "plan", False):
+        from mlatui.commands.plan_text import print_plan
+
+        return print_plan(plan, args.format)
     check_out_dir(args.out_dir)
     if config.record:  # a default name is created (unique) by the source
         claim_output(config.record, force=args.force, flag="--record")

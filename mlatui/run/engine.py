@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import mlx.core as mx
 
-from mlatui.config.overrides import apply_overrides
+from mlatui.config.run_plan import RunPlan, resolve_plan
 from mlatui.config.runconfig import RunConfig
-from mlatui.config.scenario import Scenario, ScenarioError, load_scenario
+from mlatui.config.scenario import Scenario, ScenarioError
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -74,9 +74,12 @@ def pass_name(variants: tuple[Variant, Variant], null: bool) -> str:
 
 
 def run(
-    config: RunConfig, emit: Callable[[Event], None], stop: threading.Event | None = None
+    request: RunConfig | RunPlan,
+    emit: Callable[[Event], None],
+    stop: threading.Event | None = None,
 ) -> str:
-    """Run the scenario; emit every event; return "completed", "interrupted" or "error"."""
+    """Run a plan (a request is resolved into one first thing); emit every event; return
+    "completed", "interrupted" or "error"."""
     stop = stop or threading.Event()
     finals: list[Estimate] = []
     book = CheckBook()  # the checks as emitted: what `+` measures after the run
@@ -87,7 +90,7 @@ def run(
     workers_all: list[ArmWorker] = []
     sampler = None
     header_sent = False
-    scenario = None
+    plan: RunPlan | None = request if isinstance(request, RunPlan) else None
     ctx = None
     dist = DistRun(None)
 
@@ -95,7 +98,10 @@ def run(
         return (time.perf_counter_ns() - t0) / 1e9
 
     try:
-        scenario = apply_overrides(load_scenario(config.scenario), config.overrides)
+        if plan is None:
+            assert isinstance(request, RunConfig)
+            plan = resolve_plan(request)
+        scenario = plan.scenario
         from mlatui.models.fit import (
             context_warnings,
             estimate,
@@ -108,40 +114,40 @@ def run(
         fit_warnings: list[str] = []
 
         dist = DistRun.for_scenario(scenario)
-        seed = scenario.run_seed(config.seed)
+        seed, force = plan.seed, plan.force
 
         def fit_check(model_config: dict, dtype: str, weights_bytes: int) -> None:
             e = dist.per_rank(estimate(model_config, dtype, weights_bytes, longest))
-            refuse_unless_fits(e, config.force)
+            refuse_unless_fits(e, force)
             fit_notes.append(f"memory estimate: {e.describe()}")
             fit_warnings.extend(context_warnings(model_config, longest))
 
         from mlatui.models.fit import prebuild_checks
 
-        before = prebuild_checks(scenario, config.model, config.random_weights)
+        before = prebuild_checks(scenario, plan.model, plan.random_weights)
         if before is not None:
-            refuse_unless_fits(estimate(*before, longest), config.force)
+            refuse_unless_fits(estimate(*before, longest), plan.force)
         from mlatui.host.signals import Interrupted, run_interruptibly
         from mlatui.models.load_watch import GatedEmit, watcher
 
         load_emit = GatedEmit(emit)  # closed when a stop abandons the load thread
         watch = watcher(load_emit, now)  # LoadStart/LoadProgress: before the header (see recorder)
 
-        target_scenario = scenario
+        model_ref, draft_ref, random_weights = plan.model, plan.draft_model, plan.random_weights
 
         def load():
             loaded = load_target(
-                config.model,
-                target_scenario,
-                config.random_weights,
+                model_ref,
+                scenario,
+                random_weights,
                 seed,
                 fit_check,
                 watch,
                 dist.prepare_target(),
             )
             load_draft(
-                config.draft_model,
-                target_scenario.draft,
+                draft_ref,
+                scenario.draft,
                 loaded,
                 seed,
                 watch,
@@ -154,11 +160,11 @@ def run(
         except Interrupted:
             load_emit.close()
             raise Stopped() from None
-        dist.after_load(loaded, emit, now, config.record, stop)
+        dist.after_load(loaded, emit, now, plan.record, stop)
         fit_notes += dist.notes
         if dist.stop_requested(stop.is_set()):
             raise Stopped()
-        if config.random_weights and loaded.draft == EMBEDDED_DRAFT:
+        if plan.random_weights and loaded.draft == EMBEDDED_DRAFT:
             loaded.draft = NO_DRAFT
         make_drafts = draft_factories(loaded, scenario, seed)
         mx.eval(loaded.model.parameters())
@@ -175,17 +181,15 @@ def run(
             source_arms_text,
         )
 
-        arm_sources = {**dict(scenario.arm_sources), **config.arm_sources}
+        arm_sources = dict(plan.arms.sources)
         sources = build_sources(loaded.model, arm_sources) if arm_sources else SourceModels()
         gates = resolve_gates(
-            source_arms_text(config.arms or scenario.arms, arm_sources),
-            config.threshold or scenario.threshold,
-            # a patch review: mlatui's own sparse layers (not the tree's) pool alike in both arms
-            config.indexer or scenario.indexer or ("stock" if arm_sources else None),
+            source_arms_text(plan.arms.arms, arm_sources),
+            plan.arms.threshold,
+            plan.arms.indexer,
             runtime,
         )
-        null = config.null or scenario.null
-        fill = config.fill or scenario.model.fill
+        null, fill = plan.null, plan.fill
         if fill == "random-latents" and not loaded.random_weights:
             raise ScenarioError(
                 "fill = random-latents is a timing-only fill for random weights; add --random-weights"
@@ -195,9 +199,7 @@ def run(
         # ranks would each need the same request)
         offering = isinstance(stop, RunControl) and stop.offer_more and dist.lockstep is None
         stock, patched = build_arms(loaded.model, gates, passes[0], sources.models)
-        settings = run_settings(
-            config, loaded, gates, null, [pass_name(p, null) for p in passes], fill
-        )
+        settings = run_settings(plan, loaded, gates, [pass_name(p, null) for p in passes])
         settings["arms"] = arm_settings(gates, runtime)
         # what code each slot ran (files and their hashes), so that compare can tell two
         # recordings of different code apart; how a source arm shares the prefill
@@ -216,7 +218,7 @@ def run(
         bias = lookup(key)
         if bias is not None:
             settings["harness_bias"] = bias
-        emit(header(config, scenario, loaded, patched.report, settings, dist.describe()))
+        emit(header(scenario, plan.model, loaded, patched.report, settings, dist.describe()))
         header_sent = True
         notices = opening_notices(
             loaded, scenario, patched.report, longest, fit_notes, fit_warnings, null, fill
@@ -238,7 +240,7 @@ def run(
                 arm.model_name = loaded.name
             baton = Baton()
             workers = {"stock": ArmWorker(stock, baton)}
-            host = workers["stock"] if config.shared_arm_thread else None
+            host = workers["stock"] if plan.shared_arm_thread else None
             workers["patched"] = ArmWorker(patched, baton, host=host)
             for w in workers.values():
                 w.call(lambda a: install_drafts(a, make_drafts))
@@ -260,23 +262,24 @@ def run(
                 left_out=left_out,
                 seed=seed,
                 fill=fill,
-                settle=config.settle,
+                settle=plan.settle,
                 lockstep=dist.lockstep,
             )
-            budget_s = scenario.budget_s if config.budget_s is None else config.budget_s
             replanner = None
-            if n == 0 and budget_s > 0 and not null:
+            if n == 0 and plan.budgeted:
                 from mlatui.run.budget_probe import apply_budget
 
-                scenario, replanner = apply_budget(ctx, scenario, budget_s)
+                # the budget's plan is a new plan value; its BudgetPlanned event says what changed
+                budgeted, replanner = apply_budget(ctx, plan.scenario, plan.budget_s)
+                plan = plan.with_phases(budgeted.phases)
                 ctx.emit = replanner.tee(ctx.emit)
-            elif n == 0 and budget_s > 0:
-                emit(LogMessage(now(), "info", NULL_BUDGET_NOTICE.format(budget_s)))
+            elif n == 0 and plan.budget_s > 0:
+                emit(LogMessage(now(), "info", NULL_BUDGET_NOTICE.format(plan.budget_s)))
             tag = pass_name(variants, null)
-            phases = scenario.phases
-            for i in range(len(phases)):
-                if replanner is not None and i > 0:
-                    phases = replanner.replan(ctx, phases, i)
+            for i in range(len(plan.phases)):
+                if replanner is not None and i > 0:  # a re-plan: a new plan value and an event
+                    plan = plan.with_phases(replanner.replan(ctx, plan.phases, i))
+                phases = plan.phases
                 phase = phases[i]
                 if tag:  # a tune reads the verify steps of its own pass's sweep
                     source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
@@ -307,19 +310,19 @@ def run(
                 sampler.stop()
                 sampler = None
             tag = pass_name(passes[-1], null)
-            serve_more(ctx, stop, book, tag, len(scenario.phases) * len(passes))
+            serve_more(ctx, stop, book, tag, len(plan.phases) * len(passes))
             end_sent = True
     except Stopped:
         status = "interrupted"
         if not header_sent:
-            emit(_bare_header(config, scenario, dist))
+            emit(_bare_header(request, plan, dist))
             header_sent = True
             emit(LogMessage(now(), "warning", "stopped while loading the model, before any step"))
     except BaseException as e:  # noqa: BLE001 - reported as an event, never lost
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "error"
         if not header_sent:
             try:
-                emit(_bare_header(config, scenario, dist))
+                emit(_bare_header(request, plan, dist))
             except Exception:  # noqa: BLE001
                 pass
         if status == "error":
@@ -357,16 +360,19 @@ def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:
     return locked
 
 
-def _bare_header(config: RunConfig, scenario: Scenario | None, dist: DistRun):
-    """The header of a run that ended before its model was ready (a recording always has one)."""
-    if scenario is None:
+def _bare_header(request: RunConfig | RunPlan, plan: RunPlan | None, dist: DistRun):
+    """The header of a run that ended before its model was ready (a recording always has one);
+    without a plan (its scenario could not be read), one named after the request."""
+    if plan is None:
         from mlatui.config.draft_spec import DraftSpec
         from mlatui.config.scenario import ModelSpec
 
+        assert isinstance(request, RunConfig)
         scenario = Scenario(
-            "?", str(config.scenario or "default"), "", ModelSpec(), DraftSpec(), ()
+            "?", str(request.scenario or "default"), "", ModelSpec(), DraftSpec(), ()
         )
-    return header(config, scenario, None, None, {}, dist.describe())
+        return header(scenario, request.model, None, None, {}, dist.describe())
+    return header(plan.scenario, plan.model, None, None, {}, dist.describe())
 
 
 def _error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> ErrorEvent:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
 from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
@@ -19,8 +19,8 @@ HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 
 
 def header(
-    config: RunConfig,
     scenario: Scenario,
+    model_ref: str | None,
     loaded: Loaded | None,
     report: mla.PatchReport | None,
     settings: dict,
@@ -72,7 +72,7 @@ def header(
         platform.python_version(),
         env["platform"],
         device,
-        loaded.name if loaded else (config.model or "embedded"),
+        loaded.name if loaded else (model_ref or "embedded"),
         loaded.model_type if loaded else "?",
         geometry,
         thresholds,
@@ -85,24 +85,24 @@ def header(
     )
 
 
-def run_settings(
-    config: RunConfig, loaded: Loaded, gates: Gates, null: bool, passes: list[str], fill: str
-) -> dict:
-    """The header's `settings`: every choice that shapes the figures (and keys the harness bias)."""
+def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> dict:
+    """The header's `settings`: every choice that shapes the figures (and keys the harness bias),
+    and the run's plan as resolved before anything loaded (`plan`)."""
     return {
         "threshold": str(gates.threshold),
         "indexer": gates.indexer.value,
-        "null": null,
+        "null": plan.null,
         "passes": passes,
-        "fill": fill,
-        "settle": config.settle,
+        "fill": plan.fill,
+        "settle": plan.settle,
         "cache_rounds": cache_rounds().value,
         "timed_gc": "on" if not timed_gc_paused() else "paused",
-        "seed": config.seed,
-        "overrides": config.overrides,
+        "seed": plan.seed_offset,
+        "overrides": plan.to_dict()["overrides"],
         "random_weights": loaded.random_weights,
-        "arm_threads": "shared" if config.shared_arm_thread else "one per arm",
+        "arm_threads": "shared" if plan.shared_arm_thread else "one per arm",
         "arm_cpus": sorted(arm_cpus() or []),
         "draft_kinds": [d.kind.value for d in loaded.draft_kinds],
         **({"mtp_missing": loaded.mtp_missing} if loaded.mtp_missing else {}),
+        "plan": plan.to_dict(),
     }
