@@ -141,3 +141,31 @@ def test_launch_plan_prints_without_opening_the_dashboard(capsys):
     assert main(["launch", "--plan", "--scenario", str(TINY), "--arms", "pre-fix,formula"]) == 0
     out = capsys.readouterr().out
     assert "arms      stock,formula" in out and "scenario  tiny" in out
+
+
+def test_the_engine_runs_the_plan_it_is_given_and_the_header_keeps_it(monkeypatch):
+    """A plan handed to the engine is not resolved again (the scenario is not re-read), and the
+    header's settings keep it beside every field they had."""
+    import mlatui.config.run_plan as run_plan
+    import mlatui.run.engine as engine
+    from mlatui.run.phases.base import Stopped
+
+    plan = resolve_plan(
+        RunConfig(scenario=str(TINY), random_weights=True, seed=2, overrides={"reps": 4})
+    )
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the scenario was read again")
+
+    def stop_after_header(*args, **kwargs):
+        raise Stopped()
+
+    monkeypatch.setattr(run_plan, "load_scenario", no_read)
+    monkeypatch.setattr(engine, "RunContext", stop_after_header)
+    events: list = []
+    assert engine.run(plan, events.append) == "interrupted"
+    h = next(e for e in events if e.type == "header")
+    assert json.loads(json.dumps(h.settings["plan"])) == plan.to_dict()
+    assert h.settings["seed"] == 2 and h.settings["overrides"] == {"reps": 4}
+    assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(h.settings)
+    assert [p["reps"] for p in h.scenario["phases"]] == [4, 4]
