@@ -18,6 +18,7 @@ from mlatui.measure.estimates import (
 )
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import SamplerRun
+from mlatui.stream.phrases import CiStyle, interval_text
 
 FAMILY = "glm5.3-flash"
 
@@ -95,8 +96,8 @@ def control_note(result: PartRun) -> str:
     if ratio is None:
         return f"S=1 control: no paired ratio ({outcome.value})"
     note = (
-        f"S=1 control: paired stock/patched {ratio.median:.4f} "
-        f"(95% CI {ratio.low:.4f}-{ratio.high:.4f}) over {est.rounds} rounds, "
+        f"S=1 control: paired stock/patched {interval_text(ratio, 4, style=CiStyle.SAID)} "
+        f"over {est.rounds} rounds, "
         f"tolerance ±{est.tolerance_pct:g}%: {outcome.value}"
     )
     return note if outcome is Outcome.VALID else f"{outcome.value.upper()}: {note}"

@@ -52,6 +52,11 @@ def interval_text(
     return ci_text(interval.median, interval.low, interval.high, digits, unit, style)
 
 
+def ends_text(low: float, high: float, digits: int = 2) -> str:
+    """An interval's ends alone, `0.994-1.011`, where the median is said apart."""
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
 def pct_ends(interval: Interval, digits: int = 1) -> str:
     """A ratio's interval as signed percentages off 1: `[-2.3, +2.6]`."""
     low, high = (interval.low - 1) * 100, (interval.high - 1) * 100

@@ -45,7 +45,7 @@ from mlatui.run.phases.indexer_sites import (
     step,
 )
 from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
-from mlatui.stream.phrases import CiStyle, ci_text
+from mlatui.stream.phrases import CiStyle, ci_text, ends_text
 
 PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
 
@@ -147,7 +147,7 @@ def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
         validity(ctx, phase.name, result.context, result.estimates, leaves_out=False)
     elif result.outcome is not Outcome.VALID:
         ratio = result.estimates.control_ratio
-        ci = f" (paired {ratio.low:.3f}-{ratio.high:.3f})" if ratio else ""
+        ci = f" (paired {ends_text(ratio.low, ratio.high, 3)})" if ratio else ""
         ctx.emit(
             LogMessage(
                 ctx.now(),
@@ -280,7 +280,7 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
             worst = max(patched, key=lambda r: r["vs_s1"])
             text += (
                 f", {second} S>1 at most {worst['vs_s1']:.2f}x S=1 "
-                f"(S={worst['width']}, 95% CI {worst['vs_s1_low']:.2f}-{worst['vs_s1_high']:.2f})"
+                f"(S={worst['width']}, 95% CI {ends_text(worst['vs_s1_low'], worst['vs_s1_high'])})"
             )
         parts.append(text)
     if parts and not valid_any:
