@@ -27,7 +27,6 @@ import json
 import math
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
@@ -165,11 +164,11 @@ def extend(a: argparse.Namespace) -> int:
     for cls in (dsv3.DeepseekV3DecoderLayer, SparseDecoderLayer):
         checkpointed(cls)
     mx.random.seed(a.seed)
-    log.emit({"event": "start", "device": str(mx.default_device()), "mlx": mx.__version__,
+    log.emit({"event": "start", "device": str(mx.default_device()), "mlx": getattr(mx, "__version__", "?"),
               "args": {k: str(v) for k, v in vars(a).items()}, "overrides": overrides})  # fmt: skip
     left = a.max_seconds - (time.perf_counter() - t_start)
     target = target_stage(a, model, time.perf_counter() + a.target_share * left, log.emit)
-    ns = SimpleNamespace(
+    ns = argparse.Namespace(
         model=target, draft=draft, mtp=None, data=a.data, out=a.out / "distil",
         parts="mtp,draft", part_list=["mtp", "draft"], temperature=0.8, anchor=0.1,
         steps=a.distil_steps, max_seconds=a.max_seconds, lr=a.distil_lr, batch=a.batch,

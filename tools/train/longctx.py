@@ -25,7 +25,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
@@ -143,14 +142,14 @@ def measure(a: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = with_config(a.model, a.overrides, Path(tmp))
         draft = with_config(a.draft, a.overrides, Path(tmp))
-        ns = SimpleNamespace(data=a.data, model=model, draft=draft, mtp=None, part_list=[])
+        ns = argparse.Namespace(data=a.data, model=model, draft=draft, mtp=None, part_list=[])
         net = load_parts(ns, info["vocab_size"])
     set_sparse_training(net.target, True)  # top-k selection as decoding does, materialised L > 1
     per_pos = [window_measures(net, w, a.temperature) for w in windows(valid, a.length, a.windows)]
     report = {
         "model": str(a.model), "draft": str(a.draft), "overrides": a.overrides,
         "temperature": a.temperature, "length": a.length, "windows": a.windows,
-        "device": str(mx.default_device()), "mlx": mx.__version__,
+        "device": str(mx.default_device()), "mlx": getattr(mx, "__version__", "?"),
         "seconds": round(time.perf_counter() - t0, 1),
         "buckets": bucketed(per_pos, a.bucket_list),
     }  # fmt: skip
