@@ -49,4 +49,3 @@ def before_step(caches: list[Any]) -> Callable[[int], None]:
                 layer.trim(n)
 
     return rewind
-
