@@ -257,7 +257,19 @@ def test_a_negative_marginal_cost_gets_no_ratio():
             ui_events.header(),
             PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (4096,)),
             Estimate(1.0, "sweep", 4096, 4, True, "valid", tuple(rows), 0, {}),
-            Validity(1.1, "sweep", 4096, 10.0, 10.0, 0.1, 2.0, True, "valid", Interval(1.0, 0.99, 1.01, 4), 4),
+            Validity(
+                1.1,
+                "sweep",
+                4096,
+                10.0,
+                10.0,
+                0.1,
+                2.0,
+                True,
+                "valid",
+                Interval(1.0, 0.99, 1.01, 4),
+                4,
+            ),
         ]
     )
     line = verdict_line(s)
