@@ -9,6 +9,9 @@ the compositor renders every tick as in a terminal, only the final write to the 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from mlatui.commands.argtypes import positive_float, positive_int
 from mlatui.measure.timing import percentile
@@ -105,35 +108,21 @@ def _completed(events) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import statistics
     import sys
     import tempfile
     import threading
-    from pathlib import Path
 
     from mlatui.commands.launch import _exit_app
-    from mlatui.config.inputs import read_scenario
     from mlatui.config.outputs import JsonlSink, claim_output, new_record_path
-    from mlatui.config.runconfig import RunConfig
-    from mlatui.errors import ExitStatus, UserError, error_line
+    from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals
 
-    read_scenario(args.scenario)  # a bad file: one line, before anything loads
+    config = _config(args)  # a bad file: one line, before anything loads
     out = (
         claim_output(args.out, force=args.force)
         if args.out
         else new_record_path("observer", Path.cwd())
     )
-    import time
-
-    config = RunConfig(
-        model=args.model,
-        scenario=args.scenario,
-        random_weights=args.random_weights,
-        budget_s=args.max_seconds / (args.rounds * len(MODES)),
-    )
-    deadline = time.monotonic() + args.max_seconds
-    samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     tmp = Path(tempfile.mkdtemp(prefix="mlatui-observer-"))
     stop = threading.Event()
     current: list = []
@@ -143,64 +132,8 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=_exit_app, args=(app, sig.exit_status), daemon=True).start()
 
     with JsonlSink(out) as sink, StopOnSignals(stop, on_first=on_first) as signals:
-        for r in range(args.rounds):
-            if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
-                print(
-                    f"time limit {args.max_seconds:g} s: rounds {r + 1}-{args.rounds} not run "
-                    "(raise --max-seconds)",
-                    flush=True,
-                )
-                break
-            for mode in MODES:
-                record = tmp / f"{mode}-{r}.jsonl"
-                events = run_mode(mode, config, args.ui_hz, str(record), stop, current)
-                stopped = signals.received is not None
-                if stopped:  # the recording has every step, the dashboard only what it drew
-                    events = _recorded(record, events)
-                if not stopped and not _completed(events):
-                    why = next((e.message for e in events if e.type == "error"), "")
-                    raise UserError(
-                        f"{mode} run did not complete" + (f": {why}" if why else ""),
-                        f"see {record}",
-                    )
-                measured = verify_samples(events)
-                sink.write(
-                    {
-                        "type": "mode_run",
-                        "round": r,
-                        "mode": mode,
-                        "completed": not stopped,  # a stopped run: the steps it measured
-                        "ui_hz": args.ui_hz,
-                        "recording": str(record),
-                        "samples_ms": measured,
-                    }
-                )
-                if stopped:
-                    break
-                for arm, xs in measured.items():
-                    samples[mode].setdefault(arm, []).extend(xs)
-                print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
-            if signals.received is not None:
-                break
-        rows = []
-        for mode in MODES:
-            for arm, xs in sorted(samples[mode].items()):
-                base = samples["headless"].get(arm) or xs
-                med, p95 = statistics.median(xs), percentile(xs, 95)
-                rows.append(
-                    {
-                        "type": "summary",
-                        "mode": mode,
-                        "arm": arm,
-                        "n": len(xs),
-                        "median_ms": med,
-                        "p95_ms": p95,
-                        "median_ratio": med / statistics.median(base),
-                        "p95_ratio": p95 / percentile(base, 95),
-                        "ui_hz": args.ui_hz,
-                        "samples_ms": xs,
-                    }
-                )
+        samples = _measure(args, config, _Run(sink, signals, stop, current, tmp))
+        rows = summary_rows(samples, args.ui_hz)
         if signals.received is None:
             for row in rows:
                 sink.write(row)
@@ -216,3 +149,110 @@ def run(args: argparse.Namespace) -> int:
         )
         return signals.stopped_by.exit_status
     return 0
+
+
+def _config(args: argparse.Namespace):
+    """The request every mode runs; its plan is resolved here so that bad input (the file, its
+    phases) is refused before anything loads."""
+    from mlatui.config.inputs import read_scenario
+    from mlatui.config.run_plan import resolve_plan
+    from mlatui.config.runconfig import RunConfig
+
+    scenario = read_scenario(args.scenario)
+    config = RunConfig(
+        model=args.model,
+        scenario=args.scenario,
+        random_weights=args.random_weights,
+        budget_s=args.max_seconds / (args.rounds * len(MODES)),
+    )
+    resolve_plan(config, scenario)
+    return config
+
+
+@dataclass
+class _Run:
+    """Where the mode runs write (the samples file, the recordings' folder) and what stops them."""
+
+    sink: Any
+    signals: Any
+    stop: Any
+    current: list
+    tmp: Path
+
+
+def _measure(args: argparse.Namespace, config, where: _Run) -> dict[str, dict[str, list[float]]]:
+    """Every mode once per round, in whole rounds while the time limit allows (the modes stay
+    paired); each mode run's samples written as they come. Returns mode -> arm -> samples."""
+    import time
+
+    from mlatui.errors import UserError
+
+    deadline = time.monotonic() + args.max_seconds
+    samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
+    signals = where.signals
+    for r in range(args.rounds):
+        if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
+            print(
+                f"time limit {args.max_seconds:g} s: rounds {r + 1}-{args.rounds} not run "
+                "(raise --max-seconds)",
+                flush=True,
+            )
+            break
+        for mode in MODES:
+            record = where.tmp / f"{mode}-{r}.jsonl"
+            events = run_mode(mode, config, args.ui_hz, str(record), where.stop, where.current)
+            stopped = signals.received is not None
+            if stopped:  # the recording has every step, the dashboard only what it drew
+                events = _recorded(record, events)
+            if not stopped and not _completed(events):
+                why = next((e.message for e in events if e.type == "error"), "")
+                raise UserError(
+                    f"{mode} run did not complete" + (f": {why}" if why else ""),
+                    f"see {record}",
+                )
+            measured = verify_samples(events)
+            where.sink.write(
+                {
+                    "type": "mode_run",
+                    "round": r,
+                    "mode": mode,
+                    "completed": not stopped,  # a stopped run: the steps it measured
+                    "ui_hz": args.ui_hz,
+                    "recording": str(record),
+                    "samples_ms": measured,
+                }
+            )
+            if stopped:
+                break
+            for arm, xs in measured.items():
+                samples[mode].setdefault(arm, []).extend(xs)
+            print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
+        if signals.received is not None:
+            break
+    return samples
+
+
+def summary_rows(samples: dict[str, dict[str, list[float]]], ui_hz: float) -> list[dict]:
+    """Per mode and arm: the median and p95 verify ms, and their ratio to the headless run's."""
+    import statistics
+
+    rows = []
+    for mode in MODES:
+        for arm, xs in sorted(samples[mode].items()):
+            base = samples["headless"].get(arm) or xs
+            med, p95 = statistics.median(xs), percentile(xs, 95)
+            rows.append(
+                {
+                    "type": "summary",
+                    "mode": mode,
+                    "arm": arm,
+                    "n": len(xs),
+                    "median_ms": med,
+                    "p95_ms": p95,
+                    "median_ratio": med / statistics.median(base),
+                    "p95_ratio": p95 / percentile(base, 95),
+                    "ui_hz": ui_hz,
+                    "samples_ms": xs,
+                }
+            )
+    return rows
