@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.config.scenario import ScenarioError, load_scenario
     from mlatui.gate.policy import Variant
-    from mlatui.measure.records import BenchRecord, environment
+    from mlatui.measure.records import environment
     from mlatui.models.loading import LoadError, load_target
     from mlatui.run.context_pair import measure_context_pair
     from mlatui.run.prompts import text_tokens
@@ -117,6 +117,20 @@ def run(args: argparse.Namespace) -> int:
         fill=args.fill,
         max_seconds=args.max_seconds,
     )
+    records = _records(results, loaded.model_type, args.variant, settings, env)
+    print(context_pair_report(records), end="")
+    if args.out:
+        from mlatui.config.outputs import write_output
+
+        write_output(args.out, jsonl(rec.to_dict() for rec in records))
+    return 0
+
+
+def _records(results, model_type: str, variant: str, settings: dict, env: dict) -> list:
+    """One record per width and context: its samples, CI and the growth between the contexts."""
+    from mlatui.measure.records import BenchRecord
+
+    short, long = settings["contexts"]
     records = []
     for r in results:
         g = r.growth
@@ -124,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
             records.append(
                 BenchRecord(
                     "context-pair",
-                    loaded.model_type,
-                    args.variant,
+                    model_type,
+                    variant,
                     c,
                     r.width,
                     r.samples_ms[c],
@@ -143,9 +157,4 @@ def run(args: argparse.Namespace) -> int:
                     env,
                 )
             )
-    print(context_pair_report(records), end="")
-    if args.out:
-        from mlatui.config.outputs import write_output
-
-        write_output(args.out, jsonl(rec.to_dict() for rec in records))
-    return 0
+    return records

@@ -53,36 +53,47 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
-    from mlatui.commands.bench_attention import describe
+def _checked_dtype(args: argparse.Namespace) -> str:
+    """The family, its size and the layer's memory checked before anything is built; the
+    dtype to probe in."""
+    from mlatui.commands.bench_attention import refuse_unless_layer_fits
     from mlatui.errors import UserError
     from mlatui.models.families import FAMILIES, family
     from mlatui.models.loading import default_dtype
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    contexts, max_width, reps, bits = args.contexts, args.max_width, args.reps, args.bits
     fam = family(args.family)
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
+    dtype = args.dtype or default_dtype()
+    refuse_unless_layer_fits(
+        args.family,
+        args.size,
+        dtype,
+        args.bits,
+        max(args.contexts),
+        args.max_width,
+        args.force,
+        "--max-width",
+    )
+    return dtype
 
+
+def run(args: argparse.Namespace) -> int:
+    dtype = _checked_dtype(args)
+    contexts, max_width, reps, bits = args.contexts, args.max_width, args.reps, args.bits
     import threading
 
     from mlatui.bench import crossover
-    from mlatui.commands.bench_attention import refuse_unless_layer_fits
+    from mlatui.commands.bench_attention import describe
     from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.gate.policy import FormulaPolicy
-    from mlatui.gate.threshold_text import threshold_text
     from mlatui.host.signals import StopOnSignals, raise_if_set
     from mlatui.measure.records import environment
     from mlatui.store import calibration
-    from mlatui.views.mdtable import env_line, num, table
+    from mlatui.views.mdtable import env_line
 
-    dtype = args.dtype or default_dtype()
-    refuse_unless_layer_fits(
-        args.family, args.size, dtype, bits, max(contexts), max_width, args.force, "--max-width"
-    )
     env = environment()
     print(
         f"# calibrate {args.family} ({describe(args.size, dtype, bits)}, {reps + reps % 2} rounds per probe): "
@@ -112,14 +123,25 @@ def run(args: argparse.Namespace) -> int:
     if sink.error:
         print(error_line(sink.error), file=sys.stderr)
         return ExitStatus.FAILED
-    if signals.received is not None and not crossovers:
-        print(
-            f"mlatui: stopped by {signals.stopped_by.name} before a context completed; nothing "
-            f"stored (the probes done are in {out})",
-            file=sys.stderr,
+    if not crossovers and signals.received is not None:
+        return _stopped_status(
+            signals, f"before a context completed; nothing stored (the probes done are in {out})"
         )
-        return signals.stopped_by.exit_status
-    g = geometry
+    _print_crossovers(geometry, crossovers, probes, max_width)
+    stored = _store(args, geometry, crossovers, env, dtype, store)
+    if stored is not None:
+        return stored
+    return _stopped_status(
+        signals, f"stored the {len(crossovers)} of {len(contexts)} contexts completed"
+    )
+
+
+def _print_crossovers(geometry, crossovers: dict, probes: dict, max_width: int) -> None:
+    """The measured crossover per context beside the formula's, and the probes within noise."""
+    from mlatui.gate.policy import FormulaPolicy
+    from mlatui.gate.threshold_text import threshold_text
+    from mlatui.views.mdtable import num, table
+
     rows = []
     for t, w in crossovers.items():
         noisy = [p.width for p in probes[t] if p.within_noise]
@@ -127,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             (
                 t,
                 w if w < max_width else f">= {w}",
-                threshold_text(FormulaPolicy().limit(g, t)),
+                threshold_text(FormulaPolicy().limit(geometry, t)),
                 f"{len(probes[t])}",
                 ", ".join(map(str, noisy)) if noisy else "none",
             )
@@ -150,6 +172,14 @@ def run(args: argparse.Namespace) -> int:
             "A probe within noise was decided by the median of the paired ratio alone; "
             "more --reps narrow its CI."
         )
+
+
+def _store(args: argparse.Namespace, geometry, crossovers: dict, env: dict, dtype: str, store):
+    """Keep the crossovers for this device; None when stored, else the exit status."""
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.store import calibration
+
+    bits, reps = args.bits, args.reps
     try:
         path = calibration.save_crossovers(
             geometry, crossovers, args.family, env, dtype=dtype, bits=bits, rounds=reps + reps % 2
@@ -161,17 +191,19 @@ def run(args: argparse.Namespace) -> int:
         )
         return ExitStatus.FAILED
     print(
-        f"stored for {g.key} ({dtype}, {f'{bits}-bit' if bits else 'unquantised'}) on "
+        f"stored for {geometry.key} ({dtype}, {f'{bits}-bit' if bits else 'unquantised'}) on "
         f"{calibration.device_key(env)}: {path}"
     )
-    if signals.received is not None:
-        print(
-            f"mlatui: stopped by {signals.stopped_by.name}: stored the {len(crossovers)} of "
-            f"{len(contexts)} contexts completed",
-            file=sys.stderr,
-        )
-        return signals.stopped_by.exit_status
-    return 0
+    return None
+
+
+def _stopped_status(signals, what: str) -> int:
+    """0 for a run no signal stopped; else says what the stop left, and its exit status."""
+    if signals.received is None:
+        return 0
+    sep = " " if what.startswith("before") else ": "
+    print(f"mlatui: stopped by {signals.stopped_by.name}{sep}{what}", file=sys.stderr)
+    return signals.stopped_by.exit_status
 
 
 def probe_line(context: int, probe, settings: dict) -> dict:
