@@ -102,10 +102,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.config.scenario import ScenarioError, load_scenario
-    from mlatui.measure.records import BenchRecord, environment
+    from mlatui.measure.records import environment
     from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
     from mlatui.run.draft_factory import draft_factory
-    from mlatui.run.parity import TOLERANCE_PCT, run_parity
+    from mlatui.run.parity import run_parity
     from mlatui.run.prompts import text_tokens
     from mlatui.run.runtime import Sampling
     from mlatui.views.bench_report import parity_header, parity_report
@@ -118,14 +118,7 @@ def run(args: argparse.Namespace) -> int:
         load_draft(args.draft_model, scenario.draft, loaded, seed)
     except (ScenarioError, LoadError) as e:
         raise UserError(str(e)) from None
-    source = None
-    if args.arm_sources:
-        from mlatui.run.source_arm import SourceArmError, build_sources
-
-        try:
-            source = next(iter(build_sources(loaded.model, args.arm_sources).models.values()))
-        except SourceArmError as e:
-            raise UserError(str(e)) from None
+    source = _source_model(loaded.model, args.arm_sources)
     sampling = Sampling(args.temperature)
     make_draft = draft_factory(loaded, scenario, seed)
     if not sampling.greedy and loaded.draft.kind is DraftKind.SYNTHETIC:
@@ -134,19 +127,7 @@ def run(args: argparse.Namespace) -> int:
     context = args.context or (tunes[0].contexts[0] if tunes else 2048)
     text = text_tokens(loaded, seed)(context + 1)
     env = environment()
-    settings = {
-        "model": loaded.name,
-        "draft": loaded.draft.label,
-        "tokens": args.tokens,
-        "rounds": args.rounds,
-        "max_seconds": args.max_seconds,
-        "temperature": args.temperature,
-        "tolerance_pct": TOLERANCE_PCT,
-    }
-    if source is not None:  # what code was measured (as a run's header records it)
-        from mlatui.models.tree_model import open_tree, provenance
-
-        settings["source"] = provenance(source, open_tree(next(iter(args.arm_sources.values()))))
+    settings = _settings(args, loaded, source)
     code = f", code from {next(iter(args.arm_sources.values()))}" if source is not None else ""
     print(parity_header(env, settings, context, code), end="", flush=True)
     results = run_parity(
@@ -164,13 +145,40 @@ def run(args: argparse.Namespace) -> int:
         args.max_seconds,
         source,
     )
+    records = _records(results, loaded.model_type, context, settings, env)
+    print(parity_report(records), end="")
+    if args.out:
+        from mlatui.config.outputs import write_output
+
+        write_output(args.out, jsonl(r.to_dict() for r in records))
+    bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
+    return 3 if bad else 0
+
+
+def _source_model(model, arm_sources: dict[str, str]):
+    """The model built from `--arm-source`'s tree on the loaded weights, or None."""
+    if not arm_sources:
+        return None
+    from mlatui.cli import UserError
+    from mlatui.run.source_arm import SourceArmError, build_sources
+
+    try:
+        return next(iter(build_sources(model, arm_sources).models.values()))
+    except SourceArmError as e:
+        raise UserError(str(e)) from None
+
+
+def _records(results, model_type: str, context: int, settings: dict, env: dict) -> list:
+    """One record per result and side: its samples, tok/s and the paired ratio's CI."""
+    from mlatui.measure.records import BenchRecord
+
     records = []
     for r in results:
         for side, samples in r.samples_ms.items():
             records.append(
                 BenchRecord(
                     "decode-parity",
-                    loaded.model_type,
+                    model_type,
                     side,
                     context,
                     r.depth + 1,
@@ -190,10 +198,25 @@ def run(args: argparse.Namespace) -> int:
                     r.outcome.value == "valid",
                 )
             )
-    print(parity_report(records), end="")
-    if args.out:
-        from mlatui.config.outputs import write_output
+    return records
 
-        write_output(args.out, jsonl(r.to_dict() for r in records))
-    bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
-    return 3 if bad else 0
+
+def _settings(args: argparse.Namespace, loaded, source) -> dict:
+    """Every record's settings; with a source tree, what code was measured (as a run's header
+    records it)."""
+    from mlatui.run.parity import TOLERANCE_PCT
+
+    settings = {
+        "model": loaded.name,
+        "draft": loaded.draft.label,
+        "tokens": args.tokens,
+        "rounds": args.rounds,
+        "max_seconds": args.max_seconds,
+        "temperature": args.temperature,
+        "tolerance_pct": TOLERANCE_PCT,
+    }
+    if source is not None:
+        from mlatui.models.tree_model import open_tree, provenance
+
+        settings["source"] = provenance(source, open_tree(next(iter(args.arm_sources.values()))))
+    return settings

@@ -176,7 +176,9 @@ def _fitting_defaults(dtype: str | None, width: int, force: bool) -> list[int]:
     return fit or [DEFAULT_CONTEXTS[0]]
 
 
-def run(args: argparse.Namespace) -> int:
+def _checked_contexts(args: argparse.Namespace) -> tuple[list[int], list[int]]:
+    """The contexts of the two parts (the kernels', the layer's), checked against the indexer's
+    top-k and the memory estimate before anything is built."""
     from mlatui.errors import UserError
 
     widths = args.widths
@@ -195,13 +197,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"contexts must be above index_topk ({topk}); the indexer is bypassed at {small[0]}"
         )
-
-    import sys
-    import threading
-
-    from mlatui.config.outputs import JsonlSink, claim_output
-    from mlatui.errors import ExitStatus, error_line
-    from mlatui.host.signals import StopOnSignals, raise_if_set
     from mlatui.models.fit import indexer_estimate, refuse_unless_fits
     from mlatui.models.loading import default_dtype
 
@@ -215,6 +210,19 @@ def run(args: argparse.Namespace) -> int:
         args.force,
         "use smaller --contexts or --widths, or --force to try anyway",
     )
+    return contexts, layer_contexts
+
+
+def run(args: argparse.Namespace) -> int:
+    contexts, layer_contexts = _checked_contexts(args)
+    widths = args.widths
+    import sys
+    import threading
+
+    from mlatui.config.outputs import JsonlSink, claim_output
+    from mlatui.errors import ExitStatus, error_line
+    from mlatui.host.signals import StopOnSignals, raise_if_set
+
     out = claim_output(args.out, force=args.force) if args.out else None
     from mlatui.bench.indexer import run_indexer_bench
 
