@@ -120,16 +120,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace) -> None:
+    """The family and what each part asks of it, refused in one line before anything loads."""
     from mlatui.errors import UserError
     from mlatui.models.families import FAMILIES, family
 
     if args.family not in FAMILIES:
         raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
     fam = family(args.family)
-    part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
-    contexts, widths, model_widths = args.contexts, args.widths, args.model_widths
-    bits, layers, reps = args.bits, args.layers, args.reps
+    part_b, contexts, reps = args.part in ("b", "both"), args.contexts, args.reps
     if part_b:
         if reps < 3:
             raise UserError(
@@ -145,6 +144,14 @@ def run(args: argparse.Namespace) -> int:
             f"{args.family}: part (b) trims caches and its linear-attention cache cannot be trimmed; use --part a"
         )
 
+
+def run(args: argparse.Namespace) -> int:
+    from mlatui.errors import UserError
+
+    _check(args)
+    part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
+    contexts, widths, model_widths = args.contexts, args.widths, args.model_widths
+    bits, layers, reps = args.bits, args.layers, args.reps
     from mlatui.models.loading import default_dtype
 
     dtype = args.dtype or default_dtype()
