@@ -22,16 +22,22 @@ from mlatui.stream.events import ErrorEvent, Event, RunEnd
 from mlatui.stream.sources import ENGINE, load_engine
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mlatui.run.child")
-    parser.add_argument("--config", required=True, help="RunConfig as JSON")
+    parser.add_argument(
+        "--config", required=True, help="RunConfig as JSON (the engine resolves its plan)"
+    )
     parser.add_argument("--engine", default=ENGINE, help="module:function of the engine")
     parser.add_argument(
         "--offer-more",
         action="store_true",
         help="after the run, keep the arms and read `more N` lines on stdin (the `+` key)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     events = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # stray prints must not corrupt the event stream

@@ -30,31 +30,9 @@ def header(
     from mlatui.measure.records import environment
 
     env = environment()
-    geometry, thresholds = {}, {}
-    if loaded is not None and report is not None and report.geometry is not None:
-        g = report.geometry
-        geometry = {
-            "kv_lora_rank": g.kv_lora_rank,
-            "qk_nope_head_dim": g.qk_nope_head_dim,
-            "v_head_dim": g.v_head_dim,
-            "num_heads": g.num_heads,
-            "num_mla_layers": len(report.modules),
-        }
-        try:
-            calibrated = stored_crossovers(g)
-        except Exception:  # noqa: BLE001 - calibration is optional
-            calibrated = None
-        thresholds = {
-            "policy": report.policy,
-            "formula_inf": FormulaPolicy().limit(g),  # whatever the patched slot runs
-            "formula_at": {
-                str(t): FormulaPolicy().limit(g, t)
-                for t in sorted(
-                    {*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
-                )
-            },
-            "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
-        }
+    geometry, thresholds = (
+        _geometry(scenario, report) if loaded is not None and report is not None else ({}, {})
+    )
     device = {
         "name": env["device_name"],
         "architecture": env["architecture"],
@@ -83,6 +61,35 @@ def header(
         settings,
         distributed or {},
     )
+
+
+def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, dict]:
+    """The patched MLA geometry and its thresholds: the formula's, at the usual contexts and the
+    scenario's, and this device's calibrated crossovers where one is stored."""
+    if report.geometry is None:
+        return {}, {}
+    g = report.geometry
+    geometry = {
+        "kv_lora_rank": g.kv_lora_rank,
+        "qk_nope_head_dim": g.qk_nope_head_dim,
+        "v_head_dim": g.v_head_dim,
+        "num_heads": g.num_heads,
+        "num_mla_layers": len(report.modules),
+    }
+    try:
+        calibrated = stored_crossovers(g)
+    except Exception:  # noqa: BLE001 - calibration is optional
+        calibrated = None
+    thresholds = {
+        "policy": report.policy,
+        "formula_inf": FormulaPolicy().limit(g),  # whatever the patched slot runs
+        "formula_at": {
+            str(t): FormulaPolicy().limit(g, t)
+            for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
+        },
+        "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
+    }
+    return geometry, thresholds
 
 
 def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> dict:
