@@ -261,19 +261,7 @@ class _Run:
         scenario = plan.scenario
         self.emit(header(scenario, plan.model, loaded, report, settings, self.dist.describe()))
         self.header_sent = True
-        from mlatui.models.fit import largest_context
-
-        notes, warnings = fit
-        notices = opening_notices(
-            loaded,
-            scenario,
-            report,
-            largest_context(scenario),
-            notes,
-            warnings,
-            plan.null,
-            plan.fill,
-        )
+        notices = opening_notices(loaded, plan, report, fit)
         first, uncounted = arms_notices(setup.runtime.describe(), settings["arms"], plan.null)
         for level, text in [first, *notices, *uncounted]:
             self.emit(LogMessage(self.now(), level, text))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlatui.config.scenario import Scenario
+from mlatui.config.run_plan import RunPlan
 from mlatui.gate import mla
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import Loaded
@@ -53,16 +53,16 @@ def arms_notices(
 
 def opening_notices(
     loaded: Loaded,
-    scenario: Scenario,
+    plan: RunPlan,
     report: mla.PatchReport,
-    longest: int,
-    fit_notes: list[str],
-    fit_warnings: list[str],
-    null: bool,
-    fill: str,
+    fit: tuple[list[str], list[str]],
 ) -> list[tuple[str, str]]:
-    """(level, text) in the order they are logged: the load's notes, every warning about contexts
-    the model cannot serve, the patched arm's summary, then the A/A and random-fill notices."""
+    """(level, text) in the order they are logged: the load's notes (`fit`: the memory check's
+    notes and warnings), every warning about contexts the model cannot serve, the patched arm's
+    summary, then the A/A and random-fill notices."""
+    scenario, null = plan.scenario, plan.null
+    fit_notes, fit_warnings = fit
+    longest = largest_context(scenario)
     notices = [("info", note) for note in fit_notes]
     if loaded.mtp_missing:  # the run goes on without it: say why, and how to restore it
         notices.append(("warning", loaded.mtp_missing))
@@ -84,6 +84,6 @@ def opening_notices(
     notices.append(("info", f"{who}: {report.summary()}"))
     if null:
         notices.append(("info", NULL_NOTICE))
-    if fill == "random-latents":
+    if plan.fill == "random-latents":
         notices.append(("warning", RANDOM_LATENTS_WARNING))
     return notices
