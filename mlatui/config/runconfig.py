@@ -1,4 +1,6 @@
-"""What a run is asked to do: the shared input of `launch`, `bench SCENARIO` and the child engine."""
+"""What a run is asked to do, as the flags said it: the shared request of `launch`, `bench
+SCENARIO` and the child engine (it crosses the pipe as JSON). `config.run_plan.resolve_plan` merges
+it with the scenario into the run's plan, the only place the engine reads a setting from."""
 
 from __future__ import annotations
 
