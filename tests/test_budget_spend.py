@@ -251,3 +251,27 @@ def test_rounds_a_budget_added_stop_at_its_deadline_and_the_planned_ones_run():
     assert asked[3] is False  # no new pair once past the deadline
     late = until_after(lambda wants: wants, lambda: 99.0, keep_rounds=2, deadline=10.0)
     assert [late(True) for _ in range(2)] == [True, False]  # a pair always completes
+
+
+def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():
+    """The rounds a budget added to the tune are spent on its CIs: their time as the blocks took
+    it (a GPU ran them 25% slower than forecast), so the first plan's forecast error is taken on
+    the rounds it planned, whatever the added ones cost."""
+    from mlatui.stream.events import DecodeBlock
+
+    ctx = FakeCtx()
+    watch = _watch(ctx, budget_s=1000.0)
+    phases = load_scenario(str(DEFAULT)).phases
+    phases = (phases[0], replace(phases[1], reps=4))
+    ctx.t = 30.0
+    out = watch.grow(ctx, phases, 1)
+    assert out[1].reps > 4 and watch.extra_s == 0.0  # nothing spent before it is measured
+    t = 30.0
+    for rnd in range(10):  # rounds 4..9 were added; each takes 3 s (two blocks of 1.5 s)
+        for arm in ("stock", "patched"):
+            t += 1.5
+            ctx.emit(DecodeBlock(t, "tune", arm, 2048, 1, rnd, 16, 1500.0))
+    assert watch.extra_s == pytest.approx(6 * 3.0)
+    ctx.t = t
+    outcome = watch.finish(ctx)
+    assert outcome.planned_s == pytest.approx(t - 18.0)
