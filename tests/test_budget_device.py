@@ -261,3 +261,53 @@ def test_a_probe_read_through_a_drift_does_not_pick_the_tune():
     noisy = _table(lambda a, w, c: 50.0 if w == 1 else 20.0)
     chosen = _choose(noisy, Limits(max_positions=8192, trained_window=4096))
     assert chosen.tune_context == 2048 and "the host drifted" in chosen.note
+
+
+def test_the_probe_warms_the_decode_blocks_once_on_a_device_that_compiles():
+    """The tune's first blocks compile the sampler, MTP head and draft kernels (~20 s on a cold
+    H200, inside the tune, where no forecast had it): the probe runs them at its first length,
+    on a device that compiles, and counts their first use with the other one-offs."""
+    calls: list[int] = []
+
+    def warm() -> float:
+        calls.append(fake.context)
+        return 7.0
+
+    fake = FakeDevice(compile_s=5.0, ms=_gpu_ms)
+    device = replace(fake.device(), warm_decode=warm)
+    got = run_probe(device, (256, 1024), (1, 2, 3), KINDS)
+    assert calls == [256]  # once, at the first length
+    assert got.first_use_s == pytest.approx(7.0 + 2 * 5.0 + 12 * 5.0)
+    cold = FakeDevice(compile_s=0.0, ms=_gpu_ms)
+    run_probe(replace(cold.device(), warm_decode=warm), (256, 1024), (1, 2), KINDS)
+    assert calls == [256]  # a device that does not compile pays no warm blocks
+
+
+def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, monkeypatch):
+    """The tiny model, a device told it compiles: the probe's warm blocks run each setting of
+    the tune (plain, draft at depths 1 and 2) through the runtime's own loops, and the run then
+    goes on to its tune from the prefilled context it opens there."""
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.run import budget_probe, budget_warm
+    from mlatui.run.engine import run
+    from mlatui.stream.events import DecodeBlock
+
+    monkeypatch.setattr(budget_probe, "_compiles", lambda first_s, warm_s: True)
+    ran: list[tuple[int, str]] = []
+    real = budget_warm.run_block
+
+    def spy(a, s, depth, n, sampling, seed, kind=""):
+        ran.append((depth, kind))
+        return real(a, s, depth, n, sampling, seed, kind)
+
+    monkeypatch.setattr(budget_warm, "run_block", spy)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-warm.toml"
+    scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
+    events: list = []
+    config = RunConfig(
+        scenario=str(scenario), random_weights=True, overrides={"reps": 2, "only_phases": ["tune"]}
+    )
+    assert run(config, events.append) == "completed"
+    assert sorted(set(ran)) == [(0, ""), (1, "synthetic"), (2, "synthetic")] and len(ran) == 6
+    assert any(isinstance(e, DecodeBlock) for e in events)

@@ -22,6 +22,7 @@ from mlatui.run.budget_story import (
     longest_context,
     with_contexts,
 )
+from mlatui.run.budget_warm import decode_warmer
 from mlatui.run.budget_watch import FORECAST_MARGIN, BudgetWatch, agreed
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.stream.events import ARMS, BudgetPlanned, LogMessage
@@ -82,6 +83,9 @@ class ProbeDevice:
     # rank 0's yes/no for each item (every rank probes the same lengths)
     decide: Callable[[list[bool]], list[bool]] = list
     log: Callable[[str], None] = lambda message: None
+    # the decode settings' blocks run twice at the first length, on a device that compiles
+    # (mlatui.run.budget_warm); the seconds of their first use beyond their second
+    warm_decode: Callable[[], float] | None = None
 
 
 @dataclass
@@ -166,6 +170,8 @@ def run_probe(
             first_s += max(0.0, first_ms[(arm, w)] - mean_ms) / 1e3
             warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
         result.costs.prefill.append((length, setup_s))
+        if len(done) == 0 and result.compiles and device.warm_decode is not None:
+            result.first_use_s += device.warm_decode()
         result.first_use_s += first_s
         first_by_length.append(first_s)
         done.append(length)
@@ -186,24 +192,28 @@ def probe(
     log lines: these samples enter no estimate."""
     widths = _widths(scenario, ctx.draft_kinds)
     steps: dict[int, Callable] = {}
+    here: list[tuple[int, list[int]]] = []  # the length prefilled last, and its text
 
     def prefill(context: int) -> int:
         text = ctx.tokens_for(context + max(widths))
         length = share_context(ctx, text[:context])
         steps.clear()
         steps.update({w: forward_and_trim(text[length : length + w]) for w in widths})
+        here[:] = [(length, text)]
         return length
 
     def step(arm: str, width: int) -> float:
         ms, _, _ = ctx.workers[arm].call(steps[width])
         return float(ms)
 
+    warmer = decode_warmer(ctx, scenario.phases)
     device = ProbeDevice(
         prefill,
         step,
         check_stop=ctx.check_stop,
         decide=ctx.leader_decides_each,
         log=lambda message: ctx.emit(LogMessage(ctx.now(), "info", message)),
+        warm_decode=(lambda: warmer(*here[0])) if warmer is not None else None,
     )
     return run_probe(device, probe_contexts(scenario, longest), widths, ctx.draft_kinds, budget_s)
 
