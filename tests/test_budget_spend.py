@@ -251,6 +251,15 @@ def test_rounds_a_budget_added_stop_at_its_deadline_and_the_planned_ones_run():
     assert asked[3] is False  # no new pair once past the deadline
     late = until_after(lambda wants: wants, lambda: 99.0, keep_rounds=2, deadline=10.0)
     assert [late(True) for _ in range(2)] == [True, False]  # a pair always completes
+    # a pair of 4 s: the one that would end past the deadline does not start
+    clock["t"] = 0.0
+    paced = until_after(lambda wants: wants, lambda: clock["t"], keep_rounds=2, deadline=10.0)
+    answers = []
+    for rnd in range(1, 9):
+        clock["t"] = 2.0 * rnd
+        answers.append(paced(True))
+    assert answers[:3] == [True, True, True]  # at 4 s, the pair to 8 s fits
+    assert answers[3] is False  # at 8 s, a pair would end at 12 s
 
 
 def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():

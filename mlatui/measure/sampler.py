@@ -315,15 +315,21 @@ def until_after(
     decide: Callable[[bool], bool], clock: Callable[[], float], keep_rounds: int, deadline: float
 ) -> Callable[[bool], bool]:
     """`decide` (rank 0's answer under mlx.launch), asked for no new pair of rounds past
-    `keep_rounds` once `clock()` has passed `deadline`: rounds a budget added, cut where its
-    forecast ran short; the first `keep_rounds` always run."""
+    `keep_rounds` once the next pair, taking as long as the last one did, would end past
+    `deadline`: rounds a budget added, cut where its forecast ran short; the first
+    `keep_rounds` always run."""
     rounds = 0
+    pair_start: float | None = None
 
     def more(wants: bool) -> bool:
-        nonlocal rounds
+        nonlocal rounds, pair_start
         rounds += 1
-        if rounds >= keep_rounds and not rounds % 2 and clock() >= deadline:
-            wants = False
+        if not rounds % 2:
+            now = clock()
+            pair_s = now - pair_start if pair_start is not None else 0.0
+            pair_start = now
+            if rounds >= keep_rounds and now + pair_s >= deadline:
+                wants = False
         return decide(wants)
 
     return more
