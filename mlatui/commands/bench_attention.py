@@ -8,6 +8,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
 from mlatui.commands.argtypes import (
@@ -46,12 +47,33 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True)
+class AttentionModel:
+    """What both parts build: a family's geometry at a size, in a dtype, maybe quantised."""
+
+    family: str
+    size: str  # "full" or "tiny"
+    dtype: str
+    bits: int | None  # None: not quantised
+
+    def describe(self) -> str:
+        return describe(self.size, self.dtype, self.bits)
+
+
 def describe(size: str, dtype: str, bits: int | None) -> str:
     quant = f"{bits}-bit weights" if bits else "unquantised weights"
     return f"{size} geometry, random weights, {dtype}, {quant}"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    _add_shape_arguments(parser)
+    add_dtype_bits(parser)
+    _add_part_b_arguments(parser)
+    _add_output_arguments(parser)
+
+
+def _add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The family and the contexts and widths each part sweeps."""
     parser.add_argument(
         "--family", required=True, help="MLA family, e.g. glm4_moe_lite, deepseek_v3"
     )
@@ -73,7 +95,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="1,2,3,4",
         help="widths for part (b) (default 1,2,3,4; 1 always)",
     )
-    add_dtype_bits(parser)
+
+
+def _add_part_b_arguments(parser: argparse.ArgumentParser) -> None:
+    """The whole model part (b) builds, and the rounds both parts take."""
     parser.add_argument(
         "--layers",
         type=positive_int,
@@ -95,6 +120,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="sampler rounds per context (each round: every width, A B B A per arm; odd counts "
         "round up to whole pairs); part (b): rounds before the L = 1 check decides (default 9)",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the records go, which parts run and for how long."""
     parser.add_argument(
         "--out",
         metavar="FILE",
@@ -146,62 +175,65 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.errors import UserError
-
     _check(args)
     part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
-    contexts, widths, model_widths = args.contexts, args.widths, args.model_widths
-    bits, layers, reps = args.bits, args.layers, args.reps
     from mlatui.models.loading import default_dtype
 
-    dtype = args.dtype or default_dtype()
+    model = AttentionModel(args.family, args.size, args.dtype or default_dtype(), args.bits)
     if part_a:
-        refuse_unless_layer_fits(
-            args.family, args.size, dtype, bits, max(contexts), max(widths), args.force
-        )
-    from mlatui.config.outputs import claim_output
-
-    # outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
-    # scenario takes back the file claimed for part (a)
-    out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
-    scenario = None
-    if part_b:
-        try:
-            scenario = claim_part_b(
-                part_b_scenario(args, contexts, model_widths, reps, dtype, bits, layers), args
-            )
-        except UserError:
-            if out_a is not None:
-                out_a.unlink(missing_ok=True)
-            raise
+        refuse_unless_layer_fits(model, max(args.contexts), max(args.widths), args.force)
+    out_a, scenario = _claim_outputs(args, model, part_a, part_b)
 
     from mlatui.measure.records import environment
-    from mlatui.views.mdtable import env_line
 
     env = environment()
-    rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""
-    if part_b:
-        rounds += f"{'; ' if rounds else ''}(b): {reps} to {3 * reps} rounds per context"
-    print(
-        f"# bench attention: {args.family} ({describe(args.size, dtype, bits)}; {rounds})\n"
-        f"{env_line(env)}\n"
-    )
+    _print_title(args, model, env)
     import time
 
     started = time.monotonic()
     share = args.max_seconds / 2 if part_a and part_b else args.max_seconds
     if part_a:
-        status = _part_a(args, contexts, widths, reps, dtype, bits, env, out_a, started + share)
+        status = _part_a(args, model, env, out_a, started + share)
         if status:
             return status
     if scenario is not None:
         left = max(1, round(args.max_seconds - (time.monotonic() - started)))
-        return _part_b(scenario, args.family, layers, args.force, left)
+        return _part_b(scenario, args.family, args.layers, args.force, left)
     return 0
 
 
+def _claim_outputs(
+    args: argparse.Namespace, model: AttentionModel, part_a: bool, part_b: bool
+) -> tuple[Path | None, ClaimedPartB | None]:
+    """Part (a)'s records file and part (b)'s scenario and recording, created before anything
+    runs. Outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
+    scenario takes back the file claimed for part (a)."""
+    from mlatui.config.outputs import claim_output
+    from mlatui.errors import UserError
+
+    out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
+    if not part_b:
+        return out_a, None
+    try:
+        return out_a, claim_part_b(part_b_scenario(args, model), args)
+    except UserError:
+        if out_a is not None:
+            out_a.unlink(missing_ok=True)
+        raise
+
+
+def _print_title(args: argparse.Namespace, model: AttentionModel, env: dict[str, Any]) -> None:
+    from mlatui.views.mdtable import env_line
+
+    part_a, part_b, reps = args.part in ("a", "both"), args.part in ("b", "both"), args.reps
+    rounds = f"(a): {reps + reps % 2} rounds per context" if part_a else ""
+    if part_b:
+        rounds += f"{'; ' if rounds else ''}(b): {reps} to {3 * reps} rounds per context"
+    print(f"# bench attention: {args.family} ({model.describe()}; {rounds})\n{env_line(env)}\n")
+
+
 def refuse_unless_layer_fits(
-    family_name, size, dtype, bits, context, width, force, widths_flag="--widths"
+    model: AttentionModel, context: int, width: int, force: bool, widths_flag: str = "--widths"
 ) -> None:
     """One attention layer at the largest context and width, against the device's memory (MLX
     dies with signal 11 where it cannot allocate): refused before anything is built."""
@@ -209,9 +241,9 @@ def refuse_unless_layer_fits(
     from mlatui.models.families import config_for
     from mlatui.models.fit import forced_layer_estimate, refuse_unless_fits
 
-    config = text_config(config_for(family_name, size, layers=1))
+    config = text_config(config_for(model.family, model.size, layers=1))
     refuse_unless_fits(
-        forced_layer_estimate(config, dtype, bits, context, width),
+        forced_layer_estimate(config, model.dtype, model.bits, context, width),
         force,
         f"use smaller --contexts or {widths_flag}, or --force to try anyway",
     )
@@ -222,7 +254,11 @@ def _log(line: str) -> None:
 
 
 def _part_a(
-    args, contexts, widths, reps, dtype, bits, env, out: Path | None, deadline: float
+    args: argparse.Namespace,
+    model: AttentionModel,
+    env: dict[str, Any],
+    out: Path | None,
+    deadline: float,
 ) -> int:
     """Part (a); its records stream to `out` context by context. 0, or the status to exit with
     (a stop signal, a failed write). Past `deadline` (monotonic) it stops between steps: the
@@ -234,6 +270,7 @@ def _part_a(
     from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals, raise_if_set
 
+    contexts, widths = args.contexts, args.widths
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
     with StopOnSignals(stop) as signals:
@@ -241,12 +278,12 @@ def _part_a(
             args.family,
             contexts,
             widths,
-            reps,
-            args.size,
-            bits,
+            args.reps,
+            model.size,
+            model.bits,
             env,
             _log,
-            dtype=dtype,
+            dtype=model.dtype,
             on_records=sink.write_records if sink else lambda records: None,
             check_stop=within(raise_if_set(stop), deadline),
         )
@@ -306,12 +343,20 @@ class ClaimedPartB:
     record: Path
 
 
-def part_b_scenario(args, contexts, widths, reps, dtype, bits, layers) -> PartB:
+def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
 
     text, config = scenario_toml(
-        args.family, args.size, layers, dtype, bits, args.fill, contexts, widths, reps
+        model.family,
+        model.size,
+        args.layers,
+        model.dtype,
+        model.bits,
+        args.fill,
+        args.contexts,
+        args.model_widths,
+        args.reps,
     )
     _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
     scenario_path: Path | None

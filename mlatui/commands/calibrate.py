@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _checked_dtype(args: argparse.Namespace) -> str:
     """The family, its size and the layer's memory checked before anything is built; the
     dtype to probe in."""
-    from mlatui.commands.bench_attention import refuse_unless_layer_fits
+    from mlatui.commands.bench_attention import AttentionModel, refuse_unless_layer_fits
     from mlatui.errors import UserError
     from mlatui.models.families import FAMILIES, family
     from mlatui.models.loading import default_dtype
@@ -67,16 +67,8 @@ def _checked_dtype(args: argparse.Namespace) -> str:
     if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
         raise UserError(f"{args.family}: no public full-size config known; pick another family")
     dtype = args.dtype or default_dtype()
-    refuse_unless_layer_fits(
-        args.family,
-        args.size,
-        dtype,
-        args.bits,
-        max(args.contexts),
-        args.max_width,
-        args.force,
-        "--max-width",
-    )
+    model = AttentionModel(args.family, args.size, dtype, args.bits)
+    refuse_unless_layer_fits(model, max(args.contexts), args.max_width, args.force, "--max-width")
     return dtype
 
 
