@@ -6,18 +6,19 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from mlatui.commands.bench_indexer import DEFAULT_MAX_SECONDS, _printer
+from mlatui.commands.bench_indexer import DEFAULT_MAX_SECONDS
+from mlatui.commands.indexer_progress import TimedProgress
 from mlatui.views.bench_report import undecided_lines
 
 
 def test_past_the_limit_no_new_pair_of_rounds_and_no_part_that_would_overrun():
-    hooks = _printer(quiet=True, max_seconds=600.0)
+    hooks = TimedProgress(quiet=True, max_seconds=600.0)
     assert not hooks.skip("indexer", 8192)  # the first part always runs
     assert [hooks.decide_more(True) for _ in range(4)] == [True] * 4  # within the limit
     hooks.last = (8192, 200.0)  # it took 200 s: 4x the context would take ~800 s, past 600 s
     assert hooks.skip("indexer", 32768) and hooks.skipped == [("indexer", 32768)]
     assert not hooks.skip("sparse-layer", 8192)  # ~200 s still fits
-    late = _printer(quiet=True, max_seconds=0.001)
+    late = TimedProgress(quiet=True, max_seconds=0.001)
     late.skip("indexer", 8192)
     time.sleep(0.01)
     # a pair's second round still runs (each arm first equally often), then no new pair
@@ -38,7 +39,7 @@ def test_what_the_limit_left_is_listed():
 
 
 def test_a_pair_that_would_end_past_the_limit_is_not_started():
-    slow = _printer(quiet=True, max_seconds=600.0)
+    slow = TimedProgress(quiet=True, max_seconds=600.0)
     slow.skip("indexer", 8192)
     slow.pair_end -= 700.0  # the last pair took 700 s: another would end past the limit
     assert [slow.decide_more(True) for _ in range(2)] == [True, False]

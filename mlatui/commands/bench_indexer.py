@@ -20,6 +20,13 @@ DEFAULT_CONTEXTS = (8192, 32768, 131072)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    _add_shape_arguments(parser)
+    _add_rounds_arguments(parser)
+    _add_run_arguments(parser)
+
+
+def _add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The contexts and widths the parts measure."""
     parser.add_argument(
         "--contexts",
         type=int_list,
@@ -39,6 +46,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="contexts for the whole sparse layer (default: same as --contexts; 'none' to skip)",
     )
+
+
+def _add_rounds_arguments(parser: argparse.ArgumentParser) -> None:
+    """How many rounds each part takes, and the time limit on them."""
     parser.add_argument(
         "--rounds",
         "--reps",
@@ -66,6 +77,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=non_negative_int, default=1, help="untimed steps per arm and S (default 1)"
     )
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Seed, dtype and where the records go."""
     parser.add_argument(
         "--seed", type=non_negative_int, default=0, help="weights, inputs and bootstrap seed"
     )
@@ -85,74 +100,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "will not fit",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
-
-
-def _printer(quiet: bool, check_stop=lambda: None, max_seconds: float | None = None):
-    import sys
-    import time
-
-    from mlatui.bench.indexer import BenchHooks
-
-    started = time.monotonic()
-    deadline = None if max_seconds is None else started + max_seconds
-
-    class Printer(BenchHooks):
-        skipped: list[tuple[str, int]] = []
-        last: tuple[int, float] | None = None  # (context, seconds) of the last part run
-        part_start = started
-        rounds = 0  # rounds of the part being sampled
-        pair_end = started  # when the part's last pair of rounds (or the part) began
-
-        def check_stop(self) -> None:
-            check_stop()
-
-        def decide_more(self, wants_more: bool) -> bool:
-            """Past the limit no new pair of rounds, even below --rounds (the second round of
-            a pair always runs, so each arm goes first equally often); the S=1 check may then
-            stay undecided, and the report says so."""
-            self.rounds += 1
-            if self.rounds % 2 or deadline is None:
-                return wants_more
-            now = time.monotonic()  # a new pair must end by the limit, as the last one took
-            pair_s, self.pair_end = now - self.pair_end, now
-            return wants_more and now + pair_s <= deadline
-
-        def skip(self, part: str, context: int) -> bool:
-            """Leave a part out when it would end past the limit: its cost estimated from the
-            last part's, scaled by context (every step reads the whole cache)."""
-            now = time.monotonic()
-            if deadline is not None and self.last is not None:
-                last_context, last_s = self.last
-                if now + last_s * context / last_context > deadline:
-                    self.skipped.append((part, context))
-                    return True
-            self.part_start, self.rounds, self.pair_end = now, 0, now
-            return False
-
-        def warmup(self, part, context, arm, width, ms):
-            if not quiet:
-                print(
-                    f"{part} T={context} S={width} {arm}: {ms:.2f} ms (warm-up)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-        def timing(self, part, context, timing):
-            if not quiet:
-                print(
-                    f"{part} T={context} round {timing.round + 1} S={timing.width} "
-                    f"{timing.arm}: {timing.ms:.2f} ms",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-        def done(self, result):
-            from mlatui.measure.indexer_records import control_note
-
-            self.last = (result.context, time.monotonic() - self.part_start)
-            print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)
-
-    return Printer()
 
 
 def _fitting_defaults(dtype: str | None, width: int, force: bool) -> list[int]:
@@ -225,10 +172,11 @@ def run(args: argparse.Namespace) -> int:
 
     out = claim_output(args.out, force=args.force) if args.out else None
     from mlatui.bench.indexer import run_indexer_bench
+    from mlatui.commands.indexer_progress import TimedProgress
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
-    hooks = _printer(args.quiet, raise_if_set(stop), args.max_seconds)
+    hooks = TimedProgress(args.quiet, raise_if_set(stop), args.max_seconds)
     with StopOnSignals(stop) as signals:
         records = run_indexer_bench(
             contexts,
