@@ -8,7 +8,7 @@
 #     tools.train.extend; ship; the same measures of the outcome. The new embedded folder is kept
 #     in /tmp/newemb for the next call and comes back split in $OUT/emb.tgz.*.
 #   part "first-run": the default scenario under launch's budget, three
-#     times.
+#     times, then its A/A (--null) under the same budget.
 # Usage: bash tools/h200/longctx.sh extend|first-run
 set -u
 part=${1:?extend or first-run}
@@ -44,5 +44,8 @@ case $part in
         --out "$R/default-budget100-$i.jsonl" > "$R/default-budget100-$i.md" 2> "$R/default-budget100-$i.log"
       echo "run $i exit $? at $(date +%T)"; pack
     done
+    timeout 150 python3 -m mlatui bench scenarios/default.toml --budget 100 --null \
+      --out "$R/default-budget100-aa.jsonl" > "$R/default-budget100-aa.md" 2> "$R/default-budget100-aa.log"
+    echo "aa exit $? at $(date +%T)"; pack
     ;;
 esac
