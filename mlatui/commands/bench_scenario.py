@@ -16,6 +16,14 @@ HELP = "run a scenario without the UI: medians and spread on stdout, every event
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    _add_input_output_arguments(parser)
+    add_gate_options(parser)
+    _add_harness_arguments(parser)
+    _add_override_arguments(parser)
+
+
+def _add_input_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scenario, the models that replace its own, and where the recording and tables go."""
     parser.add_argument("scenario", help="scenario TOML (e.g. scenarios/default.toml)")
     parser.add_argument(
         "--model", help="local mlx-lm folder or hub id (default: the scenario's model)"
@@ -35,7 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build the scenario's model from its config values with random weights (timing only; acceptance is synthetic)",
     )
-    add_gate_options(parser)
+
+
+def _add_harness_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the arms take turns: a smoke run, threads, settle steps."""
     parser.add_argument("--quick", action="store_true", help="3 reps, 8 decode tokens: a smoke run")
     parser.add_argument(
         "--reps",
@@ -58,6 +69,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="diagnostic: no untimed settle steps before each quad (shows the carry-over bias)",
     )
+
+
+def _add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """What of the scenario's phases runs: contexts, widths, rounds, phases, budget, seed; or
+    only the plan."""
     parser.add_argument(
         "--contexts",
         type=int_list,
