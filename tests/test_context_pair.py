@@ -10,7 +10,7 @@ from pathlib import Path
 from mlatui.config.scenario import load_scenario
 from mlatui.gate.policy import Variant
 from mlatui.models.loading import load_target
-from mlatui.run.context_pair import measure_context_pair
+from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
 from mlatui.run.prompts import text_tokens
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
@@ -23,9 +23,8 @@ def _tiny():
 
 def test_the_lengths_alternate_inside_every_quad_and_caches_keep_their_length():
     loaded = _tiny()
-    results, run = measure_context_pair(
-        loaded.model, (32, 96), (1, 2), text_tokens(loaded, 0), 4, 0
-    )
+    plan = ContextPairPlan((32, 96), (1, 2), rounds=4, seed=0)
+    results, run = measure_context_pair(loaded.model, text_tokens(loaded, 0), plan)
     # the timed calls, in order: each quad is A B B A of the two lengths, never one length twice
     slots = [t.arm for t in run.timings]
     assert set(slots) == {"96", "32"}
@@ -48,17 +47,16 @@ def test_the_lengths_alternate_inside_every_quad_and_caches_keep_their_length():
 
 def test_stock_variant_and_random_latents_and_a_time_limit():
     loaded = _tiny()
-    results, run = measure_context_pair(
-        loaded.model,
+    plan = ContextPairPlan(
         (32, 64),
         (1, 3),
-        text_tokens(loaded, 0),
-        40,
-        0,
+        rounds=40,
+        seed=0,
         variant=Variant.STOCK,
         fill="random-latents",
         max_seconds=0.0,
     )
+    results, run = measure_context_pair(loaded.model, text_tokens(loaded, 0), plan)
     assert run.rounds == 2  # stopped after the first whole pair of rounds
     assert {r.width for r in results} == {1, 3}
 

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.gate.policy import Variant
     from mlatui.measure.records import environment
     from mlatui.models.loading import LoadError, load_target
-    from mlatui.run.context_pair import measure_context_pair
+    from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
     from mlatui.run.prompts import text_tokens
     from mlatui.views.bench_report import context_pair_header, context_pair_report
     from mlatui.views.mdtable import jsonl
@@ -106,17 +106,16 @@ def run(args: argparse.Namespace) -> int:
         "max_seconds": args.max_seconds,
     }
     print(context_pair_header(env, settings), end="", flush=True)
-    results, _run = measure_context_pair(
-        loaded.model,
+    plan = ContextPairPlan(
         (short, long),
         tuple(args.widths),
-        text_tokens(loaded, seed),
         args.rounds,
         seed,
         variant=Variant(args.variant),
         fill=args.fill,
         max_seconds=args.max_seconds,
     )
+    results, _run = measure_context_pair(loaded.model, text_tokens(loaded, seed), plan)
     records = _records(results, loaded.model_type, args.variant, settings, env)
     print(context_pair_report(records), end="")
     if args.out:

@@ -43,6 +43,33 @@ class ContextPairResult:
     rounds: int
 
 
+@dataclass(frozen=True)
+class ContextPairPlan:
+    """What a context pair measures: two lengths of one variant's cache, the widths stepped on
+    each, the rounds of quads and the time they may take."""
+
+    contexts: tuple[int, int]  # (short, long)
+    widths: tuple[int, ...]
+    rounds: int
+    seed: int
+    variant: Variant = Variant.PATCHED
+    fill: str = "prefill"  # or "random-latents"
+    max_seconds: float | None = None
+
+    def sampler_plan(self) -> SamplerPlan:
+        short, long = self.contexts
+        return SamplerPlan(
+            self.widths,
+            min_rounds=self.rounds,
+            max_rounds=self.rounds,
+            warmup=1,
+            control_width=None,  # the two lengths differ by design: there is no null check
+            arms=(str(long), str(short)),
+            seed=stable_seed(self.seed, "context-pair", short, long),
+            settle=True,
+        )
+
+
 def _filler(length: int, tokens: list[int], fill: str, seed: int) -> Callable[[Arm], int]:
     def run(arm: Arm) -> int:
         if fill == "random-latents":
@@ -53,68 +80,59 @@ def _filler(length: int, tokens: list[int], fill: str, seed: int) -> Callable[[A
 
 
 def measure_context_pair(
-    model: Any,
-    contexts: tuple[int, int],
-    widths: tuple[int, ...],
-    tokens_for: Callable[[int], list[int]],
-    rounds: int,
-    seed: int,
-    *,
-    variant: Variant = Variant.PATCHED,
-    fill: str = "prefill",
-    max_seconds: float | None = None,
+    model: Any, tokens_for: Callable[[int], list[int]], plan: ContextPairPlan
 ) -> tuple[list[ContextPairResult], SamplerRun]:
-    """`contexts` = (short, long). Returns a result per width and the sampler's run (its
-    timings in the order they were taken)."""
-    short, long = contexts
+    """A result per width and the sampler's run (its timings in the order they were taken)."""
+    workers = _length_workers(model, plan.variant, plan.contexts)
+    try:
+        run = _sample_lengths(workers, tokens_for, plan)
+    finally:
+        for w in workers.values():
+            w.close()
+    return [_width_result(run, plan.contexts, width) for width in plan.widths], run
+
+
+def _length_workers(
+    model: Any, variant: Variant, contexts: tuple[int, int]
+) -> dict[int, ArmWorker]:
+    """One slot per length, each the chosen variant of the same model on a thread of its own."""
     stock, patched = build_arms(model)
     base = patched if variant is Variant.PATCHED else stock
     baton = Baton()
     slots = {c: Arm(str(c), base.model, base.report, variant=base.variant, gates=base.gates)
              for c in contexts}  # fmt: skip
-    workers = {c: ArmWorker(slots[c], baton) for c in contexts}
-    text = tokens_for(long + max(widths))
-    try:
-        for c in contexts:  # each length's cache made on the thread that steps it
-            workers[c].call(_filler(c, text[:c], fill, stable_seed(seed, "latents", c)))
-        steps = {(c, w): forward_and_trim(text[c : c + w]) for c in contexts for w in widths}
+    return {c: ArmWorker(slots[c], baton) for c in contexts}
 
-        def measure(slot: str, width: int) -> float:
-            c = int(slot)
-            ms, _, _ = workers[c].call(steps[(c, width)])
-            return ms
 
-        plan = SamplerPlan(
-            widths,
-            min_rounds=rounds,
-            max_rounds=rounds,
-            warmup=1,
-            control_width=None,  # the two lengths differ by design: there is no null check
-            arms=(str(long), str(short)),
-            seed=stable_seed(seed, "context-pair", short, long),
-            settle=True,
-        )
-        deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        run = sample_context(plan, Hooks(measure, decide_more=until(deadline)))
-        lengths = {c: workers[c].call(lambda a: cache_len(a.caches)) for c in contexts}
-        if lengths != {c: c for c in contexts}:
-            raise RuntimeError(f"a step did not trim its cache back: {lengths}")
-    finally:
-        for w in workers.values():
-            w.close()
-    results = []
-    for width in widths:
-        growth = run.final.ratio[width]  # ms(long) / ms(short)
-        results.append(
-            ContextPairResult(
-                width,
-                {c: run.final.step_ms[(str(c), width)] for c in contexts},
-                growth,
-                {
-                    c: [t.ms for t in run.timings if t.arm == str(c) and t.width == width]
-                    for c in contexts
-                },
-                run.rounds,
-            )
-        )
-    return results, run
+def _sample_lengths(
+    workers: dict[int, ArmWorker], tokens_for: Callable[[int], list[int]], plan: ContextPairPlan
+) -> SamplerRun:
+    """Fill each length's cache, then the sampler's quads over the two lengths; every step is
+    trimmed back, which is checked at the end."""
+    contexts, widths = plan.contexts, plan.widths
+    text = tokens_for(contexts[1] + max(widths))
+    for c in contexts:  # each length's cache made on the thread that steps it
+        workers[c].call(_filler(c, text[:c], plan.fill, stable_seed(plan.seed, "latents", c)))
+    steps = {(c, w): forward_and_trim(text[c : c + w]) for c in contexts for w in widths}
+
+    def measure(slot: str, width: int) -> float:
+        c = int(slot)
+        ms, _, _ = workers[c].call(steps[(c, width)])
+        return ms
+
+    deadline = None if plan.max_seconds is None else time.monotonic() + plan.max_seconds
+    run = sample_context(plan.sampler_plan(), Hooks(measure, decide_more=until(deadline)))
+    lengths = {c: workers[c].call(lambda a: cache_len(a.caches)) for c in contexts}
+    if lengths != {c: c for c in contexts}:
+        raise RuntimeError(f"a step did not trim its cache back: {lengths}")
+    return run
+
+
+def _width_result(run: SamplerRun, contexts: tuple[int, int], width: int) -> ContextPairResult:
+    return ContextPairResult(
+        width,
+        {c: run.final.step_ms[(str(c), width)] for c in contexts},
+        run.final.ratio[width],  # ms(long) / ms(short)
+        {c: [t.ms for t in run.timings if t.arm == str(c) and t.width == width] for c in contexts},
+        run.rounds,
+    )
