@@ -54,66 +54,69 @@ def draft_factory(loaded: Loaded, scenario: Scenario, seed: int) -> Factory | No
 
 
 def _factory(loaded: Loaded, draft: Draft, scenario: Scenario, seed: int) -> Factory | None:
-    kind = draft.kind
-    if kind is DraftKind.SYNTHETIC:
-        from mlatui.run.decode_stream import SyntheticDraft
-
-        vocab = vocab_size(loaded.model)
-
-        def synthetic(arm: Arm):
-            cost = (
-                _arm_draft_model(arm, loaded.draft_model)
-                if loaded.draft_model is not None
-                else None
-            )
-            return SyntheticDraft(
-                scenario.draft.acceptance, seed, vocab, cost
-            )  # same draws in both arms
-
-        return synthetic
+    if draft.kind is DraftKind.SYNTHETIC:
+        return _synthetic_factory(loaded, scenario.draft.acceptance, seed)
     if draft.is_mtp:
-        from mlatui.run.mtp import MTPError, MTPMissing, load_mtp_draft
-
-        folder = loaded.checkpoint_dir
-        required = kind is DraftKind.MTP
-        if folder is None and required:
-            raise MTPError(
-                f"{loaded.name}: no checkpoint folder to read an MTP head from — "
-                'use [draft] source = "draft-model" or a checkpoint with an MTP head'
-            )
-        if folder is None:
-            return None
-        notes: list[str] = []
-        try:
-            probe = load_mtp_draft(folder, loaded.model, notes=notes)
-        except MTPMissing:
-            if required:
-                raise
-            from mlatui.models.mtp_weights import missing_head_line
-
-            loaded.mtp_missing = missing_head_line(folder)  # said in header, strip and log
-            return None
-        except MTPError:
-            if required:
-                raise
-            return None
-        loaded.draft_notes = (*loaded.draft_notes, *notes)
-        if probe is None:
-            return None
-
-        def mtp(arm: Arm):
-            head = probe.twin()  # shares the head's weights, own cache; gated like its arm
-            _gate_if_mla(head.head, arm)
-            return head
-
-        return mtp
-    if kind is DraftKind.DRAFT_MODEL and loaded.draft_model is not None:
+        return _mtp_factory(loaded, required=draft.kind is DraftKind.MTP)
+    if draft.kind is DraftKind.DRAFT_MODEL and loaded.draft_model is not None:
 
         def draft_model(arm: Arm):
             return DraftModelSource(_arm_draft_model(arm, loaded.draft_model), draft.label)
 
         return draft_model
     return None
+
+
+def _synthetic_factory(loaded: Loaded, acceptance: float, seed: int) -> Factory:
+    from mlatui.run.decode_stream import SyntheticDraft
+
+    vocab = vocab_size(loaded.model)
+
+    def synthetic(arm: Arm):
+        cost = _arm_draft_model(arm, loaded.draft_model) if loaded.draft_model is not None else None
+        return SyntheticDraft(acceptance, seed, vocab, cost)  # same draws in both arms
+
+    return synthetic
+
+
+def _mtp_factory(loaded: Loaded, required: bool) -> Factory | None:
+    """The checkpoint's MTP head, twinned per arm. A head asked for explicitly (`required`)
+    that cannot be read is an error; one asked for only if present becomes no draft (a missing
+    head is said in the header, the strip and the log)."""
+    from mlatui.run.mtp import MTPError, MTPMissing, load_mtp_draft
+
+    folder = loaded.checkpoint_dir
+    if folder is None and required:
+        raise MTPError(
+            f"{loaded.name}: no checkpoint folder to read an MTP head from — "
+            'use [draft] source = "draft-model" or a checkpoint with an MTP head'
+        )
+    if folder is None:
+        return None
+    notes: list[str] = []
+    try:
+        probe = load_mtp_draft(folder, loaded.model, notes=notes)
+    except MTPMissing:
+        if required:
+            raise
+        from mlatui.models.mtp_weights import missing_head_line
+
+        loaded.mtp_missing = missing_head_line(folder)
+        return None
+    except MTPError:
+        if required:
+            raise
+        return None
+    loaded.draft_notes = (*loaded.draft_notes, *notes)
+    if probe is None:
+        return None
+
+    def mtp(arm: Arm):
+        head = probe.twin()  # shares the head's weights, own cache; gated like its arm
+        _gate_if_mla(head.head, arm)
+        return head
+
+    return mtp
 
 
 def _arm_draft_model(arm: Arm, model):
