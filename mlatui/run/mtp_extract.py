@@ -184,47 +184,30 @@ def load_folder_model(folder: Path) -> nn.Module:
     return model
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The mlx folder a head goes into, its config, and the layer index the head takes there."""
+
+    folder: Path
+    config: dict[str, Any]
+    layer: int
+
+    @property
+    def prefix(self) -> str:
+        return f"model.layers.{self.layer}."
+
+
 def extract(
     source: str, into: str | Path, check: bool = True, say: Say = lambda _: None
 ) -> Extracted:
     folder, cfg = target_folder(into)
-    layer_idx = int(text_config(cfg)["num_hidden_layers"])
+    target = _Target(folder, cfg, int(text_config(cfg)["num_hidden_layers"]))
     digests: dict[str, str] = {}
     src = CheckpointSource(source)
-    try:
-        vlm = None if is_hub_id(source) else vlm_drafter_family(Path(source).expanduser())
-        source_cfg = src.config()
-        if vlm is None and int(text_config(source_cfg).get("num_nextn_predict_layers") or 0) < 1:
-            raise ExtractError(
-                f"{source}: no MTP layer (its config.json has no num_nextn_predict_layers) — "
-                "give the original checkpoint the folder was converted from"
-            )
-        check_geometry(source, source_cfg, folder, cfg)
-        say(f"reading model.layers.{layer_idx}.* from {source}")
-        if vlm is not None:
-            local = read_vlm_drafter(Path(source).expanduser(), digests)
-        else:
-            local = read_source_layer(src, layer_idx, digests)
-    except (SourceError, SafetensorsError) as e:
-        raise ExtractError(str(e)) from None
-    if not any(k.startswith(("enorm.", "eh_proj.")) for k in local):
-        raise ExtractError(
-            f"{source}: no MTP layer (no model.layers.{layer_idx}.* tensors in its weights) — "
-            "give the original checkpoint, not an mlx conversion of it"
-        )
-
+    local, vlm = _read_head(src, target, digests, say)
     model = load_folder_model(folder)
-    weights = sanitize_layer(model, local)
-    layer = mtp_layer(
-        type(model.model.layers[0]), model.args, layer_idx, "shared_head.head.weight" in weights
-    )
-    try:
-        notes = build_layer(model, layer, weights, cfg, layer_idx)
-    except ValueError as e:
-        first = str(e).strip().splitlines()[0]
-        raise ExtractError(f"{source}: MTP layer does not fit {folder}'s model: {first}") from None
-    prefix = f"model.layers.{layer_idx}."
-    tensors = {prefix + k: v for k, v in flat_arrays(layer.parameters())}
+    layer, notes = _built_head(source, model, local, target)
+    tensors = {target.prefix + k: v for k, v in flat_arrays(layer.parameters())}
     sidecar = folder / SIDECAR
     tmp = folder / (SIDECAR + ".partial.safetensors")
     mx.save_safetensors(str(tmp), tensors, metadata={"format": "mlx"})
@@ -232,16 +215,12 @@ def extract(
     quant = _quant_label(layer)
     provenance = folder / PROVENANCE
     record = {
-        "source": source,
-        "revision": src.revision,
-        "layer": layer_idx,
-        "source_files": [p.name for p in src.fetched],
-        "source_tensors": dict(sorted(digests.items())),  # name -> sha256 of the stored bytes
+        **_source_record(src, target.layer, digests),
         "written_tensors": sorted(tensors),
         "quantization": quant,
         "sidecar_sha256": _file_sha256(sidecar),
         "extracted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "vlm_drafter": vlm is not None,
+        "vlm_drafter": vlm,
     }
     provenance.write_text(json.dumps(record, indent=2) + "\n")
     say(f"wrote {sidecar} ({len(tensors)} tensors, {quant}) and {provenance.name}")
@@ -250,11 +229,11 @@ def extract(
         provenance,
         source,
         src.revision,
-        layer_idx,
+        target.layer,
         len(tensors),
         quant,
-        tuple(p.name for p in src.fetched),
-        tuple(notes),
+        files_read=tuple(p.name for p in src.fetched),
+        notes=tuple(notes),
     )
     if not check:
         return result
@@ -262,6 +241,66 @@ def extract(
     record["self_check"] = asdict(verdict)
     provenance.write_text(json.dumps(record, indent=2) + "\n")
     return replace(result, check=verdict)
+
+
+def _read_head(
+    src: CheckpointSource, target: _Target, digests: dict[str, str], say: Say
+) -> tuple[dict[str, mx.array], bool]:
+    """The source's MTP layer, layer-local names, and whether it came from an mlx-vlm drafter
+    folder; refused in one line when the source has none or does not match the target."""
+    source = src.ref
+    try:
+        vlm = None if is_hub_id(source) else vlm_drafter_family(Path(source).expanduser())
+        source_cfg = src.config()
+        if vlm is None and int(text_config(source_cfg).get("num_nextn_predict_layers") or 0) < 1:
+            raise ExtractError(
+                f"{source}: no MTP layer (its config.json has no num_nextn_predict_layers) — "
+                "give the original checkpoint the folder was converted from"
+            )
+        check_geometry(source, source_cfg, target.folder, target.config)
+        say(f"reading {target.prefix}* from {source}")
+        if vlm is not None:
+            local = read_vlm_drafter(Path(source).expanduser(), digests)
+        else:
+            local = read_source_layer(src, target.layer, digests)
+    except (SourceError, SafetensorsError) as e:
+        raise ExtractError(str(e)) from None
+    if not any(k.startswith(("enorm.", "eh_proj.")) for k in local):
+        raise ExtractError(
+            f"{source}: no MTP layer (no {target.prefix}* tensors in its weights) — "
+            "give the original checkpoint, not an mlx conversion of it"
+        )
+    return local, vlm is not None
+
+
+def _built_head(
+    source: str, model: nn.Module, local: dict[str, mx.array], target: _Target
+) -> tuple[nn.Module, list[str]]:
+    """The layer as the folder's model holds it (its sanitize, dtype and quantisation), and the
+    notes on what was cast or quantised."""
+    weights = sanitize_layer(model, local)
+    layer = mtp_layer(
+        type(model.model.layers[0]), model.args, target.layer, "shared_head.head.weight" in weights
+    )
+    try:
+        notes = build_layer(model, layer, weights, target.config, target.layer)
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0]
+        raise ExtractError(
+            f"{source}: MTP layer does not fit {target.folder}'s model: {first}"
+        ) from None
+    return layer, notes
+
+
+def _source_record(src: CheckpointSource, layer: int, digests: dict[str, str]) -> dict[str, Any]:
+    """Where the head came from, for the provenance file."""
+    return {
+        "source": src.ref,
+        "revision": src.revision,
+        "layer": layer,
+        "source_files": [p.name for p in src.fetched],
+        "source_tensors": dict(sorted(digests.items())),  # name -> sha256 of the stored bytes
+    }
 
 
 def self_check(folder: Path, model: nn.Module, new_tokens: int = 16) -> SelfCheck:
