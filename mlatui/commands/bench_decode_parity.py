@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.measure.records import environment
     from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
     from mlatui.run.draft_factory import draft_factory
-    from mlatui.run.parity import run_parity
+    from mlatui.run.parity import ParityPlan, run_parity
     from mlatui.run.prompts import text_tokens
     from mlatui.run.runtime import Sampling
     from mlatui.views.bench_report import parity_header, parity_report
@@ -130,9 +130,7 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args, loaded, source)
     code = f", code from {next(iter(args.arm_sources.values()))}" if source is not None else ""
     print(parity_header(env, settings, context, code), end="", flush=True)
-    results = run_parity(
-        loaded.model,
-        make_draft,
+    plan = ParityPlan(
         text[:-1],
         text[-1],
         args.tokens,
@@ -140,11 +138,10 @@ def run(args: argparse.Namespace) -> int:
         args.rounds,
         seed,
         sampling,
-        lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         args.versus,
         args.max_seconds,
-        source,
     )
+    results = run_parity(loaded.model, make_draft, plan, _progress, source)
     records = _records(results, loaded.model_type, context, settings, env)
     print(parity_report(records), end="")
     if args.out:
@@ -153,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         write_output(args.out, jsonl(r.to_dict() for r in records))
     bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
     return 3 if bad else 0
+
+
+def _progress(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)
 
 
 def _source_model(model, arm_sources: dict[str, str]):

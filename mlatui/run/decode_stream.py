@@ -21,8 +21,10 @@ from mlatui.run.arms import Arm, cache_len, recopy_in_place
 from mlatui.run.drafts import DraftModelSource
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import (
+    Block,
     BlockResult,
     CounterCache,
+    ModelCache,
     Sampling,
     SyntheticDraftModel,
     draft_model_block,
@@ -167,19 +169,14 @@ def run_block(
     if draft is None or track is None:
         result = plain_block(arm.model, arm.caches, s.tokens[-1], n, sampling)
     elif isinstance(draft, MTPDraft):
-        result, track.hidden = mtp_block(
-            arm.model, arm.caches, draft, s.tokens[-1], track.hidden, depth, n, sampling, s.rng
-        )
+        target, block = ModelCache(arm.model, arm.caches), Block(s.tokens[-1], n, depth)
+        result, track.hidden = mtp_block(target, draft, track.hidden, block, sampling, s.rng)
     else:
         synthetic = isinstance(draft, SyntheticDraft)
         result = draft_model_block(
-            arm.model,
-            draft.model,
-            arm.caches,
-            draft.cache,
-            s.tokens[-1],
-            depth,
-            n,
+            ModelCache(arm.model, arm.caches),
+            ModelCache(draft.model, draft.cache),
+            Block(s.tokens[-1], n, depth),
             draft.model.verify_sampler() if synthetic else sampling.sampler(),
         )
     s.tokens += result.tokens

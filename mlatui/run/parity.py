@@ -34,7 +34,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.gate.policy import Gates, Variant
 from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
-from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context, until
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -58,7 +58,7 @@ from mlatui.run.decode_stream import (
     run_block,
 )
 from mlatui.run.mtp import MTPDraft
-from mlatui.run.runtime import Sampling, draft_model_block, plain_block
+from mlatui.run.runtime import Block, ModelCache, Sampling, draft_model_block, plain_block
 from mlatui.run.spec import plain_step
 from mlatui.stream.phrases import interval_text
 
@@ -112,6 +112,37 @@ class PlainThread:
         self._thread.join(timeout=10)
 
 
+@dataclass(frozen=True)
+class ParityPlan:
+    """What a parity run decodes: blocks of `tokens` tokens from one context (its `first` text
+    token fed first), plain and drafting `depth` per step; `rounds` per side of `versus`, in that
+    order, within `max_seconds` when given."""
+
+    context_tokens: list[int]
+    first: int
+    tokens: int
+    depth: int
+    rounds: int
+    seed: int
+    sampling: Sampling
+    versus: tuple[str, ...] = SIDES
+    max_seconds: float | None = None
+
+    def sampler_plan(self, other: str, widths: tuple[int, ...]) -> SamplerPlan:
+        return SamplerPlan(
+            widths,
+            min_rounds=self.rounds,
+            max_rounds=self.rounds,
+            warmup=1,
+            control_width=1,
+            control_quads=1,
+            tolerance_pct=TOLERANCE_PCT,
+            arms=("mlatui", other),
+            seed=stable_seed(self.seed, "parity", other),
+            settle=False,
+        )
+
+
 class Direct:
     """The main thread's side: its own copy of the prefilled cache (and draft), rewound after
     every block."""
@@ -135,149 +166,162 @@ class Direct:
         if self.draft is not None:
             trim_prompt_cache(self.draft.cache, cache_len(self.draft.cache) - self.base_len)
 
-    def block(self, last: int, depth: int, n: int, sampling: Sampling, seed: int, sync=False):
+    def block(self, block: Block, sampling: Sampling, seed: int, sync: bool = False) -> float:
         mx.random.seed(seed)
         if isinstance(self.draft, SyntheticDraft):
             self.draft.model.rng.seed(seed)
+        target = ModelCache(self.model, self.cache)
         if sync:
-            ms = _sync_loop(self.model, self.cache, last, n)
-        elif depth == 0:
-            ms = plain_block(self.model, self.cache, last, n, sampling).ms
+            ms = _sync_loop(self.model, self.cache, block.last, block.tokens)
+        elif block.depth == 0:
+            ms = plain_block(self.model, self.cache, block.last, block.tokens, sampling).ms
         else:
             sampler = (
                 self.draft.model.verify_sampler()
                 if isinstance(self.draft, SyntheticDraft)
                 else sampling.sampler()
             )
-            ms = draft_model_block(
-                self.model, self.draft.model, self.cache, self.draft.cache, last, depth, n, sampler
-            ).ms
+            draft = ModelCache(self.draft.model, self.draft.cache)
+            ms = draft_model_block(target, draft, block, sampler).ms
         self._rewind()
         return ms
+
+
+class _Sides:
+    """The three ways of decoding a block from the same prefilled context: the arm on its
+    worker thread (mlatui), the direct copy on the main thread, the direct copy on a plain
+    thread."""
+
+    def __init__(self, arm: Arm, direct: Direct, plan: ParityPlan) -> None:
+        self.arm, self.direct, self.plan = arm, direct, plan
+        self.worker = ArmWorker(arm, Baton())
+        self.thread = PlainThread()
+        base_len, first, context = direct.base_len, plan.first, plan.context_tokens
+        self.stream = self.worker.call(lambda a: open_stream(a, base_len, first, context))
+
+    def close(self) -> None:
+        self.worker.close()
+        self.thread.close()
+
+    def sample(self, other: str, widths: tuple[int, ...], deadline: float | None) -> SamplerRun:
+        """mlatui against `other` over `widths` (width w: depth w - 1), rounds ending by
+        `deadline` (monotonic) after a whole pair."""
+        hooks = Hooks(
+            self._measure(other), between_rounds=self._between_rounds(), decide_more=until(deadline)
+        )
+        with unpinned():  # as the decode phases run their blocks
+            return sample_context(self.plan.sampler_plan(other, widths), hooks)
+
+    def _measure(self, other: str) -> Callable[[str, int], float]:
+        plan, stream, direct = self.plan, self.stream, self.direct
+        blocks: dict[tuple[str, int], int] = {}
+
+        def measure(side: str, width: int) -> float:
+            k = blocks[(side, width)] = blocks.get((side, width), -1) + 1
+            seed = stable_seed(plan.seed, "parity", width, k)  # the k-th block of each side
+            block = Block(plan.first, plan.tokens, width - 1)
+            if side == "mlatui":
+
+                def go(a: Arm) -> float:
+                    rewind(a, stream)
+                    return run_block(a, stream, block.depth, block.tokens, plan.sampling, seed).ms
+
+                return self.worker.call(go)
+            if other == "mlx_lm-thread":
+                return self.thread.call(lambda: direct.block(block, plan.sampling, seed))
+            return direct.block(block, plan.sampling, seed, sync=other == "sync-loop")
+
+        return measure
+
+    def _between_rounds(self) -> Callable[[int], None]:
+        worker, direct, arm = self.worker, self.direct, self.arm
+
+        def fresh(round_index: int) -> None:
+            sides = [lambda: worker.call(recopy_stream_caches), direct.recopy]
+            for recopy in sides if round_index % 2 == 0 else sides[::-1]:
+                recopy()
+
+        def swap(_round_index: int) -> None:  # as the arms exchange theirs (CacheRounds)
+            worker.call(lambda a: evaluate_held(a.caches))
+            evaluate_held(direct.cache)
+            swap_caches(arm.caches, direct.cache)
+
+        return {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(
+            cache_rounds(), lambda _r: None
+        )
 
 
 def run_parity(
     model: Any,
     make_draft: Callable[[Arm], Any] | None,
-    context_tokens: list[int],
-    first: int,
-    n: int,
-    depth: int,
-    rounds: int,
-    seed: int,
-    sampling: Sampling,
+    plan: ParityPlan,
     progress: Callable[[str], None] = lambda line: None,
-    versus: tuple[str, ...] = SIDES,
-    max_seconds: float | None = None,
     source: Any = None,
 ) -> list[ParityResult]:
-    """Parity of plain decode (and of draft-model speculation at `depth`, when a draft exists)
-    against mlx-lm, and of plain decode against the synchronous loop: each side of `versus`, in
-    that order, gets its own `rounds`. With `max_seconds`, each side's share of it (from the
-    first block on) ends its rounds early, after a whole pair, so a time limit still leaves
-    results. `source`: a model built from another source tree on `model`'s weights
+    """Parity of plain decode (and of draft-model speculation at the plan's depth, when a draft
+    exists) against mlx-lm, and of plain decode against the synchronous loop: each side of
+    `versus`, in that order, gets its own rounds. With `max_seconds`, each side's share of it
+    (from the first block on) ends its rounds early, after a whole pair, so a time limit still
+    leaves results. `source`: a model built from another source tree on `model`'s weights
     (mlatui.run.source_arm), measured instead, running its own code."""
+    arm = _parity_arm(model, make_draft, source)
+    depth = plan.depth if arm.draft is not None else 0
+    prefill(arm, plan.context_tokens)
+    base_len = cache_len(arm.caches)
+    direct_draft = make_draft(arm) if depth and make_draft else None
+    sides = _Sides(arm, Direct(arm, direct_draft, plan.context_tokens, base_len), plan)
+    both = (1, depth + 1) if depth else (1,)
+    widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
+    results: list[ParityResult] = []
+    started = time.monotonic()
+    try:
+        for index, other in enumerate(plan.versus):
+            deadline = None
+            if plan.max_seconds is not None:
+                left = len(plan.versus) - index  # this side and those after it share what is left
+                spent = time.monotonic() - started
+                deadline = time.monotonic() + (plan.max_seconds - spent) / left
+            run = sides.sample(other, widths_of[other], deadline)
+            for width in widths_of[other]:
+                result = _width_result(run, other, width, plan.tokens)
+                results.append(result)
+                progress(
+                    f"{other} depth {result.depth}: mlatui {result.tok_s['mlatui']:.1f} tok/s vs "
+                    f"{result.tok_s[other]:.1f}, ratio {interval_text(result.ratio)}"
+                )
+    finally:
+        sides.close()
+    return results
+
+
+def _parity_arm(model: Any, make_draft: Callable[[Arm], Any] | None, source: Any) -> Arm:
+    """The patched arm, as a user of the fix runs it (or the other source tree's model), with
+    its draft; an MTP head is dropped (mlx-lm has no MTP loop to compare against)."""
     if source is None:
-        _, arm = build_arms(model)  # the patched arm, as a user of the fix runs it
+        _, arm = build_arms(model)
     else:
         gates = Gates.parse("installed", None, "installed")
         _, arm = build_arms(model, gates, sources={Variant.PATCHED: source})
     arm.draft = make_draft(arm) if make_draft else None
     if isinstance(arm.draft, MTPDraft):
-        arm.draft = None  # mlx-lm has no MTP loop to compare against: plain parity only
-    depth = depth if arm.draft is not None else 0
-    prefill(arm, context_tokens)
-    base_len = cache_len(arm.caches)
-    direct = Direct(
-        arm, make_draft(arm) if depth and make_draft else None, context_tokens, base_len
+        arm.draft = None
+    return arm
+
+
+def _width_result(run: SamplerRun, other: str, width: int, tokens: int) -> ParityResult:
+    ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
+    tok_ratio = Interval(1 / ms_ratio.median, 1 / ms_ratio.high, 1 / ms_ratio.low, ms_ratio.n)
+    sides = ("mlatui", other)
+    samples = {
+        side: [t.ms for t in run.timings if t.arm == side and t.width == width] for side in sides
+    }
+    tok_s = {side: tokens / run.final.step_ms[(side, width)].median * 1e3 for side in sides}
+    return ParityResult(
+        other,
+        width - 1,
+        tok_s,
+        tok_ratio,
+        control_outcome(tok_ratio, TOLERANCE_PCT),
+        samples,
+        run.rounds,
     )
-    worker = ArmWorker(arm, Baton())
-    side_thread = PlainThread()
-    stream = worker.call(lambda a: open_stream(a, base_len, first, context_tokens))
-    results: list[ParityResult] = []
-    started = time.monotonic()
-    try:
-        both = (1, depth + 1) if depth else (1,)
-        widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
-        pairs = [(other, widths_of[other]) for other in versus]
-        for index, (other, widths) in enumerate(pairs):
-            blocks: dict[tuple[str, int], int] = {}
-
-            def measure(side: str, width: int, other=other, blocks=blocks) -> float:
-                k = blocks[(side, width)] = blocks.get((side, width), -1) + 1
-                block_seed = stable_seed(seed, "parity", width, k)  # the k-th block of each side
-                d = width - 1
-                if side == "mlatui":
-
-                    def go(a: Arm) -> float:
-                        rewind(a, stream)
-                        return run_block(a, stream, d, n, sampling, block_seed).ms
-
-                    return worker.call(go)
-                if other == "mlx_lm-thread":
-                    return side_thread.call(lambda: direct.block(first, d, n, sampling, block_seed))
-                return direct.block(first, d, n, sampling, block_seed, sync=other == "sync-loop")
-
-            plan = SamplerPlan(
-                widths,
-                min_rounds=rounds,
-                max_rounds=rounds,
-                warmup=1,
-                control_width=1,
-                control_quads=1,
-                tolerance_pct=TOLERANCE_PCT,
-                arms=("mlatui", other),
-                seed=stable_seed(seed, "parity", other),
-                settle=False,
-            )
-
-            def fresh(round_index: int) -> None:
-                sides = [lambda: worker.call(recopy_stream_caches), direct.recopy]
-                for recopy in sides if round_index % 2 == 0 else sides[::-1]:
-                    recopy()
-
-            def swap(_round_index: int) -> None:  # as the arms exchange theirs (CacheRounds)
-                worker.call(lambda a: evaluate_held(a.caches))
-                evaluate_held(direct.cache)
-                swap_caches(arm.caches, direct.cache)
-
-            mode = cache_rounds()
-            hook = {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(mode, lambda _r: None)
-            more = until(None)
-            if max_seconds is not None:
-                left = len(pairs) - index  # this side and those after it share what is left
-                deadline = time.monotonic() + (max_seconds - (time.monotonic() - started)) / left
-                more = until(deadline)
-            with unpinned():  # as the decode phases run their blocks
-                run = sample_context(plan, Hooks(measure, between_rounds=hook, decide_more=more))
-            for width in widths:
-                ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
-                tok_ratio = Interval(
-                    1 / ms_ratio.median, 1 / ms_ratio.high, 1 / ms_ratio.low, ms_ratio.n
-                )
-                samples = {
-                    side: [t.ms for t in run.timings if t.arm == side and t.width == width]
-                    for side in plan.arms
-                }
-                tok_s = {
-                    side: n / run.final.step_ms[(side, width)].median * 1e3 for side in plan.arms
-                }
-                results.append(
-                    ParityResult(
-                        other,
-                        width - 1,
-                        tok_s,
-                        tok_ratio,
-                        control_outcome(tok_ratio, TOLERANCE_PCT),
-                        samples,
-                        run.rounds,
-                    )
-                )
-                progress(
-                    f"{other} depth {width - 1}: mlatui {tok_s['mlatui']:.1f} tok/s vs "
-                    f"{tok_s[other]:.1f}, ratio {interval_text(tok_ratio)}"
-                )
-    finally:
-        worker.close()
-        side_thread.close()
-    return results

@@ -71,6 +71,24 @@ class Sampling:
         return {"temperature": self.temperature, "top_p": self.top_p}
 
 
+@dataclass(frozen=True)
+class Block:
+    """A decode block asked for: feed `last` (the stream's last token) first, emit `tokens`
+    tokens, drafting `depth` tokens per verify step (0: plain decode)."""
+
+    last: int
+    tokens: int
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class ModelCache:
+    """A model and the cache it steps on (the target's, or a draft's)."""
+
+    model: Any
+    cache: list[Any]
+
+
 @dataclass
 class BlockResult:
     tokens: list[int]
@@ -107,28 +125,22 @@ def plain_block(model: nn.Module, cache: list[Any], last: int, n: int, sampling:
 
 
 def draft_model_block(
-    model: nn.Module,
-    draft_model: Any,
-    cache: list[Any],
-    draft_cache: list[Any],
-    last: int,
-    depth: int,
-    n: int,
-    sampler: Callable[[mx.array], mx.array],
+    target: ModelCache, draft: ModelCache, block: Block, sampler: Callable[[mx.array], mx.array]
 ) -> BlockResult:
+    model, cache, depth, n = target.model, target.cache, block.depth, block.tokens
     if len(cache) != len(model.layers):
         raise ValueError(
             f"the target's cache has {len(cache)} entries for {len(model.layers)} layers, so "
             "mlx-lm's speculative_generate_step cannot split it from the draft's"
         )
     gen = speculative_generate_step(
-        mx.array([last], mx.uint32),
+        mx.array([block.last], mx.uint32),
         model,
-        draft_model,
+        draft.model,
         num_draft_tokens=depth,
         max_tokens=n,
         sampler=sampler,
-        prompt_cache=[*cache, *draft_cache],
+        prompt_cache=[*cache, *draft.cache],
     )
     out, ms = _timed(gen, n)
     flags = [bool(fd) for _, _, fd in out]
@@ -136,23 +148,21 @@ def draft_model_block(
 
 
 def mtp_block(
-    model: nn.Module,
-    cache: list[Any],
+    target: ModelCache,
     head: Any,  # mlatui.run.mtp.MTPDraft
-    last: int,
     hidden: mx.array,
-    depth: int,
-    n: int,
+    block: Block,
     sampling: Sampling,
     rng: random.Random,
 ) -> tuple[BlockResult, mx.array]:
     """MTP speculation, shaped like mlx-lm's loop: the k drafts are built and `async_eval`-ed
     lazily, then drafts and verify are read at one sync point. Returns the block and the target
     hidden state before the stream's new last token."""
+    model, cache, depth, n = target.model, target.cache, block.depth, block.tokens
     start = time.perf_counter_ns()
     tokens: list[int] = []
     steps: list[VerifyStep] = []
-    y = mx.array([last], mx.uint32)
+    y = mx.array([block.last], mx.uint32)
     while len(tokens) < n:
         k = min(depth, n - len(tokens))
         drafts, draft_probs = head.propose_lazy(y, k, hidden, None if sampling.greedy else sampling)
