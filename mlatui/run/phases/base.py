@@ -361,19 +361,27 @@ def cache_rounds_hook(ctx: RunContext, recopy: Callable[[Arm], None]) -> Callabl
     return between
 
 
+@dataclass(frozen=True)
+class StepSite:
+    """Where synced steps run: the label their events carry, the shared context's length, and
+    the text after it (a step of width w feeds `tail[:w]`)."""
+
+    label: str
+    length: int
+    tail: list[int]
+
+
 def sample_steps(
     ctx: RunContext,
-    label: str,
-    length: int,
-    tail: list[int],
+    site: StepSite,
     plan: SamplerPlan,
     progress: ProgressTracker,
     interim: bool = True,
 ) -> SamplerRun:
-    """Synced steps of `tail[:width]` on the shared context of `length` tokens, at every width
-    of the plan in interleaved rounds: Step events, estimates (with `interim`, after each round
-    too), the L = 1 quads kept for the context's check."""
-    steps = {w: forward_and_trim(tail[:w]) for w in plan.widths}
+    """Synced steps at every width of the plan in interleaved rounds: Step events, estimates
+    (with `interim`, after each round too), the L = 1 quads kept for the context's check."""
+    label, length = site.label, site.length
+    steps = {w: forward_and_trim(site.tail[:w]) for w in plan.widths}
     emitter = EstimateEmitter(ctx, label, length)
     pending: list[tuple[str, int, float, int, int]] = []
 

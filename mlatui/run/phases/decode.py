@@ -39,7 +39,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.sampler import Hooks, sample_context, until_after
+from mlatui.measure.sampler import Hooks, SamplerRun, sample_context, until_after
 from mlatui.run.arms import Arm, unpinned
 from mlatui.run.decode_stream import (
     DecodeStream,
@@ -51,6 +51,7 @@ from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
+    StepSite,
     cache_rounds_hook,
     emit_phase_start,
     sample_steps,
@@ -58,7 +59,7 @@ from mlatui.run.phases.base import (
     validity,
 )
 from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
-from mlatui.run.phases.decode_bound import Key, bounds_of, reject_by_bound, skipped_widths
+from mlatui.run.phases.decode_bound import BoundDecision, decide_bounds
 from mlatui.run.phases.decode_verdict import (
     Guard,
     GuardSettings,
@@ -72,7 +73,6 @@ from mlatui.stream.events import (
     DecodeResult,
     LogMessage,
     PhaseSummary,
-    SpeedupBound,
     Validity,
     ratio_label,
 )
@@ -100,7 +100,7 @@ def _verify_ms(
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
-    run = sample_steps(ctx, label, length, text[length:], plan, progress, interim=False)
+    run = sample_steps(ctx, StepSite(label, length, text[length:]), plan, progress, interim=False)
     return run.final
 
 
@@ -195,80 +195,99 @@ def _runtime_name(arm: Arm, st: Setting) -> str:
     return "mlx_lm.speculative_generate_step"
 
 
-def _results(
-    ctx: RunContext,
-    phase: Phase,
-    length: int,
-    est: ContextEstimates,
-    runner: BlockRunner,
-    verify: ContextEstimates | None,
-    check: Validity,
-    bounds: dict[Key, SpeedupBound],
-    rejected: dict[Key, DecodeResult],
-) -> list[dict]:
-    n = runner.n
-    guards = GuardSettings(phase.min_draft_share, phase.min_verify_steps, phase.min_distinct_4gram)
-    synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
-    rows = []
-    for width, st in enumerate(runner.settings, start=1):
-        depth = st.depth
-        for arm in ARMS:
-            if (arm, st) in rejected:  # emitted before the blocks
-                rows.append(_row(rejected[(arm, st)], check))
-                continue
-            ms = est.step_ms.get((arm, width))
-            if ms is None:
-                continue
-            flat = est.vs_l1.get((arm, width))
-            speedup = Interval(1.0, 1.0, 1.0, est.rounds) if depth == 0 else None
-            if flat is not None and flat.median > 0:
-                speedup = flat.reciprocal()
-            counts = runner.counts.get((arm, st))
-            rep = runner.repetition(arm, st)
-            # a synthetic draft's acceptance does not depend on the text: looping cannot inflate it
-            warnings = (
-                guard_warnings(
-                    counts, speedup.low if speedup else None, guards, None if synthetic else rep
-                )
-                if depth
-                else []
-            )
-            if depth and runner.divergence is not None and not synthetic:
-                at, rnd = runner.divergence
-                warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
-            worker_arm = ctx.workers[arm].arm
-            verify_iv = verify.step_ms.get((arm, depth + 1)) if verify and depth else None
-            timed = [t for t in runner.timings if t.arm == arm and t.width == width]
-            r = DecodeResult(
-                ctx.now(),
-                phase.name,
-                arm,
-                length,
-                depth,
-                n * len(timed),
-                sum(t.ms for t in timed) / 1e3,
-                ms.reciprocal(n * 1e3),
-                counts.unconditional if counts else (),
-                verify_iv.median if verify_iv else None,
-                None,
-                speedup,
-                counts.conditional if counts else (),
-                counts.mean_accepted if counts else None,
-                counts.to_dict() if counts else {},
-                runner.rule_of(arm, st.kind).value if depth else "",
-                runner.sampling.to_dict(),
-                tuple(warnings),
-                est.rounds,
-                n,
-                _runtime_name(worker_arm, st),
-                st.kind if depth else "",
-                rep.within if rep else None,
-                rep.across if rep else None,
-                bound=bounds.get((arm, st)),
-            )
-            ctx.emit(r)
-            rows.append(_row(r, check))
-    return rows
+class _Results:
+    """A context's DecodeResult per arm and setting, from its blocks' estimates, the runner's
+    counts and texts, the verify steps and the bounds; each emitted as it is made."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        runner: BlockRunner,
+        est: ContextEstimates,
+        verify: ContextEstimates | None,
+        bounds: BoundDecision,
+    ) -> None:
+        self.ctx, self.runner, self.est, self.verify, self.bounds = ctx, runner, est, verify, bounds
+        phase = runner.phase
+        self.guards = GuardSettings(
+            phase.min_draft_share, phase.min_verify_steps, phase.min_distinct_4gram
+        )
+        self.synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+
+    def rows(self, check: Validity) -> list[dict]:
+        rows = []
+        for width, st in enumerate(self.runner.settings, start=1):
+            for arm in ARMS:
+                if (arm, st) in self.bounds.rejected:  # emitted before the blocks
+                    rows.append(_row(self.bounds.rejected[(arm, st)], check))
+                    continue
+                r = self._result(arm, width, st)
+                if r is not None:
+                    self.ctx.emit(r)
+                    rows.append(_row(r, check))
+        return rows
+
+    def _speedup(self, arm: str, width: int, depth: int) -> Interval | None:
+        """Tok/s over plain decode, paired within rounds (plain decode: exactly 1)."""
+        flat = self.est.vs_l1.get((arm, width))
+        if flat is not None and flat.median > 0:
+            return flat.reciprocal()
+        return Interval(1.0, 1.0, 1.0, self.est.rounds) if depth == 0 else None
+
+    def _warnings(self, arm: str, st: Setting, speedup: Interval | None) -> list[str]:
+        runner = self.runner
+        if not st.depth:
+            return []
+        rep = runner.repetition(arm, st)
+        # a synthetic draft's acceptance does not depend on the text: looping cannot inflate it
+        warnings = guard_warnings(
+            runner.counts.get((arm, st)),
+            speedup.low if speedup else None,
+            self.guards,
+            None if self.synthetic else rep,
+        )
+        if runner.divergence is not None and not self.synthetic:
+            at, rnd = runner.divergence
+            warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
+        return warnings
+
+    def _result(self, arm: str, width: int, st: Setting) -> DecodeResult | None:
+        runner, est, depth, n = self.runner, self.est, st.depth, self.runner.n
+        ms = est.step_ms.get((arm, width))
+        if ms is None:
+            return None
+        speedup = self._speedup(arm, width, depth)
+        counts = runner.counts.get((arm, st))
+        rep = runner.repetition(arm, st)
+        verify_iv = self.verify.step_ms.get((arm, depth + 1)) if self.verify and depth else None
+        timed = [t for t in runner.timings if t.arm == arm and t.width == width]
+        return DecodeResult(
+            self.ctx.now(),
+            runner.phase.name,
+            arm,
+            runner.length,
+            depth,
+            n * len(timed),
+            sum(t.ms for t in timed) / 1e3,
+            ms.reciprocal(n * 1e3),
+            counts.unconditional if counts else (),
+            verify_iv.median if verify_iv else None,
+            None,
+            speedup,
+            counts.conditional if counts else (),
+            counts.mean_accepted if counts else None,
+            counts.to_dict() if counts else {},
+            runner.rule_of(arm, st.kind).value if depth else "",
+            runner.sampling.to_dict(),
+            tuple(self._warnings(arm, st, speedup)),
+            est.rounds,
+            n,
+            _runtime_name(self.ctx.workers[arm].arm, st),
+            st.kind if depth else "",
+            rep.within if rep else None,
+            rep.across if rep else None,
+            bound=self.bounds.bounds.get((arm, st)),
+        )
 
 
 def _row(r: DecodeResult, check: Validity) -> dict:
@@ -309,21 +328,46 @@ def decode_context(
     progress: ProgressTracker,
 ) -> tuple[list[dict], Validity]:
     length, streams = _prepare_context(ctx, context)
-    depths = spec_depths(settings)
-    verify = _sweep_verify(ctx, phase, length, depths) if depths and phase.verify_from else None
-    if verify is None and depths:
+    verify = _verify_steps(ctx, phase, length, spec_depths(settings), progress)
+    runner = BlockRunner(ctx, phase, length, streams, settings)
+    # decided after the verify rounds, before any block: a setting that cannot win runs none
+    bounds = decide_bounds(ctx, runner, verify) if verify is not None else BoundDecision()
+    run = _sample_blocks(ctx, runner, bounds, progress)
+    if runner.divergence is not None:
+        at, rnd = runner.divergence
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "warning",
+                f"{phase.name} @ {length}: arms diverged at token {at} (round {rnd + 1}, greedy): "
+                "their acceptance may differ for reasons unrelated to the gate",
+            )
+        )
+    v = decode_validity(ctx, phase, length, verify, run.final)
+    return _Results(ctx, runner, run.final, verify, bounds).rows(v), v
+
+
+def _verify_steps(
+    ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
+) -> ContextEstimates | None:
+    """The verify steps at L = 1 .. max depth + 1: the sweep's (`verify_from`) when it measured
+    them all, else measured here; None without drafts."""
+    if not depths:
+        return None
+    verify = _sweep_verify(ctx, phase, length, depths) if phase.verify_from else None
+    if verify is None:
         if phase.verify_from:  # the sweep was to serve: these steps were not planned
             progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
         verify = _verify_ms(ctx, phase, length, depths, progress)
-    runner = BlockRunner(ctx, phase, length, streams, settings)
-    # decided after the verify rounds, before any block: a setting that cannot win runs none
-    bounds = bounds_of(verify, settings) if verify is not None else {}
-    rejected = (
-        reject_by_bound(ctx, phase, length, verify, settings, bounds, runner.sampling.to_dict())
-        if verify is not None and phase.reject_by_bound
-        else {}
-    )
-    plan = block_plan(phase, settings, ctx.seed, length, skipped_widths(settings, rejected))
+    return verify
+
+
+def _sample_blocks(
+    ctx: RunContext, runner: BlockRunner, bounds: BoundDecision, progress: ProgressTracker
+) -> SamplerRun:
+    """The sampler's rounds of decode blocks, the rejected settings' blocks skipped."""
+    phase, settings, length = runner.phase, runner.settings, runner.length
+    plan = block_plan(phase, settings, ctx.seed, length, bounds.skipped_widths(settings))
     progress.shrink(
         block_plan(phase, settings, ctx.seed, length).timed_calls() - plan.timed_calls()
     )
@@ -352,18 +396,7 @@ def decode_context(
             ),
         )
     runner.timings = run.timings
-    if runner.divergence is not None:
-        at, rnd = runner.divergence
-        ctx.emit(
-            LogMessage(
-                ctx.now(),
-                "warning",
-                f"{phase.name} @ {length}: arms diverged at token {at} (round {rnd + 1}, greedy): "
-                "their acceptance may differ for reasons unrelated to the gate",
-            )
-        )
-    v = decode_validity(ctx, phase, length, verify, run.final)
-    return _results(ctx, phase, length, run.final, runner, verify, v, bounds, rejected), v
+    return run
 
 
 def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle: bool) -> int:

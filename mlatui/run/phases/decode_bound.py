@@ -4,11 +4,13 @@ says so (`DecodeResult.measured` False, `bound`), with no tok/s."""
 
 from __future__ import annotations
 
-from mlatui.config.scenario import Phase
+from dataclasses import dataclass, field
+
 from mlatui.measure.bound import rejection_text, speedup_bound
 from mlatui.measure.estimates import ContextEstimates
 from mlatui.measure.plans import Setting
 from mlatui.run.phases.base import RunContext
+from mlatui.run.phases.decode_blocks import BlockRunner
 from mlatui.stream.events import ARMS, DecodeResult, LogMessage, SpeedupBound, arm_label
 
 Key = tuple[str, Setting]  # (arm, setting)
@@ -32,57 +34,71 @@ def bounds_of(verify: ContextEstimates, settings: tuple[Setting, ...]) -> dict[K
     return out
 
 
-def reject_by_bound(
-    ctx: RunContext,
-    phase: Phase,
-    length: int,
-    verify: ContextEstimates,
-    settings: tuple[Setting, ...],
-    bounds: dict[Key, SpeedupBound],
-    sampling: dict,
-) -> dict[Key, DecodeResult]:
-    """The results of the settings whose bound rejects them (rank 0 decides for every rank),
-    emitted now, before any block runs; each is logged."""
-    keys = [(arm, st) for st in settings for arm in ARMS if (arm, st) in bounds]
+@dataclass(frozen=True)
+class BoundDecision:
+    """A context's bounds per (arm, setting), and the results of those they rejected (emitted
+    before any block ran)."""
+
+    bounds: dict[Key, SpeedupBound] = field(default_factory=dict)
+    rejected: dict[Key, DecodeResult] = field(default_factory=dict)
+
+    def skipped_widths(self, settings: tuple[Setting, ...]) -> frozenset[tuple[str, int]]:
+        return skipped_widths(settings, self.rejected)
+
+
+def decide_bounds(ctx: RunContext, runner: BlockRunner, verify: ContextEstimates) -> BoundDecision:
+    """The bounds from the verify rounds; with the phase's `reject_by_bound`, the settings they
+    reject (rank 0 decides for every rank), emitted now and logged."""
+    bounds = bounds_of(verify, runner.settings)
+    if not runner.phase.reject_by_bound:
+        return BoundDecision(bounds)
+    keys = [(arm, st) for st in runner.settings for arm in ARMS if (arm, st) in bounds]
     decided = ctx.leader_decides_each([bounds[k].rejects for k in keys])
-    out: dict[Key, DecodeResult] = {}
-    for key, rejected in zip(keys, decided, strict=True):
-        if not rejected:
-            continue
-        arm, st = key
-        b = bounds[key]
-        verify_iv = verify.step_ms.get((arm, st.depth + 1))
-        r = DecodeResult(
+    rejected = {
+        key: _rejected(ctx, runner, verify, key, bounds[key])
+        for key, rejects in zip(keys, decided, strict=True)
+        if rejects
+    }
+    return BoundDecision(bounds, rejected)
+
+
+def _rejected(
+    ctx: RunContext, runner: BlockRunner, verify: ContextEstimates, key: Key, b: SpeedupBound
+) -> DecodeResult:
+    phase, length, (arm, st) = runner.phase, runner.length, key
+    verify_iv = verify.step_ms.get((arm, st.depth + 1))
+    r = DecodeResult(
+        ctx.now(),
+        phase.name,
+        arm,
+        length,
+        st.depth,
+        0,
+        0.0,
+        None,
+        verify_ms_median=verify_iv.median if verify_iv else None,
+        sampling=runner.sampling.to_dict(),
+        rounds=verify.rounds,
+        block_tokens=phase.tokens,
+        draft_kind=st.kind,
+        measured=False,
+        bound=b,
+    )
+    ctx.emit(r)
+    ctx.emit(
+        LogMessage(
             ctx.now(),
-            phase.name,
-            arm,
-            length,
-            st.depth,
-            0,
-            0.0,
-            None,
-            verify_ms_median=verify_iv.median if verify_iv else None,
-            sampling=sampling,
-            rounds=verify.rounds,
-            block_tokens=phase.tokens,
-            draft_kind=st.kind,
-            measured=False,
-            bound=b,
+            "info",
+            f"{phase.name} @ {length}: {arm_label(arm, phase.name)} {st.label} "
+            f"{rejection_text(b)}; its decode "
+            "blocks are not run",
         )
-        ctx.emit(r)
-        ctx.emit(
-            LogMessage(
-                ctx.now(),
-                "info",
-                f"{phase.name} @ {length}: {arm_label(arm, phase.name)} {st.label} "
-                f"{rejection_text(b)}; its decode "
-                "blocks are not run",
-            )
-        )
-        out[key] = r
-    return out
+    )
+    return r
 
 
-def skipped_widths(settings: tuple[Setting, ...], rejected: dict[Key, DecodeResult]):
+def skipped_widths(
+    settings: tuple[Setting, ...], rejected: dict[Key, DecodeResult]
+) -> frozenset[tuple[str, int]]:
     """The sampler's (arm, width) of the rejected settings (width = place in settings + 1)."""
     return frozenset((arm, settings.index(st) + 1) for arm, st in rejected)

@@ -23,7 +23,13 @@ from mlatui.measure.more_plan import (
 )
 from mlatui.measure.plans import plan_for, sweep_segments
 from mlatui.run.budget_spend import redecided
-from mlatui.run.phases.base import ProgressTracker, RunContext, sample_steps, share_context
+from mlatui.run.phases.base import (
+    ProgressTracker,
+    RunContext,
+    StepSite,
+    sample_steps,
+    share_context,
+)
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     ARMS,
@@ -120,7 +126,8 @@ def more_rounds(
         ctx.check_stop()
         text = ctx.tokens_for(context + 1)
         length = share_context(ctx, text[:context])
-        sample_steps(ctx, name, length, text[length:], plans[context], progress, interim=False)
+        site = StepSite(name, length, text[length:])
+        sample_steps(ctx, site, plans[context], progress, interim=False)
         here = [v for v in checks if v.context == context]
         new = _decide_again(ctx, name, here, length)
         out += new

@@ -9,6 +9,7 @@ from mlatui.measure.timing import Stats
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
+    StepSite,
     emit_phase_start,
     sample_steps,
     share_context,
@@ -46,7 +47,7 @@ def _sweep_context(
 ) -> tuple[list[dict], Validity]:
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
-    run = sample_steps(ctx, phase.name, length, text[context:], plan, progress)
+    run = sample_steps(ctx, StepSite(phase.name, length, text[context:]), plan, progress)
     ctx.sweep_estimates[(phase.name, length)] = run.final
     v = validity(ctx, phase.name, length, run.final)
     return sweep_rows(length, run, v), v
