@@ -1,4 +1,4 @@
-"""Paired estimates with confidence intervals, from the sampler's rounds. Pure Python.
+"""Paired estimates with confidence intervals, from the sampler's rounds.
 
 Every figure is a median over rounds of a per-round quantity, with a seeded 95% percentile
 bootstrap interval over rounds, so a replay of a recording reproduces it exactly:
@@ -18,7 +18,6 @@ Medians of blocks measured at different times are never compared.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import zlib
 from collections import defaultdict
@@ -26,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from mlatui.measure.resample import resampled_block_medians, resampled_medians
 from mlatui.stream.events import ARMS
 from mlatui.stream.interval import Interval
 
@@ -81,8 +81,7 @@ def bootstrap_median(
     med = statistics.median(xs)
     if n == 1:
         return Interval(med, med, med, 1)
-    rng = random.Random(seed)
-    draws = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(resamples))
+    draws = sorted(resampled_medians(xs, seed, resamples))
     tail = (1 - CONFIDENCE) / 2
     lo = draws[int(math.floor(tail * (len(draws) - 1)))]
     hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
@@ -103,11 +102,7 @@ def bootstrap_median_blocks(
     med = statistics.median(xs)
     if len(blocks) == 1:
         return bootstrap_median(xs, seed, resamples)
-    rng = random.Random(seed)
-    draws = sorted(
-        statistics.median([v for b in rng.choices(blocks, k=len(blocks)) for v in b])
-        for _ in range(resamples)
-    )
+    draws = sorted(resampled_block_medians(blocks, seed, resamples))
     tail = (1 - CONFIDENCE) / 2
     lo = draws[int(math.floor(tail * (len(draws) - 1)))]
     hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
