@@ -210,14 +210,16 @@ def test_killing_rank_1_ends_rank_0_with_one_line_error(tmp_path):
             "sweep",
             "--reps",
             "40",
-        ]
+        ],
+        # the stop grace is the watchdog's limit when that is shorter: 10 s, not 20
+        env={"MLATUI_DIST_TIMEOUT_S": "10"},
     )
     wait_for_steps(out, 6, proc)
     os.kill(rank_pid(proc.pid, 1), signal.SIGKILL)
     started = time.monotonic()
     _, stderr = proc.communicate(timeout=60)
-    # either the collective fails at once, or mlx.launch's SIGTERM starts the 20 s stop grace
-    # (STOP_GRACE_S) after which the watchdog names the lost rank: well before the 300 s default
+    # either the collective fails at once, or mlx.launch's SIGTERM starts the stop grace (10 s
+    # here, STOP_GRACE_S = 20 by default) after which the watchdog names the lost rank
     assert time.monotonic() - started < 45
     errors = [line for line in stderr.splitlines() if line.startswith("mlatui: error:")]
     assert len(errors) == 1, stderr

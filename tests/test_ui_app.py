@@ -29,8 +29,8 @@ async def until(pilot, cond, timeout_s=60.0):
     await pilot.pause()
 
 
-def replay_app(tmp_path, speed=1024.0, **kw) -> MlatuiApp:
-    return MlatuiApp(ReplaySource(FIXTURE, speed=speed), ui_hz=20, out_dir=tmp_path, **kw)
+def replay_app(tmp_path, speed=1024.0, ui_hz=20, **kw) -> MlatuiApp:
+    return MlatuiApp(ReplaySource(FIXTURE, speed=speed), ui_hz=ui_hz, out_dir=tmp_path, **kw)
 
 
 def pane_text(app, pane_id) -> str:
@@ -166,7 +166,7 @@ async def test_export_and_screenshot_write_files(tmp_path):
 
 
 async def test_help_lists_every_binding_and_theme_cycles(tmp_path):
-    app = replay_app(tmp_path)
+    app = replay_app(tmp_path, ui_hz=2)  # the help box is the test; a refresh tints the screen
     async with app.run_test(size=(120, 40)) as pilot:
         theme = app.theme
         await pilot.press("t")
@@ -198,7 +198,8 @@ async def test_help_lists_every_binding_and_theme_cycles(tmp_path):
 
 
 async def test_every_action_is_in_the_command_palette(tmp_path):
-    app = replay_app(tmp_path, speed=256.0)
+    # 2 Hz: each refresh under the open palette re-renders the tinted screen behind it
+    app = replay_app(tmp_path, speed=256.0, ui_hz=2)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("p")  # paused: the palette is what this test drives, not the replay
         titles = [c.title for c in app.get_system_commands(app.screen)]
