@@ -90,6 +90,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     if "PYTEST_XDIST_WORKER" in os.environ:  # a single process runs them all anyway
         items.sort(key=heavy_first)  # stable: a file's tests keep their order
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_deselect_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests leave the run last: the snapshot plugin has seen them collected, so it does not
+    count their stored snapshots as unused."""
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skipped = [item for item in items if item.get_closest_marker("slow")]

@@ -1,6 +1,6 @@
 """Snapshots of the main screen after replaying a recording to its end: the test fixture at
 three sizes; the shipped demo, a finished A/A run and a tune-only run at 80x24, 120x40, 160x50
-and 220x60.
+and 220x60 (the default run: each recording once and each size once; `-m slow`: all twelve).
 Update the baselines with `pytest tests/test_ui_snapshot.py --snapshot-update` (and look at them)."""
 
 from __future__ import annotations
@@ -55,8 +55,24 @@ def test_two_draft_kinds_snapshot(snap_compare, tmp_path):
     assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-@pytest.mark.parametrize("name", list(FINISHED))
+# The default run takes each recording at one size and each size once (a diagonal); the whole
+# matrix runs under `pytest -m slow`.
+DIAGONAL = {("demo", (80, 24)), ("aa", (120, 40)), ("tune", (160, 50)), ("demo", (220, 60))}
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [
+        pytest.param(
+            name,
+            size,
+            id=f"{name}-{size[0]}x{size[1]}",
+            marks=() if (name, size) in DIAGONAL else pytest.mark.slow,
+        )
+        for name in FINISHED
+        for size in SIZES
+    ],
+)
 def test_finished_run_snapshot(snap_compare, tmp_path, name, size):
     """The end screen of each finished recording: the verdict with its CIs, the key figure (or
     why there is none) and the L = 1 checks on the first page, the timeline under the header."""
