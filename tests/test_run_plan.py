@@ -169,3 +169,43 @@ def test_the_engine_runs_the_plan_it_is_given_and_the_header_keeps_it(monkeypatc
     assert h.settings["seed"] == 2 and h.settings["overrides"] == {"reps": 4}
     assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(h.settings)
     assert [p["reps"] for p in h.scenario["phases"]] == [4, 4]
+
+
+def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_engine(
+    monkeypatch, tmp_path
+):
+    """`launch` resolves the plan before the screen opens; the in-process source runs that very
+    value (the engine does not resolve the request again)."""
+    import threading
+    from types import SimpleNamespace
+
+    import mlatui.config.run_plan as run_plan
+    from mlatui.commands.launch import build_config
+    from mlatui.stream.sources import LiveSource
+
+    calls: list[RunConfig] = []
+    real = run_plan.resolve_plan
+
+    def counted(config, scenario=None):
+        calls.append(config)
+        return real(config, scenario)
+
+    monkeypatch.setattr(run_plan, "resolve_plan", counted)
+    monkeypatch.setattr("mlatui.commands.launch.gate_settings", lambda args: {})
+    args = SimpleNamespace(
+        scenario=str(TINY), model=None, draft_model=None, record=None, random_weights=True, budget=0
+    )
+    _config, plan = build_config(args)
+    seen: list = []
+    done = threading.Event()
+
+    def engine(request, emit, stop) -> str:
+        seen.append(request)
+        done.set()
+        return "completed"
+
+    source = LiveSource(plan, engine=engine, record=tmp_path / "run.jsonl")
+    source.start()
+    assert done.wait(10)
+    source.stop()
+    assert len(calls) == 1 and seen == [plan] and seen[0] is plan

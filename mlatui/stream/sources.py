@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from mlatui.config.run_plan import RunPlan
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
@@ -25,7 +26,8 @@ from mlatui.stream.recorder import Recorder, parse_line
 from mlatui.stream.replay_source import ReplaySource
 from mlatui.stream.sinks import default_record_path
 
-Engine = Callable[[RunConfig, Callable[[Event], None], threading.Event], str]
+Request = RunConfig | RunPlan  # a plan resolved once by the caller, or a request to resolve
+Engine = Callable[[Request, Callable[[Event], None], threading.Event], str]
 ENGINE = "mlatui.run.engine:run"
 
 
@@ -119,13 +121,13 @@ class LiveSource(_Buffered):
 
     def __init__(
         self,
-        config: RunConfig,
+        config: Request,
         engine: Engine | None = None,
         record: str | os.PathLike[str] | None = None,
         offer_more: bool = False,
     ):
         super().__init__(record if record is not None else config.record)
-        self.config = config
+        self.config = config  # a plan when the caller resolved it (launch): the engine runs it
         self._engine = engine
         # offer_more: the engine keeps its arms after the run ends, for `+` (request_more)
         self._stop = RunControl(offer_more)
