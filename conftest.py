@@ -39,7 +39,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 SYSTEM_MODULES = {
     # child processes: the CLI, signals, mlx.launch, pip, the static checkers
-    "test_badinput", "test_blas", "test_context_pair", "test_distributed",
+    "test_badinput", "test_blas", "test_context_pair", "test_distributed", "test_docs_commands",
     "test_fit_bench", "test_import_contracts", "test_import_hygiene", "test_mla_commands",
     "test_packaging", "test_signal_matrix", "test_signals", "test_static_checks",
     # whole engine runs, real model loads, training
