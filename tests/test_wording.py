@@ -1,5 +1,5 @@
-"""Product text has no history: README, docs, scenarios and the code's comments and docstrings
-say why, never when (a work period's or a ticket's number)."""
+"""Product text has no history: README, docs, scenarios, the build and CI settings and the code's
+comments and docstrings say why, never when (a work period's or a ticket's number)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def _texts() -> list[Path]:
         ROOT / "README.md",
         *(ROOT / "docs").rglob("*.md"),
         *(ROOT / "scenarios").glob("*.toml"),
+        # the suite's and the build's own settings and CI script
+        ROOT / "conftest.py",
+        ROOT / "pyproject.toml",
+        ROOT / ".ci" / "run",
     ]
     for folder in ("mlatui", "widgets", "tests", "tools"):
         found += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".tcss", ".toml")]
