@@ -85,8 +85,26 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "follow", False):
-        return follow(args.file, args)
+        return follow(args.file, args)  # waits for a file the run has not created yet
+    refuse_missing(args.file)
     return play(args.file, args, "replay")
+
+
+def refuse_missing(file: str) -> None:
+    """A path that is not there (a typo, a recording from another machine) says where this
+    machine's recordings are, before the dashboard loads."""
+    from pathlib import Path
+
+    if Path(file).exists():
+        return
+    from mlatui.config.outputs import runs_dir
+    from mlatui.errors import UserError
+
+    raise UserError(
+        f"{file}: no such recording",
+        f"pass a .jsonl or .jsonl.gz written by `mlatui launch` (kept in {runs_dir()}) or by "
+        "`mlatui bench SCENARIO --out FILE`; `mlatui demo` plays a shipped one",
+    )
 
 
 def follow(path, args: argparse.Namespace) -> int:
