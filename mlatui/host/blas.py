@@ -122,6 +122,10 @@ def blas_threading() -> str:
                 break
     except OSError:
         pass
+    from mlatui.host.blas_redirect import threads_note
+
+    note = threads_note() if "scipy_openblas" in provider else None
+    threads = f"{threads} ({note})" if note else threads
     value = os.environ.get(TIMEOUT_ENV)
     if value is None:
         return f"{threads}; idle workers spin (OpenBLAS's default timeout)"

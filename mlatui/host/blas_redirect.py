@@ -8,6 +8,14 @@ with the addresses of the prefixed functions (same signatures: 32-bit ints, stan
 values). LAPACK calls stay on the bundled reference library; only the matmuls are hot.
 `blas_in_use()` reads the same slots, so the header and every record name what really runs.
 Nothing here imports mlx.
+
+The wheel runs on one thread unless the user chose a count (OPENBLAS_NUM_THREADS,
+GOTO_NUM_THREADS or OMP_NUM_THREADS): with two threads on a busy 2-core VM its sgemm calls
+took 48-64 ms each (whole 4 ms scheduler ticks, up to 275 ms) at every size from 1x2048 @
+2048x2048 to 256x2048 @ 2048x2048; on one thread the same calls took a median 2.0 ms (1 row) and
+27 ms (256 rows), and Debian's OpenBLAS with two threads, run beside it, 2-3.6 ms and 28 ms.
+A decode step makes dozens of those calls: two threads made a 30 ms step take 50-600 ms and left
+every L = 1 check undecided.
 """
 
 from __future__ import annotations
@@ -17,16 +25,19 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 from mlatui.host import linker
 
 GEMMS = ("cblas_sgemm", "cblas_dgemm", "cblas_cgemm")
+THREAD_ENVS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+THREADS_NOTE = "mlatui's default for the pip wheel; OPENBLAS_NUM_THREADS overrides"
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 PROT_READ, PROT_WRITE = 1, 2
 _redirected: str | None = None
+_one_thread = False
 
 
 def pip_openblas() -> str | None:
@@ -47,6 +58,7 @@ def redirect_gemm(library: str) -> str:
     Raises OSError/ValueError when libmlx is not loaded or a slot cannot be found."""
     global _redirected
     lib = ctypes.CDLL(library, mode=os.RTLD_LAZY)
+    one_thread_unless_chosen(lib, os.environ)
     mlx = [o for o in linker.loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
     if not mlx:
         raise OSError("libmlx is not loaded")
@@ -69,6 +81,21 @@ def redirect_gemm(library: str) -> str:
             ctypes.c_void_p.from_address(addr).value = target
     _redirected = os.path.realpath(library)
     return _redirected
+
+
+def one_thread_unless_chosen(lib: ctypes.CDLL, env: Mapping[str, str]) -> bool:
+    """Set the wheel's OpenBLAS to one thread unless a thread count is in `env`; True if set."""
+    global _one_thread
+    if any(env.get(name, "").strip() for name in THREAD_ENVS):
+        return False
+    lib.scipy_openblas_set_num_threads(1)
+    _one_thread = True
+    return True
+
+
+def threads_note() -> str | None:
+    """Why the wheel runs on one thread, when mlatui chose it (for the header's BLAS threading)."""
+    return THREADS_NOTE if _one_thread else None
 
 
 class _AfterMlxCore(importlib.abc.MetaPathFinder, importlib.abc.Loader):

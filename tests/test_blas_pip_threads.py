@@ -1,0 +1,77 @@
+"""The pip OpenBLAS wheel runs on one thread unless the user chose a count, and says so."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlatui.host import blas_redirect
+from mlatui.host.blas_redirect import one_thread_unless_chosen, pip_openblas
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Lib:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def scipy_openblas_set_num_threads(self, n: int) -> None:
+        self.calls.append(n)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, [1]),
+        ({"OPENBLAS_NUM_THREADS": " "}, [1]),
+        ({"OPENBLAS_NUM_THREADS": "2"}, []),
+        ({"GOTO_NUM_THREADS": "4"}, []),
+        ({"OMP_NUM_THREADS": "3"}, []),
+    ],
+)
+def test_one_thread_unless_the_user_chose_a_count(monkeypatch, env, expected):
+    monkeypatch.setattr(blas_redirect, "_one_thread", False)
+    lib = _Lib()
+    assert one_thread_unless_chosen(lib, env) is bool(expected)  # type: ignore[arg-type]
+    assert lib.calls == expected
+    assert (blas_redirect.threads_note() is not None) is bool(expected)
+
+
+PROBE = """
+import json
+from mlatui.host import blas
+blas.preload_fast_blas()
+import mlx.core as mx
+mx.eval(mx.ones((8, 8)) @ mx.ones((8, 8)))
+print(json.dumps({"blas": blas.blas_in_use(), "threading": blas.blas_threading()}))
+"""
+
+
+def probe(**env: str) -> dict:
+    drop = ("MLATUI_BLAS", *blas_redirect.THREAD_ENVS)
+    full = {k: v for k, v in os.environ.items() if k not in drop} | {"MLATUI_BLAS": "pip"} | env
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.system
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF/glibc only")
+def test_pip_wheel_threads_in_the_header():
+    if pip_openblas() is None:
+        pytest.skip("scipy-openblas32 is not installed")
+    ours = probe()
+    assert "scipy_openblas" in ours["blas"], ours
+    assert ours["threading"].startswith(f"1 thread ({blas_redirect.THREADS_NOTE});"), ours
+    theirs = probe(OPENBLAS_NUM_THREADS="2")
+    assert theirs["threading"].startswith("2 threads;"), theirs
