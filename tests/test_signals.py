@@ -25,6 +25,16 @@ TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
+def one_in_default(sigs: list[signal.Signals], default: signal.Signals) -> list:
+    """One signal in the default run, the others under `pytest -m slow` (the commands below
+    stop on each of the three in the default run too: attention SIGTERM, calibrate SIGHUP,
+    indexer SIGINT)."""
+    return [
+        pytest.param(sig, id=sig.name, marks=() if sig == default else pytest.mark.slow)
+        for sig in sigs
+    ]
+
+
 def mlatui(*argv: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "mlatui", *argv],
@@ -64,7 +74,7 @@ def long_tiny(tmp_path: Path) -> Path:
     return scenario
 
 
-@pytest.mark.parametrize("sig", STOPS, ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", one_in_default(STOPS, signal.SIGTERM))
 def test_bench_scenario_keeps_its_run_end_on_every_stop_signal(sig, tmp_path):
     out = tmp_path / "run.jsonl"
     proc = mlatui("bench", str(long_tiny(tmp_path)), "--random-weights", "--out", str(out))
@@ -196,7 +206,7 @@ def restored(seen: bytes) -> bool:
     ) > seen.rfind(b"\x1b[?1000h")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", one_in_default([signal.SIGTERM, signal.SIGHUP], signal.SIGHUP))
 def test_launch_restores_the_terminal_on_a_signal(sig, tmp_path):
     record = tmp_path / "launch.jsonl"
     pid, fd = launch_in_pty(
