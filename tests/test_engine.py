@@ -365,6 +365,7 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     scenario.write_text(
         '[model]\nsource = "path"\n[draft]\nsource = "auto"\n'
         '[[phase]]\nkind = "decode"\ncontexts = [64]\ndepths = [2]\ntokens = 12\nwarmup = 1\n'
+        "reps = 2\nmax_rounds = 2\n"  # the drafting path, not its speed: no rounds added
     )
     events = []
     status = run(RunConfig(model=str(folder), scenario=str(scenario)), events.append)
@@ -390,6 +391,7 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     scenario.write_text(
         '[model]\nsource = "path"\n'
         '[[phase]]\nkind = "decode"\ncontexts = [80]\ndepths = [1]\ntokens = 10\nwarmup = 1\n'
+        "reps = 2\nmax_rounds = 2\n"  # the loading path, not its speed: no rounds added
     )
     events = []
     config = RunConfig(model=str(target), draft_model=str(draft), scenario=str(scenario))
