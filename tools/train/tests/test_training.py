@@ -172,7 +172,7 @@ def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
     scenario.write_text(
         f'name = "toy-mtp"\nseed = 0\n[model]\nsource = "path"\npath = "{toy_run / "model"}"\n'
         '[draft]\nsource = "mtp"\n[[phase]]\nname = "decode"\nkind = "decode"\ncontexts = [48]\n'
-        "depths = [2]\ntokens = 8\nreps = 2\nwarmup = 1\n"
+        "depths = [2]\ntokens = 8\nreps = 2\nmax_rounds = 2\nwarmup = 1\n"  # no rounds added
     )
     events = []
     assert run(RunConfig(scenario=str(scenario)), events.append) in ("completed", "invalid")
