@@ -56,12 +56,13 @@ SYSTEM_MODULES = {
 # the static checks, whose test mostly waits on mypy, then the rest by CPU seconds measured on
 # the 2-core box. Files not named keep their collection order after these.
 HEAVY_FIRST = (
-    "test_static_checks", "test_signals", "test_training", "test_distributed", "test_ui_app",
-    "test_sampler", "test_engine", "test_decode_engine", "test_looping_guard", "test_ui_snapshot",
-    "test_mla_commands", "test_signal_matrix", "test_badinput", "test_budget", "test_indexer_phase",
-    "test_null", "test_sources", "test_vlm_parity", "test_mla", "test_arm_source",
-    "test_ui_layout", "test_decode", "test_vlm_bench", "test_recordings", "test_packaging",
-    "test_embedded", "test_mtp_extract",
+    "test_static_checks", "test_training", "test_distributed", "test_signals", "test_decode_engine",
+    "test_looping_guard", "test_engine", "test_badinput", "test_ui_app", "test_indexer_phase",
+    "test_mla_commands", "test_budget", "test_ui_snapshot", "test_sampler", "test_bench_stdout",
+    "test_signal_matrix", "test_null", "test_sources", "test_ui_layout", "test_decode",
+    "test_recordings", "test_budget_device", "test_vlm_bench", "test_mla", "test_embedded",
+    "test_runtime_arms", "test_more_rounds", "test_vlm_parity", "test_mtp_extract",
+    "test_arm_source", "test_packaging",
 )  # fmt: skip
 # single system tests in otherwise quick modules
 SYSTEM_TESTS = {
