@@ -296,9 +296,9 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     ran: list[tuple[int, str]] = []
     real = budget_warm.run_block
 
-    def spy(a, s, depth, n, sampling, seed, kind=""):
-        ran.append((depth, kind))
-        return real(a, s, depth, n, sampling, seed, kind)
+    def spy(a, s, setting, n, sampling, seed):
+        ran.append((setting.depth, setting.kind))
+        return real(a, s, setting, n, sampling, seed)
 
     monkeypatch.setattr(budget_warm, "run_block", spy)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"

@@ -13,6 +13,7 @@ from mlatui.measure.progress import RunProgress
 from mlatui.run import budget_spend, budget_watch
 from mlatui.run.budget_spend import extra_check_phase
 from mlatui.run.budget_watch import BudgetWatch
+from mlatui.run.phases.results import L1Quads
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
 from mlatui.stream.interval import Interval
 
@@ -28,7 +29,6 @@ class FakeCtx:
     def __init__(self) -> None:
         self.t = 0.0
         self.events: list = []
-        self.grown_rounds: dict = {}
         self.emit = self.events.append
 
     def now(self) -> float:
@@ -71,7 +71,7 @@ def _attempts(monkeypatch, ctx: FakeCtx, needs_s: dict) -> list:
     takes `needs_s[context]` seconds (absent: never), or until its deadline."""
     calls = []
 
-    def attempt(c, checks, n, deadline_s):
+    def attempt(c, checks, n, deadline_s, l1):
         assert len({v.context for v in checks}) == 1
         check = checks[0]
         calls.append((tuple(v.phase for v in checks), check.context, deadline_s))
@@ -80,6 +80,7 @@ def _attempts(monkeypatch, ctx: FakeCtx, needs_s: dict) -> list:
         c.t = c.t + need if decided else max(c.t, deadline_s)
         for v in checks if decided else ():
             c.emit(replace(v, outcome="valid", valid=True, t=c.t))
+        return list(checks), L1Quads()
 
     monkeypatch.setattr(budget_watch, "more_l1_rounds", attempt)
     return calls
@@ -97,7 +98,7 @@ def test_undecided_checks_get_the_time_left_beside_the_phases_still_to_run(monke
     tune = tuple(p for p in load_scenario(str(DEFAULT)).phases if p.kind == "tune")
     rest = tuple(replace(p, reps=4) for p in tune)  # the tune still to run, at 2048
     deadline_s = 100.0 - budget_watch.FORECAST_MARGIN * watch.forecast_s(rest)
-    watch.spend(ctx, rest)
+    watch.spend(ctx, L1Quads(), rest)
     # the context the tune reads its check at goes first (every phase's check there at once:
     # they read the same quads), until it is decided; then the next, until the time is up
     both = ("sweep", "tune")
@@ -119,10 +120,10 @@ def test_no_time_left_means_no_attempt(monkeypatch):
     ctx.emit(_check("tune", 2048))
     calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 99.0
-    watch.spend(ctx)
+    watch.spend(ctx, L1Quads())
     assert calls == []
     ctx.t = 10.0
-    watch.spend(ctx)  # one attempt per context and call, until its deadline
+    watch.spend(ctx, L1Quads())  # one attempt per context and call, until its deadline
     assert len(calls) == 1 and calls[0][2] == pytest.approx(100.0)
 
 
@@ -132,7 +133,7 @@ def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
     phases = load_scenario(str(DEFAULT)).phases
     phases = (phases[0], replace(phases[1], reps=4))
     ctx.t = 30.0
-    out = watch.grow(ctx, phases, 1)
+    out = watch.grow(ctx, phases, 1).phases
     assert out[1].reps == budget_watch.GROW_ROUNDS and out[0] == phases[0]
     said = [e for e in ctx.events if isinstance(e, LogMessage)]
     assert said and f"tune: rounds of blocks 4 -> {budget_watch.GROW_ROUNDS}" in said[-1].message
@@ -142,7 +143,7 @@ def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
     tight = FakeCtx()
     watch = _watch(tight, budget_s=30.0 + 1.16 * watch.forecast_s(phases[1:]))
     tight.t = 30.0
-    assert watch.grow(tight, phases, 1) == phases
+    assert watch.grow(tight, phases, 1).phases == phases
 
 
 def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monkeypatch):
@@ -151,7 +152,7 @@ def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monke
     ctx.emit(_check("sweep", 512))
     calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 60.0  # the planned phases took 60 s where 50 were forecast
-    out = watch.finish(ctx)
+    out = watch.finish(ctx, L1Quads())
     assert calls and isinstance(out, BudgetOutcome) and ctx.events[-1] == out
     assert out.extra_s == pytest.approx(40.0)  # what was left, to the budget's end
     assert out.planned_s == pytest.approx(60.0)
@@ -225,7 +226,7 @@ def test_a_sweeps_added_rounds_count_as_spent_on_what_was_undecided():
     ctx.emit(Step(t + 5.0, "tune-not-planned", "stock", 512, 1, 99, 20.0))
     assert watch.extra_s == pytest.approx(6.0)
     ctx.t = t
-    outcome = watch.finish(ctx)
+    outcome = watch.finish(ctx, L1Quads())
     assert outcome.planned_s == pytest.approx(t - 6.0)
 
 
@@ -237,8 +238,8 @@ def test_rounds_a_budget_added_stop_at_its_deadline_and_the_planned_ones_run():
     ctx = FakeCtx()
     watch = _watch(ctx, 1000.0)
     phases = load_scenario(str(DEFAULT)).phases
-    watch.grow(ctx, phases, 1)
-    keep, deadline_s = ctx.grown_rounds["tune"]
+    grown = dict(watch.grow(ctx, phases, 1).grown)
+    keep, deadline_s = grown["tune"].keep_rounds, grown["tune"].deadline_s
     assert keep == phases[1].reps and 0 < deadline_s < 1000.0
 
     clock = {"t": 0.0}
@@ -273,7 +274,7 @@ def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():
     phases = load_scenario(str(DEFAULT)).phases
     phases = (phases[0], replace(phases[1], reps=4))
     ctx.t = 30.0
-    out = watch.grow(ctx, phases, 1)
+    out = watch.grow(ctx, phases, 1).phases
     assert out[1].reps > 4 and watch.extra_s == 0.0  # nothing spent before it is measured
     t = 30.0
     for rnd in range(10):  # rounds 4..9 were added; each takes 3 s (two blocks of 1.5 s)
@@ -282,5 +283,5 @@ def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():
             ctx.emit(DecodeBlock(t, "tune", arm, 2048, 1, rnd, 16, 1500.0))
     assert watch.extra_s == pytest.approx(6 * 3.0)
     ctx.t = t
-    outcome = watch.finish(ctx)
+    outcome = watch.finish(ctx, L1Quads())
     assert outcome.planned_s == pytest.approx(t - 18.0)

@@ -117,10 +117,12 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
+from mlatui.measure.plans import Setting  # noqa: E402
 from mlatui.models.build import build_model  # noqa: E402
 from mlatui.run.arms import build_arms, cache_len, prefill  # noqa: E402
 from mlatui.run.decode_stream import open_stream, rewind, run_block  # noqa: E402
 from mlatui.run.drafts import DraftModelSource  # noqa: E402
+from mlatui.run.phases.results import L1Quads  # noqa: E402
 from mlatui.run.runtime import Sampling  # noqa: E402
 
 CONTEXT = list(range(3, 99))  # 96 tokens; the stream starts at the last one
@@ -159,7 +161,7 @@ def test_blocks_at_every_setting_continue_one_greedy_stream():
     for arm in (stock, patched):
         s = _open(arm)
         for depth in SETTINGS:
-            r = run_block(arm, s, depth, n, Sampling(), seed=0)
+            r = run_block(arm, s, Setting(depth=depth), n, Sampling(), seed=0)
             assert len(r.tokens) == n and sum(st.emitted for st in r.steps) == (n if depth else 0)
             assert cache_len(arm.cache) == s.covered
             assert s.tracks[""].draft_len <= s.covered
@@ -180,7 +182,7 @@ def test_sampled_blocks_reproduce_from_the_seed_and_share_one_stream_across_arms
         for arm in (stock, patched):
             s = _open(arm)
             for i, depth in enumerate(SETTINGS):
-                run_block(arm, s, depth, 5, sampling, seed=seed * 100 + i)
+                run_block(arm, s, Setting(depth=depth), 5, sampling, seed=seed * 100 + i)
             streams.append(s.tokens)
         runs.append(streams)
     assert runs[0] == runs[1]  # exactly reproducible
@@ -204,7 +206,7 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
     s = open_stream(stock, len(ctx) - 1, ctx[-1], ctx[:-1])
     accepted = 0
     for depth in SETTINGS:
-        r = run_block(stock, s, depth, 5, Sampling(), seed=0)
+        r = run_block(stock, s, Setting(depth=depth), 5, Sampling(), seed=0)
         accepted += sum(st.accepted for st in r.steps)
         assert cache_len(stock.cache) == s.covered
         if depth:
@@ -218,9 +220,9 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
     assert accepted > 0
     # sampled MTP: distribution-preserving rejection sampling, reproducible from the seed
     rewind(stock, s)
-    first = run_block(stock, s, 2, 12, Sampling(0.8), seed=5)
+    first = run_block(stock, s, Setting(depth=2), 12, Sampling(0.8), seed=5)
     rewind(stock, s)
-    again = run_block(stock, s, 2, 12, Sampling(0.8), seed=5)
+    again = run_block(stock, s, Setting(depth=2), 12, Sampling(0.8), seed=5)
     assert first.tokens == again.tokens and first.steps == again.steps
     assert cache_len(stock.cache) == s.covered
 
@@ -261,7 +263,7 @@ def _validity_ctx():
 def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     from mlatui.config.scenario import Phase
     from mlatui.measure.estimates import Outcome
-    from mlatui.run.phases.decode import decode_validity
+    from mlatui.run.phases.decode_check import decode_validity
     from mlatui.stream.events import Validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
@@ -269,29 +271,30 @@ def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     # blocks undecided (a ±6% scatter): the synced steps decide, valid
     ctx, events = _validity_ctx()
     v = decode_validity(
-        ctx, phase, 1024, synced_ok, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07)
+        ctx, phase, 1024, synced_ok, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07), L1Quads()
     )
     assert v.valid and v.outcome == "valid" and v.ratio.median == 1.003
-    assert 1024 not in ctx.invalid_contexts
     assert any("plain decode stock/patched 1.020" in getattr(e, "message", "") for e in events)
     # blocks show a real arm difference (CI wholly above +2%): invalid, with the blocks' ratio
     ctx, events = _validity_ctx()
-    v = decode_validity(ctx, phase, 1024, synced_ok, _estimates(Outcome.INVALID, 1.08, 1.05, 1.11))
+    blocks = _estimates(Outcome.INVALID, 1.08, 1.05, 1.11)
+    v = decode_validity(ctx, phase, 1024, synced_ok, blocks, L1Quads())
     assert not v.valid and v.outcome == "invalid" and v.ratio.median == 1.08
-    assert 1024 in ctx.invalid_contexts
     # ... but not from 4 rounds of blocks: that bootstrap is too narrow to veto on
     ctx, events = _validity_ctx()
     few = _estimates(Outcome.INVALID, 1.09, 1.09, 1.12, rounds=4)
-    v = decode_validity(ctx, phase, 1024, synced_ok, few)
+    v = decode_validity(ctx, phase, 1024, synced_ok, few, L1Quads())
     assert v.valid and v.ratio.median == 1.003
     # synced steps undecided: inconclusive, whatever the blocks say
     ctx, events = _validity_ctx()
     synced_open = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.99, 1.03)
-    v = decode_validity(ctx, phase, 1024, synced_open, _estimates(Outcome.VALID, 1.0, 0.99, 1.01))
-    assert v.outcome == "inconclusive" and 1024 in ctx.invalid_contexts
+    blocks = _estimates(Outcome.VALID, 1.0, 0.99, 1.01)
+    v = decode_validity(ctx, phase, 1024, synced_open, blocks, L1Quads())
+    assert v.outcome == "inconclusive" and not v.valid
     # no drafts, so no verify steps: the blocks decide alone, as before
     ctx, events = _validity_ctx()
-    v = decode_validity(ctx, phase, 1024, None, _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07))
+    blocks = _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07)
+    v = decode_validity(ctx, phase, 1024, None, blocks, L1Quads())
     assert v.outcome == "inconclusive"
     assert all(isinstance(e, Validity) for e in events)
 
@@ -326,22 +329,21 @@ def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context
     from mlatui.config.scenario import Phase
     from mlatui.measure.estimates import Outcome
     from mlatui.run.phases.base import RunContext
-    from mlatui.run.phases.decode import decode_validity
+    from mlatui.run.phases.decode_check import decode_validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
     events = []
     ctx = RunContext({}, events.append, None, 0, lambda n: [], 16)
-    ctx.keep_l1(1024, _l1_quads(40, 0.01, 1), 1)  # the sweep: many tight quads
+    sweep = _l1_quads(40, 0.01, 1)  # the sweep: many tight quads
     noisy = _l1_quads(6, 0.06, 2)
-    ctx.keep_l1(1024, noisy, 1)
-    ctx.keep_l1(2000, noisy, 1)
-    assert len(ctx.pooled_l1(1024)) == len(ctx.l1_runs[1024][0]) + len(noisy)
-    assert len({t.round for t in ctx.pooled_l1(1024)}) == 46  # no two runs share a round
+    l1 = L1Quads().plus(1024, sweep, 1).plus(1024, noisy, 1).plus(2000, noisy, 1)
+    assert len(l1.pooled(1024)) == len(sweep) + len(noisy) and l1.count(1024) == 2
+    assert len({t.round for t in l1.pooled(1024)}) == 46  # no two runs share a round
     verify = _estimates(Outcome.INCONCLUSIVE, 1.01, 0.97, 1.05)
     blocks = _estimates(Outcome.INCONCLUSIVE, 1.0, 0.95, 1.05)
-    v = decode_validity(ctx, phase, 1024, verify, blocks)
+    v = decode_validity(ctx, phase, 1024, verify, blocks, l1)
     assert v.outcome == "valid" and v.rounds == 46
     assert 0.98 < v.ratio.low and v.ratio.high < 1.02
     assert any("rounds of L = 1 quads" in getattr(e, "message", "") for e in events)
-    v = decode_validity(ctx, dc_replace(phase, contexts=(2000,)), 2000, verify, blocks)
+    v = decode_validity(ctx, dc_replace(phase, contexts=(2000,)), 2000, verify, blocks, l1)
     assert v.outcome == "inconclusive"  # one run only at 2000: nothing to pool

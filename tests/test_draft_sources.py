@@ -255,6 +255,7 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
     from mlx_lm.generate import generate_step
     from mlx_lm.models.cache import make_prompt_cache
 
+    from mlatui.measure.plans import Setting
     from mlatui.models.embedded import MODEL_PATH, load_embedded, prompts
     from mlatui.run.arms import build_arms, cache_len, prefill
     from mlatui.run.decode_stream import open_stream, rewind, run_block
@@ -273,7 +274,7 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
     order = [("", 0), ("mtp", 2), ("draft-model", 1), ("mtp", 1), ("draft-model", 3), ("", 0)]
     n = 5
     for kind, depth in order:
-        r = run_block(arm, s, depth, n, Sampling(), seed=0, kind=kind)
+        r = run_block(arm, s, Setting(kind, depth), n, Sampling(), seed=0)
         assert len(r.tokens) == n and cache_len(arm.cache) == s.covered
         assert all(t.draft_len <= s.covered for t in s.tracks.values())
         if depth:

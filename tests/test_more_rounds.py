@@ -49,13 +49,13 @@ def forced(monkeypatch, tmp_path):
 
     real_validity = sweep.validity
 
-    def undecided(ctx, phase, context, estimates, leaves_out=True):
+    def undecided(ctx, phase, context, estimates):
         forced = replace(estimates, control_outcome=Outcome.INCONCLUSIVE)
-        return real_validity(ctx, phase, context, forced, leaves_out)
+        return real_validity(ctx, phase, context, forced)
 
     monkeypatch.setattr(base, "forward_and_trim", fixed)
     monkeypatch.setattr(sweep, "validity", undecided)
-    monkeypatch.setattr(sweep, "pool_checks", lambda ctx, phase, checks: {})
+    monkeypatch.setattr(sweep, "pool_checks", lambda ctx, phase, checks, l1: {})
     phase = (
         'name = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 3\n'
         "max_rounds = 3\nwarmup = 1\n"

@@ -15,8 +15,10 @@ from mlatui.measure.pooled import (
     stratified_bootstrap_median,
 )
 from mlatui.run.phases.base import RunContext
+from mlatui.run.phases.more import CheckBook
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
-from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
+from mlatui.run.phases.results import L1Quads
+from mlatui.stream.events import ARMS, Basis, PhaseStart, PooledValidity, Validity
 from mlatui.stream.interval import Interval
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192)
@@ -130,16 +132,27 @@ def test_one_context_is_not_pooled():
 # -- a phase applying it ---------------------------------------------------------------------
 
 
-def _context(by_context, lockstep=None):
-    events = []
-    ctx = RunContext({}, events.append, None, 0, lambda n: [], 16, lockstep=lockstep)
-    for c, ts in by_context.items():
-        ctx.keep_l1(c, ts, 1)
-    return ctx, events
+class _Run:
+    """A phase's environment: its events (through the run's CheckBook, which keeps what is left
+    out of the verdicts) and the pass's L = 1 quads, one sampler run per context."""
+
+    def __init__(self, by_context, lockstep=None):
+        self.events: list = []
+        self.book = CheckBook()
+        emit = self.book.tee(self.events.append)
+        self.ctx = RunContext({}, emit, None, 0, lambda n: [], 16, lockstep=lockstep)
+        self.l1 = L1Quads()
+        for c, ts in by_context.items():
+            self.l1 = self.l1.plus(c, ts, 1)
+
+    def invalid(self) -> set[int]:
+        return set(self.book.invalid_contexts())
 
 
-def _checks(ctx, phase, by_context):
-    """Each context's own check, as `validity()` emits it (and leaves out what is not valid)."""
+def _checks(run, phase, by_context):
+    """Each context's own check, as `validity()` emits it (into the run's CheckBook only)."""
+    record = run.book.tee(lambda e: None)
+    record(PhaseStart(0.0, phase, phase, 0, 1, 0, tuple(by_context)))
     out = []
     for c, ts in by_context.items():
         ratio, outcome = own(ts)
@@ -151,18 +164,18 @@ def _checks(ctx, phase, by_context):
                 ratio, 6,
             )
         )  # fmt: skip
-        if not valid:
-            ctx.left_out.add((phase, c))
+        record(out[-1])
     return out
 
 
 def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
     by_context = run_of()  # noisy: each context inconclusive alone
     by_context[8192] = quads(6, 0.05, 101, 1 / 1.035)  # its CI lies above 1.00
-    ctx, events = _context(by_context)
-    checks = _checks(ctx, "sweep", by_context)
-    assert ctx.invalid_contexts == set(CONTEXTS)
-    decided = pool_checks(ctx, "sweep", checks)
+    run = _Run(by_context)
+    events = run.events
+    checks = _checks(run, "sweep", by_context)
+    assert run.invalid() == set(CONTEXTS)
+    decided = pool_checks(run.ctx, "sweep", checks, run.l1)
     assert set(decided) == set(CONTEXTS) - {8192}
     pooled = events[0]
     assert isinstance(pooled, PooledValidity) and pooled.valid and pooled.phase == "sweep"
@@ -175,7 +188,7 @@ def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
         assert v.valid and v.outcome == "valid" and v.basis is Basis.POOLED
         mine = next(c for c in checks if c.context == v.context)
         assert v.ratio == mine.ratio
-    assert ctx.invalid_contexts == {8192}  # left out of verdicts: only the one it kept
+    assert run.invalid() == {8192}  # left out of verdicts: only the one it kept
     rows = mark_rows(
         [{"context": c, "valid": False, "outcome": "inconclusive"} for c in CONTEXTS], decided
     )
@@ -185,10 +198,10 @@ def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
 
 def test_a_phase_with_every_check_decided_emits_nothing():
     by_context = run_of(scatter=0.002)
-    ctx, events = _context(by_context)
-    checks = _checks(ctx, "sweep", by_context)
+    run = _Run(by_context)
+    checks = _checks(run, "sweep", by_context)
     assert all(v.valid for v in checks)
-    assert pool_checks(ctx, "sweep", checks) == {} and events == []
+    assert pool_checks(run.ctx, "sweep", checks, run.l1) == {} and run.events == []
 
 
 class _Leader:
@@ -205,17 +218,18 @@ class _Leader:
 def test_under_mlx_launch_the_decisions_are_rank_0s():
     by_context = run_of()
     # this rank's own data would pass every context; rank 0 decided only the first
-    ctx, events = _context(by_context, lockstep=_Leader([True, False, False, False, False]))
-    checks = _checks(ctx, "tune", by_context)
-    decided = pool_checks(ctx, "tune", checks)
-    assert ctx.lockstep.asked == [[True] * 5]  # one collective, one answer per check
+    run = _Run(by_context, lockstep=_Leader([True, False, False, False, False]))
+    events = run.events
+    checks = _checks(run, "tune", by_context)
+    decided = pool_checks(run.ctx, "tune", checks, run.l1)
+    assert run.ctx.lockstep.asked == [[True] * 5]  # one collective, one answer per check
     assert list(decided) == [512]
     assert events[0].decided == (512,) and events[0].undecided == (1024, 2048, 4096, 8192)
-    assert ctx.invalid_contexts == {1024, 2048, 4096, 8192}
+    assert run.invalid() == {1024, 2048, 4096, 8192}
     # and one rank 0 that decides a context this rank would not have: it follows rank 0
     slow = run_of({c: 1.05 for c in CONTEXTS})
-    ctx, events = _context(slow, lockstep=_Leader([False, True, False, False, False]))
-    assert list(pool_checks(ctx, "tune", _checks(ctx, "tune", slow))) == [1024]
+    run = _Run(slow, lockstep=_Leader([False, True, False, False, False]))
+    assert list(pool_checks(run.ctx, "tune", _checks(run, "tune", slow), run.l1)) == [1024]
 
 
 def test_lockstep_shares_rank_0s_decisions_in_one_sum(monkeypatch):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Phase, Scenario
 from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import (
@@ -119,69 +120,107 @@ def run_probe(
     compiles per shape, each later length's first use is expected again at every new context of
     the run (added to the prefill the forecast extrapolates). Rank 0 decides for every rank
     (`decide`): ranks must prefill alike, as a sharded prefill is collective."""
-    result = ProbeResult(RunProgress(), ())
-    result.costs.draft_kinds = kinds
-    done: list[int] = []
-    first_by_length: list[float] = []
-    last_warm_s = last_first_s = 0.0
-    start = device.clock()
+    probe = _Probe(device, kinds)
     for context in lengths:
         device.check_stop()
-        if done and budget_s > 0:
-            # the first length's first use is mostly every kernel's one-off compile, a later
-            # length's what a new shape costs again; the run pays the one-offs anyway
-            again_s = last_first_s if len(done) > 1 else 0.0
-            guess_s = last_warm_s * context / done[-1] + again_s
-            spent_s = device.clock() - start - result.first_use_s + again_s * (len(done) - 1)
-            (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
-            if too_long:
-                device.log(
-                    f"budget probe: {context} tokens left out (the {done[-1]}-token probe took "
-                    f"{last_warm_s:.1f} s warm, {last_first_s:.1f} s more on first use; "
-                    f"{context} would take ~{guess_s:.0f} s more); longer contexts are "
-                    "extrapolated from the lengths probed"
-                )
-                break
-        first_s = 0.0
+        if budget_s > 0 and probe.leaves_out(context, budget_s):
+            break
+        length, setup_s, first_s = probe.prefill(context)
+        warm_s, first_s = probe.steps(length, widths, setup_s, first_s)
+        probe.add(length, setup_s, warm_s, first_s)
+    return probe.finish()
+
+
+class _Probe:
+    """A probe's way through its lengths: the costs it measured, and each length's warm time
+    and first-use time beyond it (what the budget's share and the one-offs are judged on)."""
+
+    def __init__(self, device: ProbeDevice, kinds: tuple[str, ...]) -> None:
+        self.device = device
+        self.result = ProbeResult(RunProgress(), ())
+        self.result.costs.draft_kinds = kinds
+        self.done: list[int] = []
+        self.first_by_length: list[float] = []
+        self.last_warm_s = self.last_first_s = 0.0
+        self.start = device.clock()
+
+    def leaves_out(self, context: int, budget_s: float) -> bool:
+        """Whether `context`'s warm probe would take the probe past its share of the budget
+        (rank 0's answer); said in the log when it does. The first length always runs."""
+        if not self.done:
+            return False
+        done, device, result = self.done, self.device, self.result
+        # the first length's first use is mostly every kernel's one-off compile, a later
+        # length's what a new shape costs again; the run pays the one-offs anyway
+        again_s = self.last_first_s if len(done) > 1 else 0.0
+        guess_s = self.last_warm_s * context / done[-1] + again_s
+        spent_s = device.clock() - self.start - result.first_use_s + again_s * (len(done) - 1)
+        (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
+        if too_long:
+            device.log(
+                f"budget probe: {context} tokens left out (the {done[-1]}-token probe took "
+                f"{self.last_warm_s:.1f} s warm, {self.last_first_s:.1f} s more on first use; "
+                f"{context} would take ~{guess_s:.0f} s more); longer contexts are "
+                "extrapolated from the lengths probed"
+            )
+        return bool(too_long)
+
+    def prefill(self, context: int) -> tuple[int, float, float]:
+        """The prefilled length, its set-up seconds and its first use's seconds beyond them: the
+        first length (and every length on a device that compiles) is prefilled twice."""
+        device, result = self.device, self.result
         t = device.clock()
         length = device.prefill(context)
         once_s = device.clock() - t
-        if not done or result.compiles:
-            t = device.clock()
-            length = device.prefill(context)
-            setup_s = device.clock() - t
-            first_s += max(0.0, once_s - setup_s)
-            if not done:
-                (result.compiles,) = device.decide([_compiles(once_s, setup_s)])
-        else:
-            setup_s = once_s
-        warm_s = setup_s
+        if self.done and not result.compiles:
+            return length, once_s, 0.0
+        t = device.clock()
+        length = device.prefill(context)
+        setup_s = device.clock() - t
+        if not self.done:
+            (result.compiles,) = device.decide([_compiles(once_s, setup_s)])
+        return length, setup_s, max(0.0, once_s - setup_s)
+
+    def steps(
+        self, length: int, widths: Sequence[int], warm_s: float, first_s: float
+    ) -> tuple[float, float]:
+        """Every width's step on both arms once untimed, then PROBE_REPS times timed in mirrored
+        rounds (a drift reaches every width alike); `warm_s` and `first_s` (the prefill's) with
+        the steps' warm seconds and their first uses' seconds beyond them added."""
+        device, costs = self.device, self.result.costs
         first_ms = {(arm, w): device.step(arm, w) for w in widths for arm in ARMS}
         timed: dict[tuple[str, int], list[float]] = {key: [] for key in first_ms}
-        for rep in range(PROBE_REPS):  # in rounds, mirrored: a drift reaches every width alike
+        for rep in range(PROBE_REPS):
             mirror = rep % 2 == 1
             for w in reversed(widths) if mirror else widths:
                 for arm in reversed(ARMS) if mirror else ARMS:
                     timed[(arm, w)].append(device.step(arm, w))
         for (arm, w), samples in timed.items():
             for ms in samples:
-                result.costs.costs.add_step(arm, length, w, ms)
+                costs.costs.add_step(arm, length, w, ms)
             mean_ms = sum(samples) / len(samples)
             first_s += max(0.0, first_ms[(arm, w)] - mean_ms) / 1e3
             warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
+        return warm_s, first_s
+
+    def add(self, length: int, setup_s: float, warm_s: float, first_s: float) -> None:
+        result, device = self.result, self.device
         result.costs.prefill.append((length, setup_s))
-        if len(done) == 0 and result.compiles and device.warm_decode is not None:
+        if not self.done and result.compiles and device.warm_decode is not None:
             result.first_use_s += device.warm_decode()
         result.first_use_s += first_s
-        first_by_length.append(first_s)
-        done.append(length)
-        last_warm_s, last_first_s = warm_s, first_s
-    result.lengths = tuple(done)
-    later = first_by_length[1:]
-    if result.compiles and later:  # each new shape of the run compiles again, as these did
-        again_s = sum(later) / len(later)
-        result.costs.prefill = [(c, s + again_s) for c, s in result.costs.prefill]
-    return result
+        self.first_by_length.append(first_s)
+        self.done.append(length)
+        self.last_warm_s, self.last_first_s = warm_s, first_s
+
+    def finish(self) -> ProbeResult:
+        result = self.result
+        result.lengths = tuple(self.done)
+        later = self.first_by_length[1:]
+        if result.compiles and later:  # each new shape of the run compiles again, as these did
+            again_s = sum(later) / len(later)
+            result.costs.prefill = [(c, s + again_s) for c, s in result.costs.prefill]
+        return result
 
 
 def probe(
@@ -267,11 +306,10 @@ def _choose(
     return phases, choice.note
 
 
-def apply_budget(
-    ctx: RunContext, scenario: Scenario, budget_s: float
-) -> tuple[Scenario, BudgetWatch]:
-    """Probe, pick the contexts, plan, say what was scaled down; return the scenario with the
+def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, BudgetWatch]:
+    """Probe, pick the contexts, plan, say what was scaled down; return a new plan with the
     phases to run, and the watch that re-plans the phases not yet run at each phase boundary."""
+    scenario, budget_s = run_plan.scenario, run_plan.budget_s
     limits = model_limits(ctx)
     start = time.perf_counter()
     probed = probe(
@@ -321,4 +359,4 @@ def apply_budget(
     level = "warning" if plan.scaled else "info"
     ctx.emit(LogMessage(ctx.now(), level, plan.describe()))
     watch = BudgetWatch(first, costs, ctx.draft_kinds, ctx.settle)
-    return replace(scenario, phases=plan.phases), watch
+    return run_plan.with_phases(plan.phases), watch

@@ -26,7 +26,14 @@ from mlatui.measure.plans import CONTROL_QUADS
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import recopy_in_place
-from mlatui.run.phases.base import RunContext, cache_rounds_hook, forward_and_trim, share_context
+from mlatui.run.phases.base import (
+    RunContext,
+    StepSite,
+    cache_rounds_hook,
+    forward_and_trim,
+    share_context,
+)
+from mlatui.run.phases.results import L1Quads
 from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
@@ -44,19 +51,20 @@ def extra_check_phase(context: int, rounds: int = PAIR_ROUNDS) -> Phase:
 
 
 def more_l1_rounds(
-    ctx: RunContext, checks: Sequence[Validity], attempt: int, deadline_s: float
-) -> list[Validity]:
+    ctx: RunContext, checks: Sequence[Validity], attempt: int, deadline_s: float, l1: L1Quads
+) -> tuple[list[Validity], L1Quads]:
     """Pairs of rounds of L = 1 quads at the checks' one context (Step events labelled
-    `<first check's phase>:l1`) while the check on every L = 1 quad of the run there is
-    undecided and another pair, as long as the last one took, ends by `deadline_s` (run time),
-    at most MAX_EXTRA_ROUNDS; then each check's new Validity (emitted when it is decided) or the
-    check as it was. Every phase's check at one context reads the same quads (a tune's pools
-    the sweep's), so one attempt decides them all."""
+    `<first check's phase>:l1`) while the check on every L = 1 quad of the run there (`l1` and
+    these rounds) is undecided and another pair, as long as the last one took, ends by
+    `deadline_s` (run time), at most MAX_EXTRA_ROUNDS; then each check's new Validity (emitted
+    when it is decided) or the check as it was, and the quads these rounds measured. Every
+    phase's check at one context reads the same quads (a tune's pools the sweep's), so one
+    attempt decides them all."""
     check = checks[0]
     label = f"{check.phase}:l1"
     text = ctx.tokens_for(check.context + 1)
     length = share_context(ctx, text[: check.context])
-    step = forward_and_trim(text[length : length + 1])
+    rounds = _ExtraRounds(ctx, StepSite(label, length, text[length : length + 1]), l1)
     plan = SamplerPlan(
         (1,),
         min_rounds=PAIR_ROUNDS,
@@ -68,54 +76,12 @@ def more_l1_rounds(
         seed=stable_seed(ctx.seed, label, length, attempt),
         settle=ctx.settle,
     )
-    seed = stable_seed(ctx.seed, label, "pooled", length)
-    pending: list[tuple[str, float, int, int]] = []
-    current: list[Timing] = []
-    marks = [ctx.now()]  # the run time at the start and after each pair of rounds
-
-    def measure(arm: str, width: int) -> float:
-        ms, absorbed, materialised = ctx.workers[arm].call(step)
-        pending.append((arm, ms, absorbed, materialised))
-        return ms
-
-    def on_timing(t: Timing) -> None:  # after the timed region has closed
-        arm, ms, absorbed, materialised = pending.pop()
-        current.append(t)
-        ctx.emit(Step(ctx.now(), label, arm, length, 1, t.round, ms, absorbed, materialised))
-
-    def undecided_now() -> bool:
-        offset = 1 + max((t.round for t in ctx.pooled_l1(length)), default=-1)
-        timings = ctx.pooled_l1(length) + [replace(t, round=t.round + offset) for t in current]
-        ratio = control_ratio(timings, ARMS, 1, seed)
-        return ratio is None or control_outcome(ratio, check.tolerance_pct) is Outcome.INCONCLUSIVE
-
-    def more(wants_more: bool) -> bool:
-        rounds = 1 + max((t.round for t in current), default=-1)
-        if rounds % PAIR_ROUNDS:
-            return True  # whole pairs: each arm first equally often
-        now = ctx.now()
-        pair_s, marks[:] = now - marks[-1], [*marks, now]
-        if rounds >= plan.max_rounds or now + pair_s > deadline_s:
-            return False
-        return undecided_now()
-
-    run = sample_context(
-        plan,
-        Hooks(
-            measure,
-            warm=lambda arm, width: ctx.workers[arm].call(step) and None,
-            clock=ctx.now,
-            on_timing=on_timing,
-            check_stop=ctx.check_stop,
-            decide_more=more,
-            between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
-        ),
-    )
-    ctx.keep_l1(length, run.timings, plan.control_width)
-    timings = ctx.pooled_l1(length)
-    ratio = control_ratio(timings, ARMS, 1, seed)
+    run = sample_context(plan, rounds.hooks(plan, check.tolerance_pct, deadline_s))
+    mine = L1Quads().plus(length, run.timings, plan.control_width)
+    timings = (l1 + mine).pooled(length)
+    ratio = control_ratio(timings, ARMS, 1, rounds.seed)
     if ratio is None:
-        return list(checks)
+        return list(checks), mine
     outcome = control_outcome(ratio, check.tolerance_pct)
     total = len({t.round for t in timings})
     ctx.emit(
@@ -128,15 +94,71 @@ def more_l1_rounds(
         )
     )
     if outcome is Outcome.INCONCLUSIVE:
-        return list(checks)
-    return redecided(ctx, checks, outcome, ratio, total)
+        return list(checks), mine
+    return redecided(ctx, checks, outcome, ratio, total), mine
+
+
+class _ExtraRounds:
+    """The sampler's hooks for one attempt: synced L = 1 steps on the shared context, Step
+    events after each timed region, and another pair of rounds only while the check on every
+    quad so far is undecided and the pair, as long as the last one took, ends by the deadline."""
+
+    def __init__(self, ctx: RunContext, site: StepSite, l1: L1Quads) -> None:
+        self.ctx, self.site, self.l1 = ctx, site, l1
+        self.step = forward_and_trim(site.tail)
+        self.seed = stable_seed(ctx.seed, site.label, "pooled", site.length)
+        self.pending: list[tuple[str, float, int, int]] = []
+        self.current: list[Timing] = []
+        self.marks = [ctx.now()]  # the run time at the start and after each pair of rounds
+
+    def hooks(self, plan: SamplerPlan, tolerance_pct: float, deadline_s: float) -> Hooks:
+        ctx = self.ctx
+
+        def more(wants_more: bool) -> bool:
+            rounds = 1 + max((t.round for t in self.current), default=-1)
+            if rounds % PAIR_ROUNDS:
+                return True  # whole pairs: each arm first equally often
+            now = ctx.now()
+            pair_s = now - self.marks[-1]
+            self.marks.append(now)
+            if rounds >= plan.max_rounds or now + pair_s > deadline_s:
+                return False
+            return self._undecided(tolerance_pct)
+
+        return Hooks(
+            self._measure,
+            warm=lambda arm, width: ctx.workers[arm].call(self.step) and None,
+            clock=ctx.now,
+            on_timing=self._on_timing,
+            check_stop=ctx.check_stop,
+            decide_more=more,
+            between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
+        )
+
+    def _measure(self, arm: str, width: int) -> float:
+        ms, absorbed, materialised = self.ctx.workers[arm].call(self.step)
+        self.pending.append((arm, ms, absorbed, materialised))
+        return ms
+
+    def _on_timing(self, t: Timing) -> None:  # after the timed region has closed
+        arm, ms, absorbed, materialised = self.pending.pop()
+        self.current.append(t)
+        site, ctx = self.site, self.ctx
+        ctx.emit(
+            Step(ctx.now(), site.label, arm, site.length, 1, t.round, ms, absorbed, materialised)
+        )
+
+    def _undecided(self, tolerance_pct: float) -> bool:
+        timings = self.l1.plus(self.site.length, self.current, 1).pooled(self.site.length)
+        ratio = control_ratio(timings, ARMS, 1, self.seed)
+        return ratio is None or control_outcome(ratio, tolerance_pct) is Outcome.INCONCLUSIVE
 
 
 def redecided(
     ctx: RunContext, checks: Sequence[Validity], outcome: Outcome, ratio: Interval, total: int
 ) -> list[Validity]:
-    """Each check decided again on all `total` rounds of L = 1 quads at its context: emitted,
-    and in or out of the verdicts as it now reads."""
+    """Each check decided again on all `total` rounds of L = 1 quads at its context: emitted
+    (the run's CheckBook then keeps it in or out of the verdicts as it now reads)."""
     out = []
     for v in checks:
         new = replace(
@@ -149,10 +171,6 @@ def redecided(
             ratio=ratio,
             rounds=total,
         )
-        if new.valid:
-            ctx.left_out.discard((v.phase, v.context))
-        else:
-            ctx.left_out.add((v.phase, v.context))
         ctx.emit(new)
         out.append(new)
     return out

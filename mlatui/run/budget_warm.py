@@ -14,7 +14,7 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.plans import decode_settings
+from mlatui.measure.plans import Setting, decode_settings
 from mlatui.run.arms import Arm
 from mlatui.run.decode_stream import DecodeStream, open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext
@@ -44,9 +44,9 @@ def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[in
     first_s = 0.0
     for st in decode_settings(phase, ctx.draft_kinds):
 
-        def block(a: Arm, depth: int = st.depth, kind: str = st.kind) -> None:
+        def block(a: Arm, st: Setting = st) -> None:
             rewind(a, stream)
-            run_block(a, stream, depth, n, sampling, ctx.seed, kind)
+            run_block(a, stream, st, n, sampling, ctx.seed)
             if lockstep:
                 mx.synchronize()
                 mx.synchronize(generation_stream)

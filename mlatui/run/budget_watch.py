@@ -20,6 +20,7 @@ from mlatui.run.budget import (
 )
 from mlatui.run.budget_spend import extra_check_phase, more_l1_rounds
 from mlatui.run.phases.base import RunContext
+from mlatui.run.phases.results import GrownRounds, L1Quads
 from mlatui.stream.events import (
     BudgetOutcome,
     BudgetPlanned,
@@ -59,6 +60,17 @@ def agreed(
     return replace(
         plan, phases=chosen, changes=changes, steps=steps, predicted_s=forecast_s(chosen)
     )
+
+
+@dataclass(frozen=True)
+class Replanned:
+    """A budget's look at the clock before a phase: the phases with those still to run planned
+    again, where the rounds it added to a phase stop, and the L = 1 quads it measured on
+    undecided checks (the pass's results take them in)."""
+
+    phases: tuple[Phase, ...]
+    grown: tuple[tuple[str, GrownRounds], ...] = ()
+    l1: L1Quads = L1Quads()
 
 
 @dataclass
@@ -146,14 +158,17 @@ class BudgetWatch:
         plan = agreed(decide, rest, plan, self.kinds, self.forecast_s)
         return plan if plan.changes else None
 
-    def replan(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
+    def replan(self, ctx: RunContext, phases: tuple[Phase, ...], i: int, l1: L1Quads) -> Replanned:
         """Before phase `i`: the phases with those from `i` on re-planned, said in the log and
-        in a new `BudgetPlanned` (the whole run's phases, the changes of both plans)."""
+        in a new `BudgetPlanned` (the whole run's phases, the changes of both plans); when they
+        fit, the time left goes to undecided checks (`l1`: the pass's L = 1 quads so far) and
+        then to more rounds of blocks."""
         now_s = ctx.now()
         plan = self.refit(phases[i:], now_s, ctx.leader_decides_each)
         if plan is None:
-            self.spend(ctx, phases[i:])
-            return self.grow(ctx, phases, i)
+            spent = self.spend(ctx, l1, phases[i:])
+            grown = self.grow(ctx, phases, i)
+            return replace(grown, l1=spent)
         out = (*phases[:i], *plan.phases)
         verdict = (
             "fits" if plan.predicted_s <= plan.budget_s else "still over: this device is slow now"
@@ -176,7 +191,7 @@ class BudgetWatch:
             phases=tuple(p.to_dict() for p in out),
         )
         ctx.emit(self.planned)
-        return out
+        return Replanned(out)
 
     def _kinds_by_name(self) -> dict[str, str]:
         return {str(p["name"]): str(p["kind"]) for p in self.planned.phases}
@@ -199,14 +214,16 @@ class BudgetWatch:
         rest_s = self.forecast_s(rest) if rest else 0.0
         return (self.budget_s - ctx.now()) / FORECAST_MARGIN - rest_s
 
-    def spend(self, ctx: RunContext, rest: tuple[Phase, ...] = ()) -> None:
+    def spend(self, ctx: RunContext, l1: L1Quads, rest: tuple[Phase, ...] = ()) -> L1Quads:
         """The time left beyond `rest`'s forecast goes to the undecided checks, a context at a
         time (those a phase still to run reads first): pairs of L = 1 rounds there until its
         check is decided or the time is up (mlatui.run.budget_spend), while the least attempt
         still fits. Each context once per call: the end of the run calls again. Under
-        mlx.launch the ranks' checks may differ: nothing is spent there."""
+        mlx.launch the ranks' checks may differ: nothing is spent there. Returns the L = 1
+        quads it measured (`l1`: the pass's before it)."""
+        mine = L1Quads()
         if ctx.lockstep is not None:
-            return
+            return mine
         tried: set[int] = set()
         first = frozenset(c for p in rest for c in p.contexts)
         while True:
@@ -217,23 +234,26 @@ class BudgetWatch:
                 None,
             )
             if pick is None:
-                return
+                return mine
             tried.add(pick.context)
             start_s = ctx.now()
             same = [v for v in todo if v.context == pick.context]
             # the pairs of rounds read the clock: only `rest`'s forecast needs the margin
             deadline_s = self.budget_s - FORECAST_MARGIN * (self.forecast_s(rest) if rest else 0)
-            more_l1_rounds(ctx, same, len(tried), deadline_s)
+            _, measured = more_l1_rounds(ctx, same, len(tried), deadline_s, l1 + mine)
+            mine = mine + measured
             self.extra_s += ctx.now() - start_s
 
-    def grow(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> tuple[Phase, ...]:
+    def grow(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> Replanned:
         """Before phase `i`, with the checks spent on: the time still left goes to more rounds
         of blocks in the tune and decode phases to run (their speedups' CIs), two at a time up
-        to GROW_ROUNDS, while their forecast fits; said like a re-plan."""
+        to GROW_ROUNDS, while their forecast fits; said like a re-plan. The added rounds of a
+        phase stop at a deadline (`Replanned.grown`)."""
         rest = phases[i:]
         budget_left_s = (self.budget_s - ctx.now()) / FORECAST_MARGIN
         base_s = self.forecast_s(rest)
         changes = []
+        grown_rounds: list[tuple[str, GrownRounds]] = []
         for j, p in enumerate(rest):
             if p.kind not in ("tune", "decode"):
                 continue
@@ -252,9 +272,10 @@ class BudgetWatch:
             # the forecast can run short (a GPU's sampled blocks): the added rounds stop at the
             # first pair that would start after the time the phases behind this one need
             later_s = self.forecast_s(rest[j + 1 :]) if rest[j + 1 :] else 0.0
-            ctx.grown_rounds[p.name] = (p.reps, self.budget_s - FORECAST_MARGIN * later_s - 1.0)
+            deadline_s = self.budget_s - FORECAST_MARGIN * later_s - 1.0
+            grown_rounds.append((p.name, GrownRounds(p.reps, deadline_s)))
         if not changes:
-            return phases
+            return Replanned(phases)
         grown_s = self.forecast_s(rest)
         now_s = ctx.now()
         ctx.emit(
@@ -275,12 +296,13 @@ class BudgetWatch:
             phases=tuple(p.to_dict() for p in out),
         )
         ctx.emit(self.planned)
-        return out
+        return Replanned(out, tuple(grown_rounds))
 
-    def finish(self, ctx: RunContext) -> BudgetOutcome:
-        """After the last phase: what is left of the budget goes to the undecided checks; then
-        the first plan's forecast against what the run took, in the log and a BudgetOutcome."""
-        self.spend(ctx)
+    def finish(self, ctx: RunContext, l1: L1Quads) -> BudgetOutcome:
+        """After the last phase: what is left of the budget goes to the undecided checks (`l1`:
+        the pass's L = 1 quads); then the first plan's forecast against what the run took, in
+        the log and a BudgetOutcome."""
+        self.spend(ctx, l1)
         first = self._first or self.planned
         took_s = ctx.now()
         planned_s = max(1e-9, took_s - self.extra_s)

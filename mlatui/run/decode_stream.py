@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
+from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
 from mlatui.run.drafts import DraftModelSource
 from mlatui.run.mtp import MTPDraft
@@ -153,10 +154,11 @@ def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) ->
 
 
 def run_block(
-    arm: Arm, s: DecodeStream, depth: int, n: int, sampling: Sampling, seed: int, kind: str = ""
+    arm: Arm, s: DecodeStream, setting: Setting, n: int, sampling: Sampling, seed: int
 ) -> BlockResult:
-    """Decode `n` tokens at one setting (depth 0 = plain; else the draft of `kind`), continuing
-    the stream; timed inside."""
+    """Decode `n` tokens at one setting (depth 0 = plain; else the draft of its kind),
+    continuing the stream; timed inside."""
+    depth, kind = setting.depth, setting.kind
     mx.random.seed(seed)  # both arms draw the same sampler stream for the same block
     s.rng.seed(seed)
     draft = arm.draft_of(kind) if depth > 0 else None

@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
 from mlatui.config.run_plan import RunPlan, resolve_plan
 from mlatui.config.runconfig import RunConfig
-from mlatui.config.scenario import ScenarioError
+from mlatui.config.scenario import Phase, ScenarioError
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler
 from mlatui.models.loading import (
@@ -44,10 +45,13 @@ from mlatui.run.header import header
 from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped
 from mlatui.run.phases.more import CheckBook, serve_more
-from mlatui.run.phases.sweep import run_sweep
+from mlatui.run.phases.results import Need, PassResults, PhaseInputs, PhaseResult
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Estimate, Event, LogMessage, RunEnd
+
+if TYPE_CHECKING:
+    from mlatui.run.budget_watch import BudgetWatch
 
 NULL_BUDGET_NOTICE = (
     "budget {:.0f} s not applied: an A/A (--null) runs the phases as written, the same plan in "
@@ -55,17 +59,23 @@ NULL_BUDGET_NOTICE = (
 )
 
 
-def _phase_runner(kind: str) -> Callable:
+PhaseRunner = Callable[[RunContext, Phase, int, int, PhaseInputs], PhaseResult]
+
+
+def _phase_runner(kind: str) -> tuple[PhaseRunner, frozenset[Need]]:
+    """A kind's runner and what it declares it needs of the earlier phases."""
     if kind == "sweep":
-        return run_sweep
+        from mlatui.run.phases import sweep
+
+        return sweep.run_sweep, sweep.NEEDS
     if kind in ("decode", "tune"):
-        from mlatui.run.phases.decode import run_decode
+        from mlatui.run.phases import decode
 
-        return run_decode
+        return decode.run_decode, decode.NEEDS
     if kind == "indexer":
-        from mlatui.run.phases.indexer import run_indexer_phase
+        from mlatui.run.phases import indexer
 
-        return run_indexer_phase
+        return indexer.run_indexer_phase, indexer.NEEDS
     raise ScenarioError(f"unknown phase kind {kind!r}")
 
 
@@ -129,8 +139,7 @@ class _Run:
             self._close_workers()
             self.dist.close()
         if not self.end_sent:
-            invalid = tuple(sorted(self.ctx.invalid_contexts)) if self.ctx else ()
-            self.emit(RunEnd(self.now(), status, invalid))
+            self.emit(RunEnd(self.now(), status, self.book.invalid_contexts()))
         return status
 
     def _bare_header(self) -> None:
@@ -172,7 +181,7 @@ class _Run:
             if n:
                 arms = build_arms(loaded.model, setup.gates, variants, setup.sources.models)
             self.ctx = self._start_pass(loaded, arms, make_drafts, tokens_for)
-            self._run_phases(self.ctx, n, passes)
+            last = self._run_phases(self.ctx, n, passes)
             if offering and n == len(passes) - 1:
                 break  # the arms stay for `+`; `finally` closes them
             self._close_workers()
@@ -186,7 +195,8 @@ class _Run:
         if offering and self.ctx is not None and isinstance(self.stop, RunControl):
             self._stop_sampler()  # nothing is measured until a request: no samples
             tag = pass_name(passes[-1], plan.null)
-            serve_more(self.ctx, self.stop, self.book, tag, len(self.plan.phases) * len(passes))
+            before = len(self.plan.phases) * len(passes)
+            serve_more(self.ctx, self.stop, self.book, tag, before, last.l1)
             self.end_sent = True
         return "completed"
 
@@ -304,38 +314,51 @@ class _Run:
             vocab_size(loaded.model),
             tuple(make_drafts),
             prefill_worker=prefill_worker,
-            left_out=self.ctx.left_out if self.ctx else set(),
             seed=plan.seed,
             fill=plan.fill,
             settle=plan.settle,
             lockstep=self.dist.lockstep,
         )
 
-    def _run_phases(self, ctx: RunContext, n: int, passes: Passes) -> None:
-        """Pass `n`'s phases; on the first pass a budget fits them to the time (a new plan and a
-        BudgetPlanned event) and re-plans what is left at each phase boundary."""
+    def _run_phases(self, ctx: RunContext, n: int, passes: Passes) -> PassResults:
+        """Pass `n`'s phases, each handed what it declared it needs of the pass so far; on the
+        first pass a budget fits them to the time (a new plan and a BudgetPlanned event) and
+        re-plans what is left at each phase boundary. Returns the pass's results."""
         assert self.plan is not None
-        plan = self.plan
-        replanner = None
-        if n == 0 and plan.budgeted:
-            from mlatui.run.budget_probe import apply_budget
-
-            budgeted, replanner = apply_budget(ctx, plan.scenario, plan.budget_s)
-            self.plan = plan = plan.with_phases(budgeted.phases)
-            ctx.emit = replanner.tee(ctx.emit)
-        elif n == 0 and plan.budget_s > 0:
-            self.emit(LogMessage(self.now(), "info", NULL_BUDGET_NOTICE.format(plan.budget_s)))
-        tag = pass_name(passes[n], plan.null)
+        budget = self._apply_budget(ctx) if n == 0 else None
+        if budget is not None:
+            self.ctx = ctx = replace(ctx, emit=budget.tee(ctx.emit))
+        plan, tag, done = self.plan, pass_name(passes[n], self.plan.null), PassResults()
         for i in range(len(plan.phases)):
-            if replanner is not None and i > 0:  # a re-plan: a new plan value and an event
-                self.plan = plan = plan.with_phases(replanner.replan(ctx, plan.phases, i))
+            if budget is not None and i > 0:  # a re-plan: a new plan value and an event
+                again = budget.replan(ctx, plan.phases, i, done.l1)
+                self.plan = plan = plan.with_phases(again.phases)
+                done = done.with_budget(again.l1, again.grown)
             phase, count = plan.phases[i], len(plan.phases)
+            grown_name = phase.name
             if tag:  # a tune reads the verify steps of its own pass's sweep
                 source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
                 phase = replace(phase, name=f"{phase.name}/{tag}", verify_from=source)
-            _phase_runner(phase.kind)(ctx, phase, i + n * count, count * len(passes))
-        if replanner is not None:  # what is left of the budget goes to what is undecided
-            replanner.finish(ctx)
+            runner, needs = _phase_runner(phase.kind)
+            slot = (i + n * count, count * len(passes))
+            done = done.after(runner(ctx, phase, *slot, done.inputs(needs, grown_name)))
+        if budget is not None:  # what is left of the budget goes to what is undecided
+            budget.finish(ctx, done.l1)
+        return done
+
+    def _apply_budget(self, ctx: RunContext) -> BudgetWatch | None:
+        """The first pass under a budget: the probe and its first plan (the plan's phases
+        replaced); an A/A runs its phases as written, which is said."""
+        assert self.plan is not None
+        plan = self.plan
+        if plan.budgeted:
+            from mlatui.run.budget_probe import apply_budget
+
+            self.plan, watch = apply_budget(ctx, plan)
+            return watch
+        if plan.budget_s > 0:
+            self.emit(LogMessage(self.now(), "info", NULL_BUDGET_NOTICE.format(plan.budget_s)))
+        return None
 
 
 def _collecting(emit: Callable[[Event], None], finals: list) -> Callable[[Event], None]:

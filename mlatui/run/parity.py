@@ -34,6 +34,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.gate.policy import Gates, Variant
 from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
+from mlatui.measure.plans import Setting
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
     Arm,
@@ -224,7 +225,8 @@ class _Sides:
 
                 def go(a: Arm) -> float:
                     rewind(a, stream)
-                    return run_block(a, stream, block.depth, block.tokens, plan.sampling, seed).ms
+                    setting = Setting(depth=block.depth)
+                    return run_block(a, stream, setting, block.tokens, plan.sampling, seed).ms
 
                 return self.worker.call(go)
             if other == "mlx_lm-thread":

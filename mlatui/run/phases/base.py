@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import mlx.core as mx
 
@@ -56,8 +56,12 @@ class Stopped(Exception):
     """The run was asked to stop; raised between steps, never inside one."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
+    """A pass's environment, the same for every phase: the arms' workers, where events go, the
+    stop flag and clock, the text, the harness's settings and, under mlx.launch, the lock-step.
+    It holds no results: a phase returns those (mlatui.run.phases.results)."""
+
     workers: dict[str, ArmWorker]
     emit: Callable[[Event], None]
     stop: threading.Event
@@ -66,42 +70,10 @@ class RunContext:
     vocab_size: int
     draft_kinds: tuple[str, ...] = ()  # in the scenario's order; each arm has a draft per kind
     prefill_worker: ArmWorker | None = None  # a third thread that runs the stock model
-    # (phase, context) whose L = 1 check is not valid: left out of every verdict (a pooled
-    # check may take one out again: mlatui.run.phases.pooled_check)
-    left_out: set[tuple[str, int]] = field(default_factory=set)
     seed: int = 0
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
     settle: bool = True
     lockstep: Lockstep | None = None  # under mlx.launch: every rank runs this same schedule
-    # every sampler run's L = 1 control timings, per context: a decode phase's undecided check
-    # pools them with the sweep's at the same context (same arms, same hypothesis, paired quads)
-    l1_runs: dict[int, list[list[Timing]]] = field(default_factory=dict)
-    # (sweep phase, context) -> its final estimates: a decode phase with `verify_from` takes its
-    # verify steps from them
-    sweep_estimates: dict[tuple[str, int], ContextEstimates] = field(default_factory=dict)
-    # phase name -> (its planned rounds, a run-clock time): rounds a budget added to the phase
-    # stop at the first pair that starts after that time (mlatui.run.budget_watch.grow)
-    grown_rounds: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-    def keep_l1(self, context: int, timings: list[Timing], control_width: int | None) -> None:
-        if control_width is not None:
-            runs = self.l1_runs.setdefault(context, [])
-            runs.append([t for t in timings if t.width == control_width])
-
-    def pooled_l1(self, context: int) -> list[Timing]:
-        """This context's L = 1 timings from every run so far, rounds renumbered so that no two
-        runs share a round (the bootstrap resamples whole rounds)."""
-        out: list[Timing] = []
-        offset = 0
-        for run in self.l1_runs.get(context, []):
-            out += [replace(t, round=t.round + offset) for t in run]
-            offset += 1 + max((t.round for t in run), default=0)
-        return out
-
-    @property
-    def invalid_contexts(self) -> set[int]:
-        """The contexts some phase's L = 1 check left out (RunEnd lists them)."""
-        return {c for _, c in self.left_out}
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -232,16 +204,11 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
     return run
 
 
-def validity(
-    ctx: RunContext,
-    phase: str,
-    context: int,
-    estimates: ContextEstimates,
-    leaves_out: bool = True,
-) -> Validity:
-    """The L = 1 check of one context, from its paired estimates; invalid and inconclusive
-    contexts are kept out of every verdict (`leaves_out=False`: a check of a part of the model,
-    such as the indexer phase's, which leaves out only its own figures)."""
+def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstimates) -> Validity:
+    """The L = 1 check of one context, from its paired estimates, emitted. A model phase's
+    invalid and inconclusive contexts are kept out of every verdict: the run's CheckBook
+    (mlatui.run.phases.more) reads them from the checks as emitted; an indexer phase's check
+    leaves out only its own figures."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE
     width = estimates.control_width
@@ -259,8 +226,6 @@ def validity(
         ratio,
         estimates.rounds,
     )
-    if outcome is not Outcome.VALID and leaves_out:
-        ctx.left_out.add((phase, context))
     ctx.emit(v)
     return v
 
@@ -378,8 +343,8 @@ def sample_steps(
     progress: ProgressTracker,
     interim: bool = True,
 ) -> SamplerRun:
-    """Synced steps at every width of the plan in interleaved rounds: Step events, estimates
-    (with `interim`, after each round too), the L = 1 quads kept for the context's check."""
+    """Synced steps at every width of the plan in interleaved rounds: Step events and estimates
+    (with `interim`, after each round too). The caller keeps the run's L = 1 quads."""
     label, length = site.label, site.length
     steps = {w: forward_and_trim(site.tail[:w]) for w in plan.widths}
     emitter = EstimateEmitter(ctx, label, length)
@@ -414,5 +379,4 @@ def sample_steps(
         ),
     )
     emitter(run.final, final=True)
-    ctx.keep_l1(length, run.timings, plan.control_width)
     return run

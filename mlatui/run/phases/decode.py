@@ -15,16 +15,12 @@ At each context, two measurements:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import (
     ContextEstimates,
-    Outcome,
     Timing,
-    control_outcome,
-    control_ratio,
-    stable_seed,
 )
 from mlatui.measure.plans import (  # noqa: F401 - re-exported
     PLAIN_QUADS,
@@ -54,24 +50,23 @@ from mlatui.run.phases.base import (
     emit_phase_start,
     sample_steps,
     share_context,
-    validity,
 )
 from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
 from mlatui.run.phases.decode_bound import BoundDecision, decide_bounds
+from mlatui.run.phases.decode_check import decode_validity
 from mlatui.run.phases.decode_results import DecodeResults
 from mlatui.run.phases.decode_verdict import (
     decode_verdict,
     tune_verdict,
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
+from mlatui.run.phases.results import GrownRounds, L1Quads, Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import (
     ARMS,
     LogMessage,
     PhaseSummary,
     Validity,
-    ratio_label,
 )
-from mlatui.stream.phrases import interval_text
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
 
@@ -89,22 +84,23 @@ def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, Deco
 
 def _verify_ms(
     ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
-) -> ContextEstimates:
-    """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms."""
+) -> tuple[ContextEstimates, L1Quads]:
+    """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms; the
+    L = 1 quads they measured."""
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     label = f"{phase.name}:verify"
     text = ctx.tokens_for(length + max(plan.widths))
     run = sample_steps(ctx, StepSite(label, length, text[length:]), plan, progress, interim=False)
-    return run.final
+    return run.final, L1Quads().plus(length, run.timings, plan.control_width)
 
 
 def _sweep_verify(
-    ctx: RunContext, phase: Phase, length: int, depths: list[int]
+    ctx: RunContext, phase: Phase, length: int, depths: list[int], inputs: PhaseInputs
 ) -> ContextEstimates | None:
     """The sweep's rounds at this context as the verify steps (`verify_from`, what the budget
     writes on a slow device): the same synced steps, arms, widths and tokens, measured minutes
     before; None when that sweep did not measure every width needed here."""
-    est = ctx.sweep_estimates.get((phase.verify_from, length))
+    est = inputs.sweep_estimates(phase.verify_from, length)
     need = verify_widths(depths)
     if est is None or not all((arm, w) in est.step_ms for arm in ARMS for w in need):
         ctx.emit(
@@ -128,57 +124,13 @@ def _sweep_verify(
     return est
 
 
-def decode_validity(
-    ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates | None, blocks
-) -> Validity:
-    """The context's L = 1 check: decided on the synced verify steps when there are any; the
-    plain-decode blocks' own stock/patched ratio invalidates it only when its CI lies wholly
-    outside the tolerance (their scatter leaves them undecided too often to decide alone)."""
-    if verify is None or verify.control_outcome is None:
-        return validity(ctx, phase.name, length, blocks)
-    ratio = blocks.control_ratio
-    if ratio is not None:
-        ctx.emit(
-            LogMessage(
-                ctx.now(),
-                "info",
-                f"{phase.name} @ {length}: plain decode "
-                f"{ratio_label(phase.name)} {interval_text(ratio)} over {blocks.rounds} rounds of blocks "
-                f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
-                "is decided on the synced steps",
-            )
-        )
-    # a bootstrap over fewer rounds than the verify's minimum is too narrow to veto on: on the
-    # 2-core CPU 4 rounds of blocks once read 1.094 [1.091, 1.120] where the steps read 1.00
-    if blocks.control_outcome is Outcome.INVALID and blocks.rounds >= VERIFY_MIN_ROUNDS:
-        return validity(ctx, phase.name, length, blocks)
-    if verify.control_outcome is Outcome.INCONCLUSIVE and len(ctx.l1_runs.get(length, [])) > 1:
-        verify = _pooled(ctx, phase, length, verify)
-    return validity(ctx, phase.name, length, verify)
+@dataclass(frozen=True)
+class ContextDone:
+    """A decode context's summary rows, its L = 1 check and the L = 1 quads it measured."""
 
-
-def _pooled(ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates):
-    """The check on every L = 1 quad this run measured at this context (the sweep's too): the
-    same arms and hypothesis, paired quads whose regimes cancel within each quad."""
-    timings = ctx.pooled_l1(length)
-    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase.name, "l1", length))
-    if ratio is None:
-        return verify
-    outcome = control_outcome(ratio, verify.tolerance_pct)
-    runs = len(ctx.l1_runs[length])
-    rounds = len({t.round for t in timings})
-    ctx.emit(
-        LogMessage(
-            ctx.now(),
-            "info",
-            f"{phase.name} @ {length}: L = 1 check undecided on its own steps; on all {rounds} "
-            f"rounds of L = 1 quads this run measured at {length} ({runs} sampler runs, the "
-            f"sweep's included): {interval_text(ratio)}, "
-            f"{outcome.value}",
-        )
-    )
-    pooled = replace(verify, ratio={**verify.ratio, 1: ratio}, control_outcome=outcome)
-    return replace(pooled, rounds=rounds)
+    rows: list[dict]
+    check: Validity
+    l1: L1Quads
 
 
 def decode_context(
@@ -187,13 +139,16 @@ def decode_context(
     context: int,
     settings: tuple[Setting, ...],
     progress: ProgressTracker,
-) -> tuple[list[dict], Validity]:
+    inputs: PhaseInputs,
+) -> ContextDone:
+    """Verify steps, then rounds of decode blocks at one context; `inputs.l1` holds every
+    L = 1 quad of the pass before this context (the phase's earlier contexts' included)."""
     length, streams = _prepare_context(ctx, context)
-    verify = _verify_steps(ctx, phase, length, spec_depths(settings), progress)
+    verify, l1 = _verify_steps(ctx, phase, length, spec_depths(settings), progress, inputs)
     runner = BlockRunner(ctx, phase, length, streams, settings)
     # decided after the verify rounds, before any block: a setting that cannot win runs none
     bounds = decide_bounds(ctx, runner, verify) if verify is not None else BoundDecision()
-    run = _sample_blocks(ctx, runner, bounds, progress)
+    run = _sample_blocks(ctx, runner, bounds, progress, inputs.grown)
     if runner.divergence is not None:
         at, rnd = runner.divergence
         ctx.emit(
@@ -204,29 +159,39 @@ def decode_context(
                 "their acceptance may differ for reasons unrelated to the gate",
             )
         )
-    v = decode_validity(ctx, phase, length, verify, run.final)
-    return DecodeResults(ctx, runner, run.final, verify, bounds).rows(v), v
+    v = decode_validity(ctx, phase, length, verify, run.final, inputs.l1 + l1)
+    return ContextDone(DecodeResults(ctx, runner, run.final, verify, bounds).rows(v), v, l1)
 
 
 def _verify_steps(
-    ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
-) -> ContextEstimates | None:
+    ctx: RunContext,
+    phase: Phase,
+    length: int,
+    depths: list[int],
+    progress: ProgressTracker,
+    inputs: PhaseInputs,
+) -> tuple[ContextEstimates | None, L1Quads]:
     """The verify steps at L = 1 .. max depth + 1: the sweep's (`verify_from`) when it measured
-    them all, else measured here; None without drafts."""
+    them all, else measured here (with the L = 1 quads they took); None without drafts."""
     if not depths:
-        return None
-    verify = _sweep_verify(ctx, phase, length, depths) if phase.verify_from else None
-    if verify is None:
-        if phase.verify_from:  # the sweep was to serve: these steps were not planned
-            progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
-        verify = _verify_ms(ctx, phase, length, depths, progress)
-    return verify
+        return None, L1Quads()
+    verify = _sweep_verify(ctx, phase, length, depths, inputs) if phase.verify_from else None
+    if verify is not None:
+        return verify, L1Quads()
+    if phase.verify_from:  # the sweep was to serve: these steps were not planned
+        progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
+    return _verify_ms(ctx, phase, length, depths, progress)
 
 
 def _sample_blocks(
-    ctx: RunContext, runner: BlockRunner, bounds: BoundDecision, progress: ProgressTracker
+    ctx: RunContext,
+    runner: BlockRunner,
+    bounds: BoundDecision,
+    progress: ProgressTracker,
+    grown: GrownRounds | None,
 ) -> SamplerRun:
-    """The sampler's rounds of decode blocks, the rejected settings' blocks skipped."""
+    """The sampler's rounds of decode blocks, the rejected settings' blocks skipped; rounds a
+    budget added (`grown`) stop at its deadline."""
     phase, settings, length = runner.phase, runner.settings, runner.length
     plan = block_plan(phase, settings, ctx.seed, length, bounds.skipped_widths(settings))
     progress.shrink(
@@ -251,7 +216,7 @@ def _sample_blocks(
                 on_timing=on_timing,
                 on_round=on_round,
                 check_stop=ctx.check_stop,
-                decide_more=_decide_more(ctx, phase.name),
+                decide_more=_decide_more(ctx, grown),
                 between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
                 on_skip=runner.filler,
             ),
@@ -268,7 +233,12 @@ def planned_calls(phase: Phase, settings: tuple[Setting, ...], seed: int, settle
     return len(phase.contexts) * (blocks + verify)
 
 
-def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+NEEDS = frozenset({Need.L1_QUADS, Need.SWEEP_ESTIMATES})
+
+
+def run_decode(
+    ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
+) -> PhaseResult:
     """Plain decode and speculative decoding at each context, for every depth of every draft
     kind, both arms."""
     settings = decode_settings(phase, ctx.draft_kinds)
@@ -295,12 +265,15 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     checks: list[Validity] = []
+    l1 = L1Quads()  # this phase's own
     for context in phase.contexts:
         ctx.check_stop()
-        context_rows, check = decode_context(ctx, phase, context, settings, progress)
-        rows += context_rows
-        checks.append(check)
-    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
+        so_far = replace(inputs, l1=inputs.l1 + l1)
+        done = decode_context(ctx, phase, context, settings, progress, so_far)
+        rows += done.rows
+        checks.append(done.check)
+        l1 = l1 + done.l1
+    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks, inputs.l1 + l1))
     verdict = (
         tune_verdict(rows, TIE_PCT, phase.name)
         if phase.kind == "tune"
@@ -308,12 +281,10 @@ def run_decode(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> 
     )
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return summary
+    return PhaseResult(summary, l1)
 
 
-def _decide_more(ctx: RunContext, phase_name: str) -> Callable[[bool], bool]:
-    grown = ctx.grown_rounds.get(phase_name)
+def _decide_more(ctx: RunContext, grown: GrownRounds | None) -> Callable[[bool], bool]:
     if grown is None:
         return ctx.decide_more
-    keep_rounds, deadline_s = grown
-    return until_after(ctx.decide_more, ctx.now, keep_rounds, deadline_s)
+    return until_after(ctx.decide_more, ctx.now, grown.keep_rounds, grown.deadline_s)

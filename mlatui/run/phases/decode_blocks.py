@@ -69,7 +69,7 @@ class BlockRunner:
         lockstep = self.ctx.lockstep is not None
 
         def block(a: Arm) -> BlockResult:
-            result = run_block(a, stream, depth, n, self.sampling, seed, st.kind)
+            result = run_block(a, stream, Setting(st.kind, depth), n, self.sampling, seed)
             if lockstep:
                 # after the clock: mlx-lm's generator leaves its next step in flight, and its
                 # all_sums would interleave with the next lockstep collective (garbage sums)

@@ -44,6 +44,7 @@ from mlatui.run.phases.indexer_sites import (
     sparse_sites,
     step,
 )
+from mlatui.run.phases.results import Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
 from mlatui.stream.phrases import CiStyle, ci_text, ends_text
 
@@ -144,7 +145,7 @@ def _warn_parity(ctx: RunContext, name: str, context: int, parity: dict, dtype) 
 
 def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
     if result.part == "indexer":  # its own check: never one of the run's invalid contexts
-        validity(ctx, phase.name, result.context, result.estimates, leaves_out=False)
+        validity(ctx, phase.name, result.context, result.estimates)
     elif result.outcome is not Outcome.VALID:
         ratio = result.estimates.control_ratio
         ci = f" (paired {ends_text(ratio.low, ratio.high, 3)})" if ratio else ""
@@ -166,7 +167,17 @@ def _skip(ctx: RunContext, phase: Phase, index: int, total: int, why: str) -> Ph
     return summary
 
 
-def run_indexer_phase(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+NEEDS: frozenset[Need] = frozenset()  # its S = 1 checks read only its own quads
+
+
+def run_indexer_phase(
+    ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
+) -> PhaseResult:
+    """The sparse indexer's parts, stock vs patched pooling, at each context above top-k."""
+    return PhaseResult(_indexer_summary(ctx, phase, index, total_phases))
+
+
+def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
     stock = ctx.workers["stock"].arm
     sites = sparse_sites(stock.model)
     model_name = stock.model_name

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from mlatui.measure.estimates import Outcome, control_outcome, control_ratio, stable_seed
+from mlatui.measure.estimates import Outcome, Timing, control_outcome, control_ratio, stable_seed
 from mlatui.measure.more_plan import (
     MORE_KIND,
     more_phase,
@@ -30,6 +30,7 @@ from mlatui.run.phases.base import (
     sample_steps,
     share_context,
 )
+from mlatui.run.phases.results import L1Quads
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     ARMS,
@@ -41,6 +42,8 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.phrases import interval_text
+
+MODEL_KINDS = ("sweep", "tune", "decode")  # phases whose checks leave contexts out of verdicts
 
 
 class CheckBook:
@@ -66,6 +69,20 @@ class CheckBook:
         with self._lock:
             return undecided_checks(dict(self.validity), dict(self.kinds), last_pass)
 
+    def invalid_contexts(self) -> tuple[int, ...]:
+        """The contexts a model phase's latest check leaves out of every verdict (invalid or
+        inconclusive; an indexer phase's check leaves out only its own figures): RunEnd's."""
+        with self._lock:
+            return tuple(
+                sorted(
+                    {
+                        context
+                        for (phase, context), v in self.validity.items()
+                        if not v.valid and self.kinds.get(phase) in MODEL_KINDS
+                    }
+                )
+            )
+
 
 def serve_more(
     ctx: RunContext,
@@ -73,16 +90,18 @@ def serve_more(
     book: CheckBook,
     last_pass: str,
     phases_before: int,
+    l1: L1Quads,
 ) -> None:
     """The run has ended: its RunEnd, then each `+` request's rounds, each followed by a new
     RunEnd, until the stop flag is set (quit). A request with nothing undecided is said in the
-    log and measures nothing."""
+    log and measures nothing. `l1`: every L = 1 quad of the last pass; each request's rounds
+    join them for the next."""
 
     def end() -> None:
-        ctx.emit(RunEnd(ctx.now(), "completed", tuple(sorted(ctx.invalid_contexts))))
+        ctx.emit(RunEnd(ctx.now(), "completed", book.invalid_contexts()))
 
     end()
-    asked = 0
+    more = MoreRounds(ctx, last_pass, phases_before, l1)
     while not control.is_set():
         rounds = control.next_ask()
         if rounds is None or control.is_set():
@@ -91,55 +110,56 @@ def serve_more(
         if not checks or rounds < 1:
             ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
             continue
-        asked += 1
-        more_rounds(ctx, checks, rounds, asked, phases_before, last_pass)
+        more.measure(checks, rounds)
         end()
 
 
-def more_rounds(
-    ctx: RunContext,
-    checks: list[Validity],
-    rounds: int,
-    asked: int,
-    phases_before: int,
-    last_pass: str = "",
-) -> list[Validity]:
-    """`rounds` rounds of L = 1 quads at each of the checks' contexts (one phase, of the A/A
-    pass `last_pass` when there is one: its slots are A and B), then every check there decided
-    again on all the run's L = 1 quads at its context: its new Validity."""
-    name = more_phase_name(asked) + (f"/{last_pass}" if last_pass else "")
-    contexts = sorted({v.context for v in checks})
-    shapes = {c: more_phase(name, c, rounds) for c in contexts}
-    plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
-    planned = sum(p.timed_calls() for p in plans.values())
-    segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
-    index = phases_before + asked - 1
-    ctx.emit(
-        PhaseStart(
+class MoreRounds:
+    """The `+` requests of one run, numbered: each a phase of L = 1 rounds of its own (of the
+    A/A pass `last_pass` when there is one: its slots are A and B), after the run's
+    `phases_before` phases. The L = 1 quads grow with every request."""
+
+    def __init__(self, ctx: RunContext, last_pass: str, phases_before: int, l1: L1Quads) -> None:
+        self.ctx, self.last_pass, self.phases_before, self.l1 = ctx, last_pass, phases_before, l1
+        self.asked = 0
+
+    def measure(self, checks: list[Validity], rounds: int) -> list[Validity]:
+        """`rounds` rounds of L = 1 quads at each of the checks' contexts, then every check
+        there decided again on all the run's L = 1 quads at its context: its new Validity."""
+        ctx = self.ctx
+        self.asked += 1
+        name = more_phase_name(self.asked) + (f"/{self.last_pass}" if self.last_pass else "")
+        contexts = sorted({v.context for v in checks})
+        shapes = {c: more_phase(name, c, rounds) for c in contexts}
+        plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
+        planned = sum(p.timed_calls() for p in plans.values())
+        segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
+        index = self.phases_before + self.asked - 1
+        start = PhaseStart(
             ctx.now(), name, MORE_KIND, index, index + 1, planned, tuple(contexts), tuple(segments)
         )
-    )
-    progress = ProgressTracker(ctx, name, planned)
-    out: list[Validity] = []
-    said: list[str] = []
-    for context in contexts:
-        ctx.check_stop()
-        text = ctx.tokens_for(context + 1)
-        length = share_context(ctx, text[:context])
-        site = StepSite(name, length, text[length:])
-        sample_steps(ctx, site, plans[context], progress, interim=False)
-        here = [v for v in checks if v.context == context]
-        new = _decide_again(ctx, name, here, length)
-        out += new
-        said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
-    ctx.emit(PhaseSummary(ctx.now(), name, MORE_KIND, (), "; ".join(said)))
-    return out
+        ctx.emit(start)
+        progress = ProgressTracker(ctx, name, planned)
+        out: list[Validity] = []
+        said: list[str] = []
+        for context in contexts:
+            ctx.check_stop()
+            text = ctx.tokens_for(context + 1)
+            length = share_context(ctx, text[:context])
+            site = StepSite(name, length, text[length:])
+            run = sample_steps(ctx, site, plans[context], progress, interim=False)
+            self.l1 = self.l1.plus(length, run.timings, plans[context].control_width)
+            here = [v for v in checks if v.context == context]
+            new = _decide_again(ctx, name, here, length, self.l1.pooled(length))
+            out += new
+            said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
+        ctx.emit(PhaseSummary(ctx.now(), name, MORE_KIND, (), "; ".join(said)))
+        return out
 
 
 def _decide_again(
-    ctx: RunContext, phase: str, checks: list[Validity], length: int
+    ctx: RunContext, phase: str, checks: list[Validity], length: int, timings: list[Timing]
 ) -> list[Validity]:
-    timings = ctx.pooled_l1(length)
     ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase, "more", length))
     if ratio is None:
         return []

@@ -23,16 +23,20 @@ from mlatui.measure.pooled import (
     pooled_check,
 )
 from mlatui.run.phases.base import RunContext
+from mlatui.run.phases.results import L1Quads
 from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
 
 
-def pool_checks(ctx: RunContext, phase: str, checks: Sequence[Validity]) -> dict[int, Validity]:
-    """The phase's checks decided with the pooled one: {context: its new Validity} for those it
-    made valid (pooled). Emits the PooledValidity when the phase has an undecided check."""
+def pool_checks(
+    ctx: RunContext, phase: str, checks: Sequence[Validity], l1: L1Quads
+) -> dict[int, Validity]:
+    """The phase's checks decided with the one pooled over `l1` (every L = 1 quad of the pass
+    so far, the phase's own included): {context: its new Validity} for those it made valid
+    (pooled). Emits the PooledValidity when the phase has an undecided check."""
     if not checks:
         return {}
     tolerance = checks[0].tolerance_pct
-    by_context = {c: ctx.pooled_l1(c) for c in sorted(ctx.l1_runs)}
+    by_context = {c: l1.pooled(c) for c in l1.contexts()}
     seed = stable_seed(ctx.seed, phase, "l1-pooled")
     pooled = pooled_check(by_context, ARMS, 1, seed, tolerance)
     verdict = pooled.outcome if pooled else None
@@ -56,7 +60,6 @@ def pool_checks(ctx: RunContext, phase: str, checks: Sequence[Validity]) -> dict
         if not yes:
             continue
         new = replace(v, t=ctx.now(), valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED)
-        ctx.left_out.discard((phase, v.context))
         ctx.emit(new)
         out[v.context] = new
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlatui.config.scenario import Phase
+from mlatui.measure.estimates import ContextEstimates
 from mlatui.measure.plans import plan_for, sweep_segments
 from mlatui.measure.sampler import SamplerPlan, SamplerRun
 from mlatui.measure.timing import Stats
@@ -16,11 +17,16 @@ from mlatui.run.phases.base import (
     validity,
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
+from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
 from mlatui.stream.phrases import CiStyle, ci_text
 
+NEEDS = frozenset({Need.L1_QUADS})  # the pooled check reads every quad of the pass
 
-def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
+
+def run_sweep(
+    ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
+) -> PhaseResult:
     """Step ms per arm at each context and width, in interleaved rounds; paired estimates with
     CIs; the L = 1 check per context."""
     widths = tuple(sorted(set(phase.widths)))
@@ -30,27 +36,29 @@ def run_sweep(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> P
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
     checks: list[Validity] = []
+    l1 = L1Quads()
+    estimates: list[tuple[int, ContextEstimates]] = []
     for context in phase.contexts:
         ctx.check_stop()
-        context_rows, check = _sweep_context(ctx, phase, context, plans[context], progress)
-        rows += context_rows
+        length, run = _sweep_context(ctx, phase, context, plans[context], progress)
+        l1 = l1.plus(length, run.timings, plans[context].control_width)
+        estimates.append((length, run.final))
+        check = validity(ctx, phase.name, length, run.final)
+        rows += sweep_rows(length, run, check)
         checks.append(check)
-    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks))
+    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks, inputs.l1 + l1))
     verdict = sweep_verdict(rows, phase.name)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return summary
+    return PhaseResult(summary, l1, tuple(estimates))
 
 
 def _sweep_context(
     ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
-) -> tuple[list[dict], Validity]:
+) -> tuple[int, SamplerRun]:
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
-    run = sample_steps(ctx, StepSite(phase.name, length, text[context:]), plan, progress)
-    ctx.sweep_estimates[(phase.name, length)] = run.final
-    v = validity(ctx, phase.name, length, run.final)
-    return sweep_rows(length, run, v), v
+    return length, sample_steps(ctx, StepSite(phase.name, length, text[context:]), plan, progress)
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:

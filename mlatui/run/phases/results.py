@@ -1,0 +1,121 @@
+"""What a phase hands to the phases after it, as immutable values.
+
+A phase returns a PhaseResult: its summary, the L = 1 quads it measured and (a sweep) its final
+estimates per context. The engine keeps the pass's results so far (PassResults) and gives each
+phase a PhaseInputs holding only what its kind declares it needs (Need), plus, for a phase the
+budget grew, where its added rounds stop. No phase writes into state another phase reads.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from mlatui.measure.estimates import ContextEstimates, Timing
+from mlatui.stream.events import PhaseSummary
+
+
+@dataclass(frozen=True)
+class L1Quads:
+    """The L = 1 control timings of every sampler run so far, each run with its context, in the
+    order the runs ran: a check pools them at a context (same arms, same hypothesis, paired
+    quads whose regimes cancel within each quad)."""
+
+    runs: tuple[tuple[int, tuple[Timing, ...]], ...] = ()
+
+    def plus(self, context: int, timings: Sequence[Timing], control_width: int | None) -> L1Quads:
+        """With one more run's control quads (a run without a control adds nothing)."""
+        if control_width is None:
+            return self
+        quads = tuple(t for t in timings if t.width == control_width)
+        return L1Quads((*self.runs, (context, quads)))
+
+    def __add__(self, later: L1Quads) -> L1Quads:
+        return L1Quads(self.runs + later.runs)
+
+    def count(self, context: int) -> int:
+        """How many runs measured L = 1 quads at `context`."""
+        return sum(1 for c, _ in self.runs if c == context)
+
+    def contexts(self) -> list[int]:
+        return sorted({c for c, _ in self.runs})
+
+    def pooled(self, context: int) -> list[Timing]:
+        """`context`'s L = 1 timings from every run, rounds renumbered so that no two runs share
+        a round (the bootstrap resamples whole rounds)."""
+        out: list[Timing] = []
+        offset = 0
+        for c, run in self.runs:
+            if c != context:
+                continue
+            out += [replace(t, round=t.round + offset) for t in run]
+            offset += 1 + max((t.round for t in run), default=0)
+        return out
+
+
+@dataclass(frozen=True)
+class GrownRounds:
+    """Rounds of blocks a budget added to a tune or decode phase stop at the first pair that
+    starts after `deadline_s` (run time), once the phase's `keep_rounds` planned ones ran."""
+
+    keep_rounds: int
+    deadline_s: float
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """A phase's summary and what later phases may read of it: the L = 1 quads it measured and,
+    for a sweep, its final estimates per context length."""
+
+    summary: PhaseSummary
+    l1: L1Quads = L1Quads()
+    estimates: tuple[tuple[int, ContextEstimates], ...] = ()
+
+
+class Need(enum.Enum):
+    """What of the pass so far a phase kind reads."""
+
+    L1_QUADS = "every L = 1 quad measured so far (the checks pool them)"
+    SWEEP_ESTIMATES = "the sweeps' final estimates (a decode phase's `verify_from`)"
+
+
+@dataclass(frozen=True)
+class PhaseInputs:
+    """What a phase receives besides the run's environment: what it declared it needs of the
+    earlier phases, and where the rounds a budget added to it stop (None: none added)."""
+
+    l1: L1Quads = L1Quads()
+    sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()  # (phase, length, estimates)
+    grown: GrownRounds | None = None
+
+    def sweep_estimates(self, phase: str, length: int) -> ContextEstimates | None:
+        return next((e for p, c, e in reversed(self.sweeps) if (p, c) == (phase, length)), None)
+
+
+@dataclass(frozen=True)
+class PassResults:
+    """A pass so far: every L = 1 quad (the phases' and the budget's, in the order measured),
+    the sweeps' estimates, and the rounds the budget added to phases still to run."""
+
+    l1: L1Quads = L1Quads()
+    sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()
+    grown: tuple[tuple[str, GrownRounds], ...] = ()
+
+    def after(self, result: PhaseResult) -> PassResults:
+        name = result.summary.phase
+        sweeps = (*self.sweeps, *((name, c, e) for c, e in result.estimates))
+        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps)
+
+    def with_budget(self, l1: L1Quads, grown: Iterable[tuple[str, GrownRounds]]) -> PassResults:
+        """With the L = 1 quads a budget measured on undecided checks and the rounds it added."""
+        return replace(self, l1=self.l1 + l1, grown=(*self.grown, *grown))
+
+    def inputs(self, needs: frozenset[Need], phase: str) -> PhaseInputs:
+        """What a phase named `phase` that declared `needs` receives."""
+        grown = next((g for name, g in reversed(self.grown) if name == phase), None)
+        return PhaseInputs(
+            self.l1 if Need.L1_QUADS in needs else L1Quads(),
+            self.sweeps if Need.SWEEP_ESTIMATES in needs else (),
+            grown,
+        )
