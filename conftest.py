@@ -5,17 +5,19 @@
 - `system` tests start a tool, a child process, a whole engine run, a model load or a long
   session of the whole app; the modules below are marked as a whole, and a test elsewhere can
   carry `@pytest.mark.system` itself. `pytest -m "not system"` is the quick loop for development.
-- With pytest-xdist installed (the dev extra), the whole suite (`pytest` with no paths) runs on two
-  workers, a test file per worker at a time (module fixtures stay shared): many tests wait on
-  child processes and timers, so two workers on two cores nearly halve the wall time. Paths on
-  the command line, `-n N` or `-p no:xdist` choose otherwise."""
+- With pytest-xdist installed (the dev extra), the whole suite (`pytest` with no paths) runs on
+  three workers, a test file per worker at a time (module fixtures stay shared). Many tests wait
+  on child processes, timers and the app's pauses: on two workers the tree had fewer than two
+  runnable processes most of the time, and a third worker on the 2-core box took the suite from
+  268 s to 243 s (the same CPU seconds). Paths on the command line, `-n N` or `-p no:xdist`
+  choose otherwise."""
 
 import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import os
 
 import pytest
 
-WORKERS = 2
+WORKERS = 3
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own reading of -n
@@ -52,7 +54,7 @@ SYSTEM_MODULES = {
     # the whole app driven through long Pilot sessions and screenshots
     "test_help", "test_ui_app", "test_ui_snapshot",
 }  # fmt: skip
-# Under pytest-xdist, files that cost the most CPU run first (so that the two workers end together):
+# Under pytest-xdist, files that cost the most CPU run first (so that the workers end together):
 # the static checks, whose test mostly waits on mypy, then the rest by CPU seconds measured on
 # the 2-core box. Files not named keep their collection order after these.
 HEAVY_FIRST = (
