@@ -311,3 +311,25 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     assert run(config, events.append) == "completed"
     assert sorted(set(ran)) == [(0, ""), (1, "synthetic"), (2, "synthetic")] and len(ran) == 6
     assert any(isinstance(e, DecodeBlock) for e in events)
+
+
+def _reference_ms(arm: str, width: int, context: int) -> float:
+    """The bundled reference BLAS: every wide step compute-bound (L = 2 twice L = 1) in both
+    arms, so no context shows the story, and the steps ten times the OpenBLAS CPU's."""
+    one = 10 * (16.0 + 0.008 * context)
+    return one * (1 if width == 1 else width) + (
+        0.62 * context * (width > 1) if arm == "stock" else 0
+    )
+
+
+def test_a_slow_device_without_the_story_tunes_where_the_budget_allows_not_at_the_largest():
+    """No context shows the story on the reference BLAS; the best multiple is at the largest
+    context, 24K, whose sweep would take ten minutes of a 100 s budget. The tune goes to the
+    best context that fits (or the smallest), and the sweep is not forced past it."""
+    costs = _table(_reference_ms, lengths=(256, 1024, 4096, 16384, 32768))
+    limits = Limits(max_positions=32768, trained_window=32768)
+    unbounded = _choose(costs, limits)
+    assert unbounded.tune_context == 24576  # the best multiple, when time is no object
+    chosen = _choose(costs, limits, budget_s=100.0)
+    assert chosen.tune_context is not None and chosen.tune_context <= 2048, chosen.note
+    assert max(chosen.sweep_contexts) <= 4096, chosen.note

@@ -123,8 +123,20 @@ def choose_contexts(
     tunes = tune_candidates(story, phases, limits)
     if not sweeps:
         return ContextChoice(None, (), _bounds_note(limits, story))
-    tune, reason = _tune_context(story, step_ms, tunes) if _tunes(phases) else (None, "")
     n = story.sweep_contexts
+
+    def affordable(c: int) -> bool:
+        """A tune at `c` fits the budget with the smallest sweep window that reaches it."""
+        top = next((t for t in sweeps if t >= c), None)
+        return top is not None and fits(with_contexts(phases, c, window(sweeps, top, c, n)))
+
+    tune, reason = (
+        _tune_context(story, step_ms, [c for c in tunes if affordable(c)] or tunes[:1])
+        if _tunes(phases)
+        else (None, "")
+    )
+    if tunes and tune is not None and not affordable(tune):
+        reason += f" (no allowed context fits the budget: {tune}, the smallest)"
     tops = [c for c in sweeps if tune is None or c >= tune]
     top = next(
         (
@@ -149,7 +161,9 @@ def choose_contexts(
 
 def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[int | None, str]:
     """The smallest candidate where the stock multiple and the patched flatness hold; else the
-    one where the stock multiple is largest (the best this model and device can show)."""
+    one where the stock multiple is largest (the best this model and device can show).
+    `tunes` are the candidates whose tune fits the budget (a slow device: the reference BLAS
+    took the largest, 24K, and planned 666 s for 100)."""
     seen: list[tuple[int, float, float]] = []
     for c in tunes:
         got = _multiples(step_ms, c)
