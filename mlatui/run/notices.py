@@ -86,4 +86,22 @@ def opening_notices(
         notices.append(("info", NULL_NOTICE))
     if plan.fill == "random-latents":
         notices.append(("warning", RANDOM_LATENTS_WARNING))
+    if _on_reference_blas():
+        notices.append(("warning", REFERENCE_BLAS_WARNING))
     return notices
+
+
+REFERENCE_BLAS_WARNING = (
+    "the CPU runs the bundled reference BLAS (a few GFLOP/s): every matmul is compute-bound, so a "
+    "verify step of width 2 costs about twice a plain step and speculation cannot win on either "
+    "arm; unset MLATUI_BLAS (or apt-get install libopenblas0-pthread) to see the story"
+)
+
+
+def _on_reference_blas() -> bool:
+    """The run computes on the CPU through the reference BLAS the mlx wheel bundles."""
+    import mlx.core as mx
+
+    from mlatui.host.blas import blas_in_use
+
+    return mx.default_device() == mx.cpu and blas_in_use().startswith("bundled reference BLAS")
