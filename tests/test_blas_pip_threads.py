@@ -1,17 +1,12 @@
 """The pip OpenBLAS wheel runs on one thread unless the user chose a count, and says so."""
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from mlatui.host import blas_redirect
 from mlatui.host.blas_redirect import one_thread_unless_chosen, pip_openblas
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.test_blas import run_probe
 
 
 class _Lib:
@@ -52,17 +47,7 @@ print(json.dumps({"blas": blas.blas_in_use(), "threading": blas.blas_threading()
 
 def probe(**env: str) -> dict:
     drop = ("MLATUI_BLAS", *blas_redirect.THREAD_ENVS)
-    full = {k: v for k, v in os.environ.items() if k not in drop} | {"MLATUI_BLAS": "pip"} | env
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=full,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, {"MLATUI_BLAS": "pip", **env}, drop)
 
 
 @pytest.mark.system
