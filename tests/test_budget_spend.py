@@ -127,13 +127,18 @@ def test_no_time_left_means_no_attempt(monkeypatch):
     assert len(calls) == 1 and calls[0][2] == pytest.approx(100.0)
 
 
-def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
+def _grown_at_30_s():
+    """The default scenario's tune at 4 rounds, grown 30 s into a 1000 s budget."""
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=1000.0)
     phases = load_scenario(str(DEFAULT)).phases
     phases = (phases[0], replace(phases[1], reps=4))
     ctx.t = 30.0
-    out = watch.grow(ctx, phases, 1).phases
+    return ctx, watch, phases, watch.grow(ctx, phases, 1).phases
+
+
+def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
+    ctx, watch, phases, out = _grown_at_30_s()
     assert out[1].reps == budget_watch.GROW_ROUNDS and out[0] == phases[0]
     said = [e for e in ctx.events if isinstance(e, LogMessage)]
     assert said and f"tune: rounds of blocks 4 -> {budget_watch.GROW_ROUNDS}" in said[-1].message
@@ -269,12 +274,7 @@ def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():
     the rounds it planned, whatever the added ones cost."""
     from mlatui.stream.events import DecodeBlock
 
-    ctx = FakeCtx()
-    watch = _watch(ctx, budget_s=1000.0)
-    phases = load_scenario(str(DEFAULT)).phases
-    phases = (phases[0], replace(phases[1], reps=4))
-    ctx.t = 30.0
-    out = watch.grow(ctx, phases, 1).phases
+    ctx, watch, phases, out = _grown_at_30_s()
     assert out[1].reps > 4 and watch.extra_s == 0.0  # nothing spent before it is measured
     t = 30.0
     for rnd in range(10):  # rounds 4..9 were added; each takes 3 s (two blocks of 1.5 s)

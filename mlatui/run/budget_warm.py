@@ -10,13 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import mlx.core as mx
-from mlx_lm.generate import generation_stream
-
 from mlatui.config.scenario import Phase
 from mlatui.measure.plans import Setting, decode_settings
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import DecodeStream, open_stream, rewind, run_block
+from mlatui.run.decode_stream import DecodeStream, open_stream, rewind, run_block, sync_after_block
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_blocks import sampling_of
 
@@ -47,9 +44,7 @@ def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[in
         def block(a: Arm, st: Setting = st) -> None:
             rewind(a, stream)
             run_block(a, stream, st, n, sampling, ctx.seed)
-            if lockstep:
-                mx.synchronize()
-                mx.synchronize(generation_stream)
+            sync_after_block(lockstep)
 
         took: list[float] = []
         for _ in range(2):

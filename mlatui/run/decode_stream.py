@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.measure.plans import Setting
@@ -151,6 +152,14 @@ def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) ->
         draft.model(mx.array([missing]), cache=draft.cache)  # (1, m)
         mx.eval([c.state for c in draft.cache])
     track.draft_len = s.covered
+
+
+def sync_after_block(lockstep: bool) -> None:
+    """Under mlx.launch, after the clock: mlx-lm's generator leaves its next step in flight, and
+    its all_sums would interleave with the next lockstep collective (garbage sums)."""
+    if lockstep:
+        mx.synchronize()
+        mx.synchronize(generation_stream)
 
 
 def run_block(

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import functools
 
-import mlx.core as mx
-from mlx_lm.generate import generation_stream
-
 from mlatui.config.scenario import Phase
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.estimates import Timing, stable_seed
 from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import Repetition, repetition_of
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block
+from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block, sync_after_block
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_verdict import first_divergence
@@ -70,11 +67,7 @@ class BlockRunner:
 
         def block(a: Arm) -> BlockResult:
             result = run_block(a, stream, Setting(st.kind, depth), n, self.sampling, seed)
-            if lockstep:
-                # after the clock: mlx-lm's generator leaves its next step in flight, and its
-                # all_sums would interleave with the next lockstep collective (garbage sums)
-                mx.synchronize()
-                mx.synchronize(generation_stream)
+            sync_after_block(lockstep)
             return result
 
         return self.ctx.workers[arm].call(block)
