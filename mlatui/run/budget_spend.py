@@ -19,7 +19,6 @@ from mlatui.measure.estimates import (
     Outcome,
     Timing,
     control_outcome,
-    control_ratio,
     stable_seed,
 )
 from mlatui.measure.plans import CONTROL_QUADS
@@ -34,7 +33,7 @@ from mlatui.run.phases.base import (
     share_context,
 )
 from mlatui.run.phases.results import L1Quads
-from mlatui.stream.events import ARMS, Basis, LogMessage, Step, Validity
+from mlatui.stream.events import Basis, LogMessage, Step, Validity
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
@@ -79,7 +78,7 @@ def more_l1_rounds(
     run = sample_context(plan, rounds.hooks(plan, check.tolerance_pct, deadline_s))
     mine = L1Quads().plus(length, run.timings, plan.control_width)
     timings = (l1 + mine).pooled(length)
-    ratio = control_ratio(timings, ARMS, 1, rounds.seed)
+    ratio = (l1 + mine).pooled_ratio(length, ctx.seed)
     if ratio is None:
         return list(checks), mine
     outcome = control_outcome(ratio, check.tolerance_pct)
@@ -106,7 +105,6 @@ class _ExtraRounds:
     def __init__(self, ctx: RunContext, site: StepSite, l1: L1Quads) -> None:
         self.ctx, self.site, self.l1 = ctx, site, l1
         self.step = forward_and_trim(site.tail)
-        self.seed = stable_seed(ctx.seed, site.label, "pooled", site.length)
         self.pending: list[tuple[str, float, int, int]] = []
         self.current: list[Timing] = []
         self.marks = [ctx.now()]  # the run time at the start and after each pair of rounds
@@ -149,8 +147,9 @@ class _ExtraRounds:
         )
 
     def _undecided(self, tolerance_pct: float) -> bool:
-        timings = self.l1.plus(self.site.length, self.current, 1).pooled(self.site.length)
-        ratio = control_ratio(timings, ARMS, 1, self.seed)
+        ratio = self.l1.plus(self.site.length, self.current, 1).pooled_ratio(
+            self.site.length, self.ctx.seed
+        )
         return ratio is None or control_outcome(ratio, tolerance_pct) is Outcome.INCONCLUSIVE
 
 

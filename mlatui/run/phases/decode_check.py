@@ -10,13 +10,11 @@ from mlatui.measure.estimates import (
     ContextEstimates,
     Outcome,
     control_outcome,
-    control_ratio,
-    stable_seed,
 )
 from mlatui.measure.plans import VERIFY_MIN_ROUNDS
 from mlatui.run.phases.base import RunContext, validity
 from mlatui.run.phases.results import L1Quads
-from mlatui.stream.events import ARMS, LogMessage, Validity, ratio_label
+from mlatui.stream.events import LogMessage, Validity, ratio_label
 from mlatui.stream.phrases import interval_text
 
 
@@ -62,7 +60,7 @@ def _pooled(
     """The check on every L = 1 quad this run measured at this context (the sweep's too): the
     same arms and hypothesis, paired quads whose regimes cancel within each quad."""
     timings = l1.pooled(length)
-    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase.name, "l1", length))
+    ratio = l1.pooled_ratio(length, ctx.seed)
     if ratio is None:
         return verify
     outcome = control_outcome(ratio, verify.tolerance_pct)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from mlatui.measure.estimates import Outcome, Timing, control_outcome, control_ratio, stable_seed
+from mlatui.measure.estimates import Outcome, control_outcome
 from mlatui.measure.more_plan import (
     MORE_KIND,
     more_phase,
@@ -33,7 +33,6 @@ from mlatui.run.phases.base import (
 from mlatui.run.phases.results import L1Quads
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
-    ARMS,
     Event,
     LogMessage,
     PhaseStart,
@@ -150,7 +149,7 @@ class MoreRounds:
             run = sample_steps(ctx, site, plans[context], progress, interim=False)
             self.l1 = self.l1.plus(length, run.timings, plans[context].control_width)
             here = [v for v in checks if v.context == context]
-            new = _decide_again(ctx, name, here, length, self.l1.pooled(length))
+            new = _decide_again(ctx, name, here, length, self.l1)
             out += new
             said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
         ctx.emit(PhaseSummary(ctx.now(), name, MORE_KIND, (), "; ".join(said)))
@@ -158,9 +157,10 @@ class MoreRounds:
 
 
 def _decide_again(
-    ctx: RunContext, phase: str, checks: list[Validity], length: int, timings: list[Timing]
+    ctx: RunContext, phase: str, checks: list[Validity], length: int, l1: L1Quads
 ) -> list[Validity]:
-    ratio = control_ratio(timings, ARMS, 1, stable_seed(ctx.seed, phase, "more", length))
+    timings = l1.pooled(length)
+    ratio = l1.pooled_ratio(length, ctx.seed)
     if ratio is None:
         return []
     tolerance = checks[0].tolerance_pct

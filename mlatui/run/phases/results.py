@@ -12,8 +12,9 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from mlatui.measure.estimates import ContextEstimates, Timing
-from mlatui.stream.events import PhaseSummary
+from mlatui.measure.estimates import ContextEstimates, Timing, control_ratio, stable_seed
+from mlatui.stream.events import ARMS, PhaseSummary
+from mlatui.stream.interval import Interval
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,13 @@ class L1Quads:
             out += [replace(t, round=t.round + offset) for t in run]
             offset += 1 + max((t.round for t in run), default=0)
         return out
+
+    def pooled_ratio(self, context: int, run_seed: int) -> Interval | None:
+        """The paired stock/patched L = 1 ratio over every quad at `context`, bootstrapped on
+        one seed per context: the same quads give the same interval wherever they are read (a
+        sweep's check the budget decides again, the tune that borrows it, `+`), so one reading
+        never reads valid where another, on the very same rounds, reads inconclusive."""
+        return control_ratio(self.pooled(context), ARMS, 1, stable_seed(run_seed, "l1", context))
 
 
 @dataclass(frozen=True)
