@@ -172,13 +172,14 @@ def test_thresholds_geometry_where_absorbing_always_wins(tmp_path, capsys):
 # ---- outputs --------------------------------------------------------------------------------
 
 
-def test_existing_output_is_refused_unless_forced(tmp_path):
+def test_existing_output_is_refused_unless_overwrite(tmp_path):
     out = tmp_path / "run.jsonl"
     out.write_text("precious\n")
-    with pytest.raises(UserError, match="already exists — pass --force"):
+    with pytest.raises(UserError, match="already exists — pass --overwrite to replace it") as e:
         claim_output(out)
+    assert "--force" not in str(e.value)  # the one flag that means "replace the file"
     assert out.read_text() == "precious\n"
-    assert claim_output(out, force=True) == out and out.read_text() == ""
+    assert claim_output(out, overwrite=True) == out and out.read_text() == ""
 
 
 @pytest.mark.parametrize(
@@ -193,7 +194,7 @@ def test_existing_output_is_refused_unless_forced(tmp_path):
 def test_unusable_outputs_are_refused_up_front(where, needle, tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(UserError, match=needle):
-        claim_output(where.format(tmp=tmp_path), force=True)
+        claim_output(where.format(tmp=tmp_path), overwrite=True)
 
 
 def test_default_names_are_unique_and_created_exclusively(tmp_path):
@@ -215,6 +216,10 @@ def test_bench_refuses_to_overwrite_its_out(tmp_path, capsys):
     out.write_text("kept\n")
     assert main(["bench", TINY, "--random-weights", "--out", str(out)]) == 2
     assert "already exists" in one_error_line(capsys.readouterr())
+    # --force is the memory estimate's flag only: it replaces nothing
+    assert main(["bench", TINY, "--random-weights", "--out", str(out), "--force"]) == 2
+    line = one_error_line(capsys.readouterr())
+    assert "already exists — pass --overwrite" in line and "--force" not in line
     assert out.read_text() == "kept\n"
 
 

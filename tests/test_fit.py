@@ -45,7 +45,9 @@ def test_largest_context_counts_the_widest_step_and_a_decode_round():
 
 
 def test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line(tmp_path):
+    # --overwrite replaces yesterday's recording and nothing else: the memory guard still holds
     out = tmp_path / "big.jsonl"
+    out.write_text("yesterday\n")
     p = subprocess.run(
         [
             sys.executable,
@@ -58,6 +60,7 @@ def test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line(tmp_path):
             "1000000000",
             "--out",
             str(out),
+            "--overwrite",
         ],
         capture_output=True,
         text=True,
@@ -67,7 +70,7 @@ def test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line(tmp_path):
     assert p.returncode == 2, p.stderr[-1500:]
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("mlatui: error: needs ~") and "at context 1000000" in last
-    assert "--force" in last and "Traceback" not in p.stderr
+    assert "--force" in last and "--overwrite" not in last and "Traceback" not in p.stderr
     assert '"type":"step"' not in out.read_text()  # nothing ran; the recording says why
     assert '"refused":true' in out.read_text()
 

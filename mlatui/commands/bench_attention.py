@@ -19,6 +19,7 @@ from mlatui.commands.argtypes import (
     positive_float,
     positive_int,
 )
+from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
@@ -130,12 +131,8 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         help="write part (a)'s JSONL records (raw samples + env) here, streamed context by "
         "context; part (b)'s scenario and recording go next to it",
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite existing output files; run even where the memory estimate says it "
-        "will not fit",
-    )
+    add_overwrite(parser, "--out file (and part (b)'s scenario and recording beside it)")
+    add_force(parser)
     parser.add_argument("--part", choices=["a", "b", "both"], default="both")
     parser.add_argument(
         "--max-seconds",
@@ -211,7 +208,7 @@ def _claim_outputs(
     from mlatui.config.outputs import claim_output
     from mlatui.errors import UserError
 
-    out_a = claim_output(args.out, force=args.force) if part_a and args.out else None
+    out_a = claim_output(args.out, overwrite=args.overwrite) if part_a and args.out else None
     if not part_b:
         return out_a, None
     try:
@@ -376,8 +373,8 @@ def claim_part_b(b: PartB, args) -> ClaimedPartB:
     from mlatui.stream.sinks import default_record_path
 
     if b.record is not None and b.scenario_path is not None:
-        claim_output(b.scenario_path, force=args.force, flag="part (b)'s scenario")
-        claim_output(b.record, force=args.force, flag="part (b)'s recording")
+        claim_output(b.scenario_path, overwrite=args.overwrite, flag="part (b)'s scenario")
+        claim_output(b.record, overwrite=args.overwrite, flag="part (b)'s recording")
         return ClaimedPartB(b.text, b.scenario_path, b.record)
     record = default_record_path(f"attention-{args.family}")
     scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
@@ -412,8 +409,8 @@ def _part_b(
 
     parser = OneLineParser(prog="mlatui bench", description=bench_scenario.HELP)
     bench_scenario.configure(parser)
-    # the (empty) recording claimed up front is handed over; --force only when the user gave it
-    # (it also runs what the memory estimate refuses)
+    # the (empty) recording claimed up front is handed over (no --overwrite needed); --force
+    # (past the memory estimate) only when the user gave it
     b.record.unlink(missing_ok=True)
     argv = [str(b.scenario_path), "--random-weights", "--out", str(b.record)]
     argv += ["--budget", str(budget_s)] if budget_s else []

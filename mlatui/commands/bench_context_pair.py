@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from mlatui.commands.output_options import add_overwrite
+
 HELP = (
     "one arm's step cost at a short and a long context, interleaved in A B B A quads: the "
     "growth ms(long) / ms(short) per width with its 95% CI"
@@ -56,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    add_overwrite(parser)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -71,7 +73,7 @@ def _check(args: argparse.Namespace) -> None:
     if len(set(args.widths)) != len(args.widths):
         raise UserError("--widths: each width once", "e.g. --widths 1,3")
     if args.out:
-        claim_output(args.out, force=args.force)
+        claim_output(args.out, overwrite=args.overwrite)
 
 
 def run(args: argparse.Namespace) -> int:

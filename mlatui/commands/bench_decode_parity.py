@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mlatui.commands.output_options import add_overwrite
+
 HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
     "and settings: tok/s ratio with its 95% CI (parity: within ±3%)"
@@ -68,7 +70,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=finite_float, default=0.0, help="0 = greedy")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help="write the records as JSONL here")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    add_overwrite(parser)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -93,7 +95,7 @@ def _check(args: argparse.Namespace) -> None:
     except ArmSourceError as e:
         raise UserError(str(e)) from None
     if args.out:
-        claim_output(args.out, force=args.force)
+        claim_output(args.out, overwrite=args.overwrite)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from mlatui.commands.argtypes import (
     non_negative_int,
     positive_float,
 )
+from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"
@@ -93,12 +94,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default=None, help="write the records as JSONL here, streamed part by part"
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite an existing --out file; run even where the memory estimate says it "
-        "will not fit",
-    )
+    add_overwrite(parser)
+    add_force(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-sample progress on stderr")
 
 
@@ -170,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals, raise_if_set
 
-    out = claim_output(args.out, force=args.force) if args.out else None
+    out = claim_output(args.out, overwrite=args.overwrite) if args.out else None
     from mlatui.bench.indexer import run_indexer_bench
     from mlatui.commands.indexer_progress import TimedProgress
 

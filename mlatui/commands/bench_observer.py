@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlatui.commands.argtypes import positive_float, positive_int
+from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.measure.timing import percentile
 from mlatui.views.bench_report import observer_table
 
@@ -45,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="per-mode results as JSONL, streamed run by run (default: a new "
         "observer-<time>-<pid>.jsonl here)",
     )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    add_overwrite(parser)
+    add_force(parser)
 
 
 def verify_samples(events) -> dict[str, list[float]]:
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = _config(args)  # a bad file: one line, before anything loads
     out = (
-        claim_output(args.out, force=args.force)
+        claim_output(args.out, overwrite=args.overwrite)
         if args.out
         else new_record_path("observer", Path.cwd())
     )
@@ -164,6 +166,7 @@ def _config(args: argparse.Namespace):
         scenario=args.scenario,
         random_weights=args.random_weights,
         budget_s=args.max_seconds / (args.rounds * len(MODES)),
+        force=args.force,
     )
     resolve_plan(config, scenario)
     return config

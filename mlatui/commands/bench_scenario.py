@@ -9,6 +9,7 @@ from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
+from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
 from mlatui.stream.phrases import check_not_passed
 
@@ -32,11 +33,8 @@ def _add_input_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="JSONL recording (default: a new file in the user's data dir)"
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite an existing --out file, and run even when the memory estimate says it does not fit",
-    )
+    add_overwrite(parser)
+    add_force(parser)
     parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
     parser.add_argument(
         "--random-weights",
@@ -125,7 +123,11 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.stream.sinks import default_record_path
 
     # the output last: a refused argument leaves no empty file behind
-    out = claim_output(args.out, force=args.force) if args.out else default_record_path("bench")
+    out = (
+        claim_output(args.out, overwrite=args.overwrite)
+        if args.out
+        else default_record_path("bench")
+    )
     return _record(args, replace(plan, record=str(out)), out, stop)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mlatui.commands.output_options import add_force, add_overwrite
+
 CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
 HELP = "measure the MLA absorbed/materialised crossover on this device (used by threshold='calibrated')"
 
@@ -44,12 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="every probe as a JSON line, streamed as measured (default: a new file in the "
         "user's data dir)",
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite an existing --out file; run even where the memory estimate says it "
-        "will not fit",
-    )
+    add_overwrite(parser)
+    add_force(parser)
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
@@ -93,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
     )
     store = calibration.calibration_path(env)
     ensure_folder(store.parent, "the calibration store", CACHE_HINT)  # before any probe
-    out = claim_output(args.out, force=args.force) if args.out else new_record_path("calibrate")
+    out = (
+        claim_output(args.out, overwrite=args.overwrite)
+        if args.out
+        else new_record_path("calibrate")
+    )
     settings = {"family": args.family, "dtype": dtype, "bits": bits, "rounds": reps + reps % 2}
     stop = threading.Event()
     with JsonlSink(out) as sink, StopOnSignals(stop) as signals:

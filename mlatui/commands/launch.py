@@ -8,6 +8,7 @@ from typing import Any
 
 from mlatui.commands.argtypes import non_negative_int, positive_float
 from mlatui.commands.gate_options import add_gate_options, gate_settings
+from mlatui.commands.output_options import add_force, add_overwrite
 
 HELP = (
     "run a scenario live in the dashboard (default: the embedded model and scenarios/default.toml)"
@@ -39,7 +40,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="JSONL recording path (default: a new file under the user data dir)",
     )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --record file")
+    add_overwrite(parser, "--record file")
+    add_force(parser)
     parser.add_argument(
         "--isolate",
         action="store_true",
@@ -99,6 +101,7 @@ def build_config(args: argparse.Namespace):
         record=args.record,
         random_weights=args.random_weights,
         budget_s=args.budget,
+        force=args.force,
         **gate_settings(args),
     )
     return config, resolve_plan(config, scenario)
@@ -199,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         return print_plan(plan, args.format)
     check_out_dir(args.out_dir)
     if config.record:  # a default name is created (unique) by the source
-        claim_output(config.record, force=args.force, flag="--record")
+        claim_output(config.record, overwrite=args.overwrite, flag="--record")
     from mlatui.stream.sources import LiveSource, ProcessSource
 
     # `+`: a run that ends with undecided L = 1 checks keeps its arms for more rounds. In this

@@ -1,4 +1,4 @@
-"""Output files are claimed before a run starts: an existing file is refused unless --force, a
+"""Output files are claimed before a run starts: an existing file is refused unless --overwrite, a
 directory, a device, a path under a file or an unwritable place is a one-line error up front, and
 default recording names are unique (sub-second timestamp + pid, created with O_EXCL)."""
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from mlatui.errors import UserError
 
-FORCE_HINT = "pass --force to overwrite it, or choose another name"
+OVERWRITE_HINT = "pass --overwrite to replace it, or choose another name"
 PLACE_HINT = "choose a writable place"
 
 
@@ -31,7 +31,9 @@ def ensure_folder(folder: Path, what: str, hint: str) -> None:
         raise UserError(f"{what}: {folder} is not a folder", hint)
 
 
-def claim_output(path: str | os.PathLike[str], *, force: bool = False, flag: str = "--out") -> Path:
+def claim_output(
+    path: str | os.PathLike[str], *, overwrite: bool = False, flag: str = "--out"
+) -> Path:
     """Create `path` (empty) so the run can write it; a UserError if it cannot or must not."""
     p = Path(path)
     what = f"{flag} {p}"
@@ -40,14 +42,14 @@ def claim_output(path: str | os.PathLike[str], *, force: bool = False, flag: str
     if p.exists():
         if not p.is_file():
             raise UserError(f"{what}: not a regular file (a device or a FIFO)", "give a file path")
-        if not force:
-            raise UserError(f"{what}: already exists", FORCE_HINT)
+        if not overwrite:
+            raise UserError(f"{what}: already exists", OVERWRITE_HINT)
     ensure_folder(p.parent, what, PLACE_HINT)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     try:
         os.close(os.open(p, flags, 0o644))
     except FileExistsError:
-        raise UserError(f"{what}: already exists", FORCE_HINT) from None
+        raise UserError(f"{what}: already exists", OVERWRITE_HINT) from None
     except OSError as e:
         raise UserError(f"{what}: cannot write there ({e.strerror})", PLACE_HINT) from None
     return p
