@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import pytest
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.estimates import Outcome
-from mlatui.measure.more_plan import MORE_KIND
 from mlatui.run.engine import run
 from mlatui.run.phases import base, sweep
 from mlatui.stream.control import RunControl, parse_ask
@@ -104,7 +104,7 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         assert _fold(events).status == "running"  # measuring again: not "done" on screen
         _wait(events, lambda ev: len(_ends(ev)) == 2)
         after = _fold(events)
-        start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == MORE_KIND)
+        start = next(e for e in events if isinstance(e, PhaseStart) and e.kind == PhaseKind.MORE)
         assert start.phase == "more" and start.contexts == (64,)
         steps = [e for e in events if isinstance(e, Step) and e.phase == "more"]
         assert len(steps) == ROUNDS * 4 and {s.width for s in steps} == {1}  # A B B A per round
@@ -121,7 +121,7 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         _wait(
             events, lambda ev: any(isinstance(e, LogMessage) and "+: no" in e.message for e in ev)
         )
-        assert sum(isinstance(e, PhaseStart) and e.kind == MORE_KIND for e in events) == 1
+        assert sum(isinstance(e, PhaseStart) and e.kind == PhaseKind.MORE for e in events) == 1
     finally:
         control.set()
         worker.join(120)

@@ -286,7 +286,8 @@ def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
 
 
 def test_arm_labels_name_what_ran_in_each_slot():
-    from mlatui.stream.events import aa_variant, arm_label
+    from mlatui.config.phase_kind import Pass
+    from mlatui.stream.events import arm_label
 
     assert [arm_label(a, "tune") for a in ("stock", "patched")] == ["stock", "patched"]
     assert [arm_label(a, "tune/aa-stock") for a in ("stock", "patched")] == [
@@ -294,8 +295,13 @@ def test_arm_labels_name_what_ran_in_each_slot():
         "B (stock)",
     ]
     assert arm_label("patched", "sweep/aa-patched") == "B (patched)"
-    assert aa_variant("sweep") is None and aa_variant("sweep/aa-patched") == "patched"
-    assert aa_variant("tune/aa-") is None
+    assert Pass.of("sweep") is Pass.AB and Pass.of("sweep/aa-patched").variant == "patched"
+    assert Pass.of("tune/aa-") is Pass.AB
+    assert (
+        Pass.AA_STOCK.phase_name("tune") == "tune/aa-stock" and Pass.AB.phase_name("tune") == "tune"
+    )
+    assert Pass.base_name("sweep-1/aa-patched") == "sweep-1"
+    assert Pass.of("tune/aa-stock:verify") is Pass.AA_STOCK
 
 
 def test_an_aa_runs_log_names_the_slots_a_and_b(null_run):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from mlatui.config.phase_kind import Pass
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, aa_variant
+from mlatui.stream.events import ARMS
 from mlatui.views.arm_names import slot_name, slot_words
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
@@ -29,7 +30,7 @@ def arm_title(state: DashboardState, arm: str) -> str:
         if words is None or slot_name(settings, arm) == arm:
             return ARM_TITLES.get(arm, arm)
         return f"{slot_name(settings, arm)} · {words}"
-    variant = aa_variant(state.phase.name or "")
+    variant = Pass.of(state.phase.name or "").variant
     return f"{'AB'[ARMS.index(arm)]} · A/A: both arms {variant or 'the same variant'}"
 
 

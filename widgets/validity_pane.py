@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.stream.events import ARMS, Validity, aa_variant
+from mlatui.config.phase_kind import Pass
+from mlatui.stream.events import ARMS, Validity
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
@@ -49,7 +50,7 @@ def validity_summary(state: DashboardState) -> Text | None:
 
 def _phase_short(phase: str) -> str:
     """Five characters: 'sweep'; an A/A pass keeps its variant ('sw·st', 'sw·pa')."""
-    variant = aa_variant(phase)
+    variant = Pass.of(phase).variant
     return f"{phase[:2]}·{variant[:2]}" if variant else phase[:5]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlatui.config.checks import ScenarioError
 from mlatui.config.overrides import apply_overrides
+from mlatui.config.phase_kind import Pass, run_passes
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Phase, Scenario, load_scenario
 
@@ -64,6 +65,11 @@ class RunPlan:
     @property
     def phases(self) -> tuple[Phase, ...]:
         return self.scenario.phases
+
+    @property
+    def passes(self) -> tuple[Pass, ...]:
+        """A/B, or A/A stock then A/A patched: the run's passes over its phases, in order."""
+        return run_passes(self.null)
 
     @property
     def budgeted(self) -> bool:

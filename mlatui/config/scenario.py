@@ -16,9 +16,9 @@ from mlatui.config.checks import ScenarioError as ScenarioError  # raised by loa
 from mlatui.config.checks import check_keys, int_list
 from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
 from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
+from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
 from mlatui.config.story import Story, parse_story
 
-PHASE_KINDS = ("sweep", "decode", "tune", "indexer")
 MODEL_SOURCES = ("embedded", "random", "path")
 
 
@@ -33,7 +33,7 @@ DEFAULT_VERIFY_ROUNDS = 6
 @dataclass(frozen=True)
 class Phase:
     name: str
-    kind: str
+    kind: PhaseKind
     contexts: tuple[int, ...]
     widths: tuple[int, ...] = (1, 2, 3, 4)
     reps: int = 9  # rounds before the L = 1 check may decide (each round: every width, A B B A)
@@ -59,13 +59,16 @@ class Phase:
     # false measures every setting (a test that needs measured blocks whatever the machine's speed)
     reject_by_bound: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", PhaseKind(self.kind))  # "sweep" reads as the kind
+
     def depths_for(self, kind: str) -> tuple[int, ...]:
         return dict(self.kind_depths).get(kind, self.depths)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "contexts": list(self.contexts),
             "widths": list(self.widths),
             "reps": self.reps,
@@ -200,23 +203,23 @@ def parse_phase(
         "reject_by_bound",
     )
     check_keys(where, raw, allowed)
-    kind = raw.get("kind")
-    if kind not in PHASE_KINDS:
+    kind = PhaseKind.of(raw["kind"]) if isinstance(raw.get("kind"), str) else None
+    if kind is None or not kind.rules.in_scenarios:
         raise ScenarioError(
-            f"{where}: 'kind' must be one of {', '.join(PHASE_KINDS)}, got {kind!r}"
+            f"{where}: 'kind' must be one of {', '.join(SCENARIO_KINDS)}, got {raw.get('kind')!r}"
         )
+    rules = kind.rules
     if "contexts" not in raw:
         raise ScenarioError(f"{where}: 'contexts' is required (a list of cache lengths in tokens)")
     widths = int_list(where, "widths", raw.get("widths", [1, 2, 3, 4]))
-    if kind in ("sweep", "indexer") and 1 not in widths:
+    if rules.timed_widths and 1 not in widths:
         widths = (1, *widths)  # the L = 1 control is never optional
     depths = int_list(where, "depths", raw.get("depths", [1, 2, 3]))
-    if kind == "decode" and len(depths) != 1:
+    if rules.one_depth and len(depths) != 1:
         raise ScenarioError(
             f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
         )
-    decoding = kind in ("decode", "tune")
-    reps = _int(where, "reps", raw.get("reps", 4 if decoding else 9), 2 if decoding else 3)
+    reps = _int(where, "reps", raw.get("reps", rules.default_reps), rules.min_reps)
     max_rounds = raw.get("max_rounds")
     if max_rounds is not None:
         max_rounds = _int(where, "max_rounds", max_rounds, reps)
@@ -411,7 +414,7 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
     phases_raw = raw.get("phase", [])
     if not isinstance(phases_raw, list) or not phases_raw:
         raise ScenarioError(
-            f"{path}: needs at least one [[phase]] table (kinds: {', '.join(PHASE_KINDS)})"
+            f"{path}: needs at least one [[phase]] table (kinds: {', '.join(SCENARIO_KINDS)})"
         )
     for i, p in enumerate(phases_raw):
         if not isinstance(p, dict):

@@ -9,28 +9,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mlatui.config.phase_kind import Pass, PhaseKind, rules_for
 from mlatui.config.scenario import Phase
 from mlatui.stream.events import Validity
 
 # rounds of L = 1 quads one `+` adds at each undecided context (mirrored pairs: each arm leads
 # equally often); the check's CI narrows about as the root of its rounds
 MORE_ROUNDS = 12
-# the phase kinds whose checks gate a verdict (an indexer phase's check covers its own figures)
-MODEL_KINDS = ("sweep", "tune", "decode")
-MORE_KIND = "l1"  # the PhaseStart kind of a `+` phase: no sweep, tune or decode view reads it
 
 
 def undecided_checks(
-    validity: Mapping[tuple[str, int], Validity], kinds: Mapping[str, str], last_pass: str = ""
+    validity: Mapping[tuple[str, int], Validity], kinds: Mapping[str, str], last_pass: Pass
 ) -> list[Validity]:
     """The latest checks still inconclusive, of model phases, by context then phase. In an A/A
-    run only the last pass's (`last_pass`, its tag): its arms are the ones still loaded."""
+    run only the last pass's (`last_pass`): its arms are the ones still loaded."""
     out = [
         v
         for (phase, _), v in validity.items()
         if v.verdict == "inconclusive"
-        and kinds.get(phase) in MODEL_KINDS
-        and (not last_pass or phase.endswith(f"/{last_pass}"))
+        and rules_for(kinds.get(phase)).run_check
+        and Pass.of(phase) is last_pass
     ]
     return sorted(out, key=lambda v: (v.context, v.phase))
 
@@ -38,7 +36,9 @@ def undecided_checks(
 def more_phase(name: str, context: int, rounds: int = MORE_ROUNDS) -> Phase:
     """The rounds one `+` runs at one context, as a sweep of L = 1 alone: the plan the engine
     samples with, and the shape the forecast costs (a prefill, the warm-up, `rounds` rounds)."""
-    return Phase(name, "sweep", (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1)
+    return Phase(
+        name, PhaseKind.SWEEP, (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1
+    )
 
 
 def more_phase_name(index: int) -> str:
@@ -46,6 +46,7 @@ def more_phase_name(index: int) -> str:
     return "more" if index <= 1 else f"more-{index}"
 
 
-def last_pass(settings: Mapping[str, Any] | None) -> str:
+def last_pass(settings: Mapping[str, Any] | None) -> Pass:
+    """The pass a recorded run ended on (the header's `passes`: A/A tags, or '' for A/B)."""
     passes = list((settings or {}).get("passes") or [""])
-    return str(passes[-1]) if (settings or {}).get("null") else ""
+    return Pass(passes[-1]) if (settings or {}).get("null") and passes[-1] else Pass.AB

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import (
     Outcome,
@@ -46,7 +47,9 @@ MAX_EXTRA_ROUNDS = 24
 def extra_check_phase(context: int, rounds: int = PAIR_ROUNDS) -> Phase:
     """The least an attempt runs (a prefill, the warm-up, one pair of rounds), as a phase the
     forecast can cost (settle steps and quads included)."""
-    return Phase("l1", "sweep", (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1)
+    return Phase(
+        "l1", PhaseKind.SWEEP, (context,), widths=(1,), reps=rounds, max_rounds=rounds, warmup=1
+    )
 
 
 def more_l1_rounds(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
+from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan, resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Phase, ScenarioError
@@ -34,12 +35,11 @@ from mlatui.run.draft_factory import draft_factories, hidden_reader, install_dra
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.engine_setup import (
     ArmSetup,
-    Passes,
     arm_setup,
     bare_header,
     error_event,
     header_settings,
-    pass_name,
+    pass_variants,
 )
 from mlatui.run.header import header
 from mlatui.run.notices import arms_notices, opening_notices
@@ -174,11 +174,12 @@ class _Run:
             and self.stop.offer_more
             and self.dist.lockstep is None
         )
-        arms = build_arms(loaded.model, setup.gates, passes[0], setup.sources.models)
+        arms = build_arms(loaded.model, setup.gates, pass_variants(passes[0]), setup.sources.models)
         key = self._open(plan, loaded, setup, arms[1].report, fit)
         tokens_for = text_tokens(loaded, plan.seed)  # tokenized once, for every pass
-        for n, variants in enumerate(passes):
+        for n, run_pass in enumerate(passes):
             if n:
+                variants = pass_variants(run_pass)
                 arms = build_arms(loaded.model, setup.gates, variants, setup.sources.models)
             self.ctx = self._start_pass(loaded, arms, make_drafts, tokens_for)
             last = self._run_phases(self.ctx, n, passes)
@@ -194,9 +195,8 @@ class _Run:
                 self.emit(LogMessage(self.now(), "info", said))
         if offering and self.ctx is not None and isinstance(self.stop, RunControl):
             self._stop_sampler()  # nothing is measured until a request: no samples
-            tag = pass_name(passes[-1], plan.null)
             before = len(self.plan.phases) * len(passes)
-            serve_more(self.ctx, self.stop, self.book, tag, before, last.l1)
+            serve_more(self.ctx, self.stop, self.book, passes[-1], before, last.l1)
             self.end_sent = True
         return "completed"
 
@@ -320,7 +320,7 @@ class _Run:
             lockstep=self.dist.lockstep,
         )
 
-    def _run_phases(self, ctx: RunContext, n: int, passes: Passes) -> PassResults:
+    def _run_phases(self, ctx: RunContext, n: int, passes: tuple[Pass, ...]) -> PassResults:
         """Pass `n`'s phases, each handed what it declared it needs of the pass so far; on the
         first pass a budget fits them to the time (a new plan and a BudgetPlanned event) and
         re-plans what is left at each phase boundary. Returns the pass's results."""
@@ -328,7 +328,7 @@ class _Run:
         budget = self._apply_budget(ctx) if n == 0 else None
         if budget is not None:
             self.ctx = ctx = replace(ctx, emit=budget.tee(ctx.emit))
-        plan, tag, done = self.plan, pass_name(passes[n], self.plan.null), PassResults()
+        plan, run_pass, done = self.plan, passes[n], PassResults()
         for i in range(len(plan.phases)):
             if budget is not None and i > 0:  # a re-plan: a new plan value and an event
                 again = budget.replan(ctx, plan.phases, i, done.l1)
@@ -336,9 +336,9 @@ class _Run:
                 done = done.with_budget(again.l1, again.grown)
             phase, count = plan.phases[i], len(plan.phases)
             grown_name = phase.name
-            if tag:  # a tune reads the verify steps of its own pass's sweep
-                source = f"{phase.verify_from}/{tag}" if phase.verify_from else ""
-                phase = replace(phase, name=f"{phase.name}/{tag}", verify_from=source)
+            if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
+                source = run_pass.phase_name(phase.verify_from) if phase.verify_from else ""
+                phase = replace(phase, name=run_pass.phase_name(phase.name), verify_from=source)
             runner, needs = _phase_runner(phase.kind)
             slot = (i + n * count, count * len(passes))
             done = done.after(runner(ctx, phase, *slot, done.inputs(needs, grown_name)))

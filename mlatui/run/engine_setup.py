@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Scenario, ScenarioError
@@ -20,14 +21,11 @@ from mlatui.run.header import header, run_settings
 from mlatui.run.source_arm import SourceModels
 from mlatui.stream.events import ErrorEvent, RunHeader
 
-Passes = tuple[tuple[Variant, Variant], ...]
-NULL_PASSES: Passes = ((Variant.STOCK, Variant.STOCK), (Variant.PATCHED, Variant.PATCHED))
-REAL_PASSES: Passes = ((Variant.STOCK, Variant.PATCHED),)
 
-
-def pass_name(variants: tuple[Variant, Variant], null: bool) -> str:
-    """'' for a real run; 'aa-stock' / 'aa-patched' for the passes of an A/A run."""
-    return f"aa-{variants[0].value}" if null else ""
+def pass_variants(run_pass: Pass) -> tuple[Variant, Variant]:
+    """What the two arm slots run in `run_pass`."""
+    a, b = run_pass.variants
+    return Variant(a), Variant(b)
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ class ArmSetup:
     runtime: RuntimeGates
     gates: Gates
     sources: SourceModels
-    passes: Passes
+    passes: tuple[Pass, ...]
 
 
 def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
@@ -60,7 +58,7 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
         plan.arms.indexer,
         runtime,
     )
-    return ArmSetup(runtime, gates, sources, NULL_PASSES if plan.null else REAL_PASSES)
+    return ArmSetup(runtime, gates, sources, plan.passes)
 
 
 def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[dict, str]:
@@ -69,7 +67,7 @@ def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[dic
     from mlatui.store.harness_bias import bias_key, lookup
 
     runtime = setup.runtime
-    passes = [pass_name(p, plan.null) for p in setup.passes]
+    passes = [p.tag for p in setup.passes]
     settings = run_settings(plan, loaded, setup.gates, passes)
     settings["arms"] = arm_settings(setup.gates, runtime)
     # what code each slot ran (files and their hashes), so that compare can tell two

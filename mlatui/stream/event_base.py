@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from mlatui.config.phase_kind import Pass
+
 SCHEMA_VERSION = 7  # 2: sampler rounds, paired estimates with CIs, three-outcome L = 1 check, drift
 # 3: decode through mlx-lm's runtime in blocks (DecodeBlock), three acceptance forms, guards
 # 4: several draft kinds in one run: DecodeBlock/DecodeResult.draft_kind
@@ -52,20 +54,10 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable in an event: {type(value).__name__}")
 
 
-AA_TAG = "/aa-"  # an A/A pass runs a phase as NAME/aa-stock or NAME/aa-patched
-
-
-def aa_variant(phase: str) -> str | None:
-    """The variant both arm slots ran in an A/A pass ('stock' for 'tune/aa-stock'); None for a
-    phase of a real run."""
-    _, tag, variant = phase.rpartition(AA_TAG)
-    return variant if tag and variant else None
-
-
 def arm_label(arm: str, phase: str) -> str:
     """What ran in an arm slot: the slot's name in a real run. In an A/A pass both slots run the
     same variant, so 'stock'/'patched' would name what did not run: 'A (stock)' / 'B (stock)'."""
-    variant = aa_variant(phase)
+    variant = Pass.of(phase).variant
     if variant is None or arm not in ARMS:
         return arm
     return f"{'AB'[ARMS.index(arm)]} ({variant})"
@@ -73,4 +65,4 @@ def arm_label(arm: str, phase: str) -> str:
 
 def ratio_label(phase: str) -> str:
     """The paired ratio's name: 'stock/patched', or 'A/B' in an A/A pass."""
-    return "A/B" if aa_variant(phase) else "stock/patched"
+    return "A/B" if Pass.of(phase).null else "stock/patched"

@@ -13,19 +13,16 @@ from typing import Any, ClassVar
 
 from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpecStep, SpeedupBound
 from mlatui.stream.event_base import (
-    AA_TAG,
     ARMS,
     SCHEMA_VERSION,
     Basis,
     Event,
-    aa_variant,
     arm_label,
     ratio_label,
 )
 from mlatui.stream.interval import Interval
 
 __all__ = [
-    "AA_TAG",
     "ARMS",
     "SCHEMA_VERSION",
     "Basis",
@@ -35,7 +32,6 @@ __all__ = [
     "Interval",
     "SpecStep",
     "SpeedupBound",
-    "aa_variant",
     "arm_label",
     "ratio_label",
 ]

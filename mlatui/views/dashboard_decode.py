@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
+from mlatui.config.phase_kind import Pass
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
@@ -74,7 +75,7 @@ class DecodeFold:
     def min_distinct_4gram(self, phase: str) -> float:
         """The phase's looping-text threshold as its scenario set it (0.5 when not recorded)."""
         phases = (self.header.scenario.get("phases") or []) if self.header else []
-        base = phase.split("/")[0]  # an A/A pass runs the phase as NAME/aa-stock
+        base = Pass.base_name(phase)
         for p in phases:
             if isinstance(p, dict) and p.get("name") == base:
                 return float(p.get("min_distinct_4gram", 0.5))

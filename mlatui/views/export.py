@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.config.phase_kind import Pass
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, DecodeResult, Validity, aa_variant, arm_label, ratio_label
+from mlatui.stream.events import ARMS, DecodeResult, Validity, arm_label, ratio_label
 from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
@@ -74,7 +75,7 @@ def _phases(state: DashboardState) -> list[tuple[str, str]]:
 def _slot_names(phases) -> tuple[str, str, str]:
     """Column names of the two arm slots over several phases: 'stock', 'patched' and their
     ratio, or 'A', 'B' when every phase is an A/A pass (the phase column says what ran)."""
-    if phases and all(aa_variant(p) for p in phases):
+    if phases and all(Pass.of(p).null for p in phases):
         return "A", "B", "A/B"
     return "stock", "patched", "stock/patched"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.views.dashboard_state import DashboardState
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -110,15 +111,17 @@ def _pass_series(state: DashboardState) -> list[FigureSeries] | None:
     """An A/A run's series, one per (pass, slot): `A aa-stock`, `B aa-stock`, `A aa-patched`…
     from each pass's own estimates (two passes at one context must not overwrite each other);
     None when the recording has no per-pass estimates."""
-    from mlatui.stream.events import aa_variant
-
-    passes = [p for p, kind in state.phase_kinds.items() if kind == "sweep" and aa_variant(p)]
+    passes = [
+        p
+        for p, kind in state.phase_kinds.items()
+        if rules_for(kind).model_widths and Pass.of(p).null
+    ]
     if not passes:
         return None
     colours = {"stock": ("red", "yellow"), "patched": ("green", "cyan")}
     series = []
     for phase in passes:
-        variant = aa_variant(phase) or ""
+        variant = Pass.of(phase).variant or ""
         for slot, arm in enumerate(state.arms):
             points = []
             for (p, c), e in sorted(state.estimates.items(), key=lambda kv: kv[0][1]):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mlatui.config.phase_kind import Pass
 from mlatui.stream.events import (
-    AA_TAG,
     ARMS,
     DecodeResult,
     Event,
@@ -13,7 +13,6 @@ from mlatui.stream.events import (
     PhaseSummary,
     PooledValidity,
     Validity,
-    aa_variant,
     arm_label,
 )
 from mlatui.stream.phrases import check_word
@@ -33,7 +32,7 @@ def sweep_table(summary: PhaseSummary) -> str:
     keys = sorted({(c, w) for c, w, _ in med})
     if keys and "ratio" not in next(iter(med.values())):
         return _legacy_sweep_table(summary)
-    null = aa_variant(summary.phase) is not None
+    null = Pass.of(summary.phase).null
     a, b = (arm_label(arm, summary.phase) for arm in ARMS)
     rows = []
     for c, w in keys:
@@ -136,7 +135,7 @@ def null_bias_table(events: Sequence[Event]) -> str:
     from mlatui.stream.events import Estimate
 
     rows = []
-    finals = [e for e in events if isinstance(e, Estimate) and e.final and AA_TAG in e.phase]
+    finals = [e for e in events if isinstance(e, Estimate) and e.final and Pass.of(e.phase).null]
     for e in finals:
         for r in e.rows:
             if r["quantity"] == "ratio":
@@ -206,7 +205,7 @@ def validity_table(events: Sequence[Event]) -> str:
     for p in pooled:
         rows.append(pooled_row(p, 4))
     tol = events_tolerance(events)
-    null = bool(rows) and all(aa_variant(str(r[0])) for r in rows)  # slots A, B: see the phase
+    null = bool(rows) and all(Pass.of(str(r[0])).null for r in rows)  # slots A, B: see the phase
     out = _table(
         [
             "phase",

@@ -14,9 +14,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from mlatui.config.phase_kind import Pass, PhaseKind, rules_for
 from mlatui.measure.estimates import Outcome, control_outcome
 from mlatui.measure.more_plan import (
-    MORE_KIND,
     more_phase,
     more_phase_name,
     undecided_checks,
@@ -42,8 +42,6 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.phrases import interval_text
 
-MODEL_KINDS = ("sweep", "tune", "decode")  # phases whose checks leave contexts out of verdicts
-
 
 class CheckBook:
     """The run's latest L = 1 check per (phase, context) and each phase's kind, as emitted."""
@@ -64,7 +62,7 @@ class CheckBook:
 
         return both
 
-    def undecided(self, last_pass: str) -> list[Validity]:
+    def undecided(self, last_pass: Pass) -> list[Validity]:
         with self._lock:
             return undecided_checks(dict(self.validity), dict(self.kinds), last_pass)
 
@@ -77,7 +75,7 @@ class CheckBook:
                     {
                         context
                         for (phase, context), v in self.validity.items()
-                        if not v.valid and self.kinds.get(phase) in MODEL_KINDS
+                        if not v.valid and rules_for(self.kinds.get(phase)).run_check
                     }
                 )
             )
@@ -87,7 +85,7 @@ def serve_more(
     ctx: RunContext,
     control: RunControl,
     book: CheckBook,
-    last_pass: str,
+    last_pass: Pass,
     phases_before: int,
     l1: L1Quads,
 ) -> None:
@@ -118,7 +116,7 @@ class MoreRounds:
     A/A pass `last_pass` when there is one: its slots are A and B), after the run's
     `phases_before` phases. The L = 1 quads grow with every request."""
 
-    def __init__(self, ctx: RunContext, last_pass: str, phases_before: int, l1: L1Quads) -> None:
+    def __init__(self, ctx: RunContext, last_pass: Pass, phases_before: int, l1: L1Quads) -> None:
         self.ctx, self.last_pass, self.phases_before, self.l1 = ctx, last_pass, phases_before, l1
         self.asked = 0
 
@@ -127,7 +125,7 @@ class MoreRounds:
         there decided again on all the run's L = 1 quads at its context: its new Validity."""
         ctx = self.ctx
         self.asked += 1
-        name = more_phase_name(self.asked) + (f"/{self.last_pass}" if self.last_pass else "")
+        name = self.last_pass.phase_name(more_phase_name(self.asked))
         contexts = sorted({v.context for v in checks})
         shapes = {c: more_phase(name, c, rounds) for c in contexts}
         plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
@@ -135,7 +133,14 @@ class MoreRounds:
         segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
         index = self.phases_before + self.asked - 1
         start = PhaseStart(
-            ctx.now(), name, MORE_KIND, index, index + 1, planned, tuple(contexts), tuple(segments)
+            ctx.now(),
+            name,
+            PhaseKind.MORE,
+            index,
+            index + 1,
+            planned,
+            tuple(contexts),
+            tuple(segments),
         )
         ctx.emit(start)
         progress = ProgressTracker(ctx, name, planned)
@@ -152,7 +157,7 @@ class MoreRounds:
             new = _decide_again(ctx, name, here, length, self.l1)
             out += new
             said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
-        ctx.emit(PhaseSummary(ctx.now(), name, MORE_KIND, (), "; ".join(said)))
+        ctx.emit(PhaseSummary(ctx.now(), name, PhaseKind.MORE, (), "; ".join(said)))
         return out
 
 
