@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "mtp": "mlatui.commands.mtp",
     "replay": "mlatui.commands.replay",
     "scan": "mlatui.commands.scan",
+    "serve": "mlatui.commands.serve",
     "thresholds": "mlatui.commands.thresholds",
 }
 BENCH_TARGETS: dict[str, str] = {
