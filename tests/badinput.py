@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+
+from platforms import TOO_LONG_NAME
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY = str(FIXTURES / "tiny.toml")
@@ -295,6 +298,7 @@ def cli_cases() -> Iterator[Case]:
 # ---- output paths ---------------------------------------------------------------------------
 
 PRECIOUS = b"an earlier run\n"
+TOO_LONG = "{dir}/" + TOO_LONG_NAME
 TARGETS = (
     ("directory", "{dir}", ()),
     ("proc", "/proc/x.jsonl", ()),
@@ -302,7 +306,13 @@ TARGETS = (
     ("under-a-file", "{dir}/afile/x.jsonl", ()),
     ("dev-full", "/dev/full", ()),
     ("existing", "{dir}/existing.jsonl", ("existing.jsonl",)),
+    ("dev-null", "/dev/null", ()),
+    ("name-too-long", TOO_LONG + ".jsonl", ()),
 )
+# /proc, /sys and /dev/full exist on Linux only (macOS has a read-only root and no /dev/full):
+# cases naming them run there only; dev-null and name-too-long are their portable twins
+LINUX_ONLY_TARGETS = {"proc", "sys", "dev-full"}
+LINUX_ONLY = "linux-only"
 WRITERS = (
     ("bench --out", (*BENCH, "--out")),
     ("launch --record", ("launch", "--scenario", TINY, "--random-weights", "--record")),
@@ -326,14 +336,16 @@ def output_cases() -> Iterator[Case]:
                 files=files,
                 unchanged=unchanged,
                 quick=(w + t) % 6 == 0,
+                tags=frozenset({LINUX_ONLY} if target in LINUX_ONLY_TARGETS else ()),
             )
-    for name, path in (("a-file", "{dir}/afile"), ("proc", "/proc/x")):
+    for name, path in (("a-file", "{dir}/afile"), ("proc", "/proc/x"), ("too-long", TOO_LONG)):
         yield Case(
             f"output/launch --out-dir/{name}",
             CaseClass.OUTPUT,
             (*LAUNCH, "--random-weights", "--out-dir", path),
             files=files,
             quick=True,
+            tags=frozenset({LINUX_ONLY} if name == "proc" else ()),
         )
 
 
@@ -341,7 +353,7 @@ def output_cases() -> Iterator[Case]:
 
 
 def environment_cases() -> Iterator[Case]:
-    places = (("a-file", "{dir}/afile"), ("proc", "/proc/mlatui"))
+    places = (("a-file", "{dir}/afile"), ("proc", "/proc/mlatui"), ("too-long", TOO_LONG))
     commands = (
         ("bench", ("XDG_DATA_HOME",), BENCH),
         ("launch", ("XDG_DATA_HOME",), (*LAUNCH, "--random-weights")),
@@ -362,7 +374,9 @@ def environment_cases() -> Iterator[Case]:
                 env=tuple((v, value) for v in variables),
                 files=(("afile", b"a file, not a folder\n"),),
                 quick=(c + p) % 2 == 0,
-                tags=frozenset({"no-cache-override"} if name == "calibrate-store" else ()),
+                tags=frozenset({"no-cache-override"} if name == "calibrate-store" else ()).union(
+                    {LINUX_ONLY} if place == "proc" else ()
+                ),
             )
 
 
@@ -378,4 +392,6 @@ def cases() -> list[Case]:
     ]
     names = [c.name for c in out]
     assert len(names) == len(set(names)), "case names must be unique"
+    if sys.platform != "linux":
+        out = [c for c in out if LINUX_ONLY not in c.tags]
     return out

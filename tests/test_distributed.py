@@ -69,29 +69,18 @@ def launch(args: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
 
 
 def rank_pid(launcher: int, rank: int, timeout_s: float = 30) -> int:
-    """The pid of the process mlx.launch started for `rank` (its MLX_RANK)."""
+    """The pid of the process mlx.launch started for `rank` (its MLX_RANK); psutil reads
+    children and environments on Linux and macOS alike."""
+    import psutil
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        parents = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        family, grew = {launcher}, True
-        while grew:
-            more = {p for p, pp in parents.items() if pp in family} - family
-            family |= more
-            grew = bool(more)
-        for pid in family - {launcher}:
+        for child in psutil.Process(launcher).children(recursive=True):
             try:
-                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
+                if child.environ().get("MLX_RANK") == str(rank):
+                    return child.pid
+            except psutil.Error:  # ended meanwhile, or not ours to read
                 continue
-            if f"MLX_RANK={rank}".encode() in env:
-                return pid
         time.sleep(0.2)
     raise AssertionError(f"no rank {rank} under {launcher}")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import ui_events
+from platforms import TOO_LONG_NAME, linux_only, pipe_without_reader
 
 from mlatui import errors
 from mlatui.cli import main
@@ -187,8 +188,10 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path):
     [
         ("{tmp}", "is a directory"),
         ("{tmp}/file/x.jsonl", "is not a folder"),
-        ("/proc/x.jsonl", "cannot write there"),
-        ("/dev/full", "not a regular file"),
+        pytest.param("/proc/x.jsonl", "cannot write there", marks=linux_only("/proc")),
+        ("{tmp}/" + TOO_LONG_NAME, "cannot write there"),
+        pytest.param("/dev/full", "not a regular file", marks=linux_only("/dev/full")),
+        ("/dev/null", "not a regular file"),
     ],
 )
 def test_unusable_outputs_are_refused_up_front(where, needle, tmp_path):
@@ -223,35 +226,63 @@ def test_bench_refuses_to_overwrite_its_out(tmp_path, capsys):
     assert out.read_text() == "kept\n"
 
 
-def test_recorder_write_failure_is_kept_not_raised():
+@pytest.fixture(
+    params=[pytest.param("/dev/full", marks=linux_only("/dev/full")), "pipe without reader"]
+)
+def failing_file(request, tmp_path):
+    """Where every write fails: /dev/full (Linux), or a pipe whose reader left (anywhere)."""
+    if request.param == "/dev/full":
+        yield request.param, None
+        return
+    path, reader = pipe_without_reader(tmp_path)
+    yield str(path), reader
+    reader.join(5)
+
+
+def opened(failing_file, writer):
+    """`writer` opened on the failing file, once any reader of it has left."""
+    path, reader = failing_file
+    out = writer(path)
+    if reader is not None:
+        reader.join(5)
+    return out
+
+
+def test_recorder_write_failure_is_kept_not_raised(failing_file):
     seen = []
-    rec = Recorder("/dev/full", on_error=seen.append)
+    rec = opened(failing_file, lambda p: Recorder(p, on_error=seen.append))
     for e in ui_events.events()[:5]:
         rec(e)  # never raises into the run
     rec.close()
     assert rec.error and "write failed" in rec.error and len(seen) == 1
 
 
-async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path):
+async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path, failing_file):
     from mlatui.config.runconfig import RunConfig
     from mlatui.stream.sources import LiveSource
     from widgets.app import MlatuiApp
 
-    src = LiveSource(RunConfig(), engine=ui_events.fake_engine, record="/dev/full")
+    where = failing_file[0]  # a pipe's reader leaves as soon as the recorder opened it
+    src = LiveSource(RunConfig(), engine=ui_events.fake_engine, record=where)
     app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         while not app._done:
             await pilot.pause(0.02)
         assert app.dash.status == "completed"  # the run was not killed
         assert any("write failed" in n.message for n in app._notifications)
-    assert src.recording_error and "/dev/full" in src.recording_error
+    assert src.recording_error and where in src.recording_error
 
 
-async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path):
+@pytest.mark.parametrize(
+    "out_dir", [pytest.param("/proc/nope/x", marks=linux_only("/proc")), "{tmp}/afile/x"]
+)
+async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path, out_dir):
     from mlatui.stream.sources import ReplaySource
     from widgets.app import MlatuiApp
 
-    app = MlatuiApp(ReplaySource(FIXTURES / "ui_tiny_run.jsonl"), out_dir="/proc/nope/x")
+    (tmp_path / "afile").write_text("a file, not a folder\n")
+    out_dir = out_dir.format(tmp=tmp_path)
+    app = MlatuiApp(ReplaySource(FIXTURES / "ui_tiny_run.jsonl"), out_dir=out_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
         await pilot.pause()
@@ -259,10 +290,10 @@ async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path):
         assert app.is_running and app.unexpected is None
 
 
-def test_a_failed_jsonl_sink_keeps_its_error():
+def test_a_failed_jsonl_sink_keeps_its_error(failing_file):
     from mlatui.config.outputs import JsonlSink
 
-    sink = JsonlSink("/dev/full")
+    sink = opened(failing_file, JsonlSink)
     sink.write({"a": 1})
     sink.close()
     assert sink.error and "write failed" in sink.error

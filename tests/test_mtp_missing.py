@@ -155,7 +155,18 @@ def half_moe_folder(glm: Pair, tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_bf16_moe_folder_is_refused_on_the_cpu_before_loading(glm, tmp_path, monkeypatch):
+@pytest.fixture
+def on_the_cpu():
+    """The CPU as default device, as on Linux; a Mac's default is its GPU."""
+    device = mx.default_device()
+    mx.set_default_device(mx.cpu)
+    yield
+    mx.set_default_device(device)
+
+
+def test_a_bf16_moe_folder_is_refused_on_the_cpu_before_loading(
+    glm, tmp_path, monkeypatch, on_the_cpu
+):
     import mlx_lm
 
     from mlatui.models.loading import LoadError, load_checkpoint
@@ -171,6 +182,14 @@ def test_a_bf16_moe_folder_is_refused_on_the_cpu_before_loading(glm, tmp_path, m
     msg = str(e.value)
     assert "\n" not in msg and "unquantized bfloat16" in msg and "float32 on the CPU" in msg
     assert "--dtype float32" in msg and "GPU" in msg and "GatherMM" not in msg
+
+
+def test_a_bf16_moe_folder_passes_where_the_gpu_is_the_default_device(glm, tmp_path, monkeypatch):
+    from mlatui.models.cpu_moe import refuse_half_moe_on_cpu
+
+    folder = half_moe_folder(glm, tmp_path)
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)  # as on a Mac (Metal)
+    assert refuse_half_moe_on_cpu(folder, "model", str(folder)) is None
 
 
 def test_the_cpu_moe_check_passes_what_runs(glm, tmp_path):

@@ -1,8 +1,9 @@
 """The type checker, the import contracts and the linter are part of the suite: mypy over mlatui/,
-widgets/ and tools/ ([tool.mypy] in pyproject.toml: strict on the lower layers), lint-imports
-([tool.importlinter]: packages import downwards only, only the commands open the Textual app,
-widgets never import mlx or the engine side) and ruff must find nothing. The three run once, in
-the background from the end of collection (tests/conftest.py)."""
+widgets/ and tools/ ([tool.mypy] in pyproject.toml: strict on the lower layers), once for this
+platform and once as on macOS (`--platform darwin`: a Linux run catches what fails on a Mac),
+lint-imports ([tool.importlinter]: packages import downwards only, only the commands open the
+Textual app, widgets never import mlx or the engine side) and ruff must find nothing. They run
+once, in the background from the end of collection (tests/conftest.py)."""
 
 from __future__ import annotations
 

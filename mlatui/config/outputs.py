@@ -37,6 +37,12 @@ def claim_output(
     """Create `path` (empty) so the run can write it; a UserError if it cannot or must not."""
     p = Path(path)
     what = f"{flag} {p}"
+    try:
+        p.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # new, or under a file: said below
+        pass
+    except OSError as e:  # a name the file system cannot hold (ENAMETOOLONG), a loop, ...
+        raise UserError(f"{what}: cannot write there ({e.strerror})", PLACE_HINT) from None
     if p.is_dir():
         raise UserError(f"{what}: is a directory", f"give a file name, e.g. {p / 'run.jsonl'}")
     if p.exists():

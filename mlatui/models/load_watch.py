@@ -25,12 +25,14 @@ def safetensors_files(*folders: str | Path) -> list[Path]:
 def read_counter() -> Counter:
     import psutil
 
-    proc = psutil.Process()
+    io_counters = getattr(psutil.Process(), "io_counters", None)  # psutil has none on macOS
+    if io_counters is None:
+        return memory_counter()
     try:
-        proc.io_counters().read_chars  # noqa: B018 - probes the field
-        return (lambda: proc.io_counters().read_chars), "process read bytes"
+        io_counters().read_chars  # noqa: B018 - probes the field
     except (AttributeError, NotImplementedError, psutil.Error):
         return memory_counter()
+    return (lambda: int(io_counters().read_chars)), "process read bytes"
 
 
 def memory_counter() -> Counter:

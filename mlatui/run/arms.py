@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -35,6 +36,8 @@ def arm_cpus() -> set[int] | None:
     """The CPUs every arm thread runs on: one CPU by default (the last one this process may
     use); MLATUI_ARM_CPUS="off" disables pinning, "3" or "2,3" picks. None where there is no
     affinity API (macOS) or pinning is off."""
+    if sys.platform != "linux":
+        return None
     setting = os.environ.get("MLATUI_ARM_CPUS", "").strip().lower()
     if not hasattr(os, "sched_setaffinity") or setting in ("off", "none", "all"):
         return None
@@ -63,12 +66,16 @@ def unpinned():
     Python thread while MLX's stream thread computes the current one, and pinned to one CPU (as
     arm threads are for the synced steps) the two cannot overlap: the tiny model decoded at
     0.80x a direct mlx-lm call pinned, 0.91-1.02x unpinned, on the 2-core CPU."""
-    if not hasattr(os, "sched_setaffinity") or arm_cpus() is None:
+    if sys.platform != "linux" or arm_cpus() is None:
         yield
         return
     allowed = os.sched_getaffinity(os.getpid())
     saved: dict[int, set[int]] = {}
-    for tid in (int(t) for t in os.listdir("/proc/self/task")):
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # no /proc (a container without it): the calling thread only
+        threads = [threading.get_native_id()]
+    for tid in threads:
         try:
             saved[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, allowed)
@@ -182,7 +189,7 @@ class ArmWorker:
         # thread anew (same or different CPUs, beside or away from other load), which on a
         # 2-vCPU VM made one arm 5-15% slower than the other for a whole trial (L = 1 check
         # passed 1 in 10 vs 9 in 12 pinned) and cost ~1 ms per step in cross-CPU wake-ups.
-        if self.baton.cpus:
+        if sys.platform == "linux" and self.baton.cpus:
             try:
                 os.sched_setaffinity(0, self.baton.cpus)
             except OSError:  # e.g. the CPU went offline: run unpinned rather than hang callers
