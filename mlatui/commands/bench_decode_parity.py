@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     make_draft = draft_factory(loaded, scenario, seed)
     if not sampling.greedy and loaded.draft.kind is DraftKind.SYNTHETIC:
         raise UserError("a synthetic draft (random weights) decodes greedily: use --temperature 0")
-    tunes = [p for p in scenario.phases if p.kind in ("tune", "decode")]
+    tunes = [p for p in scenario.phases if p.kind.rules.decodes]
     context = args.context or (tunes[0].contexts[0] if tunes else 2048)
     text = text_tokens(loaded, seed)(context + 1)
     env = environment()

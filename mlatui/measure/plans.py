@@ -12,10 +12,11 @@ every draft kind (one kind: width = depth + 1, as before several kinds).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import DEFAULT_VERIFY_ROUNDS, Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.sampler import SamplerPlan, round_schedule
@@ -266,8 +267,21 @@ def decode_segments(
 def phase_segments(phase: Phase, kinds: Sequence[str], settle: bool = True) -> tuple[Segment, ...]:
     """The segments a phase will run, in order; () for kinds the estimator does not model.
     `kinds`: the run's draft kinds (none: plain decode only)."""
-    if phase.kind == "sweep":
-        return sweep_segments(phase, settle)
-    if phase.kind in ("decode", "tune"):
-        return decode_segments(phase, decode_settings(phase, kinds), settle)
-    return ()
+    segments = SEGMENTS.get(phase.kind)
+    return segments(phase, kinds, settle) if segments is not None else ()
+
+
+# each kind's segments, for the kinds the estimator models (an indexer phase: its own rate)
+def _sweep_kind(phase: Phase, _kinds: Sequence[str], settle: bool) -> tuple[Segment, ...]:
+    return sweep_segments(phase, settle)
+
+
+def _decode_kind(phase: Phase, kinds: Sequence[str], settle: bool) -> tuple[Segment, ...]:
+    return decode_segments(phase, decode_settings(phase, kinds), settle)
+
+
+SEGMENTS: dict[PhaseKind, Callable[[Phase, Sequence[str], bool], tuple[Segment, ...]]] = {
+    PhaseKind.SWEEP: _sweep_kind,
+    PhaseKind.DECODE: _decode_kind,
+    PhaseKind.TUNE: _decode_kind,
+}

@@ -70,7 +70,7 @@ def largest_context(scenario: Any, decoded_only: bool = False) -> int:
     having been trained that far (a sweep's or indexer's step costs the same on any tokens)."""
     longest = 0
     for p in scenario.phases:
-        timing_only = p.kind in ("sweep", "indexer")
+        timing_only = p.kind.rules.timed_widths
         if decoded_only and timing_only:
             continue
         extra = max(p.widths) if timing_only else p.tokens * 2 * (2 + len(p.depths))

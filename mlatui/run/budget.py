@@ -99,8 +99,8 @@ def _cap_rounds(phases: tuple[Phase, ...]) -> tuple[tuple[Phase, ...], str]:
     starts from phases that plan cut)."""
     out = []
     for p in phases:
-        if p.kind in ("sweep", "tune", "decode"):
-            cap = p.reps + EXTRA_ROUNDS if p.kind == "sweep" else VERIFY_MIN_ROUNDS + EXTRA_ROUNDS
+        if p.kind.rules.run_check:
+            cap = (VERIFY_MIN_ROUNDS if p.kind.rules.decodes else p.reps) + EXTRA_ROUNDS
             out.append(replace(p, max_rounds=min(p.max_rounds or cap, cap)))
         else:
             out.append(p)
@@ -113,7 +113,7 @@ def _weaker_kinds(
     for kind in reversed(kinds[1:]):
         for i, p in enumerate(current):
             depths = sorted(set(p.depths_for(kind)))
-            if p.kind in ("tune", "decode") and len(depths) > 1:
+            if p.kind.rules.decodes and len(depths) > 1:
                 keep = (depths[0],)
                 q = replace(p, kind_depths=(*p.kind_depths, (kind, keep)))
                 current = (*current[:i], q, *current[i + 1 :])
@@ -137,7 +137,7 @@ def reductions(
         current = plan
         yield current, note
     for i, p in enumerate(current):
-        if p.kind == "tune" and len(p.contexts) > 1:
+        if p.kind.rules.compares_depths and len(p.contexts) > 1:
             keep = (min(p.contexts),)
             current = (*current[:i], replace(p, contexts=keep), *current[i + 1 :])
             yield current, f"{p.name}: contexts {_span(p.contexts)} -> {_span(keep)}"
@@ -145,17 +145,17 @@ def reductions(
         current = plan
         yield current, note
     for i, p in enumerate(current):
-        if p.kind in ("tune", "decode") and p.tokens > MIN_BLOCK_TOKENS:
+        if p.kind.rules.decodes and p.tokens > MIN_BLOCK_TOKENS:
             q = replace(p, tokens=MIN_BLOCK_TOKENS)
             current = (*current[:i], q, *current[i + 1 :])
             yield current, f"{p.name}: blocks of {p.tokens} -> {MIN_BLOCK_TOKENS} tokens"
     for sweep_reps, tune_reps in ((5, 6), (MIN_SWEEP_REPS, MIN_TUNE_REPS)):
         for i, p in enumerate(current):
-            if p.kind == "sweep" and p.reps > sweep_reps:
+            if p.kind.rules.model_widths and p.reps > sweep_reps:
                 q = replace(p, reps=sweep_reps, max_rounds=sweep_reps + EXTRA_ROUNDS)
                 current = (*current[:i], q, *current[i + 1 :])
                 yield current, f"{p.name}: rounds per context {phases[i].reps} -> {sweep_reps}"
-            elif p.kind in ("tune", "decode") and p.reps > tune_reps:
+            elif p.kind.rules.decodes and p.reps > tune_reps:
                 current = (*current[:i], replace(p, reps=tune_reps), *current[i + 1 :])
                 yield current, f"{p.name}: rounds of blocks {phases[i].reps} -> {tune_reps}"
     yield from _slow_device(current, kinds, phases)
@@ -184,7 +184,7 @@ def _fewer_sweep_contexts(
 ) -> Iterator[tuple[tuple[Phase, ...], str]]:
     """Each sweep one context fewer at a time, down to `floor` (`_sweep_contexts` picks which)."""
     for i, p in enumerate(current):
-        if p.kind == "sweep":
+        if p.kind.rules.model_widths:
             for n in range(len(p.contexts) - 1, floor - 1, -1):
                 current, note = _sweep_contexts(current, i, written[i], n)
                 if note:
@@ -197,7 +197,7 @@ def _key_widths(
     """The sweep down to the key figure's widths and those a tune reading its verify steps from
     it (`verify_from`) needs for the depths it keeps."""
     for i, p in enumerate(current):
-        if p.kind != "sweep":
+        if not p.kind.rules.model_widths:
             continue
         keep = set(KEY_WIDTHS)
         for t in current:
@@ -225,7 +225,7 @@ def _slow_device(
         current = plan
         yield current, note
     for i, p in enumerate(current):
-        if p.kind not in ("tune", "decode"):
+        if not p.kind.rules.decodes:
             continue
         for kind in kinds or ("",):
             start = tuple(sorted(set(p.depths_for(kind))))
@@ -249,7 +249,7 @@ def _slow_device(
         yield current, note
     for kind in reversed(kinds[1:]):
         for i, p in enumerate(current):
-            if p.kind in ("tune", "decode") and p.depths_for(kind):
+            if p.kind.rules.decodes and p.depths_for(kind):
                 current = _swap(current, i, replace(p, kind_depths=(*p.kind_depths, (kind, ()))))
                 was = _span(tuple(sorted(set(written[i].depths_for(kind)))))
                 yield (
@@ -263,10 +263,10 @@ def _reuse_sweep(
     current: tuple[Phase, ...], kinds: Sequence[str], written: tuple[Phase, ...]
 ) -> Iterator[tuple[tuple[Phase, ...], str]]:
     """Reductions 11-13: the tune's verify steps, where a sweep before it measured them."""
-    sweep_at = next((j for j, p in enumerate(current) if p.kind == "sweep"), None)
+    sweep_at = next((j for j, p in enumerate(current) if p.kind.rules.model_widths), None)
     sweep = current[sweep_at] if sweep_at is not None else None
     for i, p in enumerate(current):
-        if sweep is None or sweep_at is None or i < sweep_at or p.kind != "tune":
+        if sweep is None or sweep_at is None or i < sweep_at or not p.kind.rules.compares_depths:
             continue
         need = set(verify_widths(_kept_depths(p, kinds)))
         if (
@@ -281,7 +281,8 @@ def _reuse_sweep(
                 "same synced steps, not measured twice)",
             )
     for i, p in enumerate(current):
-        if p.kind == "tune" and sweep is not None and min(sweep.contexts) < min(p.contexts):
+        tune = p.kind.rules.compares_depths
+        if tune and sweep is not None and min(sweep.contexts) < min(p.contexts):
             keep = (min(sweep.contexts),)
             current = _swap(current, i, replace(p, contexts=keep))
             yield (
@@ -295,7 +296,8 @@ def _reuse_sweep(
                 if note:
                     yield current, note
     for i, p in enumerate(current):
-        if p.kind == "tune" and not p.verify_from and p.verify_rounds > MIN_VERIFY_ROUNDS:
+        tune = p.kind.rules.compares_depths
+        if tune and not p.verify_from and p.verify_rounds > MIN_VERIFY_ROUNDS:
             q = replace(
                 p, verify_rounds=MIN_VERIFY_ROUNDS, max_rounds=MIN_VERIFY_ROUNDS + EXTRA_ROUNDS
             )

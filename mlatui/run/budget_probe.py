@@ -56,7 +56,7 @@ def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int,
         top = min(4 * top, longest)
         lengths.add(top)
     for p in scenario.phases:
-        if p.kind in ("tune", "decode") and p.contexts and min(p.contexts) > max(lengths):
+        if p.kind.rules.decodes and p.contexts and min(p.contexts) > max(lengths):
             lengths.add(min(p.contexts))
     return tuple(sorted(lengths))
 
@@ -64,9 +64,9 @@ def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int,
 def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
     widest = 1
     for p in scenario.phases:
-        if p.kind == "sweep":
+        if p.kind.rules.model_widths:
             widest = max(widest, *p.widths)
-        elif p.kind in ("tune", "decode"):
+        elif p.kind.rules.decodes:
             widest = max(widest, *(d + 1 for k in kinds for d in p.depths_for(k)), 1)
     return tuple(range(1, widest + 1))
 
@@ -297,8 +297,8 @@ def _choose(
 
     def fits(phases: tuple[Phase, ...]) -> bool:
         plan = fit(phases)
-        kept = [p.contexts for p in plan.phases if p.kind == "sweep"]
-        return plan.fits and kept == [p.contexts for p in phases if p.kind == "sweep"]
+        kept = [p.contexts for p in plan.phases if p.kind.rules.model_widths]
+        return plan.fits and kept == [p.contexts for p in phases if p.kind.rules.model_widths]
 
     choice = choose_contexts(scenario.phases, story, step_ms, fits, limits)
     choice = from_index(story, ctx.leader_decides_each(choice_index(story, choice)), choice.note)

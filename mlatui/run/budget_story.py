@@ -42,11 +42,11 @@ class ContextChoice:
 
 
 def _sweep(phases: Sequence[Phase]) -> Phase | None:
-    return next((p for p in phases if p.kind == "sweep"), None)
+    return next((p for p in phases if p.kind.rules.model_widths), None)
 
 
 def _tunes(phases: Sequence[Phase]) -> list[Phase]:
-    return [p for p in phases if p.kind == "tune"]
+    return [p for p in phases if p.kind.rules.compares_depths]
 
 
 def sweep_candidates(story: Story, phases: Sequence[Phase], limits: Limits) -> tuple[int, ...]:
@@ -92,9 +92,9 @@ def with_contexts(
     """The phases with the sweep at `sweep_contexts` and every tune at `tune_context`."""
     out = []
     for p in phases:
-        if p.kind == "sweep" and sweep_contexts and p is _sweep(phases):
+        if sweep_contexts and p is _sweep(phases):
             p = replace(p, contexts=sweep_contexts)
-        elif p.kind == "tune" and tune_context is not None:
+        elif p.kind.rules.compares_depths and tune_context is not None:
             p = replace(p, contexts=(tune_context,))
         out.append(p)
     return tuple(out)

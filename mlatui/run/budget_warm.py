@@ -23,7 +23,7 @@ WARM_BLOCK_TOKENS = 8
 
 def decode_phase(phases: Sequence[Phase]) -> Phase | None:
     """The first tune or decode phase: its settings and sampling are the blocks to warm."""
-    return next((p for p in phases if p.kind in ("tune", "decode")), None)
+    return next((p for p in phases if p.kind.rules.decodes), None)
 
 
 def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[int]) -> float:

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from mlatui.config.phase_kind import rules_for
 from mlatui.config.scenario import Phase
 from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import (
@@ -205,7 +206,7 @@ class BudgetWatch:
         out = [
             v
             for v in checks
-            if v.verdict == "inconclusive" and kinds.get(v.phase) in ("sweep", "tune", "decode")
+            if v.verdict == "inconclusive" and rules_for(kinds.get(v.phase)).run_check
         ]
         return sorted(out, key=lambda v: (v.context not in first, v.context, v.phase))
 
@@ -255,7 +256,7 @@ class BudgetWatch:
         changes = []
         grown_rounds: list[tuple[str, GrownRounds]] = []
         for j, p in enumerate(rest):
-            if p.kind not in ("tune", "decode"):
+            if not p.kind.rules.decodes:
                 continue
             reps = p.reps
             while reps + 2 <= GROW_ROUNDS:

@@ -19,7 +19,6 @@ import mlx.core as mx
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan, resolve_plan
 from mlatui.config.runconfig import RunConfig
-from mlatui.config.scenario import Phase, ScenarioError
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler
 from mlatui.models.loading import (
@@ -45,7 +44,8 @@ from mlatui.run.header import header
 from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped
 from mlatui.run.phases.more import CheckBook, serve_more
-from mlatui.run.phases.results import Need, PassResults, PhaseInputs, PhaseResult
+from mlatui.run.phases.registry import runner
+from mlatui.run.phases.results import PassResults
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Estimate, Event, LogMessage, RunEnd
@@ -57,26 +57,6 @@ NULL_BUDGET_NOTICE = (
     "budget {:.0f} s not applied: an A/A (--null) runs the phases as written, the same plan in "
     "both passes"
 )
-
-
-PhaseRunner = Callable[[RunContext, Phase, int, int, PhaseInputs], PhaseResult]
-
-
-def _phase_runner(kind: str) -> tuple[PhaseRunner, frozenset[Need]]:
-    """A kind's runner and what it declares it needs of the earlier phases."""
-    if kind == "sweep":
-        from mlatui.run.phases import sweep
-
-        return sweep.run_sweep, sweep.NEEDS
-    if kind in ("decode", "tune"):
-        from mlatui.run.phases import decode
-
-        return decode.run_decode, decode.NEEDS
-    if kind == "indexer":
-        from mlatui.run.phases import indexer
-
-        return indexer.run_indexer_phase, indexer.NEEDS
-    raise ScenarioError(f"unknown phase kind {kind!r}")
 
 
 def run(
@@ -339,9 +319,9 @@ class _Run:
             if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
                 source = run_pass.phase_name(phase.verify_from) if phase.verify_from else ""
                 phase = replace(phase, name=run_pass.phase_name(phase.name), verify_from=source)
-            runner, needs = _phase_runner(phase.kind)
+            kind = runner(phase.kind)
             slot = (i + n * count, count * len(passes))
-            done = done.after(runner(ctx, phase, *slot, done.inputs(needs, grown_name)))
+            done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, grown_name)))
         if budget is not None:  # what is left of the budget goes to what is undecided
             budget.finish(ctx, done.l1)
         return done

@@ -276,7 +276,7 @@ def run_decode(
     rows = mark_rows(rows, pool_checks(ctx, phase.name, checks, inputs.l1 + l1))
     verdict = (
         tune_verdict(rows, TIE_PCT, phase.name)
-        if phase.kind == "tune"
+        if phase.kind.rules.compares_depths
         else decode_verdict(rows, phase.name)
     )
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)

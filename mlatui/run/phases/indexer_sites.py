@@ -15,6 +15,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.timing import timed_ms
@@ -66,7 +67,7 @@ def sparse_sites(model: Any) -> list[SparseSite]:
 
 def load_warnings(model: Any, model_name: str, phases: tuple[Phase, ...]) -> list[str]:
     """What the scenario's indexer phases cannot do on this model, said once at load."""
-    wanted = [p for p in phases if p.kind == "indexer"]
+    wanted = [p for p in phases if p.kind is PhaseKind.INDEXER]
     if not wanted:
         return []
     sites = sparse_sites(model)
