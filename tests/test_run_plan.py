@@ -193,7 +193,13 @@ def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_eng
     monkeypatch.setattr(run_plan, "resolve_plan", counted)
     monkeypatch.setattr("mlatui.commands.launch.gate_settings", lambda args: {})
     args = SimpleNamespace(
-        scenario=str(TINY), model=None, draft_model=None, record=None, random_weights=True, budget=0
+        scenario=str(TINY),
+        model=None,
+        draft_model=None,
+        record=None,
+        random_weights=True,
+        budget=0,
+        force=False,
     )
     _config, plan = build_config(args)
     seen: list = []
