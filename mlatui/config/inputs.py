@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from mlatui.config.model_config_types import check_config_types
 from mlatui.config.scenario import Scenario, ScenarioError, load_scenario, shipped
 from mlatui.errors import UserError
 
@@ -113,10 +114,22 @@ def read_scenario(path: str | Path | None) -> Scenario:
     _check_integers(where, raw)
     _check_shapes(where, raw)
     try:
-        return load_scenario(where)
+        scenario = load_scenario(where)
     except ScenarioError as e:
         raise UserError(str(e)) from None
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as e:
         raise UserError(
             f"{where}: a value has the wrong type or size ({type(e).__name__}: {e})", SHAPE_HINT
         ) from None
+    _check_config_types(where, scenario)
+    return scenario
+
+
+def _check_config_types(where: Path, scenario: Scenario) -> None:
+    """[model.config] and [draft.config] against their family's declared types, before any
+    build."""
+    model = scenario.model
+    model_type = model.config.get("model_type") or model.family
+    check_config_types(f"{where} [model.config]", model_type, model.config)
+    draft = scenario.draft.config or {}
+    check_config_types(f"{where} [draft.config]", draft.get("model_type"), draft)

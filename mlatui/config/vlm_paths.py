@@ -12,6 +12,7 @@ from pathlib import Path
 
 SOURCE_ENV = "MLATUI_MLX_VLM_SOURCE"
 INSTALL_HINT = "pip install 'mlatui[vlm]'"
+PREFIX = "mlx-vlm:"  # a family spelled "mlx-vlm:glm4_moe_lite" builds through mlx-vlm
 
 
 def package_folder(path: Path) -> Path | None:

@@ -13,11 +13,11 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from mlatui.config.vlm_paths import PREFIX
 from mlatui.models import family_configs as lm
 from mlatui.models.family_configs import VOCAB_TINY, mla
 
 RUNTIME = "mlx-vlm"
-PREFIX = "mlx-vlm:"  # a family spelled "mlx-vlm:glm4_moe_lite" builds through mlx-vlm
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""[model.config] and [draft.config] values against the family's declared config types (mlx-lm's
+ModelArgs, mlx-vlm's config classes, mlatui's own): one line naming the key, the value and the
+type, before anything loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlatui.cli import main
+from mlatui.config.model_config_types import check_config_types, config_types
+from mlatui.errors import UserError
+
+TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
+
+
+def _mutated(tmp_path: Path, old: str, new: str) -> Path:
+    text = TINY.read_text()
+    assert old in text
+    path = tmp_path / "mutated.toml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    "value,shown,kind",
+    [('"2"', '"2"', "a string"), ("2.0", "2.0", "a float")],
+    ids=["string", "float"],
+)
+@pytest.mark.parametrize("command", [["bench"], ["launch", "--scenario"]], ids=["bench", "launch"])
+def test_a_wrong_type_in_model_config_is_one_line_naming_key_value_and_type(
+    tmp_path, capsys, value, shown, kind, command
+):
+    path = _mutated(tmp_path, "num_hidden_layers = 2", f"num_hidden_layers = {value}")
+    assert main([*command, str(path), "--random-weights", "--plan"]) == 2
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith(
+        f"mlatui: error: {path} [model.config]: num_hidden_layers = {shown} is {kind}: "
+        "expected an integer (mlx-lm deepseek_v3.ModelArgs) — "
+    )
+
+
+def test_the_draft_config_is_checked_against_its_own_model_type(tmp_path, capsys):
+    path = _mutated(tmp_path, "q_lora_rank = 32", 'q_lora_rank = "32"')
+    assert main(["bench", str(path), "--random-weights", "--plan"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f'{path} [draft.config]: q_lora_rank = "32" is a string: expected an integer' in line
+
+
+def test_declared_types_read_from_the_runtime_source():
+    ds = config_types("kimi_k2")  # mlx-lm maps it onto deepseek_v3
+    assert ds is not None and ds.where == "mlx-lm deepseek_v3.ModelArgs"
+    assert ds.top["rms_norm_eps"].words == "a number"  # an int is a fine float
+    assert ds.top["n_shared_experts"].words == "an integer"  # Optional[int]
+    own = config_types("mlatui_mla")
+    assert own is not None and own.top["sparse_layers"].words == "an array"
+    assert config_types("no_such_family") is None  # the loader names an unknown type
+
+
+def test_plain_values_pass_and_each_kind_of_mismatch_is_named():
+    check_config_types("x", "deepseek_v3", {"rope_theta": 10000, "norm_topk_prob": True})
+    check_config_types("x", "deepseek_v3", {"unknown_key": "kept", "rope_scaling": None})
+    with pytest.raises(
+        UserError, match=r"norm_topk_prob = 1 is an integer: expected true or false"
+    ):
+        check_config_types("x", "deepseek_v3", {"norm_topk_prob": 1})
+    with pytest.raises(UserError, match=r"rms_norm_eps = \"1e-6\" is a string: expected a number"):
+        check_config_types("x", "deepseek_v3", {"rms_norm_eps": "1e-6"})
+    with pytest.raises(UserError, match=r"sparse_layers = 3 is an integer: expected an array"):
+        check_config_types("x", "mlatui_mla", {"sparse_layers": 3})
+
+
+def test_an_mlx_vlm_family_checks_its_nested_text_config(tmp_path, monkeypatch):
+    import vlm_sources
+
+    from mlatui.config.vlm_paths import SOURCE_ENV
+
+    monkeypatch.setenv(SOURCE_ENV, str(vlm_sources.unpacked(vlm_sources.CURRENT, tmp_path)))
+    config = {"text_config": {"num_hidden_layers": 4, "index_topk": "32"}}
+    with pytest.raises(
+        UserError, match=r"text_config.index_topk = \"32\" is a string: expected an"
+    ):
+        check_config_types("x", "mlx-vlm:glm5_next", config)
+    check_config_types("x", "mlx-vlm:glm5_next", {"text_config": {"index_topk": 32}})
