@@ -61,6 +61,48 @@ def test_the_decode_parity_bench_prints_its_run_again_from_its_records():
     assert text == _printed("cpu-decode-parity-tiny")
 
 
+def test_the_attention_bench_part_a_bandwidth_columns():
+    """GB/s and MBU beside the ms: bytes over each end of the time interval (the ends swap),
+    against the measured limit and, where the device is known, the published one."""
+    from mlatui.bench.attention import bandwidth_figures
+    from mlatui.models.step_bytes import ByteRange, StepBytes
+    from mlatui.stream.interval import Interval as I
+    from mlatui.views.bench_report import attention_report
+
+    limit = {
+        "measured_read_gb_s": 2000.0,
+        "measured_copy_gb_s": 1500.0,
+        "published_gb_s": 3350.0,
+        "published_name": "NVIDIA H100 SXM",
+    }
+    ms = I(0.5, 0.4, 1.0, 8)
+    figures = bandwidth_figures(ms, 100_000_000, limit)  # 100 MB in 0.5 ms: 200 GB/s
+    assert figures["gb_s"] == I(200.0, 100.0, 250.0, 8)
+    assert figures["mbu"] == I(0.1, 0.05, 0.125, 8)
+    assert figures["mbu_published"].median == 200 / 3350
+    cell = dict(
+        absorbed=ms,
+        materialised=I(2.0, 1.9, 2.1, 8),
+        ratio=I(0.25, 0.2, 0.3, 8),
+        verdict="absorbed faster",
+        bytes=StepBytes(ByteRange(40_000_000, 40_000_000), ByteRange(60_000_000, 60_000_000), 9),
+        bandwidth={
+            "absorbed": figures,
+            "materialised": bandwidth_figures(I(2.0, 1.9, 2.1, 8), 100_000_000, limit),
+        },
+    )
+    summary = {
+        32768: {"widths": {2: cell}, "measured": 2, "rounds": 8, "formula": 300, "limit": limit}
+    }
+    text = attention_report(summary, [2])
+    assert "measured 2000 GB/s read, 1500 GB/s copy; published 3350 GB/s (NVIDIA H100 SXM)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 32768 | 2 |"))
+    assert row.startswith(
+        "| 32768 | 2 | 100 | 0.500 [0.400, 1.000] | 200 [100, 250] | 10.0% [5.0, 12.5] | 6.0% [3.0, 7.5]"
+    )
+    assert "| 50.0 [47.6, 52.6] | 2.50% [2.38, 2.63] |" in row
+
+
 def test_the_attention_bench_part_a_table_and_crossovers():
     from mlatui.stream.interval import Interval as I
     from mlatui.views.bench_report import attention_report
@@ -78,11 +120,12 @@ def test_the_attention_bench_part_a_table_and_crossovers():
     lines = attention_report(summary, [1, 2]).splitlines()
     assert lines[0] == "## (a) one attention layer, forced branch: medians over rounds [95% CI]"
     assert lines[4] == (
-        "| cache T | L | absorbed ms | materialised ms | absorbed/materialised | faster |"
+        "| cache T | L | MB/step | absorbed ms | absorbed GB/s | absorbed MBU | materialised ms "
+        "| materialised GB/s | materialised MBU | absorbed/materialised | faster |"
     )
     assert lines[7] == (
-        "| 64 | 2 | 1.180 [0.840, 3.730] | 3.470 [1.310, 3.540] | 0.340 [0.240, 0.500] "
-        "| absorbed faster |"
+        "| 64 | 2 | – | 1.180 [0.840, 3.730] | – | – | 3.470 [1.310, 3.540] | – | – "
+        "| 0.340 [0.240, 0.500] | absorbed faster |"
     )
     assert lines[-2:] == [
         "T=64: measured crossover (largest L where absorbed is significantly faster, 4 rounds): "

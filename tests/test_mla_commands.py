@@ -86,7 +86,8 @@ def test_bench_attention_part_a_pairs_through_the_sampler(tmp_path, capsys):
     assert main([*argv, "--bits", "4", "--dtype", "float32", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "float32, 4-bit weights; (a): 2 rounds per context)" in text.splitlines()[0]
-    assert "| absorbed ms | materialised ms | absorbed/materialised | faster |" in text
+    assert "| absorbed ms | absorbed GB/s | absorbed MBU | materialised ms |" in text
+    assert "MBU against the measured read" in text
     assert "formula: " + str(mla.max_absorbed_queries(512, 192, 256, 96)) in text
     records = _records(out)
     assert {(r["arm"], r["width"]) for r in records} == {

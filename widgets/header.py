@@ -7,6 +7,7 @@ from rich.text import Text
 from mlatui.gate.threshold_text import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
+from mlatui.views.bandwidth_text import limit_short, limit_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from widgets import fit
@@ -87,6 +88,7 @@ def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece],
     device_long.append_text(blas_text(d))
     device_short = Text(f"{name} · ")
     device_short.append_text(blas_text(d))
+    bandwidth = d.get("bandwidth")
     second = [
         fit.piece(
             thresholds_text(h.thresholds, state.context),
@@ -95,6 +97,10 @@ def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece],
         fit.piece(device_long, device_short),
         fit.piece(f"scenario {h.scenario.get('name', '?')}"),
     ]
+    if bandwidth:
+        second.append(
+            fit.piece(f"memory {limit_text(bandwidth)}", limit_short(bandwidth), priority=2)
+        )
     world = world_label(getattr(h, "distributed", None))
     if world:
         second.append(fit.piece(world, priority=1, style="cyan"))

@@ -21,11 +21,12 @@ from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
 from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, FormulaPolicy, Geometry
+from mlatui.measure.bandwidth import effective_gb_s, utilisation
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
-from mlatui.models import build
+from mlatui.models import build, step_bytes
 from mlatui.models.loading import DTYPES
 from mlatui.stream.phrases import interval_text
 
@@ -187,6 +188,19 @@ def interval_dict(iv: Interval) -> dict[str, float | int]:
     return {"median": iv.median, "low": iv.low, "high": iv.high, "rounds": iv.n}
 
 
+def bandwidth_figures(
+    step_ms: Interval, nbytes: int, limit: dict[str, Any]
+) -> dict[str, Interval | None]:
+    """Effective GB/s and MBU (against the measured limit, and the published one where known)
+    of a step that must read `nbytes`, from its time over the same rounds."""
+    published = limit.get("published_gb_s")
+    return {
+        "gb_s": effective_gb_s(step_ms, nbytes),
+        "mbu": utilisation(step_ms, nbytes, limit["measured_read_gb_s"]),
+        "mbu_published": utilisation(step_ms, nbytes, published) if published else None,
+    }
+
+
 def forced_sweep(
     family: str,
     contexts: Sequence[int],
@@ -208,9 +222,13 @@ def forced_sweep(
     (streamed to JSONL); `check_stop` runs before every step and may raise Interrupted: the
     contexts done so far are returned."""
     from mlatui.host.signals import Interrupted
+    from mlatui.measure.records import environment
+    from mlatui.store.bandwidth import device_bandwidth
 
     arms = forced_arms(family, size, bits, dtype=DTYPES[dtype])
     g = arms.geometry
+    limit = device_bandwidth(env or environment())
+    layer_bytes = step_bytes.attention_bytes(arms.absorbed, DTYPES[dtype].size)
     widths = sorted(set(widths))
     settings = dict(
         size=size,
@@ -241,7 +259,18 @@ def forced_sweep(
         for width in widths:
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
-            per_width[width] = dict(absorbed=a, materialised=m, ratio=ratio, verdict=verdict(ratio))
+            needed = layer_bytes.step(width, context)
+            per_width[width] = dict(
+                absorbed=a,
+                materialised=m,
+                ratio=ratio,
+                verdict=verdict(ratio),
+                bytes=needed,
+                bandwidth={
+                    arm: bandwidth_figures(est.step_ms[arm, width], needed.total.high, limit)
+                    for arm in ARMS
+                },
+            )
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
                 f"absorbed/materialised {interval_text(ratio)}: "
@@ -264,6 +293,12 @@ def forced_sweep(
                             "step_ms": interval_dict(est.step_ms[arm, width]),
                             "ratio_absorbed_over_materialised": interval_dict(ratio),
                             "seed": plan.seed,
+                            "step_bytes": needed.to_dict(),
+                            "bandwidth_limit": limit,
+                            **{
+                                name: interval_dict(iv) if iv is not None else None
+                                for name, iv in per_width[width]["bandwidth"][arm].items()
+                            },
                         },
                         env or {},
                         note=verdict(ratio),
@@ -275,6 +310,7 @@ def forced_sweep(
             rounds=run.rounds,
             measured=crossover({w: s["ratio"] for w, s in per_width.items()}),
             formula=formula,
+            limit=limit,
         )
         on_records(records[done:])
         del cache

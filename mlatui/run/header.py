@@ -13,6 +13,7 @@ from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
 from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded
 from mlatui.run.arms import arm_cpus, cache_rounds
+from mlatui.store.bandwidth import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, RunHeader
 
 HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
@@ -41,6 +42,7 @@ def header(
         "blas": env["blas"],
         "blas_threading": env["blas_threading"],
         "cpu_count": env["cpu_count"],
+        "bandwidth": device_bandwidth(env),
     }
     return RunHeader(
         SCHEMA_VERSION,

@@ -11,6 +11,7 @@ from mlatui.measure.indexer_records import IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import CiStyle, ci_text, interval_text
+from mlatui.views.bandwidth_text import gb_s_text, limit_text, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
 
@@ -241,26 +242,42 @@ def parity_report(records: Sequence[BenchRecord]) -> str:
 
 
 def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[int]) -> str:
-    """`mlatui bench attention`'s part (a): per cache length and width, each forced branch's
-    step ms and their paired ratio, then each length's measured crossover against the formula's
-    (`summary` as mlatui.bench.attention.forced_sweep returns it)."""
+    """`mlatui bench attention`'s part (a): per cache length and width, the bytes the layer's
+    step must read, each forced branch's step ms with its effective GB/s and MBU, and their
+    paired ratio, then each length's measured crossover against the formula's (`summary` as
+    mlatui.bench.attention.forced_sweep returns it)."""
+    limit = next((s.get("limit") for s in summary.values() if s.get("limit")), None)
+    published = bool(limit and limit.get("published_gb_s"))
     rows = [
         (
             t,
             w,
-            interval_text(cell["absorbed"]),
-            interval_text(cell["materialised"]),
+            mb_text(cell["bytes"].total.high) if "bytes" in cell else "–",
+            *_branch_cells(cell, "absorbed", published),
+            *_branch_cells(cell, "materialised", published),
             interval_text(cell["ratio"]),
             cell["verdict"],
         )
         for t, s in summary.items()
         for w, cell in sorted(s["widths"].items())
     ]
-    head = ["cache T", "L", "absorbed ms", "materialised ms", "absorbed/materialised", "faster"]
+    branch = ["ms", "GB/s", "MBU", *(["MBU (published)"] if published else [])]
+    head = [
+        "cache T",
+        "L",
+        "MB/step",
+        *(f"absorbed {h}" for h in branch),
+        *(f"materialised {h}" for h in branch),
+        "absorbed/materialised",
+        "faster",
+    ]
     out = [
         "## (a) one attention layer, forced branch: medians over rounds [95% CI]\n\n"
         "Each round measures every width once per branch as an A B B A quad; absorbed/materialised "
-        "is the per-round paired ratio (< 1: absorbed faster).\n",
+        "is the per-round paired ratio (< 1: absorbed faster). MB/step: the bytes a step must "
+        "read (the layer's weights, the latent and rope rows of the cache after its update); GB/s "
+        "is that over the step's time, MBU that against the device's limit "
+        f"({limit_text(limit)}; MBU against the measured read).\n",
         table(head, rows, cell=num),
         "",
     ]
@@ -278,3 +295,13 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
             f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}"
         )
     return "\n".join(out) + "\n"
+
+
+def _branch_cells(cell: Mapping[str, Any], arm: str, published: bool) -> list[str]:
+    figures = cell.get("bandwidth", {}).get(arm, {})
+    cells = [
+        interval_text(cell[arm]),
+        gb_s_text(figures.get("gb_s")),
+        mbu_text(figures.get("mbu")),
+    ]
+    return cells + ([mbu_text(figures.get("mbu_published"))] if published else [])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mlatui.gate.threshold_text import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
+from mlatui.views.bandwidth_text import limit_text
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,11 @@ def header_fields(h: RunHeader) -> list[Field]:
             " ".join(str(x) for x in (d.get("name", "?"), d.get("architecture")) if x),
         ),
         Field("backend", "backend", str(d.get("backend", "?"))),
+        *(
+            [Field("bandwidth", "memory bandwidth", limit_text(d["bandwidth"]))]
+            if d.get("bandwidth")
+            else []
+        ),
         Field("blas", "BLAS", str(d.get("blas", "?"))),
         *(
             [Field("blas_threading", "BLAS threading", str(d["blas_threading"]))]

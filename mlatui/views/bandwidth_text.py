@@ -1,0 +1,47 @@
+"""Bandwidth figures as every printer writes them: effective GB/s and MBU with their CIs, and
+the device's limit (measured by the probe, published by the vendor). Pure Python."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mlatui.stream.interval import Interval
+from mlatui.views.rounding import Ci, sig
+
+
+def gb_s_text(rate: Interval | None) -> str:
+    """`41.2 [39.8, 42.0]` GB/s (no unit: the column says it)."""
+    return "–" if rate is None else Ci.of(rate).text()
+
+
+def mbu_text(mbu: Interval | None) -> str:
+    """A utilisation fraction as a percentage, `5.2% [4.9, 5.4]`."""
+    return "–" if mbu is None else Ci.of(mbu.scaled(100)).text("%")
+
+
+def mb_text(nbytes: int) -> str:
+    return sig(nbytes / 1e6, 3)
+
+
+def limit_text(bandwidth: Mapping[str, Any] | None) -> str:
+    """`measured 2.09 GB/s read, 0.93 GB/s copy; published 3350 GB/s (NVIDIA H100 SXM)`."""
+    if not bandwidth:
+        return "limit unknown"
+    out = (
+        f"measured {sig(bandwidth['measured_read_gb_s'])} GB/s read, "
+        f"{sig(bandwidth['measured_copy_gb_s'])} GB/s copy"
+    )
+    if bandwidth.get("published_gb_s"):
+        out += f"; published {sig(bandwidth['published_gb_s'], 4)} GB/s ({bandwidth['published_name']})"
+    return out
+
+
+def limit_short(bandwidth: Mapping[str, Any] | None) -> str:
+    """The header's short form: `2.09 GB/s meas.` (`/ 3350 pub.` where known)."""
+    if not bandwidth:
+        return ""
+    out = f"{sig(bandwidth['measured_read_gb_s'])} GB/s meas."
+    if bandwidth.get("published_gb_s"):
+        out += f" / {sig(bandwidth['published_gb_s'], 4)} pub."
+    return out
