@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.config.phase_kind import Pass
+from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_state import DashboardState
@@ -113,7 +113,7 @@ def validity_text(state: DashboardState, width: int) -> Text:
 def phase_marginal(state: DashboardState, phase: str, arm: str, context: int) -> float | None:
     """The marginal cost Δ2 that `phase` measured at `context` (an A/A run's two passes each
     have their own); a recording without per-phase estimates falls back to the sweep's."""
-    if state.phase_kinds.get(phase, "sweep") != "sweep":
+    if not rules_for(state.phase_kinds.get(phase, "sweep")).model_widths:
         return None
     e = state.estimates.get((phase, context))
     if e is not None:

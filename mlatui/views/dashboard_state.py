@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from mlatui.config.phase_kind import rules_for
 from mlatui.measure.progress import RunProgress
 from mlatui.stream.events import (
     ARMS,
@@ -34,6 +35,7 @@ from mlatui.stream.events import (
 from mlatui.stream.phrases import check_mark, interval_text, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
+from mlatui.views.phase_views import view_of
 from mlatui.views.run_meta import l1_words
 from mlatui.views.step_series import StepSeries
 
@@ -121,7 +123,7 @@ class DashboardState(DecodeFold):
         self.phase_kinds[e.phase] = e.kind
         for arm in self.arms.values():
             arm.phase_verify_ms = []
-            if e.kind in ("decode", "tune"):
+            if rules_for(e.kind).decodes:
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
                 arm.counts, arm.setting, arm.spec_vs_plain, arm.spec_ci = {}, None, {}, {}
                 arm.spec_bound = {}
@@ -167,14 +169,14 @@ class DashboardState(DecodeFold):
 
     def _on_step(self, e: Step) -> None:
         self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
-        if self._kind(e.phase) == "indexer":  # one layer's timings: not the model's steps
+        if view_of(self._kind(e.phase)).layer_steps:  # one layer's timings: not the model's
             self.indexer.add_step(e.phase, e.arm, e.context, e.width, e.ms)
             self.indexer.add_branches(e.arm, e.absorbed_calls, e.materialised_calls)
             self.changed.add("indexer")
             return
         arm = self._arm(e.arm)
         self.context = e.context
-        if self._kind(e.phase) == "sweep":
+        if rules_for(self._kind(e.phase)).model_widths:
             self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
@@ -190,7 +192,7 @@ class DashboardState(DecodeFold):
         self.changed.add("memory")
 
     def _on_validity(self, e: Validity) -> None:
-        if self._kind(e.phase) == "indexer":
+        if view_of(self._kind(e.phase)).layer_steps:
             self.changed.add("indexer")
             self._log(e.t, *self.indexer.add_check(e))
             return
@@ -236,7 +238,7 @@ class DashboardState(DecodeFold):
         return max(self.pooled.values(), key=lambda p: p.t, default=None)
 
     def _on_estimate(self, e: Estimate) -> None:
-        if self._kind(e.phase) == "indexer":
+        if view_of(self._kind(e.phase)).layer_steps:
             self.indexer.estimates[(e.phase, e.context)] = e
             self.changed.add("indexer")
             return
@@ -279,7 +281,7 @@ class DashboardState(DecodeFold):
     def sweep_invalid(self, context: int) -> bool:
         """Failed the L = 1 check of a sweep phase at this context (the marginal-cost figure)."""
         return any(
-            not v.valid and c == context and self.phase_kinds.get(p, "sweep") == "sweep"
+            not v.valid and c == context and rules_for(self._kind(p)).model_widths
             for (p, c), v in self.validity.items()
         )
 
@@ -290,12 +292,14 @@ class DashboardState(DecodeFold):
 
     def contexts(self) -> list[int]:
         """Sweep contexts: from their steps, or from their estimates when only those were kept."""
-        from_estimates = {c for (p, c) in self.estimates if self._kind(p) == "sweep"}
+        from_estimates = {c for (p, c) in self.estimates if rules_for(self._kind(p)).model_widths}
         return sorted({c for (_, c, _) in self.sweep_ms} | from_estimates)
 
     def _sweep_estimate(self, context: int) -> Estimate | None:
         found = [
-            e for (p, c), e in self.estimates.items() if c == context and self._kind(p) == "sweep"
+            e
+            for (p, c), e in self.estimates.items()
+            if c == context and rules_for(self._kind(p)).model_widths
         ]
         return found[-1] if found else None
 

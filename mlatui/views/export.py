@@ -18,6 +18,7 @@ from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import csv_text, table
+from mlatui.views.phase_views import Table, view_of
 from mlatui.views.report import drift_line
 from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
 from mlatui.views.report_indexer import indexer_table
@@ -231,9 +232,10 @@ def _decode_table(state: DashboardState, phase: str) -> str:
 def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
     summary = next((s for s in state.summaries if s.phase == phase), None)
     body = ""
-    if kind == "sweep":
+    table = view_of(kind).table
+    if table is Table.SWEEP:
         body = _sweep_table(state, phase)
-    elif kind in ("decode", "tune"):
+    elif table is Table.DECODE:
         body = _decode_table(state, phase)
     elif summary is not None:
         body = indexer_table(summary)
@@ -333,11 +335,12 @@ def csv_rows(state: DashboardState) -> list[dict]:
             if cell.quantity == Quantity.MARGINAL_MS:
                 rows.append(_cell_row("marginal", "sweep", cell, state))
     for phase, kind in _phases(state):
-        if kind == "sweep":
+        table = view_of(kind).table
+        if table is Table.SWEEP:
             for cell in sweep_cells(state, phase):
                 if cell.quantity != Quantity.MARGINAL_MS:
                     rows.append(_cell_row("sweep", kind, cell, state))
-        elif kind in ("decode", "tune"):
+        elif table is Table.DECODE:
             for cell in decode_cells(state):
                 if cell.phase == phase:
                     rows.append(_cell_row("decode", kind, cell, state))

@@ -60,7 +60,7 @@ def sweep_status(state: DashboardState, context: int) -> PointStatus:
     checks = [
         v
         for (p, c), v in state.validity.items()
-        if c == context and state.phase_kinds.get(p, "sweep") == "sweep"
+        if c == context and rules_for(state.phase_kinds.get(p, "sweep")).model_widths
     ]
     if not checks:
         return PointStatus.PENDING

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mlatui.config.phase_kind import rules_for
 from mlatui.stream.events import DecodeResult, Validity
-
-BLOCK_KINDS = ("decode", "tune")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class L1Figures:
 
 def decided_on_blocks(kind: str, results: Iterable[DecodeResult], phase: str, context: int) -> bool:
     """A decode or tune check with no speculative result at its context: no verify steps."""
-    if kind not in BLOCK_KINDS:
+    if not rules_for(kind).decodes:
         return False
     return not any(r.depth > 0 and r.phase == phase and r.context == context for r in results)
 

@@ -50,7 +50,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
         contexts = ",".join(str(c) for c in p.contexts)
         shape = (
             f"widths {','.join(str(w) for w in p.widths)}"
-            if p.kind in ("sweep", "indexer")
+            if p.kind.rules.timed_widths
             else f"tokens {p.tokens}"
         )
         rounds = f"reps {p.reps}" + (f" (max {p.max_rounds})" if p.max_rounds else "")

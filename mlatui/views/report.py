@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mlatui.config.phase_kind import rules_for
 from mlatui.stream.events import (
     ARMS,
     DriftEvent,
@@ -21,6 +22,7 @@ from mlatui.stream.events import (
 from mlatui.stream.phrases import left_out_of_verdicts
 from mlatui.views.dashboard_decode import kind_of_label
 from mlatui.views.mdtable import csv_text
+from mlatui.views.phase_views import Table, view_of
 from mlatui.views.report_decode import decode_table
 from mlatui.views.report_indexer import indexer_table
 from mlatui.views.report_sweep import final_checks, null_bias_table, sweep_table, validity_table
@@ -84,11 +86,12 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
     for s in (e for e in events if isinstance(e, PhaseSummary)):
         parts.append(f"## {s.phase} ({s.kind})")
         parts.append("")
-        if s.kind == "sweep":
+        table = view_of(s.kind).table
+        if table is Table.SWEEP:
             parts.append(sweep_table(s))
-        elif s.kind in ("decode", "tune"):
+        elif table is Table.DECODE:
             parts.append(decode_table(s, kind_of_label(h.draft) if h else ""))
-        elif s.kind == "indexer":
+        elif table is Table.ROWS:
             parts.append(indexer_table(s))
         if s.verdict:
             parts += ["", f"Verdict: {s.verdict}"]
@@ -98,7 +101,7 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
         e
         for e in events
         if isinstance(e, PooledValidity)
-        or (isinstance(e, Validity) and kinds.get(e.phase) != "indexer")
+        or (isinstance(e, Validity) and not view_of(kinds.get(e.phase)).layer_steps)
     ]
     if checks:  # the indexer's S = 1 checks are in its own table
         parts += ["## L = 1 validity check", "", validity_table(checks), ""]
@@ -210,7 +213,7 @@ def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
     kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
     steps: dict[tuple[str, int], list[Timing]] = {}
     for e in events:
-        if isinstance(e, Step) and kinds.get(e.phase) == "sweep":
+        if isinstance(e, Step) and rules_for(kinds.get(e.phase)).model_widths:
             steps.setdefault((e.phase, e.context), []).append(
                 Timing(e.rep, e.width, e.arm, e.ms, e.t)
             )

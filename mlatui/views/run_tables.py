@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from mlatui.config.phase_kind import rules_for
 from mlatui.stream.events import ARMS, Estimate
 from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
@@ -71,7 +72,7 @@ def check(state: DashboardState, phase: str, context: int) -> Check:
 
 
 def sweep_phases(state: DashboardState) -> list[str]:
-    return [p for p, kind in state.phase_kinds.items() if kind == "sweep"]
+    return [p for p, kind in state.phase_kinds.items() if rules_for(kind).model_widths]
 
 
 def _estimate_cells(e: Estimate) -> list[Cell]:
