@@ -53,7 +53,7 @@ from mlatui.measure.estimates import (
     Timing,
     stable_seed,
 )
-from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
+from mlatui.measure.indexer_records import IndexerPart, IndexerRecord, PartRun, part_records
 from mlatui.measure.records import environment
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
@@ -69,7 +69,7 @@ from mlatui.models.indexer_parts import (
 )
 from mlatui.models.loading import DTYPES, default_dtype
 
-PARTS = ("indexer", "sparse-layer")
+PARTS = tuple(IndexerPart)
 # S = 1 is the cheapest step and its check needs a tight paired ratio: three quads per round.
 CONTROL_QUADS = 3
 
@@ -202,7 +202,7 @@ def measure_part(
     modes = dict(modes or DEFAULT_MODES)
     if set(modes) != set(plan.arms):
         raise ValueError(f"modes must name the arms {plan.arms}, got {sorted(modes)}")
-    build = indexer_part if part == "indexer" else layer_part
+    build = indexer_part if part == IndexerPart.INDEXER else layer_part
     return _sample(
         build(config, context, plan.widths, dtype, seed, modes), plan, hooks or BenchHooks(), modes
     )

@@ -6,6 +6,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from mlatui.measure.estimates import (
@@ -21,6 +22,18 @@ from mlatui.measure.sampler import SamplerRun
 from mlatui.stream.phrases import CiStyle, interval_text
 
 FAMILY = "glm5.3-flash"
+
+
+class IndexerPart(StrEnum):
+    """What the indexer bench and phase time: the top-k indexer alone, or the sparse layer."""
+
+    INDEXER = "indexer"
+    SPARSE_LAYER = "sparse-layer"
+
+    @property
+    def tag(self) -> str:
+        """The suffix of its phase's name in the events (`<phase>:indexer`, `<phase>:layer`)."""
+        return "indexer" if self is IndexerPart.INDEXER else "layer"
 
 
 @dataclass

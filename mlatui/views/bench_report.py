@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlatui.gate.threshold_text import threshold_text
-from mlatui.measure.indexer_records import IndexerRecord
+from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import CiStyle, ci_text, interval_text
@@ -84,7 +84,7 @@ def verdict(records: Sequence[IndexerRecord]) -> list[str]:
     """The issue's bar, on contexts whose S=1 check is valid: patched S=2..4 within 1.5x of its
     S=1 (the CI's upper end decides), and stock S=2 grows with the context."""
     lines = []
-    idx = {(r.context, r.width, r.arm): r for r in records if r.bench == "indexer"}
+    idx = {(r.context, r.width, r.arm): r for r in records if r.bench == IndexerPart.INDEXER}
     contexts = sorted({c for c, _, _ in idx})
     for c in contexts:
         one = idx.get((c, 1, "stock"))

@@ -23,7 +23,7 @@ import numpy as np
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
-from mlatui.measure.indexer_records import IndexerRecord, PartRun, part_records
+from mlatui.measure.indexer_records import IndexerPart, IndexerRecord, PartRun, part_records
 from mlatui.measure.plans import plan_for
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.run.arms import Arm
@@ -48,11 +48,9 @@ from mlatui.run.phases.results import Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
 from mlatui.stream.phrases import CiStyle, ci_text, ends_text
 
-PART_TAGS = {"indexer": "indexer", "sparse-layer": "layer"}
-
 
 def part_phase(phase: Phase, part: str) -> str:
-    return f"{phase.name}:{PART_TAGS[part]}"
+    return f"{phase.name}:{IndexerPart(part).tag}"
 
 
 def _output(_: Arm, s: ArmSite, part: str, width: int) -> np.ndarray:
@@ -69,7 +67,7 @@ def _parity(ctx: RunContext, sites: dict[str, ArmSite], part: str, widths) -> di
             ctx.workers[arm].call(functools.partial(_output, s=sites[arm], part=part, width=w))
             for arm in sites
         )
-        if part == "indexer":
+        if part == IndexerPart.INDEXER:
             out[w] = float(np.mean(np.all(a == b, axis=-1)))
         else:
             out[w] = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a))), 1e-30))
@@ -137,14 +135,14 @@ def _warn_parity(ctx: RunContext, name: str, context: int, parity: dict, dtype) 
         if off:
             what = (
                 f"{value:.1%} of the arms' selections agree"
-                if name.endswith(":indexer")
+                if name.endswith(f":{IndexerPart.INDEXER.tag}")
                 else f"outputs differ by {value:.2e} of their scale (allowed {tol:.1e})"
             )
             ctx.emit(LogMessage(ctx.now(), "warning", f"{name} @ {context} S={w}: {what}"))
 
 
 def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
-    if result.part == "indexer":  # its own check: never one of the run's invalid contexts
+    if result.part == IndexerPart.INDEXER:  # its own check: never one of the run's invalid contexts
         validity(ctx, phase.name, result.context, result.estimates)
     elif result.outcome is not Outcome.VALID:
         ratio = result.estimates.control_ratio
@@ -198,7 +196,7 @@ def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: in
             plan_for(phase, widths, ctx.seed, c, ctx.settle),
             seed=stable_seed(ctx.seed, part_phase(phase, part), c),
         )
-        for part in PART_TAGS
+        for part in IndexerPart
         for c in contexts
     }
     planned = sum(p.timed_calls() for p in plans.values())
@@ -224,7 +222,7 @@ def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: in
             )
             for arm in ARMS
         }
-        for part in PART_TAGS:
+        for part in IndexerPart:
             ctx.check_stop()
             result, parity = _measure_part(
                 ctx, phase, part, arm_sites, plans[(part, context)], progress
@@ -250,7 +248,7 @@ def record_row(r: IndexerRecord, site: SparseSite, parity: float | None) -> dict
     st = r.stats
     row = {"part": r.bench, "layer": site.name, **{k: getattr(r, k) for k in ROW_ATTRS}}
     row.update(p10_ms=st.p10, p90_ms=st.p90, n=st.n, rounds=r.n_rounds)
-    row["selection_agreement" if r.bench == "indexer" else "parity_max_abs"] = parity
+    row["selection_agreement" if r.bench == IndexerPart.INDEXER else "parity_max_abs"] = parity
     return row
 
 
@@ -267,8 +265,9 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
     second = arm_label("patched", phase)
     cells = {(r["part"], r["context"], r["width"], r["arm"]): r for r in rows}
     parts, valid_any = [], False
-    for context in sorted({r["context"] for r in rows if r["part"] == "indexer"}):
-        one = cells.get(("indexer", context, 1, "stock"))
+    indexer = IndexerPart.INDEXER.value
+    for context in sorted({r["context"] for r in rows if r["part"] == indexer}):
+        one = cells.get((indexer, context, 1, "stock"))
         if one is None:
             continue
         if not one["valid"]:
@@ -276,12 +275,12 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
             continue
         valid_any = True
         wide = sorted(
-            w for p, c, w, a in cells if p == "indexer" and c == context and w > 1 and a == "stock"
+            w for p, c, w, a in cells if p == indexer and c == context and w > 1 and a == "stock"
         )
         if not wide:
             parts.append(f"{context}: S=1 check valid")
             continue
-        s = cells[("indexer", context, max(wide), "stock")]
+        s = cells[(indexer, context, max(wide), "stock")]
         text = f"{context}: S={max(wide)} {pair}"
         if _finite(s["ratio"], s["ratio_low"], s["ratio_high"]):
             text += " " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "x", CiStyle.SAID)

@@ -18,6 +18,7 @@ import numpy as np
 from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
+from mlatui.measure.indexer_records import IndexerPart
 from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import SparseMLAConfig
 from mlatui.models.indexer_parts import INPUTS_PER_WIDTH, rewind
@@ -125,7 +126,7 @@ def _forward(s: ArmSite, part: str, width: int, i: int) -> tuple[list[mx.array],
     """(arrays to sync, the output) of one step of `part`."""
     x, qr = s.inputs[width][i]
     index = s.cache.index
-    if part == "indexer":
+    if part == IndexerPart.INDEXER:
         sel = s.attn.indexer(x, qr, index)
         return [*sel, index.keys, index.gates, index.pooled], sel
     y = s.attn(x, mask=s.masks[width], cache=s.cache)
@@ -153,19 +154,19 @@ def step(s: ArmSite, arm: Arm, part: str, width: int) -> tuple[float, int, int, 
             f"{part} @ {s.context}: the {arm.name} arm's patched pool was rebuilt at S={width}; "
             "the harness is measuring the rejection case, not consecutive accepted steps"
         )
-    rewind(index if part == "indexer" else s.cache, index, s.context)
+    rewind(index if part == IndexerPart.INDEXER else s.cache, index, s.context)
     return ms, rebuilt, index.reuses - reuses, after[0] - before[0], after[1] - before[1]
 
 
 def output(s: ArmSite, part: str, width: int) -> np.ndarray:
     """One untimed step's output as plain numbers (selections: sorted token ids, -1 unused)."""
     _, out = _forward(s, part, width, 0)
-    if part == "indexer":
+    if part == IndexerPart.INDEXER:
         idx, valid = out
         result = np.sort(np.array(mx.where(valid, idx, -1)), axis=-1)
     else:
         result = np.array(out.astype(mx.float32))
-    rewind(s.cache.index if part == "indexer" else s.cache, s.cache.index, s.context)
+    rewind(s.cache.index if part == IndexerPart.INDEXER else s.cache, s.cache.index, s.context)
     return result
 
 
