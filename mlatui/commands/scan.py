@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlatui.gate.scan import Site
 
 HELP = (
     "find the MLA gates (L == 1 or a threshold around embed_q/unembed_out) and indexer pooling "
@@ -22,14 +26,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
 
 
-def _family_threshold(path: str) -> int | None:
+def _family_threshold(path: Path) -> int | None:
     """The threshold from mlatui's copy of the family's real config, where it has one: the
     module (mlx-lm) or folder (mlx-vlm) names the family."""
     from mlatui.gate.policy import UNBOUNDED, max_absorbed_queries
     from mlatui.models import families
 
-    p = Path(path)
-    for name in (p.stem, p.parent.name):
+    for name in (path.stem, path.parent.name):
         if name not in families.FAMILIES:
             continue
         try:
@@ -53,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from mlatui.errors import UserError
-    from mlatui.gate.forms import SiteKind
     from mlatui.gate.scan import installed_roots, scan_tree
     from mlatui.views.scan_table import scan_table
 
@@ -69,9 +71,10 @@ def run(args: argparse.Namespace) -> int:
         if not roots:
             raise UserError("neither mlx_lm nor mlx_vlm is installed", "pass a PATH to scan")
     for label, root in roots:
+        root = root.resolve()
         sites = [
-            replace(s, threshold=_family_threshold(s.path))
-            if s.threshold is None and s.kind is SiteKind.MLA_GATE
+            replace(s, threshold=_family_threshold(root / s.path))
+            if s.threshold is None and _wants_threshold(s)
             else s
             for s in scan_tree(root)
         ]
@@ -81,3 +84,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(scan_table(label, root, sites))
     return 0
+
+
+def _wants_threshold(site: Site) -> bool:
+    """A recognised gate, or a path bounded by a width other than 1."""
+    from mlatui.gate.forms import SiteKind
+    from mlatui.gate.scan import SiteState
+
+    if site.state is SiteState.NOT_RECOGNISED:
+        return False
+    return site.kind is SiteKind.MLA_GATE or (site.kind.is_path and site.state is SiteState.FIXED)

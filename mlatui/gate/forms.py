@@ -11,6 +11,12 @@ three ways:
 - cache-aware form: `absorbed = L == 1 or L <= max_absorbed_queries(*dims, latent_length(kv))`
   then `if absorbed:` (mlx-vlm 0.7).
 
+Hand-written runtimes add paths of their own beside the gate, each chosen in part by the query
+count: an `if L == 1:` decode path that returns early, a fast path behind a compound flag
+(`fast = native and L > 1 and (T >= min_k or L <= 8)`), a few-rows `elif L <= 8:` inside a
+top-k block whose `if L == 1:` only gathers. `read_method` reports each (`WidthPath`); the patch
+makes their width bounds follow the arm's decision and counts the calls that leave through them.
+
 Pure Python, no mlx: `mlatui scan` reads source trees with it, the patch rewrites with it.
 """
 
@@ -38,15 +44,24 @@ class SiteKind(StrEnum):
     MLA_GATE = "MLA gate"
     INDEXER_POOL = "indexer pool gate"
     SPARSE_GATHER = "L == 1 guard left alone (a correctness guard, e.g. the sparse gather)"
+    ABSORBED_PATH = "absorbed path (a branch of its own, chosen in part by the width)"
+    MATERIALISED_PATH = "materialised path (a branch of its own, chosen in part by the width)"
+    MIXED_PATH = "path holding both branches (chosen in part by the width)"
+
+    @property
+    def is_path(self) -> bool:
+        return self in (SiteKind.ABSORBED_PATH, SiteKind.MATERIALISED_PATH, SiteKind.MIXED_PATH)
+
     INCREMENTAL_POOL = "indexer pools incrementally at any width"
 
 
 class GateShapeError(ValueError):
     """An `if` guards the absorbed/materialised calls but its test is no known gate form."""
 
-    def __init__(self, line: int, message: str):
+    def __init__(self, line: int, message: str, lines: tuple[int, ...] = ()):
         super().__init__(message)
         self.line = line
+        self.lines = lines or (line,)
 
 
 @dataclass
@@ -62,6 +77,7 @@ class MlaGate:
     attribute: str | None = None  # the threshold form's `self.<attribute>`
     guards: list[ast.If] = field(default_factory=list)  # other `if L == 1:` left alone
     uses: dict[str, int] = field(default_factory=dict)  # name -> times the method reads it
+    paths: list[WidthPath] = field(default_factory=list)  # the method's other width paths
 
     @property
     def line(self) -> int:
@@ -165,56 +181,286 @@ def _flag_assignments(fn: ast.FunctionDef) -> dict[str, ast.Assign]:
     return out
 
 
-def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> MlaGate | None:
-    """The MLA gate of one method (None: the method has no `if` guarding embed_q/unembed_out).
-    Raises GateShapeError, naming the line, for a guard whose test is no known form."""
-    guarding = [n for n in ast.walk(fn) if isinstance(n, ast.If) and _guards_markers(n)]
-    flags = _flag_assignments(fn)
-    found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]] = []
-    unknown: list[tuple[ast.If, int, str]] = []
-    for node in guarding:
-        test = node.test
-        if isinstance(test, ast.Name) and test.id in flags:
-            assign = flags[test.id]
-            known = classify_condition(assign.value)
-            if known is not None:
-                found.append((node, known[0], known[1], assign.value, assign, known[2]))
-            else:
-                unknown.append(
-                    (
-                        node,
-                        assign.lineno,
-                        f"the flag {test.id!r} guarding embed_q/unembed_out is set by "
-                        f"`{ast.unparse(assign.value)}`, which is no known gate form",
-                    )
-                )
+class Branch(StrEnum):
+    ABSORBED = "absorbed"
+    MATERIALISED = "materialised"
+    BOTH = "absorbed and materialised"
+
+
+def _branch_calls(nodes: list[ast.stmt], helpers: dict[str, set[str]]) -> set[str]:
+    """What a block computes: "absorbed" (embed_q on the queries), "materialised" (embed_q over
+    the cached latent, `transpose=False`), "output" (unembed_out alone); a call of one of the
+    class's own methods (`self._few_rows(...)`) counts as what that method computes."""
+    found: set[str] = set()
+    for n in ast.walk(ast.Module(body=nodes, type_ignores=[])):
+        if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Attribute):
             continue
+        if n.func.attr == "embed_q":
+            transposed = any(k.arg == "transpose" for k in n.keywords)
+            found.add("materialised" if transposed else "absorbed")
+        elif n.func.attr == "unembed_out":
+            found.add("output")
+        elif isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+            found |= helpers.get(n.func.attr, set())
+    return found
+
+
+def _branch_of(calls: set[str]) -> Branch | None:
+    absorbed, materialised = "absorbed" in calls, "materialised" in calls
+    if absorbed and materialised:
+        return Branch.BOTH
+    if absorbed:
+        return Branch.ABSORBED
+    return Branch.MATERIALISED if materialised else None
+
+
+def _gate_member(node: ast.If) -> bool:
+    """An `if` of the gate itself: the absorbed side in its body, the materialised side (if any)
+    in its `else:`; not a chain whose `else:` holds paths of both kinds."""
+    body, orelse = _branch_calls(node.body, {}), _branch_calls(node.orelse, {})
+    return bool(body | orelse) and "materialised" not in body and "absorbed" not in orelse
+
+
+def method_branches(fn: ast.FunctionDef) -> set[str]:
+    """What a helper method computes, for the methods that call it (`_branch_calls`)."""
+    return _branch_calls(fn.body, {})
+
+
+def _length_names(fn: ast.FunctionDef) -> set[str]:
+    """The query count's names: `B, L, D = x.shape` (index 1 of three), `batch, _, length, _ =
+    q.shape` (index 2 of four), and any name compared `== 1`."""
+    names: set[str] = set()
+    for n in ast.walk(fn):
+        if (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "shape"
+            and isinstance(n.targets[0], ast.Tuple)
+        ):
+            elts = n.targets[0].elts
+            at = {3: 1, 4: 2}.get(len(elts))
+            named = elts[at] if at is not None else None
+            if isinstance(named, ast.Name):
+                names.add(named.id)
+        name = _eq_one(n)
+        if name is not None:
+            names.add(name)
+    return names
+
+
+@dataclass(frozen=True)
+class WidthTest:
+    """One comparison of the query count inside a condition: `L <= 8`, `L > 1`, `L == 1`."""
+
+    node: ast.Compare
+    length_name: str
+    op: str  # "<=", "<", ">", ">=", "=="
+    bound: ast.expr
+
+    @property
+    def decode_only(self) -> bool:
+        """`L == 1` or `L > 1`: tells decode from the rest, chooses no width."""
+        return (
+            isinstance(self.bound, ast.Constant)
+            and self.bound.value == 1
+            and self.op in ("==", ">")
+        )
+
+    @property
+    def absorbs_below(self) -> bool:
+        """True for `L <= X` / `L < X` (true while the width is small)."""
+        return self.op in ("<=", "<", "==")
+
+
+_OPS = {ast.LtE: "<=", ast.Lt: "<", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}
+_FLIPPED = {"<=": ">=", "<": ">", ">": "<", ">=": "<=", "==": "=="}
+
+
+def width_tests(test: ast.expr, lengths: set[str]) -> list[WidthTest]:
+    """Every comparison of a query-count name with something, in source order."""
+    out = []
+    for n in ast.walk(test):
+        if not isinstance(n, ast.Compare) or len(n.ops) != 1 or type(n.ops[0]) not in _OPS:
+            continue
+        op = _OPS[type(n.ops[0])]
+        left, right = n.left, n.comparators[0]
+        if isinstance(left, ast.Name) and left.id in lengths:
+            out.append(WidthTest(n, left.id, op, right))
+        elif isinstance(right, ast.Name) and right.id in lengths:
+            out.append(WidthTest(n, right.id, _FLIPPED[op], left))
+    return sorted(out, key=lambda w: (w.node.lineno, w.node.col_offset))
+
+
+def bound_value(test: WidthTest, constants: dict[str, int]) -> int | None:
+    """The largest width a bound admits (`L <= 8`, `L < 9`, `L > 8` all give 8), when the bound
+    is a literal or a module-level constant."""
+    bound = test.bound
+    value: object = None
+    if isinstance(bound, ast.Constant):
+        value = bound.value
+    elif isinstance(bound, ast.Name):
+        value = constants.get(bound.id)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value - 1 if test.op in ("<", ">=") else value
+
+
+@dataclass
+class WidthPath:
+    """A branch of the method chosen in part by the query count, that is not the gate's own `if`:
+    a decode path that returns early, a fast path behind a compound flag, a few-rows path in a
+    top-k block, or the `else:` after one."""
+
+    node: ast.If
+    test: ast.expr  # the condition as written (the flag's value where a flag decides)
+    branch: Branch
+    width: list[WidthTest]
+    else_of: bool = False  # the path is `node`'s `else:` block, taken when the test is false
+    flag_assign: ast.Assign | None = None
+
+    @property
+    def body(self) -> list[ast.stmt]:
+        return self.node.orelse if self.else_of else self.node.body
+
+    @property
+    def line(self) -> int:
+        if self.else_of:
+            return self.node.orelse[0].lineno - 1
+        return self.flag_assign.lineno if self.flag_assign is not None else self.node.lineno
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        first = self.node.lineno if not self.else_of else self.line
+        flag = () if self.flag_assign is None or self.else_of else (self.flag_assign.lineno,)
+        return tuple(sorted({*flag, first}))
+
+    def condition(self) -> str:
+        said = ast.unparse(self.test)
+        if self.flag_assign is not None:
+            said = f"{self.flag_assign.targets[0].id} = {said}"  # type: ignore[attr-defined]
+        return f"not ({said})" if self.else_of else said
+
+
+@dataclass
+class MethodReading:
+    """Everything one method decides with the query count: its gate (None: it has none), the
+    other width paths, and the `L == 1` guards around no MLA call."""
+
+    gate: MlaGate | None
+    paths: list[WidthPath]
+    guards: list[ast.If]
+    lengths: set[str]
+
+
+def read_method(
+    fn: ast.FunctionDef,
+    init: ast.FunctionDef | None = None,
+    helpers: dict[str, set[str]] | None = None,
+) -> MethodReading:
+    """The MLA gate, width paths and gather guards of one method. Raises GateShapeError, naming
+    the lines and the condition, for an `if` around embed_q/unembed_out that is none of them."""
+    helpers = {k: v for k, v in (helpers or {}).items() if k != fn.name}
+    flags = _flag_assignments(fn)
+    lengths = _length_names(fn)
+    ifs = [n for n in ast.walk(fn) if isinstance(n, ast.If)]
+    groups: dict[str, list[ast.If]] = {}
+    tests: dict[int, tuple[ast.expr, ast.Assign | None]] = {}
+    for node in ifs:
+        test, flag = node.test, None
+        if isinstance(test, ast.Name) and test.id in flags:
+            flag = flags[test.id]
+            test = flag.value
+        tests[id(node)] = (test, flag)
         known = classify_condition(test)
         if known is not None:
-            found.append((node, known[0], known[1], test, None, known[2]))
+            lengths.add(known[1])
+            key = flag.targets[0].id if flag is not None else ast.dump(test)  # type: ignore[attr-defined]
+            groups.setdefault(key, []).append(node)
+    found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]] = []
+    for members in groups.values():
+        members = [m for m in members if _gate_member(m)]
+        if not members:
             continue
-        inner = [n for n in ast.walk(node) if n is not node and n in guarding]
-        if inner:  # an enclosing block (`if cache is not None:`), not the gate itself
+        bodies = set().union(*(_branch_calls(m.body, {}) for m in members))
+        elses = set().union(*(_branch_calls(m.orelse, {}) for m in members))
+        if not ("absorbed" in bodies and "materialised" in elses):
             continue
-        unknown.append(
-            (
-                node,
-                node.lineno,
-                f"`if {ast.unparse(test)}:` guards embed_q/unembed_out but is no known gate form",
-            )
-        )
-    within = {id(n) for f in found for n in ast.walk(f[0]) if n is not f[0]}
-    for node, line, message in unknown:
-        if id(node) not in within:  # a choice inside one branch of a known gate is not the gate
-            raise GateShapeError(line, message)
-    if not found:
-        return None
-    decisions = {ast.dump(d) for _, _, _, d, _, _ in found}
-    if len(decisions) > 1:
+        for m in members:
+            test, flag = tests[id(m)]
+            known = classify_condition(test)
+            assert known is not None
+            found.append((m, known[0], known[1], test, flag, known[2]))
+    gate_ifs = {id(f[0]) for f in found}
+    paths: list[WidthPath] = []
+    guards: list[ast.If] = []
+    for node in ifs:
+        if id(node) in gate_ifs:
+            continue
+        test, flag = tests[id(node)]
+        width = width_tests(test, lengths)
+        if not width:
+            continue
+        body = _branch_of(_branch_calls(node.body, helpers))
+        if body is None and len(width) == 1 and width[0].op == "==" and _eq_one(test):
+            guards.append(node)
+        elif body is not None:
+            paths.append(WidthPath(node, test, body, width, False, flag))
+        is_else = node.orelse and not (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If))
+        other = _branch_of(_branch_calls(node.orelse, helpers)) if is_else else None
+        if other is not None:
+            paths.append(WidthPath(node, test, other, width, True, flag))
+    recognised = [f[0] for f in found] + [p.node for p in paths] + guards
+    inside = {
+        id(n)
+        for f in found
+        for n in ast.walk(ast.Module(body=[*f[0].body, *f[0].orelse], type_ignores=[]))
+    } | {id(n) for p in paths for n in ast.walk(ast.Module(body=p.body, type_ignores=[]))}
+    unknown = []
+    for node in ifs:
+        if id(node) in {id(r) for r in recognised} or id(node) in inside:
+            continue
+        if not (_branch_calls(node.body, {}) | _branch_calls(node.orelse, {})):
+            continue
+        if any(n is not node and id(n) in {id(r) for r in recognised} for n in ast.walk(node)):
+            continue  # an enclosing block (`if cache is not None:`), not a gate itself
+        unknown.append(node)
+    if unknown:
+        node = unknown[0]
+        test, flag = tests[id(node)]
+        where = f"line {flag.lineno}: " if flag is not None else ""
+        lines = ", ".join(str(n.lineno) for n in unknown)
         raise GateShapeError(
-            found[0][0].lineno,
-            "the gates of one method test different conditions: "
-            + " / ".join(sorted({ast.unparse(d) for _, _, _, d, _, _ in found})),
+            flag.lineno if flag is not None else node.lineno,
+            f"{where}`if {ast.unparse(node.test)}:` (line{'s' if len(unknown) > 1 else ''} "
+            f"{lines}) guards embed_q/unembed_out"
+            + (f", set by `{ast.unparse(test)}`," if flag is not None else "")
+            + " but is no known gate form",
+            tuple(n.lineno for n in unknown),
+        )
+    gate = _gate_from(fn, init, found) if found else None
+    if gate is not None:
+        gate.paths = paths
+        gate.guards = guards
+    return MethodReading(gate, sorted(paths, key=lambda p: p.line), guards, lengths)
+
+
+def _gate_from(
+    fn: ast.FunctionDef,
+    init: ast.FunctionDef | None,
+    found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]],
+) -> MlaGate:
+    decisions: dict[str, list[int]] = {}
+    for node, _, _, decision, _, _ in found:
+        decisions.setdefault(ast.unparse(decision), []).append(node.lineno)
+    if len(decisions) > 1:
+        said = " / ".join(
+            f"`{d}` (line{'s' if len(at) > 1 else ''} {', '.join(map(str, at))})"
+            for d, at in sorted(decisions.items(), key=lambda kv: kv[1])
+        )
+        raise GateShapeError(
+            min(n.lineno for n, *_ in found),
+            f"the gates of one method test different conditions: {said}",
+            tuple(sorted(n.lineno for n, *_ in found)),
         )
     _, form, length, decision, flag, attribute = found[0]
     if attribute is not None and init is not None and not _assigns_attribute(init, attribute):
@@ -222,16 +468,22 @@ def find_mla_gate(fn: ast.FunctionDef, init: ast.FunctionDef | None = None) -> M
             found[0][0].lineno,
             f"the gate compares with self.{attribute}, which __init__ does not set",
         )
-    guards = [
-        n
-        for n in ast.walk(fn)
-        if isinstance(n, ast.If) and n not in guarding and _eq_one(n.test) == length
-    ]
     uses: dict[str, int] = {}
     for n in ast.walk(fn):
         if isinstance(n, ast.Name):
             uses[n.id] = uses.get(n.id, 0) + 1
-    return MlaGate(form, length, decision, [f[0] for f in found], flag, attribute, guards, uses)
+    return MlaGate(form, length, decision, [f[0] for f in found], flag, attribute, [], uses)
+
+
+def find_mla_gate(
+    fn: ast.FunctionDef,
+    init: ast.FunctionDef | None = None,
+    helpers: dict[str, set[str]] | None = None,
+) -> MlaGate | None:
+    """The MLA gate of one method (None: the method has no `if` deciding between the absorbed
+    and the materialised branch), with its width paths and gather guards. Raises
+    GateShapeError, naming the lines, for a guard whose test is no known form."""
+    return read_method(fn, init, helpers).gate
 
 
 def _assigns_attribute(init: ast.FunctionDef, attribute: str) -> bool:

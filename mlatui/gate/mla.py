@@ -31,8 +31,10 @@ from mlatui.gate.forms import (
     GateForm,
     GateShapeError,
     MlaGate,
+    WidthPath,
     find_mla_gate,
     latent_name,
+    method_branches,
 )
 from mlatui.gate.policy import (  # noqa: F401 (the gate's names, as callers of the patch use them)
     STOCK_POLICY,
@@ -116,7 +118,7 @@ def _method_gate(
     if not isinstance(fn, ast.FunctionDef):
         return None
     try:
-        gate = find_mla_gate(fn, _init_ast(cls))
+        gate = find_mla_gate(fn, _init_ast(cls), _helper_branches(cls))
     except GateShapeError as e:
         raise PatchError(f"{filename}:{first_line + e.line - 1}: {where}: {e}") from None
     if gate is None:
@@ -135,6 +137,25 @@ def _init_ast(cls: type) -> ast.FunctionDef | None:
     except (OSError, TypeError, SyntaxError):
         return None
     return fn if isinstance(fn, ast.FunctionDef) else None
+
+
+def _helper_branches(cls: type) -> dict[str, set[str]]:
+    """What each plain method of `cls` (and its runtime bases) computes: a path that returns
+    `self._few_rows(...)` takes the branch `_few_rows` holds."""
+    out: dict[str, set[str]] = {}
+    for c in cls.__mro__:
+        if c.__module__.startswith(("mlx.", "builtins")):
+            continue
+        for name, value in vars(c).items():
+            if name in out or not isinstance(value, types.FunctionType):
+                continue
+            try:
+                fn = ast.parse(textwrap.dedent(inspect.getsource(value))).body[0]
+            except (OSError, TypeError, SyntaxError):
+                continue
+            if isinstance(fn, ast.FunctionDef):
+                out[name] = method_branches(fn)
+    return out
 
 
 def gate_forms(cls: type) -> dict[str, GateForm]:
@@ -194,6 +215,7 @@ def _rewrite(cls: type, name: str) -> tuple[types.FunctionType, GateForm] | None
         first = min(gate.sites, key=lambda s: (s.lineno, s.col_offset))
         parent, index = _parent_of(fn, first)
         parent.insert(index, decide)
+    _decide_paths(gate, latent)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
     code = compile(tree, filename, "exec")
@@ -207,6 +229,89 @@ def _rewrite(cls: type, name: str) -> tuple[types.FunctionType, GateForm] | None
     patched.__kwdefaults__ = original.__kwdefaults__
     patched.__qualname__ = f"{cls.__qualname__}.{name}"
     return patched, gate.form
+
+
+def _wants_call(length: str, latent: str, installed: ast.expr) -> ast.expr:
+    call = ast.parse(f"self._mlatui_wants({length}, {latent}, None)", mode="eval").body
+    assert isinstance(call, ast.Call)
+    wanted = ast.Attribute(ast.Name("self", ast.Load()), INSTALLED_WANTED, ast.Load())
+    call.args[-1] = ast.IfExp(wanted, installed, ast.Constant(False))
+    return call
+
+
+def _decide_paths(gate: MlaGate, latent: str) -> None:
+    """The method's other width paths follow the arm's decision too: each width bound in their
+    conditions (`L <= 8`, `L > 16`; not `L == 1` or `L > 1`, which tell decode from the rest)
+    becomes the policy's answer for this call, and a path that returns before the gate counts
+    the call where it returns. The installed policy answers with the bound as written."""
+    gate_line = gate.flag_assign.lineno if gate.flag_assign is not None else gate.line
+    replaced: dict[int, ast.expr] = {}
+    for path in gate.paths:
+        for test in path.width:
+            if test.decode_only or id(test.node) in replaced:
+                continue
+            if test.absorbs_below:
+                new: ast.expr = _wants_call(test.length_name, latent, copy.deepcopy(test.node))
+            else:
+                absorbing = ast.UnaryOp(ast.Not(), copy.deepcopy(test.node))
+                new = ast.UnaryOp(ast.Not(), _wants_call(test.length_name, latent, absorbing))
+            replaced[id(test.node)] = ast.copy_location(new, test.node)
+    for path in gate.paths:
+        if path.line < gate_line:
+            _count_returns(path, gate.length_name)
+    for path in gate.paths:
+        _substitute(path.flag_assign if path.flag_assign is not None else path.node, replaced)
+
+
+def _substitute(holder: ast.AST, replaced: dict[int, ast.expr]) -> None:
+    """Put the replacements in place inside `holder` (of an `if`, only its condition: the
+    branches are other paths')."""
+    if isinstance(holder, ast.If):
+        holder.test = replaced.get(id(holder.test), holder.test)
+        holder = holder.test
+    for parent in ast.walk(holder):
+        for name, value in ast.iter_fields(parent):
+            if isinstance(value, ast.expr) and id(value) in replaced:
+                setattr(parent, name, replaced[id(value)])
+            elif isinstance(value, list):
+                value[:] = [replaced.get(id(v), v) for v in value]
+
+
+def _count_returns(path: WidthPath, length: str) -> None:
+    """Before each `return` of a path, count the call on the branch the path took there: the
+    last embed_q before it tells (on the queries: absorbed; over the latent: materialised)."""
+    calls = sorted(
+        (n.lineno, n.col_offset, any(k.arg == "transpose" for k in n.keywords))
+        for stmt in path.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "embed_q"
+    )
+    for block in _blocks(path.body):
+        for index in reversed(range(len(block))):
+            ret = block[index]
+            if not isinstance(ret, ast.Return):
+                continue
+            before = [c for c in calls if (c[0], c[1]) < (ret.lineno, ret.col_offset)]
+            absorbed = not before[-1][2] if before else path.branch.value == "absorbed"
+            count = ast.parse(f"self._mlatui_count({length}, {absorbed})").body[0]
+            block.insert(index, ast.copy_location(count, ret))
+
+
+def _blocks(body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """`body` and every statement list nested in it, not entering nested functions."""
+    out = [body]
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                out += _blocks(inner)
+        for handler in getattr(stmt, "handlers", []):
+            out += _blocks(handler.body)
+    return out
 
 
 def _parent_of(root: ast.AST, target: ast.stmt) -> tuple[list[ast.stmt], int]:
@@ -230,6 +335,17 @@ def _gate(self: nn.Module, length: int, latent: Any, mask: Any, installed: Any) 
 
         mask = create_causal_mask(length, cache_len - length)
     return absorbed, mask
+
+
+def _wants(self: nn.Module, length: int, latent: Any, installed: Any) -> bool:
+    """The arm's decision for a width path's bound; counted where the call leaves the method."""
+    state: _GateState = self.__dict__["_mlatui_gate_state"]
+    arr = latent[0] if isinstance(latent, tuple) else latent
+    return state.policy.decide(state.geometry, length, arr.shape[-2], bool(installed))
+
+
+def _count(self: nn.Module, length: int, absorbed: bool) -> None:
+    self.__dict__["_mlatui_gate_state"].counters.record(length, absorbed)
 
 
 _patched_classes: dict[type, type] = {}
@@ -262,6 +378,8 @@ def gated_class(cls: type) -> type:
                 {
                     **methods,
                     "_mlatui_gate": _gate,
+                    "_mlatui_wants": _wants,
+                    "_mlatui_count": _count,
                     "__module__": cls.__module__,
                     "__qualname__": cls.__qualname__,
                     "_mlatui_stock_class": cls,
