@@ -143,3 +143,16 @@ def test_latent_is_the_whole_cache_where_several_are_expanded():
     )
     assert gate.form is GateForm.THRESHOLD and gate.length_name == "length"
     assert latent_name(gate) == "latent"  # not the new tokens' latent: T comes from it
+
+
+def test_fail_on_pre_fix_exits_1_on_the_installed_tree_and_0_on_the_pr_form(pr_form_tree, capsys):
+    assert main(["scan", "--fail-on", "pre-fix", str(INSTALLED)]) == 1
+    out, err = capsys.readouterr()
+    assert "9 pre-fix" in out  # the table is printed in full first
+    assert err.startswith("mlatui scan: 9 pre-fix sites (first: models/") and "exit 1" in err
+    assert main(["scan", "--fail-on", "pre-fix", "--json", str(pr_form_tree / "mlx_lm")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and all(json.loads(line)["state"] != "pre-fix" for line in out.splitlines())
+    assert main(["scan", str(INSTALLED)]) == 0  # without --fail-on, whatever it found
+    capsys.readouterr()
+    assert main(["scan", "--fail-on", "not-recognised", str(INSTALLED)]) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,10 @@ HELP = (
 )
 
 
+FAIL_STATES = ("pre-fix", "not-recognised")
+FOUND_EXIT = 1
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
@@ -24,6 +29,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="source trees or files to scan (default: the installed mlx_lm, and mlx_vlm when present)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        choices=FAIL_STATES,
+        default=[],
+        metavar="STATE",
+        help=f"exit {FOUND_EXIT} (after printing everything) when a site in STATE is found: "
+        "pre-fix (an MLA gate, width path or indexer pooling gate still in the pre-fix form) or "
+        "not-recognised; repeatable. Without it scan exits 0 whatever it found; bad input is 2",
+    )
 
 
 def _family_threshold(path: Path) -> int | None:
@@ -56,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from mlatui.errors import UserError
-    from mlatui.gate.scan import installed_roots, scan_tree
+    from mlatui.gate.scan import SiteState, installed_roots, scan_tree
     from mlatui.views.scan_table import scan_table
 
     if args.paths:
@@ -70,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
         roots = installed_roots()
         if not roots:
             raise UserError("neither mlx_lm nor mlx_vlm is installed", "pass a PATH to scan")
+    failing = {
+        {"pre-fix": SiteState.PRE_FIX, "not-recognised": SiteState.NOT_RECOGNISED}[state]
+        for state in args.fail_on
+    }
+    found: list[Site] = []
     for label, root in roots:
         root = root.resolve()
         sites = [
@@ -83,7 +103,17 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"root": str(root), **s.to_dict()}))
         else:
             print(scan_table(label, root, sites))
-    return 0
+        found += [s for s in sites if s.state in failing]
+    if not found:
+        return 0
+    states = ", ".join(sorted({s.state.value for s in found}))
+    first = found[0]
+    print(
+        f"mlatui scan: {len(found)} {states} site{'' if len(found) == 1 else 's'} "
+        f"(first: {first.path}:{first.line} {first.cls}); exit {FOUND_EXIT} for --fail-on",
+        file=sys.stderr,
+    )
+    return FOUND_EXIT
 
 
 def _wants_threshold(site: Site) -> bool:
