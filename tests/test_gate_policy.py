@@ -26,7 +26,8 @@ from mlatui.gate.policy import (
     Geometry,
 )
 from mlatui.measure.records import environment
-from mlatui.run.arms import Gates, Variant, build_arms, gate_model, sparse_layers
+from mlatui.run.arm_plan import gate_model, sparse_layers
+from mlatui.run.arms import Gates, Variant, build_arms
 from mlatui.run.engine import run
 from mlatui.store import calibration
 

@@ -11,7 +11,7 @@ import mlx.nn as nn
 from mlatui.config.gate_settings import Threshold, parse_arms
 from mlatui.gate import mla
 from mlatui.gate.forms import GateForm
-from mlatui.gate.policy import Gates, arm_words, default_arms
+from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant, arm_words, default_arms
 from mlatui.stream.events import ARMS
 
 
@@ -69,3 +69,42 @@ def arm_settings(gates: Gates, runtime: RuntimeGates) -> dict[str, dict[str, str
             "label": arm_words(threshold, runtime.runtime, runtime.fixed),
         }
     return out
+
+
+def gate_model(model: nn.Module, variant: Variant, gates: Gates = DEFAULT_GATES) -> mla.PatchReport:
+    """Instrument (stock) or patch (patched) every gated layer of `model` in place: the dense
+    MLA layers and the sparse ones all get the same policy object, `gates.policy`."""
+    chosen = gates.for_variant(variant)
+    sparse = sparse_layers(model)
+    for _, layer in sparse:
+        layer.set_modes(chosen.policy, chosen.indexer)
+    if mla.mla_modules(model):
+        report = mla.patch_model(model, chosen.policy)
+    elif sparse:
+        geometry = sparse[0][1].geometry
+        report = mla.PatchReport(
+            chosen.policy.name_for(geometry),
+            [],
+            ["SparseMLAttention"],
+            geometry,
+            chosen.policy.limit(geometry),
+            mla.BranchCounters(),
+        )
+    else:
+        raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
+    for name, layer in sparse:
+        layer.counters = report.counters  # per arm: twin() copied the source's reference
+        if name not in report.modules:
+            report.modules.append(name)
+    if sparse:
+        report.indexer = chosen.indexer.value
+    return report
+
+
+def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """mlatui's sparse MLA layers (mlatui.models.sparse_mla.SparseMLAttention)."""
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if hasattr(m, "set_modes") and hasattr(m, "indexer")
+    ]

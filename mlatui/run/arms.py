@@ -27,6 +27,8 @@ from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant
 from mlatui.host.distributed import beat, local_rank
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
+from mlatui.run.arm_plan import gate_model
+from mlatui.run.source_arm import adopt_cache, exchange_layer, gate_source_model
 from mlatui.stream.events import ARMS
 
 T = TypeVar("T")
@@ -144,8 +146,6 @@ class Arm:
         # a source arm's caches are its own code's: a cache handed to it (a copy of the shared
         # prefill, made by the installed code) is re-made in its classes, holding the same arrays
         if name == "cache" and value is not None and self.__dict__.get("source"):
-            from mlatui.run.source_arm import adopt_cache
-
             value = adopt_cache(self.model, value)
         super().__setattr__(name, value)
 
@@ -224,36 +224,6 @@ class ArmWorker:
         return (self.host or self)._thread.is_alive()
 
 
-def gate_model(model: nn.Module, variant: Variant, gates: Gates = DEFAULT_GATES) -> mla.PatchReport:
-    """Instrument (stock) or patch (patched) every gated layer of `model` in place: the dense
-    MLA layers and the sparse ones all get the same policy object, `gates.policy`."""
-    chosen = gates.for_variant(variant)
-    sparse = sparse_layers(model)
-    for _, layer in sparse:
-        layer.set_modes(chosen.policy, chosen.indexer)
-    if mla.mla_modules(model):
-        report = mla.patch_model(model, chosen.policy)
-    elif sparse:
-        geometry = sparse[0][1].geometry
-        report = mla.PatchReport(
-            chosen.policy.name_for(geometry),
-            [],
-            ["SparseMLAttention"],
-            geometry,
-            chosen.policy.limit(geometry),
-            mla.BranchCounters(),
-        )
-    else:
-        raise mla.PatchError(f"{type(model).__module__}: no MLA attention found in this model")
-    for name, layer in sparse:
-        layer.counters = report.counters  # per arm: twin() copied the source's reference
-        if name not in report.modules:
-            report.modules.append(name)
-    if sparse:
-        report.indexer = chosen.indexer.value
-    return report
-
-
 def build_arms(
     model: nn.Module,
     gates: Gates = DEFAULT_GATES,
@@ -276,8 +246,6 @@ def build_arms(
                 Arm(slot, twin, gate_model(twin, variant, gates), variant=variant, gates=gates)
             )
             continue
-        from mlatui.run.source_arm import gate_source_model
-
         twin = mla.twin(source)
         report, counted = gate_source_model(twin, gates, variant)
         tree = tree_of(type(source).__module__)
@@ -286,15 +254,6 @@ def build_arms(
             Arm(slot, twin, report, variant=variant, gates=gates, source=where, counted=counted)
         )
     return arms[0], arms[1]
-
-
-def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """mlatui's sparse MLA layers (mlatui.models.sparse_mla.SparseMLAttention)."""
-    return [
-        (n, m)
-        for n, m in model.named_modules()
-        if hasattr(m, "set_modes") and hasattr(m, "indexer")
-    ]
 
 
 def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
@@ -422,8 +381,6 @@ def swap_caches(a: list[Any], b: list[Any]) -> None:
     if any(type(x) is not type(y) for x, y in zip(a, b, strict=True)):
         # arms running different code (a source-tree arm): the contents move, each layer object
         # keeps its own code's class
-        from mlatui.run.source_arm import exchange_layer
-
         for x, y in zip(a, b, strict=True):
             exchange_layer(x, y)
         return

@@ -8,7 +8,8 @@ from mlatui.config.scenario import Scenario
 from mlatui.gate import mla
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models.loading import NO_DRAFT, Draft, DraftKind, Loaded, vocab_size
-from mlatui.run.arms import Arm, gate_model, sparse_layers
+from mlatui.run.arm_plan import gate_model, sparse_layers
+from mlatui.run.arms import Arm
 from mlatui.run.drafts import DraftModelSource
 
 Factory = Callable[[Arm], object]

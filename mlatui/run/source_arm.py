@@ -22,6 +22,7 @@ import mlx.nn as nn
 from mlatui.gate import mla
 from mlatui.gate.policy import Gates, Geometry, Variant
 from mlatui.models import tree_model
+from mlatui.run.arm_plan import gate_model
 from mlatui.stream.events import ARMS
 
 SLOT_VARIANT = {"stock": Variant.STOCK, "patched": Variant.PATCHED}
@@ -87,8 +88,6 @@ def gate_source_model(
 ) -> tuple[mla.PatchReport, bool]:
     """(report, counted): the tree's own gate, counted where the gate patch recognises it; else
     the model runs as the tree wrote it, uncounted."""
-    from mlatui.run.arms import gate_model
-
     try:
         return gate_model(model, variant, gates), True
     except mla.PatchError:
