@@ -256,14 +256,19 @@ def build_arms(
     return arms[0], arms[1]
 
 
-def prefill(arm: Arm, tokens: list[int], chunk: int = 512) -> int:
+def prefill(
+    arm: Arm, tokens: list[int], chunk: int = 512, check_stop: Callable[[], None] = lambda: None
+) -> int:
     """Fresh cache holding `tokens`; returns the cache length. A draft that needs the target's
-    hidden states (MTP) gets them from the same forward."""
+    hidden states (MTP) gets them from the same forward. `check_stop` runs before every chunk
+    and raises to stop: a prefill of a long context takes minutes, and a stop signal must not
+    wait for all of it."""
     arm.cache = make_cache(arm.model)
     x = mx.array([tokens])  # (1, T)
     needs_hidden = arm.draft is not None and arm.draft.needs_hidden
     hidden = []
     for start in range(0, len(tokens), chunk):
+        check_stop()
         if needs_hidden:
             _, h = arm.draft.target_forward(arm.model, x[:, start : start + chunk], arm.cache)
             mx.eval(h)

@@ -166,7 +166,7 @@ def share_context(ctx: RunContext, tokens: list[int]) -> int:
         seed = stable_seed(ctx.seed, "latents", len(tokens))
         length = source.call(lambda a: fill_random_latents(a, len(tokens), seed))
     else:
-        length = source.call(lambda a: prefill(a, tokens))
+        length = source.call(lambda a: prefill(a, tokens, check_stop=ctx.check_stop))
     base = source.arm.caches
     hidden, source.arm.hidden = source.arm.hidden, None
 
