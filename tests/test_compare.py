@@ -86,7 +86,7 @@ def test_dump_prints_the_header_diff_both_verdicts_and_the_shared_numbers(capsys
     assert "| BLAS | openblas | bundled reference BLAS" in out.replace(
         " (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)", ""
     )
-    assert "- A: stock spec rejected (slower at 2000) · patched spec wins ×1.60 [1.24-1.74]" in out
+    assert "- A: stock spec rejected (slower at 2000) · patched spec wins 1.60× [1.24, 1.74]" in out
     assert "- B: Δ2 @ 2K:" in out
     # the recorded estimates of both runs and their ratio (reference BLAS: ~30× slower)
     assert (

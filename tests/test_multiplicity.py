@@ -79,7 +79,7 @@ def test_the_strip_of_an_aa_run_counts_cells_and_never_shows_a_speedup_or_a_rati
 def test_the_bias_table_ends_with_the_run_level_judgement():
     _, events = _null_state(outside=1)
     table = null_bias_table(events)
-    assert "1 of 12 95% CIs exclude 0" in table
+    assert "1 of 12 95% CIs exclude 1" in table
     assert "in 46% of A/A runs" in table and "**consistent with no arm difference**" in table
     _, events = _null_state(outside=4)
     assert "**a harness difference**" in null_bias_table(events)

@@ -53,7 +53,9 @@ async def test_replay_fills_every_pane(tmp_path):
         assert lines[2].startswith("verdict") and verdict_line(app.dash, 150) in lines[2]
         for arm in ("stock", "patched"):
             text = pane_text(app, f"arm-{arm}")
-            assert "median" in text and "(synthetic)" in text and "×" in text and "absorbed" in text
+            assert "median" in text and "(synthetic)" in text and "absorbed" in text
+            # a speedup only with its CI (this recording's results kept none: no ratio shown)
+            assert all(after.startswith(" [") for after in text.split("×")[1:]), text
         assert "context (tokens)" in pane_text(app, "marginal")
         assert "✓" in pane_text(app, "validity") and "✗" in pane_text(app, "validity")
         memory = pane_text(app, "memory")  # the recording's last sample, as a person reads it
@@ -78,7 +80,7 @@ async def test_two_draft_kinds_are_named_on_screen(tmp_path):
                   for k in ("mtp", "draft-model")}  # fmt: skip
             for k, i in at.items():  # a kind's settings wrap to the pane: one line, or two
                 block = " ".join(lines[i : i + 2]).split("draft-model")[0 if k == "mtp" else 1]
-                assert " d2 " in block and " d3 " in block and re.search(r"×[\d.]+ \[", block)
+                assert " d2 " in block and " d3 " in block and re.search(r"[\d.]+× \[", block)
             assert any(line.startswith("acceptance draft-model d3") for line in lines)
         assert "patched: mtp d2 at 256:" in pane_text(app, "log")
 
@@ -359,7 +361,7 @@ async def test_an_aa_run_names_its_arms_by_what_ran(tmp_path):
         assert titles == ["A · A/A: both arms stock", "B · A/A: both arms stock"]
         head = pane_text(app, "validity").splitlines()
         row = next(line for line in head if line.startswith("phase"))
-        assert "L=1 A" in row and "stock" not in row and "patch" not in row
+        assert "paired A/B" in row and "stock" not in row and "patch" not in row
         assert any(line.startswith("sw·st") for line in head)
         log = pane_text(app, "log")
         assert "B (stock): " in log and "A (stock): " in log and "patched: " not in log

@@ -11,8 +11,8 @@ from pathlib import Path
 from mlatui.stream.recorder import read_recording
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.units import ms_text
 from widgets.app import MlatuiApp
-from widgets.figure import fmt_ms
 from widgets.render import marginal_plot
 from widgets.validity_pane import phase_marginal, validity_text
 
@@ -32,7 +32,7 @@ def _state(path: Path) -> DashboardState:
 def _rows(state: DashboardState) -> list[list[str]]:
     lines = validity_text(state, 120).plain.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("phase"))
-    return [line.split() for line in lines[head + 1 :] if line and not line.startswith("paired")]
+    return [line.split() for line in lines[head + 1 :] if line and not line.startswith("L=1 ms")]
 
 
 def test_the_l1_table_is_in_phase_then_context_order():
@@ -54,7 +54,7 @@ def test_an_aa_table_reads_each_pass_own_d2_and_its_legend_says_a_b():
     for short, phase in (("sw·st", "sweep/aa-stock"), ("sw·pa", "sweep/aa-patched")):
         context = state_context(rows[short][1])
         shown = rows[short][-2:]  # Δ2 A, B
-        want = [fmt_ms(phase_marginal(state, phase, arm, context)) for arm in ("stock", "patched")]
+        want = [ms_text(phase_marginal(state, phase, arm, context)) for arm in ("stock", "patched")]
         assert shown == want, (short, rows[short], want)
     assert rows["sw·st"][-2:] != rows["sw·pa"][-2:]  # two passes, two sets of figures
     figure = marginal_plot(state, 120, 30).plain

@@ -150,10 +150,10 @@ def test_key_figure_draws_legend_outside_markers_whiskers_and_ticks():
     labels = [line.split("┤")[0].strip() for line in data if "┤" in line]
     assert labels and set(labels) <= {"0.5", "1", "2", "5", "10", "20", "50", "100", "200", "500"}
     assert all(axis.fmt_tick(float(v)) == v for v in labels)
-    assert "512" in lines[-3] and "4K" in lines[-3] and "context (tokens)" in lines[-1]
+    assert "512" in lines[-2] and "4K" in lines[-2] and "context (tokens)" in lines[-1]
     assert "│ 95% CI" in lines[-1]
-    # the stock/patched ratio under each context both arms measured validly, none at 1K
-    assert lines[-2].split() == ["s/p", "44×", "57×"] and lines[-2].index("57×") >= 60
+    # no ratio of the two series' medians: it has no CI of its own
+    assert not any("×" in line for line in lines)
     for ms in ("18.0", "128", "241", "2.90", "4.20", "35.0", "3.10"):  # each point's ms
         assert any(ms in line for line in data), ms
 

@@ -122,7 +122,8 @@ def test_threshold_shown_for_current_context():
     assert (
         r.thresholds_text(t, 2000) == "L* formula 170 (T→∞) · 146 at T=1K · calibrated 900 at T=1K"
     )
-    assert "73 at T=128" in r.thresholds_text(t, 200)
+    assert "73–146 at T=200" in r.thresholds_text(t, 200)  # between two entries: both
+    assert "73 at T=128" in r.thresholds_text(t, 100)  # below the table: its first entry
 
 
 def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
@@ -172,18 +173,19 @@ def test_validity_table_marks_verdicts(real):
 
 def test_memory_and_log_text(real):
     m, mem = real.memory, r.memory_text(real, 80).plain
-    assert f"process RSS {r.fmt_bytes(m.process_rss_bytes)}" in mem
+    assert f"process RSS {r.bytes_text(m.process_rss_bytes)}" in mem
     assert (
-        f"active {r.fmt_bytes(m.mlx_active_bytes)} · cache {r.fmt_bytes(m.mlx_cache_bytes)}" in mem
+        f"active {r.bytes_text(m.mlx_active_bytes)} · cache {r.bytes_text(m.mlx_cache_bytes)}"
+        in mem
     )
-    assert f"swap {r.fmt_bytes(m.swap_used_bytes)}" in mem
+    assert f"swap {r.bytes_text(m.swap_used_bytes)}" in mem
     log = r.log_text(real).plain
     assert len(log.split("\n")) == len(real.log) and "run completed" in log.split("\n")[-1]
 
 
 def test_formatters():
-    assert vp.fmt_ms(None) == "–" and vp.fmt_ms(123.4) == "123" and vp.fmt_ms(0.1234) == "0.123"
-    assert r.fmt_bytes(2.5e9) == "2.5 GB" and r.fmt_duration(75) == "1m15s"
+    assert vp.ms_text(None) == "–" and vp.ms_text(123.4) == "123" and vp.ms_text(0.1234) == "0.123"
+    assert r.bytes_text(2.5e9) == "2.5 GB" and r.fmt_duration(75) == "1m15s"
     assert vp.fmt_context(2048) == "2K" and vp.fmt_context(300) == "300"
     assert r.bar(0.5, 10).plain == "█████░░░░░"
 
@@ -230,17 +232,18 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     before = state_of([*header, own, alone])
     after = state_of([*header, own, alone, pooled, decided])
     text = vp.validity_text(after, 80)
-    rows = {line.split()[1]: line for line in text.plain.splitlines()[2:]}
-    assert "✓ -1.0%" in rows["1K"] and "✓p" not in rows["1K"]
-    assert "✓p +0.4%" in rows["2K"]
-    assert "? +0.4%" in vp.validity_text(before, 80).plain
+    rows = {line.split()[1]: line for line in text.plain.splitlines()[2:-1]}
+    assert "✓ 0.9900× [0.9850, 0.9950]" in rows["1K"] and "✓p" not in rows["1K"]
+    assert "✓p 1.004× [0.970, 1.040]" in rows["2K"]  # each ratio with its CI
+    assert "? 1.004× [0.970, 1.040]" in vp.validity_text(before, 80).plain
     summary = vp.validity_summary(after).plain
     assert summary == (
-        "✓ every checked context valid (±2%) · ✓p 2K by the pooled check 1.001 [0.992, 1.009]"
+        "✓ every checked context valid (±2%) · ✓p 2K by the pooled check 1.0010× [0.9920, 1.0090]"
     )
     # the pooled mark has its own colour, never the plain valid green
     styles = {text.plain[s.start : s.end].strip(): str(s.style) for s in text.spans}
-    assert styles["✓p +0.4%"] == r.POOLED_STYLE != styles["✓ -1.0%"]
+    assert styles["✓p 1.004× [0.970, 1.040]"] == r.POOLED_STYLE
+    assert styles["✓p 1.004× [0.970, 1.040]"] != styles["✓ 0.9900× [0.9850, 0.9950]"]
     assert "✓p valid by the pooled check" in LEGEND
     log = [m for _, _, m in after.log]
     assert any(m.startswith("L=1 check pooled after sweep: 1.001 [0.992, 1.009]") for m in log)

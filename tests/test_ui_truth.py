@@ -12,8 +12,8 @@ import pytest
 
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.export import csv_rows
+from mlatui.views.units import ms_text
 from widgets.app import MlatuiApp
-from widgets.figure import fmt_ms
 
 DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
 SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
@@ -40,7 +40,7 @@ async def test_the_verdict_keeps_its_ci_and_both_d2_figures_on_the_first_page(tm
         await finished(pilot)
         lines = screen_lines(app)
         header = "\n".join(lines[: app.query_one("#header").region.height])
-        assert "×1.12 [1.01-1.16]" in header, header  # patched's speedup and its CI
+        assert "1.124× [1.009, 1.157]" in header, header  # patched's speedup and its CI
         assert re.search(r"252 vs 14\.0 ms", header), header  # stock's and patched's Δ2 at 4K
         text = "\n".join(lines)
         assert "ms, lower is better" in text and "252" in text  # the key figure, its points
@@ -63,7 +63,7 @@ async def test_the_arm_panes_medians_are_the_exported_tables(tmp_path):
             shown = dict(re.findall(r"L=(\d) ([\d.]+)", line))
             assert shown and {int(w) for w in shown} == {1, 2, 3}, line
             for w, ms in shown.items():
-                assert ms == fmt_ms(float(exported[(arm, int(w))])), (arm, w, line, exported)
+                assert ms == ms_text(float(exported[(arm, int(w))])), (arm, w, line, exported)
 
 
 def test_a_long_error_wraps_whole_and_each_bound_rejection_is_logged_once():

@@ -54,7 +54,7 @@ def _tune(valid=True, extra=()):
 def test_best_significant_win_and_rejection_with_cis():
     s, _ = _tune()
     line = verdict_line(s)
-    assert "patched spec wins ×1.65 [1.52-1.79] (d2 @ 2K)" in line
+    assert "patched spec wins 1.65× [1.52, 1.79] (d2 @ 2K)" in line
     assert "stock spec rejected (slower at 2K)" in line
     assert "L=1 ✓ 1/1" in line
     tones = {p.text.split(" ")[0]: p.tone for p in verdict_parts(s)}
@@ -64,7 +64,7 @@ def test_best_significant_win_and_rejection_with_cis():
 def test_a_warned_result_and_an_unsure_context_never_make_the_verdict():
     flagged = _result("patched", 3, 3.1, 2.9, 3.3, warnings=["barely speculated: 4% of 256"])
     s, _ = _tune(extra=[flagged])
-    assert "×3.10" not in verdict_line(s) and "×1.65" in verdict_line(s)
+    assert "3.10×" not in verdict_line(s) and "1.65×" in verdict_line(s)
     s, _ = _tune(valid=False)
     line = verdict_line(s)
     assert line.startswith("tune: no verdict (L=1 check not valid at 2K)") and "wins" not in line
@@ -94,7 +94,7 @@ def test_not_significant_is_said_so():
 def test_short_forms_fit_narrow_screens_and_markdown_carries_the_same_line():
     s, events = _tune()
     assert len(verdict_line(s, 60)) <= 60
-    assert verdict_line(s, 60) == "stock rejected · patched ×1.65 [1.52-1.79] @ 2K · L=1 ✓ 1/1"
+    assert verdict_line(s, 60) == "stock rejected · patched 1.65× [1.52, 1.79] @ 2K · L=1 ✓ 1/1"
     md = summary_markdown(events)
     assert f"**Verdict:** {verdict_line(s)}" in md
 
@@ -132,19 +132,19 @@ def _pooled_state(decided=(1024, 2048, 4096, 8192), outcome="valid"):
 def test_pooled_contexts_are_counted_apart_from_valid_ones_with_the_pooled_figure():
     s, _ = _pooled_state()
     part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
-    assert part.text == "L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003 [0.994, 1.011], 5 contexts)"
+    assert part.text == "L=1 ✓ 1/5 ✓p 4/5 (pooled 1.0030× [0.9940, 1.0110], 5 contexts)"
     assert part.forms[1] == "L=1 ✓ 1/5 ✓p 4/5" and part.tone is Tone.GOOD
-    assert part.short == "L=1 ✓ all (✓p)"  # counts go last; ✓p is still said
+    assert part.short == "L=1 ✓ 1/5 ✓p 4/5"  # the counts at every width, never another form
     s, _ = _pooled_state(decided=(1024,))
     part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
-    assert part.text == "L=1 ✓ 1/5 ✓p 1/5 ? 3 (pooled 1.003 [0.994, 1.011], 5 contexts)"
+    assert part.text == "L=1 ✓ 1/5 ✓p 1/5 ? 3 (pooled 1.0030× [0.9940, 1.0110], 5 contexts)"
     assert part.tone is Tone.WARN
 
 
 def test_a_pooled_check_that_did_not_pass_is_shown_with_its_outcome():
     s, _ = _pooled_state(decided=(), outcome="inconclusive")
     part = next(p for p in verdict_parts(s) if p.text.startswith("L=1"))
-    assert part.text == "L=1 ✓ 1/5 ? 4 (pooled 1.003 [0.994, 1.011], 5 contexts: inconclusive)"
+    assert part.text == "L=1 ✓ 1/5 ? 4 (pooled 1.0030× [0.9940, 1.0110], 5 contexts: inconclusive)"
 
 
 def test_a_speculative_win_at_a_pooled_context_says_so():
@@ -165,7 +165,7 @@ def test_a_speculative_win_at_a_pooled_context_says_so():
         Basis.POOLED,
     )
     s, _ = _tune(valid=False, extra=(pooled,))
-    assert "patched spec wins ×1.65 [1.52-1.79] (d2 @ 2K, L=1 ✓p)" in verdict_line(s)
+    assert "patched spec wins 1.65× [1.52, 1.79] (d2 @ 2K, L=1 ✓p)" in verdict_line(s)
     assert "L=1 ✓ 0/1 ✓p 1/1" in verdict_line(s)
 
 
@@ -277,8 +277,8 @@ def test_a_negative_marginal_cost_gets_no_ratio():
 
 
 def test_parts_shorten_one_step_at_a_time_pooled_suffix_first_never_the_ci_or_the_d2_ms():
-    """The shipped demo from 230 columns down to 60: the pooled suffix goes first, then the
-    counts; every width keeps the speedup's CI and both Δ2 figures."""
+    """The shipped demo from 230 columns down to 60: the pooled suffix goes first; every width
+    keeps the speedup's CI, both Δ2 figures and the same L = 1 counts."""
     from pathlib import Path
 
     from mlatui.stream.recorder import read_recording
@@ -287,10 +287,10 @@ def test_parts_shorten_one_step_at_a_time_pooled_suffix_first_never_the_ci_or_th
     s = DashboardState()
     s.apply_all([rec.header, *rec.events])
     widest = verdict_line(s)
-    assert "(pooled 1.011 [0.999, 1.018], 4 contexts)" in widest
+    assert "(pooled 1.0107× [0.9986, 1.0177], 4 contexts)" in widest
     lines = {w: verdict_line(s, w) for w in range(60, 240, 10)}
     for w, line in lines.items():
-        assert "×1.12 [1.01-1.16]" in line and "252 vs 14.0 ms" in line, (w, line)
+        assert "1.124× [1.009, 1.157]" in line and "252 vs 14.0 ms" in line, (w, line)
         assert ("(pooled" in line) == (len(widest) <= w), (w, line)
     assert "L=1 ✓ 2/5 ✓p 3/5" in lines[160] and len(lines[160]) <= 160
-    assert lines[60].endswith("L=1 ✓ all (✓p)")
+    assert all(line.endswith("L=1 ✓ 2/5 ✓p 3/5") for w, line in lines.items() if w < len(widest))

@@ -11,9 +11,10 @@ from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS
 from mlatui.views.arm_names import slot_name, slot_words
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context
+from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.step_series import StepChart, step_chart
-from mlatui.views.verdict_strip import is_null_run, winner
+from mlatui.views.units import bound_ratio, ratio_text
+from mlatui.views.verdict_strip import is_null_run, pane_setting, winner
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -39,22 +40,25 @@ def chart_for(state: DashboardState) -> StepChart | None:
 
 
 def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
+    """The acceptance of the setting both panes show (mlatui.views.verdict_strip.pane_setting):
+    the same setting side by side, never each arm's latest."""
     a = state.arms[arm]
-    acc = a.acceptance
+    setting = pane_setting(state)
+    counts = a.counts.get(setting) if setting is not None else None
+    acc = list(counts.conditional) if counts else []
     line = Text()
     line.append("acceptance" if not narrow else "accept", style="bold")
-    if a.setting is not None:  # the kind only beside another: one kind is the header's `draft`
+    if setting is not None:  # the kind only beside another: one kind is the header's `draft`
         several = len(state.draft_kinds) > 1
-        line.append(f" {a.setting.label}" if several else f" d{a.setting.depth}")
+        line.append(f" {setting.label}" if several else f" d{setting.depth}")
     if state.synthetic:
         line.append(" (synthetic)", style="yellow")
     line.append(" P(i∣<i): " if not narrow else ": ")
     cells = ("–" if x is None else f"{x:.0%}" for x in acc)
     line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
-    if a.mean_accepted is not None:
-        line.append(
-            f"  ā {a.mean_accepted:.2f}/{a.depth}" if not narrow else f" ā{a.mean_accepted:.2f}"
-        )
+    if counts is not None and setting is not None:
+        mean = counts.mean_accepted
+        line.append(f"  ā {mean:.2f}/{setting.depth}" if not narrow else f" ā{mean:.2f}")
     return line
 
 
@@ -63,17 +67,19 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
     which temperature) and how much the emitted text repeats itself (looping text is easy to
     draft, whatever the draft), from DashboardState; None before the first speculative block."""
     a = state.arms[arm]
-    rep = state.text_repeat(arm, a.setting)
-    if not a.acceptance_rule and rep is None:
+    setting = pane_setting(state)
+    rep = state.text_repeat(arm, setting)
+    said = a.rules.get(setting, "")
+    if not said and rep is None:
         return None
     line = Text("  ")
-    if a.acceptance_rule:
-        rule = "exact match" if a.acceptance_rule == "exact-match" else "rejection sampling"
+    if said:
+        rule = "exact match" if said == "exact-match" else "rejection sampling"
         if narrow:
             rule = rule.split()[0]
         line.append(rule + (f", T={a.temperature:g}" if a.temperature else ", greedy"), style="dim")
     if rep is not None and rep.within is not None:
-        line.append(" · " if a.acceptance_rule else "", style="dim")
+        line.append(" · " if said else "", style="dim")
         live = "~" if rep.live else ""
         # the share across blocks only when it is what loops (a loop longer than a block)
         lower = rep.across if rep.looping and rep.across is not None else None
@@ -133,21 +139,19 @@ def tok_s_lines(
 
 
 def _setting_text(a, setting: Setting, figures, bound, best) -> Text:
-    """`d1 37.1 ×1.12 [1.01-1.16] ★`, or `d1 bound ≤×0.70` for a setting rejected by bound."""
+    """`d1 37.1 1.12× [1.01, 1.16] ★`, or `d1 bound ≤ 0.70×` for a setting rejected by bound;
+    a running estimate's ratio has no CI yet, so it is not shown (its tok/s is, marked ~)."""
     t = Text(f"d{setting.depth} ")
     if figures is None:  # rejected by bound: no tok/s was measured
-        t.append(f"bound ≤×{bound.value:.2f}" if bound else "–", style="bold red")
+        t.append(f"bound {bound_ratio(bound.value)}" if bound else "–", style="bold red")
         return t
     tok_s, live = figures
     t.append(("~" if live else "") + f"{tok_s:.1f}")
-    r = a.ratio(setting)
-    if r:
-        ci = a.spec_ci.get(setting)
-        significant = ci is not None and (ci[0] > 1 or ci[1] < 1)
-        style = ("green" if r >= 1 else "red") if ci is None or significant else "yellow"
-        t.append(f" ×{r:.2f}", style=f"bold {style}")
-        if ci is not None:
-            t.append(f" [{ci[0]:.2f}-{ci[1]:.2f}]", style=style)
+    r, ci = a.spec_vs_plain.get(setting), a.spec_ci.get(setting)
+    if r and ci is not None:
+        significant = ci[0] > 1 or ci[1] < 1
+        style = ("green" if r >= 1 else "red") if significant else "yellow"
+        t.append(" " + ratio_text(Ci(r, *ci)), style=f"bold {style}")
         if best and best.context == a.counts_context:
             t.append(" ★", style="bold green")
     return t

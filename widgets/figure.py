@@ -10,6 +10,7 @@ from rich.text import Text
 
 from mlatui.views.key_figure import FigurePoint, KeyFigure, PointStatus
 from mlatui.views.rounding import fmt_context
+from mlatui.views.units import ms_text
 from widgets.axis import (
     fmt_tick,
     label_start,
@@ -23,14 +24,6 @@ from widgets.canvas import Canvas
 MARK_STYLE = "yellow"
 MIN_PLOT_ROWS = 3
 CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis
-
-
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "–"
-    a = abs(ms)
-    digits = 0 if a >= 100 else 1 if a >= 10 else 2 if a >= 1 else 3
-    return f"{ms:.{digits}f}"
 
 
 def marker(point: FigurePoint, colour: str) -> tuple[str, str]:
@@ -131,9 +124,6 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
     if not with_caption:
         legend = legend_lines(fig, width)
     rows = height - len(legend) - len(footnote) - 2 - (1 if with_caption else 0)
-    # the two series' ratio per context under the axis, when a plot row can be spared for it
-    ratio_row = with_caption and len(fig.series) == 2 and rows - 1 >= 6
-    rows -= ratio_row
     if rows < MIN_PLOT_ROWS or width < 24:
         return Text("(too small: z zooms)", style="dim")
     y_lo, y_hi = y_range(fig)
@@ -198,9 +188,6 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
         out.append(line)
     out.append(_x_axis(xcol, gutter, cols))
     out.append(_x_labels(contexts, xcol, gutter, width, "" if with_caption else " tokens"))
-    if ratio_row:
-        ratios = _ratio_row(fig, xcol, gutter, width)
-        out.append(ratios if ratios is not None else Text())
     if with_caption:
         out.append(caption(fig, width))
     out.extend(footnote)
@@ -209,7 +196,7 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
 
 def _label(canvas: Canvas, row: int, col: int, p: FigurePoint, colour: str) -> None:
     """The point's ms beside its marker, right or else left, where nothing is drawn yet."""
-    text = fmt_ms(p.ms)
+    text = ms_text(p.ms)
     for start in (col + 2, col - 1 - len(text)):
         cells = range(start, start + len(text))
         if (
@@ -224,28 +211,6 @@ def _label(canvas: Canvas, row: int, col: int, p: FigurePoint, colour: str) -> N
             for c, ch in zip(cells, text, strict=True):
                 canvas.put(row, c, ch, colour)
             return
-
-
-def _ratio_row(fig: KeyFigure, xcol: dict[int, int], gutter: int, width: int) -> Text | None:
-    """Under the context labels: the two series' ratio at each context both measured."""
-    if len(fig.series) != 2:
-        return None
-    shown = (PointStatus.VALID, PointStatus.PENDING)  # an excluded context has no ratio
-    a, b = ({p.context: p.ms for p in s.points if p.status in shown} for s in fig.series)
-    both = [c for c in sorted(a) if c in b and b[c] > 0]
-    if not both:
-        return None
-    names = [f"{a[c] / b[c]:.2g}×" for c in both]
-    positions = [gutter + xcol[c] for c in both]
-    keep = spread_labels(positions, names, width)
-    cells = [" "] * width
-    for i in keep:
-        start = label_start(positions[i], names[i], width)
-        cells[start : start + len(names[i])] = names[i]
-    label = fig.ratio_label.replace("patched", "p").replace("stock", "s")
-    if gutter - 1 >= len(label):
-        cells[: gutter - 1] = label.rjust(gutter - 1)
-    return Text("".join(cells).rstrip(), style="dim")
 
 
 def _x_column(context: int, contexts: list[int], cols: int) -> int:

@@ -14,13 +14,19 @@ from widgets import fit
 
 
 def _threshold_at(table: dict, context: int | None) -> str:
-    """The entry for the largest T <= context (the smallest T when none is)."""
+    """L* at the current context: the table's entry there; between two entries, both (L* only
+    grows with T); outside the table, its nearest entry at that entry's own T."""
     items = sorted((int(k), v) for k, v in table.items())
-    pick = items[0]
-    for k, v in items:
-        if context is not None and k <= context:
-            pick = (k, v)
-    return f"{threshold_text(pick[1])} at T={fmt_context(pick[0])}"
+    if context is None:
+        return f"{threshold_text(items[0][1])} at T={fmt_context(items[0][0])}"
+    below = [(k, v) for k, v in items if k <= context]
+    above = [(k, v) for k, v in items if k >= context]
+    if not below or not above:
+        k, v = (above or below)[0] if not below else below[-1]
+        return f"{threshold_text(v)} at T={fmt_context(k)}"
+    low, high = below[-1][1], above[0][1]
+    said = threshold_text(low) if low == high else f"{threshold_text(low)}–{threshold_text(high)}"
+    return f"{said} at T={fmt_context(context)}"
 
 
 def thresholds_text(t: dict, context: int | None) -> str:

@@ -15,6 +15,7 @@ from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import key_figure
 from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
+from mlatui.views.units import bytes_text
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 from widgets import fit
 from widgets.figure import key_figure_text
@@ -84,15 +85,6 @@ class ViewInfo:
     timeline: tuple[tuple[float, str], ...] = ()
     fraction: float | None = None
     offer: MoreOffer | None = None  # live, ended with undecided checks: what `+` would measure
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "–"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 fmt_duration = duration  # one formatter of seconds, shared with the progress line
@@ -248,7 +240,10 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     clock = now_s if now_s is not None and running else state.t  # a finished run: its length
     info = progress_text(state.progress, clock, running)
     label = f"phase {p.index + 1}/{p.total_phases} {p.name} ({p.kind}) "
-    tail = f" {p.done}/{p.total}"
+    # a completed run ran what it needed: the steps it took (a sampler stops once decided)
+    completed = state.status == "completed"
+    tail = f" {p.done} steps" + (f" of {p.total} planned" if p.done < p.total else "")
+    tail = tail if completed else f" {p.done}/{p.total}"
     tail += f" · {info.elapsed}" if info.elapsed else ""
     if running:
         eta = info.eta if len(label) + len(tail) + len(info.eta) + 10 <= width else info.eta_short
@@ -260,7 +255,7 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     style = {"completed": "green", "error": "red", "interrupted": "yellow"}.get(
         state.status, "cyan"
     )
-    t.append_text(bar(p.fraction, bar_w, style))
+    t.append_text(bar(1.0 if completed else p.fraction, bar_w, style))
     t.append(tail)
     if running and info.stalled:
         t.append(" · ")
@@ -312,9 +307,10 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
         t.append(f"rank 0 of {world['world_size']} ", style="cyan")
     t.append("MLX active+cache ", style="bold")
     t.append_text(bar(mlx / limit if limit else 0, bar_w, PRESSURE_STYLE[level]))
-    t.append(f" {fmt_bytes(mlx)} / {fmt_bytes(limit)} {limit_name}\n")
-    t.append(
-        f"  active {fmt_bytes(m.mlx_active_bytes)} · cache {fmt_bytes(m.mlx_cache_bytes)} · peak {fmt_bytes(m.mlx_peak_bytes)}\n"
+    t.append(f" {bytes_text(mlx)} / {bytes_text(limit)} {limit_name}\n")
+    t.append(  # MLX's peak counts active memory only: said so beside the active+cache figure
+        f"  active {bytes_text(m.mlx_active_bytes)} · cache {bytes_text(m.mlx_cache_bytes)}"
+        f" · peak active {bytes_text(m.mlx_peak_bytes)}\n"
     )
     used = m.system_total_bytes - m.system_available_bytes
     sys_level = pressure(used, m.system_total_bytes)
@@ -327,15 +323,15 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
         )
     )
     t.append(  # the bar is the used share: say the used figure first, then what is free
-        f" {fmt_bytes(used)} of {fmt_bytes(m.system_total_bytes)}"
-        f" · {fmt_bytes(m.system_available_bytes)} free\n"
+        f" {bytes_text(used)} of {bytes_text(m.system_total_bytes)}"
+        f" · {bytes_text(m.system_available_bytes)} free\n"
     )
     t.append("process RSS ", style="bold")
-    t.append(f"{fmt_bytes(m.process_rss_bytes)} ")
+    t.append(f"{bytes_text(m.process_rss_bytes)} ")
     rss = list(state.rss_history)
     t.append_text(sparkline(rss, [False] * len(rss), max(4, min(24, width - 40)), 1, "cyan"))
     t.append("  swap ", style="bold")
-    t.append(fmt_bytes(m.swap_used_bytes), style="yellow" if m.swap_used_bytes else "")
+    t.append(bytes_text(m.swap_used_bytes), style="yellow" if m.swap_used_bytes else "")
     return list(t.split("\n"))
 
 

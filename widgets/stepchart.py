@@ -7,8 +7,8 @@ from rich.text import Text
 
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import Panel, StepChart, priority_widths
+from mlatui.views.units import ms_text
 from widgets.axis import nice_ceiling
-from widgets.figure import fmt_ms
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 GREY = "grey42"
@@ -16,7 +16,7 @@ MIN_SEGMENT = 2
 
 
 def scale_text(chart: StepChart, narrow: bool) -> Text:
-    top = fmt_ms(nice_ceiling(chart.scale_ms))
+    top = ms_text(nice_ceiling(chart.scale_ms))
     t = Text()
     t.append(f"{chart.phase} ", style="bold")
     t.append(f"step ms, bars 0–{top}" if not narrow else f"ms 0–{top}")
@@ -29,7 +29,7 @@ def medians_text(chart: StepChart, arm: str, narrow: bool) -> Text:
     what = "median over rounds" if chart.over_rounds and not narrow else "median"
     t.append(f"@ {fmt_context(chart.latest_context)} {what} ", style="bold")
     cells = [
-        f"L{w} {fmt_ms(ms)}" if narrow else f"L={w} {fmt_ms(ms)}"
+        f"L{w} {ms_text(ms)}" if narrow else f"L={w} {ms_text(ms)}"
         for w, ms in sorted(chart.medians.get(arm, {}).items())
     ]
     t.append((" " if narrow else " · ").join(cells) or "–")

@@ -8,13 +8,12 @@ from rich.text import Text
 
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
-from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import l1_figures
 from mlatui.views.rounding import fmt_context
+from mlatui.views.units import ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 from widgets import fit
-from widgets.figure import fmt_ms
 from widgets.render import GREY, POOLED_STYLE
 
 
@@ -39,7 +38,7 @@ def validity_summary(state: DashboardState) -> Text | None:
     p = state.latest_pooled
     if p is not None:
         t.append(" · ")
-        figure = interval_text(p.ratio)
+        figure = ratio_text(p.ratio)
         if pooled:
             where = ", ".join(map(fmt_context, pooled))
             t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)
@@ -64,18 +63,24 @@ def validity_text(state: DashboardState, width: int) -> Text:
         for line in fit.wrap_parts(parts, width, 2):
             t.append_text(line)
             t.append("\n")
-    a, b = ("A", "B") if is_null_run(state) else ("stock", "patch")  # A/A: one variant in both
-    t.append(
-        f"{'phase':<6}{'ctx':>5} {'L=1 ' + a:>9} {b:>5}  {'paired':<8}{'Δ2 ' + a:>8} {b:>5}",
-        style="bold",
-    )
+    a, b = ("A", "B") if is_null_run(state) else ("stock", "patched")  # A/A: one variant
     checked = {c for (_, c) in state.validity}
     order = {p: i for i, p in enumerate(state.phase_kinds)}
     rows: list[tuple[tuple[str, int], Validity | None]] = [*state.validity.items()]
     rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
     rows.sort(key=lambda row: (order.get(row[0][0], len(order)), row[0][1]))
+    paired = [_paired(v) for _, v in rows]
+    paired_w = max([len(f"paired {a}/{b}"), *(len(text) for text, _ in paired)])
+    lead = 6 + 5 + 6 + 1 + len(b) + 2
+    if lead + paired_w > width:  # no room for the ratio and its CI: the check's mark alone
+        paired = [(text.split(" ")[0], style) for text, style in paired]
+        paired_w = len("check")
+    with_d2 = lead + paired_w + 1 + 8 + 1 + len(b) <= width  # Δ2 is the key figure's too
+    what = f"paired {a}/{b}" if paired_w > len("check") else "check"
+    head = f"{'phase':<6}{'ctx':>5} {a:>5} {b:>{len(b)}}  {what:<{paired_w}}"
+    t.append(head + (f" {'Δ2 ' + a:>8} {b:>{len(b)}}" if with_d2 else ""), style="bold")
     notes: list[str] = []
-    for (phase, c), v in rows:
+    for ((phase, c), v), (said, style) in zip(rows, paired, strict=True):
         s1 = state.l_median("stock", c, 1)
         p1 = state.l_median("patched", c, 1)
         short = _phase_short(phase)
@@ -89,25 +94,33 @@ def validity_text(state: DashboardState, width: int) -> Text:
         row_style = GREY if v is not None and not v.valid else ""
         t.append("\n")
         t.append(
-            f"{short:<6}{fmt_context(c):>5} {fmt_ms(s1):>9} {fmt_ms(p1):>5}  ",
+            f"{short:<6}{fmt_context(c):>5} {ms_text(s1):>5} {ms_text(p1):>{len(b)}}  ",
             style=row_style,
         )
-        if v is None:
-            t.append(f"{'…':<8}", style="dim")
-        else:
-            mark, style = {
-                "valid": ("✓p", POOLED_STYLE) if v.pooled else ("✓", "green"),
-                "inconclusive": ("?", "bold yellow"),
-            }.get(v.verdict, ("✗", "bold red"))
-            t.append(f"{mark + ' ' + format(v.diff_pct, '+.1f') + '%':<8}", style=style)
-        ms, mp = (phase_marginal(state, phase, arm, c) for arm in ARMS)
-        t.append(f"{fmt_ms(ms):>8} {fmt_ms(mp):>5}", style=row_style)
+        t.append(f"{said:<{paired_w}}", style=style)
+        if with_d2:
+            ms, mp = (phase_marginal(state, phase, arm, c) for arm in ARMS)
+            t.append(f" {ms_text(ms):>8} {ms_text(mp):>{len(b)}}", style=row_style)
     t.append("\n")
-    t.append(f"paired = median of per-round {a}/{b} ratios − 1", style="dim")
+    t.append(
+        "L=1 ms · paired: median of per-round ratios [95% CI]",
+        style="dim",
+    )
     for note in notes:
         t.append("\n")
         t.append(f"* L=1 {note}", style="dim")
     return t
+
+
+def _paired(v: Validity | None) -> tuple[str, str]:
+    """The check's mark and the paired L = 1 ratio with its CI, as every table writes it."""
+    if v is None:
+        return "…", "dim"
+    mark, style = {
+        "valid": ("✓p", POOLED_STYLE) if v.pooled else ("✓", "green"),
+        "inconclusive": ("?", "bold yellow"),
+    }.get(v.verdict, ("✗", "bold red"))
+    return (f"{mark} {ratio_text(v.ratio)}" if v.ratio is not None else mark), style
 
 
 def phase_marginal(state: DashboardState, phase: str, arm: str, context: int) -> float | None:

@@ -18,7 +18,8 @@ The bound is judged by its upper end, taken conservatively:
   overhead that a verify step pays once per d + 1 tokens, and hides graph building that a
   synced step times.
 A setting whose upper end lies below 1.0 cannot win: its blocks are not run, and its result says
-"rejected by bound: at most 0.05x (2 x 31 ms / 2.08 s, x1.5 runtime allowance)".
+"rejected by bound: at most 0.05× (2 × plain ≤ 31.0 ms / verify ≥ 2.08 s, ×1.5 runtime
+allowance)".
 """
 
 from __future__ import annotations
@@ -69,11 +70,11 @@ def _ms(ms: float) -> str:
 
 
 def bound_text(b: SpeedupBound) -> str:
-    """`at most 0.05x (2 x 31.0 ms / 2.08 s, x1.5 runtime allowance)`."""
-    allowance = f", x{b.slack:g} runtime allowance" if b.slack != 1 else ""
-    return (
-        f"at most {b.value:.2f}x ({b.tokens} x {_ms(b.plain_ms)} / {_ms(b.verify_ms)}{allowance})"
-    )
+    """`at most 0.05× (2 × plain ≤ 31.0 ms / verify ≥ 2.08 s, ×1.5 runtime allowance)`: the
+    plain step's CI high end over the verify step's low end (not the medians a table shows)."""
+    allowance = f", ×{b.slack:g} runtime allowance" if b.slack != 1 else ""
+    steps = f"plain ≤ {_ms(b.plain_ms)} / verify ≥ {_ms(b.verify_ms)}"
+    return f"at most {b.value:.2f}× ({b.tokens} × {steps}{allowance})"
 
 
 def rejection_text(b: SpeedupBound) -> str:

@@ -53,14 +53,15 @@ def summarise(finals: Iterable[Estimate]) -> dict[str, Any] | None:
 
 
 def describe(bias: dict[str, Any] | None) -> str:
-    """'harness bias ±0.4% (A/A 2026-12-01, CIs contain 0)' or ''."""
+    """'harness bias ±0.4% at L=1 (A/A 2026-12-01, 24/24 CIs contain 1)' or '': the A/B ratios'
+    CIs, as the A/A verdict counts them (a bias of 0% is a ratio of 1)."""
     if not bias:
         return ""
     n, k = bias.get("n_cells"), bias.get("cis_containing_zero")
     ci = (
-        f"{k}/{n} CIs contain 0"
+        f"{k}/{n} CIs contain 1"
         if n
-        else ("CIs contain 0" if bias.get("all_ci_contain_zero") else "some CIs exclude 0")
+        else ("CIs contain 1" if bias.get("all_ci_contain_zero") else "some CIs exclude 1")
     )
     when = str(bias.get("measured_at", ""))[:10]
     return f"harness bias ±{bias['max_abs_bias_pct']:.1f}% at L=1 (A/A {when}, {ci})"

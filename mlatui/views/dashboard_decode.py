@@ -120,7 +120,7 @@ class DecodeFold:
                 st,
                 [VerifyStep(*s) for s in zip(e.drafted, e.accepted, e.emitted, strict=True)],
             )
-            arm.acceptance_rule = e.acceptance_rule
+            arm.rules[st] = e.acceptance_rule
         arm.temperature = e.temperature
         live = arm.spec_live.setdefault(st, [0, 0.0])
         live[0] += e.tokens

@@ -40,7 +40,7 @@ class ArmView:
     counts: dict = field(default_factory=dict)  # Setting -> AcceptanceCounts, this phase (live)
     setting: Setting | None = None  # the setting of the latest speculative block
     counts_context: int | None = None  # counts are per context too: a new one starts afresh
-    acceptance_rule: str = ""
+    rules: dict = field(default_factory=dict)  # Setting -> the acceptance rule its blocks used
     temperature: float = 0.0
     texts: dict = field(default_factory=dict)  # Setting -> [timed blocks' tokens], this context
     repeats: dict = field(default_factory=dict)  # Setting -> TextRepeat of its result, this context

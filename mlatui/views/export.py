@@ -26,6 +26,7 @@ from mlatui.views.report_sweep import pooled_note
 from mlatui.views.rounding import Ci, ci_text, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
+from mlatui.views.units import ratio_text
 from mlatui.views.verdict_strip import verdict_line
 
 CSV_COLUMNS = (
@@ -100,7 +101,7 @@ def _l1_table(state: DashboardState) -> str:
                 context,
                 sig(f.stock_ms) + star,
                 sig(f.patched_ms) + star,
-                ci_text(paired),
+                ratio_text(paired),
                 f"{v.diff_pct:+.1f}%",
                 v.rounds or "–",
                 f"{c.mark} {v.verdict}",
@@ -116,7 +117,7 @@ def _l1_table(state: DashboardState) -> str:
                 f"{len(p.contexts)} contexts",
                 "–",
                 "–",
-                ci_text(Ci.of(p.ratio)),
+                ratio_text(p.ratio),
                 f"{(p.ratio.median - 1) * 100:+.1f}%",
                 p.rounds,
                 f"{mark} {p.outcome}",
@@ -138,12 +139,11 @@ def _marginal_table(state: DashboardState) -> str:
         marg = _by(sweep_cells(state, phase), Quantity.MARGINAL_MS)
         for context in sorted({c for c, _, _ in marg}):
             s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
-            times = f"{s.ci.median / p.ci.median:.2g}×" if s and p and p.ci.median > 0 else "–"
-            cells = [context, ci_text(s.ci if s else None), ci_text(p.ci if p else None), times]
+            cells = [context, ci_text(s.ci if s else None), ci_text(p.ci if p else None)]
             c = check(state, phase, context)
             rows.append(([phase] if len(phases) > 1 else []) + cells + [f"{c.mark} {c}"])
-    a, b, pair = _slot_names(phases)
-    head = ["context", f"{a} Δ2 ms [95% CI]", f"{b} Δ2 ms [95% CI]", pair.replace("/", " / ")]
+    a, b, _ = _slot_names(phases)
+    head = ["context", f"{a} Δ2 ms [95% CI]", f"{b} Δ2 ms [95% CI]"]
     return table((["phase"] if len(phases) > 1 else []) + head + ["L=1 check"], rows)
 
 

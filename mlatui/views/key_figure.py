@@ -49,7 +49,6 @@ class KeyFigure:
     y_label: str = "ms, lower is better"
     x_label: str = "context (tokens)"
     ended: bool = False  # the run is over: an empty figure will stay empty
-    ratio_label: str = "stock/patched"  # under the axis: the two series' ratio per context
 
     @property
     def empty(self) -> bool:
@@ -175,5 +174,4 @@ def key_figure(state: DashboardState) -> KeyFigure:
     thresholds = state.header.thresholds if state.header is not None else {}
     crossover, note = threshold_mark(thresholds or {}, contexts)
     ended = state.status in ("completed", "interrupted", "error")
-    ratio = "A/B" if null else "stock/patched"
-    return KeyFigure(tuple(series), crossover, note, not_positive, ended=ended, ratio_label=ratio)
+    return KeyFigure(tuple(series), crossover, note, not_positive, ended=ended)

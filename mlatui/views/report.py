@@ -66,10 +66,16 @@ SUMMARY_EVENT_TYPES = frozenset(
 )
 
 
+DRIFTS_LISTED = 12
+
+
 def drift_line(drifts: Sequence[DriftEvent]) -> str:
     shown = ", ".join(
-        f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%" for d in drifts[:12]
+        f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%"
+        for d in drifts[:DRIFTS_LISTED]
     )
+    if len(drifts) > DRIFTS_LISTED:
+        shown += f", … ({len(drifts) - DRIFTS_LISTED} more)"
     return (
         f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
         f"(both arms; paired figures cancel them): {shown}"

@@ -21,7 +21,8 @@ from mlatui.views.mdtable import check as _check
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import fmt as _fmt
 from mlatui.views.mdtable import table as _table
-from mlatui.views.rounding import ends
+from mlatui.views.rounding import Ci, ends
+from mlatui.views.units import ratio_text
 
 
 def sweep_table(summary: PhaseSummary) -> str:
@@ -139,14 +140,13 @@ def null_bias_table(events: Sequence[Event]) -> str:
     for e in finals:
         for r in e.rows:
             if r["quantity"] == "ratio":
-                lo, hi = (r["low"] - 1) * 100, (r["high"] - 1) * 100
                 rows.append(
                     [
                         e.phase.rsplit("/", 1)[1],
                         e.context,
                         r["width"],
-                        f"{(r['median'] - 1) * 100:+.2f}% [{lo:+.2f}, {hi:+.2f}]",
-                        "yes" if lo <= 0 <= hi else "NO",
+                        ratio_text(Ci(r["median"], r["low"], r["high"])),
+                        "yes" if r["low"] <= 1 <= r["high"] else "NO",
                         r["n"],
                     ]
                 )
@@ -157,8 +157,8 @@ def null_bias_table(events: Sequence[Event]) -> str:
         return ""
     verdict = "consistent with no arm difference" if judged.consistent else "a harness difference"
     return (
-        _table(["pass", "context", "L", "bias A/B - 1 [95% CI]", "CI contains 0", "quads"], rows)
-        + f"\n\n{judged.excluded} of {judged.cells} 95% CIs exclude 0. With no arm difference "
+        _table(["pass", "context", "L", "A/B paired [95% CI]", "CI contains 1", "quads"], rows)
+        + f"\n\n{judged.excluded} of {judged.cells} 95% CIs exclude 1. With no arm difference "
         f"each does so with {CELL_ALPHA:.0%} chance: {judged.excluded} or more of {judged.cells} "
         f"in {judged.chance:.0%} of A/A runs (binomial; cells of one context share rounds, so a "
         f"guide): **{verdict}**."

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
-from mlatui.stream.phrases import CiStyle, check_mark, interval_text
+from mlatui.stream.phrases import check_mark
 from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context, sig
+from mlatui.views.rounding import fmt_context
+from mlatui.views.units import ms_text, ratio_text
 
 
 class Tone(enum.StrEnum):
@@ -30,9 +31,9 @@ class Tone(enum.StrEnum):
 
 
 # When a line does not fit, parts shorten one step at a time, lowest rank first: the pooled
-# check's suffix, the bias's detail, the check counts, the wording around each result, its place.
+# check's suffix, the bias's detail, the wording around each result, its place.
 # No form drops a speedup's CI or either Δ2 figure.
-RANK_POOLED, RANK_BIAS, RANK_COUNTS, RANK_WORDS, RANK_PLACE = range(5)
+RANK_POOLED, RANK_BIAS, RANK_WORDS, RANK_PLACE = range(4)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,21 @@ def winner(state: DashboardState, arm: str) -> DecodeResult | None:
     return _best_win(_usable(state, results))
 
 
+def pane_setting(state: DashboardState) -> Setting | None:
+    """The one speculative setting both arm panes show acceptance for: the verdict's best win
+    over both arms (the ★), else the latest setting both arms ran at the current context, else
+    the latest either ran."""
+    wins = [w for arm in ARMS if (w := winner(state, arm)) is not None]
+    if wins:
+        best = max(wins, key=lambda r: (r.vs_plain.median if r.vs_plain else 0.0, r.context))
+        return Setting(best.draft_kind, best.depth)
+    arms = [state.arms[a] for a in ARMS if a in state.arms]
+    latest = [a.setting for a in arms if a.setting is not None]
+    both = [st for st in latest if all(st in a.counts for a in arms)]
+    chosen = both or latest
+    return chosen[-1] if chosen else None
+
+
 def _speculation(state: DashboardState) -> list[Part]:
     results = [r for r in state.decode_results if r.depth > 0]
     if not results:
@@ -146,7 +162,7 @@ def _speculation(state: DashboardState) -> list[Part]:
             continue
         best = _best_win(mine)
         if best is not None:
-            ratio = f"×{interval_text(best.vs_plain, 2, style=CiStyle.DASHED)}"
+            ratio = ratio_text(best.vs_plain)
             at = fmt_context(best.context)
             where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
             pooled = state.validity[(best.phase, best.context)].pooled
@@ -186,19 +202,19 @@ def _marginal(state: DashboardState) -> list[Part]:
     if m["stock"] is None or m["patched"] is None:
         return []
     s, p = m["stock"], m["patched"]
-    ratio = f" ({s / p:.0f}×)" if p > 0 and s > 0 else ""  # a noisy negative Δ2 has no ratio
     at = fmt_context(top)
+    # both medians, never their ratio: a ratio of two medians has no CI of its own
     return [
         part(
             Tone.GOOD if p > 0 and s > 0 and s / p >= 2 else Tone.INFO,
-            f"Δ2 @ {at}: {sig(s)} vs {sig(p)} ms{ratio}",
-            (f"Δ2 {at} {sig(s)} vs {sig(p)} ms{ratio}", RANK_PLACE),
+            f"Δ2 @ {at}: {ms_text(s)} vs {ms_text(p)} ms",
+            (f"Δ2 {at} {ms_text(s)} vs {ms_text(p)} ms", RANK_PLACE),
         )
     ]
 
 
 def _checks(state: DashboardState) -> list[Part]:
-    """`L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003 [0.994, 1.011], 5 contexts)`: valid on their own, valid
+    """`L=1 ✓ 1/5 ✓p 4/5 (pooled 1.003× [0.994, 1.011], 5 contexts)`: valid on their own, valid
     by the pooled check (never counted as plain valid), inconclusive, invalid; then the latest
     pooled check's figure."""
     checks = list(state.validity.values())
@@ -223,18 +239,10 @@ def _checks(state: DashboardState) -> list[Part]:
     p = state.latest_pooled
     if p is not None:
         said = "" if p.valid else f": {p.outcome}"
-        text += f" (pooled {interval_text(p.ratio)}, {len(p.contexts)} contexts{said})"
-    # without counts: "all" when every check passed (✓p still said), else only what did not
-    if ok + pooled == len(checks):
-        brief = f"L=1 {valid} all" + (f" ({by_pool})" if pooled else "")
-    else:
-        brief = (
-            "L=1"
-            + (f" {undecided} {unsure}" if unsure else "")
-            + (f" {invalid} {bad}" if bad else "")
-        )
+        text += f" (pooled {ratio_text(p.ratio)}, {len(p.contexts)} contexts{said})"
+    # the counts at every width: a shorter line drops the pooled figure, never a count
     tone = Tone.GOOD if ok + pooled == len(checks) else Tone.BAD if bad else Tone.WARN
-    return [part(tone, text, (counts, RANK_POOLED), (brief, RANK_COUNTS))]
+    return [part(tone, text, (counts, RANK_POOLED))]
 
 
 def is_null_run(state: DashboardState) -> bool:
