@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # dispatches `_on_<event type>`; argparse, dataclasses and pickling call the dunders.
 BY_CONVENTION = re.compile(
     r"^(__\w+__|on_\w+|_on_\w+|action_\w+|watch_\w+|compose|render\w*|check_action|main|"
-    r"configure|run|get_system_commands)$"
+    r"configure|run|get_system_commands|get_content_height)$"
 )
 
 

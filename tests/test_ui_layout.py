@@ -3,13 +3,13 @@ strings are there and whole; `z` zooms a pane to the screen and back; the log sc
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.verdict_strip import verdict_parts
+from tests.ui_settled import settled
 from widgets.app import MlatuiApp
 from widgets.validity_pane import validity_summary
 
@@ -23,13 +23,7 @@ def screen_lines(app) -> list[str]:
 
 
 async def replayed(pilot) -> None:
-    end = time.monotonic() + 60
-    while not pilot.app._done:
-        assert time.monotonic() < end, "timed out"
-        await pilot.pause(0.02)
-    await pilot.pause()
-    pilot.app.clear_notifications()
-    await pilot.pause()
+    await settled(pilot)
 
 
 def demo_app(tmp_path, mode="demo") -> MlatuiApp:

@@ -5,12 +5,12 @@ Update the baselines with `pytest tests/test_ui_snapshot.py --snapshot-update` (
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from mlatui.stream.sources import ReplaySource
+from tests.ui_settled import settled
 from widgets.app import MlatuiApp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
@@ -24,18 +24,7 @@ SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
 
 
 async def run_before(pilot) -> None:
-    end = time.monotonic() + 60
-    while not pilot.app._done:
-        assert time.monotonic() < end
-        await pilot.pause(0.02)
-    await pilot.pause()  # RunFinished is posted with _done: let its notification arrive first
-    pilot.app.clear_notifications()
-    await pilot.pause()
-    # the last data can arrive after the last layout pass (the header's height follows the
-    # verdict strip): lay out again and let it settle, so the snapshot does not depend on timing
-    for _ in range(3):
-        pilot.app.screen.refresh(layout=True)
-        await pilot.pause(0.3)
+    await settled(pilot)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ the L = 1 checks, and the arm panes' medians are the exported table's (one estim
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,9 @@ import pytest
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.export import csv_rows
 from mlatui.views.units import ms_text
+from tests.ui_settled import settled
 from widgets.app import MlatuiApp
+from widgets.panes import HeaderPane
 
 DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
 SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
@@ -24,13 +25,7 @@ def screen_lines(app) -> list[str]:
 
 
 async def finished(pilot) -> None:
-    end = time.monotonic() + 60
-    while not pilot.app._done:
-        assert time.monotonic() < end, "timed out"
-        await pilot.pause(0.02)
-    await pilot.pause()
-    pilot.app.clear_notifications()
-    await pilot.pause()
+    await settled(pilot)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
@@ -39,7 +34,9 @@ async def test_the_verdict_keeps_its_ci_and_both_d2_figures_on_the_first_page(tm
     async with app.run_test(size=size) as pilot:
         await finished(pilot)
         lines = screen_lines(app)
-        header = "\n".join(lines[: app.query_one("#header").region.height])
+        header_pane = app.query_one("#header", HeaderPane)
+        header = "\n".join(lines[: header_pane.region.height])
+        assert header_pane.shows_every_line(), header  # settled: the height is its lines'
         assert "1.124× [1.009, 1.157]" in header, header  # patched's speedup and its CI
         assert re.search(r"252 vs 14\.0 ms", header), header  # stock's and patched's Δ2 at 4K
         text = "\n".join(lines)

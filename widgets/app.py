@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from mlatui.views.report import SUMMARY_EVENT_TYPES
 from widgets.controls import KEY_BINDINGS, ControlsMixin
 from widgets.messages import RunFailed, RunFinished
 from widgets.pages import PagesMixin
+from widgets.panes import HeaderPane
 from widgets.render import ViewInfo
 from widgets.zoom import ZoomMixin
 
@@ -49,6 +51,10 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
         self._held: list[Event] = []
         self._epoch = getattr(source, "epoch", 0)
         self._done = False
+        self._settling = False
+        # set once the finished run's last fold is on screen, laid out and painted (the finish
+        # notice posted, the header's height its lines'); cleared by a seek back
+        self.settled = asyncio.Event()
         self.compact = False
         self.page = 0
         self.ticks = 0
@@ -112,6 +118,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             self._epoch = epoch
             self.dash = DashboardState()
             self.events = []
+            self.settled.clear()
         events = self.source.drain()
         if self.paused:
             self._held.extend(events)
@@ -126,9 +133,12 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             for pane in self.panes():
                 if pane.section in changed or (pane.section == "header" and "phase" in changed):
                     pane.redraw()
-        if not self._done and self.source.finished and not self._held:
-            self._done = True
-            self.post_message(RunFinished(self.dash.status))
+        if self.source.finished and not self._held and not self.settled.is_set():
+            if not self._done:
+                self._done = self._settling = True
+                self.post_message(RunFinished(self.dash.status))  # its handler settles
+            elif not self._settling:  # the end again after a seek back
+                self._settle()
 
     def _apply(self, events: list[Event]) -> None:
         if not events:
@@ -159,6 +169,25 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
         else:
             where = getattr(self.source, "record_path", None)
             self.notify(f"run {message.status}; recording kept at {where}", title="done")
+        self._settle()
+
+    def _settle(self) -> None:
+        """After the next refresh, declare the screen settled if the header shows every line of
+        the last fold (else lay it out once more and look again)."""
+        self._settling = True
+
+        def check() -> None:
+            header = self.query_one(HeaderPane)
+            if not self.source.finished or self._held:  # a seek back meanwhile
+                self._settling = False
+            elif header.shows_every_line():
+                self._settling = False
+                self.settled.set()
+            else:
+                header.refresh(layout=True)
+                self.call_after_refresh(check)
+
+        self.call_after_refresh(check)
 
     def on_run_failed(self, message: RunFailed) -> None:
         self.notify(

@@ -108,7 +108,7 @@ class ControlsMixin(DashboardHost):
             self.paused = not self.paused
             if not self.paused:
                 self._tick()
-        self.query_one(HeaderPane).refresh()
+        self.query_one(HeaderPane).redraw()
 
     def action_step(self) -> None:
         if (playback := self.source.playback) is not None:
@@ -118,7 +118,7 @@ class ControlsMixin(DashboardHost):
     def _set_speed(self, factor: float) -> None:
         if (playback := self.source.playback) is not None:
             playback.set_speed(playback.speed * factor)
-            self.query_one(HeaderPane).refresh()
+            self.query_one(HeaderPane).redraw()
 
     def action_faster(self) -> None:
         self._set_speed(2.0)

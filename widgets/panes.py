@@ -3,6 +3,7 @@ widgets.arm or widgets.figure. The events log and the L=1 table scroll."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -89,12 +90,64 @@ class ScrollPane(_Section, VerticalScroll):
             self.call_after_refresh(self.scroll_end, animate=False)
 
 
+@dataclass(frozen=True)
+class HeaderPass:
+    """The header's lines for one content width, from one reading of the state: the layout's
+    height and the lines drawn are both this text's."""
+
+    width: int
+    text: Text
+
+    @property
+    def lines(self) -> int:
+        return self.text.plain.count("\n") + 1
+
+
 class HeaderPane(Pane):
+    """Its height follows its lines (the verdict strip takes one to three): the layout asks
+    for the lines at the width it lays out, render draws the same pass, and a redraw that
+    changes the line count lays the screen out again (a repaint alone would keep the old
+    height and hide the last lines)."""
+
     section = "header"
     can_focus = False
 
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._pass: HeaderPass | None = None  # the last lines computed
+        self._laid_out_lines = 0  # the lines the layout made room for
+
+    def _lines_at(self, width: int) -> HeaderPass:
+        view = self.app.view_info()  # type: ignore[attr-defined]
+        self._pass = HeaderPass(width, r.header_text(self.state, view, width))
+        return self._pass
+
     def content(self) -> Text:
-        return r.header_text(self.state, self.app.view_info(), self.content_size.width)  # type: ignore[attr-defined]
+        return self._lines_at(self.content_size.width).text
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        self._laid_out_lines = self._lines_at(width).lines
+        return self._laid_out_lines
+
+    def render(self) -> Text:
+        drawn = self._pass
+        if drawn is None or drawn.width != self.content_size.width:
+            drawn = self._lines_at(self.content_size.width)
+        return drawn.text
+
+    def redraw(self) -> None:
+        lines = self._lines_at(self.content_size.width).lines
+        self.refresh(layout=lines != self._laid_out_lines)
+
+    def shows_every_line(self) -> bool:
+        """The layout made room for exactly the lines drawn last, at the width they were drawn."""
+        drawn = self._pass
+        return (
+            drawn is not None
+            and drawn.width == self.content_size.width
+            and drawn.lines == self._laid_out_lines
+            and self.content_size.height >= drawn.lines
+        )
 
 
 class ArmPane(Pane):
