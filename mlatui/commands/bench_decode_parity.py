@@ -48,7 +48,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--versus",
         default="mlx_lm,mlx_lm-thread,sync-loop",
         help="what mlatui's blocks are paired with, comma-separated, each with its own rounds "
-        "(default: mlx_lm,mlx_lm-thread,sync-loop)",
+        "(default: mlx_lm,mlx_lm-thread,sync-loop; mlx_lm-aa: the A/A, mlx_lm-thread against "
+        "itself, the harness's own spread)",
     )
     parser.add_argument(
         "--max-seconds",

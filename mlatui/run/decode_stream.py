@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.measure.plans import Setting
@@ -32,6 +31,7 @@ from mlatui.run.runtime import (
     draft_model_block,
     mtp_block,
     plain_block,
+    sync_streams,
 )
 from mlatui.run.spec import require_trimmable
 
@@ -155,11 +155,11 @@ def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) ->
 
 
 def sync_after_block(lockstep: bool) -> None:
-    """Under mlx.launch, after the clock: mlx-lm's generator leaves its next step in flight, and
-    its all_sums would interleave with the next lockstep collective (garbage sums)."""
+    """Under mlx.launch, after the clock: a step left in flight would interleave its all_sums
+    with the next lockstep collective (garbage sums). Every block already ends with
+    `sync_streams`; this keeps the lockstep guarantee where the phases state it."""
     if lockstep:
-        mx.synchronize()
-        mx.synchronize(generation_stream)
+        sync_streams()
 
 
 def run_block(

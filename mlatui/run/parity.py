@@ -13,7 +13,10 @@ Three ways to decode `n` tokens from one prefilled context, paired by the sample
   model, 32-token blocks: 383 vs 361 ms), and mlatui's arms run on worker threads: this pair
   separates the harness from that thread effect;
 - "sync-loop" (plain only): the synchronous loop mlatui used before (one `mx.eval` and `.item()`
-  per token, no overlap), to show what pipelining is worth on the device.
+  per token, no overlap), to show what pipelining is worth on the device;
+- "mlx_lm-aa": the A/A beside them: the direct call on a plain thread paired with the same call
+  on another plain thread, each from its own copy of the cache (and draft), so the harness's own
+  spread shows beside the mlatui pairings (its first side is named "mlx_lm-thread").
 
 Each block is a fresh generation of `n` tokens from the context (both sides rewind), timed from
 the call to its last token. The ratio is tok/s(mlatui) / tok/s(other), a median over quads with
@@ -64,15 +67,21 @@ from mlatui.run.spec import plain_step
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0
-SIDES = ("mlx_lm", "mlx_lm-thread", "sync-loop")
+AA = "mlx_lm-aa"
+SIDES = ("mlx_lm", "mlx_lm-thread", "sync-loop", AA)
+
+
+def first_side(other: str) -> str:
+    """The side paired with `other`: mlatui's arm, or for the A/A another direct call."""
+    return "mlx_lm-thread" if other == AA else "mlatui"
 
 
 @dataclass(frozen=True)
 class ParityResult:
-    other: str  # mlx_lm | sync-loop
+    other: str  # one of SIDES
     depth: int
     tok_s: dict[str, float]  # side -> median tok/s
-    ratio: Interval  # tok/s mlatui / tok/s other
+    ratio: Interval  # tok/s first_side(other) / tok/s other
     outcome: Outcome
     samples_ms: dict[str, list[float]]
     rounds: int
@@ -138,7 +147,7 @@ class ParityPlan:
             control_width=1,
             control_quads=1,
             tolerance_pct=TOLERANCE_PCT,
-            arms=("mlatui", other),
+            arms=(first_side(other), other),
             seed=stable_seed(self.seed, "parity", other),
             settle=False,
         )
@@ -189,26 +198,31 @@ class Direct:
 
 
 class _Sides:
-    """The three ways of decoding a block from the same prefilled context: the arm on its
-    worker thread (mlatui), the direct copy on the main thread, the direct copy on a plain
-    thread."""
+    """The ways of decoding a block from the same prefilled context: the arm on its worker
+    thread (mlatui), the direct copy on the main thread, the direct copy on a plain thread, and
+    for the A/A (`twin`) a second direct copy on a second plain thread."""
 
-    def __init__(self, arm: Arm, direct: Direct, plan: ParityPlan) -> None:
-        self.arm, self.direct, self.plan = arm, direct, plan
+    def __init__(self, arm: Arm, direct: Direct, plan: ParityPlan, twin: Direct | None) -> None:
+        self.arm, self.direct, self.plan, self.twin = arm, direct, plan, twin
         self.worker = ArmWorker(arm, Baton())
         self.thread = PlainThread()
+        self.twin_thread = PlainThread() if twin is not None else None
         base_len, first, context = direct.base_len, plan.first, plan.context_tokens
         self.stream = self.worker.call(lambda a: open_stream(a, base_len, first, context))
 
     def close(self) -> None:
         self.worker.close()
         self.thread.close()
+        if self.twin_thread is not None:
+            self.twin_thread.close()
 
     def sample(self, other: str, widths: tuple[int, ...], deadline: float | None) -> SamplerRun:
         """mlatui against `other` over `widths` (width w: depth w - 1), rounds ending by
         `deadline` (monotonic) after a whole pair."""
         hooks = Hooks(
-            self._measure(other), between_rounds=self._between_rounds(), decide_more=until(deadline)
+            self._measure(other),
+            between_rounds=self._between_rounds(other),
+            decide_more=until(deadline),
         )
         with unpinned():  # as the decode phases run their blocks
             return sample_context(self.plan.sampler_plan(other, widths), hooks)
@@ -221,6 +235,9 @@ class _Sides:
             k = blocks[(side, width)] = blocks.get((side, width), -1) + 1
             seed = stable_seed(plan.seed, "parity", width, k)  # the k-th block of each side
             block = Block(plan.first, plan.tokens, width - 1)
+            if side == first_side(AA) and self.twin is not None and self.twin_thread is not None:
+                twin = self.twin  # the A/A's first side
+                return self.twin_thread.call(lambda: twin.block(block, plan.sampling, seed))
             if side == "mlatui":
 
                 def go(a: Arm) -> float:
@@ -229,24 +246,29 @@ class _Sides:
                     return run_block(a, stream, setting, block.tokens, plan.sampling, seed).ms
 
                 return self.worker.call(go)
-            if other == "mlx_lm-thread":
+            if other in ("mlx_lm-thread", AA):
                 return self.thread.call(lambda: direct.block(block, plan.sampling, seed))
             return direct.block(block, plan.sampling, seed, sync=other == "sync-loop")
 
         return measure
 
-    def _between_rounds(self) -> Callable[[int], None]:
-        worker, direct, arm = self.worker, self.direct, self.arm
+    def _between_rounds(self, other: str) -> Callable[[int], None]:
+        worker, direct, arm, twin = self.worker, self.direct, self.arm, self.twin
+        first_cache = twin.cache if other == AA and twin is not None else arm.caches
 
         def fresh(round_index: int) -> None:
-            sides = [lambda: worker.call(recopy_stream_caches), direct.recopy]
+            first = twin.recopy if other == AA and twin is not None else None
+            sides = [first or (lambda: worker.call(recopy_stream_caches)), direct.recopy]
             for recopy in sides if round_index % 2 == 0 else sides[::-1]:
                 recopy()
 
         def swap(_round_index: int) -> None:  # as the arms exchange theirs (CacheRounds)
-            worker.call(lambda a: evaluate_held(a.caches))
+            if first_cache is arm.caches:
+                worker.call(lambda a: evaluate_held(a.caches))
+            else:
+                evaluate_held(first_cache)
             evaluate_held(direct.cache)
-            swap_caches(arm.caches, direct.cache)
+            swap_caches(first_cache, direct.cache)
 
         return {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(
             cache_rounds(), lambda _r: None
@@ -270,10 +292,13 @@ def run_parity(
     depth = plan.depth if arm.draft is not None else 0
     prefill(arm, plan.context_tokens)
     base_len = cache_len(arm.caches)
-    direct_draft = make_draft(arm) if depth and make_draft else None
-    sides = _Sides(arm, Direct(arm, direct_draft, plan.context_tokens, base_len), plan)
+    def direct() -> Direct:
+        draft = make_draft(arm) if depth and make_draft else None
+        return Direct(arm, draft, plan.context_tokens, base_len)
+
+    sides = _Sides(arm, direct(), plan, direct() if AA in plan.versus else None)
     both = (1, depth + 1) if depth else (1,)
-    widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,)}
+    widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,), AA: both}
     results: list[ParityResult] = []
     started = time.monotonic()
     try:
@@ -287,8 +312,9 @@ def run_parity(
             for width in widths_of[other]:
                 result = _width_result(run, other, width, plan.tokens)
                 results.append(result)
+                first = first_side(other)
                 progress(
-                    f"{other} depth {result.depth}: mlatui {result.tok_s['mlatui']:.1f} tok/s vs "
+                    f"{other} depth {result.depth}: {first} {result.tok_s[first]:.1f} tok/s vs "
                     f"{result.tok_s[other]:.1f}, ratio {interval_text(result.ratio)}"
                 )
     finally:
@@ -313,7 +339,7 @@ def _parity_arm(model: Any, make_draft: Callable[[Arm], Any] | None, source: Any
 def _width_result(run: SamplerRun, other: str, width: int, tokens: int) -> ParityResult:
     ms_ratio = run.final.ratio[width]  # ms(mlatui) / ms(other)
     tok_ratio = Interval(1 / ms_ratio.median, 1 / ms_ratio.high, 1 / ms_ratio.low, ms_ratio.n)
-    sides = ("mlatui", other)
+    sides = (first_side(other), other)
     samples = {
         side: [t.ms for t in run.timings if t.arm == side and t.width == width] for side in sides
     }

@@ -9,8 +9,9 @@ the verify's single sync point.
 
 State convention (mlatui/run/drafts.py): a cache covers every token of the stream but the last one,
 which the next block feeds first. A block's time runs from its start to its last token (a user's
-generation of `n` tokens after a prompt cache hit); the pending overlapped step is synced after
-the clock stops, so it never leaks into the other arm's block.
+generation of `n` tokens after a prompt cache hit); after the clock stops, every stream the block
+used is synced (`sync_streams`), so the pending overlapped step never leaks into the other arm's
+block.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.generate import generate_step, speculative_generate_step
+from mlx_lm.generate import generate_step, generation_stream, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 from mlx_lm.sample_utils import apply_top_p, make_sampler
 
@@ -96,6 +97,16 @@ class BlockResult:
     steps: list[VerifyStep] = field(default_factory=list)  # empty for plain decode
 
 
+def sync_streams() -> None:
+    """Wait for every stream a decode block runs on, on the calling thread: its default stream
+    (mlatui's MTP loop) and mlx-lm's `generation_stream` (thread-local), where `generate_step`
+    and `speculative_generate_step` run the target and the draft model and leave the next step
+    in flight. `mx.synchronize()` alone waits on the default stream only, so that step's time
+    landed in whatever ran next (the other arm's block)."""
+    mx.synchronize()
+    mx.synchronize(generation_stream)
+
+
 def _timed(gen, n: int) -> tuple[list[Any], float]:
     start = time.perf_counter_ns()
     out = []
@@ -108,7 +119,7 @@ def _timed(gen, n: int) -> tuple[list[Any], float]:
     # `finally`) runs now rather than whenever the generator is collected, and the overlapped
     # next step is synced so it never lands in the next block's time
     gen.close()
-    mx.synchronize()
+    sync_streams()
     return out, ms
 
 
@@ -194,7 +205,7 @@ def mtp_block(
         hidden = h[:, keep : keep + 1]  # (1, 1, D)
         y = mx.array([nxt], mx.uint32)
     ms = (time.perf_counter_ns() - start) / 1e6
-    mx.synchronize()
+    sync_streams()
     return BlockResult(tokens, ms, steps), hidden
 
 

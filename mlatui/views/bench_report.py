@@ -217,12 +217,13 @@ def parity_report(records: Sequence[BenchRecord]) -> str:
         sides.setdefault((r.settings["versus"], r.settings["depth"]), {})[r.arm] = r.settings
     rows = []
     for (other, depth), by_arm in sides.items():
-        s = by_arm["mlatui"]
+        first = next(arm for arm in by_arm if arm != other)  # mlatui, or the A/A's first side
+        s = by_arm[first]
         ratio = Interval(s["ratio"], s["ratio_low"], s["ratio_high"], max(s["rounds_done"], 1))
         rows.append(
             [
                 "plain" if depth == 0 else f"depth {depth}",
-                other,
+                other if first == "mlatui" else f"{other} ({first} vs itself)",
                 f"{s['tok_s']:.1f}",
                 f"{by_arm[other]['tok_s']:.1f}",
                 interval_text(ratio),
@@ -237,7 +238,15 @@ def parity_report(records: Sequence[BenchRecord]) -> str:
         + "\n\nmlatui: run_block on an arm worker thread, as the decode phases run it; mlx_lm: a "
         "direct generate_step / speculative_generate_step call on the main thread from a copy of "
         "the same cache (mlx_lm-thread: the same call from a second plain thread); sync-loop: one "
-        "synced step per token (mlatui before pipelining).\n"
+        "synced step per token (mlatui before pipelining)"
+        + (
+            "; mlx_lm-aa: the A/A, mlx_lm-thread against the same call on another plain thread, "
+            "each from its own copy of the cache (the mlatui columns hold the first copy's): the "
+            "harness's own spread"
+            if any(r.settings["versus"] == "mlx_lm-aa" for r in records)
+            else ""
+        )
+        + ".\n"
     )
 
 
