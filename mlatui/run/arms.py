@@ -25,6 +25,7 @@ import mlx.nn as nn
 from mlatui.gate import mla
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant
 from mlatui.host.distributed import beat, local_rank
+from mlatui.host.wired import sync_streams
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
 from mlatui.run.arm_plan import gate_model
@@ -197,6 +198,7 @@ class ArmWorker:
         while True:
             item = self._queue.get()
             if item is None:
+                sync_streams()  # see close()
                 return
             fn, future, arm = item
             if not future.set_running_or_notify_cancel():
@@ -215,6 +217,8 @@ class ArmWorker:
         return future.result()
 
     def close(self) -> None:
+        """Its thread's last work syncs every stream it used (they are per thread), so nothing
+        runs on them once it ended: the wired limit is left after (host.wired)."""
         if self.host is None:
             self._queue.put(None)
             self._thread.join(timeout=30)

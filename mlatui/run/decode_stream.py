@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
+from mlatui.host.wired import sync_streams
 from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
 from mlatui.run.drafts import DraftModelSource
@@ -31,7 +32,6 @@ from mlatui.run.runtime import (
     draft_model_block,
     mtp_block,
     plain_block,
-    sync_streams,
 )
 from mlatui.run.spec import require_trimmable
 

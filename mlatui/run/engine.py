@@ -8,6 +8,7 @@ become an ErrorEvent and a RunEnd with status "error".
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from mlatui.config.run_plan import RunPlan, resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler
+from mlatui.host.wired import WiredLimit, wired_memory
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -89,6 +91,8 @@ class _Run:
         self.ctx: RunContext | None = None
         self.header_sent = False
         self.end_sent = False
+        self.held = contextlib.ExitStack()  # the wired limit, left once every worker synced
+        self.wired = WiredLimit()
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0) / 1e9
@@ -116,7 +120,8 @@ class _Run:
                 self.emit(error_event(e, self.dist, self.now))
         finally:
             self._stop_sampler()
-            self._close_workers()
+            self._close_workers()  # each worker syncs its streams before it ends
+            self.held.close()
             self.dist.close()
         if not self.end_sent:
             self.emit(RunEnd(self.now(), status, self.book.invalid_contexts()))
@@ -155,6 +160,7 @@ class _Run:
             and self.dist.lockstep is None
         )
         arms = build_arms(loaded.model, setup.gates, pass_variants(passes[0]), setup.sources.models)
+        self.wired = self.held.enter_context(wired_memory(loaded.model))  # both arms loaded
         key = self._open(plan, loaded, setup, arms[1].report, fit)
         tokens_for = text_tokens(loaded, plan.seed)  # tokenized once, for every pass
         for n, run_pass in enumerate(passes):
@@ -248,12 +254,15 @@ class _Run:
         """The header (the plan in its settings), the opening log lines, the memory sampler;
         returns the key the harness bias is kept under."""
         settings, key = header_settings(plan, loaded, setup)
+        if self.wired.limit_bytes is not None:
+            settings["wired_limit"] = self.wired.describe()
         scenario = plan.scenario
         self.emit(header(scenario, plan.model, loaded, report, settings, self.dist.describe()))
         self.header_sent = True
         notices = opening_notices(loaded, plan, report, fit)
         first, uncounted = arms_notices(setup.runtime.describe(), settings["arms"], plan.null)
-        for level, text in [first, *notices, *uncounted]:
+        said = [("warning", f"mlx-lm: {self.wired.said}")] if self.wired.said else []
+        for level, text in [first, *notices, *uncounted, *said]:
             self.emit(LogMessage(self.now(), level, text))
         if self.dist.leader:  # the others' figures would go nowhere: only rank 0 records
             emit = self.emit

@@ -25,10 +25,11 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.generate import generate_step, generation_stream, speculative_generate_step
+from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 from mlx_lm.sample_utils import apply_top_p, make_sampler
 
+from mlatui.host.wired import sync_streams
 from mlatui.measure.acceptance import VerifyStep, steps_from_flags
 from mlatui.models.mx_typed import as_ints
 from mlatui.run.spec import accept_sampled
@@ -95,16 +96,6 @@ class BlockResult:
     tokens: list[int]
     ms: float
     steps: list[VerifyStep] = field(default_factory=list)  # empty for plain decode
-
-
-def sync_streams() -> None:
-    """Wait for every stream a decode block runs on, on the calling thread: its default stream
-    (mlatui's MTP loop) and mlx-lm's `generation_stream` (thread-local), where `generate_step`
-    and `speculative_generate_step` run the target and the draft model and leave the next step
-    in flight. `mx.synchronize()` alone waits on the default stream only, so that step's time
-    landed in whatever ran next (the other arm's block)."""
-    mx.synchronize()
-    mx.synchronize(generation_stream)
 
 
 def _timed(gen, n: int) -> tuple[list[Any], float]:

@@ -197,6 +197,11 @@ def header_fields(h: RunHeader) -> list[Field]:
             if d.get("blas_threading")
             else []
         ),
+        *(
+            [Field("wired_limit", "wired memory", st["wired_limit"])]
+            if st.get("wired_limit")
+            else []
+        ),
         Field("mlx", "mlx", h.mlx_version),
         Field("mlx_lm", "mlx-lm", h.mlx_lm_version),
         *_runtime_fields(st),
