@@ -4,6 +4,7 @@ psutil without `io_counters`. Each test fails if the guard it covers is removed.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
@@ -102,3 +103,157 @@ def test_no_wired_limit_where_the_device_has_no_working_set(monkeypatch):
     with wired_memory(None) as wired:
         assert wired.limit_bytes is None
     assert calls == []
+
+
+@pytest.fixture
+def metal_gpu(metal, monkeypatch):
+    """The fake Metal backend with the GPU as default device, as on a Mac."""
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)
+    return metal
+
+
+def available_now(monkeypatch, available: int) -> None:
+    import psutil
+
+    real = psutil.virtual_memory()
+    fake = real._replace(available=available)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: fake)
+
+
+def ranks_on_hosts(monkeypatch, *hosts: str) -> None:
+    """This process as rank 0 of ranks on `hosts` (mx.distributed's world, as world() keeps it)."""
+    from mlatui.host import distributed
+
+    world = distributed.World(0, len(hosts), "ring", hosts)
+    monkeypatch.setattr(distributed, "_world", world)
+
+
+def test_the_fit_reads_the_smaller_of_metals_working_set_and_what_is_available_now(
+    metal_gpu, monkeypatch
+):
+    from mlatui.models.fit import device_memory
+
+    available_now(monkeypatch, 40 * GB)
+    assert device_memory() == (WORKING_SET, "Metal working set (recommended)")
+    available_now(monkeypatch, 10 * GB)  # other apps hold the rest of the unified memory
+    have, what = device_memory()
+    assert have == 10 * GB and what.startswith("available now, under Metal's recommended")
+
+
+def test_ranks_on_one_mac_each_fit_against_their_share(metal_gpu, monkeypatch):
+    from mlatui.models.fit import FitError, estimate, refuse_unless_fits
+
+    available_now(monkeypatch, 40 * GB)
+    config = {"num_hidden_layers": 2, "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    ranks_on_hosts(monkeypatch, "mac-a", "mac-b")  # one rank per Mac: the whole working set
+    refuse_unless_fits(estimate(config, "bfloat16", 10 * GB, 1024), force=False)
+    ranks_on_hosts(monkeypatch, "mac", "mac")  # mlx.launch -n 2 on one Mac: half each
+    e = estimate(config, "bfloat16", 10 * GB, 1024)
+    assert e.device_bytes == WORKING_SET // 2 and "shared by 2 ranks on this host" in e.device_what
+    with pytest.raises(FitError):
+        refuse_unless_fits(e, force=False)
+
+
+def metal_header():
+    from dataclasses import replace
+
+    from ui_events import header
+
+    h = header()
+    return replace(h, platform="darwin", device={**h.device, "backend": "metal"})
+
+
+def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):
+    from mlatui.host.memory import sample_memory
+    from mlatui.views.dashboard_state import DashboardState
+    from widgets.render import memory_text
+
+    monkeypatch.setattr("mlatui.host.memory.footprint_bytes", lambda: 3 * GB)
+    state = DashboardState()
+    state.apply(metal_header())
+    first = sample_memory(1.0)
+    assert first.device_limit_bytes == WORKING_SET and first.process_footprint_bytes == 3 * GB
+    from dataclasses import replace
+
+    state.apply(replace(first, swap_used_bytes=2 * GB))  # a Mac swaps a little all the time
+    calm = memory_text(state, 160).plain
+    assert "/ 16.0 GB Metal working set (recommended)" in calm and "device limit" not in calm
+    assert "process footprint 3.0 GB" in calm and "RSS" not in calm
+    assert "swap +0 B since start" in calm
+    state.apply(replace(first, t=2.0, swap_used_bytes=2 * GB + 500 * 10**6))
+    swapping = memory_text(state, 160)
+    assert "swap +500.0 MB since start" in swapping.plain
+    grown = swapping.plain.index("+500.0 MB")
+    assert any(s.style == "yellow" and s.start <= grown < s.end for s in swapping.spans)
+
+
+def test_a_linux_pane_keeps_its_words():
+    from mlatui.stream.events import MemorySample
+    from mlatui.views.dashboard_state import DashboardState
+    from ui_events import header
+    from widgets.render import memory_text
+
+    state = DashboardState()
+    state.apply(header())
+    state.apply(MemorySample(1.0, 1, 2, 3, 8 * GB, 5 * GB, 6 * GB, 16 * GB, 0))
+    text = memory_text(state, 160).plain
+    assert "device limit" in text and "process RSS 5.0 GB" in text and "swap 0 B" in text
+
+
+def test_load_progress_counts_mlx_memory_where_psutil_has_no_io_counters(monkeypatch):
+    import psutil
+
+    from mlatui.models.load_watch import read_counter
+
+    assert read_counter()[1] == "process read bytes"  # Linux: psutil has them
+    monkeypatch.delattr(psutil.Process, "io_counters")  # as on macOS
+    read, measure = read_counter()
+    assert measure == "mlx active memory" and read() >= 0
+
+
+def quick_run(tmp_path) -> str:
+    from mlatui.run.engine import run
+
+    scenario = tiny_with_phase(tmp_path / "tune.toml", QUICK_TUNE, 0.8)
+    events: list = []
+    status = run(RunConfig(scenario=str(scenario), random_weights=True), events.append)
+    errors = [e for e in events if type(e).__name__ == "ErrorEvent"]
+    assert not errors, errors
+    return status
+
+
+@pytest.mark.system
+def test_a_short_run_completes_without_os_sched(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.delattr(os, "sched_getaffinity")  # as on macOS
+    monkeypatch.delattr(os, "sched_setaffinity")
+    assert quick_run(tmp_path) == "completed"
+
+
+@pytest.mark.system
+def test_a_short_run_completes_where_proc_cannot_be_read(monkeypatch, tmp_path):
+    import builtins
+    import os
+
+    real_open, real_listdir = builtins.open, os.listdir
+
+    def refuse(path) -> None:
+        """mlatui's own reads of /proc fail (psutil reads it on Linux and has its own way on
+        macOS, so its reads go on)."""
+        caller = sys._getframe(2).f_globals.get("__name__", "")
+        if str(path).startswith("/proc") and caller.startswith("mlatui"):
+            raise PermissionError(13, "Permission denied", str(path))
+
+    def open_(file, *a, **k):
+        refuse(file)
+        return real_open(file, *a, **k)
+
+    def listdir(path="."):
+        refuse(path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(os, "listdir", listdir)
+    monkeypatch.delenv("MLATUI_ARM_CPUS", raising=False)  # arms pinned: decode unpins
+    assert quick_run(tmp_path) == "completed"

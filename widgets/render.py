@@ -298,7 +298,7 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     if m is None:
         return [Text("no memory sample yet", style="dim")]
     limit = m.device_limit_bytes or m.system_total_bytes
-    limit_name = "device limit" if m.device_limit_bytes else "RAM"
+    limit_name = _limit_name(state) if m.device_limit_bytes else "RAM"
     mlx = m.mlx_active_bytes + m.mlx_cache_bytes
     level = pressure(mlx, limit)
     bar_w = max(6, min(30, width - 56))
@@ -326,13 +326,31 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
         f" {bytes_text(used)} of {bytes_text(m.system_total_bytes)}"
         f" · {bytes_text(m.system_available_bytes)} free\n"
     )
-    t.append("process RSS ", style="bold")
-    t.append(f"{bytes_text(m.process_rss_bytes)} ")
+    footprint = m.process_footprint_bytes  # macOS: GPU memory included, which RSS leaves out
+    t.append("process RSS " if footprint is None else "process footprint ", style="bold")
+    t.append(f"{bytes_text(m.process_rss_bytes if footprint is None else footprint)} ")
     rss = list(state.rss_history)
     t.append_text(sparkline(rss, [False] * len(rss), max(4, min(24, width - 40)), 1, "cyan"))
     t.append("  swap ", style="bold")
-    t.append(bytes_text(m.swap_used_bytes), style="yellow" if m.swap_used_bytes else "")
+    t.append_text(_swap_text(m.swap_used_bytes, state.swap_start_bytes or 0))
     return list(t.split("\n"))
+
+
+def _limit_name(state: DashboardState) -> str:
+    """Metal's limit is a recommendation (unified memory: other apps share it), not a limit."""
+    device = (state.header.device or {}) if state.header is not None else {}
+    return "Metal working set (recommended)" if device.get("backend") == "metal" else "device limit"
+
+
+def _swap_text(used: int, at_start: int) -> Text:
+    """Swap as its change since the run started (a Mac swaps a little all the time): yellow only
+    when it grew; with no swap at the start the change is all of it."""
+    grown = used - at_start
+    style = "yellow" if grown > 0 else ""
+    if not at_start:
+        return Text(bytes_text(used), style=style)
+    sign = "+" if grown >= 0 else "−"
+    return Text(f"{sign}{bytes_text(abs(grown))} since start", style=style)
 
 
 LEVEL_STYLE = {"info": "", "warning": "yellow", "error": "bold red"}

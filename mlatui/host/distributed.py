@@ -145,6 +145,14 @@ def local_rank() -> int:
     return sum(1 for r in range(w.rank) if w.hosts[r] == w.hosts[w.rank])
 
 
+def host_ranks() -> int:
+    """How many ranks share this host and its memory (1 for a single process)."""
+    w = _world
+    if w is None:
+        return 1
+    return sum(1 for host in w.hosts if host == w.hosts[w.rank])
+
+
 def group() -> Group | None:
     world()
     return _group

@@ -1,4 +1,5 @@
-"""Memory samples: MLX allocator counters, the device's limit, process RSS, system memory, swap.
+"""Memory samples: MLX allocator counters, the device's limit, process RSS (and on macOS its
+physical footprint), system memory, swap.
 
 The MLX memory queries are process-global (not per stream), so the sampler may run on its own
 thread. It never touches the UI: it hands each `MemorySample` to `emit`, which must be cheap and
@@ -7,6 +8,8 @@ thread-safe (a queue put or a recorder write).
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +35,57 @@ def device_limit_bytes(info: dict[str, Any] | None = None) -> int | None:
     return None
 
 
+class TaskVMInfo(ctypes.Structure):
+    """The head of macOS's task_vm_info_data_t (<mach/task_info.h>) up to rev1's
+    `phys_footprint`: the memory Activity Monitor charges to the process, Metal buffers included
+    (on unified memory RSS leaves out what the GPU holds)."""
+
+    _fields_ = [
+        ("virtual_size", ctypes.c_uint64),
+        ("region_count", ctypes.c_int32),
+        ("page_size", ctypes.c_int32),
+        *((name, ctypes.c_uint64) for name in (
+            "resident_size", "resident_size_peak", "device", "device_peak", "internal",
+            "internal_peak", "external", "external_peak", "reusable", "reusable_peak",
+            "purgeable_volatile_pmap", "purgeable_volatile_resident", "purgeable_volatile_virtual",
+            "compressed", "compressed_peak", "compressed_lifetime", "phys_footprint",
+        )),
+    ]  # fmt: skip
+
+
+TASK_VM_INFO = 22  # the task_info flavor
+_task_info: Any = None
+
+
+def footprint_bytes() -> int | None:
+    """The process's physical footprint on macOS (task_info TASK_VM_INFO), None elsewhere or if
+    the call fails."""
+    global _task_info
+    if sys.platform != "darwin":
+        return None
+    try:
+        if _task_info is None:
+            system = ctypes.CDLL("/usr/lib/libSystem.B.dylib")
+            task = ctypes.c_uint32.in_dll(system, "mach_task_self_")
+            call = system.task_info
+            call.argtypes = [
+                ctypes.c_uint32,
+                ctypes.c_int,
+                ctypes.POINTER(TaskVMInfo),
+                ctypes.POINTER(ctypes.c_uint32),
+            ]
+            call.restype = ctypes.c_int
+            _task_info = (call, task.value)
+        call, task = _task_info
+        info = TaskVMInfo()
+        count = ctypes.c_uint32(ctypes.sizeof(TaskVMInfo) // 4)  # in natural_t (4-byte) units
+        if call(task, TASK_VM_INFO, ctypes.byref(info), ctypes.byref(count)) != 0:
+            return None
+        return int(info.phys_footprint)
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
 def sample_memory(t: float, limit_bytes: int | None = -1) -> MemorySample:
     """One sample at run time `t` (seconds). `limit_bytes=-1` queries the device limit now; pass a
     cached value (or None) to skip that query."""
@@ -46,6 +100,7 @@ def sample_memory(t: float, limit_bytes: int | None = -1) -> MemorySample:
         system_available_bytes=int(vm.available),
         system_total_bytes=int(vm.total),
         swap_used_bytes=int(psutil.swap_memory().used),
+        process_footprint_bytes=footprint_bytes(),
     )
 
 

@@ -107,7 +107,9 @@ def folder_weights_bytes(folder: str | Path) -> int:
 
 
 def device_memory() -> tuple[int | None, str]:
-    """What the run may use: Metal's recommended working set, CUDA's free memory, RAM on CPU."""
+    """What the run may use: on Metal the smaller of its recommended working set and the memory
+    available now (unified memory: other apps hold part of it), CUDA's free memory, RAM on CPU.
+    Memory the host shares (Metal's, the CPU's) is divided among the ranks on this host."""
     import mlx.core as mx
 
     info: dict[str, Any] = {}
@@ -116,15 +118,33 @@ def device_memory() -> tuple[int | None, str]:
     except Exception:  # noqa: BLE001 - device_info differs per backend
         pass
     if mx.default_device() == mx.gpu:
-        for key, what in (
-            ("max_recommended_working_set_size", "Metal's recommended working set"),
-            ("free_memory", "free GPU memory"),
-            ("total_memory", "GPU memory"),
-        ):
+        working_set = info.get("max_recommended_working_set_size")
+        if working_set:
+            return _host_share(*_unified_memory(int(working_set)))
+        for key, what in (("free_memory", "free GPU memory"), ("total_memory", "GPU memory")):
             if info.get(key):
                 return int(info[key]), what
         return None, "unknown"
-    return _cpu_memory()
+    return _host_share(*_cpu_memory())
+
+
+def _unified_memory(working_set: int) -> tuple[int, str]:
+    import psutil
+
+    available = int(psutil.virtual_memory().available)
+    if working_set <= available:
+        return working_set, "Metal working set (recommended)"
+    return available, f"available now, under Metal's recommended working set of {size(working_set)}"
+
+
+def _host_share(have: int, what: str) -> tuple[int, str]:
+    """One rank's share of memory that every rank on this host draws from."""
+    from mlatui.host.distributed import host_ranks
+
+    ranks = host_ranks()
+    if ranks == 1:
+        return have, what
+    return have // ranks, f"{what}, shared by {ranks} ranks on this host"
 
 
 def _cpu_memory() -> tuple[int, str]:

@@ -24,6 +24,7 @@ SCHEMA_VERSION = 7  # 2: sampler rounds, paired estimates with CIs, three-outcom
 # 7: every confidence interval is one nested Interval {median, low, high, n}: Validity.ratio,
 # PooledValidity.ratio, DecodeResult.tok_s and .vs_plain (older recordings' x/x_low/x_high
 # fields are read through mlatui.stream.legacy)
+# (7, no bump: MemorySample.process_footprint_bytes, optional with a default, None off macOS)
 ARMS = ("stock", "patched")
 
 

@@ -185,6 +185,9 @@ class MemorySample(Event):
     system_available_bytes: int
     system_total_bytes: int
     swap_used_bytes: int
+    # macOS: the process's physical footprint (task_info's phys_footprint: what Activity
+    # Monitor shows, GPU allocations included, which RSS leaves out); None elsewhere
+    process_footprint_bytes: int | None = None
 
 
 @dataclass(frozen=True)

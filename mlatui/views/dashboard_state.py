@@ -57,7 +57,8 @@ class DashboardState(DecodeFold):
         self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
         self.drifts: list[DriftEvent] = []
         self.memory: MemorySample | None = None
-        self.rss_history: deque = deque(maxlen=SERIES_POINTS)
+        self.rss_history: deque = deque(maxlen=SERIES_POINTS)  # RSS, or macOS's footprint
+        self.swap_start_bytes: int | None = None  # swap in use at the run's first sample
         self.log: deque = deque(maxlen=LOG_LINES)
         self.summaries: list[PhaseSummary] = []
         self.phase_kinds: dict[str, str] = {}
@@ -188,7 +189,10 @@ class DashboardState(DecodeFold):
 
     def _on_memory(self, e: MemorySample) -> None:
         self.memory = e
-        self.rss_history.append(e.process_rss_bytes)
+        footprint = e.process_footprint_bytes
+        self.rss_history.append(e.process_rss_bytes if footprint is None else footprint)
+        if self.swap_start_bytes is None:
+            self.swap_start_bytes = e.swap_used_bytes
         self.changed.add("memory")
 
     def _on_validity(self, e: Validity) -> None:
