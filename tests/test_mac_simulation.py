@@ -188,9 +188,10 @@ def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):
 
 
 def test_a_linux_pane_keeps_its_words():
+    from ui_events import header
+
     from mlatui.stream.events import MemorySample
     from mlatui.views.dashboard_state import DashboardState
-    from ui_events import header
     from widgets.render import memory_text
 
     state = DashboardState()
