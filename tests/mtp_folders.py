@@ -98,3 +98,43 @@ def pair(tmp_path_factory, name: str) -> Pair:
     if name not in _BUILT:
         _BUILT[name] = build_pair(tmp_path_factory.mktemp(f"mtp-{name}"), name)
     return _BUILT[name]
+
+
+def embedded_pair(root: Path, head_from: int | None = None) -> Pair:
+    """The embedded model (trained, with its MTP layer model.layers.6.*) written out in the hub
+    layout (its two shards and an index) and converted with `mlx_lm convert -q`. `head_from`: the
+    original's MTP layer replaced, tensor by tensor, with trunk layer `head_from`'s where it has
+    one (a head read from the wrong layer)."""
+    import json
+    import shutil
+
+    import mlx.core as mx
+    from mlx_lm.convert import convert
+
+    from mlatui.models import embedded, register
+
+    register()
+    original = root / ("embedded-hf" if head_from is None else f"embedded-hf-from-{head_from}")
+    shutil.copytree(embedded.MODEL_PATH, original)
+    config = json.loads((original / "config.json").read_text())
+    mtp = f"model.layers.{config['num_hidden_layers']}."
+    weight_map = {}
+    for shard in sorted(original.glob("*.safetensors")):
+        tensors = mx.load(str(shard))
+        if head_from is not None:
+            every = {
+                k: v for s in original.glob("*.safetensors") for k, v in mx.load(str(s)).items()
+            }
+            for name in [k for k in tensors if k.startswith(mtp)]:
+                other = name.replace(mtp, f"model.layers.{head_from}.", 1)
+                if other in every and every[other].shape == tensors[name].shape:
+                    tensors[name] = every[other]
+            mx.save_safetensors(str(shard), tensors, metadata={"format": "mlx"})
+        weight_map.update({k: shard.name for k in tensors})
+    (original / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": dict(sorted(weight_map.items()))})
+    )
+    converted = root / f"{original.name}-mlx4"
+    with contextlib.redirect_stdout(io.StringIO()):
+        convert(str(original), str(converted), quantize=True, q_group_size=GROUP, q_bits=4)
+    return Pair("embedded", "mlatui_mla", original, converted, config["num_hidden_layers"], 4)

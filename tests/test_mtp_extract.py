@@ -21,8 +21,8 @@ from mlx_lm.utils import load_model
 from mlatui.cli import main
 from mlatui.models.safetensors_read import read_header
 from mlatui.run.mtp import MTPHead, load_mtp_draft
-from mlatui.run.mtp_extract import extract
-from tests.mtp_folders import GROUP, OpenedFiles, Pair, pair
+from mlatui.run.mtp_extract import NEAR_TIE_LOGITS, extract, judge
+from tests.mtp_folders import GROUP, OpenedFiles, Pair, embedded_pair, pair
 
 
 @pytest.fixture(params=["glm", "dsv3"])
@@ -182,10 +182,13 @@ def test_a_hub_id_fetches_only_the_index_and_the_shard(glm, tmp_path, monkeypatc
 
 def test_the_command_line_says_what_it_did(glm, tmp_path, capsys):
     into = fresh(glm, tmp_path)
-    assert main(["mtp", "extract", str(glm.original), "--into", str(into)]) == 0
+    # random weights: the head is the right one, but nothing was learnt, so its acceptance is
+    # implausibly low for a trained head (exit 1); the tokens still match plain greedy
+    assert main(["mtp", "extract", str(glm.original), "--into", str(into)]) == 1
     out = capsys.readouterr().out
     assert f"MTP head: {into / 'mtp.safetensors'}" in out and "4-bit g32" in out
     assert "self-check:" in out and "same tokens as plain greedy" in out
+    assert "implausibly low for a trained head" in out
 
 
 def refused(argv: list[str], capsys) -> str:
@@ -291,3 +294,27 @@ def test_a_hub_id_folder_is_completed_in_the_hub_cache(glm, tmp_path, monkeypatc
     assert (snapshot / "mtp.safetensors").exists()
     model, _ = load_model(snapshot)
     assert load_mtp_draft("mlx-community/GLM-tiny-4bit", model) is not None
+
+
+def test_a_divergence_at_a_near_tie_is_reported_with_its_margin_not_failed():
+    want, margins = [5, 9, 9, 2, 7], [3.0, 2.5, 0.04, 1.9, 4.0]
+    tie = judge(32, want, margins, [5, 9, 4, 2, 7], (4, 3))
+    assert (tie.diverged_at, tie.margin, tie.passed) == (2, 0.04, True)
+    assert "from new token 2" in tie.line() and "0.04 apart (a near-tie" in tie.line()
+    wrong = judge(32, want, margins, [5, 4, 9, 2, 7], (4, 3))  # at a 2.5-logit margin
+    assert wrong.margin == 2.5 > NEAR_TIE_LOGITS and not wrong.passed
+    assert "not a near-tie" in wrong.line() and "FAILED" in wrong.line()
+    low = judge(32, want, margins, want, (16, 1))
+    assert low.matches_greedy and not low.passed and "implausibly low" in low.line()
+
+
+@pytest.mark.slow
+def test_the_embedded_model_passes_and_a_head_from_another_layer_fails(tmp_path, capsys):
+    right = embedded_pair(tmp_path)
+    assert main(["mtp", "extract", str(right.original), "--into", str(right.converted)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("self-check:"))
+    accepted, proposed = map(int, line.split()[1].split("/"))
+    assert accepted / proposed >= 0.5 and "FAILED" not in line
+    wrong = embedded_pair(tmp_path, head_from=5)
+    assert main(["mtp", "extract", str(wrong.original), "--into", str(wrong.converted)]) == 1
+    assert "implausibly low for a trained head" in capsys.readouterr().out
