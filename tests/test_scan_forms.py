@@ -207,3 +207,21 @@ def test_topk_chain_runs_counted_installed_and_pre_fix(sparse):
     assert installed == {"absorbed": {1: 1, 4: 1}, "materialised": {12: 1, 20: 1}}
     stock = _counts_and_parity(cls, "stock", WIDTHS, sparse)
     assert stock == {"absorbed": {1: 1}, "materialised": {4: 1, 12: 1, 20: 1}}
+
+
+def test_a_single_file_takes_its_family_from_its_folder(tmp_path, capsys):
+    """mlx-vlm's layout: the folder, not the file, names the family (glm4_moe_lite: 398)."""
+    one = tmp_path / "glm4_moe_lite" / "language.py"
+    one.parent.mkdir()
+    one.write_text(
+        "class Attention:\n"
+        "    def __call__(self, x, kv):\n"
+        "        B, L, D = x.shape\n"
+        "        if L == 1:\n"
+        "            q = self.embed_q(x)\n"
+        "        else:\n"
+        "            k = self.embed_q(kv, transpose=False)\n"
+    )
+    assert main(["scan", "--json", str(one)]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["root"], row["path"], row["threshold"]) == (str(one), "language.py", 398)

@@ -92,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
     found: list[Site] = []
     for label, root in roots:
         root = root.resolve()
+        folder = root.parent if root.is_file() else root
         sites = [
-            replace(s, threshold=_family_threshold(root / s.path))
+            replace(s, threshold=_family_threshold(folder / s.path))
             if s.threshold is None and _wants_threshold(s)
             else s
             for s in scan_tree(root)
