@@ -345,7 +345,9 @@ def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatc
         return BudgetPlan(self.budget_s, 9.0, 4.0, cut, ("tune: blocks of 12 -> 5 tokens",), 1)
 
     monkeypatch.setattr(budget_probe.BudgetWatch, "refit", refit)
-    monkeypatch.setattr(budget_probe.BudgetWatch, "spend", lambda self, ctx, rest=(): None)
+    monkeypatch.setattr(
+        budget_probe.BudgetWatch, "spend", lambda self, ctx, l1, checks, rest=(): (l1, [])
+    )
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
     scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))

@@ -13,7 +13,7 @@ from mlatui.measure.progress import RunProgress
 from mlatui.run import budget_spend, budget_watch
 from mlatui.run.budget_spend import extra_check_phase
 from mlatui.run.budget_watch import BudgetWatch
-from mlatui.run.phases.results import L1Quads
+from mlatui.run.phases.results import Checks, L1Quads, PassResults
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
 from mlatui.stream.interval import Interval
 
@@ -66,6 +66,12 @@ def _watch(ctx: FakeCtx, budget_s: float, predicted_s: float = 50.0) -> BudgetWa
     return watch
 
 
+def _run_checks(checks) -> Checks:
+    """The run's checks as its phases returned them (the default scenario's kinds)."""
+    kinds = [(p.name, p.kind) for p in load_scenario(str(DEFAULT)).phases]
+    return Checks().plus(checks, kinds)
+
+
 def _attempts(monkeypatch, ctx: FakeCtx, needs_s: dict) -> list:
     """The device side of an attempt, faked: pairs of rounds until the check is decided, which
     takes `needs_s[context]` seconds (absent: never), or until its deadline."""
@@ -78,8 +84,8 @@ def _attempts(monkeypatch, ctx: FakeCtx, needs_s: dict) -> list:
         need = needs_s.get(check.context)
         decided = need is not None and c.t + need <= deadline_s
         c.t = c.t + need if decided else max(c.t, deadline_s)
-        for v in checks if decided else ():
-            c.emit(replace(v, outcome="valid", valid=True, t=c.t))
+        if decided:
+            return [replace(v, outcome="valid", valid=True, t=c.t) for v in checks], L1Quads()
         return list(checks), L1Quads()
 
     monkeypatch.setattr(budget_watch, "more_l1_rounds", attempt)
@@ -90,25 +96,25 @@ def test_undecided_checks_get_the_time_left_beside_the_phases_still_to_run(monke
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0)
     checks = (_check("sweep", 512), _check("sweep", 2048), _check("sweep", 1024, "valid"))
-    for v in (*checks, _check("tune", 2048)):
-        ctx.emit(v)
+    checks = _run_checks((*checks, _check("tune", 2048)))
     ctx.t = 40.0
     assert 0 < watch.forecast_s((extra_check_phase(2048),)) < 10
     calls = _attempts(monkeypatch, ctx, {2048: 5.0})
     tune = tuple(p for p in load_scenario(str(DEFAULT)).phases if p.kind == "tune")
     rest = tuple(replace(p, reps=4) for p in tune)  # the tune still to run, at 2048
     deadline_s = 100.0 - budget_watch.FORECAST_MARGIN * watch.forecast_s(rest)
-    watch.spend(ctx, L1Quads(), rest)
+    _, decided = watch.spend(ctx, L1Quads(), checks, rest)
+    after = {(v.phase, v.context): v for v in checks.plus(decided).latest}
     # the context the tune reads its check at goes first (every phase's check there at once:
     # they read the same quads), until it is decided; then the next, until the time is up
     both = ("sweep", "tune")
     assert [c[:2] for c in calls] == [(both, 2048), (("sweep",), 512)]
     # their deadline leaves the tune its forecast time, with the margin
     assert [c[2] for c in calls] == pytest.approx([deadline_s, deadline_s])
-    assert watch.checks[("sweep", 2048)].verdict == watch.checks[("tune", 2048)].verdict == "valid"
-    assert watch.checks[("sweep", 1024)].verdict == "valid"  # a decided check is not measured
+    assert after[("sweep", 2048)].verdict == after[("tune", 2048)].verdict == "valid"
+    assert after[("sweep", 1024)].verdict == "valid"  # a decided check is not measured
     # it ends with an undecided check only when the time beside the tune's forecast is spent
-    assert [v.context for v in watch.undecided()] == [512]
+    assert [v.context for v in watch.undecided(checks.plus(decided))] == [512]
     assert watch.left_s(ctx, rest) == pytest.approx(0.0, abs=1e-6)
     assert watch.extra_s == pytest.approx(ctx.t - 40.0)
     assert ctx.t + watch.forecast_s(rest) * budget_watch.FORECAST_MARGIN <= 100.0 + 1e-6
@@ -117,13 +123,13 @@ def test_undecided_checks_get_the_time_left_beside_the_phases_still_to_run(monke
 def test_no_time_left_means_no_attempt(monkeypatch):
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0)
-    ctx.emit(_check("tune", 2048))
+    checks = _run_checks((_check("tune", 2048),))
     calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 99.0
-    watch.spend(ctx, L1Quads())
+    watch.spend(ctx, L1Quads(), checks)
     assert calls == []
     ctx.t = 10.0
-    watch.spend(ctx, L1Quads())  # one attempt per context and call, until its deadline
+    watch.spend(ctx, L1Quads(), checks)  # one attempt per context and call, until its deadline
     assert len(calls) == 1 and calls[0][2] == pytest.approx(100.0)
 
 
@@ -154,10 +160,11 @@ def test_the_time_still_left_grows_the_tunes_rounds_and_is_said(monkeypatch):
 def test_the_run_ends_with_the_forecasts_error_and_what_is_still_undecided(monkeypatch):
     ctx = FakeCtx()
     watch = _watch(ctx, budget_s=100.0, predicted_s=50.0)
-    ctx.emit(_check("sweep", 512))
+    done = PassResults(checks=_run_checks((_check("sweep", 512),)))
     calls = _attempts(monkeypatch, ctx, {})
     ctx.t = 60.0  # the planned phases took 60 s where 50 were forecast
-    out = watch.finish(ctx, L1Quads())
+    out, decided = watch.finish(ctx, done)
+    assert [v.verdict for v in decided] == ["inconclusive"]  # measured, still undecided
     assert calls and isinstance(out, BudgetOutcome) and ctx.events[-1] == out
     assert out.extra_s == pytest.approx(40.0)  # what was left, to the budget's end
     assert out.planned_s == pytest.approx(60.0)
@@ -231,7 +238,7 @@ def test_a_sweeps_added_rounds_count_as_spent_on_what_was_undecided():
     ctx.emit(Step(t + 5.0, "tune-not-planned", "stock", 512, 1, 99, 20.0))
     assert watch.extra_s == pytest.approx(6.0)
     ctx.t = t
-    outcome = watch.finish(ctx, L1Quads())
+    outcome, _ = watch.finish(ctx, PassResults())
     assert outcome.planned_s == pytest.approx(t - 6.0)
 
 
@@ -283,5 +290,5 @@ def test_a_grown_tunes_added_rounds_count_as_measured_not_as_forecast():
             ctx.emit(DecodeBlock(t, "tune", arm, 2048, 1, rnd, 16, 1500.0))
     assert watch.extra_s == pytest.approx(6 * 3.0)
     ctx.t = t
-    outcome = watch.finish(ctx, L1Quads())
+    outcome, _ = watch.finish(ctx, PassResults())
     assert outcome.planned_s == pytest.approx(t - 18.0)

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.measure.estimates import Outcome, Timing, control_outcome, control_ratio
 from mlatui.measure.pooled import (
     POOLED_ESTIMATOR,
@@ -15,10 +16,9 @@ from mlatui.measure.pooled import (
     stratified_bootstrap_median,
 )
 from mlatui.run.phases.base import RunContext
-from mlatui.run.phases.more import CheckBook
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
-from mlatui.run.phases.results import L1Quads
-from mlatui.stream.events import ARMS, Basis, PhaseStart, PooledValidity, Validity
+from mlatui.run.phases.results import Checks, L1Quads
+from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
 from mlatui.stream.interval import Interval
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192)
@@ -133,26 +133,23 @@ def test_one_context_is_not_pooled():
 
 
 class _Run:
-    """A phase's environment: its events (through the run's CheckBook, which keeps what is left
-    out of the verdicts) and the pass's L = 1 quads, one sampler run per context."""
+    """A phase's environment: its events, the run's checks as its phases return them (what is
+    left out of the verdicts) and the pass's L = 1 quads, one sampler run per context."""
 
     def __init__(self, by_context, lockstep=None):
         self.events: list = []
-        self.book = CheckBook()
-        emit = self.book.tee(self.events.append)
-        self.ctx = RunContext({}, emit, None, 0, lambda n: [], 16, lockstep=lockstep)
+        self.checks = Checks()
+        self.ctx = RunContext({}, self.events.append, None, 0, lambda n: [], 16, lockstep=lockstep)
         self.l1 = L1Quads()
         for c, ts in by_context.items():
             self.l1 = self.l1.plus(c, ts, 1)
 
     def invalid(self) -> set[int]:
-        return set(self.book.invalid_contexts())
+        return set(self.checks.invalid_contexts())
 
 
 def _checks(run, phase, by_context):
-    """Each context's own check, as `validity()` emits it (into the run's CheckBook only)."""
-    record = run.book.tee(lambda e: None)
-    record(PhaseStart(0.0, phase, phase, 0, 1, 0, tuple(by_context)))
+    """Each context's own check, as `validity()` makes it, in the run's checks."""
     out = []
     for c, ts in by_context.items():
         ratio, outcome = own(ts)
@@ -164,7 +161,7 @@ def _checks(run, phase, by_context):
                 ratio, 6,
             )
         )  # fmt: skip
-        record(out[-1])
+    run.checks = run.checks.plus(out, [(phase, PhaseKind(phase))])
     return out
 
 
@@ -177,6 +174,7 @@ def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
     assert run.invalid() == set(CONTEXTS)
     decided = pool_checks(run.ctx, "sweep", checks, run.l1)
     assert set(decided) == set(CONTEXTS) - {8192}
+    run.checks = run.checks.plus(decided.values())  # as the phase returns them
     pooled = events[0]
     assert isinstance(pooled, PooledValidity) and pooled.valid and pooled.phase == "sweep"
     assert pooled.decided == tuple(sorted(decided)) and pooled.undecided == (8192,)
@@ -225,6 +223,7 @@ def test_under_mlx_launch_the_decisions_are_rank_0s():
     assert run.ctx.lockstep.asked == [[True] * 5]  # one collective, one answer per check
     assert list(decided) == [512]
     assert events[0].decided == (512,) and events[0].undecided == (1024, 2048, 4096, 8192)
+    run.checks = run.checks.plus(decided.values())
     assert run.invalid() == {1024, 2048, 4096, 8192}
     # and one rank 0 that decides a context this rank would not have: it follows rank 0
     slow = run_of({c: 1.05 for c in CONTEXTS})

@@ -160,7 +160,7 @@ def redecided(
     ctx: RunContext, checks: Sequence[Validity], outcome: Outcome, ratio: Interval, total: int
 ) -> list[Validity]:
     """Each check decided again on all `total` rounds of L = 1 quads at its context: emitted
-    (the run's CheckBook then keeps it in or out of the verdicts as it now reads)."""
+    and returned (the run's checks then keep it in or out of the verdicts as it now reads)."""
     out = []
     for v in checks:
         new = replace(

@@ -9,7 +9,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from mlatui.config.phase_kind import rules_for
 from mlatui.config.scenario import Phase
 from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import (
@@ -21,7 +20,7 @@ from mlatui.run.budget import (
 )
 from mlatui.run.budget_spend import extra_check_phase, more_l1_rounds
 from mlatui.run.phases.base import RunContext
-from mlatui.run.phases.results import GrownRounds, L1Quads
+from mlatui.run.phases.results import Checks, GrownRounds, L1Quads, PassResults
 from mlatui.stream.events import (
     BudgetOutcome,
     BudgetPlanned,
@@ -72,6 +71,7 @@ class Replanned:
     phases: tuple[Phase, ...]
     grown: tuple[tuple[str, GrownRounds], ...] = ()
     l1: L1Quads = L1Quads()
+    checks: tuple[Validity, ...] = ()  # the undecided checks it decided again
 
 
 @dataclass
@@ -88,8 +88,6 @@ class BudgetWatch:
     kinds: tuple[str, ...]
     settle: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # the latest L = 1 check of each (phase, context), as emitted
-    checks: dict[tuple[str, int], Validity] = field(default_factory=dict)
     extra_s: float = 0.0  # spent on what was undecided, beyond any plan's forecast
     _first: BudgetPlanned | None = None
     _last_step_s: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -132,8 +130,6 @@ class BudgetWatch:
                     self.costs.apply(e)
                 except Exception:  # noqa: BLE001 - a forecast's fold must never cost an event
                     pass
-                if isinstance(e, Validity):
-                    self.checks[(e.phase, e.context)] = e
                 if isinstance(e, Step):
                     self._count_added_round(e)
                 elif isinstance(e, DecodeBlock):
@@ -159,17 +155,19 @@ class BudgetWatch:
         plan = agreed(decide, rest, plan, self.kinds, self.forecast_s)
         return plan if plan.changes else None
 
-    def replan(self, ctx: RunContext, phases: tuple[Phase, ...], i: int, l1: L1Quads) -> Replanned:
+    def replan(
+        self, ctx: RunContext, phases: tuple[Phase, ...], i: int, done: PassResults
+    ) -> Replanned:
         """Before phase `i`: the phases with those from `i` on re-planned, said in the log and
         in a new `BudgetPlanned` (the whole run's phases, the changes of both plans); when they
-        fit, the time left goes to undecided checks (`l1`: the pass's L = 1 quads so far) and
-        then to more rounds of blocks."""
+        fit, the time left goes to undecided checks (`done`: the pass so far, its L = 1 quads
+        and checks) and then to more rounds of blocks."""
         now_s = ctx.now()
         plan = self.refit(phases[i:], now_s, ctx.leader_decides_each)
         if plan is None:
-            spent = self.spend(ctx, l1, phases[i:])
+            spent, decided = self.spend(ctx, done.l1, done.checks, phases[i:])
             grown = self.grow(ctx, phases, i)
-            return replace(grown, l1=spent)
+            return replace(grown, l1=spent, checks=tuple(decided))
         out = (*phases[:i], *plan.phases)
         verdict = (
             "fits" if plan.predicted_s <= plan.budget_s else "still over: this device is slow now"
@@ -194,55 +192,51 @@ class BudgetWatch:
         ctx.emit(self.planned)
         return Replanned(out)
 
-    def _kinds_by_name(self) -> dict[str, str]:
-        return {str(p["name"]): str(p["kind"]) for p in self.planned.phases}
-
-    def undecided(self, first: frozenset[int] = frozenset()) -> list[Validity]:
-        """The run's L = 1 checks still inconclusive (of sweep, tune and decode phases), those at
-        `first` contexts first (a phase still to run reads its check there), then by context."""
-        kinds = self._kinds_by_name()
-        with self._lock:
-            checks = list(self.checks.values())
-        out = [
-            v
-            for v in checks
-            if v.verdict == "inconclusive" and rules_for(kinds.get(v.phase)).run_check
-        ]
-        return sorted(out, key=lambda v: (v.context not in first, v.context, v.phase))
+    @staticmethod
+    def undecided(checks: Checks, first: frozenset[int] = frozenset()) -> list[Validity]:
+        """The run's L = 1 checks still inconclusive (of phases whose check is the run's), those
+        at `first` contexts first (a phase still to run reads its check there), then by context."""
+        return sorted(checks.undecided(), key=lambda v: (v.context not in first, v.context))
 
     def left_s(self, ctx: RunContext, rest: tuple[Phase, ...]) -> float:
         """Seconds of the budget beyond the forecast of `rest` (with the forecast's margin)."""
         rest_s = self.forecast_s(rest) if rest else 0.0
         return (self.budget_s - ctx.now()) / FORECAST_MARGIN - rest_s
 
-    def spend(self, ctx: RunContext, l1: L1Quads, rest: tuple[Phase, ...] = ()) -> L1Quads:
+    def spend(
+        self, ctx: RunContext, l1: L1Quads, checks: Checks, rest: tuple[Phase, ...] = ()
+    ) -> tuple[L1Quads, list[Validity]]:
         """The time left beyond `rest`'s forecast goes to the undecided checks, a context at a
         time (those a phase still to run reads first): pairs of L = 1 rounds there until its
         check is decided or the time is up (mlatui.run.budget_spend), while the least attempt
         still fits. Each context once per call: the end of the run calls again. Under
         mlx.launch the ranks' checks may differ: nothing is spent there. Returns the L = 1
-        quads it measured (`l1`: the pass's before it)."""
+        quads it measured (`l1`: the pass's before it) and the checks it decided again
+        (`checks`: the pass's before it)."""
         mine = L1Quads()
+        decided: list[Validity] = []
         if ctx.lockstep is not None:
-            return mine
+            return mine, decided
         tried: set[int] = set()
         first = frozenset(c for p in rest for c in p.contexts)
         while True:
-            todo = [v for v in self.undecided(first) if v.context not in tried]
+            todo = [v for v in self.undecided(checks, first) if v.context not in tried]
             left_s = self.left_s(ctx, rest)
             pick = next(
                 (v for v in todo if self.forecast_s((extra_check_phase(v.context),)) <= left_s),
                 None,
             )
             if pick is None:
-                return mine
+                return mine, decided
             tried.add(pick.context)
             start_s = ctx.now()
             same = [v for v in todo if v.context == pick.context]
             # the pairs of rounds read the clock: only `rest`'s forecast needs the margin
             deadline_s = self.budget_s - FORECAST_MARGIN * (self.forecast_s(rest) if rest else 0)
-            _, measured = more_l1_rounds(ctx, same, len(tried), deadline_s, l1 + mine)
+            again, measured = more_l1_rounds(ctx, same, len(tried), deadline_s, l1 + mine)
             mine = mine + measured
+            checks = checks.plus(again)
+            decided += again
             self.extra_s += ctx.now() - start_s
 
     def grow(self, ctx: RunContext, phases: tuple[Phase, ...], i: int) -> Replanned:
@@ -299,16 +293,17 @@ class BudgetWatch:
         ctx.emit(self.planned)
         return Replanned(out, tuple(grown_rounds))
 
-    def finish(self, ctx: RunContext, l1: L1Quads) -> BudgetOutcome:
-        """After the last phase: what is left of the budget goes to the undecided checks (`l1`:
-        the pass's L = 1 quads); then the first plan's forecast against what the run took, in
-        the log and a BudgetOutcome."""
-        self.spend(ctx, l1)
+    def finish(self, ctx: RunContext, done: PassResults) -> tuple[BudgetOutcome, list[Validity]]:
+        """After the last phase: what is left of the budget goes to the undecided checks (`done`:
+        the pass's L = 1 quads and checks); then the first plan's forecast against what the run
+        took, in the log and a BudgetOutcome. Returns it and the checks it measured, as they read."""
+        _, decided = self.spend(ctx, done.l1, done.checks)
+        checks = done.checks.plus(decided)
         first = self._first or self.planned
         took_s = ctx.now()
         planned_s = max(1e-9, took_s - self.extra_s)
         error_pct = (first.predicted_s - planned_s) / planned_s * 100
-        left = tuple(f"{v.phase} @ {v.context}" for v in self.undecided())
+        left = tuple(f"{v.phase} @ {v.context}" for v in self.undecided(checks))
         outcome = BudgetOutcome(
             took_s,
             self.budget_s,
@@ -322,7 +317,7 @@ class BudgetWatch:
         )
         ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
         ctx.emit(outcome)
-        return outcome
+        return outcome, decided
 
 
 def outcome_text(o: BudgetOutcome) -> str:

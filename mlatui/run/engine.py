@@ -45,9 +45,9 @@ from mlatui.run.engine_setup import (
 from mlatui.run.header import header
 from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped
-from mlatui.run.phases.more import CheckBook, serve_more
+from mlatui.run.phases.more import serve_more
 from mlatui.run.phases.registry import runner
-from mlatui.run.phases.results import PassResults
+from mlatui.run.phases.results import Checks, L1Quads, PassResults
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Estimate, Event, LogMessage, RunEnd
@@ -81,8 +81,9 @@ class _Run:
         self.request = request
         self.stop = stop
         self.finals: list[Estimate] = []  # an A/A run stores its harness bias from them
-        self.book = CheckBook()  # the checks as emitted: what `+` measures after the run
-        self.emit = self.book.tee(_collecting(_serialized(emit), self.finals))
+        self.checks = Checks()  # the run's L = 1 checks as its passes ended them
+        self.done = PassResults()  # the pass running: its phases' results so far
+        self.emit = _collecting(_serialized(emit), self.finals)
         self.t0 = time.perf_counter_ns()
         self.plan = request if isinstance(request, RunPlan) else None
         self.dist = DistRun(None)
@@ -124,7 +125,8 @@ class _Run:
             self.held.close()
             self.dist.close()
         if not self.end_sent:
-            self.emit(RunEnd(self.now(), status, self.book.invalid_contexts()))
+            checks = self.checks + self.done.checks
+            self.emit(RunEnd(self.now(), status, checks.invalid_contexts()))
         return status
 
     def _bare_header(self) -> None:
@@ -169,6 +171,7 @@ class _Run:
                 arms = build_arms(loaded.model, setup.gates, variants, setup.sources.models)
             self.ctx = self._start_pass(loaded, arms, make_drafts, tokens_for)
             last = self._run_phases(self.ctx, n, passes)
+            self.checks, self.done = self.checks + last.checks, PassResults()
             if offering and n == len(passes) - 1:
                 break  # the arms stay for `+`; `finally` closes them
             self._close_workers()
@@ -182,7 +185,7 @@ class _Run:
         if offering and self.ctx is not None and isinstance(self.stop, RunControl):
             self._stop_sampler()  # nothing is measured until a request: no samples
             before = len(self.plan.phases) * len(passes)
-            serve_more(self.ctx, self.stop, self.book, passes[-1], before, last.l1)
+            serve_more(self.ctx, self.stop, self.checks, passes[-1], before, last.l1)
             self.end_sent = True
         return "completed"
 
@@ -320,9 +323,9 @@ class _Run:
         plan, run_pass, done = self.plan, passes[n], PassResults()
         for i in range(len(plan.phases)):
             if budget is not None and i > 0:  # a re-plan: a new plan value and an event
-                again = budget.replan(ctx, plan.phases, i, done.l1)
+                again = budget.replan(ctx, plan.phases, i, done)
                 self.plan = plan = plan.with_phases(again.phases)
-                done = done.with_budget(again.l1, again.grown)
+                done = self.done = done.with_budget(again.l1, again.grown, again.checks)
             phase, count = plan.phases[i], len(plan.phases)
             grown_name = phase.name
             if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
@@ -331,8 +334,10 @@ class _Run:
             kind = runner(phase.kind)
             slot = (i + n * count, count * len(passes))
             done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, grown_name)))
+            self.done = done
         if budget is not None:  # what is left of the budget goes to what is undecided
-            budget.finish(ctx, done.l1)
+            _, decided = budget.finish(ctx, done)
+            done = done.with_budget(L1Quads(), checks=decided)
         return done
 
     def _apply_budget(self, ctx: RunContext) -> BudgetWatch | None:

@@ -206,8 +206,8 @@ def forward_and_trim(tokens: list[int]) -> Callable[[Arm], tuple[float, int, int
 
 def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstimates) -> Validity:
     """The L = 1 check of one context, from its paired estimates, emitted. A model phase's
-    invalid and inconclusive contexts are kept out of every verdict: the run's CheckBook
-    (mlatui.run.phases.more) reads them from the checks as emitted; an indexer phase's check
+    invalid and inconclusive contexts are kept out of every verdict: its phase returns its
+    checks (PhaseResult.checks) and the run keeps them (Checks); an indexer phase's check
     leaves out only its own figures."""
     ratio = estimates.control_ratio
     outcome = estimates.control_outcome or Outcome.INCONCLUSIVE

@@ -273,7 +273,8 @@ def run_decode(
         rows += done.rows
         checks.append(done.check)
         l1 = l1 + done.l1
-    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks, inputs.l1 + l1))
+    pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
+    rows = mark_rows(rows, pooled)
     verdict = (
         tune_verdict(rows, TIE_PCT, phase.name)
         if phase.kind.rules.compares_depths
@@ -281,7 +282,7 @@ def run_decode(
     )
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return PhaseResult(summary, l1)
+    return PhaseResult(summary, l1, checks=tuple(pooled.get(v.context, v) for v in checks))
 
 
 def _decide_more(ctx: RunContext, grown: GrownRounds | None) -> Callable[[bool], bool]:

@@ -11,15 +11,11 @@ context, which the dashboard folds in place of the old one; then a new RunEnd.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
-from mlatui.config.phase_kind import Pass, PhaseKind, rules_for
+from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import Outcome, control_outcome
 from mlatui.measure.more_plan import (
     more_phase,
     more_phase_name,
-    undecided_checks,
 )
 from mlatui.measure.plans import plan_for, sweep_segments
 from mlatui.run.budget_spend import redecided
@@ -30,10 +26,9 @@ from mlatui.run.phases.base import (
     sample_steps,
     share_context,
 )
-from mlatui.run.phases.results import L1Quads
+from mlatui.run.phases.results import Checks, L1Quads
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
-    Event,
     LogMessage,
     PhaseStart,
     PhaseSummary,
@@ -43,59 +38,21 @@ from mlatui.stream.events import (
 from mlatui.stream.phrases import interval_text
 
 
-class CheckBook:
-    """The run's latest L = 1 check per (phase, context) and each phase's kind, as emitted."""
-
-    def __init__(self) -> None:
-        self.validity: dict[tuple[str, int], Validity] = {}
-        self.kinds: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def tee(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
-        def both(e: Event) -> None:
-            with self._lock:  # the memory sampler emits from its own thread
-                if isinstance(e, Validity):
-                    self.validity[(e.phase, e.context)] = e
-                elif isinstance(e, PhaseStart):
-                    self.kinds[e.phase] = e.kind
-            emit(e)
-
-        return both
-
-    def undecided(self, last_pass: Pass) -> list[Validity]:
-        with self._lock:
-            return undecided_checks(dict(self.validity), dict(self.kinds), last_pass)
-
-    def invalid_contexts(self) -> tuple[int, ...]:
-        """The contexts a model phase's latest check leaves out of every verdict (invalid or
-        inconclusive; an indexer phase's check leaves out only its own figures): RunEnd's."""
-        with self._lock:
-            return tuple(
-                sorted(
-                    {
-                        context
-                        for (phase, context), v in self.validity.items()
-                        if not v.valid and rules_for(self.kinds.get(phase)).run_check
-                    }
-                )
-            )
-
-
 def serve_more(
     ctx: RunContext,
     control: RunControl,
-    book: CheckBook,
+    checks: Checks,
     last_pass: Pass,
     phases_before: int,
     l1: L1Quads,
 ) -> None:
     """The run has ended: its RunEnd, then each `+` request's rounds, each followed by a new
     RunEnd, until the stop flag is set (quit). A request with nothing undecided is said in the
-    log and measures nothing. `l1`: every L = 1 quad of the last pass; each request's rounds
-    join them for the next."""
+    log and measures nothing. `checks`: the run's as it ended; `l1`: every L = 1 quad of the
+    last pass; each request's checks and rounds join them for the next."""
 
     def end() -> None:
-        ctx.emit(RunEnd(ctx.now(), "completed", book.invalid_contexts()))
+        ctx.emit(RunEnd(ctx.now(), "completed", checks.invalid_contexts()))
 
     end()
     more = MoreRounds(ctx, last_pass, phases_before, l1)
@@ -103,11 +60,11 @@ def serve_more(
         rounds = control.next_ask()
         if rounds is None or control.is_set():
             continue
-        checks = book.undecided(last_pass)
-        if not checks or rounds < 1:
+        undecided = checks.undecided(last_pass)
+        if not undecided or rounds < 1:
             ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
             continue
-        more.measure(checks, rounds)
+        checks = checks.plus(more.measure(undecided, rounds))
         end()
 
 

@@ -12,8 +12,10 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import ContextEstimates, Timing, control_ratio, stable_seed
-from mlatui.stream.events import ARMS, PhaseSummary
+from mlatui.measure.more_plan import undecided_checks
+from mlatui.stream.events import ARMS, PhaseSummary, Validity
 from mlatui.stream.interval import Interval
 
 
@@ -72,13 +74,53 @@ class GrownRounds:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """The run's latest L = 1 check per (phase, context), each phase with its kind: which
+    contexts the verdicts leave out (RunEnd's), and which checks a budget or `+` measures."""
+
+    latest: tuple[Validity, ...] = ()
+    kinds: tuple[tuple[str, PhaseKind], ...] = ()
+
+    def plus(
+        self, checks: Iterable[Validity], kinds: Iterable[tuple[str, PhaseKind]] = ()
+    ) -> Checks:
+        """With these checks in place of those of their (phase, context), and these kinds."""
+        latest = {(v.phase, v.context): v for v in self.latest}
+        latest |= {(v.phase, v.context): v for v in checks}
+        return Checks(tuple(latest.values()), tuple({**dict(self.kinds), **dict(kinds)}.items()))
+
+    def __add__(self, later: Checks) -> Checks:
+        return self.plus(later.latest, later.kinds)
+
+    def undecided(self, last_pass: Pass = Pass.AB) -> list[Validity]:
+        """The checks still inconclusive, of phases whose check is the run's, of `last_pass`
+        (an A/A run's arms still loaded are its last pass's), by context then phase."""
+        latest = {(v.phase, v.context): v for v in self.latest}
+        return undecided_checks(latest, dict(self.kinds), last_pass)
+
+    def invalid_contexts(self) -> tuple[int, ...]:
+        """The contexts a model phase's latest check leaves out of every verdict (invalid or
+        inconclusive; an indexer phase's check leaves out only its own figures): RunEnd's."""
+        kinds = dict(self.kinds)
+        return tuple(
+            sorted({v.context for v in self.latest if not v.valid and _gates(kinds.get(v.phase))})
+        )
+
+
+def _gates(kind: PhaseKind | None) -> bool:
+    return kind is not None and kind.rules.run_check
+
+
+@dataclass(frozen=True)
 class PhaseResult:
-    """A phase's summary and what later phases may read of it: the L = 1 quads it measured and,
-    for a sweep, its final estimates per context length."""
+    """A phase's summary and what later phases and the run's end may read of it: the L = 1
+    quads it measured, its L = 1 checks as they ended and, for a sweep, its final estimates per
+    context length."""
 
     summary: PhaseSummary
     l1: L1Quads = L1Quads()
     estimates: tuple[tuple[int, ContextEstimates], ...] = ()
+    checks: tuple[Validity, ...] = ()
 
 
 class Need(enum.Enum):
@@ -109,15 +151,29 @@ class PassResults:
     l1: L1Quads = L1Quads()
     sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()
     grown: tuple[tuple[str, GrownRounds], ...] = ()
+    checks: Checks = Checks()
 
     def after(self, result: PhaseResult) -> PassResults:
-        name = result.summary.phase
-        sweeps = (*self.sweeps, *((name, c, e) for c, e in result.estimates))
-        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps)
+        s = result.summary
+        sweeps = (*self.sweeps, *((s.phase, c, e) for c, e in result.estimates))
+        kind = PhaseKind.of(s.kind)
+        checks = self.checks.plus(result.checks, [(s.phase, kind)] if kind else [])
+        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps, checks=checks)
 
-    def with_budget(self, l1: L1Quads, grown: Iterable[tuple[str, GrownRounds]]) -> PassResults:
-        """With the L = 1 quads a budget measured on undecided checks and the rounds it added."""
-        return replace(self, l1=self.l1 + l1, grown=(*self.grown, *grown))
+    def with_budget(
+        self,
+        l1: L1Quads,
+        grown: Iterable[tuple[str, GrownRounds]] = (),
+        checks: Iterable[Validity] = (),
+    ) -> PassResults:
+        """With what a budget measured on undecided checks (L = 1 quads, the checks decided
+        again) and the rounds it added."""
+        return replace(
+            self,
+            l1=self.l1 + l1,
+            grown=(*self.grown, *grown),
+            checks=self.checks.plus(checks),
+        )
 
     def inputs(self, needs: frozenset[Need], phase: str) -> PhaseInputs:
         """What a phase named `phase` that declared `needs` receives."""

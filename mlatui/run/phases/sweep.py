@@ -46,11 +46,13 @@ def run_sweep(
         check = validity(ctx, phase.name, length, run.final)
         rows += sweep_rows(length, run, check)
         checks.append(check)
-    rows = mark_rows(rows, pool_checks(ctx, phase.name, checks, inputs.l1 + l1))
+    pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
+    rows = mark_rows(rows, pooled)
     verdict = sweep_verdict(rows, phase.name)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return PhaseResult(summary, l1, tuple(estimates))
+    ended = tuple(pooled.get(v.context, v) for v in checks)
+    return PhaseResult(summary, l1, tuple(estimates), ended)
 
 
 def _sweep_context(
