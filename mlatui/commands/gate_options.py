@@ -19,7 +19,8 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="A,B",
         help="what the two arms run, e.g. pre-fix,installed or installed,calibrated: each one of "
-        "installed (the runtime as it is), pre-fix (L == 1), formula, calibrated or an integer; "
+        "installed (the runtime as it is), pre-fix (L == 1), formula, calibrated, compiled "
+        "(mlatui's own absorbed attention, mx.compile, formula gate) or an integer; "
         "default: the scenario's [arms], else installed,formula on pre-fix code and "
         "pre-fix,installed on code that already carries the fix",
     )

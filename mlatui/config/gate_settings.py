@@ -14,6 +14,7 @@ class ThresholdKind(StrEnum):
     STOCK = "stock"  # L == 1: the pre-fix gate (a counterfactual on fixed code)
     FIXED = "fixed"  # an explicit max_absorbed_queries
     INSTALLED = "installed"  # whatever the runtime's own gate decides
+    COMPILED = "compiled"  # the formula's gate, absorbed calls through mlatui's compiled attention
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class Threshold:
 
     @classmethod
     def parse(cls, value: object) -> Threshold:
-        """The one parser: installed | pre-fix (= stock) | formula | calibrated | an integer >= 1
-        (1 = the pre-fix gate); `fixed N` and `fixed:N` spell an integer too."""
+        """The one parser: installed | pre-fix (= stock) | formula | calibrated | compiled | an
+        integer >= 1 (1 = the pre-fix gate); `fixed N` and `fixed:N` spell an integer too."""
         if isinstance(value, Threshold):
             return value
         text = str(value).strip() if isinstance(value, (str, int)) else ""
@@ -41,8 +42,8 @@ class Threshold:
         if text.isdigit() and int(text) >= 1:
             return cls(ThresholdKind.FIXED, int(text))
         raise ValueError(
-            f"threshold {value!r}: use installed, pre-fix, formula, calibrated or an integer >= 1 "
-            "(1 = the pre-fix gate)"
+            f"threshold {value!r}: use installed, pre-fix, formula, calibrated, compiled or an "
+            "integer >= 1 (1 = the pre-fix gate)"
         )
 
     def __str__(self) -> str:
@@ -68,7 +69,7 @@ def parse_arms(text: object) -> tuple[Threshold, Threshold]:
     if len(parts) != 2 or not all(parts):
         raise ValueError(
             f"arms {text!r}: give two gates separated by a comma, e.g. pre-fix,installed "
-            "(each: installed, pre-fix, formula, calibrated or an integer)"
+            "(each: installed, pre-fix, formula, calibrated, compiled or an integer)"
         )
     try:
         return Threshold.parse(parts[0]), Threshold.parse(parts[1])

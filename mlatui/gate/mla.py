@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import mlx.nn as nn
 
 from mlatui.config.gate_settings import Threshold
+from mlatui.gate.compiled import COMPILED_KEY, compiled_for, unsupported
 from mlatui.gate.forms import (
     GATE_MARKERS,
     GateForm,
@@ -389,6 +390,57 @@ def gated_class(cls: type) -> type:
         return _patched_classes[cls]
 
 
+_compiled_classes: dict[type, type] = {}
+
+
+def compiled_class(stock: type) -> type:
+    """The gated class of `stock` whose absorbed calls of two or more queries run mlatui's
+    compiled attention: the arm's policy decides as in every gated call and the branch is
+    counted; a materialised call, and every L = 1 call, runs the gated runtime code (so the L = 1
+    check still compares identical code in both arms). Fails closed where the class is not of
+    the form it supports."""
+    with _lock:
+        if stock in _compiled_classes:
+            return _compiled_classes[stock]
+    why = unsupported(stock)
+    if why is not None:
+        code = getattr(vars(stock).get("__call__"), "__code__", None)
+        at = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        raise PatchError(
+            f"{at}the compiled arm runs DeepSeek-V3-form MLA attention only: {why}; "
+            "use the formula gate for this model"
+        )
+    gated = gated_class(stock)
+
+    def __call__(self: nn.Module, x: Any, mask: Any = None, cache: Any = None) -> Any:
+        state: _GateState = self.__dict__["_mlatui_gate_state"]
+        length = x.shape[1]
+        cache_len = (cache.offset if cache is not None else 0) + length
+        if length == 1 or not state.policy.decide(state.geometry, length, cache_len, False):
+            return gated.__call__(self, x, mask, cache)
+        state.counters.record(length, True)
+        if isinstance(mask, str):
+            from mlx_lm.models.base import create_causal_mask
+
+            mask = create_causal_mask(length, cache_len - length)
+        return compiled_for(self)(x, mask, cache)
+
+    __call__.__qualname__ = f"{stock.__qualname__}.__call__"
+    with _lock:
+        return _compiled_classes.setdefault(
+            stock,
+            type(
+                stock.__name__,
+                (gated,),
+                {
+                    "__call__": __call__,
+                    "__module__": stock.__module__,
+                    "__qualname__": stock.__qualname__,
+                },
+            ),
+        )
+
+
 def installed_form(cls: type) -> GateForm:
     """How the installed source of `cls` gates its MLA branch (fixed if any method is)."""
     forms = gated_class(getattr(cls, "_mlatui_stock_class", cls))._mlatui_gate_forms  # type: ignore[attr-defined]
@@ -453,7 +505,7 @@ def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
     forms: dict[str, str] = {}
     for _, attn in found:
         stock_cls = getattr(type(attn), "_mlatui_stock_class", type(attn))
-        cls = gated_class(stock_cls)
+        cls = compiled_class(stock_cls) if policy.compiled else gated_class(stock_cls)
         geometry = geometry_of(attn)
         policy.bind(geometry)
         attn.__class__ = cls
@@ -518,6 +570,7 @@ def twin(model: M) -> M:
                 new.__dict__[k] = v.copy() if isinstance(v, (set, Counter)) else v
             new.__dict__.pop("_mlatui_gate_state", None)
             new.__dict__.pop(INSTALLED_WANTED, None)
+            new.__dict__.pop(COMPILED_KEY, None)
             for k, v in obj.items():
                 dict.__setitem__(new, k, clone(v))
             stock = getattr(type(obj), "_mlatui_stock_class", None)

@@ -58,9 +58,11 @@ class Geometry:
 
 class GatePolicy:
     """Decides the branch from (geometry, L, T); the base is the stock gate (absorbed iff
-    L == 1). `name` is what reports and recordings show."""
+    L == 1). `name` is what reports and recordings show; `compiled`: absorbed calls run
+    mlatui's own compiled attention (mlatui/gate/compiled.py)."""
 
     name = "stock"
+    compiled = False
 
     def bind(self, geometry: Geometry) -> None:
         """A layer of `geometry` takes this policy: resolve whatever it needs now, untimed."""
@@ -106,6 +108,14 @@ class FormulaPolicy(LimitPolicy):
         return max_absorbed_queries(
             geometry.kv_lora_rank, geometry.qk_nope_head_dim, geometry.v_head_dim, cache_len
         )
+
+
+class CompiledPolicy(FormulaPolicy):
+    """The formula's gate; the layers' absorbed calls run mlatui's own compiled attention
+    (mlatui/gate/compiled.py) instead of the runtime's absorbed branch."""
+
+    name = "compiled"
+    compiled = True
 
 
 class FixedPolicy(GatePolicy):
@@ -200,6 +210,8 @@ def policy_for(threshold: Threshold) -> GatePolicy:
         case ThresholdKind.FIXED:
             assert threshold.max_queries is not None
             return FixedPolicy(threshold.max_queries)
+        case ThresholdKind.COMPILED:
+            return CompiledPolicy()
 
 
 def as_policy(value: Threshold | GatePolicy | str | int) -> GatePolicy:
@@ -281,3 +293,5 @@ def arm_words(threshold: Threshold, runtime: str, installed_fixed: bool) -> str:
             return "calibrated gate (this device's measured crossover)"
         case ThresholdKind.FIXED:
             return f"fixed gate (absorbed for L <= {threshold.max_queries})"
+        case ThresholdKind.COMPILED:
+            return "compiled absorbed path (mlatui's own, mx.compile; formula gate)"
