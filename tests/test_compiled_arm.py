@@ -6,6 +6,7 @@ arm's branch counters count it."""
 import mlx.core as mx
 import pytest
 from mlx_lm.models.base import create_causal_mask
+from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui.bench.attention import random_cache
 from mlatui.config.gate_settings import Threshold, ThresholdKind, parse_arms
@@ -117,3 +118,17 @@ def test_compiled_parses_as_an_arm():
     gates = Gates.parse("compiled", None, "installed")
     assert gates.for_variant(Variant.PATCHED).policy.compiled
     assert not gates.for_variant(Variant.STOCK).policy.compiled
+
+
+def test_the_engines_arms_installed_and_compiled():
+    from mlatui.run.arms import build_arms
+
+    model = build.build_model("glm4_moe_lite", "tiny")
+    stock, patched = build_arms(model, Gates.parse("compiled", None, "installed"))
+    assert (stock.report.policy, patched.report.policy) == ("installed", "compiled")
+    attn = mla.mla_modules(patched.model)[0][1]
+    cache = make_prompt_cache(patched.model)
+    patched.model(mx.zeros((1, 32), dtype=mx.int32), cache=cache)  # a cold cache materialises
+    patched.model(mx.zeros((1, 2), dtype=mx.int32), cache=cache)
+    assert patched.counters.snapshot() == {"absorbed": {2: 2}, "materialised": {32: 2}}
+    assert stock.counters.total() == (0, 0) and COMPILED_KEY in attn.__dict__

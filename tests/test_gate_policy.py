@@ -57,7 +57,7 @@ def test_the_one_parser_reads_words_and_positive_integers(value, kind, text):
 @pytest.mark.parametrize("value", [0, -3, "0", "fast", True, 1.5, None, "4.0"])
 def test_the_one_parser_rejects_everything_else(value):
     with pytest.raises(
-        ValueError, match="use installed, pre-fix, formula, calibrated or an integer >= 1"
+        ValueError, match="use installed, pre-fix, formula, calibrated, compiled or an integer >= 1"
     ):
         Threshold.parse(value)
 

@@ -33,7 +33,8 @@ def unsupported(cls: type) -> str | None:
     params = list(inspect.signature(cls.__call__).parameters)
     if params[:4] != ["self", "x", "mask", "cache"]:
         return f"{where}.__call__{tuple(params[1:])} is not (x, mask, cache)"
-    source = inspect.getsource(cls.__init__)
+    init = next(vars(c)["__init__"] for c in cls.__mro__ if "__init__" in vars(c))
+    source = inspect.getsource(init)
     missing = [n for n in NEEDED if f"self.{n} =" not in source]
     if missing:
         return f"{where} has no {', '.join(missing)}"
@@ -89,7 +90,8 @@ class CompiledAbsorbed:
         scores = (q_latent * a.scale) @ latent.swapaxes(-1, -2) + scores
         weights = mx.softmax(scores, axis=-1, precise=True)
         out = a.unembed_out(weights @ latent)  # (B, H, L, r) -> (B, H, L, v)
-        return a.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))  # (B, L, H * v)
+        projected: mx.array = a.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))  # (B, L, H * v)
+        return projected
 
     def __call__(self, x: mx.array, mask: mx.array | None, cache: Any) -> mx.array:
         offset = cache.offset if cache is not None else 0
