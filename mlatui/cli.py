@@ -55,6 +55,7 @@ BENCH_TARGETS: dict[str, str] = {
     "observer": "mlatui.commands.bench_observer",
 }
 BENCH_SCENARIO = "mlatui.commands.bench_scenario"
+MLX = ("mlx", "mlx_lm")
 
 
 def bench_targets() -> list[str]:
@@ -95,6 +96,25 @@ def _known_input_errors() -> tuple[type[BaseException], ...]:
     return (UserError, ScenarioError, RecordingError)
 
 
+def _without_mlx(e: BaseException) -> UserError | None:
+    """MLX or mlx-lm missing, in one line: on an Intel Mac (or an x86_64 Python under Rosetta)
+    MLX cannot be installed at all."""
+    if not isinstance(e, ModuleNotFoundError) or (e.name or "").split(".")[0] not in MLX:
+        return None
+    import platform
+
+    if sys.platform == "darwin" and platform.machine() != "arm64":
+        return UserError(
+            f"MLX runs on Apple silicon only, and this Python is {platform.machine()} (an Intel "
+            "Mac, or Rosetta)",
+            "run live on an Apple-silicon Mac with an arm64 Python, or on Linux with mlx[cpu]; "
+            "`mlatui demo`, `mlatui replay` and `mlatui compare` work here without MLX",
+        )
+    return UserError(
+        f"{e.name} is not installed", "install mlatui with its dependencies (pip install mlatui)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -124,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - the one top-level handler
         if isinstance(e, _known_input_errors()):
             print(error_line(e), file=sys.stderr)
+            return ExitStatus.USAGE
+        if (missing := _without_mlx(e)) is not None:
+            print(error_line(missing), file=sys.stderr)
             return ExitStatus.USAGE
         print(crash_line(e, argv), file=sys.stderr)
         return ExitStatus.FAILED

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shlex
 import sys
 import tempfile
 import traceback
@@ -90,12 +91,18 @@ def write_crash_log(exc: BaseException, argv: list[str]) -> Path | None:
     return None
 
 
+def shell_path(path: object) -> str:
+    """A path as a shell takes it, quoted where it must be: macOS keeps mlatui's files under
+    `~/Library/Application Support`, and a printed path is copied into the next command."""
+    return shlex.quote(str(path))
+
+
 def crash_line(exc: BaseException, argv: list[str]) -> str:
     """The one line shown for an unexpected exception (its log written first)."""
     where = write_crash_log(exc, argv)
     what = one_line(str(exc)) or "no message"
     log = (
-        f"the traceback is in {where}; please report it with that file"
+        f"the traceback is in {shell_path(where)}; please report it with that file"
         if where
         else "no crash log could be written (state and temp dirs unwritable)"
     )

@@ -380,3 +380,31 @@ def test_provenance_of_a_checkout_names_its_commit_and_dirtiness(pr_form_tree, t
     (tree / "mlx_lm" / "models" / "deepseek_v3.py").write_text("# edited\n", encoding="utf-8")
     assert tree_model.provenance(built, runtime)["dirty"] is True
     assert tree_model.provenance(model)["given"] == "installed"
+
+
+def test_git_runs_only_for_a_source_arm_in_a_checkout(pr_form_tree, tmp_path, monkeypatch):
+    """Not for the installed runtime, nor for a tree outside a repository: on a Mac without the
+    Command Line Tools, `git` pops up an installation dialog."""
+    import subprocess
+
+    ran: list = []
+    real_run = subprocess.run
+
+    def run(cmd, *a, **k):
+        if cmd[0] == "git":
+            ran.append(cmd)
+        return real_run(cmd, *a, **k)
+
+    tree = _small_tree(pr_form_tree, tmp_path / "plain-folder")
+    assert not tree_model.in_git_checkout(tree)
+    model = build.build_model("deepseek_v3")
+    runtime = tree_model.open_tree(str(tree))
+    built = tree_model.model_from_tree(runtime, model)
+    monkeypatch.setattr(subprocess, "run", run)
+    assert "commit" not in tree_model.provenance(built, runtime)
+    assert "commit" not in tree_model.provenance(model)
+    assert ran == []
+    (tmp_path / ".git").mkdir()  # a repository above the tree: git is asked
+    assert tree_model.in_git_checkout(tree)
+    tree_model.provenance(built, runtime)
+    assert ran

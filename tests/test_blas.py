@@ -83,6 +83,8 @@ def test_describe_labels_and_calibration_key_agree():
         assert path in label
         env = {"backend": "cpu", "device_name": "x", "blas": label}
         assert device_key(env).endswith("-" + key), (label, device_key(env))
+    mac = {"backend": "cpu", "device_name": "Apple M3 Ultra", "blas": "accelerate"}
+    assert device_key(mac) == "cpu-Apple_M3_Ultra-accelerate"  # a CPU calibration on a Mac
     bundled = describe("/v/site-packages/mlx_cpu.libs/libblas-bd8a282c.so.3.10.0")
     assert bundled.startswith("bundled reference BLAS (") and "libopenblas0-pthread" in bundled
 

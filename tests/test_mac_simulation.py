@@ -258,3 +258,54 @@ def test_a_short_run_completes_where_proc_cannot_be_read(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "listdir", listdir)
     monkeypatch.delenv("MLATUI_ARM_CPUS", raising=False)  # arms pinned: decode unpins
     assert quick_run(tmp_path) == "completed"
+
+
+def test_an_intel_mac_is_told_in_one_line_that_mlx_needs_apple_silicon(monkeypatch, capsys):
+    import platform
+
+    from mlatui import cli
+    from mlatui.commands import thresholds
+
+    def needs_mlx(args):
+        raise ModuleNotFoundError("No module named 'mlx'", name="mlx")
+
+    monkeypatch.setattr(thresholds, "run", needs_mlx)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert cli.main(["thresholds", "--family", "deepseek_v3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("mlatui: error: MLX runs on Apple silicon only")
+    assert "x86_64" in err and "mlatui demo" in err
+
+
+def test_an_intel_mac_installs_without_mlx_and_an_apple_silicon_one_with_it():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from tests.static_checks import ROOT
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+    def installed(sys_platform: str, machine: str) -> set[str]:
+        env = {"sys_platform": sys_platform, "platform_machine": machine}
+        reqs = [Requirement(d) for d in deps]
+        return {r.name for r in reqs if r.marker is None or r.marker.evaluate(env)}
+
+    assert {"mlx", "mlx-lm"} <= installed("darwin", "arm64")
+    assert {"mlx", "mlx-lm"} <= installed("linux", "x86_64")
+    assert not {"mlx", "mlx-lm"} & installed("darwin", "x86_64")  # no resolver error
+
+
+def test_a_data_folder_with_a_space_is_printed_quoted(monkeypatch, tmp_path, capsys):
+    """macOS keeps mlatui's recordings under ~/Library/Application Support."""
+    import shlex
+
+    from mlatui.cli import main
+
+    support = tmp_path / "Application Support"
+    monkeypatch.setenv("XDG_DATA_HOME", str(support))
+    assert main(["replay", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err
+    quoted = shlex.quote(str(support / "mlatui" / "runs"))
+    assert quoted.startswith("'") and f"kept in {quoted})" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -181,6 +182,22 @@ def test_process_source_stop_ends_the_child(tmp_path):
     src.stop()
     assert src.proc.poll() is not None and time.monotonic() - t0 < 10
     events = src.drain()
+    assert events[-1].type == "run_end" and events[-1].status == "interrupted"
+
+
+def test_a_hangup_stops_the_child_after_its_step_with_a_run_end(tmp_path):
+    """Closing the Terminal window sends SIGHUP to the engine's process too."""
+    config = RunConfig(overrides={"delay_s": 0.2})
+    src = ProcessSource(
+        config, engine="ui_events:fake_engine", record=tmp_path / "r.jsonl", env=child_env()
+    )
+    src.start()
+    wait_until(lambda: len(src._buffer) > 2, 30)
+    src.proc.send_signal(signal.SIGHUP)  # stdin stays open: only the signal asks
+    assert src.proc.wait(timeout=10) == 0
+    wait_until(lambda: src._buffer and src._buffer[-1].type == "run_end", 10)
+    events = src.drain()
+    src.stop()
     assert events[-1].type == "run_end" and events[-1].status == "interrupted"
 
 

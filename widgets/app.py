@@ -9,6 +9,7 @@ from pathlib import Path
 
 from textual.app import App
 
+from mlatui.errors import shell_path
 from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import Source
 from mlatui.views.dashboard_state import DashboardState
@@ -168,7 +169,8 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             self.notify("replay finished: ← to seek back, e to export, q to quit", title="done")
         else:
             where = getattr(self.source, "record_path", None)
-            self.notify(f"run {message.status}; recording kept at {where}", title="done")
+            shown = shell_path(where) if where is not None else "nowhere"
+            self.notify(f"run {message.status}; recording kept at {shown}", title="done")
         self._settle()
 
     def _settle(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
 from mlatui.commands.output_options import add_force, add_overwrite
+from mlatui.errors import shell_path
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
 from mlatui.stream.phrases import check_not_passed
 
@@ -213,7 +214,7 @@ def _report(args, events, out, recorder, signals, status) -> int:
     from mlatui.views.report import invalid_contexts, summary_csv, summary_json, summary_markdown
 
     print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
-    print(f"[mlatui] recording: {out}", file=sys.stderr)
+    print(f"[mlatui] recording: {shell_path(out)}", file=sys.stderr)
     budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)
     if budget is not None:
         from mlatui.run.budget_watch import outcome_text

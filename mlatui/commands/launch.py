@@ -167,9 +167,9 @@ def _exit_app(app, status: int) -> None:
 
 def outcome(source, app, signals) -> tuple[int, list[str]]:
     """The exit status and the closing lines on stderr (an error last, in one line)."""
-    from mlatui.errors import ExitStatus, error_line
+    from mlatui.errors import ExitStatus, error_line, shell_path
 
-    lines = [f"mlatui: recording kept at {source.record_path}"]
+    lines = [f"mlatui: recording kept at {shell_path(source.record_path)}"]
     status = ExitStatus.OK
     if signals.received is not None:
         status = signals.exit_status

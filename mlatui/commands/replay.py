@@ -98,11 +98,11 @@ def refuse_missing(file: str) -> None:
     if Path(file).exists():
         return
     from mlatui.config.outputs import runs_dir
-    from mlatui.errors import UserError
+    from mlatui.errors import UserError, shell_path
 
     raise UserError(
         f"{file}: no such recording",
-        f"pass a .jsonl or .jsonl.gz written by `mlatui launch` (kept in {runs_dir()}) or by "
+        f"pass a .jsonl or .jsonl.gz written by `mlatui launch` (kept in {shell_path(runs_dir())}) or by "
         "`mlatui bench SCENARIO --out FILE`; `mlatui demo` plays a shipped one",
     )
 

@@ -269,6 +269,12 @@ def make_cache(model: nn.Module) -> list[Any]:
 # ---- provenance -----------------------------------------------------------------------------
 
 
+def in_git_checkout(folder: Path) -> bool:
+    """Whether `folder` lies in a git work tree (a `.git` folder, or the file a worktree or a
+    submodule has, in it or above it), found without running git."""
+    return any((f / ".git").exists() for f in (folder, *folder.resolve().parents))
+
+
 def _git(folder: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
@@ -350,7 +356,10 @@ def provenance(model: nn.Module, runtime: TreeRuntime | None = None) -> dict[str
         "version": version,
         "files": files,
     }
-    tracked = _git(package_dir, "ls-files", "--", ".") if package_dir is not None else None
+    # git only for a source arm inside a checkout: the installed runtime needs none, and on a Mac
+    # without the Command Line Tools `git` itself pops up an installation dialog
+    checkout = runtime is not None and package_dir is not None and in_git_checkout(package_dir)
+    tracked = _git(package_dir, "ls-files", "--", ".") if checkout and package_dir else None
     commit = _git(package_dir, "rev-parse", "HEAD") if tracked and package_dir else None
     if commit and package_dir is not None:  # a checkout's own files (not a venv inside one)
         status = _git(package_dir, "status", "--porcelain", "--", ".")

@@ -2,7 +2,7 @@
 
 Events go to the original stdout as JSONL, one flushed line each; anything else that writes to
 stdout (libraries, prints) is redirected to stderr so the event pipe stays clean. The parent
-closes our stdin to ask for a stop; SIGTERM does the same. With --offer-more, a `more N` line on
+closes our stdin to ask for a stop; SIGTERM, SIGINT and SIGHUP do the same. With --offer-more, a `more N` line on
 stdin is the `+` key's request (mlatui.stream.control).
 """
 
@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     threading.Thread(target=watch_stdin, name="mlatui-child-stdin", daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # SIGHUP: the terminal window closed (the Terminal app sends it to the whole session)
+    for stop_signal in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop_signal, lambda *_: stop.set())
 
     t0 = time.monotonic()
     status = "error"

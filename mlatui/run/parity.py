@@ -292,6 +292,7 @@ def run_parity(
     depth = plan.depth if arm.draft is not None else 0
     prefill(arm, plan.context_tokens)
     base_len = cache_len(arm.caches)
+
     def direct() -> Direct:
         draft = make_draft(arm) if depth and make_draft else None
         return Direct(arm, draft, plan.context_tokens, base_len)

@@ -40,6 +40,15 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("mlatui"))
 
 
+def blas_key(blas: str) -> str:
+    """The BLAS a CPU's crossovers were measured with (host.blas.blas_in_use's label): they
+    differ by an order of magnitude between the bundled reference BLAS and a tuned one."""
+    for tuned in ("openblas", "accelerate"):
+        if blas.startswith(tuned):
+            return tuned
+    return "refblas"
+
+
 def device_key(env: dict[str, Any] | None = None) -> str:
     if env is None:
         from mlatui.measure.records import environment
@@ -47,7 +56,7 @@ def device_key(env: dict[str, Any] | None = None) -> str:
         env = environment()
     raw = f"{env.get('backend')}-{env.get('device_name')}"
     if env.get("backend") == "cpu":
-        raw += "-" + ("openblas" if str(env.get("blas", "")).startswith("openblas") else "refblas")
+        raw += "-" + blas_key(str(env.get("blas", "")))
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("_")
 
 
