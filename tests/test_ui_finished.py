@@ -58,7 +58,7 @@ def test_an_aa_table_reads_each_pass_own_d2_and_its_legend_says_a_b():
         assert shown == want, (short, rows[short], want)
     assert rows["sw·st"][-2:] != rows["sw·pa"][-2:]  # two passes, two sets of figures
     figure = marginal_plot(state, 120, 30).plain
-    assert "● A stock" in figure and "● B patched" in figure  # slots A and B, then the pass
+    assert "● A stock" in figure and "◆ B patched" in figure  # slots A and B, then the pass
     assert "stock/patched" not in figure and "stock / patched" not in figure
 
 

@@ -3,6 +3,7 @@ one scale, fitting header pieces and footer hints, the demo text."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from mlatui.views.step_series import StepSeries, priority_widths, step_chart
 from widgets import axis, fit
 from widgets.figure import key_figure_text
 from widgets.keybar import Hint, fit_hints
+from widgets.plot import LogAxes, even_log_axis
 from widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
 from widgets.stepchart import chart_lines
 
@@ -45,13 +47,23 @@ def demo() -> DashboardState:
 # -- ticks ---------------------------------------------------------------------------------
 
 
-def test_ticks_are_1_2_5_and_bracket_the_data():
-    assert axis.ticks_125(3.1, 240) == [2, 5, 10, 20, 50, 100, 200, 500]
-    assert axis.ticks_125(0.59, 0.9) == [0.5, 1]
-    assert axis.ticks_125(5, 5) == [5, 10]
-    assert axis.ticks_125(1000, 1900) == [1000, 2000]
+def test_log_axis_ticks_are_a_constant_ratio_and_rows_apart_and_hold_the_data():
+    cases = ((3.47, 252, 14), (3.47, 252, 6), (18.9, 49.1, 12), (0.5, 5e4, 9), (5, 5, 10))
+    for low, high, rows in cases:
+        ax = even_log_axis(low, high, rows)
+        assert ax.low <= low and high <= ax.high, (low, high, rows, ax)
+        assert len(ax.ticks) >= 2, (low, high, rows, ax)
+        ratios = {round(b / a, 6) for a, b in zip(ax.ticks, ax.ticks[1:], strict=False)}
+        assert len(ratios) == 1 and ratios <= {2.0, 4.0, 10.0, 100.0, 1000.0}, ax.ticks
+        grid = LogAxes(60, rows + 2, (1, 2), (ax.low, ax.high), (), ())
+        tick_rows = [grid.row(t) for t in ax.ticks]
+        gaps = {a - b for a, b in zip(tick_rows, tick_rows[1:], strict=False)}
+        assert len(gaps) == 1 and min(gaps) >= 2, (low, high, rows, tick_rows)
+    assert even_log_axis(3.47, 252, 20).ticks == (10, 100)  # decades when the data spans them
+    assert even_log_axis(18.9, 49.1, 12).ticks == (20, 40)  # doublings under a decade
+    assert even_log_axis(0.5, 5e4, 9).ticks == (1, 100, 1e4, 1e6)  # every 2nd decade, few rows
     with pytest.raises(ValueError):
-        axis.ticks_125(0, 10)
+        even_log_axis(0, 10, 10)
 
 
 def test_tick_labels_are_compact():
@@ -59,23 +71,7 @@ def test_tick_labels_are_compact():
     assert got == ["0.05", "0.5", "1", "2", "5", "20", "200", "1k", "5k", "20k", "2M"]
 
 
-def test_ticks_thin_evenly_to_decades_when_rows_are_short():
-    ticks = axis.ticks_125(0.5, 500)  # 0.5 1 2 5 10 20 50 100 200 500
-    roomy = [axis.log_position(v, 0.5, 500, 40) for v in ticks]
-    assert axis.thin_evenly(ticks, roomy) == ticks
-    short = [axis.log_position(v, 0.5, 500, 9) for v in ticks]
-    assert axis.thin_evenly(ticks, short) == [1, 10, 100]  # whole decades, evenly spaced
-    medium = [axis.log_position(v, 0.5, 500, 14) for v in ticks]
-    assert axis.thin_evenly(ticks, medium) == [1, 5, 20, 100, 500]  # every other 1-2-5 value
-    tiny = [axis.log_position(v, 0.5, 500, 4) for v in ticks]
-    assert axis.thin_evenly(ticks, tiny, min_gap=1) == [1, 10, 100]
-    assert len(axis.thin_evenly(ticks, tiny, min_gap=3)) == 1
-
-
-def test_labels_spread_without_overlap():
-    labels = ["512", "1K", "2K", "4K", "8K"]
-    assert axis.spread_labels([2, 12, 22, 32, 42], labels, 50) == [0, 1, 2, 3, 4]
-    assert axis.spread_labels([2, 4, 6, 8, 10], labels, 50) == [0, 2, 4]
+def test_a_linear_axis_top_keeps_two_digits():
     assert axis.nice_ceiling(272) == 280 and axis.nice_ceiling(9.3) == 9.3
 
 
@@ -135,27 +131,116 @@ def test_key_figure_draws_legend_outside_markers_whiskers_and_ticks():
     for item in (
         "ms, lower is better",
         "● stock",
-        "● patched",
-        "○ L=1 inconclusive",
+        "▲ patched",
+        "○△ L=1 inconclusive",
         "✗ L=1 invalid",
     ):
         assert item in legend, item
     assert "┊ L* ≥ 2 from 1K" in legend
     data = lines[first_axis : first_axis + 15]
-    assert sum(line.count("●") for line in data) == 5  # valid points (one hidden by a whisker cap)
-    assert sum(line.count("✗") for line in data) == 2 and any("○" in line for line in data)
+    assert sum(line.count("●") for line in data) == 3  # stock's points whose check passed
+    assert sum(line.count("▲") for line in data) == 2  # patched's
+    assert sum(line.count("✗") for line in data) == 2 and any("△" in line for line in data)
     assert any("┊" in line for line in data)
     axis_line = next(line for line in lines if "└" in line)
     assert axis_line.count("┬") == 4  # a tick at every measured context
     labels = [line.split("┤")[0].strip() for line in data if "┤" in line]
-    assert labels and set(labels) <= {"0.5", "1", "2", "5", "10", "20", "50", "100", "200", "500"}
-    assert all(axis.fmt_tick(float(v)) == v for v in labels)
+    assert labels == ["100", "10", "1"]  # decades: the data spans them
     assert "512" in lines[-2] and "4K" in lines[-2] and "context (tokens)" in lines[-1]
     assert "│ 95% CI" in lines[-1]
     # no ratio of the two series' medians: it has no CI of its own
     assert not any("×" in line for line in lines)
     for ms in ("18.0", "128", "241", "2.90", "4.20", "35.0", "3.10"):  # each point's ms
         assert any(ms in line for line in data), ms
+
+
+def plot_rows(lines: list[str]) -> range:
+    """The rows of the data area: above the x axis, with the y axis at their left."""
+    axis_row = next(i for i, line in enumerate(lines) if "└" in line)
+    y_axis = lines[axis_row].index("└")
+    top = axis_row
+    while top > 0 and len(lines[top - 1]) > y_axis and lines[top - 1][y_axis] in "│┤":
+        top -= 1
+    return range(top, axis_row)
+
+
+def drawn_axes(lines: list[str]) -> tuple[list[int], dict[float, int]]:
+    """(the columns of the x ticks, in order; {y tick value: its row}) read off a figure."""
+    axis_row = next(i for i, line in enumerate(lines) if "└" in line)
+    x_cols = [i for i, ch in enumerate(lines[axis_row]) if ch == "┬"]
+    units = {"k": 1e3, "M": 1e6}
+    y_rows = {}
+    for i, line in enumerate(lines[:axis_row]):
+        if "┤" in line:
+            label = line.split("┤")[0].strip()
+            y_rows[float(label[:-1]) * units[label[-1]] if label[-1] in units else float(label)] = i
+    return x_cols, y_rows
+
+
+def expected_row(ms: float, y_rows: dict[float, int]) -> float:
+    """Where `ms` belongs between the figure's own y ticks, on its log scale."""
+    (v0, r0), (v1, r1) = sorted(y_rows.items())[:2]
+    rows_per_decade = (r0 - r1) / math.log10(v1 / v0)
+    return r0 - math.log10(ms / v0) * rows_per_decade
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 16), (80, 24), (120, 40), (160, 50)])
+def test_key_figure_puts_each_point_in_its_cell(size):
+    width, height = size
+    contexts = (1024, 4096, 16384)
+    stock = (10.0, 100.0, 1000.0)  # on the decade ticks
+    patched = (2.0, 31.6, 5.0)  # between them
+    fig = _fig(
+        [FigurePoint(c, ms) for c, ms in zip(contexts, stock, strict=True)],
+        [FigurePoint(c, ms) for c, ms in zip(contexts, patched, strict=True)],
+    )
+    lines = key_figure_text(fig, width, height).plain.split("\n")
+    x_cols, y_rows = drawn_axes(lines)
+    assert len(x_cols) == 3 and len(y_rows) >= 2, "\n".join(lines)
+    gaps = [b - a for a, b in zip(x_cols, x_cols[1:], strict=False)]
+    assert max(gaps) - min(gaps) <= 1  # contexts a constant ratio apart: even on the log x axis
+    ys = sorted(y_rows.values())
+    tick_gaps = {b - a for a, b in zip(ys, ys[1:], strict=False)}
+    assert len(tick_gaps) == 1  # even y ticks
+    for glyph, values in (("●", stock), ("▲", patched)):
+        for col, ms in zip(x_cols, values, strict=True):
+            rows = [i for i in plot_rows(lines) if col < len(lines[i]) and lines[i][col] == glyph]
+            assert len(rows) == 1, (glyph, ms, size, "\n".join(lines))
+            want = expected_row(ms, y_rows)
+            assert abs(rows[0] - want) <= 0.5 + 1e-6, (glyph, ms, size, rows[0], want)
+            if ms in y_rows:
+                assert rows[0] == y_rows[ms]  # a point on a tick sits on the tick's row
+
+
+H200 = DEMO.parent / "h200-real-patch.jsonl.gz"
+
+
+@pytest.mark.parametrize("size", [(44, 10), (60, 12), (90, 20), (120, 30)])
+@pytest.mark.parametrize("path", [DEMO, H200], ids=["cpu", "h200"])
+def test_recorded_points_sit_where_their_ms_belongs(path, size):
+    rec = read_recording(path)
+    fig = key_figure(state_of([rec.header, *rec.events]))
+    lines = key_figure_text(fig, *size).plain.split("\n")
+    x_cols, y_rows = drawn_axes(lines)
+    contexts = sorted({p.context for s in fig.series for p in s.points})
+    assert len(x_cols) == len(contexts) and len(y_rows) >= 2
+    col_of = dict(zip(contexts, x_cols, strict=True))
+    for s, glyphs in zip(fig.series, ("●○•", "▲△▴"), strict=True):
+        for p in s.points:
+            col = col_of[p.context]  # or a column aside, where another series' marker is
+            rows = [
+                i
+                for i in plot_rows(lines)
+                for c in (col, col + 1, col - 1)
+                if c < len(lines[i]) and lines[i][c] in glyphs
+            ]
+            assert rows, (s.name, p, "\n".join(lines))
+            assert min(abs(r - expected_row(p.ms, y_rows)) for r in rows) <= 0.5 + 1e-6, (
+                s.name,
+                p,
+                size,
+                "\n".join(lines),
+            )
 
 
 def test_key_figure_marks_clipped_cis_and_draws_no_line_through_excluded_points():

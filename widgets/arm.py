@@ -15,9 +15,9 @@ from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.step_series import StepChart, step_chart
 from mlatui.views.units import bound_ratio, ratio_text
 from mlatui.views.verdict_strip import is_null_run, pane_setting, winner
+from widgets.palette import series_look
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
-ARM_COLOURS = {"stock": "red", "patched": "green"}
 NARROW = 56
 ARM_TITLES = {"stock": "stock · mlx-lm as installed", "patched": "patched · gate L ≤ L*"}
 
@@ -169,9 +169,9 @@ def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     return line
 
 
-def arm_text(state: DashboardState, arm: str, width: int, height: int) -> Text:
+def arm_text(state: DashboardState, arm: str, width: int, height: int, dark: bool = True) -> Text:
     narrow = width < NARROW
-    colour = ARM_COLOURS.get(arm, "cyan")
+    colour = series_look(ARMS.index(arm) if arm in ARMS else 0, dark).style  # as in the key figure
     chart = chart_for(state)
     medians = None
     if chart:  # the long form where both arms' fit their panes, else the short one in both

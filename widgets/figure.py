@@ -1,55 +1,58 @@
-"""The key figure drawn from plain data (mlatui.views.key_figure.KeyFigure): log-log, 1-2-5 y ticks,
-a marker at every measured context, 95% CI whiskers, the legend above the data area, invalid and
-inconclusive contexts marked apart, and the context where the patched gate starts absorbing L=2."""
+"""The key figure drawn from plain data (mlatui.views.key_figure.KeyFigure) on plotext's canvas
+(widgets.plot): log-log with ticks a constant ratio apart, a marker shape per series at every
+measured context, 95% CI whiskers, each point's ms beside it, the legend above the data area,
+invalid and inconclusive contexts marked apart, and the context where the patched gate starts
+absorbing L=2."""
 
 from __future__ import annotations
-
-import math
 
 from rich.text import Text
 
 from mlatui.views.key_figure import FigurePoint, KeyFigure, PointStatus
 from mlatui.views.rounding import fmt_context
 from mlatui.views.units import ms_text
-from widgets.axis import (
-    fmt_tick,
-    label_start,
-    log_position,
-    spread_labels,
-    thin_evenly,
-    ticks_125,
-)
-from widgets.canvas import Canvas
+from widgets.axis import fmt_tick
+from widgets.palette import GREY, SeriesLook, hex_colour, series_look
+from widgets.plot import LogAxes, LogLogPlot, even_log_axis
 
-MARK_STYLE = "yellow"
 MIN_PLOT_ROWS = 3
 CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis
+CROSSOVER = "┊"
 
 
-def marker(point: FigurePoint, colour: str) -> tuple[str, str]:
+def marker(point: FigurePoint, look: SeriesLook) -> tuple[str, str]:
+    """(glyph, plotext style) of a point: the series' shape, filled when its check passed."""
     if point.status is PointStatus.INVALID:
-        return "✗", f"dim {colour}"
+        return "✗", "dim"
     if point.status is PointStatus.INCONCLUSIVE:
-        return "○", f"dim {colour}"
+        return look.hollow, "dim"
     if point.status is PointStatus.PENDING:
-        return "•", colour
-    return "●", f"bold {colour}"
+        return look.small, ""
+    return look.filled, "bold"
 
 
-def legend_items(fig: KeyFigure, with_ci: bool = True) -> list[tuple[str, str, str]]:
+def looks(fig: KeyFigure, dark: bool) -> list[SeriesLook]:
+    return [series_look(i, dark) for i in range(len(fig.series))]
+
+
+def legend_items(
+    fig: KeyFigure, dark: bool = True, with_ci: bool = True
+) -> list[tuple[str, str, str]]:
     """(symbol, style, label) for what is drawn, in reading order."""
-    items = [("●", f"bold {s.colour}", s.name) for s in fig.series if s.points]
+    shown = [(s, look) for s, look in zip(fig.series, looks(fig, dark), strict=True) if s.points]
+    items = [(look.filled, f"bold {look.style}", s.name) for s, look in shown]
     statuses = {p.status for s in fig.series for p in s.points}
     if with_ci and has_ci(fig):
         items.append(("│", "", "95% CI"))
     if PointStatus.PENDING in statuses:
-        items.append(("•", "", "L=1 check pending"))
+        items.append(("".join(look.small for _, look in shown), "", "L=1 check pending"))
     if PointStatus.INCONCLUSIVE in statuses:
-        items.append(("○", "dim", "L=1 inconclusive"))
+        items.append(("".join(look.hollow for _, look in shown), "dim", "L=1 inconclusive"))
     if PointStatus.INVALID in statuses:
         items.append(("✗", "dim", "L=1 invalid"))
     if fig.crossover_context is not None:
-        items.append(("┊", MARK_STYLE, f"L* ≥ 2 from {fmt_context(fig.crossover_context)}"))
+        mark = f"L* ≥ 2 from {fmt_context(fig.crossover_context)}"
+        items.append((CROSSOVER, hex_colour(GREY), mark))
     if any(p.low_ms is not None and p.low_ms <= 0 for s in fig.series for p in s.points):
         items.append((CLIPPED, "bold", "CI reaches ≤ 0 (off the log axis)"))
     return items
@@ -59,10 +62,10 @@ def has_ci(fig: KeyFigure) -> bool:
     return any(p.low_ms is not None and p.high_ms is not None for s in fig.series for p in s.points)
 
 
-def legend_lines(fig: KeyFigure, width: int, with_ci: bool = True) -> list[Text]:
+def legend_lines(fig: KeyFigure, width: int, dark: bool = True, with_ci: bool = True) -> list[Text]:
     """The axis label, then the legend items, wrapped between items (never inside one)."""
     lines = [Text(fig.y_label, style="bold")]
-    for sym, style, label in legend_items(fig, with_ci):
+    for sym, style, label in legend_items(fig, dark, with_ci):
         line = lines[-1]
         if line.cell_len + 2 + len(sym) + 1 + len(label) > width:
             lines.append(Text())
@@ -87,26 +90,46 @@ def caption(fig: KeyFigure, width: int) -> Text:
     return t
 
 
-def y_range(fig: KeyFigure) -> tuple[float, float]:
-    values = [
+def y_values(fig: KeyFigure) -> list[float]:
+    return [
         v
         for s in fig.series
         for p in s.points
         for v in (p.ms, p.low_ms, p.high_ms)
         if v is not None and v > 0
     ]
-    ticks = ticks_125(min(values), max(values))
-    return ticks[0], ticks[-1]
 
 
-def _sub_y(value: float, low: float, high: float, rows: int) -> int:
-    """Braille row (0 = top) of a value on the log axis."""
-    sub = rows * 4
-    f = (math.log(min(max(value, low), high)) - math.log(low)) / (math.log(high) - math.log(low))
-    return (sub - 1) - round(f * (sub - 1))
+def contexts(fig: KeyFigure) -> list[int]:
+    return sorted({p.context for s in fig.series for p in s.points})
 
 
-def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
+def figure_axes(fig: KeyFigure, width: int, plot_height: int) -> LogAxes:
+    """The plot's axes: y ticks a constant ratio apart bracketing every value and CI end, x from
+    the smallest to the largest context with room for the end markers and their labels."""
+    values = y_values(fig)
+    y_axis = even_log_axis(min(values), max(values), plot_height - 2)
+    measured = contexts(fig)
+    labels = tuple((t, fmt_tick(t)) for t in y_axis.ticks)
+    cols = width - (max((len(s) for _, s in labels), default=0) + 1)
+    lo, hi = measured[0], measured[-1]
+    if lo == hi:
+        x_range = (lo / 2, hi * 2)
+    else:
+        left, right = 2, min(6, max(1, cols // 8))  # cells beside the end markers
+        per_cell = (hi / lo) ** (1 / max(1, cols - 1 - left - right))
+        x_range = (lo / per_cell**left, hi * per_cell**right)
+    return LogAxes(
+        width,
+        plot_height,
+        x_range,
+        (y_axis.low, y_axis.high),
+        tuple((float(c), fmt_context(c)) for c in measured),
+        labels,
+    )
+
+
+def key_figure_text(fig: KeyFigure, width: int, height: int, dark: bool = True) -> Text:
     if fig.empty:
         said = "this run has no sweep steps to plot" if fig.ended else "waiting for sweep steps…"
         return Text(f"marginal cost of the 2nd query (L=2 − L=1) vs context\n{said}", style="dim")
@@ -117,132 +140,107 @@ def key_figure_text(fig: KeyFigure, width: int, height: int) -> Text:
     )
     if not any(s.points for s in fig.series):
         return Text("\n").join(
-            [*legend_lines(fig, width), Text("no positive marginal cost yet"), *footnote]
+            [*legend_lines(fig, width, dark), Text("no positive marginal cost yet"), *footnote]
         )
-    legend = legend_lines(fig, width, with_ci=False)
+    legend = legend_lines(fig, width, dark, with_ci=False)
     with_caption = height - len(legend) - len(footnote) - 3 >= 6
     if not with_caption:
-        legend = legend_lines(fig, width)
+        legend = legend_lines(fig, width, dark)
     rows = height - len(legend) - len(footnote) - 2 - (1 if with_caption else 0)
     if rows < MIN_PLOT_ROWS or width < 24:
         return Text("(too small: z zooms)", style="dim")
-    y_lo, y_hi = y_range(fig)
-    ticks = ticks_125(y_lo, y_hi)
-    tick_rows = [log_position(v, y_lo, y_hi, rows) for v in ticks]
-    ticks = thin_evenly(ticks, tick_rows, min_gap=2 if rows >= 10 else 1)
-    labels = {rows - 1 - log_position(v, y_lo, y_hi, rows): fmt_tick(v) for v in ticks}
-    gutter = max(len(s) for s in labels.values()) + 1
-    cols = width - gutter
-    contexts = sorted({p.context for s in fig.series for p in s.points})
-    xcol = _x_columns(contexts, cols)
-    cs = list(xcol.values())
-    spacing = min((b - a for a, b in zip(cs, cs[1:], strict=False)), default=cols)
-    offsets = [0] * len(fig.series)
-    if len(fig.series) == 2 and spacing >= 6:
-        offsets = [-1, 1]
-    elif len(fig.series) == 4 and spacing >= 10:  # an A/A run: A and B of each pass
-        offsets = [-3, -1, 1, 3]
-    canvas = Canvas(rows, cols)
-    if fig.crossover_context is not None:
-        col = _x_column(fig.crossover_context, contexts, cols)
-        for r in range(rows):
-            canvas.put(r, col, "┊", MARK_STYLE)
-    for s, dx in zip(fig.series, offsets, strict=True):
-        # a line joins neighbouring contexts only: never through an excluded point between them
-        linked = [
-            (a, b)
-            for a, b in zip(s.points, s.points[1:], strict=False)
-            if {a.status, b.status} <= {PointStatus.VALID, PointStatus.PENDING}
-        ]
-        for a, b in linked:
-            canvas.line(
-                2 * (xcol[a.context] + dx),
-                _sub_y(a.ms, y_lo, y_hi, rows),
-                2 * (xcol[b.context] + dx),
-                _sub_y(b.ms, y_lo, y_hi, rows),
-                s.colour,
-            )
-    for s, dx in zip(fig.series, offsets, strict=True):
-        for p in s.points:
-            col = xcol[p.context] + dx
-            if p.low_ms is not None and p.high_ms is not None:
-                top = _sub_y(p.high_ms, y_lo, y_hi, rows) // 4
-                bottom = _sub_y(max(p.low_ms, y_lo), y_lo, y_hi, rows) // 4
-                for r in range(top, bottom + 1):
-                    canvas.put(r, col, "│", s.colour)
-                if p.low_ms < y_lo:  # the CI goes below the axis (to 0 or under): say so
-                    canvas.put(bottom, col, CLIPPED, f"bold {s.colour}")
-            sym, style = marker(p, s.colour)
-            canvas.put(_sub_y(p.ms, y_lo, y_hi, rows) // 4, col, sym, style)
-    for s, dx in zip(fig.series, offsets, strict=True):
-        for p in s.points:
-            _label(canvas, _sub_y(p.ms, y_lo, y_hi, rows) // 4, xcol[p.context] + dx, p, s.colour)
-    out = [*legend]
-    for r in range(rows):
-        line = Text()
-        if r in labels:
-            line.append(f"{labels[r]:>{gutter - 1}}┤", style="dim")
-        else:
-            line.append(" " * (gutter - 1) + "│", style="dim")
-        line.append_text(canvas.row_text(r))
-        out.append(line)
-    out.append(_x_axis(xcol, gutter, cols))
-    out.append(_x_labels(contexts, xcol, gutter, width, "" if with_caption else " tokens"))
+    axes = figure_axes(fig, width, rows + 2)
+    plot = draw(fig, axes, dark)
+    out = [*legend, *plot[:-1]]
+    out.append(_x_labels(plot[-1], width, "" if with_caption else " tokens"))
     if with_caption:
         out.append(caption(fig, width))
     out.extend(footnote)
     return Text("\n").join(out)
 
 
-def _label(canvas: Canvas, row: int, col: int, p: FigurePoint, colour: str) -> None:
-    """The point's ms beside its marker, right or else left, where nothing is drawn yet."""
+def draw(fig: KeyFigure, axes: LogAxes, dark: bool) -> list[Text]:
+    """The plot's rows: the crossover mark, lines through neighbouring checked points, CI
+    whiskers, markers, then each point's ms where it covers nothing drawn."""
+    plot = LogLogPlot(axes)
+    if fig.crossover_context is not None:
+        plot.vline(fig.crossover_context, CROSSOVER, GREY)
+    series = list(zip(fig.series, looks(fig, dark), strict=True))
+    for s, look in series:
+        # a line joins neighbouring contexts only: never through an excluded point between them
+        run: list[FigurePoint] = []
+        for p in [*s.points, None]:
+            if p is not None and p.status in (PointStatus.VALID, PointStatus.PENDING):
+                run.append(p)
+                continue
+            plot.line([q.context for q in run], [q.ms for q in run], look.colour)
+            run = []
+    offsets = _offsets(fig, axes)
+    taken: set[tuple[int, int]] = set()
+    for (s, look), dxs in zip(series, offsets, strict=True):
+        for p, dx in zip(s.points, dxs, strict=True):
+            if p.low_ms is None or p.high_ms is None:
+                continue
+            col = axes.col(p.context) + dx
+            colour = look.colour if p.status is not PointStatus.INVALID else GREY
+            plot.whisker(p.context, p.low_ms, p.high_ms, colour, dx)
+            taken |= {(r, col) for r in range(axes.row(p.high_ms), axes.row(p.low_ms) + 1)}
+            if p.low_ms < axes.y_range[0]:  # the CI goes below the axis (to 0 or under): say so
+                plot.marker(p.context, axes.y_range[0], CLIPPED, look.colour, "bold", dx)
+    for (s, look), dxs in zip(series, offsets, strict=True):
+        for p, dx in zip(s.points, dxs, strict=True):
+            glyph, style = marker(p, look)
+            plot.marker(p.context, p.ms, glyph, look.colour, style, dx)
+            taken.add((axes.row(p.ms), axes.col(p.context) + dx))
+    for (s, look), dxs in zip(series, offsets, strict=True):
+        for p, dx in zip(s.points, dxs, strict=True):
+            _label(plot, taken, p, look, dx)
+    return plot.rows()
+
+
+def _offsets(fig: KeyFigure, axes: LogAxes) -> list[list[int]]:
+    """Each point's column beside its context's: an A/A run's four series (which measure the
+    same thing) side by side when the contexts leave room; any point whose cell another
+    series' marker holds one column aside (right, else left), so no marker hides another."""
+    cols = sorted({axes.col(c) for c in contexts(fig)})
+    spacing = min((b - a for a, b in zip(cols, cols[1:], strict=False)), default=axes.cols)
+    n = len(fig.series)
+    base = [-3, -1, 1, 3] if n == 4 and spacing >= 10 else [0] * n
+    held: set[tuple[int, int]] = set()
+    offsets = []
+    for s, dx0 in zip(fig.series, base, strict=True):
+        mine = []
+        for p in s.points:
+            row, col = axes.row(p.ms), axes.col(p.context) + dx0
+            step = next((d for d in (0, 1, -1, 2, -2) if (row, col + d) not in held), 0)
+            held.add((row, col + step))
+            mine.append(dx0 + step)
+        offsets.append(mine)
+    return offsets
+
+
+def _label(
+    plot: LogLogPlot, taken: set[tuple[int, int]], p: FigurePoint, look: SeriesLook, dx: int
+) -> None:
+    """The point's ms beside its marker, right or else left, where it covers no marker,
+    whisker or other label (a line under it may give way)."""
+    axes = plot.axes
     text = ms_text(p.ms)
+    row, col = axes.row(p.ms), axes.col(p.context) + dx
     for start in (col + 2, col - 1 - len(text)):
-        cells = range(start, start + len(text))
-        if (
-            start >= 0
-            and cells[-1] < canvas.cols
-            and all(
-                canvas.chars[row][c] == " "
-                for c in range(start - 1, start + len(text) + 1)
-                if 0 <= c < canvas.cols
-            )
-        ):
-            for c, ch in zip(cells, text, strict=True):
-                canvas.put(row, c, ch, colour)
-            return
+        span = range(start - 1, start + len(text) + 1)
+        if start < 0 or start + len(text) > axes.cols:
+            continue
+        if any((row, c) in taken for c in span):
+            continue
+        plot.text(text, row, start, look.colour, "dim" if p.status is not PointStatus.VALID else "")
+        taken |= {(row, c) for c in range(start, start + len(text))}
+        return
 
 
-def _x_column(context: int, contexts: list[int], cols: int) -> int:
-    if contexts[0] == contexts[-1]:
-        return cols // 2
-    inner = max(1, cols - 4)
-    c = min(max(context, contexts[0]), contexts[-1])
-    return 2 + log_position(c, contexts[0], contexts[-1], inner)
-
-
-def _x_columns(contexts: list[int], cols: int) -> dict[int, int]:
-    return {c: _x_column(c, contexts, cols) for c in contexts}
-
-
-def _x_axis(xcol: dict[int, int], gutter: int, cols: int) -> Text:
-    axis = ["─"] * cols
-    for col in xcol.values():
-        axis[col] = "┬"
-    return Text(" " * (gutter - 1) + "└" + "".join(axis), style="dim")
-
-
-def _x_labels(contexts: list[int], xcol: dict[int, int], gutter: int, width: int, tail: str):
-    names = [fmt_context(c) for c in contexts]
-    positions = [gutter + xcol[c] for c in contexts]
-    keep = spread_labels(positions, names, width)
-    cells = [" "] * width
-    for i in keep:
-        start = label_start(positions[i], names[i], width)
-        cells[start : start + len(names[i])] = names[i]
-    if tail and gutter > 4:  # no caption row: the gutter names the axis
-        cells[: gutter - 1] = "ctx".rjust(gutter - 1)
-    line = "".join(cells).rstrip()
-    if tail and len(line) + len(tail) <= width:
-        line += tail
-    return Text(line, style="dim")
+def _x_labels(labels: Text, width: int, tail: str) -> Text:
+    line = labels.copy()
+    line.rstrip()
+    if tail and line.cell_len + len(tail) <= width:
+        line.append(tail, style="dim")
+    return line

@@ -158,7 +158,8 @@ class ArmPane(Pane):
         self.arm = arm
 
     def content(self) -> Text:
-        return arm_text(self.state, self.arm, self.content_size.width, self.content_size.height)
+        size, dark = self.content_size, self.app.current_theme.dark
+        return arm_text(self.state, self.arm, size.width, size.height, dark)
 
     def redraw(self) -> None:
         self.border_title = arm_title(self.state, self.arm)
@@ -169,7 +170,8 @@ class MarginalPane(Pane):
     section = "marginal"
 
     def content(self) -> Text:
-        return r.marginal_plot(self.state, self.content_size.width, self.content_size.height)
+        size, dark = self.content_size, self.app.current_theme.dark
+        return r.marginal_plot(self.state, size.width, size.height, dark)
 
 
 class ValidityPane(ScrollPane):

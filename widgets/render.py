@@ -23,7 +23,6 @@ from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresho
 
 GREY = "grey42"
 POOLED_STYLE = "cyan"  # ✓p: valid by the run's pooled L = 1 check, never plain green
-ARM_COLOURS = {"stock": "red", "patched": "green"}
 PRESSURE_STYLE = {"ok": "green", "high": "yellow", "critical": "bold red"}
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -263,9 +262,9 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     return t
 
 
-def marginal_plot(state: DashboardState, width: int, height: int) -> Text:
+def marginal_plot(state: DashboardState, width: int, height: int, dark: bool = True) -> Text:
     """The key figure (widgets.figure draws mlatui.views.key_figure's data)."""
-    return key_figure_text(key_figure(state), width, height)
+    return key_figure_text(key_figure(state), width, height, dark)
 
 
 def run_lines(state: DashboardState) -> list[Text]:
