@@ -474,3 +474,27 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
     )
     h = next(e for e in events if e.type == "header")
     assert h.scenario["seed"] == 3 and h.settings["seed"] == 4
+
+
+def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
+    """Every final sweep estimate says each width's necessary bytes, and each arm's GB/s and MBU
+    are those bytes over the same rounds' step time against the header's measured limit."""
+    _, events = tiny_run
+    header = next(e for e in events if isinstance(e, RunHeader))
+    limit = header.device["bandwidth"]["measured_read_gb_s"]
+    finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
+    assert finals
+    for e in finals:
+        rows = {(r["quantity"], r["arm"], r["width"]): r for r in e.rows}
+        assert sorted(map(int, e.step_bytes)) == [1, 2, 3]
+        for (quantity, arm, width), step in rows.items():
+            if quantity != "step_ms":
+                continue
+            needed = e.step_bytes[str(width)]
+            total = needed["weights_low"] + needed["cache_low"]
+            assert needed["cache_low"] == 2 * (e.context + width) * (512 + 16) * 4  # 2 layers, f32
+            rate = rows["gb_s", arm, width]
+            assert rate["median"] == pytest.approx(total / step["median"] / 1e6)
+            assert rate["low"] == pytest.approx(total / step["high"] / 1e6)
+            mbu = rows["mbu", arm, width]
+            assert mbu["median"] == pytest.approx(rate["median"] / limit)

@@ -7,6 +7,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
+from mlatui.measure import byte_census as census
 from mlatui.models import build, step_bytes
 from mlatui.models.families import config_for
 
@@ -69,10 +70,10 @@ def built(first_dense: int, bits: int | None):
 def test_dense_model_bytes_by_hand(bits):
     model, counted = built(2, bits)
     layer = attention(bits) + mlp(INTER, bits)
-    assert counted.layers == (step_bytes.LayerWeights(layer), step_bytes.LayerWeights(layer))
+    assert counted.layers == (census.LayerWeights(layer), census.LayerWeights(layer))
     for width in (1, 2, 4):
         expected = 2 * layer + outside(bits) + width * embedding_row(bits)
-        assert counted.step(width, 100).weights == step_bytes.ByteRange(expected, expected)
+        assert counted.step(width, 100).weights == census.ByteRange(expected, expected)
     actual = sum(a.nbytes for _, a in tree_flatten(model.parameters()))  # evaluated arrays
     assert (
         counted.parameter_bytes == actual == 2 * layer + outside(bits) + VOCAB * embedding_row(bits)
@@ -83,12 +84,12 @@ def test_dense_model_bytes_by_hand(bits):
 def test_moe_model_bytes_by_hand(bits):
     model, counted = built(1, bits)
     dense, moe = attention(bits) + mlp(INTER, bits), attention(bits) + moe_whole(bits)
-    assert counted.layers[1].routed == step_bytes.RoutedExperts(EXPERTS, expert(bits), TOP_K)
+    assert counted.layers[1].routed == census.RoutedExperts(EXPERTS, expert(bits), TOP_K)
     base = dense + moe + outside(bits)
     for width, fewest, most in ((1, TOP_K, TOP_K), (2, TOP_K, EXPERTS), (4, TOP_K, EXPERTS)):
         weights = counted.step(width, 100).weights
         rows = width * embedding_row(bits)
-        assert weights == step_bytes.ByteRange(
+        assert weights == census.ByteRange(
             base + rows + fewest * expert(bits), base + rows + most * expert(bits)
         )
     actual = sum(a.nbytes for _, a in tree_flatten(model.parameters()))
@@ -103,7 +104,7 @@ def test_cache_bytes_by_hand():
     _, counted = built(1, None)
     step = counted.step(2, 100)
     rows = 102  # the cache after the step's update
-    assert step.cache == step_bytes.ByteRange(
+    assert step.cache == census.ByteRange(
         2 * rows * (RANK + ROPE) * F32, 2 * rows * (RANK + ROPE) * F32
     )
     assert step.materialised_extra == 2 * 2 * rows * HEADS * (NOPE + V) * F32
@@ -116,7 +117,7 @@ def test_sparse_layer_reads_index_keys_and_selected_rows():
     index_dim, topk = 128, 32  # family_configs.DSV32
     rows, per_row = 1002, (RANK + ROPE) * 2
     keys = rows * index_dim * 2
-    assert counted.step(2, 1000).cache == step_bytes.ByteRange(
+    assert counted.step(2, 1000).cache == census.ByteRange(
         2 * (keys + topk * per_row), 2 * (keys + 2 * topk * per_row)
     )
     # a short cache: every row is selected
@@ -171,3 +172,33 @@ def test_measured_limit_is_probed_once_per_device(monkeypatch, tmp_path):
         == 4800
     )
     assert len(calls) == 2  # another device: probed again
+
+
+def test_moe_step_mbu_spans_the_routing_range():
+    """A MoE step's MBU over its fewest bytes (`mbu`) and its most (`mbu_most`), from the same
+    rounds' step time; an L = 1 step has one figure."""
+    from mlatui.measure.bandwidth import StepBandwidth
+
+    _, counted = built(1, None)
+    bandwidth = StepBandwidth(counted, limit_gb_s=10.0)
+    rows = [
+        {
+            "quantity": "step_ms",
+            "arm": "patched",
+            "width": w,
+            "median": 2.0,
+            "low": 1.0,
+            "high": 4.0,
+            "n": 6,
+        }
+        for w in (1, 4)
+    ]
+    out = {(r["quantity"], r["width"]): r for r in bandwidth.rows(100, rows)}
+    for width in (1, 4):
+        needed = counted.step(width, 100).total
+        assert out["gb_s", width]["median"] == pytest.approx(needed.low / 2.0 / 1e6)
+        assert out["mbu", width]["low"] == pytest.approx(needed.low / 4.0 / 1e6 / 10.0)
+        assert out["mbu_most", width]["median"] == pytest.approx(needed.high / 2.0 / 1e6 / 10.0)
+    assert out["mbu", 1]["median"] == out["mbu_most", 1]["median"]
+    assert out["mbu", 4]["median"] < out["mbu_most", 4]["median"]
+    assert bandwidth.step_bytes(100, [4])["4"] == counted.step(4, 100).to_dict()

@@ -14,7 +14,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from mlatui.measure.byte_census import ModelBytes
 from mlatui.stream.interval import Interval
 
 CPU_PROBE_BYTES = 32 << 20
@@ -119,3 +121,47 @@ def utilisation(step_ms: Interval, step_bytes: int, limit_gb_s: float) -> Interv
     if rate is None or not limit_gb_s > 0:
         return None
     return rate.scaled(1 / limit_gb_s)
+
+
+BANDWIDTH_QUANTITIES = ("gb_s", "mbu", "mbu_most")
+
+
+@dataclass(frozen=True)
+class StepBandwidth:
+    """What a run's estimates need to say how much bandwidth each step used: the target model's
+    byte census and the device's measured read limit."""
+
+    census: ModelBytes
+    limit_gb_s: float
+
+    def step_bytes(self, context: int, widths: list[int]) -> dict[str, dict[str, int]]:
+        """Per width (a string key, as JSON keeps it): the step's bytes at `context`."""
+        return {str(w): self.census.step(w, context).to_dict() for w in widths}
+
+    def rows(self, context: int, step_ms_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """For each step_ms row of an estimate: effective GB/s and MBU over the fewest bytes the
+        step must read, and MBU over the most (routing unrecorded: `mbu` .. `mbu_most`), each a
+        row of the same shape with the interval from the same rounds."""
+        out = []
+        for row in step_ms_rows:
+            ms = Interval(row["median"], row["low"], row["high"], row["n"])
+            needed = self.census.step(row["width"], context).total
+            figures = {
+                "gb_s": effective_gb_s(ms, needed.low),
+                "mbu": utilisation(ms, needed.low, self.limit_gb_s),
+                "mbu_most": utilisation(ms, needed.high, self.limit_gb_s),
+            }
+            for quantity, iv in figures.items():
+                if iv is not None:
+                    out.append(
+                        {
+                            "quantity": quantity,
+                            "arm": row["arm"],
+                            "width": row["width"],
+                            "median": iv.median,
+                            "low": iv.low,
+                            "high": iv.high,
+                            "n": iv.n,
+                        }
+                    )
+        return out

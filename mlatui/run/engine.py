@@ -31,6 +31,7 @@ from mlatui.models.loading import (
     load_target,
     vocab_size,
 )
+from mlatui.models.step_bytes import step_bandwidth
 from mlatui.run.arms import Arm, ArmWorker, Baton, build_arms
 from mlatui.run.draft_factory import draft_factories, hidden_reader, install_drafts
 from mlatui.run.engine_dist import DistRun
@@ -310,6 +311,7 @@ class _Run:
             fill=plan.fill,
             settle=plan.settle,
             lockstep=self.dist.lockstep,
+            bandwidth=step_bandwidth(loaded.model),
         )
 
     def _run_phases(self, ctx: RunContext, n: int, passes: tuple[Pass, ...]) -> PassResults:

@@ -41,7 +41,11 @@ from mlatui.run.drafts import DraftSource
 from mlatui.run.mtp_load import build_layer, sanitize_layer
 
 __all__ = ["SIDECARS", "MTPDraft", "MTPError", "MTPMissing", "load_mtp_draft", "read_mtp_weights"]
-SUPPORTED = ("deepseek_v3", "glm4_moe_lite", "mlatui_mla")  # modules whose decoder layer the head reuses
+SUPPORTED = (
+    "deepseek_v3",
+    "glm4_moe_lite",
+    "mlatui_mla",
+)  # modules whose decoder layer the head reuses
 HIDDEN_VARIANTS = ("post_norm", "pre_norm")
 _REQUIRED = ("enorm.weight", "hnorm.weight", "shared_head.norm.weight")
 

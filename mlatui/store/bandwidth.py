@@ -57,8 +57,8 @@ def device_bandwidth(env: dict[str, Any]) -> dict[str, Any]:
     measured = measured_limit(env)
     vendor = published(str(env.get("device_name", "")))
     return {
-        "measured_read_gb_s": round(measured.read_gb_s, 2),
-        "measured_copy_gb_s": round(measured.copy_gb_s, 2),
+        "measured_read_gb_s": measured.read_gb_s,
+        "measured_copy_gb_s": measured.copy_gb_s,
         "probe_bytes": measured.probe_bytes,
         "published_gb_s": vendor.gb_s if vendor else None,
         "published_name": vendor.name if vendor else None,

@@ -251,8 +251,11 @@ class PooledValidity(Event):
 @dataclass(frozen=True)
 class Estimate(Event):
     """A context's paired estimates after `rounds` rounds (`final` after the last). Each row:
-    {"quantity": step_ms | ratio | marginal_ms, "arm", "width", "median", "low", "high", "n"},
-    a median over rounds with its 95% bootstrap CI; `estimators` names how each was made."""
+    {"quantity": step_ms | ratio | marginal_ms | vs_l1 | gb_s | mbu | mbu_most, "arm", "width",
+    "median", "low", "high", "n"}, a median over rounds with its 95% bootstrap CI; `estimators`
+    names how each was made. `step_bytes`, per width: the bytes a whole-model step must read
+    (mlatui.measure.byte_census.StepBytes.to_dict); gb_s and mbu rows are over its fewest bytes,
+    mbu_most over its most (routing is not recorded), against the header's measured limit."""
 
     type: ClassVar[str] = "estimate"
     t: float
@@ -264,6 +267,7 @@ class Estimate(Event):
     rows: tuple[dict[str, Any], ...]
     drifting_rounds: int = 0
     estimators: dict[str, Any] = field(default_factory=dict[str, Any])
+    step_bytes: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
 
 
 @dataclass(frozen=True)

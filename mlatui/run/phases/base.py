@@ -16,6 +16,7 @@ import mlx.core as mx
 
 from mlatui.config.scenario import Phase
 from mlatui.host.distributed import Lockstep
+from mlatui.measure.bandwidth import StepBandwidth
 from mlatui.measure.estimates import (
     CI_METHOD,
     ESTIMATORS,
@@ -74,6 +75,7 @@ class RunContext:
     fill: str = "prefill"  # prefill | random-latents (timing only, random weights)
     settle: bool = True
     lockstep: Lockstep | None = None  # under mlx.launch: every rank runs this same schedule
+    bandwidth: StepBandwidth | None = None  # the target's byte census and the device's limit
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
@@ -257,11 +259,19 @@ def _row(quantity: str, arm: str, width: int, iv: Interval) -> dict:
 
 class EstimateEmitter:
     """Hands a context's estimates to the stream after every round (the dashboard's first point
-    appears after the first round, then tightens) and each new drift event once."""
+    appears after the first round, then tightens) and each new drift event once; with
+    `bandwidth` (whole-model steps), each width's bytes per step and each arm's GB/s and MBU."""
 
-    def __init__(self, ctx: RunContext, phase: str, context: int):
+    def __init__(
+        self,
+        ctx: RunContext,
+        phase: str,
+        context: int,
+        bandwidth: StepBandwidth | None = None,
+    ):
         self.ctx, self.phase, self.context = ctx, phase, context
         self.drifts_seen = 0
+        self.bandwidth = bandwidth
 
     def __call__(self, estimates: ContextEstimates, final: bool = False) -> None:
         for d in estimates.drifts[self.drifts_seen :]:
@@ -286,6 +296,12 @@ class EstimateEmitter:
                 )
             )
         self.drifts_seen = len(estimates.drifts)
+        rows, step_bytes = estimate_rows(estimates), {}
+        if self.bandwidth is not None:
+            step_ms = [r for r in rows if r["quantity"] == "step_ms"]
+            widths = sorted({r["width"] for r in step_ms})
+            step_bytes = self.bandwidth.step_bytes(self.context, widths)
+            rows += tuple(self.bandwidth.rows(self.context, step_ms))
         self.ctx.emit(
             Estimate(
                 self.ctx.now(),
@@ -294,9 +310,10 @@ class EstimateEmitter:
                 estimates.rounds,
                 final,
                 estimates.control_outcome.value if estimates.control_outcome else "",
-                estimate_rows(estimates),
+                rows,
                 estimates.drifting_rounds,
                 dict(ESTIMATORS, ci=CI_METHOD),
+                step_bytes,
             )
         )
 
@@ -347,7 +364,7 @@ def sample_steps(
     (with `interim`, after each round too). The caller keeps the run's L = 1 quads."""
     label, length = site.label, site.length
     steps = {w: forward_and_trim(site.tail[:w]) for w in plan.widths}
-    emitter = EstimateEmitter(ctx, label, length)
+    emitter = EstimateEmitter(ctx, label, length, ctx.bandwidth)
     pending: list[tuple[str, int, float, int, int]] = []
 
     def measure(arm: str, width: int) -> float:
