@@ -167,12 +167,13 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         assert verdicts[0].startswith("A verdict") and verdicts[1].startswith("B verdict")
         plot = _visible(app, "#cmp-plot")
         grid = "\n".join(plot.splitlines()[:-4])  # the data area, without axis and legend
-        # every context of both runs, both arms: 4 markers per run (markers may share a cell)
-        assert grid.count("●") >= 6 and grid.count("▲") >= 6
+        # every context of both runs, both arms: a shape per run and arm, filled where the
+        # L = 1 check passed (hollow where not: A's stock ○ and patched △ at the invalid ones)
+        for filled, hollow in (("●", "○"), ("▲", "△"), ("■", "□"), ("◆", "◇")):
+            assert grid.count(filled) + grid.count(hollow) >= 3, (filled, grid)
         assert (
-            "● A cpu-default-full" in plot
-            and "(embedded · AMD EPYC)" in plot
-            and "▲ B cpu-launch-refblas" in plot
+            "A cpu-default-full.jsonl (embedded · AMD EPYC): ● stock ▲ patched" in plot
+            and "B cpu-launch-refblas.jsonl (embedded · AMD EPYC): ■ stock ◆ patched" in plot
         )
         assert "lower is better" in plot and "4K" in plot
         table = app.query_one("#cmp-table").render().plain
@@ -181,7 +182,7 @@ async def test_both_runs_are_on_screen(tmp_path, size):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = app.screen.query_one("#help-text").render().plain
-        assert "[export]" in text and "● run A · ▲ run B" in " ".join(text.split())
+        assert "[export]" in text and "run A: ● stock ▲ patched" in " ".join(text.split())
         await pilot.press("escape", "e")
         await pilot.pause()
         (md,) = tmp_path.glob("mlatui-compare-*.md")
@@ -206,7 +207,8 @@ def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path)
 
     monkeypatch.setattr(CompareApp, "run", headless)
     assert main(["compare", str(DEMO), str(TINY), "--out-dir", str(tmp_path)]) == 0
-    assert "● A cpu-default-full" in shown["plot"] and "▲ B ui_tiny_run" in shown["plot"]
+    assert "A cpu-default-full" in shown["plot"] and "B ui_tiny_run" in shown["plot"]
+    assert "■ stock ◆ patched" in shown["plot"]
 
 
 def test_compare_never_imports_mlx_and_its_core_never_imports_textual():

@@ -53,9 +53,9 @@ class CompareApp(App):
         yield CompareView(lambda c, w, h: cr.verdicts_text(c, w), id="cmp-verdicts")
         with Horizontal(id="cmp-body"):
             yield CompareView(
-                cr.plot_text,
+                lambda c, w, h: cr.plot_text(c, w, h, self.current_theme.dark),
                 id="cmp-plot",
-                title="marginal cost of a 2nd query: L=2 − L=1 (ms, log) · ● A  ▲ B",
+                title="marginal cost of a 2nd query: L=2 − L=1 (ms, log) · A ●▲  B ■◆",
             )
             with ScrollableContainer(id="cmp-table-box") as box:  # both ways: wide rows
                 box.border_title = "shared contexts: A, B and B/A (tab, then ←/→ ↑/↓ scroll)"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.text import Text
 
 from mlatui.stream.events import ARMS
@@ -12,17 +10,20 @@ from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_l
 from mlatui.views.rounding import Ci, ci_text, fmt_context
 from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts
+from widgets import palette
+from widgets.palette import SeriesLook, series_look
+from widgets.plot import LogLogPlot, log_log_axes
 
 GREY = "grey42"
-ARM_STYLES = {"stock": "red", "patched": "green"}
-# run B's arms in their own shades (and ▲ markers), so the two runs never share a colour
+PLOT_GREY = palette.GREY
+# the table's arm column in the colours A's arms have in the figure
+ARM_STYLES = {arm: series_look(i).style for i, arm in enumerate(ARMS)}
+# each run's arms in their own colours and shapes (widgets.palette), so no two series share one
 RUN_STYLES = {
-    "A": ARM_STYLES,
-    "B": {"stock": "bright_magenta", "patched": "bright_cyan"},
+    run: {arm: series_look(2 * i + j).style for j, arm in enumerate(ARMS)}
+    for i, run in enumerate("AB")
 }
 COLUMN_STYLES = {"A": "", "B": "italic"}  # the table's A and B columns
-RUN_MARKERS = {"A": "●", "B": "▲"}
-RUN_LINES = {"A": "·", "B": "∙"}
 TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
 
 
@@ -56,7 +57,7 @@ def header_text(cmp: Comparison, width: int) -> Text:
     t.append(" COMPARE ", style="bold")
     for i, run in enumerate(cmp.runs):
         t.append(" vs " if i else " ")
-        t.append(RUN_MARKERS[run.label] + " ", style="bold")
+        t.append(series_look(2 * i).filled + series_look(2 * i + 1).filled + " ", style="bold")
         t.append(run_label(run), style="bold")
     t.append("\n")
     t.append("differs ", style="bold reverse")
@@ -111,23 +112,19 @@ def marginal_points(run: Run, arm: str) -> list[tuple[int, Ci, bool]]:
     ]
 
 
-def log_ticks(lo: float, hi: float, rows: int) -> list[float]:
-    """1-2-5 ticks inside [lo, hi]; only powers of ten when the rows cannot hold more."""
-    ticks = []
-    for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-        ticks += [m * 10.0**e for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
-    if len(ticks) > max(2, rows // 2):
-        ticks = [v for v in ticks if round(v / 10 ** math.floor(math.log10(v))) == 1]
-    return ticks
+def series_looks(cmp: Comparison, dark: bool = True) -> dict[tuple[str, str], SeriesLook]:
+    """Each (run, arm)'s marker shape and colour: A's stock ● and patched ▲, B's ■ and ◆."""
+    return {
+        (run.label, arm): series_look(2 * i + j, dark)
+        for i, run in enumerate(cmp.runs)
+        for j, arm in enumerate(ARMS)
+    }
 
 
-def _tick_label(v: float) -> str:
-    return f"{v:g}" if v >= 0.01 else f"{v:.0e}"
-
-
-def plot_text(cmp: Comparison, width: int, height: int) -> Text:
-    """Marginal cost of the 2nd query vs context, log-log, both arms of both runs: colour is
-    the arm, the marker the run; whiskers are 95% CIs; grey points failed the L = 1 check."""
+def plot_text(cmp: Comparison, width: int, height: int, dark: bool = True) -> Text:
+    """Marginal cost of the 2nd query vs context, log-log, on plotext's canvas (widgets.plot):
+    both arms of both runs, each its own marker shape and colour; whiskers are 95% CIs; grey,
+    hollow points failed the L = 1 check. Run B's points sit a column right of A's."""
     series = [(run, arm, marginal_points(run, arm)) for run in cmp.runs for arm in ARMS]
     if width < 30 or height < 9:
         return Text("(too small: enlarge the terminal)", style="dim")
@@ -142,73 +139,36 @@ def plot_text(cmp: Comparison, width: int, height: int) -> Text:
     ]
     if not values:
         return Text("no marginal cost in either recording (no sweep with L = 1 and 2)", style="dim")
-    legend = len(cmp.runs) + 1
-    ph, ylab = height - 2 - legend, 7
-    pw = width - ylab - 1
-    ymin, ymax = min(values) / 1.2, max(values) * 1.2
-    xs = sorted({c for _, _, pts in drawn for c, _, _ in pts})
-    lx0, lx1 = math.log(xs[0]), math.log(xs[-1])
-
-    def col(x: int, run: Run) -> int:
-        frac = 0.5 if lx1 == lx0 else (math.log(x) - lx0) / (lx1 - lx0)
-        return min(pw - 1, 1 + round(frac * (pw - 4)) + (1 if run.label == "B" else 0))
-
-    def row(y: float) -> int:
-        frac = (math.log(ymax) - math.log(max(y, ymin))) / (math.log(ymax) - math.log(ymin))
-        return max(0, min(ph - 1, round(frac * (ph - 1))))
-
-    grid: list[list[tuple[str, str]]] = [[(" ", "")] * pw for _ in range(ph)]
-
-    def put(r: int, c: int, ch: str, style: str, over: bool = True) -> None:
-        if 0 <= r < ph and 0 <= c < pw and (over or grid[r][c][0] == " "):
-            grid[r][c] = (ch, style)
-
+    contexts = sorted({c for _, _, pts in drawn for c, _, _ in pts})
+    axes = log_log_axes(values, contexts, width, height - len(cmp.runs) - 1)
+    looks = series_looks(cmp, dark)
+    plot = LogLogPlot(axes)
     for run, arm, pts in drawn:  # lines through the valid points
-        style = RUN_STYLES[run.label][arm]
-        valid = [(col(c, run), math.log(ci.median)) for c, ci, ok in pts if ok]
-        for (c0, y0), (c1, y1) in zip(valid, valid[1:], strict=False):
-            for c in range(c0 + 1, c1):
-                y = math.exp(y0 + (y1 - y0) * (c - c0) / (c1 - c0))
-                put(row(y), c, RUN_LINES[run.label], style, over=False)
+        dx = 1 if run.label == "B" else 0
+        valid = [(c, ci.median) for c, ci, ok in pts if ok]
+        plot.line([c for c, _ in valid], [m for _, m in valid], looks[run.label, arm].colour, dx)
     for run, arm, pts in drawn:  # CI whiskers, then the markers on top
+        dx = 1 if run.label == "B" else 0
         for c, ci, ok in pts:
             if (bounds := ci.bounds) is not None and bounds[0] > 0:
-                for r in range(row(bounds[1]), row(bounds[0]) + 1):
-                    style = RUN_STYLES[run.label][arm] if ok else GREY
-                    put(r, col(c, run), "│", f"{style} dim", over=False)
+                plot.whisker(c, *bounds, looks[run.label, arm].colour if ok else PLOT_GREY, dx)
     for run, arm, pts in drawn:
+        dx = 1 if run.label == "B" else 0
+        look = looks[run.label, arm]
         for c, ci, ok in pts:
-            put(
-                row(ci.median),
-                col(c, run),
-                RUN_MARKERS[run.label],
-                RUN_STYLES[run.label][arm] if ok else GREY,
-            )
-
-    labels = {row(v): _tick_label(v) for v in reversed(log_ticks(ymin, ymax, ph))}
+            glyph, colour = (look.filled, look.colour) if ok else (look.hollow, PLOT_GREY)
+            plot.marker(c, ci.median, glyph, colour, "bold" if ok else "", dx)
     t = Text(no_wrap=True, overflow="crop")
-    for r in range(ph):
-        t.append(f"{labels.get(r, ''):>{ylab - 1}} " + ("┤" if r in labels else "│"), style="dim")
-        for ch, style in grid[r]:
-            t.append(ch, style=style)
-        t.append("\n")
-    t.append(" " * ylab + "└" + "─" * pw + "\n", style="dim")
-    axis = [" "] * (pw + ylab + 1)
-    for x in xs:
-        label, at = fmt_context(x), ylab + 1 + col(x, cmp.a)
-        start = max(0, at - len(label) // 2)
-        if all(ch == " " for ch in axis[max(0, start - 1) : start + len(label) + 1]):
-            axis[start : start + len(label)] = label
-    axis_text = "".join(axis).rstrip()
-    if len(axis_text) + 18 <= width:
-        axis_text += "  context (tokens)"
-    t.append(axis_text, style="dim")
+    rows = plot.rows()
+    if len(rows[-1].plain) + 18 <= width:
+        rows[-1].append("  context (tokens)", style="dim")
+    t.append_text(Text("\n").join(rows))
     for run in cmp.runs:
         t.append("\n")
-        t.append(f"{RUN_MARKERS[run.label]} ", style="bold")
-        t.append(run_label(run) + ": ")
+        t.append(run_label(run) + ": ", style="bold")
         for arm in ARMS:
-            t.append(f"{RUN_MARKERS[run.label]} {arm} ", style=RUN_STYLES[run.label][arm])
+            look = looks[run.label, arm]
+            t.append(f"{look.filled} {arm} ", style=look.style)
     t.append("\n")
     note = "Δ ms vs context, log-log, lower is better · │ 95% CI · grey: L=1 check not valid"
     if dropped:
@@ -263,8 +223,8 @@ def table_text(cmp: Comparison) -> Text:
 
 
 LEGEND = (
-    "● run A · ▲ run B · A: red stock, green patched; B: magenta stock, cyan patched (its "
-    "table column in italics) · │ 95% CI · Δ2 marginal cost of a 2nd query "
+    "run A: ● stock ▲ patched · run B: ■ stock ◆ patched, each its own colour (B's table "
+    "column in italics) · │ 95% CI · Δ2 marginal cost of a 2nd query "
     "(L=2 − L=1, ms) · B/A ratio of the medians, (lo–hi) from the CI ends, ≠ where the CIs do "
     "not overlap · s/p stock/patched paired · d1 d2 … draft depth · L=1 check (A then B): "
     "✓ valid ✓p valid by the pooled check ✗ invalid ? inconclusive … pending · grey: in no verdict"

@@ -11,9 +11,8 @@ from rich.text import Text
 from mlatui.views.key_figure import FigurePoint, KeyFigure, PointStatus
 from mlatui.views.rounding import fmt_context
 from mlatui.views.units import ms_text
-from widgets.axis import fmt_tick
 from widgets.palette import GREY, SeriesLook, hex_colour, series_look
-from widgets.plot import LogAxes, LogLogPlot, even_log_axis
+from widgets.plot import LogAxes, LogLogPlot, log_log_axes
 
 MIN_PLOT_ROWS = 3
 CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis
@@ -105,28 +104,9 @@ def contexts(fig: KeyFigure) -> list[int]:
 
 
 def figure_axes(fig: KeyFigure, width: int, plot_height: int) -> LogAxes:
-    """The plot's axes: y ticks a constant ratio apart bracketing every value and CI end, x from
+    """The plot's axes: y ticks a constant ratio apart holding every value and CI end, x from
     the smallest to the largest context with room for the end markers and their labels."""
-    values = y_values(fig)
-    y_axis = even_log_axis(min(values), max(values), plot_height - 2)
-    measured = contexts(fig)
-    labels = tuple((t, fmt_tick(t)) for t in y_axis.ticks)
-    cols = width - (max((len(s) for _, s in labels), default=0) + 1)
-    lo, hi = measured[0], measured[-1]
-    if lo == hi:
-        x_range = (lo / 2, hi * 2)
-    else:
-        left, right = 2, min(6, max(1, cols // 8))  # cells beside the end markers
-        per_cell = (hi / lo) ** (1 / max(1, cols - 1 - left - right))
-        x_range = (lo / per_cell**left, hi * per_cell**right)
-    return LogAxes(
-        width,
-        plot_height,
-        x_range,
-        (y_axis.low, y_axis.high),
-        tuple((float(c), fmt_context(c)) for c in measured),
-        labels,
-    )
+    return log_log_axes(y_values(fig), contexts(fig), width, plot_height)
 
 
 def key_figure_text(fig: KeyFigure, width: int, height: int, dark: bool = True) -> Text:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import plotext as plx
 from rich.text import Text
 
+from mlatui.views.rounding import fmt_context
+from widgets.axis import fmt_tick
+
 RGB = tuple[int, int, int]
 
 
@@ -91,14 +94,14 @@ class LogLogPlot:
             [math.log10(v) for v, _ in axes.y_ticks], [s.rjust(width) for _, s in axes.y_ticks]
         )
 
-    def line(self, xs: list[float], ys: list[float], colour: RGB) -> None:
+    def line(self, xs: list[float], ys: list[float], colour: RGB, dx: int = 0) -> None:
         """A braille line through the points (values), from the middle of each point's cell:
         plotext maps braille dots on a grid 2x4 finer than its cells, which can put a line's end
         a cell away from the marker of the same value."""
         if len(xs) < 2:
             return
         a = self.axes
-        cols = [a.col(x) for x in xs]
+        cols = [a.col(x) + dx for x in xs]
         rows = [a.rows - 1 - a.row(y) for y in ys]  # from the bottom, as plotext counts
         lx, ly = (math.log10(v) for v in a.x_range), (math.log10(v) for v in a.y_range)
         (x0, x1), (y0, y1) = lx, ly
@@ -201,3 +204,20 @@ def even_log_axis(low: float, high: float, rows: int, min_gap: int = 2) -> EvenL
     if fallback is None:  # too few rows for any step: the data's own range, unticked
         return EvenLogAxis(low, high if high > low else low * 10, ())
     return fallback
+
+
+def log_log_axes(ms: list[float], contexts: list[int], width: int, height: int) -> LogAxes:
+    """Axes for ms (all > 0) against context: y ticks from `even_log_axis`, x ticks at every
+    context, with room beside the end markers (2 cells left, up to 6 right for a label)."""
+    y_axis = even_log_axis(min(ms), max(ms), height - 2)
+    labels = tuple((t, fmt_tick(t)) for t in y_axis.ticks)
+    cols = width - (max((len(s) for _, s in labels), default=0) + 1)
+    lo, hi = min(contexts), max(contexts)
+    if lo == hi:
+        x_range = (lo / 2, hi * 2)
+    else:
+        left, right = 2, min(6, max(1, cols // 8))
+        per_cell = (hi / lo) ** (1 / max(1, cols - 1 - left - right))
+        x_range = (lo / per_cell**left, hi * per_cell**right)
+    x_ticks = tuple((float(c), fmt_context(c)) for c in sorted(set(contexts)))
+    return LogAxes(width, height, x_range, (y_axis.low, y_axis.high), x_ticks, labels)
