@@ -352,91 +352,29 @@ class MethodReading:
     lengths: set[str]
 
 
+Found = tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]
+Tests = dict[int, tuple[ast.expr, ast.Assign | None]]  # id(if) -> (its condition, the flag set)
+
+
 def read_method(
     fn: ast.FunctionDef,
     init: ast.FunctionDef | None = None,
     helpers: dict[str, set[str]] | None = None,
 ) -> MethodReading:
     """The MLA gate, width paths and gather guards of one method. Raises GateShapeError, naming
-    the lines and the condition, for an `if` around embed_q/unembed_out that is none of them."""
+    the lines and the condition, for an `if` around embed_q/unembed_out that is none of them.
+    `helpers`: what the class's other methods compute (`method_branches`)."""
     helpers = {k: v for k, v in (helpers or {}).items() if k != fn.name}
-    flags = _flag_assignments(fn)
     lengths = _length_names(fn)
     ifs = [n for n in ast.walk(fn) if isinstance(n, ast.If)]
-    groups: dict[str, list[ast.If]] = {}
-    tests: dict[int, tuple[ast.expr, ast.Assign | None]] = {}
-    for node in ifs:
-        test, flag = node.test, None
-        if isinstance(test, ast.Name) and test.id in flags:
-            flag = flags[test.id]
-            test = flag.value
-        tests[id(node)] = (test, flag)
+    tests = _conditions(fn, ifs)
+    for test, _ in tests.values():
         known = classify_condition(test)
         if known is not None:
             lengths.add(known[1])
-            key = flag.targets[0].id if flag is not None else ast.dump(test)  # type: ignore[attr-defined]
-            groups.setdefault(key, []).append(node)
-    found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]] = []
-    for members in groups.values():
-        members = [m for m in members if _gate_member(m)]
-        if not members:
-            continue
-        bodies = set().union(*(_branch_calls(m.body, {}) for m in members))
-        elses = set().union(*(_branch_calls(m.orelse, {}) for m in members))
-        if not ("absorbed" in bodies and "materialised" in elses):
-            continue
-        for m in members:
-            test, flag = tests[id(m)]
-            known = classify_condition(test)
-            assert known is not None
-            found.append((m, known[0], known[1], test, flag, known[2]))
-    gate_ifs = {id(f[0]) for f in found}
-    paths: list[WidthPath] = []
-    guards: list[ast.If] = []
-    for node in ifs:
-        if id(node) in gate_ifs:
-            continue
-        test, flag = tests[id(node)]
-        width = width_tests(test, lengths)
-        if not width:
-            continue
-        body = _branch_of(_branch_calls(node.body, helpers))
-        if body is None and len(width) == 1 and width[0].op == "==" and _eq_one(test):
-            guards.append(node)
-        elif body is not None:
-            paths.append(WidthPath(node, test, body, width, False, flag))
-        is_else = node.orelse and not (len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If))
-        other = _branch_of(_branch_calls(node.orelse, helpers)) if is_else else None
-        if other is not None:
-            paths.append(WidthPath(node, test, other, width, True, flag))
-    recognised = [f[0] for f in found] + [p.node for p in paths] + guards
-    inside = {
-        id(n)
-        for f in found
-        for n in ast.walk(ast.Module(body=[*f[0].body, *f[0].orelse], type_ignores=[]))
-    } | {id(n) for p in paths for n in ast.walk(ast.Module(body=p.body, type_ignores=[]))}
-    unknown = []
-    for node in ifs:
-        if id(node) in {id(r) for r in recognised} or id(node) in inside:
-            continue
-        if not (_branch_calls(node.body, {}) | _branch_calls(node.orelse, {})):
-            continue
-        if any(n is not node and id(n) in {id(r) for r in recognised} for n in ast.walk(node)):
-            continue  # an enclosing block (`if cache is not None:`), not a gate itself
-        unknown.append(node)
-    if unknown:
-        node = unknown[0]
-        test, flag = tests[id(node)]
-        where = f"line {flag.lineno}: " if flag is not None else ""
-        lines = ", ".join(str(n.lineno) for n in unknown)
-        raise GateShapeError(
-            flag.lineno if flag is not None else node.lineno,
-            f"{where}`if {ast.unparse(node.test)}:` (line{'s' if len(unknown) > 1 else ''} "
-            f"{lines}) guards embed_q/unembed_out"
-            + (f", set by `{ast.unparse(test)}`," if flag is not None else "")
-            + " but is no known gate form",
-            tuple(n.lineno for n in unknown),
-        )
+    found = _gate_ifs(ifs, tests)
+    paths, guards = _paths_and_guards(ifs, tests, {id(f[0]) for f in found}, lengths, helpers)
+    _refuse_unrecognised(ifs, tests, found, paths, guards)
     gate = _gate_from(fn, init, found) if found else None
     if gate is not None:
         gate.paths = paths
@@ -444,11 +382,103 @@ def read_method(
     return MethodReading(gate, sorted(paths, key=lambda p: p.line), guards, lengths)
 
 
-def _gate_from(
-    fn: ast.FunctionDef,
-    init: ast.FunctionDef | None,
-    found: list[tuple[ast.If, GateForm, str, ast.expr, ast.Assign | None, str | None]],
-) -> MlaGate:
+def _conditions(fn: ast.FunctionDef, ifs: list[ast.If]) -> Tests:
+    """Each `if`'s condition: the flag's value where it tests a flag (`if absorbed:`)."""
+    flags = _flag_assignments(fn)
+    out: Tests = {}
+    for node in ifs:
+        test = node.test
+        flag = flags.get(test.id) if isinstance(test, ast.Name) else None
+        out[id(node)] = (flag.value, flag) if flag is not None else (test, None)
+    return out
+
+
+def _gate_ifs(ifs: list[ast.If], tests: Tests) -> list[Found]:
+    """The `if`s of the gate: those testing one known gate condition (or one flag) that between
+    them put the absorbed side in a body and the materialised side in an `else:`."""
+    groups: dict[str, list[ast.If]] = {}
+    for node in ifs:
+        test, flag = tests[id(node)]
+        if classify_condition(test) is not None and _gate_member(node):
+            key = flag.targets[0].id if flag is not None else ast.dump(test)  # type: ignore[attr-defined]
+            groups.setdefault(key, []).append(node)
+    found: list[Found] = []
+    for members in groups.values():
+        bodies = set().union(*(_branch_calls(m.body, {}) for m in members))
+        elses = set().union(*(_branch_calls(m.orelse, {}) for m in members))
+        if "absorbed" not in bodies or "materialised" not in elses:
+            continue
+        for m in members:
+            test, flag = tests[id(m)]
+            known = classify_condition(test)
+            assert known is not None
+            found.append((m, known[0], known[1], test, flag, known[2]))
+    return found
+
+
+def _paths_and_guards(
+    ifs: list[ast.If],
+    tests: Tests,
+    gate_ifs: set[int],
+    lengths: set[str],
+    helpers: dict[str, set[str]],
+) -> tuple[list[WidthPath], list[ast.If]]:
+    """Every other `if` whose condition compares the query count: a path where its body (or
+    its `else:` block) computes a branch, a gather guard where `if L == 1:` computes none."""
+    paths: list[WidthPath] = []
+    guards: list[ast.If] = []
+    for node in ifs:
+        test, flag = tests[id(node)]
+        width = width_tests(test, lengths)
+        if id(node) in gate_ifs or not width:
+            continue
+        body = _branch_of(_branch_calls(node.body, helpers))
+        if body is None and len(width) == 1 and _eq_one(test):
+            guards.append(node)
+        elif body is not None:
+            paths.append(WidthPath(node, test, body, width, False, flag))
+        elif_chain = len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If)
+        other = _branch_of(_branch_calls(node.orelse, helpers)) if not elif_chain else None
+        if other is not None:
+            paths.append(WidthPath(node, test, other, width, True, flag))
+    return paths, guards
+
+
+def _refuse_unrecognised(
+    ifs: list[ast.If],
+    tests: Tests,
+    found: list[Found],
+    paths: list[WidthPath],
+    guards: list[ast.If],
+) -> None:
+    """GateShapeError for the `if`s around embed_q/unembed_out that are no gate, path or guard,
+    nor inside one, nor a block enclosing one (`if cache is not None:`)."""
+    recognised = {id(n) for n in [*(f[0] for f in found), *(p.node for p in paths), *guards]}
+    blocks = [[*f[0].body, *f[0].orelse] for f in found] + [p.body for p in paths]
+    inside = {id(n) for body in blocks for n in ast.walk(ast.Module(body=body, type_ignores=[]))}
+    unknown = [
+        node
+        for node in ifs
+        if id(node) not in recognised | inside
+        and _branch_calls([*node.body, *node.orelse], {})
+        and not any(n is not node and id(n) in recognised for n in ast.walk(node))
+    ]
+    if not unknown:
+        return
+    node = unknown[0]
+    test, flag = tests[id(node)]
+    at = ", ".join(str(n.lineno) for n in unknown)
+    said = f"`if {ast.unparse(node.test)}:` (line{'s' if len(unknown) > 1 else ''} {at})"
+    if flag is not None:
+        said += f", the flag set at line {flag.lineno} by `{ast.unparse(test)}`,"
+    raise GateShapeError(
+        flag.lineno if flag is not None else node.lineno,
+        f"{said} guards embed_q/unembed_out but is no known gate form",
+        tuple(sorted({n.lineno for n in unknown} | ({flag.lineno} if flag else set()))),
+    )
+
+
+def _gate_from(fn: ast.FunctionDef, init: ast.FunctionDef | None, found: list[Found]) -> MlaGate:
     decisions: dict[str, list[int]] = {}
     for node, _, _, decision, _, _ in found:
         decisions.setdefault(ast.unparse(decision), []).append(node.lineno)
