@@ -225,3 +225,57 @@ def test_a_single_file_takes_its_family_from_its_folder(tmp_path, capsys):
     assert main(["scan", "--json", str(one)]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["root"], row["path"], row["threshold"]) == (str(one), "language.py", 398)
+
+
+def _handwritten_tree(dest: Path) -> Path:
+    """The installed mlx_lm's models folder, its deepseek_v3 attention replaced by the
+    hand-written FlaggedPathsAttention (its source appended to the module, the name rebound)."""
+    import inspect
+    import shutil
+
+    import mlx_lm
+
+    models = dest / "mlx_lm" / "models"
+    shutil.copytree(Path(mlx_lm.__file__).parent / "models", models)
+    constants = "\n".join(
+        line for line in SOURCE if line.startswith(("ABSORBED_MAX_L =", "BLOCKWISE_MIN_T ="))
+    )
+    file = models / "deepseek_v3.py"
+    file.write_text(
+        file.read_text()
+        + f"\n\n{constants}\n\n\n"
+        + inspect.getsource(handwritten_gates._Projections)
+        + "\n\n"
+        + inspect.getsource(handwritten_gates.FlaggedPathsAttention)
+        + "\n\nDeepseekV3Attention = FlaggedPathsAttention\n"
+    )
+    return dest
+
+
+def test_a_handwritten_tree_runs_as_an_arm_counted_pre_fix_against_installed(tmp_path):
+    from mlatui.gate.policy import Gates
+    from mlatui.run.arms import build_arms, copy_cache
+    from mlatui.run.source_arm import build_sources
+
+    tree = _handwritten_tree(tmp_path)
+    model = build.build_model("deepseek_v3", layers=1)
+    sources = build_sources(model, {"patched": str(tree)})
+    stock, patched = build_arms(
+        model, Gates.parse("installed", None, "installed"), sources=sources.models
+    )
+    assert stock.counted and patched.counted
+    assert patched.report.forms == {"FlaggedPathsAttention": GateForm.THRESHOLD.value}
+    base = _prefilled(model)
+    for i, width in enumerate(WIDTHS):
+        stock.cache, patched.cache = copy_cache(base), copy_cache(base)
+        mx.random.seed(40 + i)
+        step = mx.random.randint(0, family_configs.VOCAB_TINY, (1, width))
+        a, b = stock.model(step, cache=stock.caches), patched.model(step, cache=patched.caches)
+        assert mx.allclose(a, b, atol=F32_TOL, rtol=F32_TOL).item(), width
+    # the installed mlx-lm (pre-fix) materialises every wide step; the hand-written runtime as
+    # installed absorbs up to its constant 8, through its fast path
+    assert stock.counters.snapshot() == {"absorbed": {1: 1}, "materialised": {4: 1, 12: 1, 20: 1}}
+    assert patched.counters.snapshot() == {
+        "absorbed": {1: 1, 4: 1},
+        "materialised": {12: 1, 20: 1},
+    }
