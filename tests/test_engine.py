@@ -419,6 +419,7 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
 
 
 def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
+    from mlatui.measure.bandwidth import BANDWIDTH_QUANTITIES
     from mlatui.run.phases.base import estimate_rows
     from mlatui.views.report import reestimate
 
@@ -432,7 +433,8 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     }
     assert set(again) == set(finals) and finals
     for key, est in again.items():
-        assert estimate_rows(est) == finals[key].rows
+        sampled = tuple(r for r in finals[key].rows if r["quantity"] not in BANDWIDTH_QUANTITIES)
+        assert estimate_rows(est) == sampled  # GB/s and MBU rows derive from these and the bytes
         v = next(e for e in back.events if isinstance(e, Validity) and (e.phase, e.context) == key)
         assert est.control_outcome.value == v.outcome
 

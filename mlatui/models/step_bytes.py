@@ -40,7 +40,12 @@ def _nbytes(params: Any) -> int:
 
 
 def _top_k(owner: nn.Module | None, config: dict[str, Any]) -> int:
-    for where in (owner, getattr(owner, "gate", None), getattr(owner, "router", None), config):
+    """How many routed experts a token takes: an attribute of the MoE block or one of its
+    children (the router), else the config's."""
+    places: list[Any] = [owner]
+    if owner is not None:
+        places += [m for _, m in owner.named_modules()]
+    for where in (*places, config):
         for name in TOP_K_NAMES:
             value = where.get(name) if isinstance(where, dict) else getattr(where, name, None)
             if isinstance(value, int) and value > 0:
@@ -176,11 +181,17 @@ def cache_itemsize(model: nn.Module) -> int:
     return 2
 
 
-def step_bandwidth(model: nn.Module) -> StepBandwidth:
+def step_bandwidth(model: nn.Module) -> StepBandwidth | None:
     """A run's StepBandwidth: the target's census and this device's measured read limit (the
-    header's, probed once per device)."""
+    header's, probed once per device); None for a model whose experts it cannot count (the run
+    goes on without GB/s and MBU)."""
     from mlatui.measure.records import environment
     from mlatui.store.bandwidth import measured_limit
 
-    census = model_bytes(model, cache_itemsize(model))
+    args = getattr(model, "args", None)
+    config = vars(args) if args is not None and hasattr(args, "__dict__") else {}
+    try:
+        census = model_bytes(model, cache_itemsize(model), config)
+    except ValueError:
+        return None
     return StepBandwidth(census, measured_limit(environment()).read_gb_s)
