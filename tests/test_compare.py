@@ -116,7 +116,7 @@ def test_dump_of_runs_with_nothing_in_common_says_so(capsys):
         ),
         (
             lambda d: BENCH_RECORD,
-            "a bench record file ('attention-forced' records), not an event recording",
+            "a `mlatui bench attention` record file, not a run recording (26 records at T=8192)",
         ),
         (lambda d: _bad(d), "bad.jsonl:2: line: expected an object, got [1, 2]"),
     ],

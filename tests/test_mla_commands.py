@@ -13,6 +13,7 @@ from mlatui.bench import attention as attnbench
 from mlatui.bench import crossover
 from mlatui.cli import main
 from mlatui.gate import mla
+from mlatui.measure import forced_branches as forced
 from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
 from mlatui.models import build, families
@@ -170,10 +171,10 @@ def test_verdict_and_crossover_from_the_ratio_ci():
     def iv(lo, med, hi):
         return Interval(med, lo, hi, 6)
 
-    assert attnbench.verdict(iv(0.90, 0.95, 0.99)) == "absorbed faster"
-    assert attnbench.verdict(iv(0.97, 0.99, 1.01)) == "tie (within noise)"
-    assert attnbench.verdict(iv(1.01, 1.05, 1.10)) == "materialised faster"
-    assert attnbench.verdict(Interval(float("nan"), float("nan"), float("nan"), 0)) == (
+    assert forced.verdict(iv(0.90, 0.95, 0.99)) == "absorbed faster"
+    assert forced.verdict(iv(0.97, 0.99, 1.01)) == "tie (within noise)"
+    assert forced.verdict(iv(1.01, 1.05, 1.10)) == "materialised faster"
+    assert forced.verdict(Interval(float("nan"), float("nan"), float("nan"), 0)) == (
         "tie (within noise)"
     )
     ratios = {
@@ -182,8 +183,8 @@ def test_verdict_and_crossover_from_the_ratio_ci():
         8: iv(0.9, 0.99, 1.05),
         16: iv(1.1, 1.2, 1.3),
     }
-    assert attnbench.crossover(ratios) == 4  # 8 is a tie: not significantly faster
-    assert attnbench.crossover({16: iv(1.1, 1.2, 1.3)}) is None
+    assert forced.crossover(ratios) == 4  # 8 is a tie: not significantly faster
+    assert forced.crossover({16: iv(1.1, 1.2, 1.3)}) is None
 
 
 def test_bench_attention_both_parts(tmp_path, capsys):

@@ -20,9 +20,10 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
 from mlatui.gate import mla
-from mlatui.gate.policy import ForcedPolicy, FormulaPolicy, Geometry
+from mlatui.gate.policy import ForcedPolicy, Geometry
 from mlatui.measure.bandwidth import effective_gb_s, utilisation
 from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.measure.forced_branches import BRANCHES, interval_dict, verdict
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
@@ -30,7 +31,7 @@ from mlatui.models import build, step_bytes
 from mlatui.models.loading import DTYPES
 from mlatui.stream.phrases import interval_text
 
-ARMS = ("absorbed", "materialised")  # the sampler's arms; estimates' ratio is absorbed/materialised
+ARMS = BRANCHES
 
 
 def _sync(out: Any) -> None:
@@ -164,30 +165,6 @@ def time_forced(
     )
 
 
-ABSORBED_FASTER = "absorbed faster"
-MATERIALISED_FASTER = "materialised faster"
-TIE = "tie (within noise)"
-
-
-def verdict(ratio: Interval) -> str:
-    """From the paired ratio absorbed/materialised and its 95% CI."""
-    if ratio.n and ratio.high < 1:
-        return ABSORBED_FASTER
-    if ratio.n and ratio.low > 1:
-        return MATERIALISED_FASTER
-    return TIE
-
-
-def crossover(ratios: dict[int, Interval]) -> int | None:
-    """Largest width where the absorbed branch was significantly faster (None if it never was)."""
-    wins = [w for w, r in ratios.items() if verdict(r) == ABSORBED_FASTER]
-    return max(wins) if wins else None
-
-
-def interval_dict(iv: Interval) -> dict[str, float | int]:
-    return {"median": iv.median, "low": iv.low, "high": iv.high, "rounds": iv.n}
-
-
 def bandwidth_figures(
     step_ms: Interval, nbytes: int, limit: dict[str, Any]
 ) -> dict[str, Interval | None]:
@@ -214,13 +191,14 @@ def forced_sweep(
     seed: int = 0,
     on_records: Callable[[list[BenchRecord]], None] = lambda records: None,
     check_stop: Callable[[], None] = lambda: None,
-) -> tuple[list[BenchRecord], dict[int, dict[str, Any]]]:
+) -> list[BenchRecord]:
     """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
-    run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples and
-    their round indices, and per context: the estimates, the verdict per width, the measured
-    crossover and the formula's. `on_records` gets each context's records as soon as it is done
-    (streamed to JSONL); `check_stop` runs before every step and may raise Interrupted: the
-    contexts done so far are returned."""
+    run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples,
+    their round indices and the context's estimates (step ms, the paired ratio and its verdict,
+    the bytes a step reads, GB/s and MBU): everything its table is printed from
+    (mlatui.views.bench_report.forced_summary). `on_records` gets each context's records as soon
+    as it is done (streamed to JSONL); `check_stop` runs before every step and may raise
+    Interrupted: the contexts done so far are returned."""
     from mlatui.host.signals import Interrupted
     from mlatui.measure.records import environment
     from mlatui.store.bandwidth import device_bandwidth
@@ -241,7 +219,6 @@ def forced_sweep(
         estimator="median over rounds, 95% seeded bootstrap CI",
     )
     records: list[BenchRecord] = []
-    summary: dict[int, dict[str, Any]] = {}
     for context in contexts:
         cache = random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
         plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
@@ -254,29 +231,18 @@ def forced_sweep(
         except Interrupted:  # keep the contexts already done; this one is incomplete
             break
         est = run.final
-        per_width: dict[int, dict[str, Any]] = {}
         done = len(records)
         for width in widths:
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
             needed = layer_bytes.step(width, context)
-            per_width[width] = dict(
-                absorbed=a,
-                materialised=m,
-                ratio=ratio,
-                verdict=verdict(ratio),
-                bytes=needed,
-                bandwidth={
-                    arm: bandwidth_figures(est.step_ms[arm, width], needed.total.high, limit)
-                    for arm in ARMS
-                },
-            )
             progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
                 f"absorbed/materialised {interval_text(ratio)}: "
                 f"{verdict(ratio)}"
             )
             for arm in ARMS:
+                figures = bandwidth_figures(est.step_ms[arm, width], needed.total.high, limit)
                 mine = [t for t in run.timings if t.arm == arm and t.width == width]
                 records.append(
                     BenchRecord(
@@ -297,21 +263,13 @@ def forced_sweep(
                             "bandwidth_limit": limit,
                             **{
                                 name: interval_dict(iv) if iv is not None else None
-                                for name, iv in per_width[width]["bandwidth"][arm].items()
+                                for name, iv in figures.items()
                             },
                         },
                         env or {},
                         note=verdict(ratio),
                     )
                 )
-        formula = FormulaPolicy().limit(g, context)
-        summary[context] = dict(
-            widths=per_width,
-            rounds=run.rounds,
-            measured=crossover({w: s["ratio"] for w, s in per_width.items()}),
-            formula=formula,
-            limit=limit,
-        )
         on_records(records[done:])
         del cache
-    return records, summary
+    return records

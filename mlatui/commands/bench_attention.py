@@ -271,7 +271,7 @@ def _part_a(
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
     with StopOnSignals(stop) as signals:
-        records, summary = attnbench.forced_sweep(
+        records = attnbench.forced_sweep(
             args.family,
             contexts,
             widths,
@@ -286,8 +286,9 @@ def _part_a(
         )
     if sink is not None:
         sink.close()
-    from mlatui.views.bench_report import attention_report
+    from mlatui.views.bench_report import attention_report, forced_summary
 
+    summary = forced_summary(records)
     print(attention_report(summary, widths))
     if sink is not None:
         print(f"{len(records)} records written to {out}\n")

@@ -16,7 +16,11 @@ def epilog() -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a JSONL recording (from `mlatui launch` or `mlatui bench`)")
+    parser.add_argument(
+        "file",
+        help="a JSONL recording (from `mlatui launch` or `mlatui bench SCENARIO`), or the --out "
+        "record file of a `bench` target or `calibrate` (--dump prints its table)",
+    )
     parser.add_argument(
         "--follow",
         action="store_true",
@@ -84,10 +88,42 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "follow", False):
-        return follow(args.file, args)  # waits for a file the run has not created yet
-    refuse_missing(args.file)
+    from pathlib import Path
+
+    following = getattr(args, "follow", False)
+    if not following or Path(args.file).is_file():
+        if not following:
+            refuse_missing(args.file)
+        shown = show_record_file(args.file, args.dump)
+        if shown is not None:
+            return shown
+    if following:
+        return follow(args.file, args)  # may wait for a file the run has not created yet
     return play(args.file, args, "replay")
+
+
+def show_record_file(file: str, dump: bool) -> int | None:
+    """A benchmark's or calibrate's record file (not a run recording): --dump prints its table
+    as its bench did; without --dump, one line says what it is and how to see it. None: not one
+    of those (the recording reader takes it)."""
+    from pathlib import Path
+
+    from mlatui.stream.record_kinds import record_kind
+
+    kind = record_kind(file)
+    if kind is None:
+        return None
+    from mlatui.views.record_files import record_file_dump, record_file_line
+
+    if dump:
+        print(record_file_dump(Path(file), kind), end="")
+        return 0
+    from mlatui.errors import UserError
+
+    raise UserError(
+        record_file_line(Path(file), kind),
+        f"`mlatui replay --dump {file}` {kind.dump_shows}",
+    )
 
 
 def refuse_missing(file: str) -> None:

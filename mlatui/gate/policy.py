@@ -55,6 +55,17 @@ class Geometry:
     def key(self) -> str:
         return f"r{self.kv_lora_rank}-n{self.qk_nope_head_dim}-v{self.v_head_dim}"
 
+    @classmethod
+    def from_key(cls, key: str, num_heads: int) -> Geometry:
+        """The geometry a record names by `key` (as `key` writes it) and its head count."""
+        import re
+
+        found = re.fullmatch(r"r(\d+)-n(\d+)-v(\d+)", key)
+        if found is None:
+            raise ValueError(f"not a geometry key: {key!r} (expected r<rank>-n<nope>-v<v>)")
+        rank, nope, v = (int(g) for g in found.groups())
+        return cls(rank, nope, v, num_heads)
+
 
 class GatePolicy:
     """Decides the branch from (geometry, L, T); the base is the stock gate (absorbed iff

@@ -17,6 +17,10 @@ from mlatui.stream.recording_schema import LineError, decode_event
 
 MAX_LINE_BYTES = 16 * 2**20  # one event; a longer line is refused before it is decoded
 SKIP_HINT = "fix or delete that line, or replay with --skip-bad to leave bad lines out"
+HEADER_HINT = (
+    "a recording starts with its run header (never left out, even with --skip-bad): fix that "
+    "line, or replay a file that `mlatui launch` or `mlatui bench SCENARIO` wrote"
+)
 
 
 class RecordingError(UserError, ValueError):
@@ -225,7 +229,9 @@ def iter_recording(
                         f"{path}:{lineno}: last line is truncated (run stopped mid-write); ignored"
                     )
                     return
-                if not skip_bad or lineno == 1:
+                if lineno == 1:  # never skipped: --skip-bad would not help
+                    raise RecordingError(e.what, HEADER_HINT) from None
+                if not skip_bad:
                     raise
                 scan.skipped += 1
                 scan.first_bad = scan.first_bad or e.what

@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlatui.gate.policy import FormulaPolicy, Geometry
 from mlatui.gate.threshold_text import threshold_text
+from mlatui.measure import forced_branches as forced
+from mlatui.measure.forced_branches import BRANCHES, crossover, interval_of
 from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
@@ -174,13 +177,15 @@ def context_pair_report(records: Sequence[BenchRecord]) -> str:
     for width in dict.fromkeys(r.width for r in records):
         s, lo = by[(width, short)], by[(width, long)]
         n = s["rounds_done"]
+        quads = s.get("quads")  # the first records did not keep it
+        growth = Interval(s["growth"], s["growth_low"], s["growth_high"], quads or n)
         rows.append(
             [
                 width,
                 interval_text(Interval(s["median_ms"], s["ci_low_ms"], s["ci_high_ms"], n), 2),
                 interval_text(Interval(lo["median_ms"], lo["ci_low_ms"], lo["ci_high_ms"], n), 2),
-                interval_text(Interval(s["growth"], s["growth_low"], s["growth_high"], s["quads"])),
-                s["quads"],
+                interval_text(growth),
+                "–" if quads is None else quads,
                 n,
             ]
         )
@@ -250,18 +255,71 @@ def parity_report(records: Sequence[BenchRecord]) -> str:
     )
 
 
+BANDWIDTH_FIGURES = ("gb_s", "mbu", "mbu_published")
+
+
+def forced_summary(records: Sequence[BenchRecord]) -> dict[int, dict[str, Any]]:
+    """`bench attention` part (a)'s figures per context and width, read from its records alone
+    (the bench prints its run from them; `replay --dump` prints a kept file the same way): each
+    branch's step ms, the paired ratio and its verdict, the bytes a step reads, GB/s and MBU, the
+    rounds, the measured crossover and the formula's. A width missing a branch is left out."""
+    by: dict[int, dict[int, dict[str, BenchRecord]]] = {}
+    for r in records:
+        by.setdefault(r.context, {}).setdefault(r.width, {})[r.arm] = r
+    summary: dict[int, dict[str, Any]] = {}
+    for context, widths in by.items():
+        cells = {w: _forced_cell(arms) for w, arms in widths.items() if _has_estimates(arms)}
+        if not cells:
+            continue
+        first = next(iter(widths.values()))["absorbed"].settings
+        geometry = Geometry.from_key(first["geometry"], int(first["heads"]))
+        summary[context] = dict(
+            widths=cells,
+            rounds=first["rounds"],
+            measured=crossover({w: c["ratio"] for w, c in cells.items()}),
+            formula=FormulaPolicy().limit(geometry, context),
+            limit=first.get("bandwidth_limit"),
+        )
+    return summary
+
+
+def _has_estimates(arms: Mapping[str, BenchRecord]) -> bool:
+    """Both branches, with the estimates the table prints (the first records kept raw samples
+    only)."""
+    return all(
+        b in arms and {"step_ms", "ratio_absorbed_over_materialised"} <= set(arms[b].settings)
+        for b in BRANCHES
+    )
+
+
+def _forced_cell(arms: Mapping[str, BenchRecord]) -> dict[str, Any]:
+    settings = arms["absorbed"].settings
+    ratio = interval_of(settings["ratio_absorbed_over_materialised"])
+    cell: dict[str, Any] = {"ratio": ratio, "verdict": forced.verdict(ratio), "bandwidth": {}}
+    for arm in BRANCHES:
+        own = arms[arm].settings
+        cell[arm] = interval_of(own["step_ms"])
+        cell["bandwidth"][arm] = {
+            name: interval_of(own[name]) for name in BANDWIDTH_FIGURES if own.get(name)
+        }
+    read = settings.get("step_bytes")
+    if read:  # the weights and cache rows a step reads, at most
+        cell["bytes_high"] = int(read["weights_high"]) + int(read["cache_high"])
+    return cell
+
+
 def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[int]) -> str:
     """`mlatui bench attention`'s part (a): per cache length and width, the bytes the layer's
     step must read, each forced branch's step ms with its effective GB/s and MBU, and their
     paired ratio, then each length's measured crossover against the formula's (`summary` as
-    mlatui.bench.attention.forced_sweep returns it)."""
+    `forced_summary` reads it from the records)."""
     limit = next((s.get("limit") for s in summary.values() if s.get("limit")), None)
     published = bool(limit and limit.get("published_gb_s"))
     rows = [
         (
             t,
             w,
-            mb_text(cell["bytes"].total.high) if "bytes" in cell else "–",
+            mb_text(cell["bytes_high"]) if "bytes_high" in cell else "–",
             *_branch_cells(cell, "absorbed", published),
             *_branch_cells(cell, "materialised", published),
             interval_text(cell["ratio"]),

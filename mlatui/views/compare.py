@@ -9,7 +9,6 @@ conservative, and it excludes 1 exactly when the two CIs do not overlap.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,18 +55,16 @@ class Run:
 
 
 def _bench_record_error(path: Path) -> UserError | None:
-    """A bench record file (`mlatui bench attention` and friends) said as such."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            first = json.loads(f.readline())
-    except (OSError, ValueError):
+    """A benchmark's record file (`mlatui bench attention` and friends) said as such."""
+    from mlatui.stream.record_kinds import record_kind
+    from mlatui.views.record_files import record_file_line
+
+    kind = record_kind(path)
+    if kind is None:
         return None
-    if isinstance(first, dict) and "type" not in first and "bench" in first:
-        return UserError(
-            f"{path}: a bench record file ('{first['bench']}' records), not an event recording",
-            HINT,
-        )
-    return None
+    return UserError(
+        record_file_line(path, kind), f"`mlatui replay --dump {path}` {kind.dump_shows}"
+    )
 
 
 def load_run(label: str, path: str | Path, skip_bad: bool = False) -> Run:

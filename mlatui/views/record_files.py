@@ -1,0 +1,153 @@
+"""A benchmark's record file, shown the way its command showed it: `replay --dump` prints its
+table through the same printer the bench uses (mlatui.views.bench_report), read from the
+records alone; `replay` without --dump says in one line what the file is. A calibrate file is
+said in one line, with the crossovers it measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlatui.measure.indexer_records import IndexerRecord
+from mlatui.measure.records import BenchRecord
+from mlatui.stream.record_kinds import RecordKind
+from mlatui.stream.recorder import RecordingError, open_recording, read_lines
+from mlatui.views import bench_report
+from mlatui.views.mdtable import env_line
+
+
+def record_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of a record file as a dict (a line that is not one: a RecordingError naming it)."""
+    lines = []
+    with open_recording(path) as f:
+        for lineno, _, line in read_lines(path, f):
+            try:
+                value = json.loads(line)
+            except ValueError as e:
+                raise RecordingError(f"{path}:{lineno}: not a JSON line ({e})") from None
+            if not isinstance(value, dict):
+                raise RecordingError(f"{path}:{lineno}: expected an object")
+            lines.append(value)
+    return lines
+
+
+def _records(lines: Sequence[dict[str, Any]], cls: type[BenchRecord]) -> list[Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return [cls(**{k: v for k, v in line.items() if k in names}) for line in lines]
+
+
+def record_file_line(path: Path, kind: RecordKind) -> str:
+    """What the file is, in one line: its kind, the command that wrote it, what it holds."""
+    lines = record_lines(path)
+    return f"{path}: {kind.what}, not a run recording ({_holds(kind, lines)})"
+
+
+def _holds(kind: RecordKind, lines: Sequence[dict[str, Any]]) -> str:
+    if kind is RecordKind.OBSERVER:
+        runs = sum(1 for line in lines if line.get("type") == "mode_run")
+        return f"{runs} mode runs{'' if _summary_rows(lines) else ', no summary: stopped early'}"
+    if kind is RecordKind.CALIBRATE:
+        first = lines[0]
+        probes = sum(1 for line in lines if line.get("type") == "probe")
+        found = [
+            f"T={x['context']}: {x['max_absorbed']}" for x in lines if x.get("type") == "crossover"
+        ]
+        measured = "; ".join(found) if found else "none completed"
+        return (
+            f"{first.get('family')}, {first.get('dtype')}: {probes} probes; measured max absorbed "
+            f"L {measured}"
+        )
+    contexts = ", ".join(str(c) for c in dict.fromkeys(line.get("context") for line in lines))
+    return f"{len(lines)} records at T={contexts}"
+
+
+def _summary_rows(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if line.get("type") == "summary"]
+
+
+def record_file_dump(path: Path, kind: RecordKind) -> str:
+    """What `replay --dump` prints for a record file: the line that says what it is, then its
+    bench's table (or, where it has none, why)."""
+    lines = record_lines(path)
+    said = f"{path}: {kind.what} ({_holds(kind, lines)})\n\n"
+    return said + DUMPS[kind](lines)
+
+
+def _attention(lines: Sequence[dict[str, Any]]) -> str:
+    records: list[BenchRecord] = _records(lines, BenchRecord)
+    summary = bench_report.forced_summary(records)
+    if not summary:
+        return (
+            "no table: these records keep raw samples only (written before part (a) kept its "
+            "estimates in them); run `mlatui bench attention --part a` again for one\n"
+        )
+    first = records[0]
+    s = first.settings
+    bits = f"{s['bits']}-bit" if s.get("bits") else "unquantised"
+    title = (
+        f"# mlatui bench attention: {first.family} ({s.get('size')} geometry {s.get('geometry')}, "
+        f"{s.get('dtype', 'float32')}, {bits})\n{env_line(first.env)}\n\n"
+    )
+    widths = sorted({r.width for r in records})
+    return title + bench_report.attention_report(summary, widths)
+
+
+def _indexer(lines: Sequence[dict[str, Any]]) -> str:
+    records: list[IndexerRecord] = _records(lines, IndexerRecord)
+    if "min_rounds" not in records[0].settings:
+        return (
+            "no table: records of the first indexer bench (each cell's raw samples and their "
+            "median, S = 1 checked by the difference of medians; no paired estimates); "
+            "`mlatui bench indexer` measures with paired CIs\n"
+        )
+    return bench_report.indexer_report(records)
+
+
+def _context_pair(lines: Sequence[dict[str, Any]]) -> str:
+    records: list[BenchRecord] = _records(lines, BenchRecord)
+    first = records[0]
+    widths = list(dict.fromkeys(r.width for r in records))
+    first.settings.setdefault("widths", widths)  # the first records did not keep them
+    return bench_report.context_pair_header(
+        first.env, first.settings
+    ) + bench_report.context_pair_report(records)
+
+
+def _decode_parity(lines: Sequence[dict[str, Any]]) -> str:
+    records: list[BenchRecord] = _records(lines, BenchRecord)
+    first = records[0]
+    return bench_report.parity_header(
+        first.env, first.settings, first.context
+    ) + bench_report.parity_report(records)
+
+
+def _observer(lines: Sequence[dict[str, Any]]) -> str:
+    rows = _summary_rows(lines)
+    if not rows:
+        return (
+            "no table: the run stopped before its summary; each completed mode run's samples "
+            "are in the file's mode_run lines\n"
+        )
+    return f"# mlatui bench observer (ui {rows[0].get('ui_hz')} Hz)\n\n" + (
+        bench_report.observer_table(rows) + "\n"
+    )
+
+
+def _calibrate(lines: Sequence[dict[str, Any]]) -> str:
+    return (
+        "`mlatui calibrate` keeps these crossovers for this device, where `--threshold "
+        "calibrated` reads them; each probe's paired ratio is in the file's probe lines\n"
+    )
+
+
+DUMPS: dict[RecordKind, Callable[[Sequence[dict[str, Any]]], str]] = {
+    RecordKind.ATTENTION: _attention,
+    RecordKind.INDEXER: _indexer,
+    RecordKind.CONTEXT_PAIR: _context_pair,
+    RecordKind.DECODE_PARITY: _decode_parity,
+    RecordKind.OBSERVER: _observer,
+    RecordKind.CALIBRATE: _calibrate,
+}
