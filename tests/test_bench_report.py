@@ -65,6 +65,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
     """GB/s and MBU beside the ms: bytes over each end of the time interval (the ends swap),
     against the measured limit and, where the device is known, the published one."""
     from mlatui.bench.attention import bandwidth_figures
+    from mlatui.measure.byte_census import ByteRange, StepBytes
     from mlatui.stream.interval import Interval as I
     from mlatui.views.bench_report import attention_report
 
@@ -84,7 +85,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
         materialised=I(2.0, 1.9, 2.1, 8),
         ratio=I(0.25, 0.2, 0.3, 8),
         verdict="absorbed faster",
-        bytes_high=100_000_000,
+        bytes=StepBytes(ByteRange(40_000_000, 40_000_000), ByteRange(60_000_000, 60_000_000), 9),
         bandwidth={
             "absorbed": figures,
             "materialised": bandwidth_figures(I(2.0, 1.9, 2.1, 8), 100_000_000, limit),

@@ -5,6 +5,7 @@ there."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -89,6 +90,15 @@ class StepBytes:
             "cache_high": self.cache.high,
             "materialised_extra": self.materialised_extra,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, int]) -> StepBytes:
+        """As `to_dict` wrote it (a bench record's `step_bytes`)."""
+        return cls(
+            ByteRange(int(data["weights_low"]), int(data["weights_high"])),
+            ByteRange(int(data["cache_low"]), int(data["cache_high"])),
+            int(data["materialised_extra"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 from mlatui.gate.policy import FormulaPolicy, Geometry
 from mlatui.gate.threshold_text import threshold_text
 from mlatui.measure import forced_branches as forced
+from mlatui.measure.byte_census import StepBytes
 from mlatui.measure.forced_branches import BRANCHES, crossover, interval_of
 from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
 from mlatui.measure.records import BenchRecord
@@ -304,7 +305,7 @@ def _forced_cell(arms: Mapping[str, BenchRecord]) -> dict[str, Any]:
         }
     read = settings.get("step_bytes")
     if read:  # the weights and cache rows a step reads, at most
-        cell["bytes_high"] = int(read["weights_high"]) + int(read["cache_high"])
+        cell["bytes"] = StepBytes.from_dict(read)
     return cell
 
 
@@ -319,7 +320,7 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
         (
             t,
             w,
-            mb_text(cell["bytes_high"]) if "bytes_high" in cell else "–",
+            mb_text(cell["bytes"].total.high) if "bytes" in cell else "–",
             *_branch_cells(cell, "absorbed", published),
             *_branch_cells(cell, "materialised", published),
             interval_text(cell["ratio"]),
