@@ -29,6 +29,7 @@ from mlatui.config.gate_settings import Threshold
 from mlatui.gate.compiled import COMPILED_KEY, compiled_for, unsupported
 from mlatui.gate.forms import (
     GATE_MARKERS,
+    Branch,
     GateForm,
     GateShapeError,
     MlaGate,
@@ -257,9 +258,10 @@ def _decide_paths(gate: MlaGate, latent: str) -> None:
                 absorbing = ast.UnaryOp(ast.Not(), copy.deepcopy(test.node))
                 new = ast.UnaryOp(ast.Not(), _wants_call(test.length_name, latent, absorbing))
             replaced[id(test.node)] = ast.copy_location(new, test.node)
+    counted: set[int] = set()  # a return inside two paths (one nested in the other) counts once
     for path in gate.paths:
         if path.line < gate_line:
-            _count_returns(path, gate.length_name)
+            _count_returns(path, gate.length_name, counted)
     for path in gate.paths:
         _substitute(path.flag_assign if path.flag_assign is not None else path.node, replaced)
 
@@ -278,7 +280,7 @@ def _substitute(holder: ast.AST, replaced: dict[int, ast.expr]) -> None:
                 value[:] = [replaced.get(id(v), v) for v in value]
 
 
-def _count_returns(path: WidthPath, length: str) -> None:
+def _count_returns(path: WidthPath, length: str, counted: set[int]) -> None:
     """Before each `return` of a path, count the call on the branch the path took there: the
     last embed_q before it tells (on the queries: absorbed; over the latent: materialised)."""
     calls = sorted(
@@ -292,10 +294,11 @@ def _count_returns(path: WidthPath, length: str) -> None:
     for block in _blocks(path.body):
         for index in reversed(range(len(block))):
             ret = block[index]
-            if not isinstance(ret, ast.Return):
+            if not isinstance(ret, ast.Return) or id(ret) in counted:
                 continue
+            counted.add(id(ret))
             before = [c for c in calls if (c[0], c[1]) < (ret.lineno, ret.col_offset)]
-            absorbed = not before[-1][2] if before else path.branch.value == "absorbed"
+            absorbed = not before[-1][2] if before else path.branch is Branch.ABSORBED
             count = ast.parse(f"self._mlatui_count({length}, {absorbed})").body[0]
             block.insert(index, ast.copy_location(count, ret))
 
