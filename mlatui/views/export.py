@@ -22,7 +22,7 @@ from mlatui.views.phase_views import Table, view_of
 from mlatui.views.report import drift_line
 from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
 from mlatui.views.report_indexer import indexer_table
-from mlatui.views.report_sweep import pooled_note
+from mlatui.views.report_sweep import inversion_note, pooled_note
 from mlatui.views.rounding import Ci, ci_text, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
@@ -243,6 +243,9 @@ def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
     out = [f"## Phase {phase} ({kind})" + (" — in progress" if running else ""), "", body]
     if summary is not None and summary.verdict:
         out += ["", f"Verdict: {summary.verdict}"]
+    note = inversion_note(summary) if summary is not None and table is Table.SWEEP else None
+    if note:
+        out += ["", f"Note: {note}"]
     return out + [""]
 
 

@@ -25,7 +25,13 @@ from mlatui.views.mdtable import csv_text
 from mlatui.views.phase_views import Table, view_of
 from mlatui.views.report_decode import decode_table
 from mlatui.views.report_indexer import indexer_table
-from mlatui.views.report_sweep import final_checks, null_bias_table, sweep_table, validity_table
+from mlatui.views.report_sweep import (
+    final_checks,
+    inversion_note,
+    null_bias_table,
+    sweep_table,
+    validity_table,
+)
 from mlatui.views.run_meta import header_lines, run_seed
 
 
@@ -101,6 +107,9 @@ def summary_markdown(events: Sequence[Event], verdict: str | None = None) -> str
             parts.append(indexer_table(s))
         if s.verdict:
             parts += ["", f"Verdict: {s.verdict}"]
+        note = inversion_note(s) if table is Table.SWEEP else None
+        if note:
+            parts += ["", f"Note: {note}"]
         parts.append("")
     kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
     checks = [

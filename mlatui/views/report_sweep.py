@@ -258,3 +258,34 @@ def pooled_note(p: PooledValidity) -> str:
 
 def events_tolerance(events: Sequence[Event]) -> float:
     return next((v.tolerance_pct for v in events if isinstance(v, Validity)), 2.0)
+
+
+def inversion_note(summary: PhaseSummary) -> str | None:
+    """The line a run gets when, at a context whose L = 1 check passed, an arm's L = 2 step is
+    significantly cheaper than its own L = 1 step (paired within rounds: the CI of L=2/L=1
+    lies below 1), so a reader does not take it for a measuring fault."""
+    found = []
+    for r in summary.rows:
+        high = r.get("vs_l1_high")
+        if r["width"] != 2 or not r.get("valid") or high is None or not high < 1:
+            continue
+        one = next(
+            (
+                o
+                for o in summary.rows
+                if (o["context"], o["width"], o["arm"]) == (r["context"], 1, r["arm"])
+            ),
+            None,
+        )
+        ms = f", {r['median_ms']:.2f} vs {one['median_ms']:.2f} ms" if one else ""
+        found.append(
+            f"{arm_label(r['arm'], summary.phase)} at T={r['context']}: L=2/L=1 "
+            f"{ci(r['vs_l1'], r['vs_l1_low'], r['vs_l1_high'])}{ms}"
+        )
+    if not found:
+        return None
+    return (
+        "plain decode is slower than a 2-query verify here: the runtime's L = 1 path costs more "
+        f"than its L = 2 step ({'; '.join(found)}, paired within rounds). Both arms take the "
+        "runtime's own L = 1 branch, so this is the runtime's cost, not a measuring fault."
+    )
