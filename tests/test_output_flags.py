@@ -42,3 +42,17 @@ def test_each_flag_means_one_thing_in_every_commands_help(name, parser):
     assert (force is not None) == (name in ESTIMATED), name
     if force is not None:
         assert "memory estimate" in force and "--overwrite" in force
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_launch_hands_force_to_the_run_and_overwrite_only_to_its_recording(force):
+    from pathlib import Path
+
+    from mlatui.cli import build_parser
+    from mlatui.commands.launch import build_config
+
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    argv = ["launch", "--scenario", str(tiny), "--random-weights", "--overwrite"]
+    args = build_parser().parse_args(argv + (["--force"] if force else []))
+    config, plan = build_config(args)
+    assert config.force is force and plan.force is force  # --overwrite never implies it

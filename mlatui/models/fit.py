@@ -177,7 +177,10 @@ def estimate(
     )
 
 
-FIT_HINT = "use smaller contexts (--contexts), fewer layers or --force to try anyway"
+FIT_HINT = (
+    "use smaller contexts (the scenario's, or bench's --contexts), fewer layers, or --force to "
+    "try anyway"
+)
 
 
 def refuse_unless_fits(e: FitEstimate, force: bool, hint: str = FIT_HINT) -> None:
