@@ -23,6 +23,7 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler
 from mlatui.host.wired import WiredLimit, wired_memory
+from mlatui.measure.estimates import ContextEstimates
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -45,13 +46,13 @@ from mlatui.run.engine_setup import (
 )
 from mlatui.run.header import header
 from mlatui.run.notices import arms_notices, opening_notices
-from mlatui.run.phases.base import RunContext, Stopped
+from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import serve_more
 from mlatui.run.phases.registry import runner
 from mlatui.run.phases.results import Checks, L1Quads, PassResults
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
-from mlatui.stream.events import Estimate, Event, LogMessage, RunEnd
+from mlatui.stream.events import Event, LogMessage, RunEnd
 
 if TYPE_CHECKING:
     from mlatui.run.budget_watch import BudgetWatch
@@ -81,10 +82,9 @@ class _Run:
     ) -> None:
         self.request = request
         self.stop = stop
-        self.finals: list[Estimate] = []  # an A/A run stores its harness bias from them
         self.checks = Checks()  # the run's L = 1 checks as its passes ended them
         self.done = PassResults()  # the pass running: its phases' results so far
-        self.emit = _collecting(_serialized(emit), self.finals)
+        self.emit = _serialized(emit)
         self.t0 = time.perf_counter_ns()
         self.plan = request if isinstance(request, RunPlan) else None
         self.dist = DistRun(None)
@@ -166,6 +166,7 @@ class _Run:
         self.wired = self.held.enter_context(wired_memory(loaded.model))  # both arms loaded
         key = self._open(plan, loaded, setup, arms[1].report, fit)
         tokens_for = text_tokens(loaded, plan.seed)  # tokenized once, for every pass
+        finals: list[tuple[str, int, ContextEstimates]] = []  # an A/A run's harness bias
         for n, run_pass in enumerate(passes):
             if n:
                 variants = pass_variants(run_pass)
@@ -173,22 +174,28 @@ class _Run:
             self.ctx = self._start_pass(loaded, arms, make_drafts, tokens_for)
             last = self._run_phases(self.ctx, n, passes)
             self.checks, self.done = self.checks + last.checks, PassResults()
+            finals += last.finals
             if offering and n == len(passes) - 1:
                 break  # the arms stay for `+`; `finally` closes them
             self._close_workers()
         if plan.null:
-            from mlatui.store.harness_bias import store
-
-            where = store(key, self.finals)
-            if where:
-                said = f"harness bias stored for this device and scenario: {where}"
-                self.emit(LogMessage(self.now(), "info", said))
+            self._store_bias(key, finals)
         if offering and self.ctx is not None and isinstance(self.stop, RunControl):
             self._stop_sampler()  # nothing is measured until a request: no samples
             before = len(self.plan.phases) * len(passes)
             serve_more(self.ctx, self.stop, self.checks, passes[-1], before, last.l1)
             self.end_sent = True
         return "completed"
+
+    def _store_bias(self, key: str, finals: list[tuple[str, int, ContextEstimates]]) -> None:
+        """An A/A run's harness bias, from its passes' final estimates, kept for this device."""
+        from mlatui.store.harness_bias import store
+
+        now = self.now()
+        where = store(key, [estimate_event(now, *final, final=True) for final in finals])
+        if where:
+            said = f"harness bias stored for this device and scenario: {where}"
+            self.emit(LogMessage(self.now(), "info", said))
 
     def _load(self, plan: RunPlan) -> tuple[Loaded, tuple[list[str], list[str]]]:
         """The target and its draft, checked against memory first; a stop during a minutes-long
@@ -355,17 +362,6 @@ class _Run:
         if plan.budget_s > 0:
             self.emit(LogMessage(self.now(), "info", NULL_BUDGET_NOTICE.format(plan.budget_s)))
         return None
-
-
-def _collecting(emit: Callable[[Event], None], finals: list) -> Callable[[Event], None]:
-    """Keep the final estimates (an A/A run stores its harness bias from them)."""
-
-    def keep(event: Event) -> None:
-        if isinstance(event, Estimate) and event.final:
-            finals.append(event)
-        emit(event)
-
-    return keep
 
 
 def _serialized(emit: Callable[[Event], None]) -> Callable[[Event], None]:

@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mlx.core as mx
 
@@ -296,26 +296,32 @@ class EstimateEmitter:
                 )
             )
         self.drifts_seen = len(estimates.drifts)
-        rows, step_bytes = estimate_rows(estimates), {}
+        event = estimate_event(self.ctx.now(), self.phase, self.context, estimates, final)
         if self.bandwidth is not None:
-            step_ms = [r for r in rows if r["quantity"] == "step_ms"]
+            step_ms = [r for r in event.rows if r["quantity"] == "step_ms"]
             widths = sorted({r["width"] for r in step_ms})
             step_bytes = self.bandwidth.step_bytes(self.context, widths)
-            rows += tuple(self.bandwidth.rows(self.context, step_ms))
-        self.ctx.emit(
-            Estimate(
-                self.ctx.now(),
-                self.phase,
-                self.context,
-                estimates.rounds,
-                final,
-                estimates.control_outcome.value if estimates.control_outcome else "",
-                rows,
-                estimates.drifting_rounds,
-                dict(ESTIMATORS, ci=CI_METHOD),
-                step_bytes,
-            )
-        )
+            rows = (*event.rows, *self.bandwidth.rows(self.context, step_ms))
+            event = replace(event, rows=rows, step_bytes=step_bytes)
+        self.ctx.emit(event)
+
+
+def estimate_event(
+    t: float, phase: str, context: int, estimates: ContextEstimates, final: bool
+) -> Estimate:
+    """A sampler run's estimates as the stream carries them (the emitter adds its bandwidth
+    rows); an A/A run's harness bias reads its final ones."""
+    return Estimate(
+        t,
+        phase,
+        context,
+        estimates.rounds,
+        final,
+        estimates.control_outcome.value if estimates.control_outcome else "",
+        estimate_rows(estimates),
+        estimates.drifting_rounds,
+        dict(ESTIMATORS, ci=CI_METHOD),
+    )
 
 
 def cache_rounds_hook(ctx: RunContext, recopy: Callable[[Arm], None]) -> Callable[[int], None]:

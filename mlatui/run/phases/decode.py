@@ -88,7 +88,7 @@ def _verify_ms(
     """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms; the
     L = 1 quads they measured."""
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
-    label = f"{phase.name}:verify"
+    label = verify_label(phase)
     text = ctx.tokens_for(length + max(plan.widths))
     run = sample_steps(ctx, StepSite(label, length, text[length:]), plan, progress, interim=False)
     return run.final, L1Quads().plus(length, run.timings, plan.control_width)
@@ -131,6 +131,7 @@ class ContextDone:
     rows: list[dict]
     check: Validity
     l1: L1Quads
+    finals: tuple[tuple[str, int, ContextEstimates], ...] = ()  # its verify steps', if measured
 
 
 def decode_context(
@@ -160,7 +161,15 @@ def decode_context(
             )
         )
     v = decode_validity(ctx, phase, length, verify, run.final, inputs.l1 + l1)
-    return ContextDone(DecodeResults(ctx, runner, run.final, verify, bounds).rows(v), v, l1)
+    rows = DecodeResults(ctx, runner, run.final, verify, bounds).rows(v)
+    if verify is None or not l1.runs:  # no drafts, or the sweep's steps (`verify_from`)
+        return ContextDone(rows, v, l1)
+    return ContextDone(rows, v, l1, ((verify_label(phase), length, verify),))
+
+
+def verify_label(phase: Phase) -> str:
+    """The label of a decode phase's verify steps in the events."""
+    return f"{phase.name}:verify"
 
 
 def _verify_steps(
@@ -266,6 +275,7 @@ def run_decode(
     rows: list[dict] = []
     checks: list[Validity] = []
     l1 = L1Quads()  # this phase's own
+    finals: list[tuple[str, int, ContextEstimates]] = []
     for context in phase.contexts:
         ctx.check_stop()
         so_far = replace(inputs, l1=inputs.l1 + l1)
@@ -273,6 +283,7 @@ def run_decode(
         rows += done.rows
         checks.append(done.check)
         l1 = l1 + done.l1
+        finals += done.finals
     pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
     rows = mark_rows(rows, pooled)
     verdict = (
@@ -282,7 +293,8 @@ def run_decode(
     )
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return PhaseResult(summary, l1, checks=tuple(pooled.get(v.context, v) for v in checks))
+    ended = tuple(pooled.get(v.context, v) for v in checks)
+    return PhaseResult(summary, l1, checks=ended, finals=tuple(finals))
 
 
 def _decide_more(ctx: RunContext, grown: GrownRounds | None) -> Callable[[bool], bool]:

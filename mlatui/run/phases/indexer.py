@@ -172,26 +172,18 @@ def run_indexer_phase(
     ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
 ) -> PhaseResult:
     """The sparse indexer's parts, stock vs patched pooling, at each context above top-k."""
-    return PhaseResult(_indexer_summary(ctx, phase, index, total_phases))
+    summary, finals = _indexer_summary(ctx, phase, index, total_phases)
+    return PhaseResult(summary, finals=finals)
 
 
-def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: int) -> PhaseSummary:
-    stock = ctx.workers["stock"].arm
-    sites = sparse_sites(stock.model)
-    model_name = stock.model_name
-    if not sites:
-        return _skip(
-            ctx, phase, index, total_phases, f"{model_name} has no pooled-indexer sparse layer"
-        )
-    site = sites[0]
-    contexts = [c for c in phase.contexts if c > site.config.index_topk]
-    if not contexts:
-        why = (
-            f"every context is within index_topk {site.config.index_topk} (the indexer is bypassed)"
-        )
-        return _skip(ctx, phase, index, total_phases, why)
-    widths = tuple(sorted(set(phase.widths) | {1}))
-    plans = {
+Finals = tuple[tuple[str, int, ContextEstimates], ...]
+
+
+def _part_plans(
+    ctx: RunContext, phase: Phase, widths: tuple[int, ...], contexts: list[int]
+) -> dict[tuple[IndexerPart, int], SamplerPlan]:
+    """Each part's plan at each context, on a seed of its own."""
+    return {
         (part, c): replace(
             plan_for(phase, widths, ctx.seed, c, ctx.settle),
             seed=stable_seed(ctx.seed, part_phase(phase, part), c),
@@ -199,6 +191,27 @@ def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: in
         for part in IndexerPart
         for c in contexts
     }
+
+
+def _indexer_summary(
+    ctx: RunContext, phase: Phase, index: int, total_phases: int
+) -> tuple[PhaseSummary, Finals]:
+    """Its summary and each part's final estimates per context."""
+    stock = ctx.workers["stock"].arm
+    sites = sparse_sites(stock.model)
+    model_name = stock.model_name
+    if not sites:
+        why = f"{model_name} has no pooled-indexer sparse layer"
+        return _skip(ctx, phase, index, total_phases, why), ()
+    site = sites[0]
+    contexts = [c for c in phase.contexts if c > site.config.index_topk]
+    if not contexts:
+        why = (
+            f"every context is within index_topk {site.config.index_topk} (the indexer is bypassed)"
+        )
+        return _skip(ctx, phase, index, total_phases, why), ()
+    widths = tuple(sorted(set(phase.widths) | {1}))
+    plans = _part_plans(ctx, phase, widths, contexts)
     planned = sum(p.timed_calls() for p in plans.values())
     emit_phase_start(ctx, phase, index, total_phases, planned, ())
     others = "; ".join(s.describe() for s in sites[1:])
@@ -212,6 +225,7 @@ def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: in
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []
+    finals: list[tuple[str, int, ContextEstimates]] = []
     for context in contexts:
         ctx.check_stop()
         length = share_context(ctx, ctx.tokens_for(context))
@@ -228,13 +242,14 @@ def _indexer_summary(ctx: RunContext, phase: Phase, index: int, total_phases: in
                 ctx, phase, part, arm_sites, plans[(part, context)], progress
             )
             _report_part(ctx, phase, result)
+            finals.append((part_phase(phase, part), result.context, result.run.final))
             for record in part_records(result, {}, {}):
                 rows.append(record_row(record, site, parity.get(record.width)))
         del arm_sites
     verdict = indexer_verdict(rows, phase.name)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return summary
+    return summary, tuple(finals)
 
 
 ROW_ATTRS = (

@@ -121,6 +121,9 @@ class PhaseResult:
     l1: L1Quads = L1Quads()
     estimates: tuple[tuple[int, ContextEstimates], ...] = ()
     checks: tuple[Validity, ...] = ()
+    # (label, context length, estimates) of every sampler run it ended: an A/A run's harness
+    # bias is read from them
+    finals: tuple[tuple[str, int, ContextEstimates], ...] = ()
 
 
 class Need(enum.Enum):
@@ -152,13 +155,15 @@ class PassResults:
     sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()
     grown: tuple[tuple[str, GrownRounds], ...] = ()
     checks: Checks = Checks()
+    finals: tuple[tuple[str, int, ContextEstimates], ...] = ()
 
     def after(self, result: PhaseResult) -> PassResults:
         s = result.summary
         sweeps = (*self.sweeps, *((s.phase, c, e) for c, e in result.estimates))
         kind = PhaseKind.of(s.kind)
         checks = self.checks.plus(result.checks, [(s.phase, kind)] if kind else [])
-        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps, checks=checks)
+        finals = (*self.finals, *result.finals)
+        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps, checks=checks, finals=finals)
 
     def with_budget(
         self,

@@ -52,7 +52,8 @@ def run_sweep(
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     ended = tuple(pooled.get(v.context, v) for v in checks)
-    return PhaseResult(summary, l1, tuple(estimates), ended)
+    finals = tuple((phase.name, length, e) for length, e in estimates)
+    return PhaseResult(summary, l1, tuple(estimates), ended, finals)
 
 
 def _sweep_context(
