@@ -3,10 +3,11 @@ changes any of it shows up as a diff (tests/test_replay_dumps.py).
 
 For each event recording under tests/fixtures, scenarios/demo*.jsonl and docs/data, one gzipped
 text under tests/fixtures/dumps/ holds, in sections:
-- `mlatui replay --dump FILE` (the dashboard's summary), written by that command;
-- what `mlatui bench SCENARIO.toml --format md|csv|json` prints on stdout for those events;
-- what its stderr progress printer prints for them;
-- the dashboard's CSV export (the `e` key).
+- `mlatui replay --dump FILE` (the run's summary), written by that command: `bench --format md`
+  and the `e` export print the same markdown (test_replay_dumps checks they are byte-identical);
+- what `mlatui bench SCENARIO.toml --format csv|json` prints on stdout for those events (the CSV
+  is the `e` export's);
+- what its stderr progress printer prints for them.
 
 Write them again (only when a change of output is intended, and say why in the commit):
     .venv/bin/python -m tests.replay_dumps --write
@@ -34,11 +35,9 @@ PATTERNS = (
 CLI_SECTION = "mlatui replay --dump"
 SECTIONS = (
     CLI_SECTION,
-    "bench --format md",
-    "bench --format csv",
+    "bench --format csv and the export's csv",
     "bench --format json",
     "bench stderr progress",
-    "dashboard export csv",
 )
 
 
@@ -77,11 +76,12 @@ def folded_dump(events: list) -> str:
     """What `replay --dump` prints, from the same fold without the Textual app."""
     from mlatui.views import export
     from mlatui.views.dashboard_state import DashboardState
+    from mlatui.views.summary import summarize
 
     dash = DashboardState()
     dash.apply_all(events)
     return (
-        export.summary_markdown(dash)
+        export.summary_markdown(summarize(dash))
         + f"replayed {dash.events} events through the dashboard; status {dash.status}\n"
     )
 
@@ -100,20 +100,26 @@ def sections(recording: Path, dump: str | None = None) -> dict[str, str]:
     """Every printed text for one recording; `dump` replaces the in-process replay dump."""
     from mlatui.stream.recorder import read_recording
     from mlatui.views import export, report
-    from mlatui.views.dashboard_state import DashboardState
+    from mlatui.views.summary import summarize_events
 
     rec = read_recording(recording)
     events = [rec.header, *rec.events]
-    dash = DashboardState()
-    dash.apply_all(events)
     return {
         CLI_SECTION: dump if dump is not None else folded_dump(events),
-        "bench --format md": report.summary_markdown(events) + "\n",
-        "bench --format csv": report.summary_csv(events) + "\n",
+        "bench --format csv and the export's csv": export.summary_csv(summarize_events(events)),
         "bench --format json": report.summary_json(events) + "\n",
         "bench stderr progress": stderr_progress(events),
-        "dashboard export csv": export.summary_csv(dash),
     }
+
+
+def bench_markdown(recording: Path) -> str:
+    """`bench --format md`'s stdout for a recording's events (the summary, then print's newline)."""
+    from mlatui.stream.recorder import read_recording
+    from mlatui.views import export
+    from mlatui.views.summary import summarize_events
+
+    rec = read_recording(recording)
+    return export.summary_markdown(summarize_events([rec.header, *rec.events])) + "\n"
 
 
 def render(parts: dict[str, str]) -> str:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from mlatui.stream.recorder import iter_recording
-from mlatui.views import export
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, sig
 from mlatui.views.verdict_strip import verdict_line
+from tests import summaries
 
 ROOT = Path(__file__).resolve().parents[1]
 # a fixed recording (tests/fixtures/recordings/README.md): the numbers below are read from it
@@ -45,7 +45,7 @@ def test_ci_rounding_follows_the_half_width():
 
 
 def test_markdown_has_metadata_verdict_l1_marginal_and_each_phase(demo):
-    md = export.summary_markdown(demo)
+    md = summaries.markdown(demo)
     for line in (
         "- model: embedded (mlatui_mla)",
         "- device: AMD EPYC x86_64",
@@ -75,7 +75,7 @@ def test_markdown_has_metadata_verdict_l1_marginal_and_each_phase(demo):
 
 
 def test_csv_sections_are_filterable_and_never_mix_phases(demo):
-    rows = list(csv.DictReader(io.StringIO(export.summary_csv(demo))))
+    rows = list(csv.DictReader(io.StringIO(summaries.csv(demo))))
     tables = {r["table"] for r in rows}
     assert tables == {"meta", "verdict", "l1_check", "marginal", "sweep", "decode"}
     meta = {r["quantity"]: r["text"] for r in rows if r["table"] == "meta"}
@@ -108,19 +108,19 @@ def test_csv_sections_are_filterable_and_never_mix_phases(demo):
 def test_a_mid_run_export_has_what_exists_so_far():
     s = fold(DEMO, upto=600)  # in the sweep: 512 decided, 1024 under way
     assert s.status == "running"
-    md = export.summary_markdown(s)
+    md = summaries.markdown(s)
     assert "status: running (phase 1/2 sweep" in md
     assert "## Phase sweep (sweep) — in progress" in md
     assert "| 512 | 18.33 [17.90, 19.04] | 0.59 [0.50, 1.04] | ? inconclusive |" in md
     assert "| 1024 |" in md and "… pending" in md
-    rows = list(csv.DictReader(io.StringIO(export.summary_csv(s))))
+    rows = list(csv.DictReader(io.StringIO(summaries.csv(s))))
     assert sum(r["table"] == "sweep" for r in rows) > 10
     assert any(r["table"] == "marginal" and r["context"] == "1024" for r in rows)
 
 
 def test_old_recordings_export_medians_without_cis():
     s = fold(FIXTURE)
-    md = export.summary_markdown(s)
+    md = summaries.markdown(s)
     assert "- schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
     assert "✗ invalid" in md and "acceptance (synthetic)" in md
 
@@ -172,7 +172,7 @@ async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
 
 def test_both_summaries_name_the_device_drifts_in_one_wording():
     from mlatui.stream.events import DriftEvent
-    from mlatui.views.report import summary_markdown
+    from tests.summaries import markdown as summary_markdown
 
     events = [e for _, e in iter_recording(FIXTURE)]
     drifts = [DriftEvent(9.0 + i, "sweep", 256, i, 10.0, 12.0, 20.0) for i in range(13)]
@@ -182,7 +182,7 @@ def test_both_summaries_name_the_device_drifts_in_one_wording():
         "Device drift: 13 step(s) of the L = 1 level > 10% between rounds (both arms; paired "
         "figures cancel them): sweep @ 256 round 1 +20%, "
     )
-    for text in (export.summary_markdown(state), summary_markdown([*events, *drifts])):
+    for text in (summaries.markdown(state), summary_markdown([*events, *drifts])):
         (line,) = [x for x in text.splitlines() if x.startswith("Device drift")]
         assert line.startswith(want) and line.endswith("sweep @ 256 round 12 +20%, … (1 more)"), (
             line
@@ -192,7 +192,7 @@ def test_both_summaries_name_the_device_drifts_in_one_wording():
 def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     import dataclasses
 
-    from mlatui.views.report import summary_markdown
+    from tests.summaries import markdown as summary_markdown
 
     events = [e for _, e in iter_recording(FIXTURE)]
     h = events[0]
@@ -205,7 +205,7 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     )
     state = DashboardState()
     state.apply_all([seeded, *events[1:]])
-    for md in (export.summary_markdown(state), summary_markdown([seeded, *events[1:]])):
+    for md in (summaries.markdown(state), summary_markdown([seeded, *events[1:]])):
         assert "- seed: 7" in md.splitlines()
         assert "- distributed: 2 ranks · ring · tensor · vm ×2 (heads and memory: rank 0's)" in md
 

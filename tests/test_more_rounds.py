@@ -26,8 +26,8 @@ from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
 from mlatui.stream.sources import LiveSource
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.more_offer import more_offer
-from mlatui.views.report import summary_markdown
 from mlatui.views.verdict_strip import verdict_line
+from tests.summaries import markdown as summary_markdown
 from tests.tiny_scenario import tiny_with_phase
 
 ROUNDS = 4
@@ -115,7 +115,8 @@ def test_an_undecided_run_gets_more_rounds_and_becomes_decided(forced):
         assert after.status == "completed" and _ends(events)[-1].invalid_contexts == ()
         assert more_offer(after) is None
         assert "Δ2 @ 64" in verdict_line(after)  # the verdict refolded, decided
-        assert "Run completed." in summary_markdown(events)  # the last end: nothing left out
+        md = summary_markdown(events)  # the last end: nothing left out
+        assert "- status: completed" in md and "Left out of verdicts" not in md
 
         control.ask_more(ROUNDS)  # nothing is undecided now: said, nothing measured
         _wait(

@@ -12,6 +12,7 @@ from mlatui.measure.multiplicity import binomial_tail, judge_null
 from mlatui.stream.events import Estimate, PhaseStart
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report_sweep import null_bias_table
+from mlatui.views.summary import summarize
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
 
 
@@ -77,9 +78,9 @@ def test_the_strip_of_an_aa_run_counts_cells_and_never_shows_a_speedup_or_a_rati
 
 
 def test_the_bias_table_ends_with_the_run_level_judgement():
-    _, events = _null_state(outside=1)
-    table = null_bias_table(events)
+    s, _ = _null_state(outside=1)
+    table = null_bias_table(summarize(s).null_finals)
     assert "1 of 12 95% CIs exclude 1" in table
     assert "in 46% of A/A runs" in table and "**consistent with no arm difference**" in table
-    _, events = _null_state(outside=4)
-    assert "**a harness difference**" in null_bias_table(events)
+    s, _ = _null_state(outside=4)
+    assert "**a harness difference**" in null_bias_table(summarize(s).null_finals)

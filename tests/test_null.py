@@ -265,7 +265,7 @@ def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
     assert not any("so the verify steps are measured here" in m for m in said)
     # both slots ran one variant: no line, table or title may name the other one
     from mlatui.run.phases.sweep import sweep_verdict
-    from mlatui.views.report import summary_markdown
+    from tests.summaries import markdown as summary_markdown
 
     md = summary_markdown(events)
     for tag, variant, other in (
@@ -279,10 +279,10 @@ def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
         rows = [{**r, "valid": True} for r in by[f"sweep/{tag}"].rows]  # as if the check held
         sweep = sweep_verdict(rows, f"sweep/{tag}")
         assert f"A ({variant})" in sweep and "paired A/B" in sweep and other not in sweep, sweep
-        section = md.split(f"## tune/{tag} (tune)")[1].split("\n## ")[0]
+        section = md.split(f"## Phase tune/{tag} (tune)")[1].split("\n## ")[0]
         cells = [line.split("|")[2].strip() for line in section.splitlines() if line[:4] == "| 64"]
         assert cells and set(cells) == {f"A ({variant})", f"B ({variant})"}, cells
-    checks = md.split("## L = 1 validity check")[1]
+    checks = md.split("## L = 1 check")[1].split("\n## ")[0]
     assert "| A L=1 ms | B L=1 ms |" in checks and "stock L=1 ms" not in checks
 
 

@@ -24,9 +24,10 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.recorder import Recorder, read_recording
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.export import summary_markdown
 from mlatui.views.report import invalid_contexts
+from mlatui.views.units import ratio_text
 from mlatui.views.verdict_strip import verdict_line
+from tests.summaries import markdown as summary_markdown
 
 CONTEXTS = (64, 96, 128, 160, 192, 256)
 SCATTER = 0.07  # per-sample jitter of the L = 1 steps: about ±4% CIs alone, ±1.7% pooled
@@ -105,10 +106,7 @@ def test_the_sweeps_verdict_uses_the_pooled_decision(pooled_run):
     line = verdict_line(state)
     n = len(CONTEXTS)
     assert f"L=1 ✓ 0/{n} ✓p {len(p.decided)}/{n}" in line
-    assert (
-        f"(pooled {p.ratio.median:.3f} [{p.ratio.low:.3f}, {p.ratio.high:.3f}], {n} contexts)"
-        in line
-    )
+    assert f"(pooled {ratio_text(p.ratio)}, {n} contexts)" in line
     assert "Δ2 @" in line  # the marginal cost at the largest valid context is a verdict again
     assert [c for _, c, _, _ in invalid_contexts(events)] == list(p.undecided)
 

@@ -40,6 +40,14 @@ def test_recording_prints_what_it_printed(recording):
         assert actual[name] == expected[name], _diff(name, expected[name], actual[name])
 
 
+@pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: p.name)
+def test_bench_the_export_and_the_dump_print_the_same_summary_byte_for_byte(recording):
+    """One summary_markdown: bench's stdout is the dump's text up to the dump's own last line."""
+    dump = replay_dumps.read_expected(recording)[replay_dumps.CLI_SECTION]
+    summary = dump.rsplit("\nreplayed ", 1)[0] + "\n"  # without "replayed N events …" on
+    assert replay_dumps.bench_markdown(recording) == summary + "\n"
+
+
 def test_the_command_prints_what_the_fold_prints():
     """The dumps above come from the dashboard's fold in this process; the command line runs the
     Textual app headless over a replay source. One recording both ways keeps them the same."""

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mlatui.stream.sources import ReplaySource
-from mlatui.views.export import csv_rows
 from mlatui.views.units import ms_text
+from tests.summaries import csv_rows
 from tests.ui_settled import settled
 from widgets.app import MlatuiApp
 from widgets.panes import HeaderPane

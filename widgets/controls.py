@@ -157,8 +157,10 @@ class ControlsMixin(DashboardHost):
     def summary(self) -> tuple[str, str]:
         """(markdown, csv) of what the dashboard knows now (mlatui.views.export)."""
         from mlatui.views import export
+        from mlatui.views.summary import summarize
 
-        return export.summary_markdown(self.dash), export.summary_csv(self.dash)
+        summary = summarize(self.dash)
+        return export.summary_markdown(summary), export.summary_csv(summary)
 
     def export_summary(self) -> list[str]:
         self.out_dir.mkdir(parents=True, exist_ok=True)

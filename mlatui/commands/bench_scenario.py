@@ -211,9 +211,14 @@ def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:
 def _report(args, events, out, recorder, signals, status) -> int:
     """The tables on stdout, the recording's path and the one-line outcome on stderr."""
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.views.report import invalid_contexts, summary_csv, summary_json, summary_markdown
+    from mlatui.views.export import summary_csv, summary_markdown
+    from mlatui.views.report import invalid_contexts, summary_json
+    from mlatui.views.summary import summarize_events
 
-    print({"md": summary_markdown, "csv": summary_csv, "json": summary_json}[args.format](events))
+    if args.format == "json":  # the raw samples (llama-bench style), not the summary's tables
+        print(summary_json(events))
+    else:  # the dashboard's `e` export and `replay --dump` print the same summary
+        print({"md": summary_markdown, "csv": summary_csv}[args.format](summarize_events(events)))
     print(f"[mlatui] recording: {shell_path(out)}", file=sys.stderr)
     budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)
     if budget is not None:

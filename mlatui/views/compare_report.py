@@ -19,7 +19,7 @@ TITLES = {
 }
 NOTE = (
     "B/A is the ratio of the medians; the range after it comes from the CI ends "
-    "(B low / A high – B high / A low: conservative), `≠` where the two CIs do not overlap. "
+    "[B low / A high, B high / A low] (conservative, not a CI), `≠` where the two CIs do not overlap. "
     "L=1 checks: ✓ valid, ✗ invalid, ? inconclusive, … not decided; a row is in no verdict "
     "unless both are ✓."
 )
@@ -30,8 +30,8 @@ def ratio_text(row: Row) -> str:
         return "–"
     text = f"{sig(row.ratio)}×"
     rng = row.ratio_range
-    if rng is not None:
-        text += f" ({sig(rng[0])}–{sig(rng[1])})"
+    if rng is not None:  # not a CI: the conservative range its CIs' ends allow
+        text += f" [{sig(rng[0])}, {sig(rng[1])}]"
     return text + (" ≠" if row.differs else "")
 
 

@@ -1,5 +1,6 @@
-"""The dashboard's export (`e`, `replay --dump`): markdown and CSV of what the dashboard knows,
-at any moment of a run (pure Python, from DashboardState alone).
+"""The one printer of a run's summary (mlatui.views.summary.RunSummary): the markdown that
+`bench` prints, the `e` export writes and `replay --dump` prints, and the export's CSV, at any
+moment of a run (pure Python).
 
 Both carry the run metadata, the verdict strip, the L = 1 checks, the marginal cost of the
 second query, and one table per phase (sweep and tune/decode never share a table; the CSV has a
@@ -13,21 +14,20 @@ from typing import Any
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, DecodeResult, Validity, arm_label, ratio_label
+from mlatui.stream.events import ARMS, arm_label, ratio_label
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import check_mark
-from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.l1_figures import l1_figures
 from mlatui.views.mdtable import csv_text, table
-from mlatui.views.phase_views import Table, view_of
-from mlatui.views.report import drift_line
+from mlatui.views.phase_views import Table
 from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
 from mlatui.views.report_indexer import indexer_table
-from mlatui.views.report_sweep import inversion_note, pooled_note
-from mlatui.views.rounding import Ci, ci_text, sig
+from mlatui.views.report_sweep import inversion_note, null_bias_table, pooled_note
+from mlatui.views.rounding import Ci, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
-from mlatui.views.run_tables import Cell, Quantity, check, decode_cells, sweep_cells, sweep_phases
-from mlatui.views.units import ratio_text
-from mlatui.views.verdict_strip import verdict_line
+from mlatui.views.run_tables import Quantity
+from mlatui.views.summary import DecodeRow, PhaseFigures, RunSummary, drift_line
+from mlatui.views.units import ci_text, ms_text, ratio_text
+from mlatui.views.verdict_strip import SEP, fit_forms
 
 CSV_COLUMNS = (
     "table",
@@ -48,32 +48,6 @@ CSV_COLUMNS = (
 )
 
 
-def _by(cells: list[Cell], quantity: Quantity) -> dict[tuple[int, int, str], Cell]:
-    return {(c.context, c.width, c.arm): c for c in cells if c.quantity == quantity}
-
-
-def checks_in_order(state: DashboardState) -> list[tuple[tuple[str, int], Validity]]:
-    """The L = 1 checks by phase (in run order), then context: as the dashboard lists them."""
-    order = {p: i for i, p in enumerate(state.phase_kinds)}
-    return sorted(
-        state.validity.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1])
-    )
-
-
-def _status(state: DashboardState) -> str:
-    if state.status == "running" and state.phase.name:
-        p = state.phase
-        return f"running (phase {p.index + 1}/{p.total_phases} {p.name}: {p.done}/{p.total})"
-    return state.status + (f" ({state.error})" if state.error else "")
-
-
-def _phases(state: DashboardState) -> list[tuple[str, str]]:
-    return list(state.phase_kinds.items())
-
-
-# -- markdown -----------------------------------------------------------------------------------
-
-
 def _slot_names(phases) -> tuple[str, str, str]:
     """Column names of the two arm slots over several phases: 'stock', 'patched' and their
     ratio, or 'A', 'B' when every phase is an A/A pass (the phase column says what ran)."""
@@ -82,35 +56,30 @@ def _slot_names(phases) -> tuple[str, str, str]:
     return "stock", "patched", "stock/patched"
 
 
-def _l1_table(state: DashboardState) -> str:
+def _l1_table(s: RunSummary) -> str:
     """Per (phase, context) its own paired L = 1 ratio, the check and its basis (own, or pooled);
     then a row per pooled check, and what each pooled."""
     rows = []
     notes: list[str] = []  # rows whose L = 1 figures are not step times say what they are
-    for (phase, context), v in checks_in_order(state):
-        paired = Ci.of(v.ratio) if v.ratio is not None else None
-        c = check(state, phase, context)
-        kind = state.phase_kinds.get(phase, "")
-        f = l1_figures(v, kind, state.decode_results, phase, context)
+    for c in s.checks:
+        v, f = c.validity, c.figures
         star = " *" if f.per_token else ""
         if f.per_token and f.note not in notes:
             notes.append(f.note)
         rows.append(
             [
-                phase,
-                context,
-                sig(f.stock_ms) + star,
-                sig(f.patched_ms) + star,
-                ratio_text(paired),
+                c.phase,
+                c.context,
+                ms_text(f.stock_ms) + star,
+                ms_text(f.patched_ms) + star,
+                ratio_text(v.ratio),
                 f"{v.diff_pct:+.1f}%",
                 v.rounds or "–",
-                f"{c.mark} {v.verdict}",
+                f"{c.check.mark} {v.verdict}",
                 v.basis.value,
             ]
         )
-    pooled = sorted(state.pooled.values(), key=lambda p: p.t)
-    for p in pooled:
-        mark = check_mark(p.outcome)
+    for p in s.pooled:
         rows.append(
             [
                 f"{p.phase} (pooled)",
@@ -120,161 +89,136 @@ def _l1_table(state: DashboardState) -> str:
                 ratio_text(p.ratio),
                 f"{(p.ratio.median - 1) * 100:+.1f}%",
                 p.rounds,
-                f"{mark} {p.outcome}",
+                f"{check_mark(p.outcome)} {p.outcome}",
                 "pooled",
             ]
         )
-    tol = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
-    a, b, pair = _slot_names([phase for phase, _ in state.validity])
+    a, b, pair = _slot_names([c.phase for c in s.checks])
     head = ["phase", "context", f"{a} L=1 ms", f"{b} L=1 ms", f"paired {pair} [95% CI]"]
-    out = table([*head, "diff", "rounds", f"CI within ±{tol:g}%", "basis"], rows)
+    out = table([*head, "diff", "rounds", f"CI within ±{s.tolerance_pct:g}%", "basis"], rows)
     out += "".join(f"\n\n\\* L=1 ms {note}." for note in notes)
-    return out + "".join("\n\n" + pooled_note(p) for p in pooled)
+    return out + "".join("\n\n" + pooled_note(p) for p in s.pooled)
 
 
-def _marginal_table(state: DashboardState) -> str:
-    phases = sweep_phases(state)
-    rows = []
-    for phase in phases:
-        marg = _by(sweep_cells(state, phase), Quantity.MARGINAL_MS)
-        for context in sorted({c for c, _, _ in marg}):
-            s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
-            cells = [context, ci_text(s.ci if s else None), ci_text(p.ci if p else None)]
-            c = check(state, phase, context)
-            rows.append(([phase] if len(phases) > 1 else []) + cells + [f"{c.mark} {c}"])
+def _marginal_table(s: RunSummary) -> str:
+    phases = list(dict.fromkeys(m.phase for m in s.marginal))
+    several = len(phases) > 1
+    rows = [
+        ([m.phase] if several else [])
+        + [m.context, ci_text(m.stock), ci_text(m.patched), f"{m.check.mark} {m.check}"]
+        for m in s.marginal
+    ]
     a, b, _ = _slot_names(phases)
     head = ["context", f"{a} Δ2 ms [95% CI]", f"{b} Δ2 ms [95% CI]"]
-    return table((["phase"] if len(phases) > 1 else []) + head + ["L=1 check"], rows)
+    return table((["phase"] if several else []) + head + ["L=1 check"], rows)
 
 
-def _sweep_table(state: DashboardState, phase: str) -> str:
-    cells = sweep_cells(state, phase)
-    step, ratio = _by(cells, Quantity.STEP_MS), _by(cells, Quantity.RATIO)
-    rows = []
-    for context, width in sorted({(c, w) for c, w, _ in step}):
-        s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
-        r = ratio.get((context, width, ""))
-        rounds = next((x.rounds for x in (s, p) if x and x.rounds), None)
-        c = check(state, phase, context)
-        rows.append(
-            [
-                context,
-                width,
-                ci_text(s.ci if s else None),
-                ci_text(p.ci if p else None),
-                ci_text(r.ci if r else None, "×"),
-                rounds or "–",
-                f"{c.mark} {c}",
-            ]
-        )
-    a, b = (arm_label(arm, phase) for arm in ARMS)
-    pair = ratio_label(phase)
+def _sweep_table(phase: PhaseFigures) -> str:
+    rows = [
+        [
+            r.context,
+            r.width,
+            ci_text(r.stock),
+            ci_text(r.patched),
+            ratio_text(r.ratio),
+            (ratio_text(r.vs_l1) if r.vs_l1 is not None else "–") if r.width > 1 else "1",
+            r.rounds or "–",
+            r.drifting,
+            f"{r.check.mark} {r.check}",
+        ]
+        for r in phase.sweep
+    ]
+    a, b = (arm_label(arm, phase.name) for arm in ARMS)
     head = ["context", "L", f"{a} ms [95% CI]", f"{b} ms [95% CI]"]
-    return table([*head, f"{pair} paired [95% CI]", "rounds", "L=1 check"], rows)
+    head += [f"{ratio_label(phase.name)} paired [95% CI]", f"{b} L / L=1 [95% CI]"]
+    return table([*head, "rounds", "drifting rounds", "L=1 check"], rows)
 
 
 def _positions(values) -> str:
     return " ".join("–" if v is None else f"{v:.2f}" for v in values) or "–"
 
 
-def _decode_row(state: DashboardState, r: DecodeResult) -> list:
-    c = check(state, r.phase, r.context)
+def _decode_row(row: DecodeRow) -> list:
+    r, c = row.result, row.check
+    head = [r.context, arm_label(r.arm, r.phase), Setting(r.draft_kind, r.depth).label]
     if r.tok_s is None:  # rejected by bound: no blocks ran
         said = rejection_text(r.bound) if r.bound is not None else "not measured"
-        return [
-            r.context,
-            arm_label(r.arm, r.phase),
-            Setting(r.draft_kind, r.depth).label,
-            "not measured",
-            said,
-            "–",
-            "–",
-            "–",
-            "–",
-            sig(r.verify_ms_median),
+        return [*head, "not measured", said, *["–"] * 5, ms_text(r.verify_ms_median)] + [
             f"{c.mark} {c}",
             "; ".join(r.warnings) or "–",
         ]
-    tok = Ci.of(r.tok_s)
-    vs = Ci.of(r.vs_plain) if r.vs_plain is not None else None
+    spec = r.depth > 0
     return [
-        r.context,
-        arm_label(r.arm, r.phase),
-        Setting(r.draft_kind, r.depth).label,
-        tok.text(),
-        ci_text(vs, "×") if r.depth else "1",
-        _positions(r.acceptance_conditional or r.acceptance_by_position) if r.depth else "–",
+        *head,
+        ci_text(r.tok_s),
+        ratio_text(r.vs_plain) if spec else "1",
+        _positions(r.acceptance_conditional) if spec else "–",
+        _positions(r.acceptance_by_position) if spec else "–",
         "–" if r.mean_accepted is None else f"{r.mean_accepted:.2f}/{r.depth}",
-        rule_text(r.acceptance_rule, r.sampling.get("temperature")) if r.depth else "–",
+        rule_text(r.acceptance_rule, r.sampling.get("temperature")) if spec else "–",
         share_text(r.distinct_4gram_share, r.distinct_4gram_share_across),
-        sig(r.verify_ms_median),
+        ms_text(r.verify_ms_median),
         f"{c.mark} {c}",
         "; ".join(r.warnings) or "–",
     ]
 
 
-def _decode_table(state: DashboardState, phase: str) -> str:
-    acc = "acceptance (synthetic)" if state.synthetic else "acceptance"
-    kinds = list(state.draft_kinds)
-
-    def order(r: DecodeResult) -> tuple:  # plain first, then each setting, both arms each
-        kind = kinds.index(r.draft_kind) if r.draft_kind in kinds else len(kinds)
-        return (r.context, r.depth > 0, kind, r.depth, ARMS.index(r.arm) if r.arm in ARMS else 2)
-
-    mine = sorted((r for r in state.decode_results if r.phase == phase), key=order)
-    rows = [_decode_row(state, r) for r in mine]
+def _decode_table(s: RunSummary, phase: PhaseFigures) -> str:
+    acc = "acceptance (synthetic)" if s.synthetic else "acceptance"
     head = ["context", "arm", "draft", "tok/s [95% CI]", "vs plain [95% CI]"]
-    head += [f"{acc} P(i ∣ 1..i-1)", "accepted / verify", "acceptance rule", SHARE_HEAD]
-    head += ["verify ms", "L=1 check"]
-    return table([*head, "warnings (left out of verdicts)"], rows)
+    head += [f"{acc} P(i ∣ 1..i-1)", f"{acc} P(i)", "accepted / verify", "acceptance rule"]
+    head += [SHARE_HEAD, "verify ms", "L=1 check"]
+    return table([*head, "warnings (left out of verdicts)"], [_decode_row(r) for r in phase.decode])
 
 
-def _phase_section(state: DashboardState, phase: str, kind: str) -> list[str]:
-    summary = next((s for s in state.summaries if s.phase == phase), None)
+def _phase_section(s: RunSummary, phase: PhaseFigures) -> list[str]:
     body = ""
-    table = view_of(kind).table
-    if table is Table.SWEEP:
-        body = _sweep_table(state, phase)
-    elif table is Table.DECODE:
-        body = _decode_table(state, phase)
-    elif summary is not None:
-        body = indexer_table(summary)
-    running = summary is None and state.status == "running" and phase == state.phase.name
-    out = [f"## Phase {phase} ({kind})" + (" — in progress" if running else ""), "", body]
-    if summary is not None and summary.verdict:
-        out += ["", f"Verdict: {summary.verdict}"]
-    note = inversion_note(summary) if summary is not None and table is Table.SWEEP else None
-    if note:
-        out += ["", f"Note: {note}"]
-    return out + [""]
+    if phase.table is Table.SWEEP:
+        body = _sweep_table(phase)
+    elif phase.table is Table.DECODE:
+        body = _decode_table(s, phase)
+    elif phase.summary is not None:
+        body = indexer_table(phase.summary)
+    title = f"## Phase {phase.name} ({phase.kind})" + (" — in progress" if phase.running else "")
+    out = [title, "", body]
+    note = inversion_note(phase.summary) if phase.summary and phase.table is Table.SWEEP else None
+    return out + (["", f"Note: {note}"] if note else []) + [""]
 
 
-def summary_markdown(state: DashboardState) -> str:
+def verdict_text(s: RunSummary, width: int = 1000) -> str:
+    """The verdict strip's line (each part in the longest form that fits `width`)."""
+    return SEP.join(fit_forms(list(s.verdict), width)) if s.verdict else "no result yet"
+
+
+def summary_markdown(s: RunSummary) -> str:
+    """The run's summary: `bench`'s stdout, the `e` export and `replay --dump` print this."""
     lines = ["# mlatui run summary", ""]
-    if state.header is not None:
-        lines += header_lines(state.header)
-    lines += [f"- status: {_status(state)}"]
-    lines += ["", f"**Verdict:** {verdict_line(state)}", ""]
-    if state.validity:
+    if s.header is not None:
+        lines += header_lines(s.header)
+    lines += [f"- status: {s.status_text}"]
+    lines += ["", f"**Verdict:** {verdict_text(s)}", ""]
+    if s.checks:
         question = (
             f"{PATCH_QUESTION} valid = no measurable change, paired ratio 1 ± 2%; invalid = it does"
-            if state.header is not None and is_patch_review(state.header.settings)
+            if s.header is not None and is_patch_review(s.header.settings)
             else "both arms take the same branch: paired ratio 1 ± 2%"
         )
-        lines += [f"## L = 1 check ({question})", ""]
-        lines += [_l1_table(state), ""]
-    if any(c.quantity == Quantity.MARGINAL_MS for c in sweep_cells(state)):
+        lines += [f"## L = 1 check ({question})", "", _l1_table(s), ""]
+    if s.marginal:
         lines += ["## Marginal cost of a second query (L=2 − L=1, median over rounds)", ""]
-        lines += [_marginal_table(state), ""]
-    for phase, kind in _phases(state):
-        lines += _phase_section(state, phase, kind)
-    if state.drifts:
-        lines += [drift_line(state.drifts), ""]
-    left_out = sorted({c for (_, c), v in state.validity.items() if not v.valid})
-    if left_out and state.status != "running":
+        lines += [_marginal_table(s), ""]
+    for phase in s.phases:
+        lines += _phase_section(s, phase)
+    bias = null_bias_table(s.null_finals)
+    if bias:
+        lines += ["## A/A: harness bias (both arms the same variant; the true ratio is 1)", ""]
+        lines += [bias, ""]
+    if s.drifts:
+        lines += [drift_line(s.drifts), ""]
+    if s.left_out:
         lines.append(
             "Left out of verdicts (L=1 check invalid or inconclusive): "
-            + ", ".join(map(str, left_out))
+            + ", ".join(map(str, s.left_out))
         )
     return "\n".join(lines).rstrip() + "\n"
 
@@ -282,118 +226,128 @@ def summary_markdown(state: DashboardState) -> str:
 # -- CSV ----------------------------------------------------------------------------------------
 
 
-def _cell_row(table_name: str, kind: str, cell: Cell, state: DashboardState) -> dict:
-    median, low, high = cell.ci.cells()
-    return {
-        "table": table_name,
-        "phase": cell.phase,
-        "kind": kind,
-        "context": cell.context,
-        "width": cell.width,
-        "arm": cell.arm,
-        "quantity": cell.quantity.value,
-        "median": median,
-        "low": low,
-        "high": high,
-        "n": "" if cell.n is None else cell.n,
-        "rounds": "" if cell.rounds is None else cell.rounds,
-        "check": check(state, cell.phase, cell.context).value,
-        "draft": cell.draft_kind,
+def _row(table_name: str, phase: str, kind: str, context: int, width: int, arm: str) -> dict:
+    return {"table": table_name, "phase": phase, "kind": kind, "context": context} | {
+        "width": width,
+        "arm": arm,
     }
 
 
-def csv_rows(state: DashboardState) -> list[dict]:
-    """Tidy rows: table is meta | verdict | l1_check | l1_pooled | marginal | sweep | decode |
-    indexer;
-    `width` is L in sweep rows and the draft depth (0 = plain) in decode rows."""
-    rows: list[dict] = []
-    if state.header is not None:
-        rows += [
-            {"table": "meta", "quantity": f.key, "text": f.value}
-            for f in header_fields(state.header)
+def _ci_cells(ci: Ci | Interval | None) -> dict:
+    if ci is None:
+        return {}
+    median, low, high = (Ci.of(ci) if isinstance(ci, Interval) else ci).cells()
+    return {"median": median, "low": low, "high": high}
+
+
+def _sweep_rows(phase: PhaseFigures) -> list[dict]:
+    rows = []
+    for r in phase.sweep:
+        check = {"rounds": "" if r.rounds is None else r.rounds, "check": r.check.value}
+        figures = [
+            (arm, Quantity.STEP_MS, ci) for arm, ci in zip(ARMS, (r.stock, r.patched), strict=True)
         ]
-    rows.append({"table": "meta", "quantity": "status", "text": _status(state)})
-    rows.append({"table": "verdict", "text": verdict_line(state)})
-    for (phase, context), v in checks_in_order(state):
-        base: dict[str, Any] = {"table": "l1_check", "phase": phase}
-        base["kind"] = state.phase_kinds.get(phase, "")
-        base |= {"context": context, "width": 1, "rounds": v.rounds or ""}
-        base["check"] = check(state, phase, context).value
-        f = l1_figures(v, base["kind"], state.decode_results, phase, context)
+        figures += [("", Quantity.RATIO, r.ratio), (ARMS[1], Quantity.VS_L1, r.vs_l1)]
+        for arm, quantity, ci in figures:
+            if ci is not None:
+                base = _row("sweep", phase.name, phase.kind, r.context, r.width, arm)
+                rows.append(base | {"quantity": quantity.value} | _ci_cells(ci) | check)
+    return rows
+
+
+def _decode_rows(phase: PhaseFigures) -> list[dict]:
+    rows = []
+    for row in phase.decode:
+        r = row.result
+        base = _row("decode", phase.name, phase.kind, r.context, r.depth, r.arm)
+        base |= {"check": row.check.value, "draft": r.draft_kind}
+        base |= {"rounds": r.rounds or ""}
+        if r.tok_s is not None:
+            rows.append(base | {"quantity": "tok_s", "n": r.tokens} | _ci_cells(r.tok_s))
+            if r.depth and r.vs_plain is not None:
+                rows.append(base | {"quantity": "vs_plain", "n": r.tokens} | _ci_cells(r.vs_plain))
+        elif r.bound is not None:
+            rows.append(
+                base
+                | {"quantity": "rejected_by_bound", "high": sig(r.bound.value, 3)}
+                | {"text": rejection_text(r.bound)}
+            )
+        shares = (
+            ("distinct_4gram_share", r.distinct_4gram_share),
+            ("distinct_4gram_share_across", r.distinct_4gram_share_across),
+        )
+        for quantity, share in shares:
+            if share is not None:
+                rows.append(base | {"quantity": quantity, "median": sig(share, 3)})
+        if r.warnings:
+            rows.append(base | {"quantity": "warnings", "text": "; ".join(r.warnings)})
+    return rows
+
+
+def _phase_rows(phase: PhaseFigures) -> list[dict]:
+    """A kind shown by its own rows (the indexer's parts)."""
+    rows = []
+    for r in phase.summary.rows if phase.summary is not None else ():
+        row = _row(phase.kind, phase.name, phase.kind, r.get("context", ""), r.get("width", ""), "")
+        row |= {"arm": r.get("arm", ""), "quantity": f"{r.get('part', phase.kind)}_ms"}
+        row |= {
+            "median": sig(r.get("median_ms"), 4),
+            "low": sig(r.get("ci_low_ms"), 4),
+            "high": sig(r.get("ci_high_ms"), 4),
+            "n": r.get("n", ""),
+            "rounds": r.get("rounds", ""),
+            "text": r.get("layer", ""),
+        }
+        outcome = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
+        rows.append(row | {"check": outcome})
+    return rows
+
+
+def csv_rows(s: RunSummary) -> list[dict]:
+    """Tidy rows: table is meta | verdict | l1_check | l1_pooled | marginal | sweep | decode |
+    indexer; `width` is L in sweep rows and the draft depth (0 = plain) in decode rows."""
+    rows: list[dict] = []
+    if s.header is not None:
+        rows += [
+            {"table": "meta", "quantity": f.key, "text": f.value} for f in header_fields(s.header)
+        ]
+    rows.append({"table": "meta", "quantity": "status", "text": s.status_text})
+    rows.append({"table": "verdict", "text": verdict_text(s)})
+    kinds = {p.name: p.kind for p in s.phases}
+    for c in s.checks:
+        v, f = c.validity, c.figures
+        base: dict[str, Any] = _row("l1_check", c.phase, kinds.get(c.phase, ""), c.context, 1, "")
+        base |= {"rounds": v.rounds or "", "check": c.check.value}
         quantity = "token_ms" if f.per_token else "step_ms"  # per token of plain blocks
         for arm, ms in zip(ARMS, (f.stock_ms, f.patched_ms), strict=True):
             rows.append(base | {"arm": arm, "quantity": quantity, "median": sig(ms, 4)})
         if v.ratio is not None:
-            m, lo, hi = Ci.of(v.ratio).cells()
-            rows.append(base | {"quantity": "ratio", "median": m, "low": lo, "high": hi})
-    for p in sorted(state.pooled.values(), key=lambda p: p.t):
-        m, lo, hi = Ci.of(p.ratio).cells()
+            rows.append(base | {"quantity": "ratio"} | _ci_cells(v.ratio))
+    for p in s.pooled:
         rows.append(
-            {"table": "l1_pooled", "phase": p.phase, "kind": state.phase_kinds.get(p.phase, "")}
-            | {"width": 1, "quantity": "ratio", "median": m, "low": lo, "high": hi}
+            {"table": "l1_pooled", "phase": p.phase, "kind": kinds.get(p.phase, "")}
+            | {"width": 1, "quantity": "ratio"}
+            | _ci_cells(p.ratio)
             | {"n": p.quads, "rounds": p.rounds, "check": p.outcome, "text": pooled_note(p)}
         )
-    for phase in sweep_phases(state):
-        for cell in sweep_cells(state, phase):
-            if cell.quantity == Quantity.MARGINAL_MS:
-                rows.append(_cell_row("marginal", "sweep", cell, state))
-    for phase, kind in _phases(state):
-        table = view_of(kind).table
-        if table is Table.SWEEP:
-            for cell in sweep_cells(state, phase):
-                if cell.quantity != Quantity.MARGINAL_MS:
-                    rows.append(_cell_row("sweep", kind, cell, state))
-        elif table is Table.DECODE:
-            for cell in decode_cells(state):
-                if cell.phase == phase:
-                    rows.append(_cell_row("decode", kind, cell, state))
-        else:
-            summary = next((s for s in state.summaries if s.phase == phase), None)
-            for r in summary.rows if summary else ():
-                row = {"table": kind, "phase": phase, "kind": kind, "arm": r.get("arm", "")}
-                row |= {"context": r.get("context", ""), "width": r.get("width", "")}
-                row |= {
-                    "quantity": f"{r.get('part', kind)}_ms",
-                    "median": sig(r.get("median_ms"), 4),
-                    "low": sig(r.get("ci_low_ms"), 4),
-                    "high": sig(r.get("ci_high_ms"), 4),
-                    "n": r.get("n", ""),
-                    "rounds": r.get("rounds", ""),
-                    "text": r.get("layer", ""),
-                }
-                outcome = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
-                rows.append(row | {"check": outcome})
-    for result in state.decode_results:
-        if result.rejected_by_bound and result.bound is not None:
-            phase = result.phase
-            rows.append(
-                {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
-                | {"context": result.context, "width": result.depth, "arm": result.arm}
-                | {"quantity": "rejected_by_bound", "high": sig(result.bound.value, 3)}
-                | {"text": rejection_text(result.bound), "draft": result.draft_kind}
-            )
-        shares = (
-            ("distinct_4gram_share", result.distinct_4gram_share),
-            ("distinct_4gram_share_across", result.distinct_4gram_share_across),
-        )
-        for quantity, share in shares:
-            if share is not None:
-                phase = result.phase
+    for m in s.marginal:
+        for arm, ci in zip(ARMS, (m.stock, m.patched), strict=True):
+            if ci is not None:
+                base = _row("marginal", m.phase, kinds.get(m.phase, ""), m.context, 2, arm)
                 rows.append(
-                    {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
-                    | {"context": result.context, "width": result.depth, "arm": result.arm}
-                    | {"quantity": quantity, "median": sig(share, 3), "draft": result.draft_kind}
+                    base
+                    | {"quantity": Quantity.MARGINAL_MS.value, "check": m.check.value}
+                    | _ci_cells(ci)
                 )
-        if result.warnings:
-            phase = result.phase
-            rows.append(
-                {"table": "decode", "phase": phase, "kind": state.phase_kinds.get(phase, "")}
-                | {"context": result.context, "width": result.depth, "arm": result.arm}
-                | {"quantity": "warnings", "text": "; ".join(result.warnings)}
-                | {"draft": result.draft_kind}
-            )
+    for phase in s.phases:
+        if phase.table is Table.SWEEP:
+            rows += _sweep_rows(phase)
+        elif phase.table is Table.DECODE:
+            rows += _decode_rows(phase)
+        else:
+            rows += _phase_rows(phase)
     return rows
 
 
-def summary_csv(state: DashboardState) -> str:
-    return csv_text(CSV_COLUMNS, csv_rows(state), extras="raise")
+def summary_csv(s: RunSummary) -> str:
+    return csv_text(CSV_COLUMNS, csv_rows(s), extras="raise")

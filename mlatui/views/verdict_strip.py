@@ -129,7 +129,7 @@ def _speculation(state: DashboardState) -> list[Part]:
         if invalid:
             reasons.append(f"L=1 check not valid at {', '.join(map(fmt_context, invalid))}")
             if state.drifts:  # a noisy host is the usual cause: say what the run saw of it
-                reasons.append(f"device drift {len(state.drifts)}×")  # steps of >10%: the log
+                reasons.append(f"device drift in {len(state.drifts)} steps")  # of >10%: the log
         warned = sorted({r.context for r in results if _valid(state, r) and r.warnings})
         if warned:
             reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")

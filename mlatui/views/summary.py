@@ -1,0 +1,248 @@
+"""The run's figures as one typed value, `RunSummary`, folded from the events (through
+DashboardState) once: the verdict's parts, the L = 1 checks, the marginal costs, each phase's
+estimates with their CIs, the A/A cells, the device's drift and what the verdicts left out.
+
+Every printer renders it (`bench`'s stdout, the `e` export, `replay --dump`, `compare`: the one
+`summary_markdown` in mlatui.views.export), with one formatter per unit (mlatui.views.units), so
+no two surfaces can print different numbers for the same figure. Pure Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mlatui.config.phase_kind import Pass
+from mlatui.stream.events import (
+    ARMS,
+    DecodeResult,
+    DriftEvent,
+    Estimate,
+    Event,
+    PhaseSummary,
+    PooledValidity,
+    RunHeader,
+    Validity,
+)
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.l1_figures import L1Figures, l1_figures
+from mlatui.views.phase_views import Table, view_of
+from mlatui.views.rounding import Ci
+from mlatui.views.run_tables import Cell, Check, Quantity, check, sweep_cells, sweep_phases
+from mlatui.views.verdict_strip import Part, verdict_parts
+
+DRIFTS_LISTED = 12
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One (phase, context)'s L = 1 check as it stands, with both arms' L = 1 figures."""
+
+    phase: str
+    context: int
+    validity: Validity
+    check: Check
+    figures: L1Figures
+
+
+@dataclass(frozen=True)
+class MarginalRow:
+    """The marginal cost of a second query (L = 2 − L = 1) per arm at one sweep context."""
+
+    phase: str
+    context: int
+    stock: Ci | None
+    patched: Ci | None
+    check: Check
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One context and width of a sweep: each arm's step, the paired ratio, the second slot's
+    step over its L = 1 step (`vs_l1`), the rounds and how many of them drifted."""
+
+    context: int
+    width: int
+    stock: Ci | None
+    patched: Ci | None
+    ratio: Ci | None
+    vs_l1: Ci | None
+    rounds: int | None
+    drifting: int
+    check: Check
+
+
+@dataclass(frozen=True)
+class DecodeRow:
+    result: DecodeResult
+    check: Check
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    name: str
+    kind: str
+    table: Table
+    running: bool  # no summary yet and the run is in it
+    sweep: tuple[SweepRow, ...] = ()
+    decode: tuple[DecodeRow, ...] = ()
+    summary: PhaseSummary | None = None  # the phase's own rows (a kind shown by its rows)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    header: RunHeader | None
+    status: str  # waiting | running | completed | interrupted | error
+    status_text: str  # the status as the metadata says it ("running (phase 2/2 tune: 3/9)")
+    verdict: tuple[Part, ...]
+    checks: tuple[CheckRow, ...]
+    pooled: tuple[PooledValidity, ...]
+    tolerance_pct: float
+    marginal: tuple[MarginalRow, ...]
+    phases: tuple[PhaseFigures, ...]
+    null_finals: tuple[Estimate, ...]  # an A/A pass's final estimates (its bias cells)
+    drifts: tuple[DriftEvent, ...]
+    left_out: tuple[int, ...]  # contexts whose L = 1 check did not pass (when not running)
+    synthetic: bool
+    draft_kinds: tuple[str, ...]
+
+
+def _status_text(state: DashboardState) -> str:
+    if state.status == "running" and state.phase.name:
+        p = state.phase
+        return f"running (phase {p.index + 1}/{p.total_phases} {p.name}: {p.done}/{p.total})"
+    return state.status + (f" ({state.error})" if state.error else "")
+
+
+def _checks(state: DashboardState) -> tuple[CheckRow, ...]:
+    """By phase (in run order), then context: as the dashboard lists them."""
+    order = {p: i for i, p in enumerate(state.phase_kinds)}
+    found = sorted(
+        state.validity.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][1])
+    )
+    return tuple(
+        CheckRow(
+            phase,
+            context,
+            v,
+            check(state, phase, context),
+            l1_figures(v, state.phase_kinds.get(phase, ""), state.decode_results, phase, context),
+        )
+        for (phase, context), v in found
+    )
+
+
+def _by(cells: list[Cell], quantity: Quantity) -> dict[tuple[int, int, str], Cell]:
+    return {(c.context, c.width, c.arm): c for c in cells if c.quantity == quantity}
+
+
+def _ci(cell: Cell | None) -> Ci | None:
+    return cell.ci if cell is not None else None
+
+
+def _marginal(state: DashboardState) -> tuple[MarginalRow, ...]:
+    rows = []
+    for phase in sweep_phases(state):
+        marg = _by(sweep_cells(state, phase), Quantity.MARGINAL_MS)
+        for context in sorted({c for c, _, _ in marg}):
+            s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
+            rows.append(MarginalRow(phase, context, _ci(s), _ci(p), check(state, phase, context)))
+    return tuple(rows)
+
+
+def _sweep(state: DashboardState, phase: str) -> tuple[SweepRow, ...]:
+    cells = sweep_cells(state, phase)
+    step, ratio, vs_l1 = (_by(cells, q) for q in (Quantity.STEP_MS, Quantity.RATIO, Quantity.VS_L1))
+    rows = []
+    for context, width in sorted({(c, w) for c, w, _ in step}):
+        s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
+        estimate = state.estimates.get((phase, context))
+        rows.append(
+            SweepRow(
+                context,
+                width,
+                _ci(s),
+                _ci(p),
+                _ci(ratio.get((context, width, ""))),
+                _ci(vs_l1.get((context, width, ARMS[1]))),
+                next((x.rounds for x in (s, p) if x and x.rounds), None),
+                estimate.drifting_rounds if estimate is not None else 0,
+                check(state, phase, context),
+            )
+        )
+    return tuple(rows)
+
+
+def _decode(state: DashboardState, phase: str) -> tuple[DecodeRow, ...]:
+    """Plain first, then each setting in the run's order of kinds, both arms each."""
+    kinds = list(state.draft_kinds)
+
+    def order(r: DecodeResult) -> tuple:
+        kind = kinds.index(r.draft_kind) if r.draft_kind in kinds else len(kinds)
+        return (r.context, r.depth > 0, kind, r.depth, ARMS.index(r.arm) if r.arm in ARMS else 2)
+
+    mine = sorted((r for r in state.decode_results if r.phase == phase), key=order)
+    return tuple(DecodeRow(r, check(state, r.phase, r.context)) for r in mine)
+
+
+def _phases(state: DashboardState) -> tuple[PhaseFigures, ...]:
+    out = []
+    for phase, kind in state.phase_kinds.items():
+        summary = next((s for s in state.summaries if s.phase == phase), None)
+        table = view_of(kind).table
+        running = summary is None and state.status == "running" and phase == state.phase.name
+        out.append(
+            PhaseFigures(
+                phase,
+                kind,
+                table,
+                running,
+                _sweep(state, phase) if table is Table.SWEEP else (),
+                _decode(state, phase) if table is Table.DECODE else (),
+                summary,
+            )
+        )
+    return tuple(out)
+
+
+def summarize(state: DashboardState) -> RunSummary:
+    """The run's figures as the dashboard holds them now (mid-run: what exists so far)."""
+    tolerance = next(iter(state.validity.values())).tolerance_pct if state.validity else 2.0
+    left_out = sorted({c for (_, c), v in state.validity.items() if not v.valid})
+    finals = [e for e in state.estimates.values() if e.final and Pass.of(e.phase).null]
+    return RunSummary(
+        header=state.header,
+        status=state.status,
+        status_text=_status_text(state),
+        verdict=tuple(verdict_parts(state)),
+        checks=_checks(state),
+        pooled=tuple(sorted(state.pooled.values(), key=lambda p: p.t)),
+        tolerance_pct=tolerance,
+        marginal=_marginal(state),
+        phases=_phases(state),
+        null_finals=tuple(sorted(finals, key=lambda e: e.t)),
+        drifts=tuple(state.drifts),
+        left_out=tuple(left_out) if state.status != "running" else (),
+        synthetic=state.synthetic,
+        draft_kinds=tuple(state.draft_kinds),
+    )
+
+
+def summarize_events(events: Sequence[Event]) -> RunSummary:
+    """`summarize` of the dashboard fold of `events` (a recording, or `bench`'s run)."""
+    state = DashboardState()
+    state.apply_all(list(events))
+    return summarize(state)
+
+
+def drift_line(drifts: Sequence[DriftEvent]) -> str:
+    shown = ", ".join(
+        f"{d.phase} @ {d.context} round {d.round + 1} {d.change_pct:+.0f}%"
+        for d in drifts[:DRIFTS_LISTED]
+    )
+    if len(drifts) > DRIFTS_LISTED:
+        shown += f", … ({len(drifts) - DRIFTS_LISTED} more)"
+    return (
+        f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
+        f"(both arms; paired figures cancel them): {shown}"
+    )
