@@ -1,7 +1,7 @@
 """`replay` knows every record file mlatui writes: a bench's `--out` records (attention, indexer,
-context-pair, decode-parity, observer) and calibrate's probes. `--dump` prints a bench file's
-table through the printer its bench used (the same lines the bench printed); without --dump one
-line says what the file is and how to see it; --skip-bad never gives its own advice back."""
+context-pair, decode-parity, observer) and calibrate's probes. `--dump` prints such a file's
+table through the printer its command used (the same lines it printed); without --dump one line
+says what the file is and how to see it; --skip-bad never gives its own advice back."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ BENCHES = {
     RecordKind.CONTEXT_PAIR: "cpu-context-pair-tiny",
     RecordKind.DECODE_PARITY: "cpu-decode-parity-tiny",
     RecordKind.OBSERVER: "cpu-observer-tiny",
+    RecordKind.CALIBRATE: "cpu-calibrate-tiny",
 }
 
 
@@ -66,15 +67,22 @@ def test_the_bench_files_kept_in_docs_are_recognised(capsys):
     assert "no table: records of the first indexer bench" in out
 
 
-def test_a_calibrate_file_lists_its_crossovers(capsys):
+def test_a_calibrate_file_says_its_crossovers_and_the_first_ones_print_without_a_formula(
+    tmp_path, capsys
+):
     path = KEPT / "cpu-calibrate-tiny.jsonl.gz"
-    assert record_kind(path) is RecordKind.CALIBRATE
-    assert main(["replay", "--dump", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "a `mlatui calibrate` record file (deepseek_v3, float32: 2 probes; measured max " in out
-    assert "T=64: 4; T=128: 4" in out
     assert main(["replay", str(path)]) == 2
-    assert "replay --dump" in capsys.readouterr().err
+    line = capsys.readouterr().err
+    assert "(deepseek_v3, float32: 2 probes; measured max absorbed L T=64: 4; T=128: 4)" in line
+    first = tmp_path / "first.jsonl"  # before the crossover lines named the geometry
+    first.write_text(
+        "".join(
+            x.replace(',"geometry":"r512-n128-v128","heads":2', "").replace(',"max_width":4', "")
+            for x in gzip.open(path, "rt")
+        )
+    )
+    assert main(["replay", "--dump", str(first)]) == 0
+    assert "| 64 | 4 | – | 1 |" in capsys.readouterr().out
 
 
 def test_skip_bad_never_repeats_its_own_advice(tmp_path, capsys):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlatui.measure import forced_branches
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.stream.phrases import interval_text
 
@@ -44,7 +45,7 @@ class Probe:
 
     @property
     def within_noise(self) -> bool:
-        return self.ratio.low <= 1 <= self.ratio.high
+        return forced_branches.within_noise(self.ratio)
 
 
 def calibrate(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from mlatui.commands.output_options import add_force, add_overwrite
 
@@ -72,16 +73,16 @@ def _checked_dtype(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     dtype = _checked_dtype(args)
-    contexts, max_width, reps, bits = args.contexts, args.max_width, args.reps, args.bits
+    contexts, reps, bits = args.contexts, args.reps, args.bits
     import threading
 
-    from mlatui.bench import crossover
     from mlatui.commands.bench_attention import describe
     from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.host.signals import StopOnSignals, raise_if_set
+    from mlatui.host.signals import StopOnSignals
     from mlatui.measure.records import environment
     from mlatui.store import calibration
+    from mlatui.views.bench_report import calibrate_report
     from mlatui.views.mdtable import env_line
 
     env = environment()
@@ -96,23 +97,9 @@ def run(args: argparse.Namespace) -> int:
         if args.out
         else new_record_path("calibrate")
     )
-    settings = {"family": args.family, "dtype": dtype, "bits": bits, "rounds": reps + reps % 2}
     stop = threading.Event()
     with JsonlSink(out) as sink, StopOnSignals(stop) as signals:
-        geometry, crossovers, probes = crossover.calibrate(
-            args.family,
-            contexts,
-            reps,
-            max_width,
-            args.size,
-            bits,
-            lambda s: print(f"  {s}", file=sys.stderr, flush=True),
-            dtype=dtype,
-            on_probe=lambda context, probe: sink.write(probe_line(context, probe, settings)),
-            check_stop=raise_if_set(stop),
-        )
-        for t, w in crossovers.items():
-            sink.write({"type": "crossover", "context": t, "max_absorbed": w, **settings})
+        geometry, crossovers, lines = _probe(args, dtype, sink, stop)
     print(f"probes: {out}")
     if sink.error:
         print(error_line(sink.error), file=sys.stderr)
@@ -121,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return _stopped_status(
             signals, f"before a context completed; nothing stored (the probes done are in {out})"
         )
-    _print_crossovers(geometry, crossovers, probes, max_width)
+    print(calibrate_report(lines), end="")
     stored = _store(args, geometry, crossovers, env, dtype, store)
     if stored is not None:
         return stored
@@ -130,42 +117,38 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _print_crossovers(geometry, crossovers: dict, probes: dict, max_width: int) -> None:
-    """The measured crossover per context beside the formula's, and the probes within noise."""
-    from mlatui.gate.policy import FormulaPolicy
-    from mlatui.gate.threshold_text import threshold_text
-    from mlatui.views.mdtable import num, table
+def _probe(args: argparse.Namespace, dtype: str, sink, stop) -> tuple[Any, dict, list[dict]]:
+    """The crossover search; each probe and each context's crossover is written to `sink` as it
+    is measured and kept in the lines returned (the table is printed from them, as `replay
+    --dump` prints it from the file)."""
+    from mlatui.bench import crossover
+    from mlatui.host.signals import raise_if_set
 
-    rows = []
-    for t, w in crossovers.items():
-        noisy = [p.width for p in probes[t] if p.within_noise]
-        rows.append(
-            (
-                t,
-                w if w < max_width else f">= {w}",
-                threshold_text(FormulaPolicy().limit(geometry, t)),
-                f"{len(probes[t])}",
-                ", ".join(map(str, noisy)) if noisy else "none",
-            )
-        )
-    print(
-        table(
-            [
-                "cache T",
-                "measured max absorbed L",
-                "formula",
-                "probes",
-                "probes within noise (CI straddles 1)",
-            ],
-            rows,
-            cell=num,
-        )
+    reps = args.reps
+    settings = dict(family=args.family, dtype=dtype, bits=args.bits, rounds=reps + reps % 2)
+    settings["max_width"] = args.max_width
+    lines: list[dict] = []
+
+    def record(line: dict) -> None:
+        lines.append(line)
+        sink.write(line)
+
+    geometry, crossovers, _ = crossover.calibrate(
+        args.family,
+        args.contexts,
+        reps,
+        args.max_width,
+        args.size,
+        args.bits,
+        lambda s: print(f"  {s}", file=sys.stderr, flush=True),
+        dtype=dtype,
+        on_probe=lambda context, probe: record(probe_line(context, probe, settings)),
+        check_stop=raise_if_set(stop),
     )
-    if any(p.within_noise for ps in probes.values() for p in ps):
-        print(
-            "A probe within noise was decided by the median of the paired ratio alone; "
-            "more --reps narrow its CI."
-        )
+    where = {"geometry": geometry.key, "heads": geometry.num_heads}
+    for t, w in crossovers.items():
+        record({"type": "crossover", "context": t, "max_absorbed": w, **where, **settings})
+    return geometry, crossovers, lines
 
 
 def _store(args: argparse.Namespace, geometry, crossovers: dict, env: dict, dtype: str, store):

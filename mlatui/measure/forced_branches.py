@@ -23,6 +23,11 @@ def verdict(ratio: Interval) -> str:
     return TIE
 
 
+def within_noise(ratio: Interval) -> bool:
+    """The ratio's CI straddles 1: the probe was decided by its median alone."""
+    return ratio.low <= 1 <= ratio.high
+
+
 def crossover(ratios: Mapping[int, Interval]) -> int | None:
     """Largest width where the absorbed branch was significantly faster (None if it never was)."""
     wins = [w for w, r in ratios.items() if verdict(r) == ABSORBED_FASTER]

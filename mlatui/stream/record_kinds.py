@@ -35,8 +35,6 @@ class RecordKind(StrEnum):
     @property
     def dump_shows(self) -> str:
         """What `replay --dump` prints of it."""
-        if self is RecordKind.CALIBRATE:
-            return "lists the crossovers it measured"
         return f"prints its table as `{self.command}` did"
 
 

@@ -373,3 +373,40 @@ def _branch_cells(cell: Mapping[str, Any], arm: str, published: bool) -> list[st
         mbu_text(figures.get("mbu")),
     ]
     return cells + ([mbu_text(figures.get("mbu_published"))] if published else [])
+
+
+NOISE_NOTE = (
+    "A probe within noise was decided by the median of the paired ratio alone; more --reps "
+    "narrow its CI."
+)
+
+
+def calibrate_report(lines: Sequence[Mapping[str, Any]]) -> str:
+    """`mlatui calibrate`'s table from its record lines: per context the measured max absorbed L
+    beside the formula's, how many probes the search took and which were within noise. Records
+    without the geometry (the first ones) print no formula; without max_width no `>=`."""
+    probes = [line for line in lines if line.get("type") == "probe"]
+    rows = []
+    noisy_any = False
+    for found in (line for line in lines if line.get("type") == "crossover"):
+        t, w, largest = found["context"], found["max_absorbed"], found.get("max_width")
+        mine = [p for p in probes if p["context"] == t]
+        ratios = {p["width"]: interval_of(p["ratio_absorbed_over_materialised"]) for p in mine}
+        noisy = [width for width, r in ratios.items() if forced.within_noise(r)]
+        noisy_any = noisy_any or bool(noisy)
+        formula = "–"
+        if "geometry" in found:
+            geometry = Geometry.from_key(found["geometry"], int(found["heads"]))
+            formula = threshold_text(FormulaPolicy().limit(geometry, t))
+        rows.append(
+            (
+                t,
+                f">= {w}" if largest is not None and w >= largest else w,
+                formula,
+                f"{len(mine)}",
+                ", ".join(map(str, noisy)) if noisy else "none",
+            )
+        )
+    head = ["cache T", "measured max absorbed L", "formula", "probes"]
+    text = table([*head, "probes within noise (CI straddles 1)"], rows, cell=num) + "\n"
+    return text + (NOISE_NOTE + "\n" if noisy_any else "")

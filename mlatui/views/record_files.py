@@ -1,7 +1,6 @@
 """A benchmark's record file, shown the way its command showed it: `replay --dump` prints its
 table through the same printer the bench uses (mlatui.views.bench_report), read from the
-records alone; `replay` without --dump says in one line what the file is. A calibrate file is
-said in one line, with the crossovers it measured."""
+records alone; `replay` without --dump says in one line what the file is."""
 
 from __future__ import annotations
 
@@ -137,10 +136,7 @@ def _observer(lines: Sequence[dict[str, Any]]) -> str:
 
 
 def _calibrate(lines: Sequence[dict[str, Any]]) -> str:
-    return (
-        "`mlatui calibrate` keeps these crossovers for this device, where `--threshold "
-        "calibrated` reads them; each probe's paired ratio is in the file's probe lines\n"
-    )
+    return bench_report.calibrate_report(lines)
 
 
 DUMPS: dict[RecordKind, Callable[[Sequence[dict[str, Any]]], str]] = {
