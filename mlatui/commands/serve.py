@@ -17,6 +17,7 @@ from mlatui.commands.argtypes import int_at_least, positive_float
 
 HELP = "show a recording's dashboard in a web browser (one replay per tab; needs mlatui[serve])"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARD = ("0.0.0.0", "::", "")  # every address: the page needs a name browsers can reach
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -107,9 +108,14 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             if args.host not in LOOPBACK:
+                reach = (
+                    " pass --public-url http://NAME:PORT so other machines' browsers find it;"
+                    if args.public_url is None and args.host in WILDCARD
+                    else ""
+                )
                 print(
-                    f"mlatui: warning: listening on {args.host}: anyone who reaches it can "
-                    "open replays (there is no authentication)",
+                    f"mlatui: warning: listening on {args.host}:{reach} anyone who reaches it "
+                    "can open replays (there is no authentication)",
                     file=sys.stderr,
                     flush=True,
                 )
