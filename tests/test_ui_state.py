@@ -246,7 +246,7 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     assert styles["✓p 1.004× [0.970, 1.040]"] != styles["✓ 0.9900× [0.9850, 0.9950]"]
     assert "✓p valid by the pooled check" in LEGEND
     log = [m for _, _, m in after.log]
-    assert any(m.startswith("L=1 check pooled after sweep: 1.001 [0.992, 1.009]") for m in log)
+    assert any(m.startswith("L=1 check pooled after sweep: 1.0010× [0.9920, 1.0090]") for m in log)
     assert any(
-        "2048: ✓p valid (pooled; its own 1.004 [0.970, 1.040] contains 1.00)" in m for m in log
+        "2048: ✓p valid (pooled; its own 1.004× [0.970, 1.040] contains 1.00)" in m for m in log
     )

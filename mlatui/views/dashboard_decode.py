@@ -15,6 +15,7 @@ from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep,
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
 from mlatui.views.step_series import StepSeries
+from mlatui.views.units import ratio_text
 
 
 def kind_of_label(label: str) -> str:
@@ -166,7 +167,7 @@ class DecodeFold:
         who = arm_label(e.arm, e.phase)
         msg = f"{who}: {label} at {e.context}: {interval_text(e.tok_s, 1, ' tok/s')}"
         if e.depth and e.vs_plain is not None:
-            msg += f", ×{interval_text(e.vs_plain, 2)} plain"
+            msg += f", {ratio_text(e.vs_plain)} plain"
         self._log(e.t, "warning" if e.warnings else "info", msg)
         for w in e.warnings:
             self._log(

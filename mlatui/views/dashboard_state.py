@@ -32,12 +32,13 @@ from mlatui.stream.events import (
     Step,
     Validity,
 )
-from mlatui.stream.phrases import check_mark, interval_text, left_out_of_verdicts
+from mlatui.stream.phrases import check_mark, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
 from mlatui.views.phase_views import view_of
 from mlatui.views.run_meta import l1_words
 from mlatui.views.step_series import StepSeries
+from mlatui.views.units import ratio_text
 
 LOG_LINES = 500
 SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "indexer", "log")
@@ -202,12 +203,12 @@ class DashboardState(DecodeFold):
             return
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
-        ci = f" paired {interval_text(e.ratio)}, {e.rounds} rounds" if e.ratio is not None else ""
+        ci = f" paired {ratio_text(e.ratio)}, {e.rounds} rounds" if e.ratio is not None else ""
         review = l1_words(self.header.settings if self.header else None, e.verdict)
         if review:  # a patch review: what the check says about the patch
             ci += f"; {review}"
         if e.pooled:
-            own = f"its own {interval_text(e.ratio)} contains 1.00" if e.ratio is not None else ""
+            own = f"its own {ratio_text(e.ratio)} contains 1.00" if e.ratio is not None else ""
             mark = check_mark("valid", pooled=True)
             self._log(e.t, "info", f"L=1 check at {e.context}: {mark} valid (pooled; {own})")
         elif e.valid:
@@ -227,7 +228,7 @@ class DashboardState(DecodeFold):
         self.changed.add("validity")
         where = ", ".join(map(str, e.contexts))
         msg = (
-            f"L=1 check pooled after {e.phase}: {interval_text(e.ratio)} over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
+            f"L=1 check pooled after {e.phase}: {ratio_text(e.ratio)} over {len(e.contexts)} contexts ({where}; {e.rounds} rounds, "
             f"{e.quads} quads): {e.outcome}"
         )
         if e.decided:

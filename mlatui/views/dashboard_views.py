@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import SpeedupBound, Validity
-from mlatui.stream.phrases import check_mark, interval_text
+from mlatui.stream.phrases import check_mark
+from mlatui.views.units import ratio_text
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
@@ -175,7 +176,7 @@ class IndexerView:
         """Keep the S = 1 check; its (level, log line)."""
         self.checks[(e.phase, e.context)] = e
         mark = check_mark(e.verdict)
-        ci = "" if e.ratio is None else f", paired {interval_text(e.ratio)}"
+        ci = "" if e.ratio is None else f", paired {ratio_text(e.ratio)}"
         line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
         return ("info" if e.valid else "warning"), line
 
