@@ -249,3 +249,39 @@ async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_th
     b = "openblas (/opt/venv/lib/python3.11/site-packages/scipy_openblas32/lib/libblas.so)"
     shown_a, shown_b = _differing(a, b, 26)
     assert shown_a != shown_b and shown_a.startswith("openblas …") and "pthread" not in shown_b
+
+
+@pytest.mark.parametrize("size", [(60, 16), (100, 30)])
+def test_the_compare_figure_puts_each_run_and_arm_where_its_ms_belongs(size):
+    from test_ui_plots import drawn_axes, expected_row, plot_rows
+
+    from widgets.compare_render import marginal_points, plot_text
+
+    cmp = compare_files(DEMO, REFBLAS)
+    lines = plot_text(cmp, *size).plain.split("\n")
+    x_cols, y_rows = drawn_axes(lines)
+    contexts = sorted(
+        {
+            c
+            for run in cmp.runs
+            for arm in ("stock", "patched")
+            for c, *_ in marginal_points(run, arm)
+        }
+    )
+    col_of = dict(zip(contexts, x_cols, strict=True))
+    shapes = {
+        ("A", "stock"): "●○",
+        ("A", "patched"): "▲△",
+        ("B", "stock"): "■□",
+        ("B", "patched"): "◆◇",
+    }
+    for run in cmp.runs:
+        dx = 1 if run.label == "B" else 0  # B a column right of A
+        for arm in ("stock", "patched"):
+            for c, ci, _ in marginal_points(run, arm):
+                col = col_of[c] + dx
+                cells = [(i, lines[i][col : col + 1]) for i in plot_rows(lines)]
+                rows = [i for i, ch in cells if ch and ch in shapes[run.label, arm]]
+                assert rows, (run.label, arm, c, "\n".join(lines))
+                want = expected_row(ci.median, y_rows)
+                assert min(abs(r - want) for r in rows) <= 0.5 + 1e-6, (run.label, arm, c, want)
