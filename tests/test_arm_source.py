@@ -13,6 +13,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+from mlatui.config.run_plan import resolve_plan
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models import build, tree_model
 from mlatui.run.arms import build_arms, copy_cache, swap_caches
@@ -154,7 +155,7 @@ def test_tree_with_an_unrecognised_gate_runs_uncounted(pr_form_tree, tmp_path):
         arm_sources={"patched": str(tree)},
         overrides={"reps": 2, "only_phases": ["sweep"], "contexts": [32], "widths": [1, 2]},
     )
-    assert engine.run(config, events.append) == "completed"
+    assert engine.run(resolve_plan(config), events.append) == "completed"
     said = [e.message for e in events if isinstance(e, LogMessage) and e.level == "warning"]
     assert any("no counters (unrecognised code); it runs as the tree wrote it" in m for m in said)
 
@@ -249,7 +250,7 @@ def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
         arm_sources={"patched": str(pr_form_tree)},
         overrides={"reps": 2, "only_phases": ["sweep"], "contexts": [64]},
     )
-    assert engine.run(config, events.append) == "completed"
+    assert engine.run(resolve_plan(config), events.append) == "completed"
     header = next(e for e in events if isinstance(e, RunHeader))
     arms = header.settings["arms"]
     assert arms["patched"]["source"]["given"] == str(pr_form_tree)

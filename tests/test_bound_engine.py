@@ -14,7 +14,6 @@ from tiny_scenario import tiny_with_phase
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.progress import RunProgress
-from mlatui.run.engine import run
 from mlatui.run.phases.decode_blocks import BlockRunner
 from mlatui.stream.events import (
     DecodeBlock,
@@ -27,6 +26,7 @@ from mlatui.stream.events import (
 from mlatui.stream.recorder import Recorder, read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import verdict_line
+from tests.engine_run import run
 from tests.summaries import csv as summary_csv
 from tests.summaries import markdown as bench_report
 from tests.summaries import markdown as summary_markdown

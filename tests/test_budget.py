@@ -111,8 +111,8 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     """The engine probes, plans and records the plan; the phases that run are the planned ones;
     --budget 0 (budget_s = 0) leaves the scenario alone."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run.engine import run
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
+    from tests.engine_run import run
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
@@ -160,8 +160,8 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     budget far above the probe's cost keeps it. The run ends with its forecast's error."""
     from mlatui.config.runconfig import RunConfig
     from mlatui.run import budget_spend
-    from mlatui.run.engine import run
     from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, RunEnd
+    from tests.engine_run import run
 
     monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)  # a huge budget: one more try each
 
@@ -334,8 +334,8 @@ def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatc
     from mlatui.config.runconfig import RunConfig
     from mlatui.run import budget_probe
     from mlatui.run.budget import BudgetPlan
-    from mlatui.run.engine import run
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
+    from tests.engine_run import run
 
     asked = []
 

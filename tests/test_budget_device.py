@@ -191,8 +191,8 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     recorded in the plan."""
     from mlatui.config.runconfig import RunConfig
     from mlatui.run import budget_spend
-    from mlatui.run.engine import run
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
+    from tests.engine_run import run
 
     monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
@@ -289,8 +289,8 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     goes on to its tune from the prefilled context it opens there."""
     from mlatui.config.runconfig import RunConfig
     from mlatui.run import budget_probe, budget_warm
-    from mlatui.run.engine import run
     from mlatui.stream.events import DecodeBlock
+    from tests.engine_run import run
 
     monkeypatch.setattr(budget_probe, "_compiles", lambda first_s, warm_s: True)
     ran: list[tuple[int, str]] = []

@@ -186,8 +186,8 @@ def test_the_engine_spends_what_is_left_on_a_real_undecided_check(tmp_path, monk
     import mlatui.measure.sampler as sampler
     from mlatui.config.runconfig import RunConfig
     from mlatui.measure.estimates import Outcome
-    from mlatui.run.engine import run
     from mlatui.stream.events import RunEnd, Step
+    from tests.engine_run import run
 
     undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
     for module in (estimates, pooled, sampler):

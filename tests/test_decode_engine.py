@@ -10,8 +10,8 @@ from tiny_scenario import tiny_with_phase
 import mlatui.run.engine
 from mlatui.config.runconfig import RunConfig
 from mlatui.run.arms import cache_len
-from mlatui.run.engine import run
 from mlatui.stream.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
+from tests.engine_run import run
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 

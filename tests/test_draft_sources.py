@@ -230,7 +230,7 @@ def test_a_model_without_an_mtp_head_refuses_mtp_in_one_line(tmp_path):
     """The embedded draft model's folder is an mlx-lm model without an MTP head."""
     from mlatui.config.runconfig import RunConfig
     from mlatui.models.embedded import DRAFT_PATH
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     scenario = tmp_path / "no-head.toml"
     scenario.write_text(

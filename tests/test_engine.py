@@ -22,7 +22,6 @@ from mlatui.measure.sampler import round_schedule
 from mlatui.models.build import build_model
 from mlatui.run.arms import ArmWorker, Baton, build_arms
 from mlatui.run.drafts import DraftModelSource
-from mlatui.run.engine import run
 from mlatui.run.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
 from mlatui.stream.events import (
     DecodeBlock,
@@ -36,6 +35,7 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.recorder import Recorder, read_recording
+from tests.engine_run import run
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 QUICK = {"reps": 3, "warmup": 1, "tokens": 8}

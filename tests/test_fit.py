@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mlatui.config.run_plan import resolve_plan
 from mlatui.config.scenario import load_scenario
 from mlatui.models.fit import (
     CACHE_COPIES,
@@ -90,7 +91,7 @@ def test_contexts_past_what_a_model_was_built_or_trained_for_are_warned():
 def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
     from mlatui.config.runconfig import RunConfig
     from mlatui.models.embedded import trained_window
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     window = trained_window()
     assert window == 32768  # where the shipped model's drafts were measured good (MANIFEST)
@@ -135,7 +136,7 @@ def test_a_stop_during_loading_leaves_a_header_and_says_so():
     import threading
 
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     stop = threading.Event()
     events = []
@@ -175,7 +176,9 @@ def test_a_stop_during_a_long_checkpoint_read_takes_effect_at_once(monkeypatch):
     threading.Timer(0.5, stop.set).start()
     events = []
     t0 = time.monotonic()
-    status = engine.run(RunConfig(scenario=str(TINY), random_weights=True), events.append, stop)
+    status = engine.run(
+        resolve_plan(RunConfig(scenario=str(TINY), random_weights=True)), events.append, stop
+    )
     assert time.monotonic() - t0 < 5
     assert status == "interrupted" and events[0].type == "header"
     assert [e.message for e in events if e.type == "log"] == [
@@ -211,9 +214,9 @@ def test_the_abandoned_load_thread_reports_nothing_after_the_run_ended(monkeypat
         if e.type == "run_end":
             ended.set()
 
-    assert engine.run(RunConfig(scenario=str(TINY), random_weights=True), sink, stop) == (
-        "interrupted"
-    )
+    assert engine.run(
+        resolve_plan(RunConfig(scenario=str(TINY), random_weights=True)), sink, stop
+    ) == ("interrupted")
     time.sleep(0.5)  # the load thread has woken and tried to report
     assert events[-1].type == "run_end"
     assert "load_progress" not in [e.type for e in events]

@@ -28,8 +28,8 @@ from mlatui.gate.policy import (
 from mlatui.measure.records import environment
 from mlatui.run.arm_plan import gate_model, sparse_layers
 from mlatui.run.arms import Gates, Variant, build_arms
-from mlatui.run.engine import run
 from mlatui.store import calibration
+from tests.engine_run import run
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 

@@ -18,7 +18,6 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.measure.estimates import Outcome
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer
-from mlatui.run.engine import run
 from mlatui.run.phases.indexer_sites import parity_tolerance
 from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
 from mlatui.stream.interval import Interval
@@ -27,6 +26,7 @@ from mlatui.views.key_figure import key_figure
 from mlatui.views.run_tables import sweep_cells
 from mlatui.views.verdict_strip import verdict_line
 from tests import summaries
+from tests.engine_run import run
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = {o.value for o in Outcome}

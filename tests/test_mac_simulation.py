@@ -54,7 +54,7 @@ def test_generation_runs_under_mlx_lm_wired_limit_entered_after_loading_left_aft
     metal, monkeypatch, tmp_path
 ):
     from mlatui.run import arms
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     real_sync = arms.sync_streams
 
@@ -213,7 +213,7 @@ def test_load_progress_counts_mlx_memory_where_psutil_has_no_io_counters(monkeyp
 
 
 def quick_run(tmp_path) -> str:
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     scenario = tiny_with_phase(tmp_path / "tune.toml", QUICK_TUNE, 0.8)
     events: list = []

@@ -17,9 +17,9 @@ from dataclasses import replace
 import pytest
 
 from mlatui.config.phase_kind import PhaseKind
+from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.estimates import Outcome
-from mlatui.run.engine import run
 from mlatui.run.phases import base, sweep
 from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
@@ -27,6 +27,7 @@ from mlatui.stream.sources import LiveSource
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.more_offer import more_offer
 from mlatui.views.verdict_strip import verdict_line
+from tests.engine_run import run
 from tests.summaries import markdown as summary_markdown
 from tests.tiny_scenario import tiny_with_phase
 
@@ -146,7 +147,7 @@ def test_ask_lines_parse():
 async def test_plus_in_the_dashboard_measures_more_rounds(forced, tmp_path):
     from widgets.app import MlatuiApp
 
-    src = LiveSource(forced, record=tmp_path / "live.jsonl", offer_more=True)
+    src = LiveSource(resolve_plan(forced), record=tmp_path / "live.jsonl", offer_more=True)
     app = MlatuiApp(src, ui_hz=10, out_dir=tmp_path)
     async with app.run_test(size=(160, 50)) as pilot:
         end = time.monotonic() + 120

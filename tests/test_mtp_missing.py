@@ -42,7 +42,7 @@ def tune_scenario(tmp_path: Path, folder: Path) -> Path:
 
 
 def engine_run(scenario: Path) -> list:
-    from mlatui.run.engine import run
+    from tests.engine_run import run
 
     events: list = []
     assert run(RunConfig(scenario=str(scenario), budget_s=0), events.append) == "completed"
@@ -238,9 +238,9 @@ def test_a_folder_names_its_source(tmp_path):
 async def test_asked_for_explicitly_the_missing_head_is_an_error_read_in_full(glm, tmp_path):
     """`source = "mtp"` on the converted folder: the run stops with one line naming the extract
     command, and on an 80-column screen the log pane shows all of it, wrapped, not cut."""
-    from mlatui.run.engine import run
     from mlatui.stream.events import ErrorEvent
     from mlatui.stream.sources import ReplaySource
+    from tests.engine_run import run
     from widgets.app import MlatuiApp
 
     folder = tmp_path / "converted"

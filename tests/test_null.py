@@ -13,9 +13,9 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.models.mlatui_mla import Model, ModelArgs
 from mlatui.run.arm_plan import sparse_layers
 from mlatui.run.arms import Gates, Variant, build_arms
-from mlatui.run.engine import run
 from mlatui.stream.events import Estimate, PhaseSummary, RunHeader, Step, Validity
 from mlatui.views.dashboard_state import DashboardState
+from tests.engine_run import run
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 

@@ -13,7 +13,6 @@ from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
-from mlatui.run.engine import run
 from mlatui.stream.events import (
     SCHEMA_VERSION,
     Basis,
@@ -27,6 +26,7 @@ from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report import invalid_contexts
 from mlatui.views.units import ratio_text
 from mlatui.views.verdict_strip import verdict_line
+from tests.engine_run import run
 from tests.summaries import markdown as summary_markdown
 
 CONTEXTS = (64, 96, 128, 160, 192, 256)

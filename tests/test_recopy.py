@@ -12,8 +12,8 @@ from tiny_scenario import tiny_with_phase
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
 from mlatui.run.arms import CacheRounds, cache_rounds, recopy_in_place, swap_caches
-from mlatui.run.engine import run
 from mlatui.stream.events import PhaseSummary, Step
+from tests.engine_run import run
 
 
 def _cache(n: int = 3, tokens: int = 5) -> list[KVCache]:

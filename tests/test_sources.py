@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import ui_events
 
+from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.events import RunEnd, RunHeader
 from mlatui.stream.recorder import RecordingError, read_recording
@@ -140,7 +141,7 @@ def test_live_source_runs_the_real_engine_on_a_tiny_model(tmp_path):
     config = RunConfig(
         scenario=TINY, random_weights=True, overrides={"reps": 1, "contexts": [64], "tokens": 4}
     )
-    src = LiveSource(config, record=rec)
+    src = LiveSource(resolve_plan(config), record=rec)
     src.start()
     events = drain_all(src, timeout_s=240)
     src.stop()
@@ -216,7 +217,7 @@ def test_process_source_runs_the_real_engine(tmp_path):
     config = RunConfig(
         scenario=TINY, random_weights=True, overrides={"reps": 1, "contexts": [64], "tokens": 4}
     )
-    src = ProcessSource(config, record=tmp_path / "iso.jsonl")
+    src = ProcessSource(resolve_plan(config), record=tmp_path / "iso.jsonl")
     src.start()
     events = drain_all(src, timeout_s=240)
     src.stop()

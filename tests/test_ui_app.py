@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import ui_events
 
+from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
 from widgets.app import MlatuiApp
@@ -292,7 +293,7 @@ async def test_short_live_run_on_a_tiny_model(tmp_path):
     config = RunConfig(
         scenario=TINY, random_weights=True, overrides={"reps": 1, "contexts": [64], "tokens": 4}
     )
-    src = LiveSource(config, record=tmp_path / "live.jsonl")
+    src = LiveSource(resolve_plan(config), record=tmp_path / "live.jsonl")
     app = MlatuiApp(src, ui_hz=4, out_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._done, 240)

@@ -9,6 +9,7 @@ import vlm_sources
 from test_ui_app import pane_text, until
 
 from mlatui.cli import main
+from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.models import vlm, vlm_configs
 from mlatui.stream.sources import LiveSource
@@ -77,7 +78,7 @@ async def test_launch_opens_on_an_mlx_vlm_model(current, tmp_path):
         random_weights=True,
         overrides={"reps": 3, "contexts": [64]},
     )
-    source = LiveSource(config, record=tmp_path / "live.jsonl")
+    source = LiveSource(resolve_plan(config), record=tmp_path / "live.jsonl")
     app = MlatuiApp(source, ui_hz=4, out_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._done, 240)

@@ -64,8 +64,10 @@ def verify_samples(events) -> dict[str, list[float]]:
 def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
     """One run of the scenario in `mode`; `stop` ends a headless run after its step, and the
     app running a dashboard mode is kept in `current` (a signal asks it to exit)."""
+    from mlatui.config.run_plan import resolve_plan
     from mlatui.stream.sources import LiveSource, ProcessSource
 
+    plan = resolve_plan(config)
     if mode == "headless":
         from mlatui.run.engine import run
         from mlatui.stream.recorder import Recorder
@@ -77,12 +79,12 @@ def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) 
                 rec(e)
                 events.append(e)
 
-            run(config, emit, stop)
+            run(plan, emit, stop)
         return events
     from widgets.app import MlatuiApp
 
     source = (
-        LiveSource(config, record=record) if mode == "tui" else ProcessSource(config, record=record)
+        LiveSource(plan, record=record) if mode == "tui" else ProcessSource(plan, record=record)
     )
     app = MlatuiApp(source, ui_hz=ui_hz, exit_when_done=True)
     current[:] = [app]

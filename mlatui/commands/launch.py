@@ -205,13 +205,10 @@ def run(args: argparse.Namespace) -> int:
         claim_output(config.record, overwrite=args.overwrite, flag="--record")
     from mlatui.stream.sources import LiveSource, ProcessSource
 
-    # `+`: a run that ends with undecided L = 1 checks keeps its arms for more rounds. In this
-    # process the engine runs the plan resolved above; a child resolves its request again (the
-    # pipe carries the request, and the child reads the scenario file itself)
+    # `+`: a run that ends with undecided L = 1 checks keeps its arms for more rounds. The engine
+    # runs the plan resolved above, in this process or in a child that receives it
     source = (
-        ProcessSource(config, offer_more=True)
-        if args.isolate
-        else LiveSource(plan, offer_more=True)
+        ProcessSource(plan, offer_more=True) if args.isolate else LiveSource(plan, offer_more=True)
     )
     from widgets.app import MlatuiApp
 

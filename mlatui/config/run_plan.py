@@ -4,6 +4,8 @@ records it. A budget's re-plan is a new plan value (`with_phases`), never a chan
 
 from __future__ import annotations
 
+import base64
+import pickle
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -75,6 +77,19 @@ class RunPlan:
     def budgeted(self) -> bool:
         """A budget applies: an A/A run keeps its phases as written (the same plan both passes)."""
         return self.budget_s > 0 and not self.null
+
+    def to_wire(self) -> str:
+        """The plan as one line of text, for `launch --isolate`'s child (the same value there:
+        nothing is read or resolved again)."""
+        return base64.b64encode(pickle.dumps(self)).decode("ascii")
+
+    @staticmethod
+    def from_wire(text: str) -> RunPlan:
+        """The plan `to_wire` wrote (a child reads only what its own parent process wrote)."""
+        plan = pickle.loads(base64.b64decode(text))  # noqa: S301 - our parent's own value
+        if not isinstance(plan, RunPlan):
+            raise TypeError(f"not a run plan: {type(plan).__name__}")
+        return plan
 
     def with_phases(self, phases: tuple[Phase, ...]) -> RunPlan:
         """A new plan with these phases (a budget's re-plan); this one stays as it was."""

@@ -1,4 +1,6 @@
-"""`python -m mlatui.run.child --config JSON`: the engine in its own process, for `launch --isolate`.
+"""`python -m mlatui.run.child --plan PLAN`: the engine in its own process, for `launch --isolate`,
+on the plan its parent resolved (`RunPlan.to_wire`; `--config JSON`: a request, for an engine
+that takes one).
 
 Events go to the original stdout as JSONL, one flushed line each; anything else that writes to
 stdout (libraries, prints) is redirected to stderr so the event pipe stays clean. The parent
@@ -16,6 +18,7 @@ import threading
 import time
 
 import mlatui  # noqa: F401  (preloads a fast BLAS before mlx is imported)
+from mlatui.config.run_plan import RunPlan
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
@@ -24,9 +27,9 @@ from mlatui.stream.sources import ENGINE, load_engine
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mlatui.run.child")
-    parser.add_argument(
-        "--config", required=True, help="RunConfig as JSON (the engine resolves its plan)"
-    )
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--plan", help="the RunPlan its parent resolved (RunPlan.to_wire)")
+    given.add_argument("--config", help="a RunConfig as JSON, for an engine that takes one")
     parser.add_argument("--engine", default=ENGINE, help="module:function of the engine")
     parser.add_argument(
         "--offer-more",
@@ -77,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     status = "error"
     try:
-        status = load_engine(args.engine)(RunConfig.from_json(args.config), emit, stop)
+        given = RunPlan.from_wire(args.plan) if args.plan else RunConfig.from_json(args.config)
+        status = load_engine(args.engine)(given, emit, stop)
     except BaseException as e:
         emit(ErrorEvent(time.monotonic() - t0, f"{type(e).__name__}: {e}", "engine"))
     if not saw_end:

@@ -1,9 +1,9 @@
 """The engine orchestrates a run: load, build both arms, run the plan's phases, emit events.
 
-`run(plan_or_request, emit, stop)` is the one entry point used by `bench SCENARIO` (a RunPlan),
-`launch` (a RunConfig, resolved into its plan first thing, in a worker thread or a child process)
-and the tests. Every setting is read from the plan (config.run_plan). It never raises: failures
-become an ErrorEvent and a RunEnd with status "error".
+`run(plan, emit, stop)` is the one entry point used by `bench SCENARIO`, `launch` (in a worker
+thread, or in a child process that receives the plan its parent resolved) and the tests. Every
+setting is read from the plan (config.run_plan), resolved once before anything loads. It never
+raises: failures become an ErrorEvent and a RunEnd with status "error".
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 import mlx.core as mx
 
 from mlatui.config.phase_kind import Pass
-from mlatui.config.run_plan import RunPlan, resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunPlan
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler
 from mlatui.host.wired import WiredLimit, wired_memory
@@ -64,29 +63,26 @@ NULL_BUDGET_NOTICE = (
 
 
 def run(
-    request: RunConfig | RunPlan,
+    plan: RunPlan,
     emit: Callable[[Event], None],
     stop: threading.Event | None = None,
 ) -> str:
-    """Run a plan (a request is resolved into one first thing); emit every event; return
-    "completed", "interrupted" or "error"."""
-    return _Run(request, emit, stop or threading.Event()).execute()
+    """Run a plan (resolved once, before anything loads, by the caller: `resolve_plan`); emit
+    every event; return "completed", "interrupted" or "error"."""
+    return _Run(plan, emit, stop or threading.Event()).execute()
 
 
 class _Run:
     """One run: its plan (a new value at each budget re-plan) and what the error path and
     `finally` need (the workers to close, whether the header is out)."""
 
-    def __init__(
-        self, request: RunConfig | RunPlan, emit: Callable[[Event], None], stop: threading.Event
-    ) -> None:
-        self.request = request
+    def __init__(self, plan: RunPlan, emit: Callable[[Event], None], stop: threading.Event) -> None:
         self.stop = stop
         self.checks = Checks()  # the run's L = 1 checks as its passes ended them
         self.done = PassResults()  # the pass running: its phases' results so far
         self.emit = _serialized(emit)
         self.t0 = time.perf_counter_ns()
-        self.plan = request if isinstance(request, RunPlan) else None
+        self.plan = plan
         self.dist = DistRun(None)
         self.workers: list[ArmWorker] = []
         self.sampler: MemorySampler | None = None
@@ -131,7 +127,7 @@ class _Run:
         return status
 
     def _bare_header(self) -> None:
-        self.emit(bare_header(self.request, self.plan, self.dist))
+        self.emit(bare_header(self.plan, self.dist))
         self.header_sent = True
 
     def _stop_sampler(self) -> None:
@@ -145,9 +141,6 @@ class _Run:
         self.workers = []
 
     def _run(self) -> str:
-        if self.plan is None:
-            assert isinstance(self.request, RunConfig)
-            self.plan = resolve_plan(self.request)
         plan = self.plan
         self.dist = DistRun.for_scenario(plan.scenario)
         loaded, fit = self._load(plan)
@@ -289,7 +282,6 @@ class _Run:
         tokens_for: Callable[[int], list[int]],
     ) -> RunContext:
         """The pass's workers (both arms and the prefill's) and the context its phases share."""
-        assert self.plan is not None
         plan, (stock, patched) = self.plan, arms
         for arm in arms:
             arm.model_name = loaded.name
@@ -325,7 +317,6 @@ class _Run:
         """Pass `n`'s phases, each handed what it declared it needs of the pass so far; on the
         first pass a budget fits them to the time (a new plan and a BudgetPlanned event) and
         re-plans what is left at each phase boundary. Returns the pass's results."""
-        assert self.plan is not None
         budget = self._apply_budget(ctx) if n == 0 else None
         if budget is not None:
             self.ctx = ctx = replace(ctx, emit=budget.tee(ctx.emit))
@@ -352,7 +343,6 @@ class _Run:
     def _apply_budget(self, ctx: RunContext) -> BudgetWatch | None:
         """The first pass under a budget: the probe and its first plan (the plan's phases
         replaced); an A/A runs its phases as written, which is said."""
-        assert self.plan is not None
         plan = self.plan
         if plan.budgeted:
             from mlatui.run.budget_probe import apply_budget

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
-from mlatui.config.runconfig import RunConfig
-from mlatui.config.scenario import Scenario, ScenarioError
+from mlatui.config.scenario import ScenarioError
 from mlatui.gate.policy import Gates
 from mlatui.models.loading import Loaded, LoadError
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
@@ -88,17 +87,9 @@ def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[dic
     return settings, key
 
 
-def bare_header(request: RunConfig | RunPlan, plan: RunPlan | None, dist: DistRun) -> RunHeader:
-    """The header of a run that ended before its model was ready (a recording always has one);
-    without a plan (its scenario could not be read), one named after the request."""
-    if plan is not None:
-        return header(plan.scenario, plan.model, None, None, {}, dist.describe())
-    from mlatui.config.draft_spec import DraftSpec
-    from mlatui.config.scenario import ModelSpec
-
-    assert isinstance(request, RunConfig)
-    scenario = Scenario("?", str(request.scenario or "default"), "", ModelSpec(), DraftSpec(), ())
-    return header(scenario, request.model, None, None, {}, dist.describe())
+def bare_header(plan: RunPlan, dist: DistRun) -> RunHeader:
+    """The header of a run that ended before its model was ready (a recording always has one)."""
+    return header(plan.scenario, plan.model, None, None, {}, dist.describe())
 
 
 def error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> ErrorEvent:

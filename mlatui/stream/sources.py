@@ -195,7 +195,7 @@ class ProcessSource(_Buffered):
 
     def __init__(
         self,
-        config: RunConfig,
+        config: Request,
         engine: str = ENGINE,
         record: str | os.PathLike[str] | None = None,
         env: dict[str, Any] | None = None,
@@ -219,8 +219,11 @@ class ProcessSource(_Buffered):
             "mlatui.run.child",
             "--engine",
             self.engine,
-            "--config",
-            self.config.to_json(),
+            *(
+                ["--plan", self.config.to_wire()]
+                if isinstance(self.config, RunPlan)
+                else ["--config", self.config.to_json()]
+            ),
             *(["--offer-more"] if self.offer_more else []),
         ]
         self.proc = proc = subprocess.Popen(
