@@ -1,5 +1,6 @@
 """Help that says where to start: `mlatui`, `--help`, `launch --help`, and the `?` screen
-(every active binding with its id, only the keys that work in this mode, the symbol legend)."""
+(the keys that work in this mode, grouped, from the one key table that also makes the bindings
+and the palette; a Symbols page for every glyph and colour on screen)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from mlatui.cli import main
 from mlatui.config.outputs import runs_dir
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
-from mlatui.views.keys import KEYS
+from mlatui.views.keys import KEYS, KeyGroup, keys_for
 from widgets.app import MlatuiApp
-from widgets.controls import REPLAY_ONLY
 from widgets.help import HelpScreen
+from widgets.render import POOLED_STYLE
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 REPLAY_IDS = {"step", "faster", "slower", "seek-back", "seek-forward"}
@@ -46,8 +47,9 @@ def test_launch_help_names_the_recording_path_and_the_live_keys(capsys):
     out = capsys.readouterr().out
     assert f"{runs_dir()}/run-<date>-<time>-<pid>.jsonl" in out
     keys = out[out.index("keys in the dashboard:") :]
-    for k in KEYS:  # replay-only keys are not listed (`+` is a key of both, for two things)
-        assert (f"  {k.key} " in keys and k.description in keys) != k.replay_only, k
+    for k in keys_for(replay=False):
+        assert f"  {k.key} " in keys and k.description in keys, k
+    assert all(k.description not in keys for k in KEYS if k.replay_only)
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
     keys = capsys.readouterr().out
@@ -55,19 +57,21 @@ def test_launch_help_names_the_recording_path_and_the_live_keys(capsys):
     assert all(k.description not in keys for k in KEYS if k.live_only)
 
 
-def test_the_key_table_agrees_with_the_app_bindings():
-    bindings = {b.id: b for b in MlatuiApp.BINDINGS}
-    for k in KEYS:
-        b = bindings[k.id]
-        shown = b.key_display or b.key
-        assert k.key.split()[0] == shown, k
-        assert k.replay_only == (b.action in REPLAY_ONLY), k
-    listed = {k.id for k in KEYS}
-    hidden = {"quit-ctrl-c", "page-arms", "page-sys", "hide-explain"}  # aliases, demo only
-    assert set(bindings) - listed == hidden
+async def test_bindings_palette_and_help_come_from_the_one_key_table():
+    table = {k.id: k for k in KEYS}
+    for b in MlatuiApp.BINDINGS:  # every binding is a row of the table, with its action
+        assert b.id in table and table[b.id].action == b.action, b
+    assert {b.id for b in MlatuiApp.BINDINGS} == set(table)
+    ours = {k.title for k in keys_for(replay=True, compact=True) if k.title}
+    app = MlatuiApp(ReplaySource(FIXTURE, speed=1.0))
+    async with app.run_test(size=(80, 24)):  # compact: the page keys work
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert ours <= set(titles) and len(titles) == len(set(titles))
+        assert "Keys" not in titles  # Textual's own keys panel is not offered
+        assert app.keys_here() == keys_for(replay=True, compact=True)
 
 
-async def _help_text(app, size=(120, 40)) -> tuple[str, list]:
+async def _help(app, size=(120, 40)) -> HelpScreen:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         await pilot.press("question_mark")
@@ -75,33 +79,63 @@ async def _help_text(app, size=(120, 40)) -> tuple[str, list]:
         assert isinstance(app.screen, HelpScreen)
         box = app.screen.query_one("#help-box").region
         assert box.width > 0 and box.height > 0
-        return app.screen.query_one("#help-text").render().plain, app.screen.rows
+        return app.screen
 
 
-async def test_live_help_lists_live_keys_only_with_the_symbol_legend(tmp_path):
+async def test_live_help_lists_live_keys_only(tmp_path):
     src = LiveSource(
         RunConfig(overrides={"delay_s": 0.05}),
         engine=ui_events.fake_engine,
         record=tmp_path / "live.jsonl",
     )
     app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
-    text, rows = await _help_text(app)
-    ids = {bid for _, _, bid in rows}
-    assert {"pause", "export", "screenshot", "theme", "help", "quit"} <= ids
+    screen = await _help(app)
+    ids = {k.id for k in screen.keys}
+    assert {"pause", "export", "screenshot", "theme", "help", "quit", "more-rounds"} <= ids
     assert not ids & REPLAY_IDS  # no seek, speed or step keys in a live run
-    assert "[seek-back]" not in text and "[export]" in text
-    legend = " ".join(text[text.index("Symbols") :].split())
-    for symbol in ("Δ2", "d1", "~ live estimate", "✓ valid", "✗ invalid", "? inconclusive", "ā"):
-        assert symbol in legend, symbol
+    assert "seek back" not in screen.text and "export the summary" in screen.text
     end = time.monotonic() + 30
     while src.alive and time.monotonic() < end:
         time.sleep(0.05)
 
 
-async def test_replay_help_lists_each_binding_once_with_its_id(tmp_path):
+def screen_lines(app) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def test_help_is_ours_grouped_and_scrolls_at_80x24_with_a_symbols_page(tmp_path):
     app = MlatuiApp(ReplaySource(FIXTURE, speed=1.0), ui_hz=20, out_dir=tmp_path)
-    text, rows = await _help_text(app, size=(80, 24))
-    ids = [bid for _, _, bid in rows if bid]
-    assert len(ids) == len(set(ids))  # `+` and `=` are one binding, listed once
-    assert REPLAY_IDS <= set(ids)
-    assert "  +  replay faster" not in text and "+  faster  [faster]" in text
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        text = screen.text
+        headings = [g.value.upper() for g in KeyGroup]
+        assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
+        for internal in ("quit-ctrl-c", "ctrl+c", "super+c", "set_keymap", "Binding ids", "["):
+            assert internal not in text, internal
+        assert REPLAY_IDS <= {k.id for k in screen.keys}  # a replay's keys, each once
+        assert len({k.id for k in screen.keys}) == len(screen.keys)
+        box = screen.query_one("#help-box")
+        assert box.has_focus and box.max_scroll_y > 0  # taller than 24 lines: it scrolls
+        await pilot.press("pagedown")  # at once, no tab first
+        await pilot.pause()
+        assert box.scroll_y > 0
+        assert "FILES" in "\n".join(screen_lines(app))
+        await pilot.press("tab")
+        await pilot.pause()
+        symbols = screen.text
+        for glyph in ("★", "s/p", "157@2K", "budget 90 s ↓", "✓p", "✗", "?", "1.124× [1.009"):
+            assert glyph in symbols, glyph
+        for colour in ("green:", "red:", "yellow:"):  # the speedup colours, said in words
+            assert colour in symbols, colour
+        shown = "\n".join(screen_lines(app))
+        assert "HEADER" in shown and "★" not in text
+        inner = box.content_region.width
+        assert all(len(line) <= inner for line in symbols.splitlines())  # nothing cut
+        drawn = {symbols[sp.start : sp.end]: str(sp.style) for sp in screen.pages[1].spans}
+        assert drawn["★"] == "bold green" and drawn["✓p"] == POOLED_STYLE  # as the panes draw
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)

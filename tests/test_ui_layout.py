@@ -94,7 +94,7 @@ async def test_zoom_is_in_the_palette_and_the_help(tmp_path):
     app = demo_app(tmp_path, mode="replay")
     async with app.run_test(size=(120, 40)):
         assert "Zoom pane" in [c.title for c in app.get_system_commands(app.screen)]
-        assert any(bid == "zoom" for _, _, bid in app.binding_rows())
+        assert any(k.id == "zoom" for k in app.keys_here())
 
 
 async def test_events_log_scrolls_and_follows_the_end(tmp_path):

@@ -13,9 +13,10 @@ from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
+from mlatui.views.keys import KEYS
 from widgets import render as r
 from widgets import validity_pane as vp
-from widgets.help import bindings_text
+from widgets.help import keys_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 
@@ -190,9 +191,10 @@ def test_formatters():
     assert r.bar(0.5, 10).plain == "█████░░░░░"
 
 
-def test_bindings_text_lists_ids():
-    t = bindings_text([("p", "pause", "pause"), ("?", "help", "help")]).plain
-    assert "p  pause  [pause]" in t
+def test_keys_text_groups_the_keys_under_their_headings():
+    t = keys_text([k for k in KEYS if k.id in ("export", "pause")]).plain
+    assert t.index("RUN") < t.index("p  pause") < t.index("FILES") < t.index("e  export")
+    assert "NAVIGATION" not in t and "[" not in t  # no empty group, no binding ids
 
 
 def test_observer_bench_counts_verify_shaped_forwards():
@@ -208,7 +210,7 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     from dataclasses import replace
 
     from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
-    from widgets.help import LEGEND
+    from widgets.symbols import SYMBOLS
 
     own = Validity(
         1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", Interval(0.99, 0.985, 0.995, 6), 6
@@ -244,7 +246,8 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     styles = {text.plain[s.start : s.end].strip(): str(s.style) for s in text.spans}
     assert styles["✓p 1.004× [0.970, 1.040]"] == r.POOLED_STYLE
     assert styles["✓p 1.004× [0.970, 1.040]"] != styles["✓ 0.9900× [0.9850, 0.9950]"]
-    assert "✓p valid by the pooled check" in LEGEND
+    said = {s.glyph: s.meaning for _, rows in SYMBOLS for s in rows}
+    assert said["✓p"].startswith("valid by the pooled check")
     log = [m for _, _, m in after.log]
     assert any(m.startswith("L=1 check pooled after sweep: 1.0010× [0.9920, 1.0090]") for m in log)
     assert any(

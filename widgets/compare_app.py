@@ -8,16 +8,27 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from mlatui.views.compare import Comparison
+from mlatui.views.keys import Key, KeyGroup
 from widgets import compare_render as cr
-from widgets.help import HelpScreen, binding_rows, save_screenshot
+from widgets.help import HelpScreen, Symbol, save_screenshot
+from widgets.keymap import bindings
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
+COMPARE_KEYS = [
+    Key("e", "export the comparison (markdown) to --out-dir", "export", KeyGroup.FILES, "export",
+        label="export"),
+    Key("s", "save a screenshot (SVG) to --out-dir", "screenshot", KeyGroup.FILES, "screenshot",
+        label="screenshot"),
+    Key("?", "help: every key, and what the symbols mean", "help", KeyGroup.VIEWS, "help",
+        "question_mark", "help"),
+    Key("q", "quit", "quit", KeyGroup.RUN, "quit", label="quit"),
+]  # fmt: skip
+COMPARE_SYMBOLS = (("compare", tuple(Symbol(g, "", m) for g, m in cr.SYMBOLS)),)
 
 
 class CompareView(Widget):
@@ -36,12 +47,7 @@ class CompareView(Widget):
 class CompareApp(App):
     CSS_PATH = "compare.tcss"
     TITLE = "mlatui compare"
-    BINDINGS = [
-        Binding("e", "export", "export", id="export"),
-        Binding("s", "screenshot", "screenshot", id="screenshot"),
-        Binding("question_mark", "help", "help", key_display="?", id="help"),
-        Binding("q", "quit", "quit", id="quit"),
-    ]
+    BINDINGS = bindings(COMPARE_KEYS)
 
     def __init__(self, cmp: Comparison, *, out_dir: str | os.PathLike | None = None):
         super().__init__()
@@ -87,4 +93,4 @@ class CompareApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(binding_rows(self), cr.LEGEND))
+            self.push_screen(HelpScreen(COMPARE_KEYS, COMPARE_SYMBOLS))

@@ -222,10 +222,15 @@ def table_text(cmp: Comparison) -> Text:
     return t
 
 
-LEGEND = (
-    "run A: ● stock ▲ patched · run B: ■ stock ◆ patched, each its own colour (B's table "
-    "column in italics) · │ 95% CI · Δ2 marginal cost of a 2nd query "
-    "(L=2 − L=1, ms) · B/A ratio of the medians, [lo, hi] from the CI ends, ≠ where the CIs do "
-    "not overlap · s/p stock/patched paired · d1 d2 … draft depth · L=1 check (A then B): "
-    "✓ valid ✓p valid by the pooled check ✗ invalid ? inconclusive … pending · grey: in no verdict"
-)
+SYMBOLS = (  # (glyph, meaning): the `?` screen's Symbols page
+    ("● ▲", "run A: stock, patched (the figure's markers, each series its own colour)"),
+    ("■ ◆", "run B: stock, patched (B's table column in italics)"),
+    ("│", "95% CI"),
+    ("Δ2", "marginal cost of a 2nd query (L=2 − L=1, ms)"),
+    ("B/A", "ratio of the medians, [lo, hi] from the CI ends; ≠ where the CIs do not overlap"),
+    ("s/p", "stock / patched, paired"),
+    ("d1 d2 …", "draft depth"),
+    ("✓ ✓p ✗ ? …", "L=1 check (A then B): valid, valid by the pooled check, invalid, "
+     "inconclusive, pending"),
+    ("grey", "a row in no verdict"),
+)  # fmt: skip

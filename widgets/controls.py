@@ -6,80 +6,39 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
 
-from widgets.help import HelpScreen, binding_rows, output_name, save_screenshot
+from mlatui.views.keys import KEYS, Key, Only
+from widgets.help import HelpScreen, output_name, save_screenshot
 from widgets.host import DashboardHost
+from widgets.keymap import bindings, palette_commands
 from widgets.messages import Exported
-from widgets.pages import PAGES
 from widgets.panes import ExplainPane, HeaderPane
+from widgets.symbols import SYMBOLS
 
-REPLAY_ONLY = {"step", "faster", "slower", "seek_back", "seek_forward", "seek_home", "seek_end"}
 TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
-SPEED = Binding.Group("speed", compact=True)
-SEEK = Binding.Group("seek", compact=True)
-
-KEY_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
-    Binding("p", "toggle_pause", "pause", id="pause"),
-    Binding("space", "step", "step", id="step"),
-    Binding("plus,equals_sign", "faster", "faster", key_display="+", id="faster", group=SPEED),
-    Binding("minus", "slower", "slower", key_display="-", id="slower", group=SPEED),
-    # the same key in a live run (speed is a replay's): more rounds of the undecided checks
-    Binding(
-        "plus,equals_sign",
-        "more_rounds",
-        "more rounds",
-        key_display="+",
-        show=False,  # the strip offers it when there is something to measure
-        id="more-rounds",
-    ),
-    Binding(
-        "left",
-        "seek_back",
-        "seek −",
-        key_display="←",
-        priority=True,
-        id="seek-back",
-        group=SEEK,
-    ),
-    Binding(
-        "right",
-        "seek_forward",
-        "seek +",
-        key_display="→",
-        priority=True,
-        id="seek-forward",
-        group=SEEK,
-    ),
-    Binding("home", "seek_home", "start", show=False, id="seek-home"),
-    Binding("end", "seek_end", "end", show=False, id="seek-end"),
-    Binding("e", "export", "export", id="export"),
-    Binding("s", "screenshot", "shot", id="screenshot"),
-    Binding("t", "next_theme", "theme", id="theme"),
-    Binding("z", "zoom", "zoom", id="zoom"),
-    Binding("1", "page(0)", "cost", show=False, id="page-cost"),
-    Binding("2", "page(1)", "arms", show=False, id="page-arms"),
-    Binding("3", "page(2)", "memory/log", show=False, id="page-sys"),
-    Binding("x", "hide_explain", "hide explanation", show=False, id="hide-explain"),
-    Binding("question_mark", "help", "help", key_display="?", id="help"),
-    Binding("q", "quit", "quit", id="quit"),
-    Binding("ctrl+c", "quit", "quit", show=False, priority=True, id="quit-ctrl-c"),
-]
+KEY_BINDINGS = bindings(KEYS)
+WHERE = {k.action.split("(")[0]: k.only for k in KEYS}  # where each action works
 
 
 class ControlsMixin(DashboardHost):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in REPLAY_ONLY and self.source.playback is None:
-            return False
-        if action == "page":
-            return self.compact
-        if action == "hide_explain":
-            return self.mode == "demo"
-        if action == "more_rounds":
-            return self.source.playback is None
-        return True
+        return self.works(WHERE.get(action, Only.ALWAYS))
+
+    def works(self, only: Only) -> bool:
+        replay = self.source.playback is not None
+        return {
+            Only.ALWAYS: True,
+            Only.REPLAY: replay,
+            Only.LIVE: not replay,
+            Only.COMPACT: self.compact,
+            Only.DEMO: self.mode == "demo",
+        }[only]
+
+    def keys_here(self) -> list[Key]:
+        """The listed keys that work in this app now (the help's rows)."""
+        return [k for k in KEYS if k.listed and self.works(k.only)]
 
     def action_more_rounds(self) -> None:
         """`+` in a live run: once it has ended with undecided L = 1 checks, more rounds of them
@@ -191,63 +150,12 @@ class ControlsMixin(DashboardHost):
         self.theme = themes[(i + 1) % len(themes)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
-    def binding_rows(self) -> list[tuple[str, str, str]]:
-        return binding_rows(self)
-
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.binding_rows()))
+            self.push_screen(HelpScreen(self.keys_here(), SYMBOLS))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own theme, keys, screenshot and maximize commands do what ours below do
         # (ours name their key): list each action once
         yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_TWINS)
-        replay = self.source.playback is not None
-        yield SystemCommand(
-            "Pause / resume",
-            "Freeze the display (replay: stop the clock) · key p",
-            self.action_toggle_pause,
-        )
-        if replay:
-            yield SystemCommand(
-                "Single step",
-                "Pause and show the next event that changes the screen · key space",
-                self.action_step,
-            )
-            yield SystemCommand(
-                "Faster replay", "Double the replay speed · key +", self.action_faster
-            )
-            yield SystemCommand(
-                "Slower replay", "Halve the replay speed · key -", self.action_slower
-            )
-            yield SystemCommand(
-                "Seek back", "Jump back in the recording · key ←", self.action_seek_back
-            )
-            yield SystemCommand(
-                "Seek forward", "Jump forward in the recording · key →", self.action_seek_forward
-            )
-            yield SystemCommand(
-                "Go to start", "Replay from the recording's start · key Home", self.action_seek_home
-            )
-            yield SystemCommand(
-                "Go to end", "Jump to the recording's end · key End", self.action_seek_end
-            )
-        yield SystemCommand(
-            "Export summary", "Write the summary as markdown and CSV · key e", self.action_export
-        )
-        yield SystemCommand(
-            "Save screenshot", "Save the screen as SVG · key s", self.action_screenshot
-        )
-        yield SystemCommand("Next theme", "Cycle the colour theme · key t", self.action_next_theme)
-        yield SystemCommand(
-            "Zoom pane",
-            "Zoom the focused pane to the whole screen, or back · key z",
-            self.action_zoom,
-        )
-        yield SystemCommand("Help: keys", "List every key binding · key ?", self.action_help)
-        for i, (_, label) in enumerate(PAGES):
-            yield SystemCommand(
-                f"Show {label}",
-                f"Switch the compact view to {label} · key {i + 1}",
-                lambda i=i: self._show_page(i),
-            )
+        yield from palette_commands(KEYS, self.run_action, lambda k: self.works(k.only))

@@ -1,11 +1,14 @@
-"""The `?` screen: every active binding (generated from the bindings themselves, so only the
-keys that work here: no seek or speed keys in a live run) and a legend of the symbols on screen;
-and the one key action both apps share beside it, `s` (screenshot)."""
+"""The `?` screen, two pages: Keys (grouped as k9s groups them: navigation, run, views,
+files; generated from the one key table, mlatui.views.keys, and only the keys that work here)
+and Symbols (every glyph and colour on screen, drawn in its own style). Focused on open, so
+↑/↓/PgUp/PgDn scroll at once; tab or ←/→ switch pages. And the one key action both apps share
+beside it, `s` (screenshot)."""
 
 from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -16,73 +19,107 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-LEGEND_WIDTH = 76
-LEGEND = (
-    "Δ2 marginal cost of a 2nd query (L=2 − L=1, ms) · d1 d2 … draft depth · mtp d2: the "
-    "MTP head drafting 2, draft-model d2: the draft model · ~ live estimate "
-    "(not yet measured over rounds) · ×1.60 speedup over plain decode · bound ≤×0.05 "
-    "rejected by bound: its verify step costs too much for any acceptance to win, so its "
-    "blocks were not run (no tok/s) · [a-b] 95% CI · "
-    "ā accepted drafts per verify · P(i∣<i) acceptance at position i given the earlier ones · "
-    "exact match / rejection sampling: the acceptance rule · text N% distinct 4-grams: how much "
-    "the emitted text repeats (looping: acceptance of a repeat, left out of verdicts) · "
-    "L=1 check: ✓ valid ✓p valid by the pooled check (inconclusive alone, own CI contains 1; "
-    "every context's L=1 quads pooled, valid) ✗ invalid ? inconclusive … pending · "
-    "grey: left out of verdicts · "
-    "L* absorbed-path threshold · ⏸ paused"
-)
+from mlatui.views.keys import Key, KeyGroup
+
+TEXT_WIDTH = 74  # readable inside the box at 80 columns
 
 
-def binding_rows(app: App) -> list[tuple[str, str, str]]:
-    """(key display, description, id) of every binding active on the app's screen, one row per
-    binding (a binding on two keys, `+`/`=`, is one row)."""
-    rows, seen = [], set()
-    for key, active in app.active_bindings.items():
-        b = active.binding
-        display = b.key_display or app.get_key_display(b) or key
-        ident = b.id or f"{b.action}@{key}"
-        if ident in seen:
-            continue
-        seen.add(ident)
-        rows.append((display, b.description or b.action, b.id or ""))
-    return rows
+@dataclass(frozen=True)
+class Symbol:
+    glyph: str  # as it appears on screen
+    style: str  # as it is drawn
+    meaning: str
 
 
-def bindings_text(rows: list[tuple[str, str, str]], legend: str = "") -> Text:
-    """rows: (key display, description, binding id); `legend`: what the symbols mean."""
+SymbolSection = tuple[str, tuple[Symbol, ...]]
+
+
+def keys_text(keys: list[Key]) -> Text:
+    """The keys under their group's heading, in the table's order."""
     t = Text()
-    t.append("Keys (also in the command palette, ctrl+p)\n\n", style="bold")
-    width = max((len(k) for k, _, _ in rows), default=4)
-    for key, desc, bid in rows:
-        t.append(f"  {key:>{width}}  ", style="bold cyan")
-        t.append(desc)
-        if bid:
-            t.append(f"  [{bid}]", style="dim")
+    width = max((len(k.key) for k in keys), default=4)
+    for group in KeyGroup:
+        rows = [k for k in keys if k.group is group]
+        if not rows:
+            continue
+        t.append(f"{group.value.upper()}\n", style="bold")
+        for k in rows:
+            t.append(f"  {k.key:>{width}}  ", style="bold cyan")
+            indent = " " * (width + 4)
+            lines = textwrap.wrap(k.description, TEXT_WIDTH - len(indent))
+            t.append(("\n" + indent).join(lines) + "\n")
         t.append("\n")
-    if legend:  # wrapped here: the modal sizes itself to its longest line
-        t.append("\nSymbols\n", style="bold")
-        t.append("\n".join(textwrap.wrap(legend, LEGEND_WIDTH, break_on_hyphens=False)) + "\n")
-    t.append("\nBinding ids can be remapped with App.set_keymap. esc closes this.", style="dim")
+    t.append("ctrl+p finds every action by name; esc closes this", style="dim")
     return t
 
 
+def symbols_text(sections: tuple[SymbolSection, ...]) -> Text:
+    """Each section's glyphs in their own style, each meaning wrapped under itself."""
+    t = Text()
+    width = max(len(s.glyph) for _, rows in sections for s in rows if len(s.glyph) <= 14)
+    for title, rows in sections:
+        t.append(f"{title.upper()}\n", style="bold")
+        for s in rows:
+            t.append("  ")
+            t.append(s.glyph, style=s.style)
+            if len(s.glyph) > width:  # a long sample on its own line, its meaning under it
+                t.append("\n" + " " * (width + 4))
+            else:
+                t.append(" " * (width + 2 - len(s.glyph)))
+            lines = textwrap.wrap(s.meaning, TEXT_WIDTH - width - 4, break_on_hyphens=False)
+            t.append(("\n" + " " * (width + 4)).join(lines) + "\n")
+        t.append("\n")
+    return t
+
+
+PAGE_NAMES = ("Keys", "Symbols")
+
+
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close help", id="help-close")]
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "close help", id="help-close"),
+        Binding("tab,shift+tab,left,right", "other_page", "keys / symbols", priority=True),
+    ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: auto; max-width: 95%; height: auto; max-height: 90%;
+    HelpScreen > #help-tabs { width: 80; max-width: 100%; height: 1; padding: 0 1; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 100%; height: auto; max-height: 90%;
         border: round $accent; background: $panel; padding: 0 1; }
-    HelpScreen #help-text { width: auto; max-width: 100; height: auto; }
+    HelpScreen #help-text { width: 100%; height: auto; }
     """
 
-    def __init__(self, rows: list[tuple[str, str, str]], legend: str = LEGEND):
+    def __init__(self, keys: list[Key], symbols: tuple[SymbolSection, ...]):
         super().__init__()
-        self.rows = rows
-        self.legend = legend
+        self.keys = keys
+        self.pages = (keys_text(keys), symbols_text(symbols))
+        self.page = 0
 
     def compose(self) -> ComposeResult:
+        yield Static(id="help-tabs")
         with VerticalScroll(id="help-box"):
-            yield Static(bindings_text(self.rows, self.legend), id="help-text")
+            yield Static(id="help-text")
+
+    def on_mount(self) -> None:
+        self._show(0)
+        self.query_one("#help-box").focus()  # ↑/↓ scroll without a tab first
+
+    def _show(self, page: int) -> None:
+        self.page = page % len(self.pages)
+        tabs = Text()
+        for i, name in enumerate(PAGE_NAMES):
+            tabs.append(f" {name} ", style="bold reverse" if i == self.page else "dim")
+        tabs.append("  tab: keys/symbols · ↑↓ PgUp PgDn scroll · esc closes", style="dim")
+        self.query_one("#help-tabs", Static).update(tabs)
+        self.query_one("#help-text", Static).update(self.pages[self.page])
+        self.query_one("#help-box", VerticalScroll).scroll_home(animate=False)
+
+    def action_other_page(self) -> None:
+        self._show(self.page + 1)
+
+    @property
+    def text(self) -> str:
+        """What the page on show says, as plain text."""
+        return self.pages[self.page].plain
 
 
 def output_name(kind: str, ext: str) -> str:

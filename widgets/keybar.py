@@ -8,22 +8,10 @@ from dataclasses import dataclass
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
 
-# action -> rank (0 always shown; higher leaves first); unlisted actions rank 3
-RANKS = {
-    "help": 0,
-    "quit": 0,
-    "toggle_pause": 1,
-    "zoom": 1,
-    "step": 2,
-    "faster": 2,
-    "slower": 2,
-    "seek_back": 2,
-    "seek_forward": 2,
-    "export": 3,
-    "screenshot": 4,
-    "next_theme": 4,
-    "command_palette": 5,
-}
+from mlatui.views.keys import KEYS
+
+# action -> rank (0 always shown; higher leaves first), from the key table; unlisted rank 3
+RANKS = {k.action: k.rank for k in KEYS}
 
 
 @dataclass(frozen=True)

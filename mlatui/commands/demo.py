@@ -18,7 +18,7 @@ DEMO_FILES = {"cpu": DEMO_FILE, "gpu": "demo-gpu.jsonl"}
 def epilog() -> str:
     from mlatui.views.keys import keys_epilog
 
-    return keys_epilog(replay=True) + "\n  x      hide the explanation"
+    return keys_epilog(replay=True, demo=True)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
