@@ -1,5 +1,5 @@
 """Busy `python -c 'while True: pass'` workers on every core: the load under which the UI's
-settled state must still be the same screen (issue 49's stress bar)."""
+settled state must still be the same screen (the UI stress tests)."""
 
 from __future__ import annotations
 

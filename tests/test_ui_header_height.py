@@ -1,4 +1,4 @@
-"""The header's height is its lines' (issue 49): computed in the same pass as the lines it draws,
+"""The header's height is its lines': computed in the same pass as the lines it draws,
 at the width the layout gives it, and laid out again when a redraw changes the line count, so
 the last lines (the phase line's "run completed") are never hidden by a height kept from an
 earlier state. An app with the header alone: nothing else lays the screen out."""

@@ -1,4 +1,4 @@
-"""Issue 49's bar: the finished demo's end screen is the same with a busy `python -c` worker on
+"""The finished demo's end screen is the same with a busy `python -c` worker on
 every core, run after run, at every size: the snapshot and the first page's header (the verdict
 with its CI, both Δ2 figures, "run completed"). Slow (30 runs a case; MLATUI_STRESS_RUNS sets
 how many): `pytest -m slow tests/test_ui_settle_stress.py -p no:xdist -s`."""
