@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from textual.app import SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from mlatui.views.keys import Key
 
@@ -14,7 +14,7 @@ from mlatui.views.keys import Key
 FOOTER_GROUPS = {name: Binding.Group(name, compact=True) for name in ("speed", "seek")}
 
 
-def bindings(keys: Iterable[Key]) -> list[Binding]:
+def bindings(keys: Iterable[Key]) -> list[BindingType]:
     return [
         Binding(
             k.keys,
@@ -27,6 +27,7 @@ def bindings(keys: Iterable[Key]) -> list[Binding]:
             group=FOOTER_GROUPS.get(k.footer_group),
         )
         for k in keys
+        if not k.builtin
     ]
 
 

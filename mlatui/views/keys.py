@@ -42,6 +42,7 @@ class Key:
     footer_group: str = ""  # keys sharing one compact footer hint (`+ -`, `← →`)
     priority: bool = False  # before a focused pane's own keys (← → in a table)
     listed: bool = True  # False: an alias of the key above it (not a line of its own)
+    builtin: bool = False  # textual binds it itself (the palette's ctrl+p): listed, not bound
 
     @property
     def replay_only(self) -> bool:
@@ -256,6 +257,7 @@ KEYS = (
         KeyGroup.VIEWS,
         "command_palette",
         rank=5,
+        builtin=True,
     ),
     Key(
         "q",
