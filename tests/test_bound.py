@@ -170,13 +170,13 @@ def test_speculation_rejected_when_every_setting_is_rejected_by_bound():
     rows += [_rejected("stock", 1, 0.05, "draft-model")]
     verdict = tune_verdict(rows)
     assert verdict.startswith("stock @ 1024: speculation rejected, every setting by bound")
-    assert "mtp d1, mtp d2, draft-model d1 rejected by bound (at most 0.08x)" in verdict
+    assert "mtp d1, mtp d2, draft-model d1 rejected by bound (at most 0.08×)" in verdict
     assert "28.9 tok/s plain" in verdict
 
 
 def test_rejected_by_bound_and_measured_slower_is_rejected_and_a_win_still_wins():
     slower = [_row("stock", 0), _rejected("stock", 1, 0.05), _measured("stock", 3, (0.5, 0.4, 0.6))]
-    assert "stock @ 1024: speculation rejected, best mtp d3 0.50x" in tune_verdict(slower)
+    assert "stock @ 1024: speculation rejected, best mtp d3 0.50×" in tune_verdict(slower)
     unsure = [_row("stock", 0), _rejected("stock", 1, 0.05), _measured("stock", 3, (0.9, 0.8, 1.1))]
     assert "no significant winner" in tune_verdict(unsure)
     won = [
@@ -185,13 +185,13 @@ def test_rejected_by_bound_and_measured_slower_is_rejected_and_a_win_still_wins(
         _measured("patched", 2, (1.3, 1.2, 1.4)),
     ]
     said = tune_verdict(won)
-    assert "patched @ 1024: mtp depth 2 wins 1.30x" in said and "mtp d1 rejected by bound" in said
+    assert "patched @ 1024: mtp depth 2 wins 1.30×" in said and "mtp d1 rejected by bound" in said
 
 
 def test_a_decode_phase_names_its_rejected_setting():
     rows = [_row("stock", 0), _rejected("stock", 2, 0.07), _row("patched", 0)]
     assert (
-        decode_verdict(rows) == "stock @ 1024 mtp depth 2: rejected by bound (at most 0.07x plain)"
+        decode_verdict(rows) == "stock @ 1024 mtp depth 2: rejected by bound (at most 0.07× plain)"
     )
 
 

@@ -130,7 +130,7 @@ def test_the_verdict_counts_it_as_rejected(bound_run):
     _, events, _, _ = bound_run
     summary = next(e for e in events if isinstance(e, PhaseSummary))
     assert summary.verdict.startswith("stock @ 64: speculation rejected, every setting by bound")
-    assert "synthetic d1, synthetic d2 rejected by bound (at most 0.11x)" in summary.verdict
+    assert "synthetic d1, synthetic d2 rejected by bound (at most 0.11×)" in summary.verdict
     rows = [r for r in summary.rows if r["arm"] == "stock" and r["depth"]]
     assert all(r["measured"] is False and r["bound"]["value"] < 0.2 for r in rows)
     state = DashboardState()

@@ -92,10 +92,10 @@ def test_a_depth_wins_only_when_its_ci_lies_above_plain():
     assert pick({1: (1.05, 0.97, 1.1)}, 2.0) is None
     rows = _rows("patched", {1: (1.3, 1.1, 1.5)}) + _rows("stock", {1: (0.6, 0.55, 0.65)})
     v = tune_verdict(rows)
-    assert "patched @ 1024: depth 1 wins 1.30x [1.10-1.50] plain" in v
-    assert "stock @ 1024: speculation rejected, best d1 0.60x [0.55-0.65]" in v
+    assert "patched @ 1024: depth 1 wins 1.30× [1.10, 1.50] plain" in v
+    assert "stock @ 1024: speculation rejected, best d1 0.60× [0.55, 0.65]" in v
     unsure = tune_verdict(_rows("patched", {1: (1.05, 0.97, 1.12)}))
-    assert "no significant winner, best d1 1.05x [0.97-1.12]" in unsure
+    assert "no significant winner, best d1 1.05× [0.97, 1.12]" in unsure
 
 
 def test_a_warned_result_is_left_out_of_the_verdict():
@@ -105,7 +105,7 @@ def test_a_warned_result_is_left_out_of_the_verdict():
         warnings={2: ["barely speculated: 5% of 256 tokens were accepted drafts (< 25%)"]},
     )
     v = tune_verdict(rows)
-    assert "depth 1 wins" in v and "d2 left out" in v and "3.00x" not in v
+    assert "depth 1 wins" in v and "d2 left out" in v and "3.00×" not in v
     assert "left out (L = 1 check" in tune_verdict(
         _rows("stock", {1: (1.3, 1.1, 1.5)}, valid=False)
     )

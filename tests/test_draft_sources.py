@@ -154,7 +154,7 @@ def test_the_tune_verdict_picks_the_best_kind_and_depth():
         _row("draft-model", 3, 2.5, 2.3, 2.7, ["barely speculated: 5% of 64 tokens"]),
     ]
     v = tune_verdict(rows)
-    assert "patched @ 1024: mtp depth 2 wins 1.80x [1.60-2.00] plain" in v
+    assert "patched @ 1024: mtp depth 2 wins 1.80× [1.60, 2.00] plain" in v
     assert "draft-model d3 left out: see warnings" in v
 
 

@@ -178,7 +178,7 @@ def test_s1_check_uses_three_outcomes_from_the_paired_ci(tiny_records):
         one = next(r for r in tiny_records if r.bench == part and r.width == 1)
         iv = Interval(one.ratio, one.ratio_low, one.ratio_high, one.n_rounds)
         assert one.outcome == control_outcome(iv, 2.0).value
-        assert f"{one.ratio_low:.4f}-{one.ratio_high:.4f}" in one.note
+        assert f"[{one.ratio_low:.4f}, {one.ratio_high:.4f}]" in one.note
         assert one.note.startswith("S=1 control") == (one.outcome == "valid")
 
 
@@ -240,8 +240,8 @@ def test_indexer_verdict_has_cis_and_leaves_out_non_valid_contexts():
     )
     verdict = indexer_verdict(rows)
     assert verdict == (
-        "8192: S=4 stock/patched 3.00x (95% CI 2.80-3.30), patched S>1 at most 1.10x S=1 "
-        "(S=4, 95% CI 1.00-1.20); 32768: excluded (S=1 check inconclusive); "
+        "8192: S=4 stock/patched 3.00× [2.80, 3.30], patched S>1 at most 1.10× [1.00, 1.20] S=1 "
+        "(S=4); 32768: excluded (S=1 check inconclusive); "
         "131072: excluded (S=1 check invalid)"
     )
     assert "9.00" not in verdict

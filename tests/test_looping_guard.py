@@ -126,10 +126,10 @@ def test_a_looping_row_is_left_out_of_the_tune_verdict():
         _row("draft-model", 1, (1.2, 1.1, 1.3), varied),
     ]
     v = tune_verdict(rows)
-    assert "patched @ 1024: draft-model depth 1 wins 1.20x [1.10-1.30] plain" in v
+    assert "patched @ 1024: draft-model depth 1 wins 1.20× [1.10, 1.30] plain" in v
     assert "(mtp d1 left out: see warnings)" in v
     # the same rows without the guard's warning: the looping result would have won
-    assert "mtp depth 1 wins 1.50x" in tune_verdict([plain, _row("mtp", 1, (1.5, 1.3, 1.7))])
+    assert "mtp depth 1 wins 1.50×" in tune_verdict([plain, _row("mtp", 1, (1.5, 1.3, 1.7))])
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", '"half"', "true", "nan"])

@@ -19,7 +19,7 @@ from mlatui.measure.estimates import (
 )
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import SamplerRun
-from mlatui.stream.phrases import CiStyle, interval_text
+from mlatui.stream.phrases import interval_text
 
 FAMILY = "glm5.3-flash"
 
@@ -109,7 +109,7 @@ def control_note(result: PartRun) -> str:
     if ratio is None:
         return f"S=1 control: no paired ratio ({outcome.value})"
     note = (
-        f"S=1 control: paired stock/patched {interval_text(ratio, 4, style=CiStyle.SAID)} "
+        f"S=1 control: paired stock/patched {interval_text(ratio, 4, '×')} "
         f"over {est.rounds} rounds, "
         f"tolerance ±{est.tolerance_pct:g}%: {outcome.value}"
     )

@@ -8,18 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from enum import Enum
 
 from mlatui.stream.interval import Interval
-
-
-class CiStyle(Enum):
-    """How an interval's ends are written after its median (what each table has always used)."""
-
-    LIST = ("[", ", ", "]")  # 1.003 [0.994, 1.011]: tables, logs, the dashboard
-    DASHED = ("[", "-", "]")  # 1.22x [1.16-1.45]: verdict sentences
-    PAREN = ("(", "-", ")")  # 0.612 (0.598-0.640): the indexer bench's table
-    SAID = ("(95% CI ", "-", ")")  # 4.56x (95% CI 4.42-5.23): a phase's verdict
 
 
 def ci_text(
@@ -28,7 +18,6 @@ def ci_text(
     high: float | None,
     digits: int = 2,
     unit: str = "",
-    style: CiStyle = CiStyle.LIST,
 ) -> str:
     """`median[unit] [low, high]` at fixed digits; the median alone where an end is missing;
     "-" without a (finite) median."""
@@ -37,24 +26,16 @@ def ci_text(
     text = f"{median:.{digits}f}{unit}"
     if low is None or high is None:
         return text
-    opening, between, closing = style.value
-    return f"{text} {opening}{low:.{digits}f}{between}{high:.{digits}f}{closing}"
+    return f"{text} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def interval_text(
-    interval: Interval | None, digits: int = 3, unit: str = "", style: CiStyle = CiStyle.LIST
-) -> str:
+def interval_text(interval: Interval | None, digits: int = 3, unit: str = "") -> str:
     """An event's interval as `ci_text` writes it (its median alone when no interval was kept)."""
     if interval is None:
         return "-"
     if not interval.known:
-        return ci_text(interval.median, None, None, digits, unit, style)
-    return ci_text(interval.median, interval.low, interval.high, digits, unit, style)
-
-
-def ends_text(low: float, high: float, digits: int = 2) -> str:
-    """An interval's ends alone, `0.994-1.011`, where the median is said apart."""
-    return f"{low:.{digits}f}-{high:.{digits}f}"
+        return ci_text(interval.median, None, None, digits, unit)
+    return ci_text(interval.median, interval.low, interval.high, digits, unit)
 
 
 def pct_ends(interval: Interval, digits: int = 1) -> str:

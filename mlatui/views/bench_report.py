@@ -14,7 +14,7 @@ from mlatui.measure.forced_branches import BRANCHES, crossover, interval_of
 from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
-from mlatui.stream.phrases import CiStyle, ci_text, interval_text
+from mlatui.stream.phrases import ci_text, interval_text
 from mlatui.views.bandwidth_text import gb_s_text, limit_text, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
@@ -44,7 +44,7 @@ def indexer_report(
 
 
 def _ci(median: float | None, low: float | None, high: float | None, digits: int = 3) -> str:
-    return ci_text(median, low, high, digits, style=CiStyle.PAREN)
+    return ci_text(median, low, high, digits)
 
 
 def summary_table(records: Sequence[IndexerRecord]) -> str:
@@ -102,7 +102,7 @@ def verdict(records: Sequence[IndexerRecord]) -> list[str]:
                 continue
             ok = "ok" if r.vs_s1_high <= 1.5 else ("OVER 1.5x" if r.vs_s1_low > 1.5 else "unsure")
             lines.append(
-                f"T={c} S={w}: patched {_ci(r.vs_s1, r.vs_s1_low, r.vs_s1_high, 2)}x of S=1 ({ok})"
+                f"T={c} S={w}: patched {ci_text(r.vs_s1, r.vs_s1_low, r.vs_s1_high, 2, '×')} of S=1 ({ok})"
             )
     s2 = [
         idx[(c, 2, "stock")]

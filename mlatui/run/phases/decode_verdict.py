@@ -18,7 +18,7 @@ from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import LOOPING as LOOPING_TEXT
 from mlatui.measure.repetition import Repetition, looping_warning
 from mlatui.stream.events import ARMS, arm_label
-from mlatui.stream.phrases import CiStyle, ci_text
+from mlatui.stream.phrases import ci_text
 
 
 class Guard(enum.StrEnum):
@@ -68,7 +68,7 @@ def guard_warnings(
     bound = counts.emitted_per_verify
     if bound is not None and speedup_low is not None and speedup_low > bound:
         out.append(
-            f"{Guard.IMPOSSIBLE_SPEEDUP}: CI low {speedup_low:.2f}x > {bound:.2f} tokens per verify"
+            f"{Guard.IMPOSSIBLE_SPEEDUP}: CI low {speedup_low:.2f}× > {bound:.2f} tokens per verify"
         )
     looping = looping_warning(repetition, settings.min_distinct_4gram)
     if looping is not None:
@@ -113,7 +113,7 @@ def _name(st: Setting) -> str:
 
 
 def _ci(median: float, low: float | None, high: float | None) -> str:
-    return ci_text(median, low, high, 2, "x", CiStyle.DASHED)
+    return ci_text(median, low, high, 2, "×")
 
 
 def tune_verdict(rows: list[dict], tie_pct: float = 2.0, phase: str = "") -> str:
@@ -181,12 +181,12 @@ def _rejected_by_bound(row: dict) -> bool:
 
 
 def _bound_note(spec: list[dict], rejected: list[Setting]) -> str:
-    """`mtp d1, mtp d2 rejected by bound (at most 0.05x)`: the largest bound among them."""
+    """`mtp d1, mtp d2 rejected by bound (at most 0.05×)`: the largest bound among them."""
     if not rejected:
         return ""
     top = max(r["bound"]["value"] for r in spec if _rejected_by_bound(r))
     names = ", ".join(st.label for st in rejected)
-    return f"{names} rejected by bound (at most {top:.2f}x)"
+    return f"{names} rejected by bound (at most {top:.2f}×)"
 
 
 def decode_verdict(rows: list[dict], phase: str = "") -> str:
@@ -196,7 +196,7 @@ def decode_verdict(rows: list[dict], phase: str = "") -> str:
         if r["depth"] > 0 and r["valid"] and _rejected_by_bound(r):
             parts.append(
                 f"{arm} @ {r['context']} {_name(_setting(r))}: rejected by bound (at most "
-                f"{r['bound']['value']:.2f}x plain)"
+                f"{r['bound']['value']:.2f}× plain)"
             )
         elif r["depth"] > 0 and r["valid"] and not r.get("warnings"):
             parts.append(

@@ -46,7 +46,7 @@ from mlatui.run.phases.indexer_sites import (
 )
 from mlatui.run.phases.results import Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
-from mlatui.stream.phrases import CiStyle, ci_text, ends_text
+from mlatui.stream.phrases import ci_text, interval_text
 
 
 def part_phase(phase: Phase, part: str) -> str:
@@ -146,7 +146,7 @@ def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
         validity(ctx, phase.name, result.context, result.estimates)
     elif result.outcome is not Outcome.VALID:
         ratio = result.estimates.control_ratio
-        ci = f" (paired {ends_text(ratio.low, ratio.high, 3)})" if ratio else ""
+        ci = f" (paired {interval_text(ratio, 3, '×')})" if ratio else ""
         ctx.emit(
             LogMessage(
                 ctx.now(),
@@ -298,14 +298,15 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
         s = cells[(indexer, context, max(wide), "stock")]
         text = f"{context}: S={max(wide)} {pair}"
         if _finite(s["ratio"], s["ratio_low"], s["ratio_high"]):
-            text += " " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "x", CiStyle.SAID)
+            text += " " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "×")
         patched = [cells[("indexer", context, w, "patched")] for w in wide]
         patched = [r for r in patched if _finite(r["vs_s1"], r["vs_s1_low"], r["vs_s1_high"])]
         if patched:
             worst = max(patched, key=lambda r: r["vs_s1"])
             text += (
-                f", {second} S>1 at most {worst['vs_s1']:.2f}x S=1 "
-                f"(S={worst['width']}, 95% CI {ends_text(worst['vs_s1_low'], worst['vs_s1_high'])})"
+                f", {second} S>1 at most "
+                + ci_text(worst["vs_s1"], worst["vs_s1_low"], worst["vs_s1_high"], 2, "×")
+                + f" S=1 (S={worst['width']})"
             )
         parts.append(text)
     if parts and not valid_any:

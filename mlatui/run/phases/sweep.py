@@ -19,7 +19,7 @@ from mlatui.run.phases.base import (
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
-from mlatui.stream.phrases import CiStyle, ci_text
+from mlatui.stream.phrases import ci_text
 
 NEEDS = frozenset({Need.L1_QUADS})  # the pooled check reads every quad of the pass
 
@@ -124,6 +124,5 @@ def sweep_verdict(rows: list[dict], phase: str = "") -> str:
     pair = ratio_label(phase)
     return (
         f"at context {top}, L = {w}: {a} {s['median_ms']:.2f} ms vs {b} {p['median_ms']:.2f} ms, "
-        f"paired {pair} "
-        + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "x", CiStyle.SAID)
+        f"paired {pair} " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "×")
     )
