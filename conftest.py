@@ -12,10 +12,15 @@
   268 s to 243 s (the same CPU seconds). Paths on the command line, `-n N` or `-p no:xdist`
   choose otherwise."""
 
-import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import os
 
 import pytest
+
+from mlatui.host.blas import choose_blas
+
+# every test process (xdist's workers too) on the fast CPU BLAS before a test loads MLX: importing
+# mlatui chooses none, and pytest is not run again under LD_PRELOAD
+choose_blas(reexec=False)
 
 WORKERS = 3
 

@@ -1,7 +1,6 @@
-"""mlatui: stock vs patched MLA attention, side by side, live."""
+"""mlatui: stock vs patched MLA attention, side by side, live.
 
-from mlatui.host.blas import preload_fast_blas
+Importing it touches nothing: the CLI's entry chooses the CPU BLAS before MLX loads
+(mlatui.host.blas.choose_blas)."""
 
 __version__ = "0.1.0"
-
-preload_fast_blas()

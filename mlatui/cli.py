@@ -153,10 +153,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry. Exits with os._exit after flushing: MLX can abort at interpreter
-    exit once compiled mlx-lm code has run in a worker thread (exit code 134 instead of ours)."""
+    """Console-script entry: the CPU BLAS first (mlatui.host.blas.choose_blas), then the command.
+    Exits with os._exit after flushing: MLX can abort at interpreter exit once compiled mlx-lm
+    code has run in a worker thread (exit code 134 instead of ours)."""
     import os
 
+    from mlatui.host.blas import choose_blas
+
+    choose_blas()  # before anything loads MLX; may run this process again with LD_PRELOAD
     try:
         code = main()
     except SystemExit as e:

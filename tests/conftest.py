@@ -1,4 +1,3 @@
-import mlatui  # noqa: F401, I001  (preloads the fast BLAS before mlx)
 import os
 
 import pytest

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mlatui  # noqa: F401  (preloads the fast BLAS before mlx)
-
-# isort: split
 import mlx.core as mx
 from test_mtp import save_checkpoint
 

@@ -1,6 +1,7 @@
-"""blas_in_use() names the library that provides the cblas_sgemm libmlx really calls.
+"""blas_in_use() names the library that provides the cblas_sgemm libmlx really calls, and
+choose_blas() (the CLI's entry; never `import mlatui`) gives libmlx a fast one.
 
-Every scenario runs in a fresh interpreter: the preload must happen before mlx.core is imported.
+Every scenario runs in a fresh interpreter: the choice must happen before mlx.core is imported.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="EL
 PROBE = """
 import json, os, sys, time
 {before}
-import mlatui, mlatui.host.blas as b
+import mlatui.host.blas as b
+b.choose_blas()  # as the CLI's entry does
 {preload}
 import mlx.core as mx
 out = {{"blas": b.blas_in_use(), "provider": b.cblas_provider(), "preloaded": b._preloaded}}
@@ -109,7 +111,7 @@ def test_default_run_reports_what_libmlx_resolved():
     path, how = r["provider"]
     assert how == "got"  # read from libmlx's relocated GOT slot, not guessed
     if system_openblas():
-        assert r["preloaded"], "system OpenBLAS exists but preload_fast_blas() did not load it"
+        assert r["preloaded"], "system OpenBLAS exists but choose_blas() did not load it"
     if r["preloaded"]:
         assert r["blas"] == f"openblas ({os.path.realpath(r['preloaded'])})"
     else:
@@ -164,10 +166,10 @@ def test_real_openblas_preload_is_reported_and_fast():
         if not system:
             pytest.skip("no OpenBLAS (set MLATUI_TEST_OPENBLAS_DIR to an openblas-pthread dir)")
         folder = os.path.dirname(system)
-    # MLATUI_BLAS=reference keeps `import mlatui` from preloading a system copy first.
+    # MLATUI_BLAS=reference keeps the probe's first choose_blas() from loading another copy
     preload = (
         f"os.environ.pop('MLATUI_BLAS'); b.OPENBLAS_DIRS = ({folder!r},); b._preloaded = None\n"
-        "assert b.preload_fast_blas()"
+        "assert b.choose_blas(reexec=False)"
     )
     fast = probe(preload=preload, gflops=True, MLATUI_BLAS="reference")
     slow = probe(gflops=True, MLATUI_BLAS="reference")
@@ -219,8 +221,9 @@ def test_pip_openblas_redirect_is_reported_correct_and_fast():
 
 IDLE_PROBE = """
 import json, time
-import mlatui, mlx.core as mx
-from mlatui.host.blas import blas_threading
+from mlatui.host.blas import blas_threading, choose_blas
+choose_blas()
+import mlx.core as mx
 a = mx.random.normal((512, 512)); mx.eval(a @ a)
 idle = 0.0
 for _ in range(5):
@@ -271,3 +274,85 @@ def test_a_timeout_the_user_set_makes_the_workers_spin():
 def test_reference_blas_has_no_threading_to_report():
     r = idle_probe(MLATUI_BLAS="reference")
     assert r["threading"] == "n/a (not OpenBLAS)"
+
+
+IMPORT_ONLY = """
+import json, os, sys
+import mlatui, mlatui.cli
+maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower() and "/" in l})
+out = {"maps": maps, "mlx": "mlx.core" in sys.modules, "timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
+       "finders": [type(f).__name__ for f in sys.meta_path]}
+import mlx.core as mx
+import mlatui.host.blas as b
+out["blas"] = b.blas_in_use()
+print(json.dumps(out))
+"""
+
+
+@linux_only
+def test_importing_mlatui_loads_no_blas_and_rewrites_nothing():
+    """A library import has no side effects: no BLAS mapped, no import hook left for mlx.core,
+    no environment changed; libmlx then calls the BLAS it was linked with."""
+    r = run_probe(IMPORT_ONLY, {}, drop=("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT", "LD_PRELOAD"))
+    assert r["maps"] == [] and r["mlx"] is False, r
+    assert "_AfterMlxCore" not in r["finders"] and r["timeout"] is None, r
+    assert is_bundled(r["blas"]), r["blas"]
+
+
+def test_the_suite_runs_on_the_fast_blas_its_conftest_chose():
+    from mlatui.host.blas import blas_in_use
+    from mlatui.host.blas_redirect import pip_openblas
+
+    if not sys.platform.startswith("linux") or not (system_openblas() or pip_openblas()):
+        pytest.skip("no OpenBLAS for this platform's suite")
+    import mlx.core as mx
+
+    mx.eval(mx.ones((8, 8)) @ mx.ones((8, 8)))
+    assert blas_in_use().startswith("openblas ("), blas_in_use()
+
+
+RUN_AGAIN = """
+import json, os, sys
+print("started", file=sys.stderr, flush=True)
+import mlatui.host.blas as b
+b.OPENBLAS_DIRS = ({folder!r},)  # where Debian's libopenblas0-pthread would be
+chosen = b.choose_blas()
+import mlx.core as mx
+maps = sorted({{l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower() and "/" in l}})
+print(json.dumps({{"chosen": chosen, "blas": b.blas_in_use(), "provider": b.cblas_provider(),
+    "preload": os.environ.get("LD_PRELOAD", ""), "maps": maps}}))
+"""
+
+
+@linux_only
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler")
+def test_a_system_openblas_is_preloaded_by_running_the_process_again(tmp_path):
+    """No root and no system OpenBLAS here: a stand-in library (never called) in its place. The
+    process runs itself again with it in LD_PRELOAD, so the loader, not mlatui, binds libmlx to
+    it; MLATUI_BLAS=reference keeps the bundled one."""
+    src = tmp_path / "fake.c"
+    src.write_text(FAKE_BLAS % 'const char *openblas_get_config(void) { return "fake"; }')
+    lib = tmp_path / "libblas.so.3"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    code = textwrap.dedent(RUN_AGAIN).format(folder=str(tmp_path))
+    full = {k: v for k, v in os.environ.items() if k not in ("MLATUI_BLAS", "LD_PRELOAD")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("started") == 2  # the process ran again, once
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    real = os.path.realpath(lib)
+    assert r["chosen"] == str(lib) and r["preload"].split()[0] == str(lib)
+    assert r["provider"] == [real, "got"] and r["blas"] == f"openblas ({real})"
+    again = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full | {"MLATUI_BLAS": "reference"},
+        timeout=120,
+    )
+    assert again.returncode == 0 and again.stderr.count("started") == 1, again.stderr
+    r = json.loads(again.stdout.strip().splitlines()[-1])
+    assert r["chosen"] is None and r["preload"] == "" and is_bundled(r["blas"])
+    assert real not in r["maps"]

@@ -38,7 +38,7 @@ def test_one_thread_unless_the_user_chose_a_count(monkeypatch, env, expected):
 PROBE = """
 import json
 from mlatui.host import blas
-blas.preload_fast_blas()
+blas.choose_blas()
 import mlx.core as mx
 mx.eval(mx.ones((8, 8)) @ mx.ones((8, 8)))
 print(json.dumps({"blas": blas.blas_in_use(), "threading": blas.blas_threading()}))

@@ -1,12 +1,11 @@
 """The embedded default model: package data, loading, decoding, speculation, manifest, patch."""
 
-import mlatui  # noqa: F401, I001  (fast BLAS before mlx)
 import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.models import embedded
 from mlatui.gate.mla import branch_counters, patch_model, twin
+from mlatui.models import embedded
 from tools.train.acceptance import greedy, speculative
 
 # Measured on the shipped prompts (README): position-1 acceptance 0.64 (128 tokens/prompt).

@@ -6,7 +6,6 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
-import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
 from mlatui.gate.mla import BranchCounters
 from mlatui.gate.policy import STOCK_POLICY, FormulaPolicy
 from mlatui.models.indexer import (

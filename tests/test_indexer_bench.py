@@ -10,7 +10,6 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-import mlatui  # noqa: F401  (preloads OpenBLAS before mlx)
 from mlatui.bench import indexer as indexer_bench
 from mlatui.bench.indexer import (
     CONTROL_QUADS,

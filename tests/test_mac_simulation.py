@@ -7,9 +7,6 @@ from __future__ import annotations
 import sys
 import threading
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import pytest
 from tiny_scenario import tiny_with_phase
@@ -309,3 +306,33 @@ def test_a_data_folder_with_a_space_is_printed_quoted(monkeypatch, tmp_path, cap
     err = capsys.readouterr().err
     quoted = shlex.quote(str(support / "mlatui" / "runs"))
     assert quoted.startswith("'") and f"kept in {quoted})" in err
+
+
+AS_ON_A_MAC = """
+import json, os, sys
+sys.platform = "darwin"
+import mlatui, mlatui.cli
+from mlatui.host import blas
+chosen = blas.choose_blas()  # what the CLI's entry runs
+import mlx.core as mx
+mx.eval(mx.ones((8, 8)) @ mx.ones((8, 8)))
+maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if "openblas" in l.lower()})
+print(json.dumps({"chosen": chosen, "blas": blas.blas_in_use(), "maps": maps,
+    "finders": [type(f).__name__ for f in sys.meta_path], "preload": os.environ.get("LD_PRELOAD")}))
+"""
+
+
+def test_a_mac_chooses_no_blas_and_names_accelerate():
+    """On macOS MLX calls Accelerate: no preload, no redirect, and the header says so."""
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MLATUI_BLAS", "LD_PRELOAD")}
+    done = subprocess.run(
+        [sys.executable, "-c", AS_ON_A_MAC], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["chosen"] is None and r["blas"] == "accelerate" and r["preload"] is None, r
+    assert "_AfterMlxCore" not in r["finders"] and r["maps"] == [], r  # nothing redirected

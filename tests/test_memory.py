@@ -1,9 +1,6 @@
 import threading
 import time
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import pytest
 

@@ -1,9 +1,6 @@
 import json
 import math
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import mlx.nn as nn
 import pytest

@@ -8,9 +8,6 @@ import json
 import shutil
 from pathlib import Path
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import mlx.nn as nn
 import pytest

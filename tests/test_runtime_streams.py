@@ -4,9 +4,6 @@ the default stream alone let that step's time land in the other arm's block."""
 
 from __future__ import annotations
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import pytest
 from mlx_lm.generate import generation_stream

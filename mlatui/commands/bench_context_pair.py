@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.cli import UserError
 
     _check(args)
-    import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.config.scenario import ScenarioError, load_scenario
     from mlatui.gate.policy import Variant
     from mlatui.measure.records import environment

@@ -103,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.cli import UserError
 
     _check(args)
-    import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
     from mlatui.config.scenario import ScenarioError, load_scenario
     from mlatui.measure.records import environment
     from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target

@@ -1,8 +1,9 @@
-"""Use a fast system BLAS with the `mlx-cpu` wheel when one is installed, and say which one runs.
+"""Use a fast BLAS with the `mlx-cpu` wheel when one is installed, and say which one runs.
 
-The wheel bundles netlib's reference BLAS (fp32 matmul ~5 GFLOP/s). Loading a system
-OpenBLAS with RTLD_GLOBAL *before* `mlx.core` is imported makes libmlx resolve its
-`cblas_*` symbols there instead (measured 4 -> 155 GFLOP/s on a 2-core VM).
+The wheel bundles netlib's reference BLAS (fp32 matmul ~5 GFLOP/s). A system OpenBLAS in the
+global scope before libmlx loads (LD_PRELOAD, or RTLD_GLOBAL before `mlx.core` is imported) makes
+libmlx resolve its `cblas_*` symbols there instead (measured 4 -> 155 GFLOP/s on a 2-core VM).
+`choose_blas` does that for a process about to run MLX (the CLI's entry, not `import mlatui`).
 
 `blas_in_use()` reports the library that really provides the `cblas_sgemm` libmlx calls: it
 reads the address the dynamic linker stored in libmlx's GOT slot for that symbol and asks
@@ -33,6 +34,8 @@ OPENBLAS_DIRS = (
     "/usr/lib/openblas-pthread",
 )
 SYMBOL = "cblas_sgemm"
+CHOICE_ENV = "MLATUI_BLAS"
+REEXEC_ENV = "MLATUI_BLAS_PRELOADED"  # set on the process run again with LD_PRELOAD
 TIMEOUT_ENV = "OPENBLAS_THREAD_TIMEOUT"
 QUIET_TIMEOUT = "4"
 _preloaded: str | None = None
@@ -44,37 +47,42 @@ def quiet_idle_workers() -> None:
     reads it when it loads, so this runs before any preload)."""
     global _timeout_from_user
     if _timeout_from_user is None:
-        _timeout_from_user = bool(os.environ.get(TIMEOUT_ENV, "").strip())
-        if not _timeout_from_user:
+        value = os.environ.get(TIMEOUT_ENV, "").strip()
+        ours = value == QUIET_TIMEOUT and REEXEC_ENV in os.environ  # set before running again
+        _timeout_from_user = bool(value) and not ours
+        if not value:
             os.environ[TIMEOUT_ENV] = QUIET_TIMEOUT
 
 
-def preload_fast_blas() -> str | None:
-    """Preload OpenBLAS if present and mlx is not imported yet. Returns the path or None."""
+def choose_blas(reexec: bool = True) -> str | None:
+    """Choose the CPU BLAS of a process that is about to run MLX: the CLI's entry, the --isolate
+    child, a training tool, the test session. `import mlatui` does none of this. Linux only;
+    returns the library chosen, or None for the bundled one.
+
+    MLATUI_BLAS: unset, a system OpenBLAS (Debian's libopenblas0-pthread, ...) or else the
+    `scipy-openblas32` wheel; `pip` the wheel; a path, that library; `reference` the bundled one.
+    A system library is given to the dynamic loader: with `reexec` the process runs itself again
+    with it in LD_PRELOAD (once; nothing has run yet), else (the test session) it is loaded
+    RTLD_GLOBAL now, before mlx.core. The wheel prefixes its symbols, which no loader binds to
+    libmlx's calls: its gemms are pointed at through libmlx's GOT once mlx.core loads
+    (host.blas_redirect)."""
     global _preloaded
     if _preloaded or not sys.platform.startswith("linux"):
         return _preloaded
     quiet_idle_workers()
-    if os.environ.get("MLATUI_BLAS", "").lower() in ("reference", "bundled", "off"):
+    again = os.environ.get(REEXEC_ENV)
+    if again and loaded(again):  # this process was run again with it in LD_PRELOAD
+        _preloaded = again
+        return again
+    choice = os.environ.get(CHOICE_ENV, "").strip()
+    if choice.lower() in ("reference", "bundled", "off"):
         return None
-    if "mlx.core" in sys.modules:
-        return None
-    if os.environ.get("MLATUI_BLAS", "").lower() in ("pip", "scipy-openblas"):
-        folders: tuple[str, ...] = ()
-    else:
-        folders = OPENBLAS_DIRS
-    for folder in folders:
-        blas = os.path.join(folder, "libblas.so.3")
-        if os.path.exists(blas):
-            try:
-                ctypes.CDLL(blas, mode=ctypes.RTLD_GLOBAL)
-                lapack = os.path.join(folder, "liblapack.so.3")
-                if os.path.exists(lapack):
-                    ctypes.CDLL(lapack, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                continue
-            _preloaded = blas
-            return blas
+    if choice.lower() not in ("pip", "scipy-openblas"):
+        system = choice if os.path.isabs(choice) else system_openblas()
+        if system is not None:
+            _preloaded = _preload(system, reexec)
+            if _preloaded is not None or os.path.isabs(choice):
+                return _preloaded
     from mlatui.host import blas_redirect  # no system OpenBLAS: the pip wheel's, if installed
 
     pip = blas_redirect.pip_openblas()
@@ -82,6 +90,49 @@ def preload_fast_blas() -> str | None:
         blas_redirect.install(pip)
         _preloaded = pip
     return _preloaded
+
+
+def system_openblas() -> str | None:
+    for folder in OPENBLAS_DIRS:
+        blas = os.path.join(folder, "libblas.so.3")
+        if os.path.exists(blas):
+            return blas
+    return None
+
+
+def _preload(library: str, reexec: bool) -> str | None:
+    """`library` (and its LAPACK beside it) in the global scope before libmlx binds to the
+    bundled BLAS: already preloaded, preloaded by running this process again, or loaded now."""
+    lapack = os.path.join(os.path.dirname(library), "liblapack.so.3")
+    libraries = [library, *([lapack] if os.path.exists(lapack) else [])]
+    if loaded(library):
+        return library
+    if reexec and os.environ.get(REEXEC_ENV) != library:  # once: the loader may refuse it
+        preload = os.environ.get("LD_PRELOAD", "")
+        env = {
+            **os.environ,
+            "LD_PRELOAD": " ".join([*libraries, *preload.split()]),
+            REEXEC_ENV: library,
+        }
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        try:
+            os.execve(sys.executable, sys.orig_argv, env)
+        except OSError:
+            pass  # loaded below instead
+    if "mlx.core" in sys.modules:
+        return None  # libmlx is bound already
+    try:
+        for path in libraries:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    return library
+
+
+def loaded(library: str) -> bool:
+    real = os.path.realpath(library)
+    return any(os.path.realpath(path) == real for path, _, _ in loaded_objects())
 
 
 def blas_in_use() -> str:

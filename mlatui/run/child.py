@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 
-import mlatui  # noqa: F401  (preloads a fast BLAS before mlx is imported)
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.runconfig import RunConfig
+from mlatui.host.blas import choose_blas
 from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
 from mlatui.stream.sources import ENGINE, load_engine
@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    choose_blas()  # before the engine loads MLX (a parent's LD_PRELOAD is inherited)
 
     events = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # stray prints must not corrupt the event stream

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
 
 from mlatui.models.mx_typed import as_int
@@ -278,4 +277,7 @@ def run(a: argparse.Namespace) -> dict:
 
 
 if __name__ == "__main__":
+    from mlatui.host.blas import choose_blas
+
+    choose_blas()  # the fast CPU BLAS (may run this script again with LD_PRELOAD)
     raise SystemExit(main())

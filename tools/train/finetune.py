@@ -29,7 +29,6 @@ import math
 import time
 from pathlib import Path
 
-import mlatui  # noqa: F401  (fast BLAS before mlx on Linux CPU)
 import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
@@ -296,4 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from mlatui.host.blas import choose_blas
+
+    choose_blas()  # the fast CPU BLAS (may run this script again with LD_PRELOAD)
     raise SystemExit(main())

@@ -2,7 +2,6 @@
 
 # isort: skip_file
 
-import mlatui  # noqa: F401
 import mlx.core as mx
 import pytest
 

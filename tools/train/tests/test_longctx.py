@@ -5,7 +5,6 @@ layers give the gradients the plain ones give; the tune's bound follows the meas
 
 import json
 
-import mlatui  # noqa: F401
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np

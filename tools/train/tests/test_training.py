@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mlatui  # noqa: F401  (preloads OpenBLAS; must precede mlx)
-
-# isort: split
 import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
