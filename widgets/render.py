@@ -31,7 +31,7 @@ DEMO_TEXT = (
     "absorbed path only when L == 1, so every speculative verify step (L ≥ 2) re-expands the whole "
     "cache. Right: the patched gate, which keeps the absorbed path up to the model's threshold L*. "
     "The key figure is the marginal cost of a 2nd query (L=2 − L=1): it grows steeply with context "
-    "in stock and far less in patched (the ratio is under the axis). The L=1 check proves both "
+    "in stock and far less in patched. The L=1 check proves both "
     "arms were measured fairly. "
     "? keys · space step · +/- speed · x hide this"
 )
