@@ -500,3 +500,31 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
             assert rate["low"] == pytest.approx(total / step["high"] / 1e6)
             mbu = rows["mbu", arm, width]
             assert mbu["median"] == pytest.approx(rate["median"] / limit)
+
+
+def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
+    from mlatui.views.bandwidth_pane import mbu_line
+    from mlatui.views.dashboard_state import DashboardState
+    from mlatui.views.export import csv_rows
+    from mlatui.views.rounding import sig
+
+    _, events = tiny_run
+    state = DashboardState()
+    for e in events:
+        state.apply(e)
+    final = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"][-1]
+    state.context = final.context
+    mbu = {(r["arm"], r["width"]): r for r in final.rows if r["quantity"] == "mbu"}
+    for arm in ("stock", "patched"):
+        line = mbu_line(state, arm, narrow=True)
+        assert line.startswith(f"MBU @{final.context} L=1 ")
+        assert f"L=3 {sig(mbu[arm, 3]['median'] * 100, 2)}%" in line
+    exported = [r for r in csv_rows(state) if r.get("quantity") in ("gb_s", "mbu", "mbu_most")]
+    assert {
+        (r["arm"], r["width"], r["quantity"]) for r in exported if r["context"] == final.context
+    } == {
+        (arm, width, q)
+        for arm in ("stock", "patched")
+        for width in (1, 2, 3)
+        for q in ("gb_s", "mbu", "mbu_most")
+    }

@@ -10,6 +10,7 @@ from mlatui.config.phase_kind import Pass
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS
 from mlatui.views.arm_names import slot_name, slot_words
+from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.step_series import StepChart, step_chart
@@ -182,6 +183,7 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int, dark: boo
         acceptance_line(state, arm, narrow),
         *([rule] if (rule := rule_line(state, arm, narrow)) is not None else []),
         *tok_s_lines(state, arm, narrow, width),
+        *([Text(mbu)] if (mbu := mbu_line(state, arm, narrow)) else []),
         gate_line(state, arm, narrow),
     ]
     top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]

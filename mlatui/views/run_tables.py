@@ -26,6 +26,9 @@ class Quantity(enum.StrEnum):
     TOK_S = "tok_s"  # decode throughput of one arm at one depth (0 = plain)
     VS_PLAIN = "vs_plain"  # speculative tok/s over plain decode, paired within rounds
     BOUND = "bound"  # rejected by bound: the most its speedup can be (not measured, no tok/s)
+    GB_S = "gb_s"  # one arm's step: its fewest necessary bytes over its time
+    MBU = "mbu"  # that against the device's measured limit (a fraction)
+    MBU_MOST = "mbu_most"  # over the most bytes the step may need (routing is not recorded)
 
 
 class Check(enum.StrEnum):
