@@ -44,9 +44,12 @@ reject_by_bound = false
 @contextlib.contextmanager
 def fake_device(seed: int = 0) -> Iterator[None]:
     """Synced steps take (1 + L/4) ms, a decode block (2 + depth/2) ms per token the target
-    decoded itself, each times 1 + JITTER * N(0, 1); the model's own work still runs (the caches,
-    the tokens and the acceptance are real), only its clock is replaced."""
+    decoded itself, each times 1 + JITTER * N(0, 1), and the memory probe reads 100 GB/s; the
+    model's own work still runs (the caches, the tokens and the acceptance are real), only its
+    clock is replaced."""
+    from mlatui.measure.bandwidth import Measured
     from mlatui.run.phases import base, decode_blocks
+    from mlatui.store import bandwidth as store_bandwidth
 
     rng = random.Random(seed)
     real_step, real_block = base.forward_and_trim, decode_blocks.run_block
@@ -71,11 +74,17 @@ def fake_device(seed: int = 0) -> Iterator[None]:
         r.ms = own * (2.0 + 0.5 * depth) * (1 + JITTER * rng.gauss(0, 1))
         return r
 
+    def probe(size, reps=5):  # the device's memory: 100 GB/s read, 80 copying
+        return Measured(100.0, 80.0, size, reps)
+
+    real_probe = store_bandwidth.probe
     base.forward_and_trim, decode_blocks.run_block = forward_and_trim, run_block
+    store_bandwidth.probe = probe
     try:
         yield
     finally:
         base.forward_and_trim, decode_blocks.run_block = real_step, real_block
+        store_bandwidth.probe = real_probe
 
 
 def bench_stdout(where: Path) -> tuple[int, str]:

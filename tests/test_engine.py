@@ -507,6 +507,7 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     from mlatui.views.dashboard_state import DashboardState
     from mlatui.views.export import csv_rows
     from mlatui.views.rounding import sig
+    from mlatui.views.summary import summarize
 
     _, events = tiny_run
     state = DashboardState()
@@ -519,7 +520,8 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
         line = mbu_line(state, arm, narrow=True)
         assert line.startswith(f"MBU @{final.context} L=1 ")
         assert f"L=3 {sig(mbu[arm, 3]['median'] * 100, 2)}%" in line
-    exported = [r for r in csv_rows(state) if r.get("quantity") in ("gb_s", "mbu", "mbu_most")]
+    summary = summarize(state)
+    exported = [r for r in csv_rows(summary) if r.get("quantity") in ("gb_s", "mbu", "mbu_most")]
     assert {
         (r["arm"], r["width"], r["quantity"]) for r in exported if r["context"] == final.context
     } == {
@@ -528,3 +530,7 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
         for width in (1, 2, 3)
         for q in ("gb_s", "mbu", "mbu_most")
     }
+    row = next(
+        r for p in summary.phases for r in p.sweep if (r.context, r.width) == (final.context, 2)
+    )
+    assert row.mbu["patched"].median == mbu["patched", 2]["median"]

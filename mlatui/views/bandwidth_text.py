@@ -45,3 +45,22 @@ def limit_short(bandwidth: Mapping[str, Any] | None) -> str:
     if bandwidth.get("published_gb_s"):
         out += f" / {sig(bandwidth['published_gb_s'], 4)} pub."
     return out
+
+
+def mbu_cell(mbu: Ci | None, most: Ci | None, rate: Ci | None = None) -> str:
+    """A sweep row's MBU: `5.2% [4.9, 5.4]`, with `.. 7.6%` (the most bytes' median) where the
+    routing range makes the two differ, and the effective rate's median: `· 174 GB/s`."""
+    if mbu is None:
+        return "–"
+    text = _percent(mbu).text("%")
+    if most is not None and most.median > mbu.median * 1.001:
+        text += f" .. {sig(most.median * 100, 2)}%"
+    return text + (f" · {sig(rate.median, 3)} GB/s" if rate is not None else "")
+
+
+def _percent(c: Ci) -> Ci:
+    return Ci(
+        c.median * 100,
+        None if c.low is None else c.low * 100,
+        None if c.high is None else c.high * 100,
+    )

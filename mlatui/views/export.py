@@ -17,6 +17,7 @@ from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, arm_label, ratio_label
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import check_mark
+from mlatui.views.bandwidth_text import mbu_cell
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.phase_views import Table
 from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
@@ -131,7 +132,12 @@ def _sweep_table(phase: PhaseFigures) -> str:
     a, b = (arm_label(arm, phase.name) for arm in ARMS)
     head = ["context", "L", f"{a} ms [95% CI]", f"{b} ms [95% CI]"]
     head += [f"{ratio_label(phase.name)} paired [95% CI]", f"{b} L / L=1 [95% CI]"]
-    return table([*head, "rounds", "drifting rounds", "L=1 check"], rows)
+    head += ["rounds", "drifting rounds", "L=1 check"]
+    if any(r.mbu for r in phase.sweep):  # recordings that carry the steps' bytes
+        head += [f"{a} MBU [95% CI] · GB/s", f"{b} MBU [95% CI] · GB/s"]
+        for row, r in zip(rows, phase.sweep, strict=True):
+            row += [mbu_cell(r.mbu.get(a), r.mbu_most.get(a), r.gb_s.get(a)) for a in ARMS]
+    return table(head, rows)
 
 
 def _positions(values) -> str:
@@ -248,6 +254,9 @@ def _sweep_rows(phase: PhaseFigures) -> list[dict]:
             (arm, Quantity.STEP_MS, ci) for arm, ci in zip(ARMS, (r.stock, r.patched), strict=True)
         ]
         figures += [("", Quantity.RATIO, r.ratio), (ARMS[1], Quantity.VS_L1, r.vs_l1)]
+        for quantity, by_arm in ((Quantity.GB_S, r.gb_s), (Quantity.MBU, r.mbu)):
+            figures += [(arm, quantity, by_arm.get(arm)) for arm in ARMS]
+        figures += [(arm, Quantity.MBU_MOST, r.mbu_most.get(arm)) for arm in ARMS]
         for arm, quantity, ci in figures:
             if ci is not None:
                 base = _row("sweep", phase.name, phase.kind, r.context, r.width, arm)

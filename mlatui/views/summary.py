@@ -10,7 +10,7 @@ no two surfaces can print different numbers for the same figure. Pure Python.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlatui.config.phase_kind import Pass
 from mlatui.stream.events import (
@@ -59,7 +59,9 @@ class MarginalRow:
 @dataclass(frozen=True)
 class SweepRow:
     """One context and width of a sweep: each arm's step, the paired ratio, the second slot's
-    step over its L = 1 step (`vs_l1`), the rounds and how many of them drifted."""
+    step over its L = 1 step (`vs_l1`), the rounds and how many of them drifted, and each arm's
+    MBU (`mbu`: over the fewest bytes the step must read; `mbu_most`: the most; recordings
+    without the bytes have neither)."""
 
     context: int
     width: int
@@ -70,6 +72,9 @@ class SweepRow:
     rounds: int | None
     drifting: int
     check: Check
+    mbu: dict[str, Ci] = field(default_factory=dict)  # arm -> MBU
+    mbu_most: dict[str, Ci] = field(default_factory=dict)
+    gb_s: dict[str, Ci] = field(default_factory=dict)  # arm -> effective GB/s (fewest bytes)
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,7 @@ def _marginal(state: DashboardState) -> tuple[MarginalRow, ...]:
 def _sweep(state: DashboardState, phase: str) -> tuple[SweepRow, ...]:
     cells = sweep_cells(state, phase)
     step, ratio, vs_l1 = (_by(cells, q) for q in (Quantity.STEP_MS, Quantity.RATIO, Quantity.VS_L1))
+    mbu, most, rate = (_by(cells, q) for q in (Quantity.MBU, Quantity.MBU_MOST, Quantity.GB_S))
     rows = []
     for context, width in sorted({(c, w) for c, w, _ in step}):
         s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
@@ -168,6 +174,9 @@ def _sweep(state: DashboardState, phase: str) -> tuple[SweepRow, ...]:
                 next((x.rounds for x in (s, p) if x and x.rounds), None),
                 estimate.drifting_rounds if estimate is not None else 0,
                 check(state, phase, context),
+                {a: c.ci for a in ARMS if (c := mbu.get((context, width, a))) is not None},
+                {a: c.ci for a in ARMS if (c := most.get((context, width, a))) is not None},
+                {a: c.ci for a in ARMS if (c := rate.get((context, width, a))) is not None},
             )
         )
     return tuple(rows)
