@@ -130,6 +130,11 @@ class Pass(StrEnum):
         return f"{name}{AA_TAG}{self.value.removeprefix('aa-')}" if self.null else name
 
     @classmethod
+    def of_tag(cls, tag: str) -> Pass:
+        """The pass a header's `passes` entry names ('' or a tag this tool does not know: A/B)."""
+        return next((p for p in cls if p.null and p.value == tag), cls.AB)
+
+    @classmethod
     def of(cls, phase: str) -> Pass:
         """The pass a recorded phase name ran in (the one reader of the names `phase_name`
         writes; a part of a phase, `tune/aa-stock:verify`, ran in its phase's pass)."""

@@ -49,4 +49,4 @@ def more_phase_name(index: int) -> str:
 def last_pass(settings: Mapping[str, Any] | None) -> Pass:
     """The pass a recorded run ended on (the header's `passes`: A/A tags, or '' for A/B)."""
     passes = list((settings or {}).get("passes") or [""])
-    return Pass(passes[-1]) if (settings or {}).get("null") and passes[-1] else Pass.AB
+    return Pass.of_tag(str(passes[-1])) if (settings or {}).get("null") else Pass.AB

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlatui.config.phase_kind import Pass
 from mlatui.measure.loading import LoadView
 from mlatui.measure.plans import Segment, Setting, phase_segments
 from mlatui.measure.progress_costs import CostTable
@@ -48,7 +49,7 @@ class RunProgress(Forecast):
         self.last_activity_t: float | None = None
         self.load: LoadView | None = None
         self.draft_kinds: tuple[str, ...] = ("",)  # the run's draft kinds; "": one, unnamed
-        self._passes: list[str] = [""]
+        self._passes: list[Pass] = [Pass.AB]
         self._settle = True
         self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
         self._current: tuple[int, int] | None = None  # (phase index, segment index)
@@ -96,7 +97,8 @@ class RunProgress(Forecast):
         kinds = (h.settings or {}).get("draft_kinds")
         has_draft = h.draft not in ("none", "")
         self.draft_kinds = tuple(kinds) if kinds is not None else ("",) if has_draft else ()
-        self._passes = (h.settings or {}).get("passes") or [""]
+        tags = (h.settings or {}).get("passes") or [""]
+        self._passes = [Pass.of_tag(str(tag)) for tag in tags]
         self._settle = bool((h.settings or {}).get("settle", True))
         self._plan_from((h.scenario or {}).get("phases") or [])
 
@@ -112,13 +114,13 @@ class RunProgress(Forecast):
 
         from mlatui.config.scenario import parse_phase
 
-        for tag in self._passes:
+        for run_pass in self._passes:
             for i, d in enumerate(raw):
                 try:
                     phase = parse_phase("header", {k: v for k, v in d.items() if k != "name"}, i)
                 except Exception:  # noqa: BLE001 - an old or odd scenario: no forecast for it
                     continue
-                name = f"{d.get('name')}/{tag}" if tag else str(d.get("name"))
+                name = run_pass.phase_name(str(d.get("name")))
                 phase = replace(phase, name=name)
                 segs = phase_segments(phase, self.draft_kinds, self._settle)
                 self.phases.append(
