@@ -122,3 +122,18 @@ def test_both_arm_panes_list_the_same_settings(recording):
             accepted = re.search(r"^accept(?:ance)? (\S+(?: d\d)?)", text, re.M)
             shown[arm] = accepted.group(1) if accepted else None
         assert shown["stock"] == shown["patched"], (pane, shown)
+
+
+def test_the_gpu_demos_end_says_each_figure_one_way():
+    """scenarios/demo-gpu.jsonl at its end, where the figures used to disagree."""
+    from widgets.header import thresholds_short
+    from widgets.render import memory_text, phase_text
+
+    state, s = folded(replay_dumps.ROOT / "scenarios" / "demo-gpu.jsonl")
+    line = export.verdict_text(s)
+    assert "Δ2 @ 24K: 8.43 vs 1.12 ms ·" in line and "(8×)" not in line  # no ratio without a CI
+    assert "168–169@24K" in thresholds_short(state.header.thresholds, state.context)
+    progress = phase_text(state, 160).plain  # a completed run: its bar full, its steps said
+    assert "985 steps of 1024 planned" in progress and "░" not in progress
+    assert "peak active" in memory_text(state, 78).plain  # MLX's peak counts active memory only
+    assert export.summary_markdown(s).count("1.153× [1.097, 1.206]") == 2  # table row, verdict

@@ -28,7 +28,7 @@ from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, i
 from mlatui.views.run_tables import Quantity
 from mlatui.views.summary import DecodeRow, PhaseFigures, RunSummary, drift_line
 from mlatui.views.units import ci_text, ms_text, ratio_text
-from mlatui.views.verdict_strip import SEP, fit_forms
+from mlatui.views.verdict_strip import parts_line
 
 CSV_COLUMNS = (
     "table",
@@ -193,7 +193,7 @@ def _phase_section(s: RunSummary, phase: PhaseFigures) -> list[str]:
 
 def verdict_text(s: RunSummary, width: int = 1000) -> str:
     """The verdict strip's line (each part in the longest form that fits `width`)."""
-    return SEP.join(fit_forms(list(s.verdict), width)) if s.verdict else "no result yet"
+    return parts_line(s.verdict, width)
 
 
 def summary_markdown(s: RunSummary) -> str:

@@ -57,7 +57,7 @@ class Ci:
         return "" if x is None else f"{x:.{self.decimals}f}"
 
     def text(self, unit: str = "") -> str:
-        """`49.3 [48.5, 51.8]` (`unit` after the median: `1.60x [1.24, 1.74]`)."""
+        """`49.3 [48.5, 51.8]` (`unit` after the median: `1.60× [1.24, 1.74]`)."""
         out = self.fmt(self.median) + unit
         return out + (f" [{self.fmt(self.low)}, {self.fmt(self.high)}]" if self.has_ci else "")
 

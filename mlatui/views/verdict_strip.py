@@ -11,6 +11,7 @@ check (mlatui.measure.pooled) is used, and is always shown as such (✓p), never
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlatui.measure.multiplicity import judge_estimates
@@ -317,9 +318,10 @@ def fit_forms(parts: list[Part], width: int, indent: int = 0, max_lines: int = 1
     return forms()
 
 
-def verdict_line(state: DashboardState, width: int = 1000) -> str:
+def parts_line(parts: Sequence[Part], width: int = 1000) -> str:
     """The parts joined with ' · ', each in the longest form that lets the line fit `width`."""
-    parts = verdict_parts(state)
-    if not parts:
-        return "no result yet"
-    return SEP.join(fit_forms(parts, width))
+    return SEP.join(fit_forms(list(parts), width)) if parts else "no result yet"
+
+
+def verdict_line(state: DashboardState, width: int = 1000) -> str:
+    return parts_line(verdict_parts(state), width)
