@@ -96,3 +96,21 @@ def test_skip_bad_never_repeats_its_own_advice(tmp_path, capsys):
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"mlatui: error: {odd}:1: type: missing (not an mlatui event) — ")
         assert "replay with --skip-bad" not in line  # the header line is never skipped
+
+
+def test_a_damaged_record_file_says_what_it_left_out(tmp_path, capsys):
+    lines = gzip.open(KEPT / f"{BENCHES[RecordKind.CONTEXT_PAIR]}.jsonl.gz", "rt").readlines()
+    cut = tmp_path / "cut.jsonl"  # a run killed mid-write: the last line has no newline
+    cut.write_text("".join(lines) + lines[0][:40])
+    assert main(["replay", "--dump", str(cut)]) == 0
+    out = capsys.readouterr().out
+    assert len(_table_lines(out)) == 4 and f"note: {cut}:5: last line is cut short" in out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[0] + "[1, 2]\n" + "".join(lines[1:]))
+    assert main(["replay", "--dump", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"mlatui: error: {bad}:2: not a record (expected an object, got list)")
+    assert line.endswith("or replay with --skip-bad to leave bad lines out")
+    assert main(["replay", "--dump", "--skip-bad", str(bad)]) == 0
+    out = capsys.readouterr().out
+    assert len(_table_lines(out)) == 4 and "skipped 1 bad line (first: line 2)" in out

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if not following or Path(args.file).is_file():
         if not following:
             refuse_missing(args.file)
-        shown = show_record_file(args.file, args.dump)
+        shown = show_record_file(args.file, args.dump, getattr(args, "skip_bad", False))
         if shown is not None:
             return shown
     if following:
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     return play(args.file, args, "replay")
 
 
-def show_record_file(file: str, dump: bool) -> int | None:
+def show_record_file(file: str, dump: bool, skip_bad: bool = False) -> int | None:
     """A benchmark's or calibrate's record file (not a run recording): --dump prints its table
     as its bench did; without --dump, one line says what it is and how to see it. None: not one
     of those (the recording reader takes it)."""
@@ -116,12 +116,12 @@ def show_record_file(file: str, dump: bool) -> int | None:
     from mlatui.views.record_files import record_file_dump, record_file_line
 
     if dump:
-        print(record_file_dump(Path(file), kind), end="")
+        print(record_file_dump(Path(file), kind, skip_bad), end="")
         return 0
     from mlatui.errors import UserError
 
     raise UserError(
-        record_file_line(Path(file), kind),
+        record_file_line(Path(file), kind, skip_bad),
         f"`mlatui replay --dump {file}` {kind.dump_shows}",
     )
 

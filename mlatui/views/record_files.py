@@ -7,30 +7,53 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlatui.measure.indexer_records import IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.record_kinds import RecordKind
-from mlatui.stream.recorder import RecordingError, open_recording, read_lines
+from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
 from mlatui.views import bench_report
 from mlatui.views.mdtable import env_line
 
 
-def record_lines(path: Path) -> list[dict[str, Any]]:
-    """Every line of a record file as a dict (a line that is not one: a RecordingError naming it)."""
-    lines = []
+@dataclass
+class RecordFile:
+    """A record file's lines as dicts, and what reading it left out (a last line cut short by a
+    killed run; with `skip_bad`, lines that are not JSON objects)."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_record_file(path: Path, skip_bad: bool = False) -> RecordFile:
+    """Every line of a record file as a dict; a bad line is a RecordingError naming it, or with
+    `skip_bad` left out and counted; a last line without its newline is left out and said."""
+    read = RecordFile()
+    skipped: list[int] = []
     with open_recording(path) as f:
         for lineno, _, line in read_lines(path, f):
             try:
                 value = json.loads(line)
+                if not isinstance(value, dict):
+                    raise ValueError(f"expected an object, got {type(value).__name__}")
             except ValueError as e:
-                raise RecordingError(f"{path}:{lineno}: not a JSON line ({e})") from None
-            if not isinstance(value, dict):
-                raise RecordingError(f"{path}:{lineno}: expected an object")
-            lines.append(value)
-    return lines
+                if not line.endswith(b"\n"):
+                    read.notes.append(f"{path}:{lineno}: last line is cut short; left out")
+                    break
+                if not skip_bad:
+                    raise RecordingError(
+                        f"{path}:{lineno}: not a record ({e})", SKIP_HINT
+                    ) from None
+                skipped.append(lineno)
+                continue
+            read.lines.append(value)
+    if skipped:
+        lines = "line" if len(skipped) == 1 else "lines"
+        read.notes.append(f"{path}: skipped {len(skipped)} bad {lines} (first: line {skipped[0]})")
+    return read
 
 
 def _records(lines: Sequence[dict[str, Any]], cls: type[BenchRecord]) -> list[Any]:
@@ -38,9 +61,9 @@ def _records(lines: Sequence[dict[str, Any]], cls: type[BenchRecord]) -> list[An
     return [cls(**{k: v for k, v in line.items() if k in names}) for line in lines]
 
 
-def record_file_line(path: Path, kind: RecordKind) -> str:
+def record_file_line(path: Path, kind: RecordKind, skip_bad: bool = False) -> str:
     """What the file is, in one line: its kind, the command that wrote it, what it holds."""
-    lines = record_lines(path)
+    lines = read_record_file(path, skip_bad).lines
     return f"{path}: {kind.what}, not a run recording ({_holds(kind, lines)})"
 
 
@@ -67,12 +90,12 @@ def _summary_rows(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line.get("type") == "summary"]
 
 
-def record_file_dump(path: Path, kind: RecordKind) -> str:
+def record_file_dump(path: Path, kind: RecordKind, skip_bad: bool = False) -> str:
     """What `replay --dump` prints for a record file: the line that says what it is, then its
-    bench's table (or, where it has none, why)."""
-    lines = record_lines(path)
-    said = f"{path}: {kind.what} ({_holds(kind, lines)})\n\n"
-    return said + DUMPS[kind](lines)
+    command's table (or, where it has none, why), then what reading it left out."""
+    read = read_record_file(path, skip_bad)
+    said = f"{path}: {kind.what} ({_holds(kind, read.lines)})\n\n"
+    return said + DUMPS[kind](read.lines) + "".join(f"note: {n}\n" for n in read.notes)
 
 
 def _attention(lines: Sequence[dict[str, Any]]) -> str:
