@@ -14,8 +14,9 @@ from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.step_series import StepChart, step_chart
+from mlatui.views.summary import acceptance_of
 from mlatui.views.units import bound_ratio, ratio_text
-from mlatui.views.verdict_strip import is_null_run, pane_setting, winner
+from mlatui.views.verdict_strip import is_null_run, winner
 from widgets.palette import series_look
 from widgets.stepchart import chart_lines, medians_text, scale_text
 
@@ -41,25 +42,24 @@ def chart_for(state: DashboardState) -> StepChart | None:
 
 
 def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
-    """The acceptance of the setting both panes show (mlatui.views.verdict_strip.pane_setting):
-    the same setting side by side, never each arm's latest."""
-    a = state.arms[arm]
-    setting = pane_setting(state)
-    counts = a.counts.get(setting) if setting is not None else None
-    acc = list(counts.conditional) if counts else []
+    """The acceptance of the setting both panes show (mlatui.views.summary.acceptance_of): the
+    same setting side by side, never each arm's latest."""
+    figures = acceptance_of(state, arm)
+    acc = list(figures.conditional) if figures is not None else []
     line = Text()
     line.append("acceptance" if not narrow else "accept", style="bold")
-    if setting is not None:  # the kind only beside another: one kind is the header's `draft`
+    if figures is not None:  # the kind only beside another: one kind is the header's `draft`
         several = len(state.draft_kinds) > 1
+        setting = figures.setting
         line.append(f" {setting.label}" if several else f" d{setting.depth}")
     if state.synthetic:
         line.append(" (synthetic)", style="yellow")
     line.append(" P(i∣<i): " if not narrow else ": ")
     cells = ("–" if x is None else f"{x:.0%}" for x in acc)
     line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
-    if counts is not None and setting is not None:
-        mean = counts.mean_accepted
-        line.append(f"  ā {mean:.2f}/{setting.depth}" if not narrow else f" ā{mean:.2f}")
+    if figures is not None and figures.mean_accepted is not None:
+        mean, depth = figures.mean_accepted, figures.setting.depth
+        line.append(f"  ā {mean:.2f}/{depth}" if not narrow else f" ā{mean:.2f}")
     return line
 
 
@@ -67,10 +67,9 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
     """Under the acceptance: the rule that decided it (exact match or rejection sampling, at
     which temperature) and how much the emitted text repeats itself (looping text is easy to
     draft, whatever the draft), from DashboardState; None before the first speculative block."""
-    a = state.arms[arm]
-    setting = pane_setting(state)
-    rep = state.text_repeat(arm, setting)
-    said = a.rules.get(setting, "")
+    a, figures = state.arms[arm], acceptance_of(state, arm)
+    rep = state.text_repeat(arm, figures.setting if figures is not None else None)
+    said = figures.rule if figures is not None else ""
     if not said and rep is None:
         return None
     line = Text("  ")

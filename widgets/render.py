@@ -223,6 +223,7 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
 def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
     """Phase, bar, steps, elapsed, ETA (mlatui.views.progress_view) and the stall flag."""
     from mlatui.views.progress_view import progress_text
+    from mlatui.views.summary import progress_of
 
     p = state.phase
     t = Text()
@@ -238,11 +239,9 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     running = state.status == "running"
     clock = now_s if now_s is not None and running else state.t  # a finished run: its length
     info = progress_text(state.progress, clock, running)
+    figures = progress_of(state)
     label = f"phase {p.index + 1}/{p.total_phases} {p.name} ({p.kind}) "
-    # a completed run ran what it needed: the steps it took (a sampler stops once decided)
-    completed = state.status == "completed"
-    tail = f" {p.done} steps" + (f" of {p.total} planned" if p.done < p.total else "")
-    tail = tail if completed else f" {p.done}/{p.total}"
+    tail = f" {figures.steps_text}"
     tail += f" · {info.elapsed}" if info.elapsed else ""
     if running:
         eta = info.eta if len(label) + len(tail) + len(info.eta) + 10 <= width else info.eta_short
@@ -254,7 +253,7 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     style = {"completed": "green", "error": "red", "interrupted": "yellow"}.get(
         state.status, "cyan"
     )
-    t.append_text(bar(1.0 if completed else p.fraction, bar_w, style))
+    t.append_text(bar(figures.fraction, bar_w, style))
     t.append(tail)
     if running and info.stalled:
         t.append(" · ")

@@ -1,6 +1,8 @@
 """The run's figures as one typed value, `RunSummary`, folded from the events (through
 DashboardState) once: the verdict's parts, the L = 1 checks, the marginal costs, each phase's
-estimates with their CIs, the A/A cells, the device's drift and what the verdicts left out.
+estimates with their CIs, the A/A cells, the device's drift, what the verdicts left out, the
+acceptance both arm panes show, the progress and the latest memory sample. The panes render the
+parts they show through the same functions (`acceptance_of`, `progress_of`, `verdict_parts`).
 
 Every printer renders it (`bench`'s stdout, the `e` export, `replay --dump`, `compare`: the one
 `summary_markdown` in mlatui.views.export), with one formatter per unit (mlatui.views.units), so
@@ -13,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlatui.config.phase_kind import Pass
+from mlatui.measure.plans import Setting
 from mlatui.stream.events import (
     ARMS,
     DecodeResult,
     DriftEvent,
     Estimate,
     Event,
+    MemorySample,
     PhaseSummary,
     PooledValidity,
     RunHeader,
@@ -29,7 +33,7 @@ from mlatui.views.l1_figures import L1Figures, l1_figures
 from mlatui.views.phase_views import Table, view_of
 from mlatui.views.rounding import Ci
 from mlatui.views.run_tables import Cell, Check, Quantity, check, sweep_cells, sweep_phases
-from mlatui.views.verdict_strip import Part, verdict_parts
+from mlatui.views.verdict_strip import Part, pane_setting, verdict_parts
 
 DRIFTS_LISTED = 12
 
@@ -95,6 +99,65 @@ class PhaseFigures:
 
 
 @dataclass(frozen=True)
+class Acceptance:
+    """One arm's acceptance of the setting both arm panes show (verdict_strip.pane_setting):
+    P(accept i | 1..i-1 accepted) by draft position, accepted drafts per verify step, the rule."""
+
+    arm: str
+    setting: Setting
+    conditional: tuple[float | None, ...]
+    mean_accepted: float | None
+    rule: str
+
+
+def acceptance_of(state: DashboardState, arm: str) -> Acceptance | None:
+    setting = pane_setting(state)
+    if setting is None or arm not in state.arms:
+        return None
+    a = state.arms[arm]
+    counts = a.counts.get(setting)
+    conditional = tuple(counts.conditional) if counts else ()
+    mean = counts.mean_accepted if counts else None
+    return Acceptance(arm, setting, conditional, mean, a.rules.get(setting, ""))
+
+
+@dataclass(frozen=True)
+class ProgressFigures:
+    """Where the run is: its phase, the phase's steps done of those planned, the status."""
+
+    phase: str
+    kind: str
+    index: int
+    total_phases: int
+    done: int
+    total: int
+    status: str
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def fraction(self) -> float:
+        """A completed run ran what it needed (a sampler stops once decided): its bar is full."""
+        return 1.0 if self.completed else min(1.0, self.done / self.total) if self.total else 0.0
+
+    @property
+    def steps_text(self) -> str:
+        """`40/128` while running; `985 steps of 1024 planned` once completed."""
+        if not self.completed:
+            return f"{self.done}/{self.total}"
+        return f"{self.done} steps" + (
+            f" of {self.total} planned" if self.done < self.total else ""
+        )
+
+
+def progress_of(state: DashboardState) -> ProgressFigures:
+    p = state.phase
+    return ProgressFigures(p.name, p.kind, p.index, p.total_phases, p.done, p.total, state.status)
+
+
+@dataclass(frozen=True)
 class RunSummary:
     header: RunHeader | None
     status: str  # waiting | running | completed | interrupted | error
@@ -110,6 +173,9 @@ class RunSummary:
     left_out: tuple[int, ...]  # contexts whose L = 1 check did not pass (when not running)
     synthetic: bool
     draft_kinds: tuple[str, ...]
+    acceptance: tuple[Acceptance, ...]  # per arm, the one setting both panes show
+    progress: ProgressFigures
+    memory: MemorySample | None  # the latest sample
 
 
 def _status_text(state: DashboardState) -> str:
@@ -234,6 +300,9 @@ def summarize(state: DashboardState) -> RunSummary:
         left_out=tuple(left_out) if state.status != "running" else (),
         synthetic=state.synthetic,
         draft_kinds=tuple(state.draft_kinds),
+        acceptance=tuple(a for arm in ARMS if (a := acceptance_of(state, arm)) is not None),
+        progress=progress_of(state),
+        memory=state.memory,
     )
 
 
