@@ -5,9 +5,11 @@ Errors name the file, the key and what is allowed, in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,19 @@ class Phase:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", PhaseKind(self.kind))  # "sweep" reads as the kind
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Phase | None:
+        """A phase as `to_dict` wrote it (a header's plan, a BudgetPlanned's phases); None for
+        a kind this tool does not know or a record that is not one."""
+        kind = PhaseKind.of(d.get("kind"))
+        if kind is None or not isinstance(d.get("name"), str) or not d.get("contexts"):
+            return None
+        known = {f.name for f in dataclasses.fields(cls)} - {"name", "kind"}
+        values = {k: _frozen(v) for k, v in d.items() if k in known}
+        if isinstance(d.get("kind_depths"), dict):
+            values["kind_depths"] = tuple((k, tuple(v)) for k, v in d["kind_depths"].items())
+        return cls(d["name"], kind, **values)
 
     def depths_for(self, kind: str) -> tuple[int, ...]:
         return dict(self.kind_depths).get(kind, self.depths)
@@ -148,6 +163,10 @@ class Scenario:
             "fill": self.model.fill,
             "story": self.story.to_dict() if self.story else None,
         }
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def shipped(name: str) -> Path:

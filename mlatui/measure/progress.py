@@ -110,18 +110,17 @@ class RunProgress(Forecast):
             self._plan_from(list(e.phases))
 
     def _plan_from(self, raw: list[dict[str, Any]]) -> None:
+        """The phases to come, as the header's plan or a BudgetPlanned lists them (each pass's:
+        a started phase's own PhaseStart.plan replaces its segments)."""
         from dataclasses import replace
 
-        from mlatui.config.scenario import parse_phase
+        from mlatui.config.scenario import Phase
 
+        written = [p for p in (Phase.from_dict(d) for d in raw if isinstance(d, dict)) if p]
         for run_pass in self._passes:
-            for i, d in enumerate(raw):
-                try:
-                    phase = parse_phase("header", {k: v for k, v in d.items() if k != "name"}, i)
-                except Exception:  # noqa: BLE001 - an old or odd scenario: no forecast for it
-                    continue
-                name = run_pass.phase_name(str(d.get("name")))
-                phase = replace(phase, name=name)
+            for p in written:
+                name = run_pass.phase_name(p.name)
+                phase = replace(p, name=name)
                 segs = phase_segments(phase, self.draft_kinds, self._settle)
                 self.phases.append(
                     PhaseRun(
