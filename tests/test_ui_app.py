@@ -4,6 +4,7 @@ errors, and a short live run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from pathlib import Path
@@ -157,7 +158,10 @@ async def test_export_and_screenshot_write_files(tmp_path):
         await pilot.pause()
         md = list(tmp_path.glob("mlatui-summary-*.md"))
         csv = list(tmp_path.glob("mlatui-summary-*.csv"))
+        (exported_json,) = tmp_path.glob("mlatui-summary-*.json")
         assert md and csv
+        rows = json.loads(exported_json.read_text())["rows"]  # the CSV's rows, the same figures
+        assert len(rows) == len(csv[0].read_text().strip().splitlines()) - 1
         text = md[0].read_text()
         assert "INVALID" in text or "invalid" in text
         assert "128" in csv[0].read_text()
@@ -222,7 +226,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
         import html
 
         svg = html.unescape(app.export_screenshot()).replace("\xa0", " ")
-        assert "export the summary (markdown + CSV) to --out-dir · key e" in svg
+        assert "export the summary (markdown + CSV + JSON) to --out-dir · key e" in svg
         await pilot.press("escape")
         await pilot.pause()
         await pilot.press("ctrl+p")

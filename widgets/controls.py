@@ -122,12 +122,18 @@ class ControlsMixin(DashboardHost):
         return export.summary_markdown(summary), export.summary_csv(summary)
 
     def export_summary(self) -> list[str]:
+        """The run's summary as markdown, CSV and JSON (mlatui.views.export), one summary."""
+        from mlatui.views import export
+        from mlatui.views.summary import summarize
+
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        md, csv_text = self.summary()
+        summary = summarize(self.dash)
+        printers = {"md": export.summary_markdown, "csv": export.summary_csv}
+        printers["json"] = export.summary_json
         paths = []
-        for ext, text in (("md", md), ("csv", csv_text)):
+        for ext, printer in printers.items():
             path = self.out_dir / output_name("summary", ext)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(printer(summary), encoding="utf-8")
             paths.append(str(path))
         return paths
 

@@ -9,6 +9,7 @@ second query, and one table per phase (sweep and tune/decode never share a table
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mlatui.config.phase_kind import Pass
@@ -360,3 +361,11 @@ def csv_rows(s: RunSummary) -> list[dict]:
 
 def summary_csv(s: RunSummary) -> str:
     return csv_text(CSV_COLUMNS, csv_rows(s), extras="raise")
+
+
+def summary_json(s: RunSummary) -> str:
+    """The CSV's rows as JSON objects (the same rounded figures, for tools), with the verdict."""
+    rows = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv_rows(s)]
+    return (
+        json.dumps({"verdict": verdict_text(s), "rows": rows}, ensure_ascii=False, indent=1) + "\n"
+    )

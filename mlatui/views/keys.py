@@ -163,7 +163,7 @@ KEYS = (
     ),
     Key(
         "e",
-        "export the summary (markdown + CSV) to --out-dir",
+        "export the summary (markdown + CSV + JSON) to --out-dir",
         "export",
         KeyGroup.FILES,
         "export",
