@@ -193,7 +193,7 @@ def test_bench_attention_both_parts(tmp_path, capsys):
     argv = _attention("--contexts", "96", "--widths", "1,2", "--model-widths", "1")
     assert main([*argv, "--layers", "1", "--reps", "3", "--out", str(out)]) in (0, 3)
     text = capsys.readouterr().out
-    assert "## (a)" in text and "## (b)" in text and "## sweep (sweep)" in text
+    assert "## (a)" in text and "## (b)" in text and "## Phase sweep (sweep)" in text
     assert {r["bench"] for r in _records(out)} == {"attention-forced"}
     rec = _events(tmp_path / "attention-glm4_moe_lite.events.jsonl")
     assert rec.header.scenario["model_source"] == "random"
@@ -213,7 +213,7 @@ def test_bench_attention_part_b_runs_the_engine_sweep(tmp_path, capsys):
     toml = tmp_path / "attention-glm4_moe_lite.toml"
     record = tmp_path / "attention-glm4_moe_lite.events.jsonl"
     assert f"rerun: mlatui bench {toml} --random-weights" in text
-    assert f"recording: {record}" in text and "## sweep (sweep)" in text
+    assert f"recording: {record}" in text and "## Phase sweep (sweep)" in text
     assert not out.exists()  # part (a) did not run
     scenario = load_scenario(toml)
     assert scenario.model.source == "random" and scenario.model.family == "glm4_moe_lite"
@@ -296,14 +296,6 @@ def test_calibrate_bad_args_are_one_line_errors(argv, needle, capsys):
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert needle in err and "\n" not in err and captured.out == ""
-
-
-def test_bench_attention_rejects_hybrid_part_b(capsys):
-    assert (
-        main(["bench", "attention", "--family", "kimi_linear", "--size", "tiny", "--part", "b"])
-        == 2
-    )
-    assert "use --part a" in capsys.readouterr().err
 
 
 def test_calibrate_stores_and_loads(tmp_path, monkeypatch, capsys):

@@ -9,7 +9,7 @@ import vlm_sources
 from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui.models import build, vlm, vlm_configs
-from mlatui.run.rewind import before_step
+from mlatui.models.cache_rewind import before_step
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ paired ratio absorbed/materialised. Part (b), whole model stock vs patched, is t
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models import build, step_bytes
+from mlatui.models.cache_rewind import before_step
 from mlatui.models.loading import DTYPES
 from mlatui.stream.phrases import interval_text
 
@@ -48,6 +50,8 @@ class ForcedArms:
     materialised: nn.Module
     hidden: int
     takes_scale: bool  # mistral4: __call__(x, attn_scale, mask, cache)
+    split_caches: bool  # longcat_flash_sparse: __call__(x, mask, latent_cache, index_cache)
+    own_caches: bool  # glm5_next: a cache list with a pooling cache, filled through the layer
     dtype: mx.Dtype = mx.float32
 
 
@@ -57,18 +61,54 @@ def forced_arms(
     bits: int | None = None,
     seed: int = 0,
     dtype: mx.Dtype = mx.float32,
+    config: dict[str, Any] | None = None,
 ) -> ForcedArms:
-    """One random-weight attention layer of the family's geometry, as two twins that always take
-    the absorbed / the materialised branch (they share the weights)."""
-    attn = build.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype)
+    """One random-weight attention layer of the family's geometry (or `config`'s), as two twins
+    that always take the absorbed / the materialised branch (they share the weights)."""
+    attn = build.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype, config=config)
     arms = []
     for force in (True, False):
         t = mla.twin(attn)
         mla.patch_model(t, ForcedPolicy(force))
         arms.append(t)
-    takes_scale = "attn_scale" in inspect.signature(type(attn).__call__).parameters
-    hidden = attn.o_proj.weight.shape[0]
-    return ForcedArms(mla.geometry_of(attn), arms[0], arms[1], hidden, takes_scale, dtype)
+    params = inspect.signature(type(attn).__call__).parameters
+    takes_scale, split_caches = "attn_scale" in params, "latent_cache" in params
+    # an indexer that pools its keys into windows keeps a pooling cache in the layer's list
+    own_caches = hasattr(getattr(attn, "indexer", None), "index_kpool")
+    output = attn.o_proj if hasattr(attn, "o_proj") else attn.dense  # bailing: dense
+    hidden = output.weight.shape[0]
+    return ForcedArms(
+        mla.geometry_of(attn),
+        arms[0],
+        arms[1],
+        hidden,
+        takes_scale,
+        split_caches,
+        own_caches,
+        dtype,
+    )
+
+
+def layer_cache(arms: ForcedArms, context: int, seed: int = 0) -> Any:
+    """The layer's cache at `context` tokens: random latents where the cache is a latent (and
+    index) KVCache; for a layer with its own cache list (glm5_next: index keys, a pooling cache,
+    projected keys), filled through the layer itself in chunks, so every part agrees."""
+    if not arms.own_caches:
+        return random_cache(arms.absorbed, context, seed, arms.dtype)
+    module = sys.modules[type(arms.absorbed).__module__]
+    indexer = arms.absorbed.indexer
+    cache = module.CacheList(
+        module.KVCache(),
+        module.KVCache(),
+        module.PoolingCache(indexer.index_kpool),
+        module.KVCache(),
+    )
+    mx.random.seed(seed)
+    for start in range(0, context, PREFILL_CHUNK):
+        chunk = min(PREFILL_CHUNK, context - start)
+        x = mx.random.normal((1, chunk, arms.hidden)).astype(arms.dtype)  # (B, L, D)
+        mx.eval(arms.materialised(x, None, cache))
+    return cache
 
 
 def random_cache(attn: nn.Module, context: int, seed: int = 0, dtype: mx.Dtype = mx.float32) -> Any:
@@ -81,19 +121,26 @@ def random_cache(attn: nn.Module, context: int, seed: int = 0, dtype: mx.Dtype =
         mx.random.normal((1, 1, context, r)).astype(dtype),  # (B, 1, T, r)
         mx.random.normal((1, 1, context, rope)).astype(dtype),  # (B, 1, T, rope)
     )
-    if not hasattr(attn, "indexer"):
+    indexer = getattr(attn, "indexer", None)
+    if indexer is None:
         mx.eval(latent.state)
         return latent
     index = KVCache()
-    k = mx.random.normal((1, 1, context, attn.indexer.head_dim)).astype(dtype)  # (B, 1, T, Di)
-    index.update_and_fetch(k, k)
+    k = mx.random.normal((1, 1, context, indexer.head_dim)).astype(dtype)  # (B, 1, T, Di)
+    # mlx-lm's indexers store the keys twice, mlx-vlm's keys and an empty value
+    lm_indexer = type(indexer).__module__.startswith("mlx_lm.")
+    index.update_and_fetch(k, k if lm_indexer else mx.zeros((1, 1, context, 0), dtype))
     cache = CacheList(latent, index)
     mx.eval(cache.state)
     return cache
 
 
+PREFILL_CHUNK = 512
+
+
 def _offset(cache: Any) -> int:
-    return cache[0].offset if isinstance(cache, CacheList) else cache.offset
+    parts = getattr(cache, "caches", None)  # mlx-lm's and mlx-vlm's CacheList
+    return parts[0].offset if parts else cache.offset
 
 
 def attention_step(
@@ -110,6 +157,12 @@ def attention_step(
     def step(attn: nn.Module, cache: Any) -> mx.array:
         if arms.takes_scale:
             return attn(x, scale, mask, cache)
+        if arms.split_caches:
+            parts = getattr(cache, "caches", None)
+            latent, index = (parts[0], parts[1]) if parts else (cache, None)
+            return attn(x, mask, latent_cache=latent, index_cache=index)
+        if arms.own_caches:  # builds its causal mask itself
+            return attn(x, None, cache)
         return attn(x, mask=mask, cache=cache)
 
     return step
@@ -124,13 +177,19 @@ def forced_measure(
     offset = _offset(cache)
     steps = {w: attention_step(arms, w, offset) for w in widths}
     modules = {"absorbed": arms.absorbed, "materialised": arms.materialised}
+    held = [cache]  # a cache that cannot be trimmed is put back from its copy after each step
 
     def measure(arm: str, width: int) -> float:
         step, module = steps[width], modules[arm]
-        if _offset(cache) != offset:  # checked before the timed region opens
-            raise RuntimeError(f"cache holds {_offset(cache)} tokens, the steps expect {offset}")
-        ms = timed_ms(lambda: step(module, cache), _sync)
-        trim_prompt_cache([cache], width)
+        if _offset(held[0]) != offset:  # checked before the timed region opens
+            raise RuntimeError(f"cache holds {_offset(held[0])} tokens, the steps expect {offset}")
+        if not arms.own_caches:
+            ms = timed_ms(lambda: step(module, held[0]), _sync)
+            trim_prompt_cache(held, width)
+            return ms
+        rewind = before_step(held)
+        ms = timed_ms(lambda: step(module, held[0]), _sync)
+        rewind(width)
         return ms
 
     return measure
@@ -191,6 +250,7 @@ def forced_sweep(
     seed: int = 0,
     on_records: Callable[[list[BenchRecord]], None] = lambda records: None,
     check_stop: Callable[[], None] = lambda: None,
+    config: dict[str, Any] | None = None,
 ) -> list[BenchRecord]:
     """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
     run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples,
@@ -203,7 +263,7 @@ def forced_sweep(
     from mlatui.measure.records import environment
     from mlatui.store.bandwidth import device_bandwidth
 
-    arms = forced_arms(family, size, bits, dtype=DTYPES[dtype])
+    arms = forced_arms(family, size, bits, dtype=DTYPES[dtype], config=config)
     g = arms.geometry
     limit = device_bandwidth(env or environment())
     layer_bytes = step_bytes.attention_bytes(arms.absorbed, DTYPES[dtype].size)
@@ -220,7 +280,7 @@ def forced_sweep(
     )
     records: list[BenchRecord] = []
     for context in contexts:
-        cache = random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
+        cache = layer_cache(arms, context)
         plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
 
         def on_round(est, context=context, plan=plan) -> None:

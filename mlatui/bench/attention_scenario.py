@@ -18,14 +18,19 @@ def scenario_toml(
     contexts: list[int],
     widths: list[int],
     reps: int,
+    config: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The scenario of part (b): random weights from the family's config, one sweep phase.
-    Returns (TOML text, the model config it holds)."""
-    from mlatui.models.families import config_for, family
+    """The scenario of part (b): random weights from the family's config at `size` (or
+    `config`, a model's own), one sweep phase. Returns (TOML text, the model config it holds)."""
+    from dataclasses import replace
 
-    fam = family(family_name)
-    config = config_for(family_name, size, layers)
-    model: dict[str, Any] = {"source": "random", "family": fam.model_type, "dtype": dtype}
+    from mlatui.models.bench_families import lookup
+
+    fam = lookup(family_name)
+    if config is not None:
+        fam, size = replace(fam, full=config), "full"
+    config = fam.config(size, layers)
+    model: dict[str, Any] = {"source": "random", "family": config["model_type"], "dtype": dtype}
     if bits:
         model["bits"] = bits
     if fill != "prefill":

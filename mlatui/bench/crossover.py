@@ -59,6 +59,7 @@ def calibrate(
     dtype: str = "float32",
     on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
     check_stop: Callable[[], None] = lambda: None,
+    config: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
     """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
     returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
@@ -68,11 +69,11 @@ def calibrate(
     from mlatui.host.signals import Interrupted
     from mlatui.models.loading import DTYPES
 
-    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype])
+    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype], config=config)
     crossovers: dict[int, int] = {}
     probes: dict[int, list[Probe]] = {}
     for context in contexts:
-        cache = attnbench.random_cache(arms.absorbed, context, dtype=DTYPES[dtype])
+        cache = attnbench.layer_cache(arms, context)
         probes[context] = []
 
         def faster(width: int, context=context, cache=cache) -> bool:

@@ -21,6 +21,7 @@ from mlatui.commands.argtypes import (
 )
 from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.config.scenario import DTYPE_NAMES
+from mlatui.config.vlm_paths import PREFIX
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together
@@ -50,15 +51,72 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class AttentionModel:
-    """What both parts build: a family's geometry at a size, in a dtype, maybe quantised."""
+    """What both parts build: a family's geometry at a size (or a model's own config), in a
+    dtype, maybe quantised."""
 
     family: str
     size: str  # "full" or "tiny"
     dtype: str
     bits: int | None  # None: not quantised
+    config: dict[str, Any] | None = None  # --config / --model: that config at full size
 
     def describe(self) -> str:
-        return describe(self.size, self.dtype, self.bits)
+        return describe(self.size if self.config is None else "its config's", self.dtype, self.bits)
+
+    def layer_config(self) -> dict[str, Any]:
+        """The family's config (or the given one), for one layer's estimate."""
+        from dataclasses import replace
+
+        from mlatui.models.bench_families import lookup
+
+        fam = lookup(self.family)
+        if self.config is not None:
+            return replace(fam, full=self.config).config("full")
+        return fam.config(self.size)
+
+
+def add_family_source(parser: argparse.ArgumentParser, what: str) -> None:
+    """--family, or a model's own config (--config FILE, --model FOLDER) for a family with no
+    public full-size config."""
+    parser.add_argument(
+        "--family",
+        help=f"MLA family {what}, e.g. glm4_moe_lite, deepseek_v3, glm5_next (mlx-vlm's as "
+        "mlx-vlm:NAME; `mlatui thresholds --family x` lists them); optional with --config/--model",
+    )
+    own = parser.add_mutually_exclusive_group()
+    own.add_argument("--config", metavar="FILE", help="the model's config.json (its geometry)")
+    own.add_argument("--model", metavar="FOLDER", help="a model folder holding its config.json")
+
+
+def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None]:
+    """(the family's name, the config given with --config/--model or None), checked in one line
+    before anything loads: an unknown family, a config that is not that family's MLA model, a
+    family with no public full-size config and none given."""
+    from mlatui.commands.thresholds import read_config
+    from mlatui.errors import UserError
+    from mlatui.models.bench_families import from_config, lookup, missing_full_config
+
+    given = None
+    if args.config or args.model:
+        config, where = read_config(argparse.Namespace(family=None, **_own(args)))
+        try:
+            given = from_config(args.family, config, where)
+        except KeyError as e:
+            raise UserError(e.args[0]) from None
+        return given.name, config
+    if not args.family:
+        raise UserError("no model: give --family NAME, --config FILE or --model FOLDER")
+    try:
+        fam = lookup(args.family)
+    except KeyError as e:
+        raise UserError(e.args[0]) from None
+    if args.size == "full" and not fam.has_full:
+        raise UserError(missing_full_config(args.family))
+    return fam.name, None
+
+
+def _own(args: argparse.Namespace) -> dict[str, Any]:
+    return {"config": args.config, "model": args.model}
 
 
 def describe(size: str, dtype: str, bits: int | None) -> str:
@@ -75,9 +133,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     """The family and the contexts and widths each part sweeps."""
-    parser.add_argument(
-        "--family", required=True, help="MLA family, e.g. glm4_moe_lite, deepseek_v3"
-    )
+    add_family_source(parser, "whose attention layer and model to build")
     parser.add_argument(
         "--contexts",
         type=int_list,
@@ -146,14 +202,11 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(args: argparse.Namespace) -> AttentionModel:
     """The family and what each part asks of it, refused in one line before anything loads."""
     from mlatui.errors import UserError
-    from mlatui.models.families import FAMILIES, family
 
-    if args.family not in FAMILIES:
-        raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    fam = family(args.family)
+    name, config = resolve_family(args)
     part_b, contexts, reps = args.part in ("b", "both"), args.contexts, args.reps
     if part_b:
         if reps < 3:
@@ -163,22 +216,45 @@ def _check(args: argparse.Namespace) -> None:
             )
         if min(contexts) < 16:
             raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
-    if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
-        raise UserError(f"{args.family}: no public full-size config known; pick another family")
-    if part_b and fam.hybrid:
-        raise UserError(
-            f"{args.family}: part (b) trims caches and its linear-attention cache cannot be trimmed; use --part a"
-        )
+    from mlatui.models.loading import default_dtype
+
+    args.family = name
+    return AttentionModel(name, args.size, args.dtype or default_dtype(), args.bits, config)
+
+
+def part_b_blocker(args: argparse.Namespace, model: AttentionModel) -> str | None:
+    """Why part (b) cannot run here, in one line (None: it can): a config TOML cannot say, a
+    whole model past the device's memory."""
+    from mlatui.errors import UserError
+
+    try:
+        b = part_b_scenario(args, model)
+    except UserError as e:
+        return e.args[0]
+    if args.force:
+        return None
+    from mlatui.config.model_inputs import text_config
+    from mlatui.models.fit import config_weights_lower_bound, estimate
+
+    config = text_config(b.config)
+    weights = config_weights_lower_bound(config, model.dtype, model.bits)
+    fit = estimate(config, model.dtype, weights, max(args.contexts))
+    if fit.fits:
+        return None
+    return f"part (b), the whole model, {fit.describe()}; --layers N builds fewer, --force tries anyway"
 
 
 def run(args: argparse.Namespace) -> int:
-    _check(args)
-    part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
-    from mlatui.models.loading import default_dtype
+    from mlatui.errors import UserError
 
-    model = AttentionModel(args.family, args.size, args.dtype or default_dtype(), args.bits)
+    model = _check(args)
+    part_a, part_b = args.part in ("a", "both"), args.part in ("b", "both")
     if part_a:
         refuse_unless_layer_fits(model, max(args.contexts), max(args.widths), args.force)
+    skipped = part_b_blocker(args, model) if part_b else None
+    if skipped is not None and not part_a:
+        raise UserError(skipped, "use --part a for one layer")
+    part_b = part_b and skipped is None
     out_a, scenario = _claim_outputs(args, model, part_a, part_b)
 
     from mlatui.measure.records import environment
@@ -193,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
         status = _part_a(args, model, env, out_a, started + share)
         if status:
             return status
+    if skipped is not None:
+        print(f"## (b) whole model: skipped\n\n{skipped}; part (a) above ran alone\n")
     if scenario is not None:
         left = max(1, round(args.max_seconds - (time.monotonic() - started)))
         return _part_b(scenario, args.family, args.layers, args.force, left)
@@ -235,10 +313,9 @@ def refuse_unless_layer_fits(
     """One attention layer at the largest context and width, against the device's memory (MLX
     dies with signal 11 where it cannot allocate): refused before anything is built."""
     from mlatui.config.model_inputs import text_config
-    from mlatui.models.families import config_for
     from mlatui.models.fit import forced_layer_estimate, refuse_unless_fits
 
-    config = text_config(config_for(model.family, model.size, layers=1))
+    config = text_config(model.layer_config())
     refuse_unless_fits(
         forced_layer_estimate(config, model.dtype, model.bits, context, width),
         force,
@@ -281,6 +358,7 @@ def _part_a(
             env,
             _log,
             dtype=model.dtype,
+            config=model.config,
             on_records=sink.write_records if sink else lambda records: None,
             check_stop=within(raise_if_set(stop), deadline),
         )
@@ -328,6 +406,7 @@ def within(check_stop, deadline: float):
 @dataclass(frozen=True)
 class PartB:
     text: str  # the scenario TOML
+    config: dict[str, Any]  # the model config it holds
     scenario_path: Path | None  # None until claimed (default names)
     record: Path | None
 
@@ -355,8 +434,10 @@ def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
         args.contexts,
         args.model_widths,
         args.reps,
+        model.config,
     )
-    _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
+    if not config["model_type"].startswith(PREFIX):  # mlx-vlm's config classes are its own
+        _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
     scenario_path: Path | None
     record: Path | None
     if args.out:
@@ -365,7 +446,7 @@ def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
         record = where / f"attention-{args.family}.events.jsonl"
     else:  # new, unique names when claimed
         scenario_path, record = None, None
-    return PartB(text, scenario_path, record)
+    return PartB(text, config, scenario_path, record)
 
 
 def claim_part_b(b: PartB, args) -> ClaimedPartB:

@@ -14,11 +14,9 @@ HELP = "measure the MLA absorbed/materialised crossover on this device (used by 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from mlatui.commands.argtypes import int_at_least, int_list
-    from mlatui.commands.bench_attention import add_dtype_bits
+    from mlatui.commands.bench_attention import add_dtype_bits, add_family_source
 
-    parser.add_argument(
-        "--family", required=True, help="MLA family whose attention geometry to calibrate"
-    )
+    add_family_source(parser, "whose attention geometry to calibrate")
     parser.add_argument(
         "--contexts",
         type=int_list,
@@ -53,20 +51,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _checked_dtype(args: argparse.Namespace) -> str:
-    """The family, its size and the layer's memory checked before anything is built; the
-    dtype to probe in."""
-    from mlatui.commands.bench_attention import AttentionModel, refuse_unless_layer_fits
-    from mlatui.errors import UserError
-    from mlatui.models.families import FAMILIES, family
+    """The family (or the model's own config), its size and the layer's memory checked before
+    anything is built; the dtype to probe in. `args.family` and `args.own_config` are set."""
+    from mlatui.commands.bench_attention import (
+        AttentionModel,
+        refuse_unless_layer_fits,
+        resolve_family,
+    )
     from mlatui.models.loading import default_dtype
 
-    if args.family not in FAMILIES:
-        raise UserError(f"unknown family {args.family!r}: use one of {', '.join(FAMILIES)}")
-    fam = family(args.family)
-    if args.size == "full" and fam.full is None and fam.name != "glm4_moe_lite":
-        raise UserError(f"{args.family}: no public full-size config known; pick another family")
+    args.family, args.own_config = resolve_family(args)
     dtype = args.dtype or default_dtype()
-    model = AttentionModel(args.family, args.size, dtype, args.bits)
+    model = AttentionModel(args.family, args.size, dtype, args.bits, args.own_config)
     refuse_unless_layer_fits(model, max(args.contexts), args.max_width, args.force, "--max-width")
     return dtype
 
@@ -144,6 +140,7 @@ def _probe(args: argparse.Namespace, dtype: str, sink, stop) -> tuple[Any, dict,
         dtype=dtype,
         on_probe=lambda context, probe: record(probe_line(context, probe, settings)),
         check_stop=raise_if_set(stop),
+        config=args.own_config,
     )
     where = {"geometry": geometry.key, "heads": geometry.num_heads}
     for t, w in crossovers.items():

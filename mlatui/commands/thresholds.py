@@ -36,24 +36,17 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
     from mlatui.errors import UserError
 
     if args.family:
-        from mlatui.models import families, vlm_configs
+        import copy
 
-        name = args.family
-        spelled_vlm, bare = vlm_configs.split_name(name)
-        if spelled_vlm or name not in families.FAMILIES:  # mlx-vlm's own families
-            if bare not in vlm_configs.FAMILIES:
-                known = [
-                    *families.FAMILIES,
-                    *(vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES),
-                ]
-                raise UserError(f"unknown family {name!r}: use one of {', '.join(known)}")
-            config_for = vlm_configs.config_for
-        else:
-            config_for = families.config_for
+        from mlatui.models.bench_families import lookup
+
         try:
-            return config_for(name, "full"), f"family {name} (full)"
-        except KeyError:
-            return config_for(name, "tiny"), f"family {name} (tiny; no public config)"
+            fam = lookup(args.family)
+        except KeyError as e:
+            raise UserError(e.args[0]) from None
+        if fam.full is not None:
+            return copy.deepcopy(fam.full), f"family {args.family} (full)"
+        return copy.deepcopy(fam.tiny), f"family {args.family} (tiny; no public config)"
     path = Path(args.config) if args.config else Path(args.model) / "config.json"
     hint = "pass --model FOLDER (with config.json) or --config FILE"
     if not path.exists():

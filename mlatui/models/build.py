@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import mlx.core as mx
@@ -75,15 +76,26 @@ def attention_layer(
     bits: int | None = None,
     seed: int = 0,
     dtype: mx.Dtype = mx.float32,
+    config: dict[str, Any] | None = None,
 ) -> nn.Module:
-    """One MLA attention module of the family's geometry with random weights; only its own
-    weights are allocated (the rest of the model is never evaluated)."""
+    """One MLA attention module of the family's geometry (mlx-lm's or mlx-vlm's,
+    mlatui.models.bench_families; `config`, when given, instead of the family's at `size`) with
+    random weights; only its own weights are allocated (the rest of the model is never
+    evaluated)."""
     from mlatui.gate.mla import mla_modules
+    from mlatui.models.bench_families import lookup
 
     mx.random.seed(seed)
-    config = config_for(name, size, layers=1)
-    model = model_from_config(config)
-    attn = mla_modules(model)[0][1]
+    family = lookup(name)
+    if config is not None:
+        family = replace(family, full=config)
+    # one layer where the family's layer pattern survives it; hybrids and mlx-vlm's families are
+    # built whole, lazily (their layer patterns name indices), and only the layer is evaluated
+    one_layer = 1 if family.runtime == "mlx-lm" and not family.hybrid else None
+    model = model_from_config(family.config("full" if config is not None else size, one_layer))
+    modules = [m for _, m in mla_modules(model)]
+    # a layer that runs its own indexer where some layers share another's top-k
+    attn = next((m for m in modules if getattr(m, "indexer", False) is not None), modules[0])
     attn.set_dtype(dtype)
     if bits:
         quantize(attn, bits)

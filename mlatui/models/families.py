@@ -144,7 +144,7 @@ def family(name: str) -> Family:
 LAYER_KEYS = ("num_hidden_layers", "num_layers")
 
 
-def _set_layers(config: dict[str, Any], layers: int) -> None:
+def set_layers(config: dict[str, Any], layers: int) -> None:
     for c in (config, text_config(config)):
         for k in LAYER_KEYS:
             if k in c:
@@ -177,6 +177,6 @@ def config_for(
     else:
         raise ValueError(f"size must be 'tiny' or 'full', got {size!r}")
     if layers is not None:
-        _set_layers(config, layers)
+        set_layers(config, layers)
     text_config(config).update(overrides)
     return config

@@ -27,6 +27,7 @@ from mlatui.measure.estimates import (
     stable_seed,
 )
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
+from mlatui.models.cache_rewind import before_step
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
@@ -39,7 +40,6 @@ from mlatui.run.arms import (
     recopy_in_place,
     swap_caches,
 )
-from mlatui.run.rewind import before_step
 from mlatui.stream.events import (
     ARMS,
     DriftEvent,
