@@ -98,6 +98,7 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
                 if duration and self.size.height >= TIMELINE_MIN_HEIGHT
                 else (),
                 src.position_s / duration if duration else None,
+                notices=tuple(n.text for n in src.notices),
             )
         clock = self._clock_offset
         return ViewInfo(

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 from mlatui.views.compare import Comparison
 from mlatui.views.keys import Key, KeyGroup
 from widgets import compare_render as cr
-from widgets.help import HelpScreen, Symbol, save_screenshot
+from widgets.help import HelpScreen, Symbol, save_screenshot, unwritable
 from widgets.keymap import bindings
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
@@ -86,7 +86,7 @@ class CompareApp(App):
         try:
             self.notify(str(self.export_markdown()), title="comparison exported (markdown)")
         except OSError as e:
-            self.notify(f"export failed: {e}", severity="error")
+            self.notify(unwritable("export", self.out_dir, e), severity="error")
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         save_screenshot(self, Path(path) if path else self.out_dir, filename)

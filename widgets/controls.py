@@ -9,7 +9,7 @@ from textual.app import SystemCommand
 from textual.screen import Screen
 
 from mlatui.views.keys import KEYS, Key, Only
-from widgets.help import HelpScreen, output_name, save_screenshot
+from widgets.help import HelpScreen, output_name, save_screenshot, unwritable
 from widgets.host import DashboardHost
 from widgets.keymap import bindings, palette_commands
 from widgets.messages import Exported
@@ -141,7 +141,7 @@ class ControlsMixin(DashboardHost):
         try:
             self.post_message(Exported(self.export_summary()))
         except OSError as e:
-            self.notify(f"export failed: {e}", severity="error")
+            self.notify(unwritable("export", self.out_dir, e), severity="error")
 
     def on_exported(self, message: Exported) -> None:
         names = ", ".join(Path(p).name for p in message.paths)

@@ -139,6 +139,11 @@ def offline_svg(svg: str) -> str:
     return svg.replace("font-family: Fira Code, monospace;", f"font-family: {LOCAL_MONO};")
 
 
+def unwritable(what: str, folder: Path, error: OSError) -> str:
+    """One line naming the folder that could not be written, and why."""
+    return f"{what} failed: cannot write to {folder.resolve()} ({error.strerror or error})"
+
+
 def save_screenshot(app: App, out_dir: Path, filename: str | None = None) -> None:
     """The `s` key: the screen as SVG in `out_dir`, named as the exports are; an unwritable
     folder is a notification and the run goes on."""
@@ -148,6 +153,6 @@ def save_screenshot(app: App, out_dir: Path, filename: str | None = None) -> Non
         path = out_dir / name
         path.write_text(offline_svg(app.export_screenshot()), encoding="utf-8")
     except OSError as e:
-        app.notify(f"screenshot failed: {e}", severity="error")
+        app.notify(unwritable("screenshot", out_dir, e), severity="error")
         return
     app.notify(f"{name}\nin {out_dir.resolve()}", title="screenshot saved (SVG)")

@@ -84,6 +84,8 @@ class ViewInfo:
     timeline: tuple[tuple[float, str], ...] = ()
     fraction: float | None = None
     offer: MoreOffer | None = None  # live, ended with undecided checks: what `+` would measure
+    # replay: what is wrong with the recording (mlatui.stream.recording_state), said on screen
+    notices: tuple[str, ...] = ()
 
 
 fmt_duration = duration  # one formatter of seconds, shared with the progress line
@@ -157,7 +159,13 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
         t.append("\n")
         t.append_text(line)
     t.append("\n")
-    t.append_text(phase_text(state, max(20, width), view.now_s))
+    cut = view.finished and view.mode in ("replay", "demo") and state.status == "running"
+    t.append_text(phase_text(state, max(20, width), view.now_s, cut))
+    if view.notices:  # every line of it: a damaged recording must not pass for a whole run
+        parts = [Text(n, style="bold yellow") for n in ("⚠ " + view.notices[0], *view.notices[1:])]
+        for line in fit.wrap_parts(parts, width, 2):
+            t.append("\n")
+            t.append_text(line)
     if view.offer is not None:  # its own line: the verdict above it has every column it needs
         offer = view.offer.text if len(view.offer.text) < width else view.offer.short
         t.append("\n")
@@ -220,8 +228,11 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
     return lines
 
 
-def phase_text(state: DashboardState, width: int, now_s: float | None = None) -> Text:
-    """Phase, bar, steps, elapsed, ETA (mlatui.views.progress_view) and the stall flag."""
+def phase_text(
+    state: DashboardState, width: int, now_s: float | None = None, cut: bool = False
+) -> Text:
+    """Phase, bar, steps, elapsed, ETA (mlatui.views.progress_view) and the stall flag; `cut`:
+    a replay at the end of a recording whose run never ended (no ETA: nothing more comes)."""
     from mlatui.views.progress_view import progress_text
     from mlatui.views.summary import progress_of
 
@@ -236,7 +247,7 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     if not p.name:
         t.append(f"status {state.status}")
         return t
-    running = state.status == "running"
+    running = state.status == "running" and not cut
     clock = now_s if now_s is not None and running else state.t  # a finished run: its length
     info = progress_text(state.progress, clock, running)
     figures = progress_of(state)
@@ -246,6 +257,8 @@ def phase_text(state: DashboardState, width: int, now_s: float | None = None) ->
     if running:
         eta = info.eta if len(label) + len(tail) + len(info.eta) + 10 <= width else info.eta_short
         tail += f" · {eta}"
+    elif cut:
+        tail += " · recording ends here"
     else:
         tail += f" · run {state.status}"
     bar_w = max(5, min(40, width - len(label) - len(tail) - 2))

@@ -74,6 +74,8 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
         app.run(headless=True, size=(120, 40))
         md, _ = app.summary()
         print(md, end="")
+        for notice in source.notices:  # the screen's header says the same
+            print(f"⚠ {notice.text}")
         print(f"replayed {app.dash.events} events through the dashboard; status {app.dash.status}")
     else:
         app.run()
@@ -82,9 +84,22 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
         if args.dump:
             print(skipped)
         print(f"mlatui: warning: {skipped}", file=sys.stderr)
-    if args.dump:
-        return 0 if app.dash.status != "error" else 1
+    if args.dump and app.dash.status == "error":
+        return recorded_error(path, app.dash.error)
     return 0
+
+
+def recorded_error(path, error: str | None) -> int:
+    """A recording of a run that failed: --dump ends with the run's error, as the run did."""
+    import sys
+
+    from mlatui.errors import UserError, error_line
+
+    sys.stdout.flush()
+    what = f"{path}: the recorded run failed: {error or 'engine error'}"
+    hint = f"the summary above is the run up to the error; `mlatui replay {path}` shows its log"
+    print(error_line(UserError(what, hint)), file=sys.stderr)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:

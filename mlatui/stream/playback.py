@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from mlatui.stream.recording_state import RecordingNotice
+
 
 class Playback(Protocol):
     """A replay's controls and its clock (mlatui.stream.replay_source.ReplaySource)."""
@@ -15,6 +17,7 @@ class Playback(Protocol):
     paused: bool
     duration_s: float
     phases: list[tuple[float, str]]  # (replay position, name) of each phase start
+    notices: tuple[RecordingNotice, ...]  # what is wrong with the recording (nothing: whole)
 
     @property
     def position_s(self) -> float: ...

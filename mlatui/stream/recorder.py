@@ -14,6 +14,7 @@ from typing import BinaryIO
 from mlatui.errors import UserError
 from mlatui.stream.events import SCHEMA_VERSION, Event, RunHeader
 from mlatui.stream.recording_schema import LineError, decode_event
+from mlatui.stream.recording_state import RecordingCheck, RecordingNotice
 
 MAX_LINE_BYTES = 16 * 2**20  # one event; a longer line is refused before it is decoded
 SKIP_HINT = "fix or delete that line, or replay with --skip-bad to leave bad lines out"
@@ -192,6 +193,13 @@ class RecordingScan:
     warnings: list[str] = field(default_factory=list)
     skipped: int = 0
     first_bad: str = ""
+    first_bad_line: int = 0
+    truncated_line: int | None = None
+    check: RecordingCheck = field(default_factory=RecordingCheck)  # sees every event read
+
+    def notices(self) -> tuple[RecordingNotice, ...]:
+        """What is wrong with the recording as read so far (nothing, for a whole run)."""
+        return self.check.notices(self.truncated_line, self.skipped, self.first_bad_line)
 
     def skipped_note(self) -> str:
         """The one line that reports skipped lines ("" when none were)."""
@@ -225,6 +233,7 @@ def iter_recording(
             except RecordingError as e:
                 if lineno > 1 and not line.endswith(b"\n"):
                     scan.truncated = True
+                    scan.truncated_line = lineno
                     scan.warnings.append(
                         f"{path}:{lineno}: last line is truncated (run stopped mid-write); ignored"
                     )
@@ -235,9 +244,11 @@ def iter_recording(
                     raise
                 scan.skipped += 1
                 scan.first_bad = scan.first_bad or e.what
+                scan.first_bad_line = scan.first_bad_line or lineno
                 continue
             if lineno == 1:
                 event = check_header(path, event)
+            scan.check.see(lineno, event)
             yield offset, event
         if not seen_any:
             raise RecordingError(f"{path}:1: empty recording")

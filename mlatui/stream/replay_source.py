@@ -83,6 +83,7 @@ class ReplaySource:
             if event.type == "phase_start":
                 self.phases.append((clock, str(getattr(event, "phase", ""))))
         self.duration_s = self._times[-1]
+        self.notices = self.scan.notices()  # said on screen and by --dump, never only in a log
         self.batch = max(1, int(batch))
         self.speed = speed
         self.paused = False
