@@ -85,7 +85,9 @@ def test_the_attention_bench_part_a_bandwidth_columns():
         materialised=I(2.0, 1.9, 2.1, 8),
         ratio=I(0.25, 0.2, 0.3, 8),
         verdict="absorbed faster",
-        bytes=StepBytes(ByteRange(40_000_000, 40_000_000), ByteRange(60_000_000, 60_000_000), 9),
+        bytes=StepBytes(
+            ByteRange(40_000_000, 40_000_000), ByteRange(60_000_000, 60_000_000), 2_350_000_000
+        ),
         bandwidth={
             "absorbed": figures,
             "materialised": bandwidth_figures(I(2.0, 1.9, 2.1, 8), 100_000_000, limit),
@@ -101,6 +103,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
         "| 32768 | 2 | 100 | 0.500 [0.400, 1.000] | 200 [100, 250] | 10.0% [5.0, 12.5] | 6.0% [3.0, 7.5]"
     )
     assert "| 50.0 [47.6, 52.6] | 2.50% [2.38, 2.63] |" in row
+    assert "formula: 300; the materialised branch also builds and reads back 2350 MB of K/V" in text
 
 
 def test_the_attention_bench_part_a_table_and_crossovers():

@@ -358,9 +358,17 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
             shown = f">= {measured} (largest width tried)"
         else:
             shown = str(measured)
+        extra = next(
+            (c["bytes"].materialised_extra for c in s["widths"].values() if "bytes" in c), 0
+        )
+        rebuilt = (
+            f"; the materialised branch also builds and reads back {mb_text(extra)} MB of K/V"
+            if extra
+            else ""
+        )
         out.append(
             f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
-            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}"
+            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}{rebuilt}"
         )
     return "\n".join(out) + "\n"
 
