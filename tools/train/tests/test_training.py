@@ -161,6 +161,7 @@ def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
 
 
 def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
+    from mlatui.config.run_plan import resolve_plan
     from mlatui.config.runconfig import RunConfig
     from mlatui.run.engine import run
     from mlatui.stream.events import DecodeResult, RunHeader
@@ -172,7 +173,8 @@ def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
         "depths = [2]\ntokens = 8\nreps = 2\nmax_rounds = 2\nwarmup = 1\n"  # no rounds added
     )
     events = []
-    assert run(RunConfig(scenario=str(scenario)), events.append) in ("completed", "invalid")
+    plan = resolve_plan(RunConfig(scenario=str(scenario)))
+    assert run(plan, events.append) in ("completed", "invalid")
     header = next(e for e in events if isinstance(e, RunHeader))
     assert header.draft == "mtp"
     spec = [e for e in events if isinstance(e, DecodeResult) and e.depth == 2]
