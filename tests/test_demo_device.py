@@ -32,7 +32,7 @@ def _gpu_copy(folder: Path) -> None:
 
 def test_the_list_names_the_device_of_each_shipped_recording(tmp_path, monkeypatch, capsys):
     assert demo.recording_device(SHIPPED).startswith("AMD EPYC · cpu · 2 cores · openblas")
-    monkeypatch.setattr(demo, "_scenarios_dir", lambda: tmp_path)
+    monkeypatch.setattr(demo, "shipped_dir", lambda: tmp_path)
     (tmp_path / "demo.jsonl").write_text(SHIPPED.read_text())
     listed = demo.list_recordings()
     assert "--device cpu: demo.jsonl: AMD EPYC · cpu" in listed

@@ -95,3 +95,15 @@ def test_rejection_sampling_preserves_the_target_distribution():
         counts[d if accepted == 1 else nxt] += 1
     freq = [c / n for c in counts]
     assert all(abs(f - t) < 0.03 for f, t in zip(freq, [0.1, 0.2, 0.3, 0.4], strict=True)), freq
+
+
+def test_shipped_scenarios_resolve_from_a_source_tree_without_the_package_data(monkeypatch):
+    """Run from a checkout on PYTHONPATH (as on the lent GPU), `mlatui.scenarios` does not exist:
+    the shipped scenarios are the checkout's `scenarios/`."""
+    import sys
+
+    from mlatui.config.scenario import shipped
+
+    monkeypatch.setitem(sys.modules, "mlatui.scenarios", None)
+    path = shipped("default")
+    assert path.is_file() and path.parent.name == "scenarios"

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mlatui.config.scenario import shipped_dir
+
 HELP = "show the dashboard on a shipped recording of the real engine (--live: run the default scenario)"
 DEMO_FILE = "demo.jsonl"
 # the shipped recordings, by the kind of device that made them (their headers say which one)
@@ -39,22 +41,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_view_options(parser)
 
 
-def _scenarios_dir() -> Path:
-    """The shipped recordings' folder: package data of `mlatui.scenarios`, else the repo's."""
-    from importlib import resources
-
-    try:
-        p = resources.files("mlatui.scenarios").joinpath(DEMO_FILE)
-        if p.is_file():
-            return Path(str(p)).parent
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def demo_recording(device: str = "cpu") -> Path:
     """The shipped recording made on `device` (cpu | gpu); it may be missing."""
-    return _scenarios_dir() / DEMO_FILES[device]
+    return shipped_dir() / DEMO_FILES[device]
 
 
 def recording_device(path: Path) -> str:

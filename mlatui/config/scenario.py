@@ -169,10 +169,21 @@ def _frozen(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+def shipped_dir() -> Path:
+    """The shipped scenarios and recordings: package data of `mlatui.scenarios` when installed,
+    else the checkout's `scenarios/` (a source tree run with PYTHONPATH, as on the lent GPU)."""
+    try:
+        base = Path(str(importlib.resources.files("mlatui.scenarios")))
+        if (base / "default.toml").is_file():
+            return base
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "scenarios"
+
+
 def shipped(name: str) -> Path:
     """Path of a scenario shipped with mlatui (`default`, `glm47-flash`, ...)."""
-    base = importlib.resources.files("mlatui.scenarios")
-    return Path(str(base / (name if name.endswith(".toml") else f"{name}.toml")))
+    return shipped_dir() / (name if name.endswith(".toml") else f"{name}.toml")
 
 
 def _int(where: str, key: str, value: Any, minimum: int) -> int:
