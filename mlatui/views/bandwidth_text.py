@@ -38,10 +38,10 @@ def limit_text(bandwidth: Mapping[str, Any] | None) -> str:
 
 
 def limit_short(bandwidth: Mapping[str, Any] | None) -> str:
-    """The header's short form: `2.09 GB/s meas.` (`/ 3350 pub.` where known)."""
+    """The header's short form: `mem 2.09 GB/s meas.` (`/ 3350 pub.` where known)."""
     if not bandwidth:
         return ""
-    out = f"{sig(bandwidth['measured_read_gb_s'])} GB/s meas."
+    out = f"mem {sig(bandwidth['measured_read_gb_s'])} GB/s meas."
     if bandwidth.get("published_gb_s"):
         out += f" / {sig(bandwidth['published_gb_s'], 4)} pub."
     return out
