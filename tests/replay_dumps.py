@@ -99,7 +99,7 @@ def stderr_progress(events: list) -> str:
 def sections(recording: Path, dump: str | None = None) -> dict[str, str]:
     """Every printed text for one recording; `dump` replaces the in-process replay dump."""
     from mlatui.stream.recorder import read_recording
-    from mlatui.views import export, report
+    from mlatui.views import export
     from mlatui.views.summary import summarize_events
 
     rec = read_recording(recording)
@@ -107,7 +107,7 @@ def sections(recording: Path, dump: str | None = None) -> dict[str, str]:
     return {
         CLI_SECTION: dump if dump is not None else folded_dump(events),
         "bench --format csv and the export's csv": export.summary_csv(summarize_events(events)),
-        "bench --format json": report.summary_json(events) + "\n",
+        "bench --format json": export.summary_json(summarize_events(events)),
         "bench stderr progress": stderr_progress(events),
     }
 

@@ -9,8 +9,14 @@ from typing import Any
 
 from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
 from mlatui.commands.gate_options import add_gate_options, gate_settings
-from mlatui.commands.output_options import add_force, add_overwrite
-from mlatui.errors import shell_path
+from mlatui.commands.output_options import (
+    add_expect,
+    add_force,
+    add_overwrite,
+    check_expectations,
+    print_summary,
+)
+from mlatui.errors import ExitStatus, shell_path
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
 from mlatui.stream.phrases import check_not_passed
 
@@ -36,7 +42,14 @@ def _add_input_output_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_overwrite(parser)
     add_force(parser)
-    parser.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    parser.add_argument(
+        "--format",
+        choices=("md", "csv", "json"),
+        default="md",
+        help="the summary on stdout as markdown (default), CSV rows, or one JSON document "
+        "(header, rows with their CIs, checks, verdict; mlatui/views/summary_doc.py)",
+    )
+    add_expect(parser)
     parser.add_argument(
         "--random-weights",
         action="store_true",
@@ -209,16 +222,23 @@ def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:
 
 
 def _report(args, events, out, recorder, signals, status) -> int:
-    """The tables on stdout, the recording's path and the one-line outcome on stderr."""
-    from mlatui.errors import ExitStatus, error_line
-    from mlatui.views.export import summary_csv, summary_markdown
-    from mlatui.views.report import invalid_contexts, summary_json
+    """The tables on stdout, the recording's path and the one-line outcome on stderr; with
+    --expect, its lines and the status they decide once the run completed."""
     from mlatui.views.summary import summarize_events
 
-    if args.format == "json":  # the raw samples (llama-bench style), not the summary's tables
-        print(summary_json(events))
-    else:  # the dashboard's `e` export and `replay --dump` print the same summary
-        print({"md": summary_markdown, "csv": summary_csv}[args.format](summarize_events(events)))
+    summary = summarize_events(events)
+    expected, expect_status = check_expectations(summary, args.expect)
+    print_summary(summary, args.format, expected)
+    outcome = _outcome(events, out, recorder, signals, status)
+    if expect_status is not None and outcome in (ExitStatus.OK, ExitStatus.INVALID_CHECK):
+        return expect_status
+    return outcome
+
+
+def _outcome(events, out, recorder, signals, status) -> int:
+    from mlatui.errors import error_line
+    from mlatui.views.report import invalid_contexts
+
     print(f"[mlatui] recording: {shell_path(out)}", file=sys.stderr)
     budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)
     if budget is not None:
@@ -249,7 +269,7 @@ def _report(args, events, out, recorder, signals, status) -> int:
             + (f" ({PATCH_QUESTION} invalid: it does; inconclusive: undecided)" if review else ""),
             file=sys.stderr,
         )
-        return 3
+        return ExitStatus.INVALID_CHECK
     if status == "completed":
         return ExitStatus.OK
     return signals.exit_status or ExitStatus.INTERRUPTED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mlatui.commands.argtypes import positive_float
+from mlatui.commands.output_options import add_expect
 
 HELP = "replay a recorded run in the dashboard (no MLX needed)"
 
@@ -46,6 +47,14 @@ def add_view_options(parser: argparse.ArgumentParser) -> None:
         help="no terminal UI: replay headless at full speed through the dashboard, then print its summary",
     )
     parser.add_argument(
+        "--format",
+        choices=("md", "json"),
+        default="md",
+        help="with --dump: the summary as markdown (default) or one JSON document, as `bench "
+        "--format json` prints it",
+    )
+    add_expect(parser)
+    parser.add_argument(
         "--skip-bad",
         action="store_true",
         help="leave out lines that do not fit the schema and report how many (default: stop at the first)",
@@ -70,13 +79,10 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
     from widgets.app import MlatuiApp
 
     app = MlatuiApp(source, mode=mode, ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump)
+    status = 0
     if args.dump:
         app.run(headless=True, size=(120, 40))
-        md, _ = app.summary()
-        print(md, end="")
-        for notice in source.notices:  # the screen's header says the same
-            print(f"⚠ {notice.text}")
-        print(f"replayed {app.dash.events} events through the dashboard; status {app.dash.status}")
+        status = print_dump(app, args, "replayed", source.notices)
     else:
         app.run()
     skipped = source.scan.skipped_note()
@@ -86,7 +92,24 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
         print(f"mlatui: warning: {skipped}", file=sys.stderr)
     if args.dump and app.dash.status == "error":
         return recorded_error(path, app.dash.error)
-    return 0
+    return status
+
+
+def print_dump(app, args: argparse.Namespace, verb: str, notices=()) -> int:
+    """--dump: the dashboard's summary in --format (markdown: then the recording's notices, as
+    the screen's header says them), then --expect's lines; the exit status they decide (0
+    without --expect)."""
+    from mlatui.commands.output_options import check_expectations, print_summary
+    from mlatui.views.summary import summarize
+
+    summary = summarize(app.dash)
+    expected, decided = check_expectations(summary, args.expect)
+    print_summary(summary, args.format, expected, end="")
+    if args.format == "md":
+        for notice in notices:
+            print(f"⚠ {notice.text}")
+        print(f"{verb} {app.dash.events} events through the dashboard; status {app.dash.status}")
+    return decided or 0
 
 
 def recorded_error(path, error: str | None) -> int:
@@ -106,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     following = getattr(args, "follow", False)
+    refuse_summary_options(args)
     if not following or Path(args.file).is_file():
         if not following:
             refuse_missing(args.file)
@@ -128,17 +152,40 @@ def show_record_file(file: str, dump: bool, skip_bad: bool = False) -> int | Non
     kind = record_kind(file)
     if kind is None:
         return None
+    from mlatui.errors import UserError
     from mlatui.views.record_files import record_file_dump, record_file_line
 
     if dump:
         print(record_file_dump(Path(file), kind, skip_bad), end="")
         return 0
-    from mlatui.errors import UserError
 
     raise UserError(
         record_file_line(Path(file), kind, skip_bad),
         f"`mlatui replay --dump {file}` {kind.dump_shows}",
     )
+
+
+def refuse_summary_options(args: argparse.Namespace) -> None:
+    """--format json and --expect read a run's summary: a benchmark's record file has none, and
+    both need --dump."""
+    from mlatui.errors import UserError
+    from mlatui.stream.record_kinds import record_kind
+
+    asked = [
+        f for f, on in (("--format json", args.format == "json"), ("--expect", args.expect)) if on
+    ]
+    if not asked:
+        return
+    if not args.dump:
+        raise UserError(
+            f"{asked[0]} needs --dump", f"mlatui replay --dump {args.file} {asked[0]} ..."
+        )
+    kind = record_kind(args.file) if not getattr(args, "follow", False) else None
+    if kind is not None:
+        raise UserError(
+            f"{asked[0]}: {args.file} is a record file of `{kind.command}`, not a run recording",
+            "use them on a recording of `mlatui bench SCENARIO` or `mlatui launch`",
+        )
 
 
 def refuse_missing(file: str) -> None:
@@ -171,9 +218,7 @@ def follow(path, args: argparse.Namespace) -> int:
     )
     if args.dump:
         app.run(headless=True, size=(120, 40))
-        md, _ = app.summary()
-        print(md, end="")
-        print(f"followed {app.dash.events} events through the dashboard; status {app.dash.status}")
-        return 0 if app.dash.status != "error" else 1
+        status = print_dump(app, args, "followed")
+        return 1 if app.dash.status == "error" else status
     app.run()
     return 0

@@ -9,7 +9,6 @@ second query, and one table per phase (sweep and tune/decode never share a table
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mlatui.config.phase_kind import Pass
@@ -28,6 +27,7 @@ from mlatui.views.rounding import Ci, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.run_tables import Quantity
 from mlatui.views.summary import DecodeRow, PhaseFigures, RunSummary, drift_line
+from mlatui.views.summary_doc import document, document_json
 from mlatui.views.units import ci_text, ms_text, ratio_text
 from mlatui.views.verdict_strip import parts_line
 
@@ -364,8 +364,6 @@ def summary_csv(s: RunSummary) -> str:
 
 
 def summary_json(s: RunSummary) -> str:
-    """The CSV's rows as JSON objects (the same rounded figures, for tools), with the verdict."""
-    rows = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv_rows(s)]
-    return (
-        json.dumps({"verdict": verdict_text(s), "rows": rows}, ensure_ascii=False, indent=1) + "\n"
-    )
+    """The summary as one JSON document (mlatui.views.summary_doc): what `bench --format json`
+    and `replay --dump --format json` print."""
+    return document_json(document(s))

@@ -3,7 +3,6 @@ replays on machines without MLX). Invalid contexts (failed L = 1 check) are mark
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,8 +11,6 @@ from mlatui.stream.events import (
     ARMS,
     Event,
     PhaseStart,
-    PhaseSummary,
-    PooledValidity,
     RunHeader,
 )
 from mlatui.views.report_sweep import final_checks
@@ -45,24 +42,6 @@ SUMMARY_EVENT_TYPES = frozenset(
         "run_end",
     }
 )
-
-
-def summary_json(events: Sequence[Event]) -> str:
-    """Summaries with raw samples (llama-bench style), plus the header and the validity verdicts."""
-    h = _header(events)
-    return json.dumps(
-        {
-            "header": h.to_dict() if h else None,
-            "phases": [
-                {"phase": s.phase, "kind": s.kind, "verdict": s.verdict, "rows": list(s.rows)}
-                for s in events
-                if isinstance(s, PhaseSummary)
-            ],
-            "validity": [v.to_dict() for v in final_checks(events)],
-            "pooled_validity": [p.to_dict() for p in events if isinstance(p, PooledValidity)],
-        },
-        indent=1,
-    )
 
 
 def reestimate(events: Sequence[Event]) -> dict[tuple[str, int], Any]:
