@@ -22,7 +22,7 @@ from widgets.panes import HeaderPane
 from widgets.render import ViewInfo
 from widgets.zoom import ZoomMixin
 
-TIMELINE_MIN_HEIGHT = 30
+TIMELINE_MIN_HEIGHT = 24
 
 
 class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):

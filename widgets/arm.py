@@ -169,28 +169,71 @@ def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     return line
 
 
-def arm_text(state: DashboardState, arm: str, width: int, height: int, dark: bool = True) -> Text:
+OPTIONAL = (2, 4)  # the rule and MBU sections: left out before the bars are
+MIN_CHART_ROWS = 3  # the scale, one panel's row, the context labels
+
+
+def arm_sections(state: DashboardState, arm: str, width: int) -> list[list[Text]]:
+    """The lines under the chart, in sections (medians, acceptance, rule, tok/s, MBU, gate
+    calls); a section an arm lacks is empty. Where one arm's settings wrap, both list one
+    setting a line, so each setting faces itself."""
     narrow = width < NARROW
-    colour = series_look(ARMS.index(arm) if arm in ARMS else 0, dark).style  # as in the key figure
     chart = chart_for(state)
     medians = None
     if chart:  # the long form where both arms' fit their panes, else the short one in both
         long = all(medians_text(chart, a, False).cell_len <= width for a in chart.panels)
         medians = medians_text(chart, arm, not long)
-    below = [
-        *([medians] if medians is not None else []),
-        acceptance_line(state, arm, narrow),
-        *([rule] if (rule := rule_line(state, arm, narrow)) is not None else []),
-        *tok_s_lines(state, arm, narrow, width),
-        *([Text(mbu)] if (mbu := mbu_line(state, arm, narrow)) else []),
-        gate_line(state, arm, narrow),
+    rule = rule_line(state, arm, narrow)
+    mbu = mbu_line(state, arm, narrow)
+    counts = {len(tok_s_lines(state, a, narrow, width)) for a in ARMS if a in state.arms}
+    tok_s = tok_s_lines(state, arm, narrow, width if len(counts) <= 1 else None)
+    if len(counts) > 1:
+        tok_s = tok_s_lines(state, arm, True, None)
+    return [
+        [medians] if medians is not None else [],
+        [acceptance_line(state, arm, narrow)],
+        [rule] if rule is not None else [],
+        tok_s,
+        [Text(mbu)] if mbu else [],
+        [gate_line(state, arm, narrow)],
     ]
+
+
+def aligned_below(state: DashboardState, arm: str, width: int, height: int) -> list[Text]:
+    """This arm's lines under the chart, each section padded to the longest of both arms', so
+    a row of one pane faces the same row of the other; the rule and MBU lines leave (in both)
+    when the bars would have no room."""
+    others = [a for a in ARMS if a in state.arms and a != arm]
+    mine = arm_sections(state, arm, width)
+    theirs = [arm_sections(state, a, width) for a in others]
+    sizes = [max([len(sec), *(len(t[k]) for t in theirs)]) for k, sec in enumerate(mine)]
+    if height - sum(sizes) < MIN_CHART_ROWS:
+        sizes = [0 if k in OPTIONAL else n for k, n in enumerate(sizes)]
+    lines: list[Text] = []
+    for k, section in enumerate(mine):
+        section = section[: sizes[k]]
+        lines.extend(section + [Text() for _ in range(sizes[k] - len(section))])
+    return lines
+
+
+def arm_text(state: DashboardState, arm: str, width: int, height: int, dark: bool = True) -> Text:
+    """The scale, the bars in the rows left, then the figures; on a pane too short for the
+    figures, their head stays and the last row says how many more `z` shows."""
+    narrow = width < NARROW
+    colour = series_look(ARMS.index(arm) if arm in ARMS else 0, dark).style  # as in the key figure
+    chart = chart_for(state)
+    below = aligned_below(state, arm, width, height)
     top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]
     rows = height - len(top) - len(below)
+    if chart and rows == MIN_CHART_ROWS - 2:  # room for bars without the scale's heading
+        top, rows = [], rows + 1
     bars = chart_lines(chart, arm, width, rows, colour) if chart else []
     if chart and not bars:  # no room for the bars: no heading above nothing
         top = []
-    lines = [*top, *bars, *below] if height >= len(top) + len(below) else below[-height:]
+    lines = [*top, *bars, *below]
+    if len(lines) > height > 0:
+        more = len(lines) - height + 1
+        lines = [*lines[: height - 1], Text(f"… {more} more line(s): z zooms", style="dim")]
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append_text(Text("\n").join(lines))
     return t

@@ -21,8 +21,14 @@ from widgets.panes import (
 
 # on a compact screen the first page is the one that answers the question: the key figure and the
 # L = 1 checks (the verdict is in the header on every page)
-PAGES = (("page-cost", "Cost · validity"), ("page-arms", "Arms"), ("page-sys", "Memory · log"))
-COMPACT_WIDTH, COMPACT_HEIGHT = 100, 34
+# (the tab labels carry their keys: the page keys' hints on a compact screen)
+PAGES = (
+    ("page-cost", "1 cost · validity"),
+    ("page-arms", "2 arms"),
+    ("page-sys", "3 memory · log"),
+)
+# below 120 columns the key figure beside the L = 1 table would get 40 columns: one page at a time
+COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
 
 
 class PagesMixin(DashboardHost):

@@ -23,7 +23,7 @@ class Only(Enum):
     ALWAYS = "always"
     REPLAY = "replay"
     LIVE = "live"
-    COMPACT = "compact"  # one page at a time (< 100x34)
+    COMPACT = "compact"  # one page at a time (< 120x34)
     DEMO = "demo"
 
 
