@@ -49,6 +49,7 @@ class KindRules:
     # its L = 1 check is the run's: an undecided one leaves its context out of the verdicts
     run_check: bool
     in_scenarios: bool = True  # a scenario's [[phase]] may name it
+    sparse_sites: bool = False  # times a pooled-indexer sparse layer: a model without one skips it
     one_depth: bool = False  # takes exactly one depth (a tune compares several)
     default_reps: int = 9
     min_reps: int = 3
@@ -64,7 +65,12 @@ RULES: dict[PhaseKind, KindRules] = {
     ),
     PhaseKind.TUNE: KindRules(**_DECODING, compares_depths=True, default_reps=4, min_reps=2),
     PhaseKind.INDEXER: KindRules(
-        timed_widths=True, model_widths=False, decodes=False, compares_depths=False, run_check=False
+        timed_widths=True,
+        model_widths=False,
+        decodes=False,
+        compares_depths=False,
+        run_check=False,
+        sparse_sites=True,
     ),
     PhaseKind.MORE: KindRules(
         timed_widths=True,

@@ -15,7 +15,6 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.indexer_records import IndexerPart
@@ -68,7 +67,7 @@ def sparse_sites(model: Any) -> list[SparseSite]:
 
 def load_warnings(model: Any, model_name: str, phases: tuple[Phase, ...]) -> list[str]:
     """What the scenario's indexer phases cannot do on this model, said once at load."""
-    wanted = [p for p in phases if p.kind is PhaseKind.INDEXER]
+    wanted = [p for p in phases if p.kind.rules.sparse_sites]
     if not wanted:
         return []
     sites = sparse_sites(model)
