@@ -102,3 +102,10 @@ def test_part_a_runs_when_part_b_does_not_fit(monkeypatch, tmp_path, capsys):
     assert main([*argv[:-2], "--part", "b"]) == 2  # part (b) alone: refused in one line
     err = capsys.readouterr().err.strip()
     assert "needs ~3072" in err and "use --part a" in err and "\n" not in err
+
+
+def test_layers_is_refused_for_an_mlx_vlm_family(capsys):
+    argv = ["bench", "attention", "--family", "glm5_next", "--size", "tiny", "--layers", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--layers: glm5_next is mlx-vlm's" in err and "\n" not in err

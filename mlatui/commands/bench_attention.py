@@ -216,8 +216,14 @@ def _check(args: argparse.Namespace) -> AttentionModel:
             )
         if min(contexts) < 16:
             raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
+    from mlatui.models.bench_families import lookup
     from mlatui.models.loading import default_dtype
 
+    if part_b and args.layers and lookup(name).runtime == "mlx-vlm":
+        raise UserError(
+            f"--layers: {name} is mlx-vlm's, built at its own layer pattern",
+            "leave --layers out, or use --part a",
+        )
     args.family = name
     return AttentionModel(name, args.size, args.dtype or default_dtype(), args.bits, config)
 
