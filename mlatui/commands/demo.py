@@ -41,8 +41,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_view_options(parser)
 
 
-
-
 def demo_recording(device: str = "cpu") -> Path:
     """The shipped recording made on `device` (cpu | gpu); it may be missing."""
     return shipped_dir() / DEMO_FILES[device]
