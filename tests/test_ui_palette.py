@@ -38,3 +38,19 @@ async def test_the_plots_take_the_light_palette_with_the_light_theme(tmp_path):
         assert {hex_colour(VERMILLION), hex_colour(BLUE)} <= light, light
         assert not {hex_colour(ORANGE), hex_colour(SKY_BLUE)} & light
         assert hex_colour(VERMILLION) in colours(stock.render())
+
+
+def border_rgb(pane) -> tuple[int, int, int]:
+    colour = pane.styles.border_top[1]
+    return (colour.r, colour.g, colour.b)
+
+
+async def test_the_arm_borders_take_the_series_colours_by_theme(tmp_path):
+    """The arm panes' borders are their series' colours (not red against green), by theme."""
+    app = MlatuiApp(ReplaySource(DEMO, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        stock, patched = app.query_one("#arm-stock"), app.query_one("#arm-patched")
+        assert (border_rgb(stock), border_rgb(patched)) == (ORANGE, SKY_BLUE)
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert (border_rgb(stock), border_rgb(patched)) == (VERMILLION, BLUE)

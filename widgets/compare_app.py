@@ -8,13 +8,14 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.containers import Horizontal, ScrollableContainer
+from textual.containers import Horizontal
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from mlatui.views.compare import Comparison
 from mlatui.views.keys import Key, KeyGroup
 from widgets import compare_render as cr
+from widgets.frozen_table import FrozenTable
 from widgets.help import HelpScreen, Symbol, save_screenshot, unwritable
 from widgets.keymap import bindings
 
@@ -63,9 +64,13 @@ class CompareApp(App):
                 id="cmp-plot",
                 title="marginal cost of a 2nd query: L=2 − L=1 (ms, log) · A ●▲  B ■◆",
             )
-            with ScrollableContainer(id="cmp-table-box") as box:  # both ways: wide rows
-                box.border_title = "shared contexts: A, B and B/A (tab, then ←/→ ↑/↓ scroll)"
-                yield Static(cr.table_text(self.cmp), id="cmp-table")
+            table = FrozenTable(
+                cr.table_lines(self.cmp, self.current_theme.dark),
+                cr.FROZEN_CELLS,
+                id="cmp-table-box",
+            )  # both ways: wide rows, the ctx and arm columns fixed
+            table.border_title = "shared contexts: A, B and B/A (tab, then ←/→ ↑/↓ scroll)"
+            yield table
         yield Footer()
 
     def on_mount(self) -> None:

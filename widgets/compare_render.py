@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass
+
 from rich.text import Text
 
 from mlatui.stream.events import ARMS
@@ -9,15 +12,13 @@ from mlatui.views.compare import SECTIONS, Comparison, Run
 from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_label
 from mlatui.views.rounding import Ci, ci_text, fmt_context
 from mlatui.views.run_tables import Quantity
-from mlatui.views.verdict_strip import fit_forms, verdict_parts
+from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 from widgets import palette
 from widgets.palette import SeriesLook, series_look
 from widgets.plot import LogLogPlot, log_log_axes
 
 GREY = "grey42"
 PLOT_GREY = palette.GREY
-# the table's arm column in the colours A's arms have in the figure
-ARM_STYLES = {arm: series_look(i).style for i, arm in enumerate(ARMS)}
 # each run's arms in their own colours and shapes (widgets.palette), so no two series share one
 RUN_STYLES = {
     run: {arm: series_look(2 * i + j).style for j, arm in enumerate(ARMS)}
@@ -62,7 +63,7 @@ def header_text(cmp: Comparison, width: int) -> Text:
     t.append("\n")
     t.append("differs ", style="bold reverse")
     if not cmp.differing:
-        t.append(" nothing but the start time (same machine, same settings)", style="dim")
+        t.append(f" {cmp.likeness}", style="dim")
     used = 9
     for i, f in enumerate(cmp.differing):
         a, b = _differing(f.a, f.b, 26)
@@ -78,14 +79,16 @@ def header_text(cmp: Comparison, width: int) -> Text:
         t.append(" → ")
         t.append(b, style="yellow")
     t.append("\n")
-    same = " · ".join(f"{f.label} {_short(f.value, 24)}" for f in cmp.same if f.key != "schema")
+    # whole values (the line ends in … where the screen is narrower), library paths left out
+    same = " · ".join(f"{f.label} {f.value.split(' (/')[0]}" for f in cmp.same if f.key != "schema")
     t.append(f"same: {same}", style="dim")
     return t
 
 
 def verdicts_text(cmp: Comparison, width: int) -> Text:
-    """Each run's verdict strip (mlatui.views.verdict_strip: as its replay and export say it)."""
-    t = Text(overflow="ellipsis", no_wrap=True)
+    """Each run's verdict strip (mlatui.views.verdict_strip: as its replay and export say it),
+    on two lines each where one cannot hold it whole: a part is shortened, never cut."""
+    t = Text(no_wrap=True)
     for i, run in enumerate(cmp.runs):
         if i:
             t.append("\n")
@@ -95,9 +98,14 @@ def verdicts_text(cmp: Comparison, width: int) -> Text:
             t.append(" no result in this recording", style="dim")
             continue
         indent = len(run.label) + 10
-        for j, (p, form) in enumerate(zip(parts, fit_forms(parts, width, indent), strict=True)):
-            t.append(" · " if j else " ")
-            t.append(form, style=TONE_STYLES[p.tone.value])
+        forms = fit_forms(parts, width, indent, max_lines=2)
+        tones = iter(p.tone.value for p in parts)
+        for k, line in enumerate(wrap_forms(forms, width, indent)):
+            if k:
+                t.append("\n" + " " * (indent - 1))
+            for j, form in enumerate(line):
+                t.append(" · " if j else " ")
+                t.append(form, style=TONE_STYLES[next(tones)])
     return t
 
 
@@ -173,58 +181,89 @@ def plot_text(cmp: Comparison, width: int, height: int, dark: bool = True) -> Te
     note = "Δ ms vs context, log-log, lower is better · │ 95% CI · grey: L=1 check not valid"
     if dropped:
         note += f" · {dropped} point(s) ≤ 0 not drawn"
-    t.append(note, style="dim")
+    t.append(note if len(note) <= width else note[: width - 1] + "…", style="dim")
     return t
 
 
 # -- the table -------------------------------------------------------------------------------
 
 
-def table_text(cmp: Comparison) -> Text:
-    t = Text(no_wrap=True)
+FROZEN_CELLS = 18  # ctx, L/d and arm: they stay in place while the table scrolls sideways
+NOTE = (
+    "B/A: ratio of medians (range from the CI ends) · ≠ CIs apart · ✓ valid ✓p valid (pooled) "
+    "✗ invalid ? inconclusive … undecided (L=1 check, A then B) · grey rows are in no verdict"
+)
+
+
+@dataclass(frozen=True)
+class TableLine:
+    text: Text
+    row: bool  # a row of figures (its first FROZEN_CELLS stay put); else a title or a note
+
+
+def table_lines(cmp: Comparison, dark: bool = True) -> list[TableLine]:
+    """The shared figures, a section per quantity: ctx, width and arm, then A and B with their
+    CIs (each in its own run's colour for the arm, as in the figure), B/A and its ≠ in one
+    column, the L = 1 checks."""
+    out: list[TableLine] = []
     if not cmp.rows:
-        t.append("No figure of one run matches one of the other.\n", style="bold yellow")
+        out.append(
+            TableLine(
+                Text("No figure of one run matches one of the other.", style="bold yellow"), False
+            )
+        )
     if not cmp.shared_contexts:
         for run in cmp.runs:
             ctx = ", ".join(map(fmt_context, run.state.contexts())) or "none"
-            t.append(f"{run.label} sweep contexts: {ctx}\n", style="dim")
+            out.append(TableLine(Text(f"{run.label} sweep contexts: {ctx}", style="dim"), False))
+    looks = series_looks(cmp, dark)
+    ratios = {id(r): ratio_text(r).removesuffix(" ≠") for r in cmp.rows}
+    ratio_w = max([3, *map(len, ratios.values())])
+    ci_w = max([21, *(len(ci_text(c, "×")) for r in cmp.rows for c in (r.a, r.b))])
     for q in SECTIONS:
         rows = cmp.section(q)
         if not rows:
             continue
         unit = "×" if q in (Quantity.RATIO, Quantity.VS_PLAIN) else ""
-        t.append(TITLES[q] + "\n", style="bold")
+        out.append(TableLine(Text(TITLES[q], style="bold"), False))
         wl = (
             ""
             if q == Quantity.MARGINAL_MS
             else ("L" if q in (Quantity.STEP_MS, Quantity.RATIO) else "d")
         )
-        t.append(
-            f"{'ctx':>5} {wl:>3} {'arm':<7} {'A [95% CI]':>21} {'B [95% CI]':>21}  {'B/A':<22} A B\n",
-            style="dim",
-        )
+        head = f"{'ctx':>5} {wl:>3} {'arm':<7}  {'A [95% CI]':>{ci_w}} {'B [95% CI]':>{ci_w}}  "
+        out.append(TableLine(Text(f"{head}{'B/A':<{ratio_w}} ≠ A B", style="dim"), True))
         for r in rows:
-            style = "" if r.valid else GREY
-            w = "" if q == Quantity.MARGINAL_MS else width_label(r)
-            arm = r.arm or "s/p"
-            t.append(f"{fmt_context(r.context):>5} {w:>3} ", style=style)
-            t.append(f"{arm:<7} ", style=ARM_STYLES.get(r.arm, "") if r.valid else GREY)
-            t.append(f"{ci_text(r.a, unit):>21} ", style=f"{style} {COLUMN_STYLES['A']}".strip())
-            t.append(f"{ci_text(r.b, unit):>21}  ", style=f"{style} {COLUMN_STYLES['B']}".strip())
-            t.append(f"{ratio_text(r):<22}", style="bold" if r.differs and r.valid else style)
-            t.append(f" {checks_text(r)}\n", style=style)
-        t.append("\n")
-    t.append(
-        "B/A: ratio of medians (range from the CI ends; ≠ CIs apart) · ✓ valid ✓p valid "
-        "(pooled) ✗ invalid ? inconclusive … undecided (L=1 check, A then B); grey rows are in no verdict",
-        style="dim",
-    )
+            out.append(TableLine(_row_text(r, unit, (ratios[id(r)], ratio_w, ci_w), looks), True))
+        out.append(TableLine(Text(), False))
+    out.extend(TableLine(Text(line, style="dim"), False) for line in textwrap.wrap(NOTE, 76))
+    return out
+
+
+def _row_text(r, unit: str, widths: tuple[str, int, int], looks) -> Text:
+    ratio, ratio_w, ci_w = widths
+    style = "" if r.valid else GREY
+    w = "" if r.quantity == Quantity.MARGINAL_MS else width_label(r)
+    t = Text(f"{fmt_context(r.context):>5} {w:>3} ", style=style)
+    t.append(f"{r.arm or 's/p':<7}  ", style=style or "bold")
+    for run in "AB":
+        look = looks.get((run, r.arm)) if r.arm else None
+        colour = look.style if look is not None and r.valid else style
+        cell = ci_text(r.a if run == "A" else r.b, unit)
+        t.append(
+            f"{cell:>{ci_w}}" + (" " if run == "A" else "  "),
+            style=f"{colour} {COLUMN_STYLES[run]}".strip(),
+        )
+    t.append(f"{ratio:<{ratio_w}} ", style="bold" if r.differs and r.valid else style)
+    t.append("≠" if r.differs else " ", style="bold" if r.valid else style)
+    t.append(f" {checks_text(r)}", style=style)
     return t
 
 
 SYMBOLS = (  # (glyph, meaning): the `?` screen's Symbols page
-    ("● ▲", "run A: stock, patched (the figure's markers, each series its own colour)"),
-    ("■ ◆", "run B: stock, patched (B's table column in italics)"),
+    ("● ▲", "run A: stock, patched (the figure's markers, each series its own colour, A's "
+     "figures in the table in these colours)"),
+    ("■ ◆", "run B: stock, patched (B's table column in italics, in B's colours)"),
     ("│", "95% CI"),
     ("Δ2", "marginal cost of a 2nd query (L=2 − L=1, ms)"),
     ("B/A", "ratio of the medians, [lo, hi] from the CI ends; ≠ where the CIs do not overlap"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual.color import Color
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
@@ -16,9 +17,11 @@ if TYPE_CHECKING:
 else:
     _WidgetBase = object
 
+from mlatui.stream.events import ARMS
 from mlatui.views.dashboard_state import DashboardState
 from widgets import render as r
 from widgets.arm import arm_text, arm_title
+from widgets.palette import series_look
 from widgets.validity_pane import validity_text
 
 
@@ -156,6 +159,16 @@ class ArmPane(Pane):
     def __init__(self, arm: str, **kw):
         super().__init__(**kw)
         self.arm = arm
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", self._colour_border, init=True)
+
+    def _colour_border(self) -> None:
+        """The border in this arm's series colour (widgets.palette, by theme), as its bars and
+        its markers in the key figure: colour-blind-safe, never red against green."""
+        dark = self.app.current_theme.dark
+        look = series_look(ARMS.index(self.arm) if self.arm in ARMS else 0, dark)
+        self.styles.border = ("round", Color(*look.colour, 0.6))
 
     def content(self) -> Text:
         size, dark = self.content_size, self.app.current_theme.dark

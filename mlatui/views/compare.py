@@ -9,6 +9,7 @@ conservative, and it excludes 1 exactly when the two CIs do not overlap.
 
 from __future__ import annotations
 
+import filecmp
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,6 +175,20 @@ class Comparison:
     @property
     def differing(self) -> list[HeaderField]:
         return [f for f in self.header if f.differs]
+
+    @property
+    def likeness(self) -> str:
+        """What is alike when no header field differs: the same file, two identical files, one
+        run (the same start time) or two runs differing only in their start time."""
+        a, b = self.a.path, self.b.path
+        if a.resolve() == b.resolve():
+            return "nothing: A and B are the same file"
+        if filecmp.cmp(a, b, shallow=False):
+            return "nothing: the two files are identical"
+        started = [f for f in self.header if f.key == "started"]
+        if started and not started[0].differs:
+            return "nothing: the same run (same start time, same machine, same settings)"
+        return "nothing but the start time (same machine, same settings)"
 
     @property
     def same(self) -> list[HeaderField]:

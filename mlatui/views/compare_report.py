@@ -75,7 +75,7 @@ def compare_markdown(cmp: Comparison) -> str:
         lines += ["## What differs", ""]
         lines += [table(["", "A", "B"], [[f.label, f.a, f.b] for f in cmp.differing]), ""]
     else:
-        lines += ["Headers: nothing differs but the start time.", ""]
+        lines += [f"Headers: {cmp.likeness}.", ""]
     code = code_difference(cmp.a.header, cmp.b.header)
     if code:
         lines += [code, ""]
