@@ -156,6 +156,13 @@ class ControlsMixin(DashboardHost):
         self.theme = themes[(i + 1) % len(themes)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
+    def action_figure_view(self) -> None:
+        """`m`: the key figure's other view (the marginal cost of a 2nd query, or MBU)."""
+        from widgets.panes import MarginalPane
+
+        for pane in self.query(MarginalPane):
+            pane.show_view(pane.view.other)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.keys_here(), SYMBOLS))

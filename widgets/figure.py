@@ -10,8 +10,8 @@ import functools
 
 from rich.text import Text
 
-from mlatui.views.key_figure import FigurePoint, KeyFigure, PointStatus
-from mlatui.views.rounding import fmt_context
+from mlatui.views.key_figure import FigurePoint, FigureView, KeyFigure, PointStatus
+from mlatui.views.rounding import fmt_context, sig
 from mlatui.views.units import ms_text
 from widgets.palette import GREY, SeriesLook, hex_colour, series_look
 from widgets.plot import LogAxes, LogLogPlot, log_log_axes
@@ -19,6 +19,10 @@ from widgets.plot import LogAxes, LogLogPlot, log_log_axes
 MIN_PLOT_ROWS = 3
 CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis
 CROSSOVER = "┊"
+VIEW_TITLES = {  # the key figure pane's title in each view
+    FigureView.MARGINAL: "marginal cost of a 2nd query (L=2 − L=1) vs context",
+    FigureView.MBU: "MBU vs context (L=2 step, % of the measured limit)",
+}
 
 
 def marker(point: FigurePoint, look: SeriesLook) -> tuple[str, str]:
@@ -84,6 +88,8 @@ def caption(fig: KeyFigure, width: int) -> Text:
     extra = [("│ 95% CI", "")] if has_ci(fig) else []
     if fig.threshold_note:
         extra.append((fig.threshold_note, "dim"))
+    if fig.caption_note:
+        extra.append((fig.caption_note, ""))
     for text, style in extra:
         if t.cell_len + 3 + len(text) <= width:
             t.append(" · ", style="dim")
@@ -120,6 +126,8 @@ def key_figure_text(fig: KeyFigure, width: int, height: int, dark: bool = True) 
 
 @functools.lru_cache(maxsize=16)
 def _drawn(fig: KeyFigure, width: int, height: int, dark: bool) -> Text:
+    if fig.empty and fig.notice:
+        return Text(fig.notice, style="dim")
     if fig.empty:
         said = "this run has no sweep steps to plot" if fig.ended else "waiting for sweep steps…"
         return Text(f"marginal cost of the 2nd query (L=2 − L=1) vs context\n{said}", style="dim")
@@ -184,7 +192,7 @@ def draw(fig: KeyFigure, axes: LogAxes, dark: bool) -> list[Text]:
             taken.add((axes.row(p.ms), axes.col(p.context) + dx))
     for (s, look), dxs in zip(series, offsets, strict=True):
         for p, dx in zip(s.points, dxs, strict=True):
-            _label(plot, taken, p, look, dx)
+            _label(plot, taken, p, look, dx, fig.unit)
     return plot.rows()
 
 
@@ -209,13 +217,23 @@ def _offsets(fig: KeyFigure, axes: LogAxes) -> list[list[int]]:
     return offsets
 
 
+def value_text(value: float, unit: str) -> str:
+    """A point's value as the figure writes it beside the point: `12.3 ms` or `7.9%`."""
+    return ms_text(value) if unit == "ms" else f"{sig(value, 2)}{unit}"
+
+
 def _label(
-    plot: LogLogPlot, taken: set[tuple[int, int]], p: FigurePoint, look: SeriesLook, dx: int
+    plot: LogLogPlot,
+    taken: set[tuple[int, int]],
+    p: FigurePoint,
+    look: SeriesLook,
+    dx: int,
+    unit: str = "ms",
 ) -> None:
-    """The point's ms beside its marker, right or else left, where it covers no marker,
+    """The point's value beside its marker, right or else left, where it covers no marker,
     whisker or other label (a line under it may give way)."""
     axes = plot.axes
-    text = ms_text(p.ms)
+    text = value_text(p.ms, unit)
     row, col = axes.row(p.ms), axes.col(p.context) + dx
     for start in (col + 2, col - 1 - len(text)):
         span = range(start - 1, start + len(text) + 1)

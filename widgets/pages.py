@@ -6,7 +6,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Tab, Tabs
 
+from mlatui.views.key_figure import FigureView
 from widgets.arm import ARM_TITLES
+from widgets.figure import VIEW_TITLES
 from widgets.host import DashboardHost
 from widgets.keybar import KeyFooter
 from widgets.panes import (
@@ -43,9 +45,7 @@ class PagesMixin(DashboardHost):
             yield ArmPane("stock", id="arm-stock", title=ARM_TITLES["stock"])
             yield ArmPane("patched", id="arm-patched", title=ARM_TITLES["patched"])
         with Horizontal(id="page-cost", classes="page"):
-            yield MarginalPane(
-                id="marginal", title="marginal cost of a 2nd query (L=2 − L=1) vs context"
-            )
+            yield MarginalPane(id="marginal", title=VIEW_TITLES[FigureView.MARGINAL])
             yield ValidityPane(id="validity", title="L=1 check per context")
         with Horizontal(id="page-sys", classes="page"):
             yield MemoryPane(id="memory", title="memory")

@@ -19,8 +19,10 @@ else:
 
 from mlatui.stream.events import ARMS
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.key_figure import FigureView
 from widgets import render as r
 from widgets.arm import arm_text, arm_title
+from widgets.figure import VIEW_TITLES
 from widgets.palette import series_look
 from widgets.validity_pane import validity_text
 
@@ -180,11 +182,19 @@ class ArmPane(Pane):
 
 
 class MarginalPane(Pane):
+    """The key figure, in the view `m` picks (the marginal cost of a 2nd query, or MBU)."""
+
     section = "marginal"
+    view = FigureView.MARGINAL
+
+    def show_view(self, view: FigureView) -> None:
+        self.view = view
+        self.border_title = VIEW_TITLES[view]
+        self.refresh()
 
     def content(self) -> Text:
         size, dark = self.content_size, self.app.current_theme.dark
-        return r.marginal_plot(self.state, size.width, size.height, dark)
+        return r.marginal_plot(self.state, size.width, size.height, dark, self.view)
 
 
 class ValidityPane(ScrollPane):

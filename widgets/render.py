@@ -12,7 +12,8 @@ from rich.text import Text
 
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
-from mlatui.views.key_figure import key_figure
+from mlatui.views.key_figure import FigureView, key_figure
+from mlatui.views.mbu_figure import mbu_figure
 from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
 from mlatui.views.units import bytes_text
@@ -274,9 +275,17 @@ def phase_text(
     return t
 
 
-def marginal_plot(state: DashboardState, width: int, height: int, dark: bool = True) -> Text:
-    """The key figure (widgets.figure draws mlatui.views.key_figure's data)."""
-    return key_figure_text(key_figure(state), width, height, dark)
+def marginal_plot(
+    state: DashboardState,
+    width: int,
+    height: int,
+    dark: bool = True,
+    view: FigureView = FigureView.MARGINAL,
+) -> Text:
+    """The key figure in its view (widgets.figure draws mlatui.views.key_figure's data, or
+    mlatui.views.mbu_figure's)."""
+    fig = mbu_figure(state) if view is FigureView.MBU else key_figure(state)
+    return key_figure_text(fig, width, height, dark)
 
 
 def run_lines(state: DashboardState) -> list[Text]:

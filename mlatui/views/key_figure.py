@@ -15,6 +15,17 @@ from mlatui.views.dashboard_state import DashboardState
 ARM_COLOURS = {"stock": "red", "patched": "green"}
 
 
+class FigureView(enum.StrEnum):
+    """What the key figure plots against context (the `m` key switches between them)."""
+
+    MARGINAL = "marginal"  # the marginal cost of a 2nd query, ms
+    MBU = "mbu"  # each arm's L = 2 step's MBU, % of the device's measured limit
+
+    @property
+    def other(self) -> FigureView:
+        return FigureView.MBU if self is FigureView.MARGINAL else FigureView.MARGINAL
+
+
 class PointStatus(enum.StrEnum):
     VALID = "valid"
     PENDING = "pending"  # measured, L = 1 check not decided yet
@@ -49,6 +60,9 @@ class KeyFigure:
     y_label: str = "ms, lower is better"
     x_label: str = "context (tokens)"
     ended: bool = False  # the run is over: an empty figure will stay empty
+    unit: str = "ms"  # of the values beside the points: "ms" or "%"
+    caption_note: str = ""  # said under the x ticks where it fits (the stock arm's re-expansion)
+    notice: str = ""  # why an empty figure stays empty (a recording without step bytes)
 
     @property
     def empty(self) -> bool:

@@ -201,6 +201,15 @@ KEYS = (
         rank=1,
     ),
     Key(
+        "m",
+        "the key figure: marginal cost of a 2nd query, or MBU against context (and back)",
+        "figure-view",
+        KeyGroup.VIEWS,
+        "figure_view",
+        title="Key figure: marginal cost / MBU",
+        rank=4,
+    ),
+    Key(
         "1 2 3",
         "show a page (narrow screens): cost, arms, memory/log",
         "page-cost",
