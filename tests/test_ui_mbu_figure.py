@@ -91,12 +91,15 @@ def test_the_h100_mbu_figure_is_the_summarys_and_says_the_stock_re_expansion(h10
     for s in fig.series:
         want = {r.context: r.mbu[s.name].median * 100 for r in rows if r.width == 2}
         assert {p.context: p.ms for p in s.points} == pytest.approx(want)
-    assert "2447 GB/s measured read" in fig.y_label
+    assert "% of 2447 GB/s measured" in fig.y_label
     final = h100.estimates[("sweep", 131072)]
     step = StepBytes.from_dict(final.step_bytes["2"])
     share = step.materialised_extra / (step.total.low + step.materialised_extra)
-    assert fig.caption_note == f"stock L=2 @128K: {share:.0%} of its bytes re-expansion"
-    assert fig.caption_note in marginal_plot(h100, 100, 24, view=FigureView.MBU).plain
+    assert fig.legend_note == f"stock L=2 @128K: {share:.0%} of bytes re-expansion"
+    for size in ((60, 14), (100, 24)):
+        lines = marginal_plot(h100, *size, view=FigureView.MBU).plain.split("\n")
+        assert any(fig.legend_note in line for line in lines), lines
+        assert max(map(len, lines)) <= size[0]  # the title and legend wrap inside the pane
 
 
 def test_a_recording_without_step_bytes_says_so_in_one_line():
@@ -121,7 +124,7 @@ async def test_m_switches_the_key_figure_to_mbu_and_back(tmp_path, h100):
         await pilot.pause()
         assert pane.border_title == VIEW_TITLES[FigureView.MBU]
         seen = pane.render().plain
-        assert seen.startswith("MBU of the L=2 step, % of 2447 GB/s measured read")
+        assert seen.startswith("MBU of L=2, % of 2447 GB/s measured")
         row = next(r for r in sweep_rows(summarize(h100)) if (r.context, r.width) == (131072, 2))
         assert value_text(row.mbu["patched"].median * 100, "%") in seen  # 7.9%
         await pilot.press("m")

@@ -60,6 +60,8 @@ def legend_items(
         items.append((CROSSOVER, hex_colour(GREY), mark))
     if any(p.low_ms is not None and p.low_ms <= 0 for s in fig.series for p in s.points):
         items.append((CLIPPED, "bold", "CI reaches ≤ 0 (off the log axis)"))
+    if fig.legend_note:
+        items.append(("", "", fig.legend_note))
     return items
 
 
@@ -78,7 +80,7 @@ def legend_lines(fig: KeyFigure, width: int, dark: bool = True, with_ci: bool = 
         else:
             line.append("  ")
         line.append(sym, style=style)
-        line.append(f" {label}")
+        line.append(f" {label}" if sym else label)
     return lines
 
 
@@ -88,8 +90,6 @@ def caption(fig: KeyFigure, width: int) -> Text:
     extra = [("│ 95% CI", "")] if has_ci(fig) else []
     if fig.threshold_note:
         extra.append((fig.threshold_note, "dim"))
-    if fig.caption_note:
-        extra.append((fig.caption_note, ""))
     for text, style in extra:
         if t.cell_len + 3 + len(text) <= width:
             t.append(" · ", style="dim")

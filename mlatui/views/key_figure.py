@@ -61,7 +61,7 @@ class KeyFigure:
     x_label: str = "context (tokens)"
     ended: bool = False  # the run is over: an empty figure will stay empty
     unit: str = "ms"  # of the values beside the points: "ms" or "%"
-    caption_note: str = ""  # said under the x ticks where it fits (the stock arm's re-expansion)
+    legend_note: str = ""  # the legend's last item (the stock arm's re-expansion share)
     notice: str = ""  # why an empty figure stays empty (a recording without step bytes)
 
     @property

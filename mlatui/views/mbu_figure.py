@@ -60,11 +60,11 @@ def limit_label(summary: RunSummary) -> str:
     bandwidth = summary.header.device.get("bandwidth") if summary.header is not None else None
     if not bandwidth:
         return "the measured limit"
-    return f"{sig(bandwidth['measured_read_gb_s'], 3)} GB/s measured read"
+    return f"{sig(bandwidth['measured_read_gb_s'], 3)} GB/s measured"
 
 
 def re_expansion_note(state: DashboardState, rows: Sequence[SweepRow], width: int) -> str:
-    """`stock L=2 @128K: 96% of its bytes re-expansion`: of the bytes the stock step reads at the
+    """`stock L=2 @128K: 96% of bytes re-expansion`: of the bytes the stock step reads at the
     largest context (its necessary fewest plus what the materialised branch builds and reads
     back, as the run's byte census recorded them); "" unless the stock arm took that branch."""
     stock = state.arms.get("stock")
@@ -84,7 +84,7 @@ def re_expansion_note(state: DashboardState, rows: Sequence[SweepRow], width: in
     step = StepBytes.from_dict(recorded[-1])
     read = step.total.low + step.materialised_extra
     share = step.materialised_extra / read if read else 0.0
-    return f"stock L={width} @{fmt_context(context)}: {share:.0%} of its bytes re-expansion"
+    return f"stock L={width} @{fmt_context(context)}: {share:.0%} of bytes re-expansion"
 
 
 def mbu_figure(state: DashboardState) -> KeyFigure:
@@ -93,7 +93,7 @@ def mbu_figure(state: DashboardState) -> KeyFigure:
     summary = summarize(state)
     rows = sweep_rows(summary)
     ended = state.status in ("completed", "interrupted", "error")
-    y_label = f"MBU of the L={MBU_WIDTH} step, % of {limit_label(summary)} (higher is better)"
+    y_label = f"MBU of L={MBU_WIDTH}, % of {limit_label(summary)}"
     series = tuple(
         FigureSeries(arm, ARM_COLOURS.get(arm, "cyan"), mbu_points(rows, arm)) for arm in state.arms
     )
@@ -102,4 +102,4 @@ def mbu_figure(state: DashboardState) -> KeyFigure:
             series, y_label=y_label, ended=ended, unit="%", notice=NO_BYTES if rows else ""
         )
     note = re_expansion_note(state, rows, MBU_WIDTH)
-    return KeyFigure(series, y_label=y_label, ended=ended, unit="%", caption_note=note)
+    return KeyFigure(series, y_label=y_label, ended=ended, unit="%", legend_note=note)
