@@ -65,7 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="S",
         help="seconds the run may take: a probe of this device scales the scenario down to fit, "
-        "and the log says what was cut (default: the scenario's budget_s, 90 for the default "
+        "and the log says what was cut (default: the scenario's budget_s, 100 for the default "
         "scenario; 0 runs the scenario in full)",
     )
     parser.add_argument(
