@@ -25,6 +25,17 @@ choose_blas(reexec=False)
 WORKERS = 3
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_folders_in_tmp(tmp_path_factory: pytest.TempPathFactory):
+    """Recordings (runs/) and crash logs of every test and of the commands it starts land in a
+    temporary folder, never in the user's own (platformdirs reads these variables on Linux)."""
+    home = tmp_path_factory.mktemp("user-folders")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_DATA_HOME", str(home / "data"))
+        mp.setenv("XDG_STATE_HOME", str(home / "state"))
+        yield
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own reading of -n
 def pytest_cmdline_main(config: pytest.Config) -> None:
     whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
