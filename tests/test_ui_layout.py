@@ -109,3 +109,73 @@ async def test_events_log_scrolls_and_follows_the_end(tmp_path):
         await pilot.pause()
         text = "\n".join(screen_lines(app))
         assert "run started" in text and last not in text
+
+
+FIVE = [(80, 24), (100, 34), (120, 40), (160, 50), (220, 60)]
+RECORDINGS = {
+    "demo": Path(__file__).parents[1] / "scenarios" / "demo.jsonl",
+    "demo-gpu": Path(__file__).parents[1] / "scenarios" / "demo-gpu.jsonl",
+    "aa": Path(__file__).parent / "fixtures" / "ui_aa_finished.jsonl.gz",
+    "tune": Path(__file__).parent / "fixtures" / "ui_tune_only.jsonl.gz",
+}
+
+
+def pane_rows(app, selector: str) -> list[str]:
+    region = app.query_one(selector).content_region
+    rows = screen_lines(app)[region.y : region.bottom]
+    return [row[region.x : region.right].rstrip() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [
+        pytest.param(
+            name,
+            size,
+            id=f"{name}-{size[0]}x{size[1]}",
+            marks=()
+            if (name, size) in {("demo", (120, 40)), ("demo-gpu", (100, 34))}
+            else pytest.mark.slow,
+        )
+        for name in RECORDINGS
+        for size in FIVE
+    ],
+)
+async def test_the_arm_panes_keep_their_head_and_face_each_other(tmp_path, name, size):
+    """Both arm panes start at their first line (never scrolled to their last), list the same
+    rows side by side (tok/s, each setting, the gate calls on the same row in both), and a pane
+    too short for all says how many lines `z` shows; a compact screen names its page keys;
+    the key figure is never narrower than the L = 1 table beside it."""
+    app = MlatuiApp(
+        ReplaySource(RECORDINGS[name], speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path
+    )
+    async with app.run_test(size=size) as pilot:
+        await replayed(pilot)
+        if app.compact:
+            assert "1 cost · validity" in "\n".join(screen_lines(app))
+            await pilot.press("2")
+            await pilot.pause()
+        else:
+            marginal, validity = app.query_one("#marginal"), app.query_one("#validity")
+            assert marginal.region.width >= validity.region.width
+        stock, patched = pane_rows(app, "#arm-stock"), pane_rows(app, "#arm-patched")
+        for rows, arm in ((stock, "stock"), (patched, "patched")):
+            pane = app.query_one(f"#arm-{arm}")
+            first = pane.render().plain.split("\n")[0].rstrip()
+            assert first.startswith(rows[0].removesuffix("…")), (rows[0], first)
+            assert not rows[0].startswith(("absorbed", "gate calls")), rows
+        for word in ("tok/s", "gate calls", "absorbed", "acceptance", "accept "):
+            at = [
+                next((i for i, r in enumerate(rows) if r.lstrip().startswith(word)), None)
+                for rows in (stock, patched)
+            ]
+            assert at[0] == at[1], (word, stock, patched)
+
+        def settings(rows: list[str]) -> list[str]:
+            start = next(i for i, r in enumerate(rows) if r.startswith("tok/s"))
+            ends = ("gate", "absorbed", "…")
+            end = next((i for i, r in enumerate(rows) if r.startswith(ends)), len(rows))
+            return [r.split()[0] for r in rows[start + 1 : end] if r.strip()]
+
+        if any(r.startswith("tok/s") for r in stock):
+            assert settings(stock) == settings(patched), (stock, patched)

@@ -1,6 +1,7 @@
 """Snapshots of the main screen after replaying a recording to its end: the test fixture at
-three sizes; the shipped demo, a finished A/A run and a tune-only run at 80x24, 120x40, 160x50
-and 220x60 (the default run: each recording once and each size once; `-m slow`: all twelve).
+three sizes; the shipped demo and demo-gpu, a finished A/A run and a tune-only run at 80x24,
+100x34, 120x40, 160x50 and 220x60 (the default run: each recording once and each size once;
+`-m slow`: all twenty).
 Update the baselines with `pytest tests/test_ui_snapshot.py --snapshot-update` (and look at them)."""
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TWO_KINDS = Path(__file__).parent / "fixtures" / "two_kinds_tune.jsonl"
 FINISHED = {
     "demo": Path(__file__).parents[1] / "scenarios" / "demo.jsonl",
+    "demo-gpu": Path(__file__).parents[1] / "scenarios" / "demo-gpu.jsonl",  # H200, 4K-24K
     "aa": Path(__file__).parent / "fixtures" / "ui_aa_finished.jsonl.gz",  # H200, A/A at 8K
     "tune": Path(__file__).parent / "fixtures" / "ui_tune_only.jsonl.gz",  # CPU, no sweep
 }
-SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
+SIZES = [(80, 24), (100, 34), (120, 40), (160, 50), (220, 60)]
 
 
 async def run_before(pilot) -> None:
@@ -46,7 +48,13 @@ def test_two_draft_kinds_snapshot(snap_compare, tmp_path):
 
 # The default run takes each recording at one size and each size once (a diagonal); the whole
 # matrix runs under `pytest -m slow`.
-DIAGONAL = {("demo", (80, 24)), ("aa", (120, 40)), ("tune", (160, 50)), ("demo", (220, 60))}
+DIAGONAL = {
+    ("demo", (80, 24)),
+    ("demo-gpu", (100, 34)),
+    ("aa", (120, 40)),
+    ("tune", (160, 50)),
+    ("demo", (220, 60)),
+}
 
 
 @pytest.mark.parametrize(

@@ -96,12 +96,18 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
 
 
 def tok_s_lines(
-    state: DashboardState, arm: str, narrow: bool, width: int | None = None
+    state: DashboardState,
+    arm: str,
+    narrow: bool,
+    width: int | None = None,
+    one_a_line: bool = False,
+    kind_alone: bool = False,
 ) -> list[Text]:
     """Plain decode, then every depth's tok/s and paired speedup with its 95% CI (the figure
     the verdict judges: a speedup counts when its CI lies above 1), the verdict's pick marked
-    ★; with several draft kinds, one line per kind, named. Settings wrap to `width` (narrow
-    without a width: one a line), never inside one."""
+    ★; with several draft kinds, one line per kind, named (the name alone on its line where
+    its first setting would not fit beside it, or `kind_alone`). Settings wrap to `width`
+    (narrow without a width, or `one_a_line`: one a line), never inside one."""
     a = state.arms[arm]
     best = winner(state, arm)
     chosen = None if best is None else Setting(best.draft_kind, best.depth)
@@ -118,6 +124,7 @@ def tok_s_lines(
         by_kind.setdefault(setting.kind, []).append((setting, figures, bound))
     several = len(by_kind) > 1
     for kind, settings in by_kind.items():
+        indent = "  "
         if several:
             lines.append(line)
             line = Text("  ")
@@ -126,11 +133,16 @@ def tok_s_lines(
             chunk = _setting_text(a, setting, figures, bound, best if setting == chosen else None)
             first_of_kind = several and i == 0
             fits = width is not None and line.cell_len + 3 + chunk.cell_len <= width
-            if not first_of_kind and (narrow and width is None or width is not None and not fits):
+            alone = one_a_line or narrow and width is None
+            if not first_of_kind and (alone or width is not None and not fits):
                 lines.append(line)
-                line = Text("  ")
+                line = Text(indent)
             elif not first_of_kind:
                 line.append(" │ ")
+            elif kind_alone or width is not None and line.cell_len + 1 + chunk.cell_len > width:
+                lines.append(line)  # the kind's name alone: its settings whole below it
+                indent = "    "
+                line = Text(indent)
             else:
                 line.append(" ")
             line.append_text(chunk)
@@ -185,10 +197,10 @@ def arm_sections(state: DashboardState, arm: str, width: int) -> list[list[Text]
         medians = medians_text(chart, arm, not long)
     rule = rule_line(state, arm, narrow)
     mbu = mbu_line(state, arm, narrow)
-    counts = {len(tok_s_lines(state, a, narrow, width)) for a in ARMS if a in state.arms}
-    tok_s = tok_s_lines(state, arm, narrow, width if len(counts) <= 1 else None)
-    if len(counts) > 1:
-        tok_s = tok_s_lines(state, arm, True, None)
+    arms = [a for a in ARMS if a in state.arms]
+    one = len({len(tok_s_lines(state, a, narrow, width)) for a in arms}) > 1
+    alone = len({len(tok_s_lines(state, a, narrow, width, one)) for a in arms}) > 1
+    tok_s = tok_s_lines(state, arm, narrow, width, one_a_line=one, kind_alone=alone)
     return [
         [medians] if medians is not None else [],
         [acceptance_line(state, arm, narrow)],

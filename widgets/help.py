@@ -155,4 +155,21 @@ def save_screenshot(app: App, out_dir: Path, filename: str | None = None) -> Non
     except OSError as e:
         app.notify(unwritable("screenshot", out_dir, e), severity="error")
         return
-    app.notify(f"{name}\nin {out_dir.resolve()}", title="screenshot saved (SVG)")
+    width = min(TOAST_WIDTH, app.size.width * TOAST_SHARE // 100) - TOAST_GUTTER
+    where = fold_path(f"in {out_dir.resolve()}", width)
+    app.notify(f"{name}\n{where}", title="screenshot saved (SVG)")
+
+
+TOAST_WIDTH, TOAST_SHARE, TOAST_GUTTER = 64, 90, 3  # app.tcss Toast: columns, % of screen, pad
+
+
+def fold_path(path: str, width: int) -> str:
+    """The path on lines of at most `width` columns, broken after a `/`, never inside a name
+    (a name longer than a line keeps a line of its own)."""
+    lines, line = [], ""
+    for piece in path.replace("/", "/\0").split("\0"):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    return "\n".join([*lines, line])

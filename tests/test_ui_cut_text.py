@@ -1,0 +1,110 @@
+"""No text cut without an ellipsis, read off the screen as a person sees it: every shipped
+recording replayed to its end at the five sizes; each pane's lines compared with the rows it
+shows. The default run takes a diagonal (each size once); `-m slow` the whole matrix."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from ui_settled import settled
+
+from mlatui.stream.sources import ReplaySource
+from widgets.app import MlatuiApp
+from widgets.help import fold_path
+from widgets.panes import HeaderPane, Pane, ScrollPane
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def replayable(path: Path) -> bool:
+    """An event recording (it starts with an event), not a bench record file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return "type" in json.loads(f.readline())
+
+
+SHIPPED = [FIXTURES / "ui_aa_finished.jsonl.gz", FIXTURES / "ui_tune_only.jsonl.gz"] + sorted(
+    p
+    for p in [*(ROOT / "scenarios").glob("*.jsonl"), *(ROOT / "docs" / "data").glob("*.jsonl.gz")]
+    if replayable(p)
+)
+SIZES = [(80, 24), (100, 34), (120, 40), (160, 50), (220, 60)]
+DIAGONAL = {
+    ("demo.jsonl", (80, 24)),
+    ("demo-gpu.jsonl", (100, 34)),
+    ("h200-aa.jsonl.gz", (120, 40)),
+    ("h200-long-context.jsonl.gz", (160, 50)),
+    ("cpu-bench-budget.jsonl.gz", (220, 60)),
+}
+
+
+def screen_rows(app) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+def cut_lines(app) -> list[str]:
+    """`pane: shown | meant` for each row whose text runs past its pane without an ellipsis."""
+    rows = screen_rows(app)
+    cut = []
+    for pane in app.query(Pane).results():
+        if isinstance(pane, ScrollPane) or pane.id == "log" or not pane.region.area:
+            continue
+        region = pane.content_region
+        for k, meant in enumerate(pane.render().plain.split("\n")[: region.height]):
+            meant = meant.rstrip()
+            shown = rows[region.y + k][region.x : region.right].rstrip()
+            if len(meant) > region.width and not shown.endswith("…"):
+                cut.append(f"{pane.id}: {shown!r} | {meant!r}")
+    for pane in app.query(ScrollPane).results():
+        if pane.id == "log" or not pane.region.area:  # the log wraps
+            continue
+        body = pane.query_one(".body")
+        view = pane.scrollable_content_region
+        meant_lines = body.render().plain.split("\n")
+        for k, meant in enumerate(meant_lines):
+            y = body.region.y + k
+            if not view.y <= y < view.bottom:
+                continue
+            meant = meant.rstrip()
+            shown = rows[y][view.x : view.right].rstrip()
+            if len(meant) > view.width and not shown.endswith("…"):
+                cut.append(f"{pane.id}: {shown!r} | {meant!r}")
+    return cut
+
+
+@pytest.mark.parametrize(
+    ("path", "size"),
+    [
+        pytest.param(
+            path,
+            size,
+            id=f"{path.name.split('.')[0]}-{size[0]}x{size[1]}",
+            marks=() if (path.name, size) in DIAGONAL else pytest.mark.slow,
+        )
+        for path in SHIPPED
+        for size in SIZES
+    ],
+)
+async def test_no_line_is_cut_without_an_ellipsis(tmp_path, path, size):
+    app = MlatuiApp(ReplaySource(path, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot)
+        pages = 3 if app.compact else 1
+        for page in range(pages):
+            if app.compact:
+                await pilot.press(str(page + 1))
+                await pilot.pause()
+            assert cut_lines(app) == [], f"page {page + 1}"
+        assert app.query_one(HeaderPane).shows_every_line()
+
+
+def test_a_toasts_path_breaks_between_names():
+    path = "in /tmp/pytest-of-someone/pytest-12/test_screenshot_folder0/out/more"
+    lines = fold_path(path, 24).split("\n")
+    assert "".join(lines) == path and all(len(line) <= 24 for line in lines)
+    assert all(line.endswith("/") for line in lines[:-1])
+    assert fold_path("in /a/" + "x" * 40, 20).split("\n")[-1] == "x" * 40  # whole, alone
