@@ -108,3 +108,12 @@ def test_a_toasts_path_breaks_between_names():
     assert "".join(lines) == path and all(len(line) <= 24 for line in lines)
     assert all(line.endswith("/") for line in lines[:-1])
     assert fold_path("in /a/" + "x" * 40, 20).split("\n")[-1] == "x" * 40  # whole, alone
+
+
+def test_the_timeline_keeps_every_phase_start_and_cuts_a_name_with_an_ellipsis():
+    from widgets.render import ViewInfo, timeline_text
+
+    view = ViewInfo(timeline=((0.0, "sweep"), (0.1, "sweep/tune"), (0.5, "done")), fraction=1.0)
+    bar = timeline_text(view, 80).plain
+    assert bar.count("┃") == 3, bar
+    assert bar.startswith("┃swe…┃tune") and "┃done" in bar, bar

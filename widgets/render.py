@@ -184,12 +184,15 @@ def timeline_text(view: ViewInfo, width: int) -> Text:
     bar_w = max(10, width - len(keys) - 2)
     cells = ["─"] * bar_w
     names = [" "] * bar_w
-    for frac, name in view.timeline:
-        col = min(bar_w - 1, int(frac * bar_w))
+    starts = [min(bar_w - 1, int(frac * bar_w)) for frac, _ in view.timeline]
+    for col in starts:  # every phase's start first: a name stops short of the next one
         cells[col] = "┃"
+    for col, (_, name) in zip(starts, view.timeline, strict=True):
         label = name.split("/")[-1]
         room = next((c for c in range(col + 1, bar_w) if cells[c] == "┃"), bar_w) - col - 1
-        for i, ch in enumerate(label[: max(0, room)]):
+        if len(label) > room:  # a short phase: its name cut with an ellipsis, or left out
+            label = label[: room - 1] + "…" if room >= 3 else ""
+        for i, ch in enumerate(label):
             names[col + 1 + i] = ch
     done = min(bar_w, round((view.fraction or 0.0) * bar_w))
     t = Text()
