@@ -54,4 +54,3 @@ async def test_the_arm_borders_take_the_series_colours_by_theme(tmp_path):
         app.theme = "textual-light"
         await pilot.pause()
         assert (border_rgb(stock), border_rgb(patched)) == (VERMILLION, BLUE)
-
