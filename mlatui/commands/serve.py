@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     command, shown = replay_command(args.file, args.speed)
     try:
-        from textual_serve.server import Server
+        from widgets.serve import serve
     except ImportError as e:
         raise UserError(
             "mlatui serve needs textual-serve, which is not installed",
@@ -100,36 +100,30 @@ def run(args: argparse.Namespace) -> int:
         host = f"[{args.host}]" if ":" in args.host else args.host
         public_url = f"http://{host}:{port}"
 
-    class ReplayServer(Server):
-        async def on_startup(self, app) -> None:
+    def greet(url: str) -> None:
+        print(
+            f"mlatui: serving {shown} at {url} (one replay per browser tab; Ctrl+C stops)",
+            flush=True,
+        )
+        if args.host not in LOOPBACK:
+            reach = (
+                " pass --public-url http://NAME:PORT so other machines' browsers find it;"
+                if args.public_url is None and args.host in WILDCARD
+                else ""
+            )
             print(
-                f"mlatui: serving {shown} at {self.public_url} "
-                "(one replay per browser tab; Ctrl+C stops)",
+                f"mlatui: warning: listening on {args.host}:{reach} anyone who reaches it "
+                "can open replays (there is no authentication)",
+                file=sys.stderr,
                 flush=True,
             )
-            if args.host not in LOOPBACK:
-                reach = (
-                    " pass --public-url http://NAME:PORT so other machines' browsers find it;"
-                    if args.public_url is None and args.host in WILDCARD
-                    else ""
-                )
-                print(
-                    f"mlatui: warning: listening on {args.host}:{reach} anyone who reaches it "
-                    "can open replays (there is no authentication)",
-                    file=sys.stderr,
-                    flush=True,
-                )
 
-    server = ReplayServer(
+    serve(
         shlex.join(command),
         host=args.host,
         port=port,
         title=f"mlatui {shown}",
         public_url=public_url,
+        greet=greet,
     )
-    import logging
-
-    for name in ("textual-serve", "aiohttp.access"):  # no line per connection or request
-        logging.getLogger(name).setLevel(logging.WARNING)
-    server.serve()
     return 0
