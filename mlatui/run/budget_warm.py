@@ -13,7 +13,7 @@ from functools import partial
 from mlatui.config.scenario import Phase
 from mlatui.measure.plans import Setting, decode_settings
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import DecodeStream, open_stream, rewind, run_block, sync_after_block
+from mlatui.run.decode_stream import DecodeStream, open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_blocks import sampling_of
 
@@ -37,14 +37,12 @@ def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[in
     )
     sampling = sampling_of(phase)
     n = min(phase.tokens, WARM_BLOCK_TOKENS)
-    lockstep = ctx.lockstep is not None
     first_s = 0.0
     for st in decode_settings(phase, ctx.draft_kinds):
 
         def block(a: Arm, st: Setting = st) -> None:
             rewind(a, stream)
             run_block(a, stream, st, n, sampling, ctx.seed)
-            sync_after_block(lockstep)
 
         took: list[float] = []
         for _ in range(2):

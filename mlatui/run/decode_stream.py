@@ -17,7 +17,6 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
-from mlatui.host.wired import sync_streams
 from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
 from mlatui.run.drafts import DraftModelSource
@@ -152,14 +151,6 @@ def _catch_up_draft(arm: Arm, s: DecodeStream, draft: Any, track: DraftTrack) ->
         draft.model(mx.array([missing]), cache=draft.cache)  # (1, m)
         mx.eval([c.state for c in draft.cache])
     track.draft_len = s.covered
-
-
-def sync_after_block(lockstep: bool) -> None:
-    """Under mlx.launch, after the clock: a step left in flight would interleave its all_sums
-    with the next lockstep collective (garbage sums). Every block already ends with
-    `sync_streams`; this keeps the lockstep guarantee where the phases state it."""
-    if lockstep:
-        sync_streams()
 
 
 def run_block(

@@ -11,7 +11,7 @@ from mlatui.measure.estimates import Timing, stable_seed
 from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import Repetition, repetition_of
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block, sync_after_block
+from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_verdict import first_divergence
@@ -63,12 +63,11 @@ class BlockRunner:
         stream = self.streams[arm]
         n = self.n
         depth = 0 if plain else st.depth
-        lockstep = self.ctx.lockstep is not None
 
         def block(a: Arm) -> BlockResult:
-            result = run_block(a, stream, Setting(st.kind, depth), n, self.sampling, seed)
-            sync_after_block(lockstep)
-            return result
+            # run_block syncs every stream it ran on after its clock: under mlx.launch no step is
+            # left in flight to interleave with the next lockstep collective
+            return run_block(a, stream, Setting(st.kind, depth), n, self.sampling, seed)
 
         return self.ctx.workers[arm].call(block)
 
