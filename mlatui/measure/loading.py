@@ -13,7 +13,7 @@ class LoadView:
 
     what: str = ""
     source: str = ""
-    kind: str = ""
+    random_build: bool = False
     files: int = 0
     total_bytes: int = 0
     params: int = 0
@@ -27,7 +27,14 @@ class LoadView:
     @classmethod
     def start(cls, e: LoadStart) -> LoadView:
         return cls(
-            e.what, e.source, e.kind, e.files, e.total_bytes, e.params, started_t=e.t, last_t=e.t
+            e.what,
+            e.source,
+            e.random_build,
+            e.files,
+            e.total_bytes,
+            e.params,
+            started_t=e.t,
+            last_t=e.t,
         )
 
     def progress(self, e: LoadProgress) -> None:

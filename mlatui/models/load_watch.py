@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from mlatui.stream.events import Event, LoadProgress, LoadStart
+from mlatui.stream.events import Event, LoadKind, LoadProgress, LoadStart
 
 Counter = tuple[Callable[[], int], str]  # (bytes so far, what it measures)
 
@@ -62,7 +62,7 @@ class LoadWatch:
         clock: Callable[[], float],
         what: str,
         source: str,
-        kind: str = "checkpoint",
+        kind: str = LoadKind.CHECKPOINT,
         files: Sequence[Path] = (),
         params: int = 0,
         total_bytes: int | None = None,

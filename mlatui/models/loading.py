@@ -20,6 +20,7 @@ from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
+from mlatui.stream.events import LoadKind
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
 
@@ -247,7 +248,12 @@ def build_random(
     params = sum(v.size for v in leaves)
     source = f"random:{config['model_type']}"
     with watch(
-        what, source, kind="random", params=params, total_bytes=nbytes, counter=memory_counter()
+        what,
+        source,
+        kind=LoadKind.RANDOM,
+        params=params,
+        total_bytes=nbytes,
+        counter=memory_counter(),
     ):
         mx.eval(model.parameters())
     return model, model.model_type if isinstance(model, vlm.TextModel) else config["model_type"]

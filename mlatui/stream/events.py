@@ -9,6 +9,7 @@ Nothing here imports mlx or textual.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpecStep, SpeedupBound
@@ -114,6 +115,11 @@ class BudgetOutcome(Event):
     undecided: tuple[str, ...] = ()  # "phase @ context" of each L = 1 check still undecided
 
 
+class LoadKind(StrEnum):
+    CHECKPOINT = "checkpoint"
+    RANDOM = "random"
+
+
 @dataclass(frozen=True)
 class LoadStart(Event):
     """Sent before any weight is read or built (and before the header, which needs the loaded
@@ -125,11 +131,15 @@ class LoadStart(Event):
     t: float
     what: str  # "model" | "draft model"
     source: str  # path, hub id, "embedded" or "random:<family>"
-    kind: str
+    kind: str  # a LoadKind's value
     files: int = 0
     total_bytes: int = 0
     params: int = 0
     file_bytes: tuple[int, ...] = ()
+
+    @property
+    def random_build(self) -> bool:
+        return LoadKind(self.kind) is LoadKind.RANDOM
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ class DashboardState(DecodeFold):
 
     def _on_load_start(self, e: LoadStart) -> None:
         self.changed |= {"header", "phase"}
-        if e.kind == "random":
+        if e.random_build:
             what = f"building random weights ({e.params / 1e6:,.1f}M params)"
         elif e.total_bytes:
             what = f"{e.files} files, {e.total_bytes / 1e6:,.1f} MB"

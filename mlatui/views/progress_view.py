@@ -75,7 +75,7 @@ def loading_text(load: LoadView, now_s: float | None) -> str:
     """`loading model: 1.2/3.4 GB (2/5 files) 12 s`; `~` marks bytes estimated from outside
     the loader; random builds say what they build."""
     took = f" {duration(max(0.0, (now_s if now_s is not None else load.last_t) - load.started_t))}"
-    if load.kind == "random":
+    if load.random_build:
         return (
             f"building random weights for the {load.what} ({load.params / 1e6:,.1f}M params){took}"
         )
