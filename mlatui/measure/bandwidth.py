@@ -1,8 +1,11 @@
 """The device's memory bandwidth limit, two ways, and a step's use of it.
 
 Measured: a short probe through MLX itself (a reduction over a large array reads it once; a copy
-`a + 1` reads it and writes it once), the best of a few repetitions. Published: the vendors'
-figures for the devices this project runs on. Model bandwidth utilisation (MBU) is a step's
+`a + 1` reads it and writes it once), the best of a few repetitions. Load from other processes
+only slows a probe, so the limit is the most the device was ever seen to reach: the best over
+every probe kept and every step a run timed (`Measured.merged`); a run whose step read faster than
+the limit it was given contradicts that limit (`LimitCheck`), and its MBU is not a figure.
+Published: the vendors' figures for the devices this project runs on. Model bandwidth utilisation (MBU) is a step's
 necessary bytes over its time, against the limit; a step's time interval gives the figure's
 interval from the same rounds (bytes are fixed per context and width, so the ends swap).
 mlx is imported inside `probe` only: the rest is read by the printers on machines without it.
@@ -22,6 +25,7 @@ from mlatui.stream.interval import Interval
 CPU_PROBE_BYTES = 32 << 20
 GPU_PROBE_BYTES = 1 << 30
 PROBE_REPS = 5
+PROBE_STALE_S = 24 * 3600.0  # a day: a probe is cheap (0.2 s on the 2-core CPU), and can only raise
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,46 @@ def published(device_name: str) -> Published | None:
 
 @dataclass(frozen=True)
 class Measured:
-    """What the probe reached: GB/s reading (a reduction) and copying (read + write)."""
+    """The device's limit: GB/s reading (a reduction) and copying (read + write), the best the
+    probes reached; `probed_at_s` the latest probe's time (Unix s); `reached_gb_s` the most a
+    run's step read above the limit since then (folded in at the next probe)."""
 
     read_gb_s: float
     copy_gb_s: float
     probe_bytes: int
     reps: int
+    probed_at_s: float = 0.0
+    reached_gb_s: float = 0.0
+
+    def needs_probe(self, now_s: float) -> bool:
+        """Probe again: the latest probe is older than PROBE_STALE_S, or a run contradicted it."""
+        return now_s - self.probed_at_s > PROBE_STALE_S or self.reached_gb_s > self.read_gb_s
+
+    def merged(self, fresh: Measured) -> Measured:
+        """This limit after a `fresh` probe: never lower than either probe, nor than what a run
+        reached (a probe on a busy device reads low; a fast step is a reading too)."""
+        return Measured(
+            max(self.read_gb_s, fresh.read_gb_s, self.reached_gb_s),
+            max(self.copy_gb_s, fresh.copy_gb_s),
+            fresh.probe_bytes,
+            fresh.reps,
+            fresh.probed_at_s,
+        )
+
+
+@dataclass(frozen=True)
+class LimitCheck:
+    """A run's measured read limit against the most any of its steps read (GB/s over the
+    necessary bytes, the median over rounds). A step cannot read faster than the device's limit,
+    so above it the limit is contradicted (a probe taken while the device was busy, or a model
+    small enough to be served from cache) and MBU against it is unknown, not over 100%."""
+
+    limit_gb_s: float
+    reached_gb_s: float
+
+    @property
+    def contradicted(self) -> bool:
+        return self.reached_gb_s > self.limit_gb_s
 
 
 def probe(probe_bytes: int, reps: int = PROBE_REPS) -> Measured:
@@ -107,7 +145,7 @@ def probe(probe_bytes: int, reps: int = PROBE_REPS) -> Measured:
 
     read = best_s(lambda: mx.sum(a))
     copy = best_s(lambda: a + 1)
-    return Measured(size / read / 1e9, 2 * size / copy / 1e9, size, reps)
+    return Measured(size / read / 1e9, 2 * size / copy / 1e9, size, reps, time.time())
 
 
 def effective_gb_s(step_ms: Interval, step_bytes: int) -> Interval | None:
@@ -129,10 +167,12 @@ BANDWIDTH_QUANTITIES = ("gb_s", "mbu", "mbu_most")
 @dataclass(frozen=True)
 class StepBandwidth:
     """What a run's estimates need to say how much bandwidth each step used: the target model's
-    byte census and the device's measured read limit."""
+    byte census and the device's measured read limit; `note_reached` is told of a step that read
+    faster than the limit (the store keeps it, and the next run probes again)."""
 
     census: ModelBytes
     limit_gb_s: float
+    note_reached: Callable[[float], None] | None = None
 
     def step_bytes(self, context: int, widths: list[int]) -> dict[str, dict[str, int]]:
         """Per width (a string key, as JSON keeps it): the step's bytes at `context`."""
@@ -146,8 +186,12 @@ class StepBandwidth:
         for row in step_ms_rows:
             ms = Interval(row["median"], row["low"], row["high"], row["n"])
             needed = self.census.step(row["width"], context).total
+            rate = effective_gb_s(ms, needed.low)
+            if rate is not None and self.note_reached is not None:
+                if LimitCheck(self.limit_gb_s, rate.median).contradicted:
+                    self.note_reached(rate.median)
             figures = {
-                "gb_s": effective_gb_s(ms, needed.low),
+                "gb_s": rate,
                 "mbu": utilisation(ms, needed.low, self.limit_gb_s),
                 "mbu_most": utilisation(ms, needed.high, self.limit_gb_s),
             }

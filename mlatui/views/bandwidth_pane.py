@@ -1,17 +1,36 @@
-"""An arm pane's MBU line, from the dashboard's fold (pure Python)."""
+"""The run's MBU from the dashboard's fold: whether the measured limit holds against what the
+run's own steps read, and an arm pane's MBU line (pure Python)."""
 
 from __future__ import annotations
 
+from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
-from mlatui.views.bandwidth_text import mbu_text
+from mlatui.views.bandwidth_text import limit_unknown, mbu_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context, sig
 
 
+def limit_check(state: DashboardState) -> LimitCheck | None:
+    """The header's measured read limit against the most any step of the run read (the largest
+    median GB/s of every estimate so far); None without a limit or without a rate."""
+    bandwidth = state.header.device.get("bandwidth") if state.header is not None else None
+    limit = bandwidth.get("measured_read_gb_s") if bandwidth else None
+    rates = [
+        float(r["median"])
+        for e in state.estimates.values()
+        for r in e.rows
+        if r["quantity"] == "gb_s"
+    ]
+    if not limit or not rates:
+        return None
+    return LimitCheck(float(limit), max(rates))
+
+
 def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
     """An arm pane's MBU at the latest sweep context, per width (`mbu`; `..` the most where the
-    routing range makes it differ): `MBU @32K L=1 5.2% [4.9, 5.4] · L=2 4.1% .. 6.0%`; None
-    before a sweep estimate that carries it."""
+    routing range makes it differ): `MBU @32K L=1 5.2% [4.9, 5.4] · L=2 4.1% .. 6.0%`; `MBU:
+    limit unknown …` where a step of the run read faster than the measured limit; None before a
+    sweep estimate that carries it."""
     context = state.context
     if context is None:
         return None
@@ -28,4 +47,7 @@ def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
         parts.append(f"L={width} {text}")
     if not parts:
         return None
+    check = limit_check(state)
+    if check is not None and check.contradicted:
+        return "MBU: " + limit_unknown(check, narrow)
     return f"MBU @{fmt_context(context)} " + " · ".join(parts)

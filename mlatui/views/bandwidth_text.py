@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
 from mlatui.views.rounding import Ci, sig
 
@@ -47,11 +48,21 @@ def limit_short(bandwidth: Mapping[str, Any] | None) -> str:
     return out
 
 
+def limit_unknown(check: LimitCheck, narrow: bool = False, said: str = "measured") -> str:
+    """MBU against a contradicted limit: `limit unknown: a step read 3.91 GB/s, above the 1.81
+    GB/s measured` (narrow: `limit unknown (read 3.91 > 1.81 GB/s)`)."""
+    reached, limit = sig(check.reached_gb_s, 3), sig(check.limit_gb_s, 3)
+    if narrow:
+        return f"limit unknown (read {reached} > {limit} GB/s)"
+    return f"limit unknown: a step read {reached} GB/s, above the {limit} GB/s {said}"
+
+
 def mbu_cell(mbu: Ci | None, most: Ci | None, rate: Ci | None = None) -> str:
     """A sweep row's MBU: `5.2% [4.9, 5.4]`, with `.. 7.6%` (the most bytes' median) where the
-    routing range makes the two differ, and the effective rate's median: `· 174 GB/s`."""
+    routing range makes the two differ, and the effective rate's median: `· 174 GB/s`; a rate
+    without an MBU (no limit, or one the run contradicted): `limit unknown · 174 GB/s`."""
     if mbu is None:
-        return "–"
+        return "–" if rate is None else f"limit unknown · {sig(rate.median, 3)} GB/s"
     text = _percent(mbu).text("%")
     if most is not None and most.median > mbu.median * 1.001:
         text += f" .. {sig(most.median * 100, 2)}%"

@@ -9,13 +9,14 @@ from typing import Any
 from mlatui.gate.policy import FormulaPolicy, Geometry
 from mlatui.gate.threshold_text import threshold_text
 from mlatui.measure import forced_branches as forced
+from mlatui.measure.bandwidth import LimitCheck
 from mlatui.measure.byte_census import StepBytes
 from mlatui.measure.forced_branches import BRANCHES, crossover, interval_of
 from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import ci_text, interval_text
-from mlatui.views.bandwidth_text import gb_s_text, limit_text, mb_text, mbu_text
+from mlatui.views.bandwidth_text import gb_s_text, limit_text, limit_unknown, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
 
@@ -316,13 +317,14 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
     `forced_summary` reads it from the records)."""
     limit = next((s.get("limit") for s in summary.values() if s.get("limit")), None)
     published = bool(limit and limit.get("published_gb_s"))
+    held = _limits_held(summary, limit)
     rows = [
         (
             t,
             w,
             mb_text(cell["bytes"].total.high) if "bytes" in cell else "–",
-            *_branch_cells(cell, "absorbed", published),
-            *_branch_cells(cell, "materialised", published),
+            *_branch_cells(cell, "absorbed", published, held),
+            *_branch_cells(cell, "materialised", published, held),
             interval_text(cell["ratio"]),
             cell["verdict"],
         )
@@ -345,7 +347,9 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
         "is the per-round paired ratio (< 1: absorbed faster). MB/step: the bytes a step must "
         "read (the layer's weights, the latent and rope rows of the cache after its update); GB/s "
         "is that over the step's time, MBU that against the device's limit "
-        f"({limit_text(limit)}; MBU against the measured read).\n",
+        f"({limit_text(limit)}; MBU against the measured read)"
+        + "".join(f"; MBU {held[name]}" for name in held if held[name])
+        + ".\n",
         table(head, rows, cell=num),
         "",
     ]
@@ -373,14 +377,39 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
     return "\n".join(out) + "\n"
 
 
-def _branch_cells(cell: Mapping[str, Any], arm: str, published: bool) -> list[str]:
+def _limits_held(
+    summary: Mapping[int, Mapping[str, Any]], limit: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """Per MBU figure (`mbu`, `mbu_published`): "" where its limit holds, else what contradicts
+    it (a step that read faster than the limit: `limit unknown: a step read …`)."""
+    rates = [
+        figures["gb_s"].median
+        for s in summary.values()
+        for cell in s["widths"].values()
+        for figures in cell.get("bandwidth", {}).values()
+        if figures.get("gb_s") is not None
+    ]
+    held = {}
+    for name, key, said in (
+        ("mbu", "measured_read_gb_s", "measured"),
+        ("mbu_published", "published_gb_s", "published"),
+    ):
+        gb_s = limit.get(key) if limit else None
+        check = LimitCheck(float(gb_s), max(rates)) if gb_s and rates else None
+        held[name] = limit_unknown(check, said=said) if check and check.contradicted else ""
+    return held
+
+
+def _branch_cells(
+    cell: Mapping[str, Any], arm: str, published: bool, held: Mapping[str, str]
+) -> list[str]:
     figures = cell.get("bandwidth", {}).get(arm, {})
-    cells = [
+    mbu = [name for name in ("mbu", "mbu_published") if published or name == "mbu"]
+    return [
         interval_text(cell[arm]),
         gb_s_text(figures.get("gb_s")),
-        mbu_text(figures.get("mbu")),
+        *("limit unknown" if held[name] else mbu_text(figures.get(name)) for name in mbu),
     ]
-    return cells + ([mbu_text(figures.get("mbu_published"))] if published else [])
 
 
 NOISE_NOTE = (

@@ -134,7 +134,7 @@ def _sweep_table(phase: PhaseFigures) -> str:
     head = ["context", "L", f"{a} ms [95% CI]", f"{b} ms [95% CI]"]
     head += [f"{ratio_label(phase.name)} paired [95% CI]", f"{b} L / L=1 [95% CI]"]
     head += ["rounds", "drifting rounds", "L=1 check"]
-    if any(r.mbu for r in phase.sweep):  # recordings that carry the steps' bytes
+    if any(r.mbu or r.gb_s for r in phase.sweep):  # recordings that carry the steps' bytes
         head += [f"{a} MBU [95% CI] · GB/s", f"{b} MBU [95% CI] · GB/s"]
         for row, r in zip(rows, phase.sweep, strict=True):
             row += [mbu_cell(r.mbu.get(a), r.mbu_most.get(a), r.gb_s.get(a)) for a in ARMS]

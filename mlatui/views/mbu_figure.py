@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mlatui.measure.byte_census import StepBytes
+from mlatui.views.bandwidth_pane import limit_check
+from mlatui.views.bandwidth_text import limit_unknown
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import ARM_COLOURS, FigurePoint, FigureSeries, KeyFigure, PointStatus
 from mlatui.views.rounding import Ci, fmt_context, sig
@@ -89,7 +91,8 @@ def re_expansion_note(state: DashboardState, rows: Sequence[SweepRow], width: in
 
 def mbu_figure(state: DashboardState) -> KeyFigure:
     """Each arm's MBU at L = 2 against context; an empty figure with a one-line notice where
-    the recording has sweep steps but no MBU (no step bytes or no measured limit)."""
+    the recording has sweep steps but no MBU (no step bytes, no measured limit, or a limit the
+    run's own steps read faster than)."""
     summary = summarize(state)
     rows = sweep_rows(summary)
     ended = state.status in ("completed", "interrupted", "error")
@@ -98,8 +101,10 @@ def mbu_figure(state: DashboardState) -> KeyFigure:
         FigureSeries(arm, ARM_COLOURS.get(arm, "cyan"), mbu_points(rows, arm)) for arm in state.arms
     )
     if not any(s.points for s in series):
-        return KeyFigure(
-            series, y_label=y_label, ended=ended, unit="%", notice=NO_BYTES if rows else ""
-        )
+        limit = limit_check(state)
+        notice = NO_BYTES if rows else ""
+        if limit is not None and limit.contradicted:
+            notice = f"MBU vs context: {limit_unknown(limit)}"
+        return KeyFigure(series, y_label=y_label, ended=ended, unit="%", notice=notice)
     note = re_expansion_note(state, rows, MBU_WIDTH)
     return KeyFigure(series, y_label=y_label, ended=ended, unit="%", legend_note=note)

@@ -28,6 +28,7 @@ from mlatui.stream.events import (
     RunHeader,
     Validity,
 )
+from mlatui.views.bandwidth_pane import limit_check
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.l1_figures import L1Figures, l1_figures
 from mlatui.views.phase_views import Table, view_of
@@ -65,7 +66,8 @@ class SweepRow:
     """One context and width of a sweep: each arm's step, the paired ratio, the second slot's
     step over its L = 1 step (`vs_l1`), the rounds and how many of them drifted, and each arm's
     MBU (`mbu`: over the fewest bytes the step must read; `mbu_most`: the most; recordings
-    without the bytes have neither)."""
+    without the bytes have neither, nor has a run whose steps read faster than its measured
+    limit: bandwidth_pane.limit_check) and effective GB/s (`gb_s`)."""
 
     context: int
     width: int
@@ -225,6 +227,8 @@ def _sweep(state: DashboardState, phase: str) -> tuple[SweepRow, ...]:
     cells = sweep_cells(state, phase)
     step, ratio, vs_l1 = (_by(cells, q) for q in (Quantity.STEP_MS, Quantity.RATIO, Quantity.VS_L1))
     mbu, most, rate = (_by(cells, q) for q in (Quantity.MBU, Quantity.MBU_MOST, Quantity.GB_S))
+    if (limit := limit_check(state)) is not None and limit.contradicted:
+        mbu, most = {}, {}  # against a limit the run's own steps beat: no figure (mbu_cell says)
     rows = []
     for context, width in sorted({(c, w) for c, w, _ in step}):
         s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
