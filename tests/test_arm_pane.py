@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.widgets.arm import gate_line
 from tests.ui_events import header
-from widgets.arm import gate_line
 
 
 def _state(arms: dict) -> DashboardState:

@@ -7,7 +7,7 @@ from mlatui.views.bandwidth_text import limit_short, limit_text, mbu_cell
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci
 from mlatui.views.run_meta import header_fields
-from widgets.header import header_pieces
+from mlatui.widgets.header import header_pieces
 
 H100 = {
     "measured_read_gb_s": 2891.4,

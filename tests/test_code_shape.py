@@ -5,6 +5,7 @@ value), and the events carry one interval type, never flattened `x_low`/`x_high`
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,42 @@ def test_the_run_context_is_frozen_and_accumulates_nothing():
         and "default_factory" in ast.unparse(s.value or ast.Constant(None))
     ]
     assert not filled, f"RunContext fields that accumulate: {filled}"
+
+
+TOP_LEVEL_WIDGETS = re.compile(r"(?<![.\w])(?:from\s+|import\s+(?:[\w.]+\s*,\s*)*)widgets\b")
+OWN_PACKAGE_BY_NAME = re.compile(r"^\s*(?:from|import)\s+mlatui\.widgets\b", re.MULTILINE)
+
+
+def test_widgets_are_imported_as_mlatui_widgets_and_import_each_other_relatively():
+    """widgets/ installs as mlatui.widgets: a `widgets` import would load a second copy of the UI
+    from a checkout and fail where the wheel is installed. Inside widgets/ its modules import each
+    other relatively (the package does not name where it is mounted, and an import-cycle walk of
+    the folder sees those edges)."""
+    sources = [
+        *(ROOT / "mlatui").rglob("*.py"),  # mlatui/widgets is a link, not followed here
+        *(ROOT / "widgets").rglob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "tools").rglob("*.py"),
+        ROOT / "conftest.py",
+    ]
+    top_level = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted(sources)
+        if p != Path(__file__) and TOP_LEVEL_WIDGETS.search(p.read_text(encoding="utf-8"))
+    ]
+    assert not top_level, f"import mlatui.widgets, not widgets: {top_level}"
+    by_name = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "widgets").rglob("*.py"))
+        if OWN_PACKAGE_BY_NAME.search(p.read_text(encoding="utf-8"))
+    ]
+    assert not by_name, f"import the package's own modules relatively (from . import x): {by_name}"
+
+
+def test_the_widgets_import_checks_see_both_spellings():
+    assert TOP_LEVEL_WIDGETS.search("from widgets.app import MlatuiApp")
+    assert TOP_LEVEL_WIDGETS.search('code = "import sys, widgets.app"')
+    assert not TOP_LEVEL_WIDGETS.search("from mlatui.widgets.app import MlatuiApp")
+    assert not TOP_LEVEL_WIDGETS.search("import mlatui.widgets.app")
+    assert not TOP_LEVEL_WIDGETS.search("import sys, mlatui.widgets.app")
+    assert OWN_PACKAGE_BY_NAME.search("from mlatui.widgets.palette import theme_colours")

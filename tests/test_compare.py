@@ -17,8 +17,8 @@ from mlatui.stream.events import Estimate, PhaseStart, Validity
 from mlatui.views.compare import Run, compare, compare_files
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.run_tables import Check, Quantity
-from widgets.compare_app import CompareApp
-from widgets.help import HelpScreen
+from mlatui.widgets.compare_app import CompareApp
+from mlatui.widgets.help import HelpScreen
 
 ROOT = Path(__file__).resolve().parents[1]
 # fixed recordings (tests/fixtures/recordings/README.md): the numbers below are read from them
@@ -218,7 +218,7 @@ def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
     code = (
         "import sys, mlatui.views.compare, mlatui.views.compare_report, mlatui.views.export\n"
         "print('textual' in sys.modules)\n"
-        "import widgets.compare_app, mlatui.commands.compare\n"
+        "import mlatui.widgets.compare_app, mlatui.commands.compare\n"
         "print('mlx' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -229,7 +229,7 @@ def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
 async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_their_own_styles(
     tmp_path,
 ):
-    from widgets.compare_render import RUN_STYLES, _differing
+    from mlatui.widgets.compare_render import RUN_STYLES, _differing
 
     app = CompareApp(compare_files(DEMO, REFBLAS), out_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -263,7 +263,7 @@ async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_th
 def test_the_compare_figure_puts_each_run_and_arm_where_its_ms_belongs(size):
     from test_ui_plots import drawn_axes, expected_row, plot_rows
 
-    from widgets.compare_render import marginal_points, plot_text
+    from mlatui.widgets.compare_render import marginal_points, plot_text
 
     cmp = compare_files(DEMO, REFBLAS)
     lines = plot_text(cmp, *size).plain.split("\n")
@@ -299,7 +299,7 @@ GREY_STYLE = "grey42"
 
 
 def test_the_ne_column_is_one_column_and_each_runs_figures_have_their_own_colour():
-    from widgets.compare_render import series_looks, table_lines
+    from mlatui.widgets.compare_render import series_looks, table_lines
 
     cmp = compare_files(DEMO, REFBLAS)
     lines = table_lines(cmp)
@@ -318,7 +318,7 @@ def test_the_ne_column_is_one_column_and_each_runs_figures_have_their_own_colour
 
 
 def test_a_file_compared_with_itself_says_so(tmp_path):
-    from widgets.compare_render import header_text
+    from mlatui.widgets.compare_render import header_text
 
     same = compare_files(DEMO, DEMO)
     assert "nothing: A and B are the same file" in header_text(same, 200).plain

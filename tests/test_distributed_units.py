@@ -80,7 +80,7 @@ async def test_dashboard_header_and_memory_show_the_world(tmp_path):
 
     from mlatui.stream.recorder import iter_recording
     from mlatui.stream.replay_source import ReplaySource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     src = "tests/fixtures/ui_tiny_run.jsonl"
     events = [e for _, e in iter_recording(src)]

@@ -260,7 +260,7 @@ def test_recorder_write_failure_is_kept_not_raised(failing_file):
 async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path, failing_file):
     from mlatui.config.runconfig import RunConfig
     from mlatui.stream.sources import LiveSource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     where = failing_file[0]  # a pipe's reader leaves as soon as the recorder opened it
     src = LiveSource(RunConfig(), engine=ui_events.fake_engine, record=where)
@@ -278,7 +278,7 @@ async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path, failin
 )
 async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path, out_dir):
     from mlatui.stream.sources import ReplaySource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     (tmp_path / "afile").write_text("a file, not a folder\n")
     out_dir = out_dir.format(tmp=tmp_path)

@@ -130,7 +130,7 @@ async def test_e_mid_replay_writes_what_the_dashboard_has_so_far(tmp_path):
 
     from mlatui.stream.events import Estimate
     from mlatui.stream.sources import ReplaySource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     class PausesAfterTwoEstimates(ReplaySource):
         """Stops itself mid-run, however late or early the UI drains it: at the estimate that

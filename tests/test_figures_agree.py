@@ -20,10 +20,10 @@ from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.summary import RunSummary, summarize
 from mlatui.views.units import ms_text, ratio_text
+from mlatui.widgets.arm import arm_text
+from mlatui.widgets.render import marginal_plot, verdict_lines
+from mlatui.widgets.validity_pane import validity_text
 from tests import replay_dumps
-from widgets.arm import arm_text
-from widgets.render import marginal_plot, verdict_lines
-from widgets.validity_pane import validity_text
 
 RECORDINGS = replay_dumps.recordings()
 WIDTHS = (80, 120, 160, 220)
@@ -126,8 +126,8 @@ def test_both_arm_panes_list_the_same_settings(recording):
 
 def test_the_gpu_demos_end_says_each_figure_one_way():
     """scenarios/demo-gpu.jsonl at its end, where the figures used to disagree."""
-    from widgets.header import thresholds_short
-    from widgets.render import memory_text, phase_text
+    from mlatui.widgets.header import thresholds_short
+    from mlatui.widgets.render import memory_text, phase_text
 
     state, s = folded(replay_dumps.ROOT / "scenarios" / "demo-gpu.jsonl")
     line = export.verdict_text(s)

@@ -15,9 +15,9 @@ from mlatui.config.outputs import runs_dir
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.views.keys import KEYS, KeyGroup, keys_for
-from widgets.app import MlatuiApp
-from widgets.help import HelpScreen
-from widgets.render import POOLED_STYLE
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.help import HelpScreen
+from mlatui.widgets.render import POOLED_STYLE
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 REPLAY_IDS = {"step", "faster", "slower", "seek-back", "seek-forward"}

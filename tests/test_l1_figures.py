@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from mlatui.stream.events import DecodeResult, Interval, PhaseStart, Validity
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.widgets.validity_pane import validity_text
 from tests.summaries import csv as summary_csv
 from tests.summaries import markdown as summary_markdown
 from tests.ui_events import header
-from widgets.validity_pane import validity_text
 
 
 def _state(depths: tuple[int, ...]) -> DashboardState:

@@ -288,7 +288,7 @@ def test_the_report_dump_and_csv_show_the_share_and_the_rule(sampled, greedy):
 
 
 def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, greedy):
-    from widgets.arm import arm_text, rule_line
+    from mlatui.widgets.arm import arm_text, rule_line
 
     s = _state(greedy)
     mtp = Setting("mtp", 1)
@@ -315,7 +315,7 @@ def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, gree
 
 def test_a_loop_longer_than_a_block_shows_its_share_across_blocks_on_the_dashboard():
     from mlatui.stream.events import DecodeBlock, DecodeResult
-    from widgets.arm import rule_line
+    from mlatui.widgets.arm import rule_line
 
     stream = list(range(10)) * 10
     blocks = [stream[i : i + 16] for i in (0, 3, 5, 8)]

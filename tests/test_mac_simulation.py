@@ -163,7 +163,7 @@ def metal_header():
 def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):
     from mlatui.host.memory import sample_memory
     from mlatui.views.dashboard_state import DashboardState
-    from widgets.render import memory_text
+    from mlatui.widgets.render import memory_text
 
     monkeypatch.setattr("mlatui.host.memory.footprint_bytes", lambda: 3 * GB)
     state = DashboardState()
@@ -189,7 +189,7 @@ def test_a_linux_pane_keeps_its_words():
 
     from mlatui.stream.events import MemorySample
     from mlatui.views.dashboard_state import DashboardState
-    from widgets.render import memory_text
+    from mlatui.widgets.render import memory_text
 
     state = DashboardState()
     state.apply(header())

@@ -145,7 +145,7 @@ def test_ask_lines_parse():
 
 @pytest.mark.system  # a whole engine run (a child process for the isolated one)
 async def test_plus_in_the_dashboard_measures_more_rounds(forced, tmp_path):
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     src = LiveSource(resolve_plan(forced), record=tmp_path / "live.jsonl", offer_more=True)
     app = MlatuiApp(src, ui_hz=10, out_dir=tmp_path)

@@ -85,7 +85,7 @@ def test_auto_without_the_head_runs_and_says_so_everywhere(missing_run, tmp_path
 @pytest.mark.system
 async def test_the_missing_head_is_on_screen(missing_run, tmp_path):
     from mlatui.stream.sources import ReplaySource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     folder, events = missing_run
     recording = write(events, tmp_path / "missing.jsonl")
@@ -237,8 +237,8 @@ async def test_asked_for_explicitly_the_missing_head_is_an_error_read_in_full(gl
     command, and on an 80-column screen the log pane shows all of it, wrapped, not cut."""
     from mlatui.stream.events import ErrorEvent
     from mlatui.stream.sources import ReplaySource
+    from mlatui.widgets.app import MlatuiApp
     from tests.engine_run import run
-    from widgets.app import MlatuiApp
 
     folder = tmp_path / "converted"
     shutil.copytree(glm.converted, folder)

@@ -1,5 +1,7 @@
-"""The wheel carries both packages, the scenarios, the demo recording, the stylesheet and the
-embedded model (setuptools does not discover this layout by itself), and no training code or logs.
+"""The wheel carries mlatui with its widgets, the scenarios, the demo recording, the stylesheet and
+the embedded model (setuptools does not discover this layout by itself), and no training code, logs
+or test helpers; widgets/ and scenarios/ install inside mlatui (mlatui.widgets, mlatui.scenarios),
+so site-packages gets one top-level package.
 
 The wheel is built from a copy of the tree whose large weight files are replaced by empty files of
 the same names: what is packaged depends on names only, and the copy builds in seconds."""
@@ -26,7 +28,7 @@ def _lean_copy(dest: Path) -> Path:
 
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache")
     for name in PACKAGED:
-        shutil.copytree(ROOT / name, dest / name, ignore=ignore, copy_function=copy)
+        shutil.copytree(ROOT / name, dest / name, True, ignore, copy)  # mlatui/widgets stays a link
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
     return dest
@@ -55,17 +57,21 @@ def test_wheel_contents(tmp_path):
         "mlatui/models/embedded/model/config.json",
         "mlatui/models/embedded/draft/model.safetensors",
         "mlatui/models/embedded/MANIFEST.json",
-        "widgets/app.py",
-        "widgets/app.tcss",
+        "mlatui/widgets/app.py",
+        "mlatui/widgets/app.tcss",
+        "mlatui/widgets/compare.tcss",
     ):
         assert required in names, f"{required} missing from {wheel.name}"
     assert any(
         n.startswith("mlatui/models/embedded/model/") and n.endswith(".safetensors") for n in names
     )
-    for init in [*(ROOT / "mlatui").rglob("__init__.py"), *(ROOT / "widgets").rglob("__init__.py")]:
+    inits = [*(ROOT / "mlatui").rglob("__init__.py"), *(ROOT / "widgets").rglob("__init__.py")]
+    for init in inits:
         package = init.relative_to(ROOT).as_posix()  # a package left out of pyproject's list
+        package = package if package.startswith("mlatui/") else f"mlatui/{package}"
         assert package in names, f"{package} missing: add it to [tool.setuptools] packages"
-    assert not any(n.startswith(("tests/", "tools/", "docs/")) for n in names)
+    top_level = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert top_level == {"mlatui"}, f"top-level packages besides mlatui: {top_level - {'mlatui'}}"
     assert not any("training" in n or n.endswith("_log.jsonl") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "mlatui = mlatui.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -144,7 +144,7 @@ def test_eta_counts_down_between_events_and_names_extra_rounds():
 
 
 def test_loading_line_and_header_before_the_run_header():
-    from widgets.render import ViewInfo, header_text
+    from mlatui.widgets.render import ViewInfo, header_text
 
     state = DashboardState()
     state.apply(LoadStart(0.1, "model", "/m", "checkpoint", 5, 3_400_000_000))
@@ -167,7 +167,7 @@ async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path
     """Replaying the recorded run: mid-sweep the header shows elapsed and an ETA with its range;
     paused long past the last step in recorded time, it says the run stalled."""
     from mlatui.stream.sources import ReplaySource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     src = ReplaySource(DEMO, speed=16.0)  # the sweep lasts 185 s recorded: 12 s of wall clock
     app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
@@ -183,7 +183,7 @@ async def test_the_header_shows_elapsed_eta_and_a_stall_during_a_replay(tmp_path
         assert "extra rounds" in phase_line and "stalled" not in phase_line
         last = app.dash.progress.last_activity_t
         threshold = app.dash.progress.stall_threshold_s()
-        from widgets.render import phase_text
+        from mlatui.widgets.render import phase_text
 
         stalled = phase_text(app.dash, 160, last + threshold + 5).plain
         assert f"stalled: no step for {round(threshold + 5)}s" in stalled

@@ -12,8 +12,8 @@ import pytest
 
 from mlatui.cli import main
 from mlatui.stream.sources import ReplaySource
+from mlatui.widgets.app import MlatuiApp
 from tests.ui_settled import settled
-from widgets.app import MlatuiApp
 
 TINY = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 LINES = TINY.read_text().splitlines(keepends=True)  # 290 lines, the run_end last

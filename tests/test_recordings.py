@@ -219,7 +219,7 @@ RSS_PROBE = textwrap.dedent(
     """
     import contextlib, io, resource, sys
     from mlatui.cli import main
-    from widgets.app import MlatuiApp  # imported before the baseline: only the replay counts
+    from mlatui.widgets.app import MlatuiApp  # imported before the baseline: only the replay counts
     import mlatui.stream.recorder, mlatui.views.report
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = io.StringIO()

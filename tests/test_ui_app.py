@@ -14,8 +14,8 @@ import ui_events
 from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
-from widgets.app import MlatuiApp
-from widgets.help import HelpScreen
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.help import HelpScreen
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")

@@ -12,9 +12,9 @@ import pytest
 from ui_settled import settled
 
 from mlatui.stream.sources import ReplaySource
-from widgets.app import MlatuiApp
-from widgets.help import fold_path
-from widgets.panes import HeaderPane, Pane, ScrollPane
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.help import fold_path
+from mlatui.widgets.panes import HeaderPane, Pane, ScrollPane
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -111,7 +111,7 @@ def test_a_toasts_path_breaks_between_names():
 
 
 def test_the_timeline_keeps_every_phase_start_and_cuts_a_name_with_an_ellipsis():
-    from widgets.render import ViewInfo, timeline_text
+    from mlatui.widgets.render import ViewInfo, timeline_text
 
     view = ViewInfo(timeline=((0.0, "sweep"), (0.1, "sweep/tune"), (0.5, "done")), fraction=1.0)
     bar = timeline_text(view, 80).plain

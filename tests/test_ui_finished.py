@@ -12,9 +12,9 @@ from mlatui.stream.recorder import read_recording
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.units import ms_text
-from widgets.app import MlatuiApp
-from widgets.render import marginal_plot
-from widgets.validity_pane import phase_marginal, validity_text
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.render import marginal_plot
+from mlatui.widgets.validity_pane import phase_marginal, validity_text
 
 ROOT = Path(__file__).parent
 DEMO = ROOT.parent / "scenarios" / "demo.jsonl"

@@ -11,8 +11,8 @@ from textual.app import App, ComposeResult
 
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
-from widgets.panes import HeaderPane
-from widgets.render import ViewInfo
+from mlatui.widgets.panes import HeaderPane
+from mlatui.widgets.render import ViewInfo
 
 DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
 

@@ -9,9 +9,9 @@ import pytest
 
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.verdict_strip import verdict_parts
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.validity_pane import validity_summary
 from tests.ui_settled import settled
-from widgets.app import MlatuiApp
-from widgets.validity_pane import validity_summary
 
 # a fixed recording (a full default run, schema 3): the strings below are read from it
 DEMO = Path(__file__).parents[1] / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"

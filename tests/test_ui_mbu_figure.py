@@ -20,9 +20,9 @@ from mlatui.views.mbu_figure import NO_BYTES, mbu_figure, mbu_points, sweep_rows
 from mlatui.views.rounding import Ci
 from mlatui.views.run_tables import Check
 from mlatui.views.summary import SweepRow, summarize
-from widgets.app import MlatuiApp
-from widgets.figure import VIEW_TITLES, key_figure_text, value_text
-from widgets.render import marginal_plot
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.figure import VIEW_TITLES, key_figure_text, value_text
+from mlatui.widgets.render import marginal_plot
 
 ROOT = Path(__file__).parents[1]
 H100 = ROOT / "docs" / "data" / "h100-mbu-long-context.jsonl.gz"  # carries step bytes and MBU

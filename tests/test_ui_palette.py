@@ -10,9 +10,9 @@ from rich.style import Style
 from ui_settled import settled
 
 from mlatui.stream.sources import ReplaySource
-from widgets.app import MlatuiApp
-from widgets.palette import BLUE, ORANGE, SKY_BLUE, VERMILLION, hex_colour
-from widgets.panes import ArmPane, MarginalPane
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.palette import BLUE, ORANGE, SKY_BLUE, VERMILLION, hex_colour
+from mlatui.widgets.panes import ArmPane, MarginalPane
 
 DEMO = Path(__file__).parent / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"
 

@@ -21,12 +21,12 @@ from mlatui.views.key_figure import (
     threshold_mark,
 )
 from mlatui.views.step_series import StepSeries, priority_widths, step_chart
-from widgets import axis, fit
-from widgets.figure import key_figure_text
-from widgets.keybar import Hint, fit_hints
-from widgets.plot import LogAxes, even_log_axis
-from widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
-from widgets.stepchart import chart_lines
+from mlatui.widgets import axis, fit
+from mlatui.widgets.figure import key_figure_text
+from mlatui.widgets.keybar import Hint, fit_hints
+from mlatui.widgets.plot import LogAxes, even_log_axis
+from mlatui.widgets.render import DEMO_TEXT, DEMO_TINY, demo_text
+from mlatui.widgets.stepchart import chart_lines
 
 # a fixed recording (a full default run, schema 3): the strings below are read from it
 DEMO = Path(__file__).parents[1] / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz"

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from mlatui.stream.replay_source import UNSEEN, ReplaySource
-from widgets.app import MlatuiApp
+from mlatui.widgets.app import MlatuiApp
 
 DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
 

@@ -15,9 +15,9 @@ from textual._doc import take_svg_screenshot
 
 import tests.test_ui_truth as truth
 from mlatui.stream.sources import ReplaySource
+from mlatui.widgets.app import MlatuiApp
 from tests.cpu_hog import cpu_hog
 from tests.test_ui_snapshot import FINISHED, run_before
-from widgets.app import MlatuiApp
 
 RUNS = int(os.environ.get("MLATUI_STRESS_RUNS", "30"))
 SNAPSHOTS = Path(__file__).parent / "__snapshots__" / "test_ui_snapshot"

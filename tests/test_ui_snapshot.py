@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mlatui.stream.sources import ReplaySource
+from mlatui.widgets.app import MlatuiApp
 from tests.ui_settled import settled
-from widgets.app import MlatuiApp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TWO_KINDS = Path(__file__).parent / "fixtures" / "two_kinds_tune.jsonl"

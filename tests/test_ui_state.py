@@ -14,9 +14,9 @@ from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.keys import KEYS
-from widgets import render as r
-from widgets import validity_pane as vp
-from widgets.help import keys_text
+from mlatui.widgets import render as r
+from mlatui.widgets import validity_pane as vp
+from mlatui.widgets.help import keys_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 
@@ -128,7 +128,7 @@ def test_threshold_shown_for_current_context():
 
 
 def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
-    from widgets.arm import arm_text
+    from mlatui.widgets.arm import arm_text
 
     for width in (36, 70):
         t = arm_text(real, "stock", width, 14)
@@ -210,7 +210,7 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     from dataclasses import replace
 
     from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
-    from widgets.symbols import SYMBOLS
+    from mlatui.widgets.symbols import SYMBOLS
 
     own = Validity(
         1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", Interval(0.99, 0.985, 0.995, 6), 6

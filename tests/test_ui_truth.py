@@ -11,10 +11,10 @@ import pytest
 
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.units import ms_text
+from mlatui.widgets.app import MlatuiApp
+from mlatui.widgets.panes import HeaderPane
 from tests.summaries import csv_rows
 from tests.ui_settled import settled
-from widgets.app import MlatuiApp
-from widgets.panes import HeaderPane
 
 DEMO = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
 SIZES = [(80, 24), (120, 40), (160, 50), (220, 60)]
@@ -66,7 +66,7 @@ async def test_the_arm_panes_medians_are_the_exported_tables(tmp_path):
 def test_a_long_error_wraps_whole_and_each_bound_rejection_is_logged_once():
     from mlatui.stream.recorder import read_recording
     from mlatui.views.dashboard_state import DashboardState
-    from widgets.render import phase_text
+    from mlatui.widgets.render import phase_text
 
     s = DashboardState()
     s.error = (

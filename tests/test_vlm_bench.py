@@ -71,7 +71,7 @@ def test_bench_runs_on_mlx_vlm_models(name, current, tmp_path):
 
 
 async def test_launch_opens_on_an_mlx_vlm_model(current, tmp_path):
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     config = RunConfig(
         scenario=str(_scenario(tmp_path, "glm4_moe_lite")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from widgets.panes import HeaderPane
+from mlatui.widgets.panes import HeaderPane
 
 
 async def settled(pilot, timeout_s: float = 60.0) -> None:

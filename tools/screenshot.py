@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from mlatui.stream.sources import ReplaySource
-from widgets.app import MlatuiApp
+from mlatui.widgets.app import MlatuiApp
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,12 +15,13 @@ from mlatui.stream.sources import Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.more_offer import more_offer
 from mlatui.views.report import SUMMARY_EVENT_TYPES
-from widgets.controls import KEY_BINDINGS, ControlsMixin
-from widgets.messages import RunFailed, RunFinished
-from widgets.pages import PagesMixin
-from widgets.panes import HeaderPane
-from widgets.render import ViewInfo
-from widgets.zoom import ZoomMixin
+
+from .controls import KEY_BINDINGS, ControlsMixin
+from .messages import RunFailed, RunFinished
+from .pages import PagesMixin
+from .panes import HeaderPane
+from .render import ViewInfo
+from .zoom import ZoomMixin
 
 TIMELINE_MIN_HEIGHT = 24
 

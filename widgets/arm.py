@@ -17,8 +17,9 @@ from mlatui.views.step_series import StepChart, step_chart
 from mlatui.views.summary import acceptance_of
 from mlatui.views.units import bound_ratio, ratio_text
 from mlatui.views.verdict_strip import is_null_run, winner
-from widgets.palette import series_look
-from widgets.stepchart import chart_lines, medians_text, scale_text
+
+from .palette import series_look
+from .stepchart import chart_lines, medians_text, scale_text
 
 NARROW = 56
 ARM_TITLES = {"stock": "stock · mlx-lm as installed", "patched": "patched · gate L ≤ L*"}

@@ -14,10 +14,11 @@ from textual.widgets import Footer
 
 from mlatui.views.compare import Comparison
 from mlatui.views.keys import Key, KeyGroup
-from widgets import compare_render as cr
-from widgets.frozen_table import FrozenTable
-from widgets.help import HelpScreen, Symbol, save_screenshot, unwritable
-from widgets.keymap import bindings
+
+from . import compare_render as cr
+from .frozen_table import FrozenTable
+from .help import HelpScreen, Symbol, save_screenshot, unwritable
+from .keymap import bindings
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
 COMPARE_KEYS = [

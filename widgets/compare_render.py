@@ -13,9 +13,10 @@ from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_l
 from mlatui.views.rounding import Ci, ci_text, fmt_context
 from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
-from widgets import palette
-from widgets.palette import SeriesLook, series_look
-from widgets.plot import LogLogPlot, log_log_axes
+
+from . import palette
+from .palette import SeriesLook, series_look
+from .plot import LogLogPlot, log_log_axes
 
 GREY = "grey42"
 PLOT_GREY = palette.GREY

@@ -9,12 +9,13 @@ from textual.app import SystemCommand
 from textual.screen import Screen
 
 from mlatui.views.keys import KEYS, Key, Only
-from widgets.help import HelpScreen, output_name, save_screenshot, unwritable
-from widgets.host import DashboardHost
-from widgets.keymap import bindings, palette_commands
-from widgets.messages import Exported
-from widgets.panes import ExplainPane, HeaderPane
-from widgets.symbols import SYMBOLS
+
+from .help import HelpScreen, output_name, save_screenshot, unwritable
+from .host import DashboardHost
+from .keymap import bindings, palette_commands
+from .messages import Exported
+from .panes import ExplainPane, HeaderPane
+from .symbols import SYMBOLS
 
 TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
@@ -158,7 +159,7 @@ class ControlsMixin(DashboardHost):
 
     def action_figure_view(self) -> None:
         """`m`: the key figure's other view (the marginal cost of a 2nd query, or MBU)."""
-        from widgets.panes import MarginalPane
+        from .panes import MarginalPane
 
         for pane in self.query(MarginalPane):
             pane.show_view(pane.view.other)

@@ -13,8 +13,9 @@ from rich.text import Text
 from mlatui.views.key_figure import FigurePoint, FigureView, KeyFigure, PointStatus
 from mlatui.views.rounding import fmt_context, sig
 from mlatui.views.units import ms_text
-from widgets.palette import GREY, SeriesLook, hex_colour, series_look
-from widgets.plot import LogAxes, LogLogPlot, log_log_axes
+
+from .palette import GREY, SeriesLook, hex_colour, series_look
+from .plot import LogAxes, LogLogPlot, log_log_axes
 
 MIN_PLOT_ROWS = 3
 CLIPPED = "↓"  # a CI whisker that runs past the bottom of the log axis

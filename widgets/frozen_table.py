@@ -8,7 +8,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from widgets.compare_render import TableLine
+from .compare_render import TableLine
 
 
 class FrozenTable(ScrollView, can_focus=True):

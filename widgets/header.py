@@ -10,7 +10,8 @@ from mlatui.stream.events import RunHeader
 from mlatui.views.bandwidth_text import limit_short, limit_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
-from widgets import fit
+
+from . import fit
 
 
 def _threshold_at(table: dict, context: int | None) -> str:

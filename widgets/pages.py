@@ -7,11 +7,12 @@ from textual.containers import Horizontal
 from textual.widgets import Tab, Tabs
 
 from mlatui.views.key_figure import FigureView
-from widgets.arm import ARM_TITLES
-from widgets.figure import VIEW_TITLES
-from widgets.host import DashboardHost
-from widgets.keybar import KeyFooter
-from widgets.panes import (
+
+from .arm import ARM_TITLES
+from .figure import VIEW_TITLES
+from .host import DashboardHost
+from .keybar import KeyFooter
+from .panes import (
     ArmPane,
     ExplainPane,
     HeaderPane,

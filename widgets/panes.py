@@ -20,11 +20,12 @@ else:
 from mlatui.stream.events import ARMS
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import FigureView
-from widgets import render as r
-from widgets.arm import arm_text, arm_title
-from widgets.figure import VIEW_TITLES
-from widgets.palette import series_look
-from widgets.validity_pane import validity_text
+
+from . import render as r
+from .arm import arm_text, arm_title
+from .figure import VIEW_TITLES
+from .palette import series_look
+from .validity_pane import validity_text
 
 
 class _Section(_WidgetBase):

@@ -14,7 +14,8 @@ import plotext as plx
 from rich.text import Text
 
 from mlatui.views.rounding import fmt_context
-from widgets.axis import fmt_tick
+
+from .axis import fmt_tick
 
 RGB = tuple[int, int, int]
 

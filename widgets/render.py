@@ -18,9 +18,10 @@ from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
 from mlatui.views.units import bytes_text
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
-from widgets import fit
-from widgets.figure import key_figure_text
-from widgets.header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
+
+from . import fit
+from .figure import key_figure_text
+from .header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
 
 GREY = "grey42"
 POOLED_STYLE = "cyan"  # ✓p: valid by the run's pooled L = 1 check, never plain green

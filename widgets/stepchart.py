@@ -8,7 +8,8 @@ from rich.text import Text
 from mlatui.views.rounding import fmt_context
 from mlatui.views.step_series import Panel, StepChart, priority_widths
 from mlatui.views.units import ms_text
-from widgets.axis import nice_ceiling
+
+from .axis import nice_ceiling
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 GREY = "grey42"

@@ -3,11 +3,11 @@ sample is drawn in the style the panes draw it with (the constants are theirs)."
 
 from __future__ import annotations
 
-from widgets.figure import CLIPPED, CROSSOVER
-from widgets.help import Symbol, SymbolSection
-from widgets.palette import GREY as PLOT_GREY
-from widgets.palette import hex_colour, series_look
-from widgets.render import GREY, POOLED_STYLE, PRESSURE_STYLE, TONE_STYLES
+from .figure import CLIPPED, CROSSOVER
+from .help import Symbol, SymbolSection
+from .palette import GREY as PLOT_GREY
+from .palette import hex_colour, series_look
+from .render import GREY, POOLED_STYLE, PRESSURE_STYLE, TONE_STYLES
 
 STOCK, PATCHED = series_look(0), series_look(1)  # the dark themes' (light ones: darker hues)
 

@@ -13,8 +13,9 @@ from mlatui.views.l1_figures import l1_figures
 from mlatui.views.rounding import fmt_context
 from mlatui.views.units import ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
-from widgets import fit
-from widgets.render import GREY, POOLED_STYLE
+
+from . import fit
+from .render import GREY, POOLED_STYLE
 
 
 def validity_summary(state: DashboardState) -> Text | None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.widget import Widget
 
-from widgets.panes import Pane, ScrollPane
+from .panes import Pane, ScrollPane
 
 if TYPE_CHECKING:
     from textual.app import App

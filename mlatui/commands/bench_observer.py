@@ -81,7 +81,7 @@ def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) 
 
             run(plan, emit, stop)
         return events
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     source = (
         LiveSource(plan, record=record) if mode == "tui" else ProcessSource(plan, record=record)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(compare_markdown(cmp), end="")
         return 0
-    from widgets.compare_app import CompareApp
+    from mlatui.widgets.compare_app import CompareApp
 
     CompareApp(cmp, out_dir=args.out_dir).run()
     return 0

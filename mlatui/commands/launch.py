@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     source = (
         ProcessSource(plan, offer_more=True) if args.isolate else LiveSource(plan, offer_more=True)
     )
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     app = MlatuiApp(source, ui_hz=args.ui_hz, out_dir=args.out_dir)
     terminal = TerminalState()

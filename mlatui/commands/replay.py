@@ -76,7 +76,7 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
     )
     for w in source.warnings:
         print(f"mlatui: warning: {w}", file=sys.stderr)
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     app = MlatuiApp(source, mode=mode, ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump)
     status = 0
@@ -209,7 +209,7 @@ def follow(path, args: argparse.Namespace) -> int:
     """The full dashboard on a recording that is still growing; it ends when `run_end` is read
     (--dump: then prints the summary)."""
     from mlatui.stream.follow_source import FollowSource
-    from widgets.app import MlatuiApp
+    from mlatui.widgets.app import MlatuiApp
 
     source = FollowSource(path)
     ui_hz = 20.0 if args.dump else args.ui_hz

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     command, shown = replay_command(args.file, args.speed)
     try:
-        from widgets.serve import serve
+        from mlatui.widgets.serve import serve
     except ImportError as e:
         raise UserError(
             "mlatui serve needs textual-serve, which is not installed",
