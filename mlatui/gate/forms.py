@@ -92,12 +92,6 @@ def _calls(node: ast.AST) -> set[str]:
     }
 
 
-def _guards_markers(node: ast.If) -> bool:
-    return bool(
-        _calls(ast.Module(body=[*node.body, *node.orelse], type_ignores=[])) & set(GATE_MARKERS)
-    )
-
-
 def _eq_one(node: ast.AST) -> str | None:
     """`NAME == 1` -> NAME."""
     if (

@@ -27,14 +27,6 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from mlx.core.distributed import Group
 
-LAUNCH_ENV = (
-    "MLX_HOSTFILE",
-    "MLX_RANK",
-    "MLX_WORLD_SIZE",
-    "MLX_JACCL_COORDINATOR",
-    "OMPI_COMM_WORLD_SIZE",
-    "PMI_SIZE",
-)
 TIMEOUT_ENV = "MLATUI_DIST_TIMEOUT_S"
 # the longest a step, a collective or a prefill chunk of a large model may take
 DEFAULT_TIMEOUT_S = 300.0

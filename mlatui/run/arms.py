@@ -12,7 +12,7 @@ import copy
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -104,19 +104,12 @@ class Baton:
         self.keep_history = False
         self.cpus = arm_cpus()
 
-    def hold(self, who: str):
-        baton = self
-
-        class _Held:
-            def __enter__(self_inner):
-                baton._lock.acquire()
-                if baton.keep_history:
-                    baton.history.append(who)
-
-            def __exit__(self_inner, *exc):
-                baton._lock.release()
-
-        return _Held()
+    @contextlib.contextmanager
+    def hold(self, who: str) -> Iterator[None]:
+        with self._lock:
+            if self.keep_history:
+                self.history.append(who)
+            yield
 
 
 @dataclass(frozen=True)
