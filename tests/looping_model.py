@@ -16,7 +16,7 @@ from pathlib import Path
 import mlx.core as mx
 from test_mtp import save_checkpoint
 
-from mlatui.models.checkpoint import tiny_tokenizer
+from tests.checkpoints import tiny_tokenizer
 
 VOCAB, HIDDEN, CYCLE = 512, 64, 4
 

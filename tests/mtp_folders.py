@@ -44,7 +44,7 @@ class Pair:
 def build_pair(root: Path, name: str) -> Pair:
     from mlx_lm.convert import convert
 
-    from mlatui.models.checkpoint import tiny_tokenizer
+    from tests.checkpoints import tiny_tokenizer
 
     model_type, overrides, bits = FAMILIES[name]
     original = root / f"{name}-hf"

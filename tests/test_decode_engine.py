@@ -197,7 +197,7 @@ def test_decode_parity_versus_runs_only_the_named_side(tmp_path):
 
 
 def test_a_draft_with_another_vocabulary_is_refused_in_one_line(tmp_path):
-    from mlatui.models.checkpoint import save_random_checkpoint
+    from tests.checkpoints import save_random_checkpoint
 
     target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
     draft = save_random_checkpoint(

@@ -355,7 +355,7 @@ def test_shared_arm_thread_runs_both_arms_on_one_thread():
 def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
     """`--model` on a checkpoint that carries an MTP layer: the engine finds it (draft "auto"),
     speculates with it in both arms, and the emitted text equals plain greedy decoding."""
-    from mlatui.models.checkpoint import tiny_tokenizer
+    from tests.checkpoints import tiny_tokenizer
     from tests.test_mtp import save_checkpoint
 
     folder = tmp_path / "glm-mtp"
@@ -383,7 +383,7 @@ def test_engine_drafts_with_the_checkpoints_mtp_head(tmp_path):
 def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     """The real-checkpoint path: `--model` and `--draft-model` are local mlx-lm folders, loaded
     by mlx_lm.load; a bad path is one line that says what to do."""
-    from mlatui.models.checkpoint import save_random_checkpoint
+    from tests.checkpoints import save_random_checkpoint
 
     target = save_random_checkpoint(tmp_path / "target", "deepseek_v3", seed=1)
     draft = save_random_checkpoint(tmp_path / "draft", "deepseek_v3", layers=1, seed=2)
@@ -418,14 +418,40 @@ def test_engine_with_local_model_and_draft_model_folders(tmp_path):
     assert "no such folder" in error.message and "\n" not in error.message
 
 
+def _reestimate(events):
+    """Every sweep context's estimates recomputed from the recorded Step events alone, with the
+    seeds the run used: a replay reproduces the recorded summary and CIs exactly (and an older
+    recording can be read with this version's estimator)."""
+    from mlatui.config.phase_kind import rules_for
+    from mlatui.measure.estimates import Timing, estimate_context, stable_seed
+    from mlatui.stream.events import ARMS
+    from mlatui.views.run_meta import run_seed
+
+    h = next((e for e in events if isinstance(e, RunHeader)), None)
+    base = (run_seed(h) if h else None) or 0
+    kinds = {e.phase: e.kind for e in events if isinstance(e, PhaseStart)}
+    steps: dict[tuple[str, int], list] = {}
+    for e in events:
+        if isinstance(e, Step) and rules_for(kinds.get(e.phase)).model_widths:
+            steps.setdefault((e.phase, e.context), []).append(
+                Timing(e.rep, e.width, e.arm, e.ms, e.t)
+            )
+    out = {}
+    for (phase, context), timings in steps.items():
+        control = 1 if any(t.width == 1 for t in timings) else None
+        out[(phase, context)] = estimate_context(
+            timings, ARMS, control, 2.0, stable_seed(base, phase, context)
+        )
+    return out
+
+
 def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     from mlatui.measure.bandwidth import BANDWIDTH_QUANTITIES
     from mlatui.run.phases.base import estimate_rows
-    from mlatui.views.report import reestimate
 
     _, events = tiny_run
     back = recorded(tmp_path, events)
-    again = reestimate([back.header, *back.events])
+    again = _reestimate([back.header, *back.events])
     finals = {
         (e.phase, e.context): e
         for e in back.events

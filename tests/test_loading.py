@@ -7,7 +7,7 @@ import pytest
 from mlx_lm.sample_utils import make_sampler
 
 from mlatui.gate import mla
-from mlatui.models.checkpoint import save_random_checkpoint
+from tests.checkpoints import save_random_checkpoint
 
 PROMPT = "the absorbed path attends against the compressed latent"
 

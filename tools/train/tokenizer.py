@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from tools.train.corpus import EOT
 
@@ -24,7 +26,30 @@ def train_tokenizer(docs: list[str], vocab_size: int):
 
 
 def save_tokenizer(tok, folder: Path, max_length: int) -> int:
-    """The shipped tokenizer's files (mlatui.models.checkpoint.write_tokenizer); the end-of-text id."""
-    from mlatui.models.checkpoint import write_tokenizer
-
+    """The shipped tokenizer's files (write_tokenizer); the end-of-text id."""
     return write_tokenizer(tok, folder, EOT, max_length, pad=EOT)
+
+
+def write_tokenizer(
+    tok: Any,
+    folder: Path,
+    eos: str,
+    max_length: int,
+    unk: str | None = None,
+    pad: str | None = None,
+) -> int:
+    """tokenizer.json + the tokenizer_config.json that transformers' PreTrainedTokenizerFast (and
+    so mlx_lm.load) reads offline; returns the end-of-sequence id."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": eos,
+        "bos_token": None,
+        "unk_token": unk,
+        "pad_token": pad,
+        "model_max_length": max_length,
+        "clean_up_tokenization_spaces": False,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return tok.token_to_id(eos)

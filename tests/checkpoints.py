@@ -7,9 +7,10 @@ PreTrainedTokenizerFast and therefore `mlx_lm.load` read without any network.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from tools.train.tokenizer import write_tokenizer
 
 UNK, EOS = "<unk>", "</s>"
 CORPUS = (
@@ -19,31 +20,6 @@ CORPUS = (
     "prefix that the target model agrees with . a patched model and a stock model share one "
     "copy of the weights and start from the same cache . "
 ) * 4
-
-
-def write_tokenizer(
-    tok: Any,
-    folder: Path,
-    eos: str,
-    max_length: int,
-    unk: str | None = None,
-    pad: str | None = None,
-) -> int:
-    """tokenizer.json + the tokenizer_config.json that transformers' PreTrainedTokenizerFast (and
-    so mlx_lm.load) reads offline; returns the end-of-sequence id."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tok.save(str(folder / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": eos,
-        "bos_token": None,
-        "unk_token": unk,
-        "pad_token": pad,
-        "model_max_length": max_length,
-        "clean_up_tokenization_spaces": False,
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
-    return tok.token_to_id(eos)
 
 
 def tiny_tokenizer(folder: Path, vocab_size: int) -> int:
