@@ -182,7 +182,7 @@ def test_a_bf16_moe_folder_is_refused_on_the_cpu_before_loading(
 
 
 def test_a_bf16_moe_folder_passes_where_the_gpu_is_the_default_device(glm, tmp_path, monkeypatch):
-    from mlatui.models.cpu_moe import refuse_half_moe_on_cpu
+    from mlatui.models.loading import refuse_half_moe_on_cpu
 
     folder = half_moe_folder(glm, tmp_path)
     monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)  # as on a Mac (Metal)
@@ -190,7 +190,7 @@ def test_a_bf16_moe_folder_passes_where_the_gpu_is_the_default_device(glm, tmp_p
 
 
 def test_the_cpu_moe_check_passes_what_runs(glm, tmp_path):
-    from mlatui.models.cpu_moe import half_precision_experts
+    from mlatui.models.loading import half_precision_experts
 
     assert half_precision_experts(glm.converted) is None  # quantized experts
     assert half_precision_experts(glm.original) is None  # float32 experts

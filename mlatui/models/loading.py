@@ -20,6 +20,7 @@ from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
+from mlatui.models.safetensors_read import SafetensorsError, read_header
 from mlatui.stream.events import LoadKind
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}
@@ -139,8 +140,6 @@ def load_checkpoint(
             f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
         )
     if local.exists():
-        from mlatui.models.cpu_moe import refuse_half_moe_on_cpu
-
         refusal = refuse_half_moe_on_cpu(local, what, ref)
         if refusal is not None:
             raise LoadError(refusal)
@@ -445,3 +444,44 @@ def vocab_size(model: nn.Module) -> int:
         if isinstance(v, int):
             return v
     raise LoadError("cannot tell the model's vocabulary size")
+
+
+_HALF = {"BF16": "bfloat16", "F16": "float16"}
+_EXPERT_MARKS = (".experts.", ".switch_mlp.", ".block_sparse_moe.")
+
+
+def half_precision_experts(folder: Path) -> str | None:
+    """'bfloat16' / 'float16' when the folder's MoE experts are stored unquantized in that
+    dtype, else None (no experts, float32 experts, or quantized ones). MLX's CPU `gather_mm`
+    (unquantized experts) runs float32 only: such a folder loads, then dies at its first step
+    (`[GatherMM::eval] Currently only supports float32.`); quantized experts (`gather_qmm`) run
+    in any float dtype. The safetensors headers say which case a folder is (a few kB read)."""
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            header = read_header(path)
+        except (OSError, SafetensorsError):
+            return None  # mlx_lm.load reports a broken file in its own words
+        for name, info in header.items():
+            if not name.endswith(".weight") or not any(m in name for m in _EXPERT_MARKS):
+                continue
+            if name.removesuffix(".weight") + ".scales" in header:
+                continue
+            dtype = _HALF.get(str(info.get("dtype")))
+            if dtype is not None:
+                return dtype
+    return None
+
+
+def refuse_half_moe_on_cpu(folder: Path, what: str, ref: str) -> str | None:
+    """The one-line refusal, before any weight is read, for a half-precision MoE folder on the
+    CPU, else None."""
+    if mx.default_device() != mx.cpu:
+        return None
+    dtype = half_precision_experts(folder)
+    if dtype is None:
+        return None
+    return (
+        f"{what} {ref!r}: its MoE experts are unquantized {dtype}, which MLX runs only in float32 "
+        f"on the CPU — convert it with `mlx_lm convert --hf-path {ref} --mlx-path {ref}-f32 "
+        "--dtype float32` (or `-q` for 4-bit), or run on a GPU"
+    )
