@@ -5,7 +5,7 @@ import pytest
 import vlm_sources
 
 from mlatui.models import build, vlm, vlm_configs
-from mlatui.models.vlm_indexer import indexer_notices
+from mlatui.models.vlm import indexer_notices
 
 
 @pytest.fixture(scope="session")

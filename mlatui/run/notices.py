@@ -6,7 +6,7 @@ from mlatui.config.run_plan import RunPlan
 from mlatui.gate import mla
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import Loaded
-from mlatui.models.vlm_indexer import indexer_notices
+from mlatui.models.vlm import indexer_notices
 from mlatui.run.phases.indexer_sites import load_warnings
 
 NULL_NOTICE = (
