@@ -6,7 +6,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.rope_utils import initialize_rope
 
-from mlatui.models.buffers import evaluate_buffers
+from mlatui.models.mx_typed import evaluate_buffers
 
 YARN = {"type": "deepseek_yarn", "factor": 8.0, "original_max_position_embeddings": 4096,
         "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.0}  # fmt: skip

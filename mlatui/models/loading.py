@@ -18,8 +18,8 @@ import mlx.nn as nn
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
-from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
+from mlatui.models.mx_typed import evaluate_buffers
 from mlatui.models.safetensors_read import SafetensorsError, read_header
 from mlatui.stream.events import LoadKind
 
@@ -263,7 +263,7 @@ P = ParamSpec("P")
 
 def _buffers_evaluated(load: Callable[P, Loaded]) -> Callable[P, Loaded]:
     """The loader, then the loaded modules' lazily built arrays evaluated on this thread
-    (mlatui.models.buffers)."""
+    (mlatui.models.mx_typed)."""
 
     @functools.wraps(load)
     def loaded(*args: P.args, **kwargs: P.kwargs) -> Loaded:

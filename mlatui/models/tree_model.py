@@ -27,8 +27,7 @@ from mlx.utils import tree_unflatten
 
 from mlatui.config.arm_sources import PACKAGES, ArmSourceError, package_folder
 from mlatui.models import source_tree
-from mlatui.models.buffers import evaluate_buffers
-from mlatui.models.mx_typed import flat_arrays
+from mlatui.models.mx_typed import evaluate_buffers, flat_arrays
 
 LANGUAGE_PREFIX = "language_model."  # mlx-vlm's TextModel holds the language model under it
 

@@ -17,6 +17,7 @@ from mlatui.config.vlm_paths import PREFIX
 from mlatui.models import family_configs as lm
 from mlatui.models.family_configs import VOCAB_TINY, mla
 
+
 @dataclass(frozen=True)
 class VlmFamily:
     name: str  # mlx-vlm's model_type (the package under mlx_vlm/models)

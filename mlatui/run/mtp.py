@@ -28,7 +28,6 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, trim_prompt_cache
 
-from mlatui.models.buffers import evaluate_buffers
 from mlatui.models.checkpoint_source import local_folder
 from mlatui.models.mtp_weights import (
     EXTRACT_HINT,
@@ -36,7 +35,7 @@ from mlatui.models.mtp_weights import (
     named_source,
     read_mtp_weights,
 )
-from mlatui.models.mx_typed import as_int
+from mlatui.models.mx_typed import as_int, evaluate_buffers
 from mlatui.run.drafts import DraftSource
 from mlatui.run.mtp_load import build_layer, sanitize_layer
 
