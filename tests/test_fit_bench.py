@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.gate.threshold_text import threshold_text
+from mlatui.gate.policy import threshold_text
 from mlatui.models.fit import (
     attention_weights_bytes,
     device_memory,

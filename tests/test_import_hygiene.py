@@ -97,7 +97,7 @@ PURE = [
     "mlatui.run.phases.decode_verdict",
     "mlatui.measure.estimates",
     "mlatui.measure.sampler",
-    "mlatui.gate.threshold_text",
+    "mlatui.gate.policy",
 ]
 PURE_PACKAGES = ["mlatui.views", "mlatui.stream", "mlatui.config"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from mlatui.gate.threshold_text import threshold_text
+from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
 from mlatui.views.bandwidth_text import limit_short, limit_text

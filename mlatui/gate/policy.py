@@ -306,3 +306,14 @@ def arm_words(threshold: Threshold, runtime: str, installed_fixed: bool) -> str:
             return f"fixed gate (absorbed for L <= {threshold.max_queries})"
         case ThresholdKind.COMPILED:
             return "compiled absorbed path (mlatui's own, mx.compile; formula gate)"
+
+
+ALWAYS_ABSORBED = "always absorbed"
+
+
+def threshold_text(value: object) -> str:
+    """How a threshold reads: UNBOUNDED (where absorbing always wins, d >= 2r), which recordings
+    hold as is, says "always absorbed"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= UNBOUNDED:
+        return ALWAYS_ABSORBED
+    return str(value)

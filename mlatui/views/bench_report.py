@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mlatui.gate.policy import FormulaPolicy, Geometry
-from mlatui.gate.threshold_text import threshold_text
+from mlatui.gate.policy import FormulaPolicy, Geometry, threshold_text
 from mlatui.measure import forced_branches as forced
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.measure.byte_census import StepBytes

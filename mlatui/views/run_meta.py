@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlatui.gate.threshold_text import threshold_text
+from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
 from mlatui.views.bandwidth_text import limit_text
