@@ -63,7 +63,7 @@ def test_the_one_parser_rejects_everything_else(value):
 
 
 def test_cli_scenario_and_runconfig_share_the_parser(tmp_path, monkeypatch):
-    from mlatui.commands.gate_options import gate_settings
+    from mlatui.commands.argtypes import gate_settings
 
     args = type("A", (), {"threshold": "7", "indexer": None, "null": False, "fill": None})
     assert gate_settings(args)["threshold"] == "7"

@@ -1,8 +1,13 @@
-"""Argparse types for every command's numbers, and a parser whose errors are one line.
+"""Argparse types for every command's numbers, a parser whose errors are one line, and the
+options several commands share.
 
 Each type raises argparse.ArgumentTypeError with what was wrong and an example, so a bad value
 is refused before anything loads: `mlatui: error: --reps: expected an integer >= 3, got '0' —
-see `mlatui bench attention --help``.
+see `mlatui bench attention --help``. The shared options: `--overwrite` replaces an output file
+that exists and `--force` runs what the memory estimate says will not fit (one never implies the
+other: replacing yesterday's recording must not switch off the memory guard); `--expect` and the
+summary's formats; the options that choose what the arms run (`launch`, `bench SCENARIO`), parsed
+in one place so they reach every gated layer, dense and sparse, and every draft alike.
 """
 
 from __future__ import annotations
@@ -128,3 +133,163 @@ def int_list_or_none(text: str) -> list[int]:
     if str(text).strip().lower() in ("none", ""):
         return []
     return _int_list(text)
+
+
+def add_overwrite(parser: argparse.ArgumentParser, what: str = "--out file") -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace an existing {what} (without it an existing file is refused; the memory "
+        "estimate still applies)",
+    )
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run even where the memory estimate says it will not fit (existing outputs are "
+        "still refused: --overwrite)",
+    )
+
+
+def _expectation(text: str):
+    from mlatui.views.expect import parse
+
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_expect(parser: argparse.ArgumentParser) -> None:
+    """`--expect`, checked against the summary's CIs (mlatui.views.expect has the grammar)."""
+    parser.add_argument(
+        "--expect",
+        action="append",
+        type=_expectation,
+        default=[],
+        metavar="ASSERTION",
+        help="an assertion on a measured ratio, e.g. 'stock/patched@L=2,32K >= 5' (RATIO@L=WIDTH,"
+        "CONTEXT OP BOUND; RATIO stock/patched or patched/stock, OP >= > <= <); repeatable. One "
+        "line each on stderr; exit 1 when the whole 95%% CI misses it, 3 when the CI straddles "
+        "it or the context's L = 1 check did not pass, 0 when every one holds for the whole CI",
+    )
+
+
+def check_expectations(summary, expectations) -> tuple[list, int | None]:
+    """Each assertion checked on `summary`, its line printed on stderr; (the results as the JSON
+    document carries them, the exit status they decide, None when none were given)."""
+    import sys
+
+    from mlatui.views.expect import check, exit_status
+    from mlatui.views.summary_doc import ExpectationDoc, figure
+
+    results = [check(summary, e) for e in expectations]
+    for r in results:
+        print(r.line, file=sys.stderr)
+    docs = [
+        ExpectationDoc(r.expectation.text, r.outcome.value, figure(r.measured, "×"), r.line)
+        for r in results
+    ]
+    return docs, exit_status(results) if results else None
+
+
+def print_summary(summary, format_name: str, expected: list | None = None, end: str = "\n") -> None:
+    """The one summary as markdown, CSV or the JSON document (the `e` export's three files);
+    `end` after markdown and CSV (the document ends its own line)."""
+    from mlatui.views.export import summary_csv, summary_markdown
+    from mlatui.views.summary_doc import document, document_json
+
+    if format_name == "json":
+        print(document_json(document(summary, expected)), end="")
+    else:
+        print({"md": summary_markdown, "csv": summary_csv}[format_name](summary), end=end)
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threshold",
+        default=None,
+        help="the patched arm's MLA gate, in every gated layer (dense and sparse) and draft: "
+        "formula | calibrated | stock | an integer (max absorbed queries); default: the "
+        "scenario's `threshold`, else formula",
+    )
+    parser.add_argument(
+        "--arms",
+        default=None,
+        metavar="A,B",
+        help="what the two arms run, e.g. pre-fix,installed or installed,calibrated: each one of "
+        "installed (the runtime as it is), pre-fix (L == 1), formula, calibrated, compiled "
+        "(mlatui's own absorbed attention, mx.compile, formula gate) or an integer; "
+        "default: the scenario's [arms], else installed,formula on pre-fix code and "
+        "pre-fix,installed on code that already carries the fix",
+    )
+    parser.add_argument(
+        "--arm-source",
+        action="append",
+        default=None,
+        metavar="NAME=PATH",
+        help="an arm whose model code comes from another source tree: NAME is A, B, stock or "
+        "patched; PATH an mlx-lm or mlx-vlm checkout (holding mlx_lm/ or mlx_vlm/) or package "
+        "folder. The model is built from that tree's classes on the same weights, its gate its "
+        "own code; the other arm runs the installed code as it is unless --arms says otherwise "
+        "(e.g. --arm-source B=~/src/mlx-lm to review a patch)",
+    )
+    parser.add_argument(
+        "--indexer",
+        choices=("patched", "stock"),  # config.gate_settings.IndexerMode
+        default=None,
+        help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
+    )
+    parser.add_argument(
+        "--null",
+        action="store_true",
+        help="A/A null test: both arms the same variant (both stock, then both patched) through "
+        "the identical harness; reports the harness bias and remembers it for this device and "
+        "scenario",
+    )
+    parser.add_argument(
+        "--fill",
+        choices=("prefill", "random-latents"),
+        help="with --random-weights: fill caches with random latents instead of a prefill "
+        "(timing only; long contexts in seconds instead of minutes)",
+    )
+
+
+def gate_settings(args: argparse.Namespace) -> dict:
+    """RunConfig fields; a bad threshold is a one-line error before anything loads."""
+    from mlatui.config.gate_settings import Threshold
+    from mlatui.errors import UserError
+
+    threshold = None
+    if args.threshold is not None:
+        try:
+            threshold = str(Threshold.parse(args.threshold))
+        except ValueError as e:
+            raise UserError(f"--{e}") from None
+    arms = getattr(args, "arms", None)
+    if arms is not None:
+        from mlatui.config.gate_settings import parse_arms
+
+        try:
+            baseline, candidate = parse_arms(arms)
+        except ValueError as e:
+            raise UserError(f"--{e}") from None
+        arms = f"{baseline},{candidate}"
+    from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+
+    try:
+        arm_sources = parse_arm_sources(getattr(args, "arm_source", None))
+    except ArmSourceError as e:
+        raise UserError(str(e)) from None
+    if args.fill == "random-latents" and not getattr(args, "random_weights", False):
+        raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
+    return {
+        "threshold": threshold,
+        "arms": arms,
+        "arm_sources": arm_sources,
+        "indexer": args.indexer,
+        "null": args.null,
+        "fill": args.fill,
+    }

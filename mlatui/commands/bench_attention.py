@@ -13,13 +13,14 @@ from typing import Any
 from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
 from mlatui.commands.argtypes import (
     BIT_WIDTHS,
+    add_force,
+    add_overwrite,
     bit_width,
     int_at_least,
     int_list,
     positive_float,
     positive_int,
 )
-from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.config.scenario import DTYPE_NAMES
 from mlatui.config.vlm_paths import PREFIX
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlatui.commands.output_options import add_overwrite
+from mlatui.commands.argtypes import add_overwrite
 
 HELP = (
     "one arm's step cost at a short and a long context, interleaved in A B B A quads: the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mlatui.commands.output_options import add_overwrite
+from mlatui.commands.argtypes import add_overwrite
 
 HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from mlatui.commands.argtypes import (
+    add_force,
+    add_overwrite,
     int_at_least,
     int_list,
     int_list_or_none,
     non_negative_int,
     positive_float,
 )
-from mlatui.commands.output_options import add_force, add_overwrite
 from mlatui.config.scenario import DTYPE_NAMES
 
 HELP = "sparse indexer step ms, stock vs patched pooling (GLM-5.3-Flash geometry, random weights)"

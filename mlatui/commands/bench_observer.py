@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlatui.commands.argtypes import positive_float, positive_int
-from mlatui.commands.output_options import add_force, add_overwrite
+from mlatui.commands.argtypes import add_force, add_overwrite, positive_float, positive_int
 from mlatui.measure.timing import percentile
 from mlatui.views.bench_report import observer_table
 

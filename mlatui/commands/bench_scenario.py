@@ -7,13 +7,16 @@ import sys
 import threading
 from typing import Any
 
-from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int
-from mlatui.commands.gate_options import add_gate_options, gate_settings
-from mlatui.commands.output_options import (
+from mlatui.commands.argtypes import (
     add_expect,
     add_force,
+    add_gate_options,
     add_overwrite,
     check_expectations,
+    gate_settings,
+    int_at_least,
+    int_list,
+    non_negative_int,
     print_summary,
 )
 from mlatui.errors import ExitStatus, shell_path

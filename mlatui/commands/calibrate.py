@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from mlatui.commands.output_options import add_force, add_overwrite
+from mlatui.commands.argtypes import add_force, add_overwrite
 
 CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
 HELP = "measure the MLA absorbed/materialised crossover on this device (used by threshold='calibrated')"

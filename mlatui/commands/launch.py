@@ -6,9 +6,14 @@ import argparse
 import os
 from typing import Any
 
-from mlatui.commands.argtypes import non_negative_int, positive_float
-from mlatui.commands.gate_options import add_gate_options, gate_settings
-from mlatui.commands.output_options import add_force, add_overwrite
+from mlatui.commands.argtypes import (
+    add_force,
+    add_gate_options,
+    add_overwrite,
+    gate_settings,
+    non_negative_int,
+    positive_float,
+)
 
 HELP = (
     "run a scenario live in the dashboard (default: the embedded model and scenarios/default.toml)"

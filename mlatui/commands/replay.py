@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlatui.commands.argtypes import positive_float
-from mlatui.commands.output_options import add_expect
+from mlatui.commands.argtypes import add_expect, check_expectations, positive_float, print_summary
 
 HELP = "replay a recorded run in the dashboard (no MLX needed)"
 
@@ -99,7 +98,6 @@ def print_dump(app, args: argparse.Namespace, verb: str, notices=()) -> int:
     """--dump: the dashboard's summary in --format (markdown: then the recording's notices, as
     the screen's header says them), then --expect's lines; the exit status they decide (0
     without --expect)."""
-    from mlatui.commands.output_options import check_expectations, print_summary
     from mlatui.views.summary import summarize
 
     summary = summarize(app.dash)
