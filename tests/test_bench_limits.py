@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from mlatui.bench.indexer import TimedProgress
 from mlatui.commands.bench_indexer import DEFAULT_MAX_SECONDS
-from mlatui.commands.indexer_progress import TimedProgress
 from mlatui.views.bench_report import undecided_lines
 
 

@@ -169,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.host.signals import StopOnSignals, raise_if_set
 
     out = claim_output(args.out, overwrite=args.overwrite) if args.out else None
-    from mlatui.bench.indexer import run_indexer_bench
-    from mlatui.commands.indexer_progress import TimedProgress
+    from mlatui.bench.indexer import TimedProgress, run_indexer_bench
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
