@@ -13,7 +13,7 @@ from mlatui.host import distributed
 from mlatui.host.distributed import ShardMode
 from mlatui.models import build, family_configs
 from mlatui.run.arms import build_arms
-from mlatui.run.sharding import shard
+from mlatui.run.engine_dist import shard
 
 F32_TOL = 1e-4  # tests/test_mla.py's parity tolerance
 WIDTHS = (1, 2, 3, 4)

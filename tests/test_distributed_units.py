@@ -37,7 +37,7 @@ def test_a_single_process_is_not_distributed(monkeypatch):
 def test_shard_refusals_say_why():
     from mlatui.models import build
     from mlatui.models.embedded import load_embedded
-    from mlatui.run.sharding import can_shard
+    from mlatui.run.engine_dist import can_shard
 
     model, _, _ = load_embedded(draft=False)
     assert can_shard(model, ShardMode.TENSOR, 2) is None

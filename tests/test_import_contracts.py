@@ -26,7 +26,7 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
             ROOT / name, tmp_path / name, symlinks=True, ignore=shutil.ignore_patterns("embedded")
         )
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    gate = tmp_path / "mlatui" / "gate" / "threshold_text.py"
+    gate = tmp_path / "mlatui" / "gate" / "policy.py"
     gate.write_text(gate.read_text() + "\n\ndef _upward():\n    from mlatui.run import engine\n")
     widget = tmp_path / "widgets" / "help.py"
     widget.write_text(widget.read_text() + "\n\ndef _mlx():\n    import mlx.core\n")

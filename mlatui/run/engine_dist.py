@@ -1,19 +1,29 @@
 """The engine's side of a run under `mlx.launch`: shard what is loaded, keep the ranks in step,
 and end every rank cleanly when one is lost. A single process gets `DistRun(None, ...)`, whose
-every method does nothing."""
+every method does nothing.
+
+A model is sharded the way mlx-lm shards it: `model.shard(group)` (tensor parallel: every rank
+keeps 1/N of the attention heads and MLP columns, with an `all_sum` after each layer's attention
+and MLP) or `model.model.pipeline(group)` (every rank keeps a contiguous block of layers). Both
+arms are built after this, so the patch sees the sharded heads: its gate uses the per-rank head
+count, as the rank's own attention does."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
 
 from mlatui.config.scenario import Scenario
 from mlatui.errors import error_line, say
 from mlatui.host import distributed
 from mlatui.host.distributed import Lockstep, ShardMode, World
 from mlatui.models.fit import FitEstimate
-from mlatui.models.loading import Loaded, Prepare
+from mlatui.models.loading import Loaded, LoadError, Prepare
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
 
 
@@ -57,7 +67,6 @@ class DistRun:
     def prepare_target(self) -> Prepare | None:
         if self.world is None:
             return None
-        from mlatui.run.sharding import shard
 
         def prepare(model) -> None:
             shard(model, self.mode, distributed.group(), "model")
@@ -70,7 +79,6 @@ class DistRun:
         every rank (it then computes the same thing everywhere, with no collective)."""
         if self.world is None:
             return None
-        from mlatui.run.sharding import can_shard, shard
 
         world = self.world
 
@@ -137,3 +145,47 @@ def _bounded(fn: Callable[[str], None], seconds: float = 10.0) -> Callable[[str]
         t.join(seconds)
 
     return run
+
+
+def can_shard(model: nn.Module, mode: ShardMode, size: int) -> str | None:
+    """None if `model` can be sharded over `size` ranks in `mode`; else why not, in words."""
+    family = getattr(getattr(model, "args", None), "model_type", type(model).__module__)
+    if mode is ShardMode.TENSOR:
+        if not callable(getattr(model, "shard", None)):
+            return f"mlx-lm's {family} has no tensor-parallel shard()"
+        for layer in _layers(model):
+            heads = getattr(getattr(layer, "self_attn", None), "num_heads", None)
+            if isinstance(heads, int) and heads % size:
+                return f"{heads} attention heads do not split over {size} ranks"
+        return None
+    inner = getattr(model, "model", None)
+    if not callable(getattr(inner, "pipeline", None)):
+        return f"mlx-lm's {family} has no pipeline()"
+    if len(_layers(model)) < size:
+        return f"{len(_layers(model))} layers cannot fill {size} pipeline stages"
+    return None
+
+
+def shard(model: nn.Module, mode: ShardMode, group: Any, what: str = "model") -> None:
+    """Shard in place and evaluate the parameters (each rank then holds only its part)."""
+    why = can_shard(model, mode, group.size())
+    if why is not None:
+        other = "pipeline" if mode is ShardMode.TENSOR else "tensor"
+        raise LoadError(
+            f"{what}: cannot shard {mode.value}-parallel: {why} — try [model] shard = "
+            f'"{other}" in the scenario, or run it on one process'
+        )
+    try:
+        if mode is ShardMode.TENSOR:
+            model.shard(group)
+        else:
+            model.model.pipeline(group)
+    except ValueError as e:  # mlx's shard_linear: a dimension that does not split
+        raise LoadError(f"{what}: mlx-lm could not shard it {mode.value}-parallel: {e}") from e
+    mx.eval(model.parameters())
+
+
+def _layers(model: nn.Module) -> list:
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None) or getattr(model, "layers", None) or []
+    return [layer for layer in layers if layer is not None]

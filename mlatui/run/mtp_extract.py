@@ -35,8 +35,15 @@ from mlatui.models.checkpoint_source import (
 from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_float, as_int, flat_arrays
 from mlatui.models.safetensors_read import SafetensorsError, read_header, read_tensors
-from mlatui.run.mtp import SUPPORTED, MTPDraft, MTPError, load_mtp_draft, mtp_layer
-from mlatui.run.mtp_load import build_layer, sanitize_layer
+from mlatui.run.mtp import (
+    SUPPORTED,
+    MTPDraft,
+    MTPError,
+    build_layer,
+    load_mtp_draft,
+    mtp_layer,
+    sanitize_layer,
+)
 
 SIDECAR = "mtp.safetensors"
 GEOMETRY = (
