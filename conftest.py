@@ -17,6 +17,7 @@ import os
 import pytest
 
 from mlatui.host.blas import choose_blas
+from mlatui.store.calibration import CACHE_ENV
 
 # every test process (xdist's workers too) on the fast CPU BLAS before a test loads MLX: importing
 # mlatui chooses none, and pytest is not run again under LD_PRELOAD
@@ -28,11 +29,16 @@ WORKERS = 3
 @pytest.fixture(scope="session", autouse=True)
 def user_folders_in_tmp(tmp_path_factory: pytest.TempPathFactory):
     """Recordings (runs/) and crash logs of every test and of the commands it starts land in a
-    temporary folder, never in the user's own (platformdirs reads these variables on Linux)."""
+    temporary folder, never in the user's own (platformdirs reads these variables on Linux), and
+    so does mlatui's cache (the harness bias, bandwidth probes and crossovers a run keeps per
+    device): a test reads only what this session wrote, never a figure an earlier suite or the
+    user's own runs left. XDG_CACHE_HOME stays: pip and the mlx-vlm wheels (tests/vlm_sources.py)
+    use the real cache."""
     home = tmp_path_factory.mktemp("user-folders")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_DATA_HOME", str(home / "data"))
         mp.setenv("XDG_STATE_HOME", str(home / "state"))
+        mp.setenv(CACHE_ENV, str(home / "cache"))
         yield
 
 
