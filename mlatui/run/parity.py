@@ -18,6 +18,11 @@ Three ways to decode `n` tokens from one prefilled context, paired by the sample
   on another plain thread, each from its own copy of the cache (and draft), so the harness's own
   spread shows beside the mlatui pairings (its first side is named "mlx_lm-thread").
 
+Each pairing makes its direct sides afresh (cache and draft copies, plain threads), so no side
+carries what an earlier pairing ran on it: a side kept warm from the pairing before made a fake
+A/A read 0.98 [0.974, 0.992] (tests/test_parity_order.py). The sampler alternates which side
+opens a round (A B B A, then B A A B) and warms each side with one untimed block per width.
+
 Each block is a fresh generation of `n` tokens from the context (both sides rewind), timed from
 the call to its last token. The ratio is tok/s(mlatui) / tok/s(other), a median over quads with
 a block-bootstrap CI; parity holds when the CI lies inside ±tolerance.
@@ -164,6 +169,7 @@ class Direct:
         self.draft = draft
         if draft is not None:
             draft.prefill(mx.array([context]))  # (1, T)
+        self._rewind()  # the arm's caches may hold a block past the context
 
     def recopy(self) -> None:
         """Fresh copies of its caches (between rounds, as the arms get them)."""
@@ -199,80 +205,142 @@ class Direct:
 
 class _Sides:
     """The ways of decoding a block from the same prefilled context: the arm on its worker
-    thread (mlatui), the direct copy on the main thread, the direct copy on a plain thread, and
-    for the A/A (`twin`) a second direct copy on a second plain thread."""
+    thread (mlatui, opened at the first pairing that needs it), and for each pairing its own
+    direct copies and plain threads, made fresh (`_Pairing`)."""
 
-    def __init__(self, arm: Arm, direct: Direct, plan: ParityPlan, twin: Direct | None) -> None:
-        self.arm, self.direct, self.plan, self.twin = arm, direct, plan, twin
-        self.worker = ArmWorker(arm, Baton())
-        self.thread = PlainThread()
-        self.twin_thread = PlainThread() if twin is not None else None
-        base_len, first, context = direct.base_len, plan.first, plan.context_tokens
-        self.stream = self.worker.call(lambda a: open_stream(a, base_len, first, context))
+    def __init__(
+        self,
+        arm: Arm | None,
+        plan: ParityPlan,
+        make_direct: Callable[[], Direct],
+        make_thread: Callable[[], PlainThread] = PlainThread,
+    ) -> None:
+        self.arm, self.plan = arm, plan
+        self.make_direct, self.make_thread = make_direct, make_thread
+        self.worker: ArmWorker | None = None
+        self.stream: Any = None
+
+    def mlatui(self) -> tuple[ArmWorker, Any]:
+        """The arm's worker and its decode stream (one for every pairing, as a run has one)."""
+        if self.worker is None:
+            if self.arm is None:
+                raise ValueError("a pairing with mlatui needs the arm")
+            self.worker = ArmWorker(self.arm, Baton())
+            base_len, first, context = (
+                cache_len(self.arm.caches),
+                self.plan.first,
+                self.plan.context_tokens,
+            )
+            self.stream = self.worker.call(lambda a: open_stream(a, base_len, first, context))
+        return self.worker, self.stream
+
+    def rewound(self) -> list[Any]:
+        """The arm's caches back at the prefilled context and evaluated on its own thread (a
+        copy or an exchange takes them at the same length as the direct sides' own)."""
+        worker, stream = self.mlatui()
+
+        def rewind_held(a: Arm) -> list[Any]:
+            rewind(a, stream)
+            evaluate_held(a.caches)
+            return a.caches
+
+        return worker.call(rewind_held)
 
     def close(self) -> None:
-        self.worker.close()
-        self.thread.close()
-        if self.twin_thread is not None:
-            self.twin_thread.close()
+        if self.worker is not None:
+            self.worker.close()
 
     def sample(self, other: str, widths: tuple[int, ...], deadline: float | None) -> SamplerRun:
-        """mlatui against `other` over `widths` (width w: depth w - 1), rounds ending by
-        `deadline` (monotonic) after a whole pair."""
-        hooks = Hooks(
-            self._measure(other),
-            between_rounds=self._between_rounds(other),
-            decide_more=until(deadline),
-        )
-        with unpinned():  # as the decode phases run their blocks
-            return sample_context(self.plan.sampler_plan(other, widths), hooks)
+        """`first_side(other)` against `other` over `widths` (width w: depth w - 1), rounds
+        ending by `deadline` (monotonic) after a whole pair."""
+        pairing = _Pairing(self, other)
+        try:
+            hooks = Hooks(
+                pairing.measure, between_rounds=pairing.between_rounds, decide_more=until(deadline)
+            )
+            with unpinned():  # as the decode phases run their blocks
+                return sample_context(self.plan.sampler_plan(other, widths), hooks)
+        finally:
+            pairing.close()
 
-    def _measure(self, other: str) -> Callable[[str, int], float]:
-        plan, stream, direct = self.plan, self.stream, self.direct
-        blocks: dict[tuple[str, int], int] = {}
 
-        def measure(side: str, width: int) -> float:
-            k = blocks[(side, width)] = blocks.get((side, width), -1) + 1
-            seed = stable_seed(plan.seed, "parity", width, k)  # the k-th block of each side
-            block = Block(plan.first, plan.tokens, width - 1)
-            if side == first_side(AA) and self.twin is not None and self.twin_thread is not None:
-                twin = self.twin  # the A/A's first side
-                return self.twin_thread.call(lambda: twin.block(block, plan.sampling, seed))
-            if side == "mlatui":
+class _Pairing:
+    """One `--versus` pairing's sides. Each direct side gets a fresh copy of the prefilled cache
+    (and draft) and, off the main thread, a fresh plain thread: no side carries blocks, buffers
+    or a stream warmed by an earlier pairing, so both sides of the A/A start alike and are
+    warmed alike (the sampler's one untimed block per side and width), on the same kind of
+    thread. Between rounds the two sides' caches, drafts' included, are exchanged (or copied
+    afresh, in alternating order: CacheRounds)."""
 
-                def go(a: Arm) -> float:
-                    rewind(a, stream)
-                    setting = Setting(depth=block.depth)
-                    return run_block(a, stream, setting, block.tokens, plan.sampling, seed).ms
+    def __init__(self, sides: _Sides, other: str) -> None:
+        self.sides, self.other = sides, other
+        self.first = first_side(other)
+        if sides.worker is not None:
+            sides.rewound()  # copied from below, at the prefilled length
+        self.direct = sides.make_direct()
+        self.twin = sides.make_direct() if other == AA else None
+        threaded = other in ("mlx_lm-thread", AA)
+        self.thread = sides.make_thread() if threaded else None
+        self.twin_thread = sides.make_thread() if self.twin is not None else None
+        self.blocks: dict[tuple[str, int], int] = {}
+        if self.first == "mlatui":
+            sides.mlatui()
 
-                return self.worker.call(go)
-            if other in ("mlx_lm-thread", AA):
-                return self.thread.call(lambda: direct.block(block, plan.sampling, seed))
-            return direct.block(block, plan.sampling, seed, sync=other == "sync-loop")
+    def close(self) -> None:
+        for thread in (self.thread, self.twin_thread):
+            if thread is not None:
+                thread.close()
 
-        return measure
+    def measure(self, side: str, width: int) -> float:
+        plan = self.sides.plan
+        k = self.blocks[(side, width)] = self.blocks.get((side, width), -1) + 1
+        seed = stable_seed(plan.seed, "parity", width, k)  # the k-th block of each side
+        block = Block(plan.first, plan.tokens, width - 1)
+        if side == "mlatui":
+            worker, stream = self.sides.mlatui()
 
-    def _between_rounds(self, other: str) -> Callable[[int], None]:
-        worker, direct, arm, twin = self.worker, self.direct, self.arm, self.twin
-        first_cache = twin.cache if other == AA and twin is not None else arm.caches
+            def go(a: Arm) -> float:
+                rewind(a, stream)
+                setting = Setting(depth=block.depth)
+                return run_block(a, stream, setting, block.tokens, plan.sampling, seed).ms
 
-        def fresh(round_index: int) -> None:
-            first = twin.recopy if other == AA and twin is not None else None
-            sides = [first or (lambda: worker.call(recopy_stream_caches)), direct.recopy]
+            return worker.call(go)
+        direct, thread = self.direct, self.thread
+        if side == self.first and self.twin is not None:
+            direct, thread = self.twin, self.twin_thread  # the A/A's first side
+        if thread is not None:
+            return thread.call(lambda: direct.block(block, plan.sampling, seed))
+        return direct.block(block, plan.sampling, seed, sync=self.other == "sync-loop")
+
+    def between_rounds(self, round_index: int) -> None:
+        how = cache_rounds()
+        if how is CacheRounds.SWAP:
+            self._swap()
+        elif how is CacheRounds.COPY:
+            first = self.twin.recopy if self.twin is not None else self._recopy_arm
+            sides = [first, self.direct.recopy]
             for recopy in sides if round_index % 2 == 0 else sides[::-1]:
                 recopy()
 
-        def swap(_round_index: int) -> None:  # as the arms exchange theirs (CacheRounds)
-            if first_cache is arm.caches:
-                worker.call(lambda a: evaluate_held(a.caches))
-            else:
-                evaluate_held(first_cache)
-            evaluate_held(direct.cache)
-            swap_caches(first_cache, direct.cache)
+    def _recopy_arm(self) -> None:
+        worker, _ = self.sides.mlatui()
+        worker.call(recopy_stream_caches)
 
-        return {CacheRounds.SWAP: swap, CacheRounds.COPY: fresh}.get(
-            cache_rounds(), lambda _r: None
-        )
+    def _swap(self) -> None:
+        """As the arms exchange theirs (CacheRounds): every buffer serves both sides."""
+        if self.twin is None:
+            first_cache = self.sides.rewound()
+        else:
+            evaluate_held(self.twin.cache)
+            first_cache = self.twin.cache
+            mine = getattr(self.twin.draft, "cache", None)
+            theirs = getattr(self.direct.draft, "cache", None)
+            if isinstance(mine, list) and isinstance(theirs, list):
+                evaluate_held(mine)
+                evaluate_held(theirs)
+                swap_caches(mine, theirs)
+        evaluate_held(self.direct.cache)
+        swap_caches(first_cache, self.direct.cache)
 
 
 def run_parity(
@@ -297,7 +365,7 @@ def run_parity(
         draft = make_draft(arm) if depth and make_draft else None
         return Direct(arm, draft, plan.context_tokens, base_len)
 
-    sides = _Sides(arm, direct(), plan, direct() if AA in plan.versus else None)
+    sides = _Sides(arm, plan, direct)
     both = (1, depth + 1) if depth else (1,)
     widths_of = {"mlx_lm": both, "mlx_lm-thread": both, "sync-loop": (1,), AA: both}
     results: list[ParityResult] = []
