@@ -4,6 +4,7 @@ and the palette; a Symbols page for every glyph and colour on screen)."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import ui_events
 
 from mlatui.cli import main
-from mlatui.config.outputs import runs_dir
+from mlatui.config.outputs import new_record_path, runs_dir
 from mlatui.config.runconfig import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.views.keys import KEYS, KeyGroup, keys_for
@@ -45,7 +46,15 @@ def test_launch_help_names_the_recording_path_and_the_live_keys(capsys):
     with pytest.raises(SystemExit):
         main(["launch", "--help"])
     out = capsys.readouterr().out
-    assert f"{runs_dir()}/run-<date>-<time>-<pid>.jsonl" in out
+    shown = f"{runs_dir()}/run-<date>-<time>-<microseconds>-<pid>.jsonl"
+    assert shown in out
+    written = new_record_path("run", runs_dir())  # the name the code gives a run's recording
+    written.unlink()
+    assert re.fullmatch(re.sub(r"<[a-z]+>", r"\\d+", re.escape(shown)), str(written))
+    with pytest.raises(SystemExit):
+        main(["bench", "observer", "--help"])
+    said = " ".join(capsys.readouterr().out.split())  # argparse folds the line
+    assert "a new observer-<date>-<time>-<microseconds>-<pid>.jsonl here" in said
     keys = out[out.index("keys in the dashboard:") :]
     for k in keys_for(replay=False):
         assert f"  {k.key} " in keys and k.description in keys, k

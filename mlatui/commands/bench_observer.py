@@ -23,6 +23,8 @@ DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, model loads as
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from mlatui.config.outputs import name_pattern
+
     parser.add_argument(
         "--scenario", default=None, help="scenario TOML (default: scenarios/default.toml)"
     )
@@ -43,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--out",
         default=None,
         help="per-mode results as JSONL, streamed run by run (default: a new "
-        "observer-<time>-<pid>.jsonl here)",
+        f"{name_pattern('observer')} here)",
     )
     add_overwrite(parser)
     add_force(parser)

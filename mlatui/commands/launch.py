@@ -21,12 +21,12 @@ HELP = (
 
 
 def epilog() -> str:
-    from mlatui.config.outputs import runs_dir
+    from mlatui.config.outputs import name_pattern, runs_dir
     from mlatui.views.keys import keys_epilog
 
     return (
         f"recording: every run is written to --record FILE, by default a new\n"
-        f"  {runs_dir()}/run-<date>-<time>-<pid>.jsonl\n"
+        f"  {runs_dir() / name_pattern('run')}\n"
         "  (flushed line by line; the path is printed at exit; replay it with `mlatui replay FILE`)\n\n"
         + keys_epilog(replay=False)
     )

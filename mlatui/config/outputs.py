@@ -77,9 +77,22 @@ def runs_dir() -> Path:
     return Path(platformdirs.user_data_dir("mlatui")) / "runs"
 
 
+# a new file's time stamp, part by part: its strftime code and the word help texts show for it
+STAMP_PARTS = (("%Y%m%d", "date"), ("%H%M%S", "time"), ("%f", "microseconds"))
+
+
+def _named(prefix: str, stamp: str, pid: str, suffix: str) -> str:
+    return f"{prefix}-{stamp}-{pid}{suffix}"
+
+
 def unique_name(prefix: str, suffix: str = ".jsonl") -> str:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    return f"{prefix}-{stamp}-{os.getpid()}{suffix}"
+    stamp = dt.datetime.now().strftime("-".join(code for code, _ in STAMP_PARTS))
+    return _named(prefix, stamp, str(os.getpid()), suffix)
+
+
+def name_pattern(prefix: str, suffix: str = ".jsonl") -> str:
+    """unique_name's names as help texts show them: `run-<date>-<time>-<microseconds>-<pid>.jsonl`."""
+    return _named(prefix, "-".join(f"<{word}>" for _, word in STAMP_PARTS), "<pid>", suffix)
 
 
 def new_record_path(prefix: str = "run", folder: Path | None = None) -> Path:
