@@ -234,13 +234,15 @@ def test_bench_attention_part_b_runs_the_engine_sweep(tmp_path, capsys):
 def test_part_b_scenarios_round_trip_for_every_trimmable_family(tmp_path):
     import tomllib
 
+    from mlatui.bench.attention_scenario import AttentionModel, Sweep
     from mlatui.commands.bench_attention import _check_round_trip, scenario_toml
     from mlatui.config.scenario import load_scenario
 
     for name, fam in families.FAMILIES.items():
         if fam.hybrid:
             continue
-        text, config = scenario_toml(name, "tiny", 2, "bfloat16", 4, "prefill", [64], [4, 2], 3)
+        model = AttentionModel(name, "tiny", "bfloat16", 4)
+        text, config = scenario_toml(model, 2, "prefill", Sweep([64], [4, 2], 3))
         path = tmp_path / f"{name}.toml"
         path.write_text(text)
         scenario = load_scenario(path)

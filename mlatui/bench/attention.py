@@ -20,9 +20,11 @@ import mlx.nn as nn
 from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 
+from mlatui.bench.attention_scenario import AttentionModel
 from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, Geometry
 from mlatui.measure.bandwidth import effective_gb_s, utilisation
+from mlatui.measure.byte_census import ModelBytes
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.forced_branches import BRANCHES, interval_dict, verdict
 from mlatui.measure.records import BenchRecord
@@ -237,102 +239,131 @@ def bandwidth_figures(
     }
 
 
+@dataclass(frozen=True)
+class SweepHooks:
+    """What the caller hears during a sweep: progress lines, each context's records as soon as
+    it is done (streamed to JSONL), and a stop check run before every step (it raises)."""
+
+    progress: Callable[[str], None] = lambda line: None
+    on_records: Callable[[list[BenchRecord]], None] = lambda records: None
+    check_stop: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class _SweepFacts:
+    """What every record of a sweep shares."""
+
+    family: str
+    settings: dict[str, Any]
+    layer_bytes: ModelBytes
+    limit: dict[str, Any]  # the device's bandwidth limit (store.bandwidth.device_bandwidth)
+    note_reached: Callable[[float], None]
+    env: dict[str, Any]
+
+
 def forced_sweep(
-    family: str,
+    model: AttentionModel,
     contexts: Sequence[int],
     widths: Sequence[int],
     reps: int,
-    size: str = "full",
-    bits: int | None = None,
     env: dict | None = None,
-    progress: Callable[[str], None] = lambda s: None,
-    dtype: str = "float32",
-    seed: int = 0,
-    on_records: Callable[[list[BenchRecord]], None] = lambda records: None,
-    check_stop: Callable[[], None] = lambda: None,
-    config: dict[str, Any] | None = None,
+    hooks: SweepHooks = SweepHooks(),
 ) -> list[BenchRecord]:
     """Forced absorbed vs materialised branch per context, all widths of a context in one sampler
     run of `reps` rounds. Returns one record per (context, width, branch) with its raw samples,
     their round indices and the context's estimates (step ms, the paired ratio and its verdict,
     the bytes a step reads, GB/s and MBU): everything its table is printed from
-    (mlatui.views.bench_report.forced_summary). `on_records` gets each context's records as soon
-    as it is done (streamed to JSONL); `check_stop` runs before every step and may raise
-    Interrupted: the contexts done so far are returned."""
+    (mlatui.views.bench_report.forced_summary). A stop (Interrupted from `hooks.check_stop`)
+    returns the contexts done so far."""
     from mlatui.host.signals import Interrupted
     from mlatui.measure.records import environment
     from mlatui.store.bandwidth import device_bandwidth, reached_recorder
 
-    arms = forced_arms(family, size, bits, dtype=DTYPES[dtype], config=config)
-    g = arms.geometry
+    dtype = DTYPES[model.dtype]
+    arms = forced_arms(model.family, model.size, model.bits, dtype=dtype, config=model.config)
     device_env = env or environment()
-    limit, note_reached = device_bandwidth(device_env), reached_recorder(device_env)
-    layer_bytes = step_bytes.attention_bytes(arms.absorbed, DTYPES[dtype].size)
+    facts = _SweepFacts(
+        model.family,
+        _settings(model, reps, arms.geometry),
+        step_bytes.attention_bytes(arms.absorbed, dtype.size),
+        device_bandwidth(device_env),
+        reached_recorder(device_env),
+        env or {},
+    )
     widths = sorted(set(widths))
-    settings = dict(
-        size=size,
-        bits=bits,
-        dtype=dtype,
+    records: list[BenchRecord] = []
+    for context in contexts:
+        cache = layer_cache(arms, context)
+        plan = forced_plan(widths, reps, stable_seed("attention-forced", model.family, context))
+
+        def on_round(est, context=context, plan=plan) -> None:
+            hooks.progress(f"T={context}: round {est.rounds}/{plan.first_rounds}")
+
+        try:
+            run = time_forced(arms, cache, plan, on_round, hooks.check_stop)
+        except Interrupted:  # keep the contexts already done; this one is incomplete
+            break
+        done = [r for width in widths for r in _width_records(facts, run, context, width, hooks)]
+        records += done
+        hooks.on_records(done)
+        del cache
+    return records
+
+
+def _settings(model: AttentionModel, reps: int, g: Geometry) -> dict[str, Any]:
+    return dict(
+        size=model.size,
+        bits=model.bits,
+        dtype=model.dtype,
         reps=reps,
         geometry=g.key,
         heads=g.num_heads,
         sampler="rounds of A B B A quads (mirrored on odd rounds), widths rotating",
         estimator="median over rounds, 95% seeded bootstrap CI",
     )
-    records: list[BenchRecord] = []
-    for context in contexts:
-        cache = layer_cache(arms, context)
-        plan = forced_plan(widths, reps, stable_seed("attention-forced", family, context))
 
-        def on_round(est, context=context, plan=plan) -> None:
-            progress(f"T={context}: round {est.rounds}/{plan.first_rounds}")
 
-        try:
-            run = time_forced(arms, cache, plan, on_round, check_stop)
-        except Interrupted:  # keep the contexts already done; this one is incomplete
-            break
-        est = run.final
-        done = len(records)
-        for width in widths:
-            ratio = est.ratio[width]
-            a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
-            needed = layer_bytes.step(width, context)
-            progress(
-                f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
-                f"absorbed/materialised {interval_text(ratio)}: "
-                f"{verdict(ratio)}"
+def _width_records(
+    facts: _SweepFacts, run: SamplerRun, context: int, width: int, hooks: SweepHooks
+) -> list[BenchRecord]:
+    """Both branches' records at one width of a context, and its progress line."""
+    est = run.final
+    ratio = est.ratio[width]
+    a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
+    hooks.progress(
+        f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
+        f"absorbed/materialised {interval_text(ratio)}: "
+        f"{verdict(ratio)}"
+    )
+    needed = facts.layer_bytes.step(width, context)
+    records = []
+    for arm in ARMS:
+        figures = bandwidth_figures(est.step_ms[arm, width], needed.total.high, facts.limit)
+        if (rate := figures["gb_s"]) is not None:
+            facts.note_reached(rate.median)  # kept where above the limit: probed again next
+        mine = [t for t in run.timings if t.arm == arm and t.width == width]
+        details = {
+            **facts.settings,
+            "rounds": run.rounds,
+            "sample_rounds": [t.round for t in mine],
+            "step_ms": interval_dict(est.step_ms[arm, width]),
+            "ratio_absorbed_over_materialised": interval_dict(ratio),
+            "seed": run.plan.seed,
+            "step_bytes": needed.to_dict(),
+            "bandwidth_limit": facts.limit,
+            **{name: interval_dict(iv) if iv is not None else None for name, iv in figures.items()},
+        }
+        records.append(
+            BenchRecord(
+                "attention-forced",
+                facts.family,
+                arm,
+                context,
+                width,
+                [t.ms for t in mine],
+                details,
+                facts.env,
+                note=verdict(ratio),
             )
-            for arm in ARMS:
-                figures = bandwidth_figures(est.step_ms[arm, width], needed.total.high, limit)
-                if (rate := figures["gb_s"]) is not None:
-                    note_reached(rate.median)  # kept where above the limit: probed again next
-                mine = [t for t in run.timings if t.arm == arm and t.width == width]
-                records.append(
-                    BenchRecord(
-                        "attention-forced",
-                        family,
-                        arm,
-                        context,
-                        width,
-                        [t.ms for t in mine],
-                        {
-                            **settings,
-                            "rounds": run.rounds,
-                            "sample_rounds": [t.round for t in mine],
-                            "step_ms": interval_dict(est.step_ms[arm, width]),
-                            "ratio_absorbed_over_materialised": interval_dict(ratio),
-                            "seed": plan.seed,
-                            "step_bytes": needed.to_dict(),
-                            "bandwidth_limit": limit,
-                            **{
-                                name: interval_dict(iv) if iv is not None else None
-                                for name, iv in figures.items()
-                            },
-                        },
-                        env or {},
-                        note=verdict(ratio),
-                    )
-                )
-        on_records(records[done:])
-        del cache
+        )
     return records

@@ -1,60 +1,98 @@
-"""The scenario `bench attention` part (b) writes: random weights from a family's config, one
-sweep phase, as TOML (and the check that TOML, which has no null, can say that config)."""
+"""What `bench attention` and `calibrate` build (AttentionModel), and the scenario `bench
+attention` part (b) writes: random weights from a family's config, one sweep phase, as TOML (and
+the check that TOML, which has no null, can say that config)."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True)
+class AttentionModel:
+    """What both parts build: a family's geometry at a size (or a model's own config), in a
+    dtype, maybe quantised."""
+
+    family: str
+    size: str  # "full" or "tiny"
+    dtype: str
+    bits: int | None  # None: not quantised
+    config: dict[str, Any] | None = None  # --config / --model: that config at full size
+
+    def describe(self) -> str:
+        return describe(self.size if self.config is None else "its config's", self.dtype, self.bits)
+
+    def layer_config(self) -> dict[str, Any]:
+        """The family's config (or the given one), for one layer's estimate."""
+        from dataclasses import replace
+
+        from mlatui.models.bench_families import lookup
+
+        fam = lookup(self.family)
+        if self.config is not None:
+            return replace(fam, full=self.config).config("full")
+        return fam.config(self.size)
+
+
+def describe(size: str, dtype: str, bits: int | None) -> str:
+    quant = f"{bits}-bit weights" if bits else "unquantised weights"
+    return f"{size} geometry, random weights, {dtype}, {quant}"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep phase's grid: its contexts, its widths (L = 1 is added) and its rounds."""
+
+    contexts: list[int]
+    widths: list[int]
+    reps: int
+
+
 def scenario_toml(
-    family_name: str,
-    size: str,
-    layers: int | None,
-    dtype: str,
-    bits: int | None,
-    fill: str,
-    contexts: list[int],
-    widths: list[int],
-    reps: int,
-    config: dict[str, Any] | None = None,
+    model: AttentionModel, layers: int | None, fill: str, sweep: Sweep
 ) -> tuple[str, dict[str, Any]]:
-    """The scenario of part (b): random weights from the family's config at `size` (or
-    `config`, a model's own), one sweep phase. Returns (TOML text, the model config it holds)."""
+    """The scenario of part (b): random weights from the family's config at the model's size (or
+    its own config), one sweep phase. Returns (TOML text, the model config it holds)."""
     from dataclasses import replace
 
     from mlatui.models.bench_families import lookup
 
-    fam = lookup(family_name)
-    if config is not None:
-        fam, size = replace(fam, full=config), "full"
+    fam, size = lookup(model.family), model.size
+    if model.config is not None:
+        fam, size = replace(fam, full=model.config), "full"
     config = fam.config(size, layers)
-    model: dict[str, Any] = {"source": "random", "family": config["model_type"], "dtype": dtype}
-    if bits:
-        model["bits"] = bits
+    spec: dict[str, Any] = {
+        "source": "random",
+        "family": config["model_type"],
+        "dtype": model.dtype,
+    }
+    if model.bits:
+        spec["bits"] = model.bits
     if fill != "prefill":
-        model["fill"] = fill
+        spec["fill"] = fill
     shown_layers = f"{layers} layer(s)" if layers else "all layers"
+    quantised = f" quantised to {model.bits} bits" if model.bits else ""
     lines = [
-        f"name = {_toml_value(f'attention-{family_name}')}",
+        f"name = {_toml_value(f'attention-{model.family}')}",
         "description = "
         + _toml_value(
-            f"bench attention part (b): {family_name} ({size} geometry, {shown_layers}), random "
-            f"{dtype} weights{f' quantised to {bits} bits' if bits else ''}, stock vs patched "
+            f"bench attention part (b): {model.family} ({size} geometry, {shown_layers}), random "
+            f"{model.dtype} weights{quantised}, stock vs patched "
             "sweep. Rerun with: mlatui bench THIS.toml --random-weights"
         ),
         "seed = 0",
         "",
-        *_toml_table("model", model),
+        *_toml_table("model", spec),
         *_toml_table("model.config", config),
         *_toml_table("draft", {"source": "none"}),
         "[[phase]]",
         'name = "sweep"',
         'kind = "sweep"',
-        f"contexts = {_toml_value(contexts)}",
-        f"widths = {_toml_value(sorted(set(widths) | {1}))}",
-        f"reps = {reps}",
+        f"contexts = {_toml_value(sweep.contexts)}",
+        f"widths = {_toml_value(sorted(set(sweep.widths) | {1}))}",
+        f"reps = {sweep.reps}",
         "",
     ]
     return "\n".join(lines), config

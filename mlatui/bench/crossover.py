@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlatui.bench.attention_scenario import AttentionModel
 from mlatui.measure import forced_branches
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.stream.phrases import interval_text
@@ -48,28 +49,35 @@ class Probe:
         return forced_branches.within_noise(self.ratio)
 
 
+@dataclass(frozen=True)
+class CalibrateHooks:
+    """What the caller hears during a calibration: progress lines, each probe as it completes,
+    and a stop check run before every step (it raises Interrupted)."""
+
+    progress: Callable[[str], None] = lambda line: None
+    on_probe: Callable[[int, Probe], None] = lambda context, probe: None
+    check_stop: Callable[[], None] = lambda: None
+
+
 def calibrate(
-    family: str,
+    model: AttentionModel,
     contexts: Sequence[int],
     reps: int = 6,
     max_width: int = 2048,
-    size: str = "full",
-    bits: int | None = None,
-    progress: Callable[[str], None] = lambda s: None,
-    dtype: str = "float32",
-    on_probe: Callable[[int, Probe], None] = lambda context, probe: None,
-    check_stop: Callable[[], None] = lambda: None,
-    config: dict[str, Any] | None = None,
+    hooks: CalibrateHooks = CalibrateHooks(),
 ) -> tuple[Any, dict[int, int], dict[int, list[Probe]]]:
-    """Forced-branch timing of one attention layer in `dtype` (weights quantised to `bits`);
-    returns (geometry, crossovers, probes). Each probe runs `reps` sampler rounds at one width;
-    `on_probe` gets each probe as it completes. When `check_stop` raises Interrupted, the
-    crossovers of the contexts completed so far are returned (probes: every completed one)."""
+    """Forced-branch timing of one attention layer of `model`; returns (geometry, crossovers,
+    probes). Each probe runs `reps` sampler rounds at one width; `hooks.on_probe` gets each
+    probe as it completes. When `hooks.check_stop` raises Interrupted, the crossovers of the
+    contexts completed so far are returned (probes: every completed one)."""
     from mlatui.bench import attention as attnbench
     from mlatui.host.signals import Interrupted
     from mlatui.models.loading import DTYPES
 
-    arms = attnbench.forced_arms(family, size, bits, dtype=DTYPES[dtype], config=config)
+    family = model.family
+    arms = attnbench.forced_arms(
+        family, model.size, model.bits, dtype=DTYPES[model.dtype], config=model.config
+    )
     crossovers: dict[int, int] = {}
     probes: dict[int, list[Probe]] = {}
     for context in contexts:
@@ -80,15 +88,15 @@ def calibrate(
             plan = attnbench.forced_plan(
                 (width,), reps, stable_seed("calibrate", family, context, width)
             )
-            run = attnbench.time_forced(arms, cache, plan, check_stop=check_stop)
+            run = attnbench.time_forced(arms, cache, plan, check_stop=hooks.check_stop)
             est = run.final
             ratio = est.ratio[width]
             a, m = est.step_ms["absorbed", width], est.step_ms["materialised", width]
             probe = Probe(width, a, m, ratio, ratio.median < 1)
             probes[context].append(probe)
-            on_probe(context, probe)
+            hooks.on_probe(context, probe)
             noise = "; CI straddles 1: within noise" if probe.within_noise else ""
-            progress(
+            hooks.progress(
                 f"T={context} L={width}: absorbed {a.median:.3f} ms, materialised {m.median:.3f} ms, "
                 f"absorbed/materialised {interval_text(ratio)} "
                 f"over {run.rounds} rounds: {'absorbed' if probe.faster else 'materialised'} "

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlatui.bench.attention_scenario import _check_round_trip, scenario_toml
+from mlatui.bench.attention_scenario import (
+    AttentionModel,
+    Sweep,
+    _check_round_trip,
+    scenario_toml,
+)
 from mlatui.commands.argtypes import (
     BIT_WIDTHS,
     add_force,
@@ -48,32 +53,6 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"quantise the weights to N bits ({', '.join(map(str, BITS))}); default: not quantised",
     )
-
-
-@dataclass(frozen=True)
-class AttentionModel:
-    """What both parts build: a family's geometry at a size (or a model's own config), in a
-    dtype, maybe quantised."""
-
-    family: str
-    size: str  # "full" or "tiny"
-    dtype: str
-    bits: int | None  # None: not quantised
-    config: dict[str, Any] | None = None  # --config / --model: that config at full size
-
-    def describe(self) -> str:
-        return describe(self.size if self.config is None else "its config's", self.dtype, self.bits)
-
-    def layer_config(self) -> dict[str, Any]:
-        """The family's config (or the given one), for one layer's estimate."""
-        from dataclasses import replace
-
-        from mlatui.models.bench_families import lookup
-
-        fam = lookup(self.family)
-        if self.config is not None:
-            return replace(fam, full=self.config).config("full")
-        return fam.config(self.size)
 
 
 def add_family_source(parser: argparse.ArgumentParser, what: str) -> None:
@@ -118,11 +97,6 @@ def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None
 
 def _own(args: argparse.Namespace) -> dict[str, Any]:
     return {"config": args.config, "model": args.model}
-
-
-def describe(size: str, dtype: str, bits: int | None) -> str:
-    quant = f"{bits}-bit weights" if bits else "unquantised weights"
-    return f"{size} geometry, random weights, {dtype}, {quant}"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -355,20 +329,12 @@ def _part_a(
     stop = threading.Event()
     sink = JsonlSink(out) if out else None
     with StopOnSignals(stop) as signals:
-        records = attnbench.forced_sweep(
-            args.family,
-            contexts,
-            widths,
-            args.reps,
-            model.size,
-            model.bits,
-            env,
+        hooks = attnbench.SweepHooks(
             _log,
-            dtype=model.dtype,
-            config=model.config,
-            on_records=sink.write_records if sink else lambda records: None,
-            check_stop=within(raise_if_set(stop), deadline),
+            sink.write_records if sink else lambda records: None,
+            within(raise_if_set(stop), deadline),
         )
+        records = attnbench.forced_sweep(model, contexts, widths, args.reps, env, hooks)
     if sink is not None:
         sink.close()
     from mlatui.views.bench_report import attention_report, forced_summary
@@ -431,18 +397,8 @@ def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
 
-    text, config = scenario_toml(
-        model.family,
-        model.size,
-        args.layers,
-        model.dtype,
-        model.bits,
-        args.fill,
-        args.contexts,
-        args.model_widths,
-        args.reps,
-        model.config,
-    )
+    sweep = Sweep(args.contexts, args.model_widths, args.reps)
+    text, config = scenario_toml(model, args.layers, args.fill, sweep)
     if not config["model_type"].startswith(PREFIX):  # mlx-vlm's config classes are its own
         _check_round_trip(args.family, config, tomllib.loads(text)["model"]["config"])
     scenario_path: Path | None

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from mlatui.bench.attention_scenario import AttentionModel
 from mlatui.commands.argtypes import add_force, add_overwrite
 
 CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
@@ -50,29 +51,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=["full", "tiny"], default="full", help=argparse.SUPPRESS)
 
 
-def _checked_dtype(args: argparse.Namespace) -> str:
+def _checked_model(args: argparse.Namespace) -> AttentionModel:
     """The family (or the model's own config), its size and the layer's memory checked before
-    anything is built; the dtype to probe in. `args.family` and `args.own_config` are set."""
-    from mlatui.commands.bench_attention import (
-        AttentionModel,
-        refuse_unless_layer_fits,
-        resolve_family,
-    )
+    anything is built: the layer to probe. `args.family` is set."""
+    from mlatui.commands.bench_attention import refuse_unless_layer_fits, resolve_family
     from mlatui.models.loading import default_dtype
 
-    args.family, args.own_config = resolve_family(args)
+    args.family, own_config = resolve_family(args)
     dtype = args.dtype or default_dtype()
-    model = AttentionModel(args.family, args.size, dtype, args.bits, args.own_config)
+    model = AttentionModel(args.family, args.size, dtype, args.bits, own_config)
     refuse_unless_layer_fits(model, max(args.contexts), args.max_width, args.force, "--max-width")
-    return dtype
+    return model
 
 
 def run(args: argparse.Namespace) -> int:
-    dtype = _checked_dtype(args)
-    contexts, reps, bits = args.contexts, args.reps, args.bits
+    model = _checked_model(args)
+    contexts, reps = args.contexts, args.reps
     import threading
 
-    from mlatui.commands.bench_attention import describe
     from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals
@@ -83,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     env = environment()
     print(
-        f"# calibrate {args.family} ({describe(args.size, dtype, bits)}, {reps + reps % 2} rounds per probe): "
+        f"# calibrate {args.family} ({model.describe()}, {reps + reps % 2} rounds per probe): "
         f"{env_line(env)}"
     )
     store = calibration.calibration_path(env)
@@ -95,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     with JsonlSink(out) as sink, StopOnSignals(stop) as signals:
-        geometry, crossovers, lines = _probe(args, dtype, sink, stop)
+        geometry, crossovers, lines = _probe(model, args, sink, stop)
     print(f"probes: {out}")
     if sink.error:
         print(error_line(sink.error), file=sys.stderr)
@@ -105,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             signals, f"before a context completed; nothing stored (the probes done are in {out})"
         )
     print(calibrate_report(lines), end="")
-    stored = _store(args, geometry, crossovers, env, dtype, store)
+    stored = _store(model, reps, geometry, crossovers, env, store)
     if stored is not None:
         return stored
     return _stopped_status(
@@ -113,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _probe(args: argparse.Namespace, dtype: str, sink, stop) -> tuple[Any, dict, list[dict]]:
+def _probe(model: AttentionModel, args: argparse.Namespace, sink, stop) -> tuple[Any, dict, list]:
     """The crossover search; each probe and each context's crossover is written to `sink` as it
     is measured and kept in the lines returned (the table is printed from them, as `replay
     --dump` prints it from the file)."""
@@ -121,7 +117,7 @@ def _probe(args: argparse.Namespace, dtype: str, sink, stop) -> tuple[Any, dict,
     from mlatui.host.signals import raise_if_set
 
     reps = args.reps
-    settings = dict(family=args.family, dtype=dtype, bits=args.bits, rounds=reps + reps % 2)
+    settings = dict(family=model.family, dtype=model.dtype, bits=model.bits, rounds=reps + reps % 2)
     settings["max_width"] = args.max_width
     lines: list[dict] = []
 
@@ -129,43 +125,35 @@ def _probe(args: argparse.Namespace, dtype: str, sink, stop) -> tuple[Any, dict,
         lines.append(line)
         sink.write(line)
 
-    geometry, crossovers, _ = crossover.calibrate(
-        args.family,
-        args.contexts,
-        reps,
-        args.max_width,
-        args.size,
-        args.bits,
+    hooks = crossover.CalibrateHooks(
         lambda s: print(f"  {s}", file=sys.stderr, flush=True),
-        dtype=dtype,
-        on_probe=lambda context, probe: record(probe_line(context, probe, settings)),
-        check_stop=raise_if_set(stop),
-        config=args.own_config,
+        lambda context, probe: record(probe_line(context, probe, settings)),
+        raise_if_set(stop),
     )
+    geometry, crossovers, _ = crossover.calibrate(model, args.contexts, reps, args.max_width, hooks)
     where = {"geometry": geometry.key, "heads": geometry.num_heads}
     for t, w in crossovers.items():
         record({"type": "crossover", "context": t, "max_absorbed": w, **where, **settings})
     return geometry, crossovers, lines
 
 
-def _store(args: argparse.Namespace, geometry, crossovers: dict, env: dict, dtype: str, store):
+def _store(model: AttentionModel, reps: int, geometry, crossovers: dict, env: dict, store):
     """Keep the crossovers for this device; None when stored, else the exit status."""
     from mlatui.errors import ExitStatus, error_line
     from mlatui.store import calibration
 
-    bits, reps = args.bits, args.reps
+    probed = calibration.ProbedIn(model.dtype, model.bits, reps + reps % 2)
     try:
-        path = calibration.save_crossovers(
-            geometry, crossovers, args.family, env, dtype=dtype, bits=bits, rounds=reps + reps % 2
-        )
+        path = calibration.save_crossovers(geometry, crossovers, model.family, env, probed)
     except OSError as e:
         print(
             error_line(f"cannot store the calibration in {store} ({e.strerror}) — {CACHE_HINT}"),
             file=sys.stderr,
         )
         return ExitStatus.FAILED
+    quantised = f"{model.bits}-bit" if model.bits else "unquantised"
     print(
-        f"stored for {geometry.key} ({dtype}, {f'{bits}-bit' if bits else 'unquantised'}) on "
+        f"stored for {geometry.key} ({model.dtype}, {quantised}) on "
         f"{calibration.device_key(env)}: {path}"
     )
     return None

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -153,17 +154,24 @@ def load_crossovers(
     return {int(t): int(w) for t, w in entry["crossovers"].items()}
 
 
+@dataclass(frozen=True)
+class ProbedIn:
+    """What crossovers were measured in: the layer's dtype, its quantisation (None: the weights
+    were not quantised) and the sampler rounds per probe (None: not recorded)."""
+
+    dtype: str | None = None
+    bits: int | None = None
+    rounds: int | None = None
+
+
 def save_crossovers(
     geometry: StoredGeometry,
     crossovers: dict[int, int],
     family: str,
     env: dict[str, Any],
-    dtype: str | None = None,
-    bits: int | None = None,
-    rounds: int | None = None,
+    probed: ProbedIn = ProbedIn(),
 ) -> Path:
-    """Store the crossovers with what they were measured in: dtype and quantisation (None: the
-    layer's weights were not quantised), and the sampler rounds per probe."""
+    """Store the crossovers with what they were measured in."""
     path = calibration_path(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = _read(path)
@@ -171,9 +179,9 @@ def save_crossovers(
         "crossovers": {str(t): int(w) for t, w in sorted(crossovers.items())},
         "family": family,
         "num_heads": geometry.num_heads,
-        "dtype": dtype,
-        "bits": bits,
-        "rounds_per_probe": rounds,
+        "dtype": probed.dtype,
+        "bits": probed.bits,
+        "rounds_per_probe": probed.rounds,
         "env": env,
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
