@@ -13,6 +13,9 @@ import pytest
 from mlatui.bench import indexer as indexer_bench
 from mlatui.bench.indexer import (
     CONTROL_QUADS,
+    IndexerGrid,
+    PartBuild,
+    Rounds,
     default_plan,
     measure_part,
     run_indexer_bench,
@@ -110,8 +113,8 @@ def test_rewind_restores_the_steady_state_exactly(context, width):
 @pytest.mark.parametrize("part", ["indexer", "sparse-layer"])
 @pytest.mark.parametrize("context", [64, 66])
 def test_every_sample_starts_at_the_context_and_patched_never_rebuilds(part, context):
-    plan = default_plan(part, context, (1, 2, 4), rounds=2, warmup=1, max_rounds=2)
-    result = measure_part(part, small_config(), context, plan, mx.float32)
+    plan = default_plan(part, context, (1, 2, 4), Rounds(2, 1, 2))
+    result = measure_part(part, context, plan, PartBuild(small_config(), "float32"))
     counts = Counter((t.arm, t.width) for t in result.run.timings)
     for (arm, width), lengths in result.lengths.items():
         assert lengths == {context}  # every arm, width, round and position: the same cache
@@ -128,7 +131,9 @@ def test_every_sample_starts_at_the_context_and_patched_never_rebuilds(part, con
 
 @pytest.fixture(scope="module")
 def tiny_records():
-    return run_indexer_bench([64], [1, 2, 4], 2, 1, config=small_config(), max_rounds=4)
+    return run_indexer_bench(
+        IndexerGrid([64], [1, 2, 4]), Rounds(2, 1, 4), PartBuild(small_config())
+    )
 
 
 def test_bench_runs_through_the_sampler_and_keeps_raw_samples_with_rounds(tiny_records):
@@ -143,7 +148,7 @@ def test_bench_runs_through_the_sampler_and_keeps_raw_samples_with_rounds(tiny_r
         mine = [r for r in tiny_records if r.bench == part]
         n_rounds = mine[0].n_rounds
         assert n_rounds in (2, 4)  # whole mirrored pairs, min 2, max 4
-        plan = default_plan(part, 64, (1, 2, 4), rounds=2, warmup=1, max_rounds=4)
+        plan = default_plan(part, 64, (1, 2, 4), Rounds(2, 1, 4))
         want = Counter(
             (w, arm)
             for r in range(n_rounds)
@@ -184,7 +189,7 @@ def test_s1_check_uses_three_outcomes_from_the_paired_ci(tiny_records):
 def test_injected_stock_slowdown_at_s1_is_invalid(monkeypatch):
     slow_stock_at_s1(monkeypatch)
     records = run_indexer_bench(
-        [64], [1, 2], 2, 1, config=small_config(), max_rounds=4, layer_contexts=[]
+        IndexerGrid([64], [1, 2], layer_contexts=[]), Rounds(2, 1, 4), PartBuild(small_config())
     )
     one = next(r for r in records if r.width == 1 and r.arm == "stock")
     assert one.outcome == "invalid" and not one.valid and one.ratio_low > 1.02
@@ -196,9 +201,9 @@ def test_injected_stock_slowdown_at_s1_is_invalid(monkeypatch):
 def test_modes_decide_what_each_slot_runs():
     """An A/A of stock pooling: the 'patched' slot re-pools like stock, and no patched-pool guard
     trips."""
-    plan = default_plan("indexer", 64, (1, 2), rounds=2, warmup=1, max_rounds=2)
+    plan = default_plan("indexer", 64, (1, 2), Rounds(2, 1, 2))
     modes = {"stock": STOCK_GATES, "patched": STOCK_GATES}
-    result = measure_part("indexer", small_config(), 64, plan, mx.float32, modes=modes)
+    result = measure_part("indexer", 64, plan, PartBuild(small_config(), "float32", modes=modes))
     assert (
         result.pool[("patched", 2)]["rebuilds"] > 0 and result.pool[("patched", 2)]["reuses"] == 0
     )

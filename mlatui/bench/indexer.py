@@ -44,6 +44,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlx.core as mx
@@ -164,21 +165,73 @@ def _sample(part: Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> P
     return PartRun(part.name, part.context, run, pool, lengths)
 
 
+@dataclass(frozen=True)
+class Rounds:
+    """Sampler rounds per part: at least `rounds`, while the S = 1 check is inconclusive up to
+    `max_rounds` (None: three times `rounds`), after `warmup` untimed steps per arm and width."""
+
+    rounds: int = 6
+    warmup: int = 1
+    max_rounds: int | None = None
+
+
+@dataclass(frozen=True)
+class PartBuild:
+    """What both arms of a part are built from: the sparse layer's config, the dtype's name (None:
+    the device's default), the seed of the random weights and of the sampler, and what each slot
+    runs (default: stock vs patched gates and pooling)."""
+
+    config: SparseMLAConfig | None = None  # None: GLM-5.3-Flash's
+    dtype: str | None = None
+    seed: int = 0
+    modes: Modes = field(default_factory=lambda: dict(DEFAULT_MODES))
+
+    def resolved(self) -> PartBuild:
+        """The same build with its config and dtype filled in (and the dtype checked)."""
+        dtype = self.dtype_name
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        return replace(self, config=self.config or SparseMLAConfig(), dtype=dtype)
+
+    @property
+    def dtype_name(self) -> str:
+        return self.dtype or default_dtype()
+
+    @property
+    def sparse_config(self) -> SparseMLAConfig:
+        if self.config is None:
+            raise ValueError("resolve the build first (PartBuild.resolved)")
+        return self.config
+
+
+@dataclass(frozen=True)
+class IndexerGrid:
+    """Where the bench measures: the indexer at every context x width, the whole sparse layer at
+    `layer_contexts` (None: the same contexts; [] skips it). S = 1 is always measured."""
+
+    contexts: Sequence[int]
+    widths: Sequence[int]
+    layer_contexts: Sequence[int] | None = None
+
+    def jobs(self) -> list[tuple[IndexerPart, int]]:
+        layer = self.contexts if self.layer_contexts is None else self.layer_contexts
+        return [(IndexerPart.INDEXER, c) for c in self.contexts] + [
+            (IndexerPart.SPARSE_LAYER, c) for c in layer
+        ]
+
+    def all_widths(self) -> list[int]:
+        return [1, *sorted({int(w) for w in self.widths} - {1})]
+
+
 def default_plan(
-    part: str,
-    context: int,
-    widths: Sequence[int],
-    rounds: int = 6,
-    warmup: int = 1,
-    max_rounds: int | None = None,
-    seed: int = 0,
+    part: str, context: int, widths: Sequence[int], rounds: Rounds = Rounds(), seed: int = 0
 ) -> SamplerPlan:
     widths = tuple(sorted(set(widths) | {1}))
     return SamplerPlan(
         widths,
-        min_rounds=rounds,
-        max_rounds=max_rounds or 3 * rounds,
-        warmup=warmup,
+        min_rounds=rounds.rounds,
+        max_rounds=rounds.max_rounds or 3 * rounds.rounds,
+        warmup=rounds.warmup,
         control_width=1,
         control_quads=CONTROL_QUADS if len(widths) > 1 else 1,
         tolerance_pct=L1_TOLERANCE_PCT,
@@ -188,73 +241,71 @@ def default_plan(
 
 def measure_part(
     part: str,
-    config: SparseMLAConfig,
     context: int,
     plan: SamplerPlan,
-    dtype: mx.Dtype,
+    build: PartBuild = PartBuild(),
     hooks: BenchHooks | None = None,
-    seed: int = 0,
-    modes: Modes | None = None,
 ) -> PartRun:
     """Build both arms of `part` ("indexer" or "sparse-layer") at `context` and sample them."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if 1 not in plan.widths or plan.control_width != 1:
         raise ValueError("the indexer bench needs S = 1 as its control width")
-    modes = dict(modes or DEFAULT_MODES)
+    modes = dict(build.modes)
     if set(modes) != set(plan.arms):
         raise ValueError(f"modes must name the arms {plan.arms}, got {sorted(modes)}")
-    build = indexer_part if part == IndexerPart.INDEXER else layer_part
-    return _sample(
-        build(config, context, plan.widths, dtype, seed, modes), plan, hooks or BenchHooks(), modes
-    )
+    make = indexer_part if part == IndexerPart.INDEXER else layer_part
+    build = build.resolved()
+    dtype = DTYPES[build.dtype_name]
+    arms = make(build.sparse_config, context, plan.widths, dtype, build.seed, modes)
+    return _sample(arms, plan, hooks or BenchHooks(), modes)
 
 
 def run_indexer_bench(
-    contexts: Sequence[int],
-    widths: Sequence[int],
-    rounds: int = 6,
-    warmup: int = 1,
+    grid: IndexerGrid,
+    rounds: Rounds = Rounds(),
+    build: PartBuild = PartBuild(),
     hooks: BenchHooks | None = None,
-    layer_contexts: Sequence[int] | None = None,
-    dtype: str | None = None,
-    config: SparseMLAConfig | None = None,
-    *,
-    max_rounds: int | None = None,
-    seed: int = 0,
-    plan: Callable[[str, int], SamplerPlan] | None = None,
-    modes: Modes | None = None,
     on_records: Callable[[list[IndexerRecord]], None] = lambda records: None,
 ) -> list[IndexerRecord]:
-    """Indexer ms per step at every context x width, and the whole sparse layer's step ms at
-    `layer_contexts` (default: the same contexts; pass [] to skip), each context sampled in
-    rounds with S = 1 as the control. `plan(part, context)` overrides the sampler plan (the
-    engine's phase builds it from the scenario); otherwise `rounds` / `max_rounds` / `warmup`.
-    `modes` says what each slot runs (default: stock vs patched gates and pooling).
+    """Indexer ms per step at every context x width of `grid`, and the whole sparse layer's step
+    ms at its layer contexts, each context sampled in rounds with S = 1 as the control.
     `on_records` gets each part's records as soon as it is done; when `hooks.check_stop` raises
     Interrupted, the parts done so far are returned."""
     from mlatui.host.signals import Interrupted
 
-    modes = dict(modes or DEFAULT_MODES)
-    config = config or SparseMLAConfig()
-    dtype = dtype or default_dtype()
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    widths = [1, *sorted({int(w) for w in widths} - {1})]
-    layer_contexts = list(contexts) if layer_contexts is None else list(layer_contexts)
-    for context in [*contexts, *layer_contexts]:
-        if context <= config.index_topk:
+    build = build.resolved()
+    topk = build.sparse_config.index_topk
+    for _, context in grid.jobs():
+        if context <= topk:
             raise ValueError(
-                f"context {context} is within index_topk {config.index_topk}: the indexer is "
-                "bypassed there; use contexts above it"
+                f"context {context} is within index_topk {topk}: the indexer is bypassed there; "
+                "use contexts above it"
             )
-    plan = plan or (
-        lambda part, context: default_plan(part, context, widths, rounds, warmup, max_rounds, seed)
-    )
     hooks = hooks or BenchHooks()
-    env = environment()
-    base_settings = dict(
-        dtype=dtype,
+    widths, base_settings, env = grid.all_widths(), _settings(build), environment()
+    records: list[IndexerRecord] = []
+    for part, context in grid.jobs():
+        if hooks.skip(part, context):
+            continue
+        plan = default_plan(part, context, widths, rounds, build.seed)
+        try:
+            result = measure_part(part, context, plan, build, hooks)
+        except Interrupted:
+            break
+        hooks.done(result)
+        done = part_records(result, {**base_settings, **_plan_settings(plan)}, env)
+        records += done
+        on_records(done)
+        mx.clear_cache()
+    return records
+
+
+def _settings(build: PartBuild) -> dict[str, Any]:
+    """What every record of a run says about how it was measured."""
+    config = build.sparse_config
+    return dict(
+        dtype=build.dtype,
         order="rounds of A B B A quads (B A A B on odd rounds), widths rotating, S=1 control",
         steps=(
             "each sample appends S tokens to a cache of exactly `context` tokens whose pool is "
@@ -268,36 +319,22 @@ def run_indexer_bench(
         geometry=f"r{config.kv_lora_rank}-n{config.qk_nope_head_dim}-v{config.v_head_dim}",
         heads=config.num_attention_heads,
         hidden=config.hidden_size,
-        seed=seed,
+        seed=build.seed,
         modes={
             arm: {"mla_gate": str(g.threshold), "indexer": g.indexer.value}
-            for arm, g in modes.items()
+            for arm, g in build.modes.items()
         },
     )
-    records: list[IndexerRecord] = []
-    jobs = [("indexer", c) for c in contexts] + [("sparse-layer", c) for c in layer_contexts]
-    for part, context in jobs:
-        if hooks.skip(part, context):
-            continue
-        p = plan(part, context)
-        settings = dict(
-            base_settings,
-            min_rounds=p.min_rounds,
-            max_rounds=p.max_rounds,
-            warmup=p.warmup,
-            control_quads=p.control_quads,
-            tolerance_pct=p.tolerance_pct,
-        )
-        try:
-            result = measure_part(part, config, context, p, DTYPES[dtype], hooks, seed, modes)
-        except Interrupted:
-            break
-        hooks.done(result)
-        done = part_records(result, settings, env)
-        records += done
-        on_records(done)
-        mx.clear_cache()
-    return records
+
+
+def _plan_settings(plan: SamplerPlan) -> dict[str, Any]:
+    return dict(
+        min_rounds=plan.min_rounds,
+        max_rounds=plan.max_rounds,
+        warmup=plan.warmup,
+        control_quads=plan.control_quads,
+        tolerance_pct=plan.tolerance_pct,
+    )
 
 
 class TimedProgress(BenchHooks):

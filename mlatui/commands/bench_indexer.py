@@ -169,23 +169,24 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.host.signals import StopOnSignals, raise_if_set
 
     out = claim_output(args.out, overwrite=args.overwrite) if args.out else None
-    from mlatui.bench.indexer import TimedProgress, run_indexer_bench
+    from mlatui.bench.indexer import (
+        IndexerGrid,
+        PartBuild,
+        Rounds,
+        TimedProgress,
+        run_indexer_bench,
+    )
 
     sink = JsonlSink(out) if out else None
     stop = threading.Event()
     hooks = TimedProgress(args.quiet, raise_if_set(stop), args.max_seconds)
     with StopOnSignals(stop) as signals:
         records = run_indexer_bench(
-            contexts,
-            widths,
-            args.rounds,
-            args.warmup,
+            IndexerGrid(contexts, widths, layer_contexts),
+            Rounds(args.rounds, args.warmup, args.max_rounds),
+            PartBuild(dtype=args.dtype, seed=args.seed),
             hooks,
-            layer_contexts=layer_contexts,
-            dtype=args.dtype,
-            max_rounds=args.max_rounds,
-            seed=args.seed,
-            on_records=sink.write_records if sink else lambda records: None,
+            sink.write_records if sink else lambda records: None,
         )
     if sink is not None:
         sink.close()
