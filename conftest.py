@@ -67,7 +67,7 @@ SYSTEM_MODULES = {
     "test_fit_bench", "test_import_contracts", "test_import_hygiene", "test_mla_commands",
     "test_packaging", "test_signal_matrix", "test_signals", "test_static_checks",
     # whole engine runs, real model loads, training
-    "test_bound_engine", "test_budget", "test_budget_device", "test_budget_spend", "test_decode",
+    "test_bound_engine", "test_budget", "test_budget_device", "test_budget_slices", "test_decode",
     "test_decode_engine", "test_draft_kinds", "test_embedded", "test_engine", "test_errors",
     "test_fit", "test_gate_policy", "test_indexer_phase", "test_loading", "test_looping_guard",
     "test_mtp_extract", "test_mtp_missing", "test_null", "test_pooled_engine", "test_recopy",

@@ -36,12 +36,15 @@ def test_the_default_scenario_has_a_budget_and_fits_unchanged_when_there_is_time
     assert "fits" in plan.describe()
 
 
+def _of(plan, kind):
+    return next(p for p in plan if p.kind == kind)
+
+
 def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     phases = _phases()
     steps = list(reductions(phases))
-    last = steps[-1][0]
-    sweep = next(p for p in last if p.kind == "sweep")
-    tune = next(p for p in last if p.kind == "tune")
+    last = steps[-1]
+    sweep, tune = _of(last, "sweep"), _of(last, "tune")
     # the smallest plan still has the story: two contexts of the key figure's widths
     assert sweep.contexts == (512, 1024) and sweep.widths == (1, 2)
     assert sweep.reps == 4 and tune.tokens == 8 and tune.depths == (1,)
@@ -50,40 +53,33 @@ def test_reductions_keep_the_story_and_stop_as_soon_as_the_forecast_fits():
     assert tune.contexts == (512,) and tune.verify_from == "sweep"
     # until the tune moves there, the sweep keeps the context the tune reads its verify steps
     # from (2K) and the widths its depths need (L = 3 for depth 2), and drops the others
-    cuts = {note: plan for plan, note in steps}
-    three = cuts["sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048"]
-    two = cuts["sweep: contexts 512, 1024, 2048, 4096 -> 512, 2048"]
-    assert next(p for p in two if p.kind == "tune").contexts == (2048,)
-    assert next(p for p in three if p.kind == "sweep").widths == (1, 2, 3)
-    notes = [note for _, note in steps]
-    depth_cut = next(i for i, n in enumerate(notes) if n.startswith("tune: depths 1, 2 -> 1"))
-    assert notes.index("sweep: widths 1, 2, 3 -> 1, 2") > depth_cut  # L = 3 kept until then
-    sizes = [_size(p) for p, _ in steps]
+    three = next(p for p in steps if _of(p, "sweep").contexts == (512, 1024, 2048))
+    two = next(p for p in steps if _of(p, "sweep").contexts == (512, 2048))
+    assert _of(two, "tune").contexts == (2048,) and _of(three, "sweep").widths == (1, 2, 3)
+    depth_cut = next(i for i, p in enumerate(steps) if _of(p, "tune").depths == (1,))
+    width_cut = next(i for i, p in enumerate(steps) if _of(p, "sweep").widths == (1, 2))
+    assert width_cut > depth_cut  # L = 3 kept until then
+    sizes = [_size(p) for p in steps]
     assert sizes == sorted(sizes, reverse=True)  # every step is smaller
     # a budget between two steps stops at the first plan that fits, not at the smallest
-    budget = (sizes[1] + sizes[2]) / 2
-    plan = fit_to_budget(phases, budget, _size)
-    assert plan.fits and _size(plan.phases) == sizes[2]
-    assert plan.phases != last
+    plan = fit_to_budget(phases, (sizes[1] + sizes[2]) / 2, _size)
+    assert plan.fits and _size(plan.phases) == sizes[2] and plan.phases != last
     # the sweep's fourth context goes before its rounds (the L = 1 check needs them), and so
     # do the tune's 16-token blocks (their length is not what the CIs are made of)
     assert plan.changes == (
-        "an undecided L = 1 check adds at most 2 rounds",
         "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024, 2048",
+        "sweep: rounds 7 -> 5",
         "tune: blocks of 16 -> 8 tokens",
     )
-    notes = [note for _, note in steps]
-    assert notes.index("tune: blocks of 16 -> 8 tokens") < notes.index(
-        "sweep: rounds per context 7 -> 5"
-    )
-    assert not any("widths" in c for c in plan.changes)  # later cuts are not made
+    blocks_cut = next(i for i, p in enumerate(steps) if _of(p, "tune").tokens == 8)
+    assert blocks_cut < next(i for i, p in enumerate(steps) if _of(p, "sweep").reps == 5)
     assert "scaled down" in plan.describe() and "--budget 0" in plan.describe()
 
 
 def test_a_budget_that_cannot_be_met_runs_the_smallest_plan_and_says_so():
     plan = fit_to_budget(_phases(), 1.0, _size)
     assert not plan.fits and "still over budget" in plan.describe()
-    # a change replaced by a later one of the same kind is said once, as its final state
+    # each setting's change is said once, from the phases as written to the plan's
     assert sum(c.startswith("sweep: contexts") for c in plan.changes) == 1
     assert "sweep: contexts 512, 1024, 2048, 4096 -> 512, 1024" in plan.changes
     assert sum(c.startswith("tune: contexts") for c in plan.changes) == 1
@@ -100,7 +96,7 @@ def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
     costs.prefill = [(256, 0.2), (1024, 0.8)]
     phases = _phases()
     full = costs.forecast_s(phases)
-    smaller = [costs.forecast_s(p) for p, _ in reductions(phases)]
+    smaller = [costs.forecast_s(p) for p in reductions(phases)]
     assert 0 < smaller[-1] < full and all(s > 0 for s in smaller)
     assert smaller == sorted(smaller, reverse=True)
     no_costs = RunProgress()
@@ -111,7 +107,7 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     """The engine probes, plans and records the plan; the phases that run are the planned ones;
     --budget 0 (budget_s = 0) leaves the scenario alone."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
+    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart, Step
     from tests.engine_run import run
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
@@ -138,9 +134,10 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     assert planned["sweep"] == starts["sweep"]
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, PhaseStart))
     assert events.index(plan) < first_phase
-    # the sweep overran the 1 s, but the first plan was already the smallest: a re-plan before
-    # the tune finds nothing left to cut, and says nothing (no reduction is said twice)
-    assert not any("spent after" in e.message for e in events if isinstance(e, LogMessage))
+    # the probe took the whole 1 s: every segment's slice has ended, so each runs one pair of
+    # rounds (the plan asked for 2, a check undecided after them adds none)
+    steps = [e for e in events if isinstance(e, Step)]
+    assert steps and max(e.rep for e in steps) == 1
     events = []
     run(
         RunConfig(
@@ -159,11 +156,11 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     """The probe's second, longer length is what lets the forecast see growth with context; a
     budget far above the probe's cost keeps it. The run ends with its forecast's error."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_spend
+    from mlatui.run import budget
     from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, RunEnd
     from tests.engine_run import run
 
-    monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)  # a huge budget: one more try each
+    monkeypatch.setattr(budget, "GROW_ROUNDS", 4)  # a huge budget: its slices end no round
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
@@ -186,6 +183,7 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     assert events.index(outcome) > max(i for i, e in enumerate(events) if e.type == "phase_summary")
     assert outcome.forecast_s == plan.predicted_s and outcome.planned_s > 0
     assert outcome.took_s == pytest.approx(outcome.planned_s + outcome.extra_s)
+    assert all(p["max_rounds"] == 4 for p in plan.phases)  # a budget's rounds end with its slices
 
 
 KINDS = ("mtp", "draft-model")
@@ -207,10 +205,11 @@ def _slow_device() -> RunProgress:
 def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
     costs = _slow_device()
     phases = _phases()
-    # what the reductions before this change reached: far over (the 4.4 GFLOP/s run took 721 s)
+    # the reductions before the slow-device ones (the rounds cut to 4) are far over: the
+    # 4.4 GFLOP/s run took 721 s
     steps = list(reductions(phases, KINDS))
-    before, note = steps[6]  # the last of the reductions before the slow-device ones
-    assert note == "tune: rounds of blocks 8 -> 4" and costs.forecast_s(before) > 200
+    before = next(p for p in steps if _of(p, "tune").reps == 4)
+    assert costs.forecast_s(before) > 200
     plan = fit_to_budget(phases, 90.0, costs.forecast_s, KINDS)
     assert plan.fits, plan.describe()
     sweep = next(p for p in plan.phases if p.kind == "sweep")
@@ -258,128 +257,12 @@ def test_the_probe_also_measures_the_context_the_decode_blocks_run_at():
     assert probe_contexts(replace(scenario, phases=(sweep,))) == (256, 1024)
 
 
-def test_a_plan_whose_undecided_checks_could_overrun_is_capped_even_when_its_forecast_fits():
-    """The forecast expects an undecided L = 1 check to add the share of extra rounds earlier
-    contexts needed; uncapped, each may triple its rounds (a 100 s budget ran 142 s). So the
-    phases as written are kept only when the high end fits too; else the first cut, the cap."""
-    phases = _phases()
-    mid = lambda p: _size(p)  # noqa: E731
-    high = lambda p: 3 * _size(p) if any(not q.max_rounds for q in p) else _size(p)  # noqa: E731
-    budget = 1.5 * _size(phases)
-    assert fit_to_budget(phases, budget, mid).changes == ()  # the mid alone: kept as written
-    plan = fit_to_budget(phases, budget, mid, high_s=high)
-    assert plan.changes == ("an undecided L = 1 check adds at most 2 rounds",) and plan.fits
-    assert all(p.max_rounds for p in plan.phases)
-    # a budget its high end fits keeps the phases as written
-    assert fit_to_budget(phases, 4 * _size(phases), mid, high_s=high).changes == ()
-
-
 def test_a_sweep_width_cut_stays_cut_in_every_later_plan():
     """Every reduction builds on the plan before it: the sweep's widths cut to what the key
     figure and a `verify_from` tune need (1-3 of 1-4) stay cut in the plans after it."""
     sweep, tune = _phases()
     phases = (replace(sweep, widths=(1, 2, 3, 4)), tune)
     steps = list(reductions(phases, KINDS))
-    notes = [note for _, note in steps]
-    cut = notes.index("sweep: widths 1, 2, 3, 4 -> 1, 2, 3")
-    for plan, note in steps[cut:]:
-        widths = next(p for p in plan if p.kind == "sweep").widths
-        assert set(widths) <= {1, 2, 3}, (note, widths)
-
-
-def test_the_phases_left_are_planned_again_on_what_the_device_did():
-    """The probe saw a fast device; then the host slowed down threefold during the sweep. The
-    tune, planned on the probe, no longer fits what is left: the watch, fed the sweep's steps,
-    scales it down; on the probe's costs alone it would have run as planned."""
-    from mlatui.run.budget_probe import BudgetWatch
-    from mlatui.stream.events import BudgetPlanned, Step
-
-    fast = RunProgress()
-    fast.draft_kinds = KINDS
-    for w in (1, 2, 3, 4):
-        fast.costs.add_step("stock", 2048, w, 31.0 if w == 1 else 31.0 + 100.0 * (w - 1))
-        fast.costs.add_step("patched", 2048, w, 31.0 + 6.0 * (w - 1))
-    fast.prefill = [(2048, 2.0)]
-    tune = tuple(p for p in _phases() if p.kind == "tune")
-    need_s = fast.forecast_s(tune)
-    budget_s = 60.0 + need_s * 1.2 * 1.15  # the tune fits in what is left, with room
-    first = BudgetPlanned(0.0, budget_s, 0.0, 0.0, (), (), (2048,), 1.0)
-    watch = BudgetWatch(first, fast, KINDS)
-    assert watch.refit(tune, 60.0) is None
-    slow = watch.tee(lambda e: None)
-    for rnd in range(6):  # the sweep's steps as they were emitted: three times the probe's
-        for w in (1, 2, 3, 4):
-            for arm, ms in (("stock", 93.0 + 300.0 * (w - 1)), ("patched", 93.0 + 18.0 * (w - 1))):
-                slow(Step(50.0 + rnd, "sweep", arm, 2048, w, rnd, ms, 1, 0))
-    plan = watch.refit(tune, 60.0)
-    assert plan is not None and plan.full_s > need_s * 1.2  # the slow-down, seen
-    assert "tune: blocks of 16 -> 8 tokens" in plan.changes
-    assert plan.phases[0].tokens == 8 and plan.phases[0].contexts == tune[0].contexts
-    # under mlx.launch rank 0 decides: a rank whose own forecast wants every cut (no costs:
-    # inf) takes only rank 0's
-    others = BudgetWatch(first, RunProgress(), KINDS)
-
-    def rank0(wants: list[bool]) -> list[bool]:
-        return [i < plan.steps for i in range(len(wants))]
-
-    theirs = others.refit(tune, 60.0, rank0)
-    assert theirs is not None and theirs.phases == plan.phases and theirs.changes == plan.changes
-    assert others.refit(tune, 60.0, lambda wants: [False] * len(wants)) is None  # rank 0: fits
-
-
-def test_the_engine_runs_the_phases_the_watch_planned_again(tmp_path, monkeypatch):
-    """Before every phase after the first, the engine asks the watch with the phases left and
-    the time spent; what it cuts is said in the log and in a second BudgetPlanned (the whole
-    run's phases, both plans' changes), and the cut phases are the ones that run."""
-    from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_probe
-    from mlatui.run.budget import BudgetPlan
-    from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
-    from tests.engine_run import run
-
-    asked = []
-
-    def refit(self, rest, now_s, decide=list):
-        asked.append((tuple(p.name for p in rest), now_s))
-        cut = tuple(replace(p, tokens=5) for p in rest)
-        return BudgetPlan(self.budget_s, 9.0, 4.0, cut, ("tune: blocks of 12 -> 5 tokens",), 1)
-
-    monkeypatch.setattr(budget_probe.BudgetWatch, "refit", refit)
-    monkeypatch.setattr(
-        budget_probe.BudgetWatch, "spend", lambda self, ctx, l1, checks, rest=(): (l1, [])
-    )
-    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
-    scenario = tmp_path / "tiny-budget.toml"
-    scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
-    events = []
-    config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
-    assert run(config, events.append) == "completed"
-    assert len(asked) == 1 and asked[0][0] == ("tune",)
-    sweep_end = next(e.t for e in events if e.type == "phase_summary" and e.phase == "sweep")
-    assert asked[0][1] >= sweep_end
-    said = next(e for e in events if isinstance(e, LogMessage) and "spent after sweep" in e.message)
-    assert said.level == "warning" and "tune: blocks of 12 -> 5 tokens" in said.message
-    plans = [e for e in events if isinstance(e, BudgetPlanned)]
-    assert len(plans) == 2 and plans[1].changes == ("tune: blocks of 12 -> 5 tokens",)
-    assert [p["name"] for p in plans[1].phases] == ["sweep", "tune"]
-    assert plans[1].phases[0] == plans[0].phases[0]  # the sweep that ran, as it ran
-    tune = next(e for e in events if isinstance(e, PhaseStart) and e.phase == "tune")
-    assert events.index(said) < events.index(tune) and events.index(plans[1]) < events.index(tune)
-    assert {seg["tokens"] for seg in tune.plan if seg["tokens"]} == {5}
-
-
-def test_a_re_plan_never_raises_a_cap_an_earlier_plan_cut():
-    """The first reduction caps the extra rounds of undecided checks; run again on phases a
-    plan already cut (the tune's verify rounds at 4, at most 6), it must leave them so."""
-    tune = replace(
-        next(p for p in _phases() if p.kind == "tune"),
-        verify_from="",
-        contexts=(4096,),
-        verify_rounds=4,
-        max_rounds=6,
-    )
-    first, _ = next(iter(reductions((tune,))))
-    assert first[0].max_rounds == 6
-    plan = fit_to_budget((tune,), 0.0, lambda phases: float("inf"))
-    assert all(p.max_rounds <= 6 for p in plan.phases)
-    assert not any("adds at most" in c for c in plan.changes)
+    cut = next(i for i, p in enumerate(steps) if _of(p, "sweep").widths == (1, 2, 3))
+    for i, plan in enumerate(steps[cut:]):
+        assert set(_of(plan, "sweep").widths) <= {1, 2, 3}, (i, _of(plan, "sweep").widths)

@@ -190,11 +190,11 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     sweep runs at the story's largest allowed contexts, the note says which and why, and is
     recorded in the plan."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_spend
+    from mlatui.run import budget
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
     from tests.engine_run import run
 
-    monkeypatch.setattr(budget_spend, "MAX_EXTRA_ROUNDS", 2)
+    monkeypatch.setattr(budget, "GROW_ROUNDS", 4)  # a huge budget: its slices end no round
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     story = (
         "\n[story]\ncontexts = [64, 128, 192, 256, 8192]\nstock_verify_multiple = 1.0\n"
@@ -288,19 +288,20 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     the tune (plain, draft at depths 1 and 2) through the runtime's own loops, and the run then
     goes on to its tune from the prefilled context it opens there."""
     from mlatui.config.runconfig import RunConfig
-    from mlatui.run import budget_probe, budget_warm
+    from mlatui.run import budget, budget_probe
     from mlatui.stream.events import DecodeBlock
     from tests.engine_run import run
 
-    monkeypatch.setattr(budget_probe, "_compiles", lambda first_s, warm_s: True)
+    monkeypatch.setattr(budget_probe, "COMPILE_FLOOR_S", -1e9)  # every first prefill compiles
+    monkeypatch.setattr(budget, "GROW_ROUNDS", 4)
     ran: list[tuple[int, str]] = []
-    real = budget_warm.run_block
+    real = budget_probe.run_block
 
     def spy(a, s, setting, n, sampling, seed):
         ran.append((setting.depth, setting.kind))
         return real(a, s, setting, n, sampling, seed)
 
-    monkeypatch.setattr(budget_warm, "run_block", spy)
+    monkeypatch.setattr(budget_probe, "run_block", spy)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-warm.toml"
     scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 100000", 1))
@@ -310,7 +311,8 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     )
     assert run(config, events.append) == "completed"
     assert sorted(set(ran)) == [(0, ""), (1, "synthetic"), (2, "synthetic")] and len(ran) == 6
-    assert any(isinstance(e, DecodeBlock) for e in events)
+    # the huge budget's slice lets the blocks grow past their 2 planned rounds, up to 4
+    assert max(e.round for e in events if isinstance(e, DecodeBlock)) == 3
 
 
 def _reference_ms(arm: str, width: int, context: int) -> float:

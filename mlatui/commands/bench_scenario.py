@@ -245,7 +245,7 @@ def _outcome(events, out, recorder, signals, status) -> int:
     print(f"[mlatui] recording: {shell_path(out)}", file=sys.stderr)
     budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)
     if budget is not None:
-        from mlatui.run.budget_watch import outcome_text
+        from mlatui.run.budget import outcome_text
 
         print(f"[mlatui] {outcome_text(budget)}", file=sys.stderr)
     if signals.received is not None:

@@ -1,7 +1,7 @@
 """Honest progress, a pure fold of events: phases and segments as planned and as run, stalls, loading.
 
-No mlx, no textual; the dashboard (DashboardState) and the budget (mlatui.run.budget_watch) feed it
-the same events, so both forecast alike. The plan comes from each PhaseStart's `plan`
+No mlx, no textual; the dashboard (DashboardState) folds it, and the budget (mlatui.run.budget)
+forecasts with the same cost model from its probe's steps. The plan comes from each PhaseStart's `plan`
 (mlatui.measure.plans segments) or, for recordings made before it existed, from the header's
 scenario through the same functions. The ETA it offers (`eta`, `forecast_s`) is
 mlatui.measure.progress_forecast's, from the costs and gaps folded here.

@@ -215,18 +215,16 @@ class Forecast:
                 out = add(out, self._prefill(seg.context))
         return out, hi - lo
 
+    def segment_s(self, seg: Segment, settle: bool = True, high: bool = False) -> float:
+        """Seconds a segment would take from scratch (set-up included) with the costs seen so
+        far; inf when it has no cost model. `high`: the high end."""
+        got = self._segment_left(SegmentRun(seg), settle)
+        return got[0][2 if high else 1] if got is not None else math.inf
+
     def forecast_s(self, phases: Sequence[Phase], settle: bool = True, high: bool = False) -> float:
-        """Seconds the given phases would take from scratch with the costs seen so far (the
-        budget planner's forecast); inf when some segment has no cost model. `high`: the high
-        end, every adaptive check at its most rounds and costs at their highest extrapolation."""
-        total = 0.0
-        for phase in phases:
-            for seg in phase_segments(phase, self.draft_kinds, settle):
-                got = self._segment_left(SegmentRun(seg), settle)
-                if got is None:
-                    return math.inf
-                total += got[0][2 if high else 1]
-        return total
+        """Seconds the given phases would take from scratch (the budget's forecast)."""
+        segs = (s for p in phases for s in phase_segments(p, self.draft_kinds, settle))
+        return sum(self.segment_s(s, settle, high) for s in segs)
 
     def _prefill(self, context: int) -> Cost:
         from mlatui.measure.progress_costs import extrapolate

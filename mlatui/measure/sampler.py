@@ -154,6 +154,12 @@ class SamplerRun:
         return None if self.estimates is None else self.estimates.control_outcome
 
     @property
+    def added_s(self) -> float:
+        """Seconds of the rounds past the planned ones (an undecided check's, a budget's)."""
+        planned = [t.t for t in self.timings if t.round < self.plan.first_rounds]
+        return max(0.0, self.timings[-1].t - planned[-1]) if planned else 0.0
+
+    @property
     def final(self) -> ContextEstimates:
         """The estimates after the last round (sample_context runs at least one)."""
         if self.estimates is None:
@@ -311,25 +317,30 @@ def until(deadline: float | None) -> Callable[[bool], bool]:
     return more
 
 
-def until_after(
-    decide: Callable[[bool], bool], clock: Callable[[], float], keep_rounds: int, deadline: float
+def within(
+    decide: Callable[[bool], bool],
+    clock: Callable[[], float],
+    deadline: float,
+    planned_rounds: int,
+    grow_to: int = 0,
 ) -> Callable[[bool], bool]:
-    """`decide` (rank 0's answer under mlx.launch), asked for no new pair of rounds past
-    `keep_rounds` once the next pair, taking as long as the last one did, would end past
-    `deadline`: rounds a budget added, cut where its forecast ran short; the first
-    `keep_rounds` always run."""
+    """A `decide_more` for a budget's time slice: `decide` (rank 0's answer under mlx.launch)
+    asked, after each pair of rounds, for the next pair (taking as long as the last one did)
+    only if it ends by `deadline`: a planned one if half of it does, one past `planned_rounds`
+    (the sampler's wish, or up to `grow_to` rounds one for a narrower CI) if all of it does."""
     rounds = 0
-    pair_start: float | None = None
+    mark = clock()
 
     def more(wants: bool) -> bool:
-        nonlocal rounds, pair_start
+        nonlocal rounds, mark
         rounds += 1
         if not rounds % 2:
             now = clock()
-            pair_s = now - pair_start if pair_start is not None else 0.0
-            pair_start = now
-            if rounds >= keep_rounds and now + pair_s >= deadline:
-                wants = False
+            pair_s, mark = now - mark, now
+            if rounds < planned_rounds:
+                wants = now + pair_s / 2 <= deadline
+            else:
+                wants = (wants or rounds < grow_to) and now + pair_s <= deadline
         return decide(wants)
 
     return more

@@ -1,57 +1,56 @@
-"""The budget's device side: a short probe of this device's step costs on the run's own arms,
-then `mlatui.run.budget` picks the plan; the choice is logged and recorded before the first phase."""
+"""The budget's device side: a short probe of this device's step costs on the run's own arms, the
+contexts that show the scenario's story here (mlatui.run.budget_story), the plan and its time
+slices (mlatui.run.budget); all said in the log and a BudgetPlanned before the first phase.
+
+MLX compiles a kernel on a shape's first use (on CUDA and on Metal: the H200's first 256-token
+probe took 28 s, the whole scenario then ran in 26 s), so every shape is run once untimed and the
+forecast reads the warm runs; the first uses' cost beyond them is said apart (`first_use_s`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Phase, Scenario
+from mlatui.measure.plans import Setting, decode_settings, phase_segments
 from mlatui.measure.progress import RunProgress
+from mlatui.run.arms import Arm
 from mlatui.run.budget import (
-    BudgetPlan,
+    FORECAST_MARGIN,
+    agreed,
     fit_to_budget,
+    outcome_text,
+    slices,
 )
-from mlatui.run.budget_story import (
-    Limits,
-    choice_index,
-    choose_contexts,
-    from_index,
-    longest_context,
-    with_contexts,
-)
-from mlatui.run.budget_warm import decode_warmer
-from mlatui.run.budget_watch import FORECAST_MARGIN, BudgetWatch, agreed
+from mlatui.run.budget_story import Limits, choose, longest_context
+from mlatui.run.decode_stream import open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
-from mlatui.stream.events import ARMS, BudgetPlanned, LogMessage
+from mlatui.run.phases.decode_blocks import sampling_of
+from mlatui.run.phases.results import PassResults, Slices
+from mlatui.stream.events import ARMS, BudgetOutcome, BudgetPlanned, LogMessage
 
 PROBE_REPS = 2
 # The probe may take this share of the budget: on a slow device (the reference BLAS: 45 s for the
-# two lengths of the default scenario) the longer length is skipped, and the forecast extrapolates
-# from the one length it has (between "does not grow" and "grows in proportion to T").
+# two lengths of the default scenario) a longer length is left out and the forecast extrapolates.
 PROBE_BUDGET_SHARE = 0.12
-# a first prefill this much (plus twice the second's time) slower than the second is a compile
-COMPILE_FLOOR_S = 0.05
-FIRST_USE_SAID_S = 0.5  # a first use this much slower than the warm runs is said in the log
+COMPILE_FLOOR_S = 0.05  # a first prefill this much (plus twice the second's) slower: a compile
+FIRST_USE_SAID_S = 0.5
+WARM_BLOCK_TOKENS = 8  # a verify step and an accepted draft at every depth the default tune runs
 
 
 def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int, ...]:
-    """The lengths to fit the growth with context: the scenario's smallest context (at most 256)
-    and four times that, capped at the scenario's largest; with `longest` (the largest context
-    the plan may pick for this device, mlatui.run.budget_story), a ladder of fourfold lengths up
-    to it; then each tune and decode phase's smallest context beyond those. A step's cost grows
-    faster than in proportion once the cache outgrows the CPU's caches (the embedded model's
-    L = 1 step: 14 ms at 1K, 40 ms at 4K, where a line through 256 and 1K said 23), and the
-    decode blocks, most of a run, run at those lengths."""
+    """The scenario's smallest context (at most 256) and four times that (at most its largest);
+    with `longest` (the longest the story allows here) fourfold lengths up to it; then each decode
+    phase's smallest context beyond those (a step grows faster than in proportion once the cache
+    outgrows the CPU's caches: 14 ms at 1K, 40 ms at 4K, where a line through 256 and 1K said 23)."""
     contexts = sorted({c for p in scenario.phases for c in p.contexts})
     if not contexts:
         return ()
-    small = min(contexts[0], 256)
+    top = small = min(contexts[0], 256)
     lengths = {small, min(4 * small, contexts[-1])}
-    top = small
     while longest is not None and top < longest:
         top = min(4 * top, longest)
         lengths.add(top)
@@ -75,30 +74,31 @@ def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
 class ProbeDevice:
     """What the probe does on the device, as plain callables (the engine's arms, or a test's):
     `prefill(context)` shares a prefilled context with both arms and returns its length;
-    `step(arm, width)` runs one synced step there and returns its ms; `clock` reads seconds."""
+    `step(arm, width)` runs one synced step there and returns its ms; `decide`: rank 0's yes/no
+    per item; `warm_decode`: the decode settings' blocks twice at the first length, returning the
+    first's seconds beyond the second's (run on a device that compiles)."""
 
     prefill: Callable[[int], int]
     step: Callable[[str, int], float]
     clock: Callable[[], float] = time.perf_counter
     check_stop: Callable[[], None] = lambda: None
-    # rank 0's yes/no for each item (every rank probes the same lengths)
     decide: Callable[[list[bool]], list[bool]] = list
     log: Callable[[str], None] = lambda message: None
-    # the decode settings' blocks run twice at the first length, on a device that compiles
-    # (mlatui.run.budget_warm); the seconds of their first use beyond their second
     warm_decode: Callable[[], float] | None = None
 
 
 @dataclass
 class ProbeResult:
-    costs: RunProgress
-    lengths: tuple[int, ...]
+    costs: RunProgress = field(default_factory=RunProgress)
+    lengths: tuple[int, ...] = ()
     first_use_s: float = 0.0  # the untimed first use of every shape, beyond its warm cost
     compiles: bool = False  # the first prefill took over twice the second: shapes compile
 
 
-def _compiles(first_s: float, warm_s: float) -> bool:
-    return first_s > 2 * warm_s + COMPILE_FLOOR_S
+def _timed(device: ProbeDevice, call: Callable[[], object]) -> float:
+    start = device.clock()
+    call()
+    return device.clock() - start
 
 
 def run_probe(
@@ -108,127 +108,103 @@ def run_probe(
     kinds: tuple[str, ...] = (),
     budget_s: float = 0.0,
 ) -> ProbeResult:
-    """Each shape is run once untimed, then timed: MLX compiles a kernel on its first use (on
-    CUDA and on Metal; the H200's first 256-token probe took 28 s, the whole scenario then ran
-    in 26 s), and a forecast from first uses plans for the compiler, not the device. The first
-    length is prefilled twice, the first untimed; when that first prefill took over twice the
-    second, the device compiles per shape and every later length is prefilled twice too. The
-    first uses' cost beyond their warm cost is `first_use_s`, a one-off said apart. With a
-    budget, a longer length whose warm probe would take the probe's warm time past
-    PROBE_BUDGET_SHARE of it (the last length's warm cost in proportion to the length, plus a
-    later length's first use again) is left out, and every length after it. On a device that
-    compiles per shape, each later length's first use is expected again at every new context of
-    the run (added to the prefill the forecast extrapolates). Rank 0 decides for every rank
-    (`decide`): ranks must prefill alike, as a sharded prefill is collective."""
-    probe = _Probe(device, kinds)
+    """At each length: a prefill (twice on the first length, and on every length once the first
+    prefill showed a compile), every width's step on both arms once untimed, then PROBE_REPS
+    times in mirrored rounds. With a budget, a length whose warm probe would take the probe past
+    PROBE_BUDGET_SHARE of it (the last length's warm cost in proportion, plus a later length's
+    first use) is left out, and every longer one. On a device that compiles, a later length's
+    first use is expected again at every new context of the run (added to the prefill)."""
+    out = ProbeResult()
+    out.costs.draft_kinds = kinds
+    done: list[tuple[int, float, float]] = []  # (length, warm s, first use s beyond)
+    start = device.clock()
     for context in lengths:
         device.check_stop()
-        if budget_s > 0 and probe.leaves_out(context, budget_s):
+        if done and budget_s > 0 and _leaves_out(device, context, done, budget_s, start, out):
             break
-        length, setup_s, first_s = probe.prefill(context)
-        warm_s, first_s = probe.steps(length, widths, setup_s, first_s)
-        probe.add(length, setup_s, warm_s, first_s)
-    return probe.finish()
-
-
-class _Probe:
-    """A probe's way through its lengths: the costs it measured, and each length's warm time
-    and first-use time beyond it (what the budget's share and the one-offs are judged on)."""
-
-    def __init__(self, device: ProbeDevice, kinds: tuple[str, ...]) -> None:
-        self.device = device
-        self.result = ProbeResult(RunProgress(), ())
-        self.result.costs.draft_kinds = kinds
-        self.done: list[int] = []
-        self.first_by_length: list[float] = []
-        self.last_warm_s = self.last_first_s = 0.0
-        self.start = device.clock()
-
-    def leaves_out(self, context: int, budget_s: float) -> bool:
-        """Whether `context`'s warm probe would take the probe past its share of the budget
-        (rank 0's answer); said in the log when it does. The first length always runs."""
-        if not self.done:
-            return False
-        done, device, result = self.done, self.device, self.result
-        # the first length's first use is mostly every kernel's one-off compile, a later
-        # length's what a new shape costs again; the run pays the one-offs anyway
-        again_s = self.last_first_s if len(done) > 1 else 0.0
-        guess_s = self.last_warm_s * context / done[-1] + again_s
-        spent_s = device.clock() - self.start - result.first_use_s + again_s * (len(done) - 1)
-        (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
-        if too_long:
-            device.log(
-                f"budget probe: {context} tokens left out (the {done[-1]}-token probe took "
-                f"{self.last_warm_s:.1f} s warm, {self.last_first_s:.1f} s more on first use; "
-                f"{context} would take ~{guess_s:.0f} s more); longer contexts are "
-                "extrapolated from the lengths probed"
-            )
-        return bool(too_long)
-
-    def prefill(self, context: int) -> tuple[int, float, float]:
-        """The prefilled length, its set-up seconds and its first use's seconds beyond them: the
-        first length (and every length on a device that compiles) is prefilled twice."""
-        device, result = self.device, self.result
-        t = device.clock()
-        length = device.prefill(context)
-        once_s = device.clock() - t
-        if self.done and not result.compiles:
-            return length, once_s, 0.0
-        t = device.clock()
-        length = device.prefill(context)
-        setup_s = device.clock() - t
-        if not self.done:
-            (result.compiles,) = device.decide([_compiles(once_s, setup_s)])
-        return length, setup_s, max(0.0, once_s - setup_s)
-
-    def steps(
-        self, length: int, widths: Sequence[int], warm_s: float, first_s: float
-    ) -> tuple[float, float]:
-        """Every width's step on both arms once untimed, then PROBE_REPS times timed in mirrored
-        rounds (a drift reaches every width alike); `warm_s` and `first_s` (the prefill's) with
-        the steps' warm seconds and their first uses' seconds beyond them added."""
-        device, costs = self.device, self.result.costs
-        first_ms = {(arm, w): device.step(arm, w) for w in widths for arm in ARMS}
-        timed: dict[tuple[str, int], list[float]] = {key: [] for key in first_ms}
+        once_s = _timed(device, partial(device.prefill, context))
+        setup_s, first_s = once_s, 0.0
+        if not done or out.compiles:
+            setup_s = _timed(device, partial(device.prefill, context))
+            first_s = max(0.0, once_s - setup_s)
+            if not done:
+                (out.compiles,) = device.decide([once_s > 2 * setup_s + COMPILE_FLOOR_S])
+        first_ms = {(a, w): device.step(a, w) for w in widths for a in ARMS}
+        warm_s = setup_s
         for rep in range(PROBE_REPS):
-            mirror = rep % 2 == 1
-            for w in reversed(widths) if mirror else widths:
-                for arm in reversed(ARMS) if mirror else ARMS:
-                    timed[(arm, w)].append(device.step(arm, w))
-        for (arm, w), samples in timed.items():
-            for ms in samples:
-                costs.costs.add_step(arm, length, w, ms)
-            mean_ms = sum(samples) / len(samples)
-            first_s += max(0.0, first_ms[(arm, w)] - mean_ms) / 1e3
-            warm_s += (1 + PROBE_REPS) * mean_ms / 1e3
-        return warm_s, first_s
+            for w in reversed(widths) if rep % 2 else widths:
+                for arm in reversed(ARMS) if rep % 2 else ARMS:
+                    ms = device.step(arm, w)
+                    out.costs.costs.add_step(arm, context, w, ms)
+                    warm_s += (1 + 1 / PROBE_REPS) * ms / 1e3
+                    first_s += max(0.0, first_ms[(arm, w)] - ms) / 1e3 / PROBE_REPS
+        out.costs.prefill.append((context, setup_s))
+        if not done and out.compiles and device.warm_decode is not None:
+            out.first_use_s += device.warm_decode()
+        out.first_use_s += first_s
+        done.append((context, warm_s, first_s))
+    out.lengths = tuple(c for c, _, _ in done)
+    if out.compiles and len(done) > 1:  # each new shape of the run compiles again, as these did
+        again_s = sum(f for _, _, f in done[1:]) / (len(done) - 1)
+        out.costs.prefill = [(c, s + again_s) for c, s in out.costs.prefill]
+    return out
 
-    def add(self, length: int, setup_s: float, warm_s: float, first_s: float) -> None:
-        result, device = self.result, self.device
-        result.costs.prefill.append((length, setup_s))
-        if not self.done and result.compiles and device.warm_decode is not None:
-            result.first_use_s += device.warm_decode()
-        result.first_use_s += first_s
-        self.first_by_length.append(first_s)
-        self.done.append(length)
-        self.last_warm_s, self.last_first_s = warm_s, first_s
 
-    def finish(self) -> ProbeResult:
-        result = self.result
-        result.lengths = tuple(self.done)
-        later = self.first_by_length[1:]
-        if result.compiles and later:  # each new shape of the run compiles again, as these did
-            again_s = sum(later) / len(later)
-            result.costs.prefill = [(c, s + again_s) for c, s in result.costs.prefill]
-        return result
+def _leaves_out(
+    device: ProbeDevice,
+    context: int,
+    done: list[tuple[int, float, float]],
+    budget_s: float,
+    start: float,
+    out: ProbeResult,
+) -> bool:
+    """Whether `context`'s warm probe would take the probe past its share of the budget (rank
+    0's answer); said in the log when it does. The first length's first use is mostly every
+    kernel's one-off compile, a later length's what a new shape costs again."""
+    last, warm_s, first_s = done[-1]
+    again_s = first_s if len(done) > 1 else 0.0
+    guess_s = warm_s * context / last + again_s
+    spent_s = device.clock() - start - out.first_use_s + again_s * (len(done) - 1)
+    (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
+    if too_long:
+        device.log(
+            f"budget probe: {context} tokens left out (the {last}-token probe took {warm_s:.1f} s "
+            f"warm, {first_s:.1f} s more on first use; {context} would take ~{guess_s:.0f} s more);"
+            " longer contexts are extrapolated from the lengths probed"
+        )
+    return bool(too_long)
+
+
+def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[int]) -> float:
+    """Each of `phase`'s decode settings on the patched arm at the prefilled `length`: a block,
+    rewound, then the same block again; the seconds the first blocks took beyond the second ones
+    (a cold H200 compiled ~20 s of sampler, MTP head and draft kernels inside the tune)."""
+    worker = ctx.workers["patched"]
+    stream = worker.call(lambda a: open_stream(a, length, text[length], text[:length]))
+    sampling, n = sampling_of(phase), min(phase.tokens, WARM_BLOCK_TOKENS)
+    first_s = 0.0
+    for st in decode_settings(phase, ctx.draft_kinds):
+
+        def block(a: Arm, st: Setting = st) -> None:
+            rewind(a, stream)
+            run_block(a, stream, st, n, sampling, ctx.seed)
+
+        took = []
+        for _ in range(2):
+            ctx.check_stop()
+            start = time.perf_counter()
+            worker.call(block)
+            took.append(time.perf_counter() - start)
+        first_s += max(0.0, took[0] - took[1])
+    worker.call(partial(rewind, s=stream))
+    return first_s
 
 
 def probe(
     ctx: RunContext, scenario: Scenario, budget_s: float = 0.0, longest: int | None = None
 ) -> ProbeResult:
-    """Synced steps at every width the scenario needs, both arms, at `probe_contexts`
-    (`run_probe` on the run's own arms); each prefill is timed as set-up. Nothing is emitted but
-    log lines: these samples enter no estimate."""
+    """`run_probe` on the run's own arms at `probe_contexts`; only log lines are emitted: these
+    samples enter no estimate."""
     widths = _widths(scenario, ctx.draft_kinds)
     steps: dict[int, Callable] = {}
     here: list[tuple[int, list[int]]] = []  # the length prefilled last, and its text
@@ -236,23 +212,21 @@ def probe(
     def prefill(context: int) -> int:
         text = ctx.tokens_for(context + max(widths))
         length = share_context(ctx, text[:context])
-        steps.clear()
         steps.update({w: forward_and_trim(text[length : length + w]) for w in widths})
         here[:] = [(length, text)]
         return length
 
     def step(arm: str, width: int) -> float:
-        ms, _, _ = ctx.workers[arm].call(steps[width])
-        return float(ms)
+        return float(ctx.workers[arm].call(steps[width])[0])
 
-    warmer = decode_warmer(ctx, scenario.phases)
+    tune = next((p for p in scenario.phases if p.kind.rules.decodes), None)
     device = ProbeDevice(
         prefill,
         step,
         check_stop=ctx.check_stop,
         decide=ctx.leader_decides_each,
         log=lambda message: ctx.emit(LogMessage(ctx.now(), "info", message)),
-        warm_decode=(lambda: warmer(*here[0])) if warmer is not None else None,
+        warm_decode=(lambda: warm_decode_blocks(ctx, tune, *here[0])) if tune else None,
     )
     return run_probe(device, probe_contexts(scenario, longest), widths, ctx.draft_kinds, budget_s)
 
@@ -264,10 +238,8 @@ def _positions(model: object) -> int | None:
 
 def model_limits(ctx: RunContext) -> Limits:
     """The positions the run's model was built for, and the windows the embedded model was
-    trained on (its MANIFEST says); a draft model built for fewer positions bounds the tune's
-    windows too (its drafts are past them beyond)."""
+    trained on (its MANIFEST says); a draft model built for fewer positions bounds the tune."""
     arm = ctx.workers["stock"].arm
-    limit = _positions(arm.model)
     drafts = [p for d in arm.drafts.values() if (p := _positions(getattr(d, "model", None)))]
     window = None
     if arm.model_name == "embedded":
@@ -275,88 +247,80 @@ def model_limits(ctx: RunContext) -> Limits:
 
         window = trained_window()
     bounds = [b for b in (window, *drafts) if b]
-    return Limits(limit, min(bounds) if bounds else None)
+    return Limits(_positions(arm.model), min(bounds) if bounds else None)
 
 
-def _choose(
-    ctx: RunContext,
-    scenario: Scenario,
-    costs: RunProgress,
-    fit: Callable[[tuple[Phase, ...]], BudgetPlan],
-    limits: Limits,
-) -> tuple[tuple[Phase, ...], str]:
-    """The phases at the contexts that show the scenario's story on this device (rank 0's
-    choice on every rank), and the note that says why; as written without a story."""
-    story = scenario.story
-    if story is None:
-        return scenario.phases, ""
+@dataclass(frozen=True)
+class Budget:
+    """A budget once planned: its event, and the slices its phases run in."""
 
-    def step_ms(arm: str, context: int, width: int) -> float | None:
-        got = costs.costs.step(arm, context, width)
-        return got[1] if got else None
+    planned: BudgetPlanned
+    slices: Slices
 
-    def fits(phases: tuple[Phase, ...]) -> bool:
-        plan = fit(phases)
-        kept = [p.contexts for p in plan.phases if p.kind.rules.model_widths]
-        return plan.fits and kept == [p.contexts for p in phases if p.kind.rules.model_widths]
+    def finish(self, ctx: RunContext, done: PassResults) -> BudgetOutcome:
+        """The plan's forecast against what its planned rounds took (the run less the rounds
+        past them, `done.added_s`), in the log and a BudgetOutcome, with what is still undecided."""
+        took_s = ctx.now()
+        planned_s = max(1e-9, took_s - done.added_s)
+        p = self.planned
+        outcome = BudgetOutcome(
+            took_s,
+            p.budget_s,
+            p.predicted_s,
+            planned_s,
+            done.added_s,
+            took_s,
+            (p.predicted_s - planned_s) / planned_s * 100,
+            p.first_use_s,
+            tuple(f"{v.phase} @ {v.context}" for v in done.checks.undecided()),
+        )
+        ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
+        ctx.emit(outcome)
+        return outcome
 
-    choice = choose_contexts(scenario.phases, story, step_ms, fits, limits)
-    choice = from_index(story, ctx.leader_decides_each(choice_index(story, choice)), choice.note)
-    phases = with_contexts(scenario.phases, choice.tune_context, choice.sweep_contexts)
-    return phases, choice.note
 
-
-def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, BudgetWatch]:
-    """Probe, pick the contexts, plan, say what was scaled down; return a new plan with the
-    phases to run, and the watch that re-plans the phases not yet run at each phase boundary."""
-    scenario, budget_s = run_plan.scenario, run_plan.budget_s
+def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
+    """Probe, pick the contexts, plan, slice; say what was scaled down; return the plan with the
+    phases to run, and the budget their slices and its end come from."""
+    scenario, budget_s, kinds = run_plan.scenario, run_plan.budget_s, ctx.draft_kinds
     limits = model_limits(ctx)
     start = time.perf_counter()
-    probed = probe(
-        ctx, scenario, budget_s, longest_context(scenario.story, scenario.phases, limits)
-    )
-    probe_s = time.perf_counter() - start
-    costs, lengths = probed.costs, probed.lengths
+    longest = longest_context(scenario.story, scenario.phases, limits)
+    probed = probe(ctx, scenario, budget_s, longest)
+    probe_s, costs = time.perf_counter() - start, probed.costs
     if probed.first_use_s >= FIRST_USE_SAID_S:
-        ctx.emit(
-            LogMessage(
-                ctx.now(),
-                "info",
-                f"budget probe: the first use of each shape took {probed.first_use_s:.1f} s more "
-                "than its warm runs (kernel compilation: a one-off, left out of the forecast)",
-            )
+        said = (
+            f"budget probe: the first use of each shape took {probed.first_use_s:.1f} s more than"
+            " its warm runs (kernel compilation: a one-off, left out of the forecast)"
         )
+        ctx.emit(LogMessage(ctx.now(), "info", said))
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    high = partial(costs.forecast_s, high=True)
-    fit = partial(
-        fit_to_budget,
-        budget_s=left_s,
-        forecast_s=costs.forecast_s,
-        kinds=ctx.draft_kinds,
-        high_s=high,
-    )
-    phases, note = _choose(ctx, scenario, costs, fit, limits)
+    fit = partial(fit_to_budget, budget_s=left_s, forecast_s=costs.forecast_s, kinds=kinds)
+    phases, note = choose(scenario, costs, fit, limits, ctx.leader_decides_each)
     if note:
         ctx.emit(LogMessage(ctx.now(), "info", note))
-    plan = fit(phases)
-    plan = agreed(ctx.leader_decides_each, phases, plan, ctx.draft_kinds, costs.forecast_s)
-    plan = replace(plan, budget_s=budget_s)  # said against the whole budget, not what is left
+    plan = agreed(ctx.leader_decides_each, fit(phases), kinds, costs.forecast_s)
     spent = ctx.now()
-    plan = replace(plan, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent)
-    first = BudgetPlanned(
-        ctx.now(),
+    plan = replace(plan, budget_s=budget_s, full_s=plan.full_s + spent)
+    plan = replace(plan, predicted_s=plan.predicted_s + spent)
+    segments = [s for p in plan.phases for s in phase_segments(p, kinds, ctx.settle)]
+    cut = slices([(s, costs.segment_s(s, ctx.settle)) for s in segments], spent, budget_s)
+    ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count
+        replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
+        for p in plan.phases
+    )
+    planned = BudgetPlanned(
+        spent,
         budget_s,
         plan.full_s,
         plan.predicted_s,
         plan.changes,
-        tuple(p.to_dict() for p in plan.phases),
-        lengths,
+        tuple(p.to_dict() for p in ran),
+        probed.lengths,
         probe_s,
         probed.first_use_s,
         note,
     )
-    ctx.emit(first)
-    level = "warning" if plan.scaled else "info"
-    ctx.emit(LogMessage(ctx.now(), level, plan.describe()))
-    watch = BudgetWatch(first, costs, ctx.draft_kinds, ctx.settle)
-    return run_plan.with_phases(plan.phases), watch
+    ctx.emit(planned)
+    ctx.emit(LogMessage(ctx.now(), "warning" if plan.changes else "info", plan.describe()))
+    return run_plan.with_phases(ran), Budget(planned, cut)

@@ -1,14 +1,12 @@
 """Contexts chosen by the device: from a scenario's `[story]` (mlatui.config.story) and the
-probe's step costs, the contexts where this device shows the story, within the budget.
+probe's step costs, where this device shows the story within the budget. Pure.
 
-The default scenario's story (the stock arm's verify step a clear multiple of its plain step, the
-patched arm's flat) shows on the 2-core CPU from 1-2K tokens; on the H200 a plain step of the
-embedded model is ~3.3 ms of mostly fixed cost and the stock arm's L = 2 step costs 2.2x it at 4K,
-3.3x at 16K, 4.5x at 32K. So the tune runs at the smallest candidate context where both hold
-(forecast from the probe's costs), and the sweep at the `sweep_contexts` largest candidates up to
-the largest that still lets the plan fit without cutting the sweep's contexts. No context runs
-beyond the model's max positions; the tune (whose drafts must be good there) also stays inside
-the windows the model was trained on, when it says. Pure: the costs come in as a function.
+The default story (the stock arm's verify step a clear multiple of its plain step, the patched
+arm's flat) shows on the 2-core CPU from 1-2K tokens; on the H200 a plain step of the embedded
+model is ~3.3 ms of mostly fixed cost and the stock arm's L = 2 step costs 2.2x it at 4K, 4.5x at
+32K. So the tune runs at the smallest candidate where both hold, and the sweep at the
+`sweep_contexts` largest candidates up to the largest that lets the plan fit without cutting the
+sweep's contexts; none past the model's max positions, the tune inside its trained windows.
 """
 
 from __future__ import annotations
@@ -16,19 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from mlatui.config.scenario import Phase
+from mlatui.config.scenario import Phase, Scenario
 from mlatui.config.story import Story
+from mlatui.measure.progress import RunProgress
+from mlatui.run.budget import BudgetPlan
 
-# an L = 2 step forecast at less than this share of its L = 1 step is a drift's reading (the
-# loaded 2-core CPU's probe once read the stock arm's at 0.7x), not the device's cost
+# an L = 2 step read under this share of its L = 1 step is a drift (the loaded 2-core CPU's probe
+# once read the stock arm's at 0.7x), not the device's cost
 NOISE_FLOOR = 0.9
 StepMs = Callable[[str, int, int], float | None]  # (arm, context, width) -> mean ms, forecast
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What the model allows: the positions it was built for, and the tune's bound: the windows
-    it was trained on, or fewer positions its draft model was built for (None: not said)."""
+    """The positions the model was built for, and the tune's bound: the windows it was trained
+    on, or the fewer positions of its draft model (None: not said)."""
 
     max_positions: int | None = None
     trained_window: int | None = None
@@ -45,65 +45,51 @@ def _sweep(phases: Sequence[Phase]) -> Phase | None:
     return next((p for p in phases if p.kind.rules.model_widths), None)
 
 
-def _tunes(phases: Sequence[Phase]) -> list[Phase]:
-    return [p for p in phases if p.kind.rules.compares_depths]
+def _has_tune(phases: Sequence[Phase]) -> bool:
+    return any(p.kind.rules.compares_depths for p in phases)
+
+
+def _allowed(story: Story, reach: int, *bounds: int | None) -> tuple[int, ...]:
+    top = min((b for b in bounds if b), default=None)
+    return tuple(c for c in story.contexts if top is None or c + reach <= top)
 
 
 def sweep_candidates(story: Story, phases: Sequence[Phase], limits: Limits) -> tuple[int, ...]:
-    """The story's contexts the sweep may run at: its widest step still inside max positions."""
     sweep = _sweep(phases)
-    widest = max(sweep.widths) if sweep else 1
-    top = limits.max_positions
-    return tuple(c for c in story.contexts if top is None or c + widest <= top)
+    return _allowed(story, max(sweep.widths) if sweep else 1, limits.max_positions)
 
 
 def tune_candidates(story: Story, phases: Sequence[Phase], limits: Limits) -> tuple[int, ...]:
-    """The story's contexts a tune may run at: a block's last position (context + tokens + the
-    deepest draft) inside max positions and the trained windows."""
-    tunes = _tunes(phases)
+    """A block's last position (context + tokens + the deepest draft) inside the bounds."""
+    tunes = [p for p in phases if p.kind.rules.compares_depths]
     reach = max((p.tokens + max(p.depths, default=0) + 1 for p in tunes), default=1)
-    bounds = [b for b in (limits.max_positions, limits.trained_window) if b]
-    top = min(bounds) if bounds else None
-    return tuple(c for c in story.contexts if top is None or c + reach <= top)
+    return _allowed(story, reach, limits.max_positions, limits.trained_window)
 
 
 def longest_context(story: Story | None, phases: Sequence[Phase], limits: Limits) -> int | None:
     """The longest context a plan may pick (the probe's ladder goes up to it); None: no story."""
-    if story is None:
-        return None
-    allowed = sweep_candidates(story, phases, limits)
+    allowed = sweep_candidates(story, phases, limits) if story else ()
     return allowed[-1] if allowed else None
-
-
-def _multiples(step_ms: StepMs, context: int) -> tuple[float, float] | None:
-    """(stock L = 2 / L = 1, patched L = 2 / L = 1) at `context`, forecast."""
-    out = []
-    for arm in ("stock", "patched"):
-        one, two = step_ms(arm, context, 1), step_ms(arm, context, 2)
-        if not one or two is None:
-            return None
-        out.append(two / one)
-    return out[0], out[1]
 
 
 def with_contexts(
     phases: tuple[Phase, ...], tune_context: int | None, sweep_contexts: tuple[int, ...]
 ) -> tuple[Phase, ...]:
     """The phases with the sweep at `sweep_contexts` and every tune at `tune_context`."""
-    out = []
-    for p in phases:
-        if sweep_contexts and p is _sweep(phases):
-            p = replace(p, contexts=sweep_contexts)
-        elif p.kind.rules.compares_depths and tune_context is not None:
-            p = replace(p, contexts=(tune_context,))
-        out.append(p)
-    return tuple(out)
+    sweep = _sweep(phases)
+    return tuple(
+        replace(p, contexts=sweep_contexts)
+        if sweep_contexts and p is sweep
+        else replace(p, contexts=(tune_context,))
+        if p.kind.rules.compares_depths and tune_context is not None
+        else p
+        for p in phases
+    )
 
 
 def window(candidates: Sequence[int], top: int, tune: int | None, n: int) -> tuple[int, ...]:
     """The `n` largest candidates up to `top`, the tune's context among them."""
-    below = [c for c in candidates if c <= top]
-    chosen = below[-n:]
+    chosen = [c for c in candidates if c <= top][-n:]
     if tune is not None and tune not in chosen:
         chosen = sorted([tune, *chosen[-(n - 1) :]]) if n > 1 else [tune]
     return tuple(chosen)
@@ -116,60 +102,49 @@ def choose_contexts(
     fits: Callable[[tuple[Phase, ...]], bool],
     limits: Limits = Limits(),
 ) -> ContextChoice:
-    """The tune's context and the sweep's, for this device (the module's docstring says how).
-    `fits(phases)`: whether a plan of those phases fits the budget with the sweep's contexts
-    kept."""
-    sweeps = sweep_candidates(story, phases, limits)
-    tunes = tune_candidates(story, phases, limits)
+    """The tune's context and the sweep's for this device. `fits(phases)`: whether a plan of
+    those phases fits the budget with the sweep's contexts kept."""
+    sweeps, tunes = sweep_candidates(story, phases, limits), tune_candidates(story, phases, limits)
+    bounds = _bounds_note(limits, story)
     if not sweeps:
-        return ContextChoice(None, (), _bounds_note(limits, story))
+        return ContextChoice(None, (), bounds)
     n = story.sweep_contexts
 
-    def affordable(c: int) -> bool:
-        """A tune at `c` fits the budget with the smallest sweep window that reaches it."""
-        top = next((t for t in sweeps if t >= c), None)
-        return top is not None and fits(with_contexts(phases, c, window(sweeps, top, c, n)))
+    def fits_with(tune: int | None, top: int) -> bool:
+        return fits(with_contexts(phases, tune, window(sweeps, top, tune, n)))
 
-    tune, reason = (
-        _tune_context(story, step_ms, [c for c in tunes if affordable(c)] or tunes[:1])
-        if _tunes(phases)
-        else (None, "")
-    )
-    if tunes and tune is not None and not affordable(tune):
-        reason += f" (no allowed context fits the budget: {tune}, the smallest)"
+    def affordable(c: int) -> bool:  # with the smallest sweep window that reaches it
+        return any(t >= c for t in sweeps) and fits_with(c, next(t for t in sweeps if t >= c))
+
+    tune, reason = None, ""
+    if _has_tune(phases):
+        tune, reason = _tune_context(
+            story, step_ms, [c for c in tunes if affordable(c)] or tunes[:1]
+        )
+        if tune is not None and not affordable(tune):
+            reason += f" (no allowed context fits the budget: {tune}, the smallest)"
     tops = [c for c in sweeps if tune is None or c >= tune]
-    top = next(
-        (
-            t
-            for t in reversed(tops)
-            if fits(with_contexts(phases, tune, window(sweeps, t, tune, n)))
-        ),
-        tops[0] if tops else sweeps[-1],
-    )
+    top = next((t for t in reversed(tops) if fits_with(tune, t)), tops[0] if tops else sweeps[-1])
     contexts = window(sweeps, top, tune, n)
-    said = [f"sweep {', '.join(map(str, contexts))}"]
-    if tune is not None:
-        said.append(f"tune {tune}")
-    note = f"contexts for this device: {'; '.join(said)}"
-    if reason:
-        note += f". The tune: {reason}"
+    said = [f"sweep {', '.join(map(str, contexts))}"] + ([f"tune {tune}"] if tune else [])
+    note = f"contexts for this device: {'; '.join(said)}" + (f". The tune: {reason}" * bool(reason))
     if top < sweeps[-1]:
         note += f". The sweep stops at {top}: longer ones would not fit the budget"
-    bounds = _bounds_note(limits, story)
     return ContextChoice(tune, contexts, note + (f". {bounds}" if bounds else ""))
 
 
 def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[int | None, str]:
     """The smallest candidate where the stock multiple and the patched flatness hold; else the
-    one where the stock multiple is largest (the best this model and device can show).
-    `tunes` are the candidates whose tune fits the budget (a slow device: the reference BLAS
-    took the largest, 24K, and planned 666 s for 100)."""
+    one where the stock multiple is largest against the patched one. `tunes`: the candidates
+    whose tune fits the budget (the reference BLAS took the largest, 24K, and planned 666 s)."""
     seen: list[tuple[int, float, float]] = []
     for c in tunes:
-        got = _multiples(step_ms, c)
-        if got is None or min(got) < NOISE_FLOOR:  # no step costs, or a drift's reading
-            continue
-        stock, patched = got
+        steps = [(step_ms(arm, c, 1), step_ms(arm, c, 2)) for arm in ("stock", "patched")]
+        if any(not one or two is None for one, two in steps):
+            continue  # no step costs here
+        stock, patched = (two / one for one, two in steps)  # type: ignore[operator]
+        if min(stock, patched) < NOISE_FLOOR:
+            continue  # a drift's reading
         seen.append((c, stock, patched))
         if stock >= story.stock_verify_multiple and patched <= story.patched_verify_flat:
             return c, (
@@ -204,15 +179,33 @@ def _bounds_note(limits: Limits, story: Story) -> str:
     return said[:1].upper() + said[1:]
 
 
-def choice_index(story: Story, choice: ContextChoice) -> list[bool]:
-    """The choice as yes/no per candidate (the tune's, then the sweep's), for rank 0 to share."""
-    return [c == choice.tune_context for c in story.contexts] + [
-        c in choice.sweep_contexts for c in story.contexts
-    ]
+def choose(
+    scenario: Scenario,
+    costs: RunProgress,
+    fit: Callable[[tuple[Phase, ...]], BudgetPlan],
+    limits: Limits,
+    decide: Callable[[list[bool]], list[bool]] = list,
+) -> tuple[tuple[Phase, ...], str]:
+    """The phases at the contexts that show the scenario's story on this device (rank 0's
+    choice on every rank, `decide`), and the note that says why; as written without a story."""
+    story = scenario.story
+    if story is None:
+        return scenario.phases, ""
 
+    def step_ms(arm: str, context: int, width: int) -> float | None:
+        got = costs.costs.step(arm, context, width)
+        return got[1] if got else None
 
-def from_index(story: Story, flags: Sequence[bool], note: str) -> ContextChoice:
-    n = len(story.contexts)
-    tune = next((c for c, yes in zip(story.contexts, flags[:n], strict=True) if yes), None)
-    sweep = tuple(c for c, yes in zip(story.contexts, flags[n:], strict=True) if yes)
-    return ContextChoice(tune, sweep, note)
+    def fits(phases: tuple[Phase, ...]) -> bool:
+        plan = fit(phases)
+        kept = [p.contexts for p in plan.phases if p.kind.rules.model_widths]
+        return plan.fits and kept == [p.contexts for p in phases if p.kind.rules.model_widths]
+
+    choice = choose_contexts(scenario.phases, story, step_ms, fits, limits)
+    flags = [c == choice.tune_context for c in story.contexts]
+    flags += [c in choice.sweep_contexts for c in story.contexts]
+    flags = decide(flags)  # rank 0's choice, as yes/no per candidate
+    k = len(story.contexts)
+    tune = next((c for c, yes in zip(story.contexts, flags[:k], strict=True) if yes), None)
+    sweep = tuple(c for c, yes in zip(story.contexts, flags[k:], strict=True) if yes)
+    return with_contexts(scenario.phases, tune, sweep), choice.note

@@ -48,13 +48,13 @@ from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import serve_more
 from mlatui.run.phases.registry import runner
-from mlatui.run.phases.results import Checks, L1Quads, PassResults
+from mlatui.run.phases.results import Checks, PassResults, Slices
 from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Event, LogMessage, RunEnd
 
 if TYPE_CHECKING:
-    from mlatui.run.budget_watch import BudgetWatch
+    from mlatui.run.budget_probe import Budget
 
 NULL_BUDGET_NOTICE = (
     "budget {:.0f} s not applied: an A/A (--null) runs the phases as written, the same plan in "
@@ -316,39 +316,32 @@ class _Run:
     def _run_phases(self, ctx: RunContext, n: int, passes: tuple[Pass, ...]) -> PassResults:
         """Pass `n`'s phases, each handed what it declared it needs of the pass so far; on the
         first pass a budget fits them to the time (a new plan and a BudgetPlanned event) and
-        re-plans what is left at each phase boundary. Returns the pass's results."""
+        gives each of their segments a time slice. Returns the pass's results."""
         budget = self._apply_budget(ctx) if n == 0 else None
-        if budget is not None:
-            self.ctx = ctx = replace(ctx, emit=budget.tee(ctx.emit))
+        slices = budget.slices if budget is not None else Slices()
         plan, run_pass, done = self.plan, passes[n], PassResults()
         for i in range(len(plan.phases)):
-            if budget is not None and i > 0:  # a re-plan: a new plan value and an event
-                again = budget.replan(ctx, plan.phases, i, done)
-                self.plan = plan = plan.with_phases(again.phases)
-                done = self.done = done.with_budget(again.l1, again.grown, again.checks)
             phase, count = plan.phases[i], len(plan.phases)
-            grown_name = phase.name
             if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
                 source = run_pass.phase_name(phase.verify_from) if phase.verify_from else ""
                 phase = replace(phase, name=run_pass.phase_name(phase.name), verify_from=source)
             kind = runner(phase.kind)
             slot = (i + n * count, count * len(passes))
-            done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, grown_name)))
+            done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, slices)))
             self.done = done
-        if budget is not None:  # what is left of the budget goes to what is undecided
-            _, decided = budget.finish(ctx, done)
-            done = done.with_budget(L1Quads(), checks=decided)
+        if budget is not None:
+            budget.finish(ctx, done)
         return done
 
-    def _apply_budget(self, ctx: RunContext) -> BudgetWatch | None:
+    def _apply_budget(self, ctx: RunContext) -> Budget | None:
         """The first pass under a budget: the probe and its first plan (the plan's phases
         replaced); an A/A runs its phases as written, which is said."""
         plan = self.plan
         if plan.budgeted:
             from mlatui.run.budget_probe import apply_budget
 
-            self.plan, watch = apply_budget(ctx, plan)
-            return watch
+            self.plan, budget = apply_budget(ctx, plan)
+            return budget
         if plan.budget_s > 0:
             self.emit(LogMessage(self.now(), "info", NULL_BUDGET_NOTICE.format(plan.budget_s)))
         return None

@@ -26,7 +26,7 @@ from mlatui.measure.estimates import (
     Timing,
     stable_seed,
 )
-from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
 from mlatui.models.cache_rewind import before_step
 from mlatui.run.arms import (
     Arm,
@@ -118,6 +118,7 @@ class ProgressTracker:
 
     def advance(self, n: int = 1) -> None:
         self.done += n
+        self.total = max(self.total, self.done)  # rounds a budget's slice grew
         now = time.monotonic()
         if now - self.last_emit >= 0.5 or self.done >= self.total:
             self.last_emit = now
@@ -365,9 +366,11 @@ def sample_steps(
     plan: SamplerPlan,
     progress: ProgressTracker,
     interim: bool = True,
+    deadline: float | None = None,
 ) -> SamplerRun:
     """Synced steps at every width of the plan in interleaved rounds: Step events and estimates
-    (with `interim`, after each round too). The caller keeps the run's L = 1 quads."""
+    (with `interim`, after each round too), no round past a budget's `deadline` (run seconds).
+    The caller keeps the run's L = 1 quads."""
     label, length = site.label, site.length
     steps = {w: forward_and_trim(site.tail[:w]) for w in plan.widths}
     emitter = EstimateEmitter(ctx, label, length, ctx.bandwidth)
@@ -397,7 +400,11 @@ def sample_steps(
             on_timing=on_timing,
             on_round=on_round,
             check_stop=ctx.check_stop,
-            decide_more=ctx.decide_more,
+            decide_more=(
+                ctx.decide_more
+                if deadline is None
+                else within(ctx.decide_more, ctx.now, deadline, plan.first_rounds)
+            ),
             between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
         ),
     )

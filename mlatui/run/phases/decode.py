@@ -34,7 +34,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.sampler import Hooks, SamplerRun, sample_context, until_after
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
 from mlatui.run.arms import unpinned
 from mlatui.run.decode_stream import (
     DecodeStream,
@@ -60,7 +60,7 @@ from mlatui.run.phases.decode_verdict import (
     tune_verdict,
 )
 from mlatui.run.phases.pooled_check import mark_rows, pool_checks
-from mlatui.run.phases.results import GrownRounds, L1Quads, Need, PhaseInputs, PhaseResult
+from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult, Slices
 from mlatui.stream.events import (
     ARMS,
     LogMessage,
@@ -83,15 +83,21 @@ def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, Deco
 
 
 def _verify_ms(
-    ctx: RunContext, phase: Phase, length: int, depths: list[int], progress: ProgressTracker
-) -> tuple[ContextEstimates, L1Quads]:
+    ctx: RunContext,
+    phase: Phase,
+    length: int,
+    depths: list[int],
+    progress: ProgressTracker,
+    deadline: float | None,
+) -> tuple[ContextEstimates, L1Quads, float]:
     """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms; the
-    L = 1 quads they measured."""
+    L = 1 quads they measured and the seconds of their rounds past the planned ones."""
     plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     label = verify_label(phase)
     text = ctx.tokens_for(length + max(plan.widths))
-    run = sample_steps(ctx, StepSite(label, length, text[length:]), plan, progress, interim=False)
-    return run.final, L1Quads().plus(length, run.timings, plan.control_width)
+    site = StepSite(label, length, text[length:])
+    run = sample_steps(ctx, site, plan, progress, interim=False, deadline=deadline)
+    return run.final, L1Quads().plus(length, run.timings, plan.control_width), run.added_s
 
 
 def _sweep_verify(
@@ -132,6 +138,7 @@ class ContextDone:
     check: Validity
     l1: L1Quads
     finals: tuple[tuple[str, int, ContextEstimates], ...] = ()  # its verify steps', if measured
+    added_s: float = 0.0  # its rounds past the planned ones
 
 
 def decode_context(
@@ -145,11 +152,12 @@ def decode_context(
     """Verify steps, then rounds of decode blocks at one context; `inputs.l1` holds every
     L = 1 quad of the pass before this context (the phase's earlier contexts' included)."""
     length, streams = _prepare_context(ctx, context)
-    verify, l1 = _verify_steps(ctx, phase, length, spec_depths(settings), progress, inputs)
+    verify, l1, added_s = _verify_steps(ctx, phase, length, spec_depths(settings), progress, inputs)
     runner = BlockRunner(ctx, phase, length, streams, settings)
     # decided after the verify rounds, before any block: a setting that cannot win runs none
     bounds = decide_bounds(ctx, runner, verify) if verify is not None else BoundDecision()
-    run = _sample_blocks(ctx, runner, bounds, progress, inputs.grown)
+    run = _sample_blocks(ctx, runner, bounds, progress, inputs.slices)
+    added_s += run.added_s
     if runner.divergence is not None:
         at, rnd = runner.divergence
         ctx.emit(
@@ -163,8 +171,8 @@ def decode_context(
     v = decode_validity(ctx, phase, length, verify, run.final, inputs.l1 + l1)
     rows = DecodeResults(ctx, runner, run.final, verify, bounds).rows(v)
     if verify is None or not l1.runs:  # no drafts, or the sweep's steps (`verify_from`)
-        return ContextDone(rows, v, l1)
-    return ContextDone(rows, v, l1, ((verify_label(phase), length, verify),))
+        return ContextDone(rows, v, l1, added_s=added_s)
+    return ContextDone(rows, v, l1, ((verify_label(phase), length, verify),), added_s)
 
 
 def verify_label(phase: Phase) -> str:
@@ -179,17 +187,19 @@ def _verify_steps(
     depths: list[int],
     progress: ProgressTracker,
     inputs: PhaseInputs,
-) -> tuple[ContextEstimates | None, L1Quads]:
+) -> tuple[ContextEstimates | None, L1Quads, float]:
     """The verify steps at L = 1 .. max depth + 1: the sweep's (`verify_from`) when it measured
-    them all, else measured here (with the L = 1 quads they took); None without drafts."""
+    them all, else measured here (with the L = 1 quads they took and the seconds of their
+    rounds past the planned ones); None without drafts."""
     if not depths:
-        return None, L1Quads()
+        return None, L1Quads(), 0.0
     verify = _sweep_verify(ctx, phase, length, depths, inputs) if phase.verify_from else None
     if verify is not None:
-        return verify, L1Quads()
+        return verify, L1Quads(), 0.0
     if phase.verify_from:  # the sweep was to serve: these steps were not planned
         progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
-    return _verify_ms(ctx, phase, length, depths, progress)
+    deadline = inputs.slices.deadline(verify_label(phase), length)
+    return _verify_ms(ctx, phase, length, depths, progress, deadline)
 
 
 def _sample_blocks(
@@ -197,10 +207,10 @@ def _sample_blocks(
     runner: BlockRunner,
     bounds: BoundDecision,
     progress: ProgressTracker,
-    grown: GrownRounds | None,
+    slices: Slices,
 ) -> SamplerRun:
-    """The sampler's rounds of decode blocks, the rejected settings' blocks skipped; rounds a
-    budget added (`grown`) stop at its deadline."""
+    """The sampler's rounds of decode blocks, the rejected settings' blocks skipped; under a
+    budget, rounds grow while the context's slice lasts."""
     phase, settings, length = runner.phase, runner.settings, runner.length
     plan = block_plan(phase, settings, ctx.seed, length, bounds.skipped_widths(settings))
     progress.shrink(
@@ -225,7 +235,7 @@ def _sample_blocks(
                 on_timing=on_timing,
                 on_round=on_round,
                 check_stop=ctx.check_stop,
-                decide_more=_decide_more(ctx, grown),
+                decide_more=_decide_more(ctx, slices, phase.name, length, plan),
                 between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
                 on_skip=runner.filler,
             ),
@@ -276,6 +286,7 @@ def run_decode(
     checks: list[Validity] = []
     l1 = L1Quads()  # this phase's own
     finals: list[tuple[str, int, ContextEstimates]] = []
+    added_s = 0.0
     for context in phase.contexts:
         ctx.check_stop()
         so_far = replace(inputs, l1=inputs.l1 + l1)
@@ -284,6 +295,7 @@ def run_decode(
         checks.append(done.check)
         l1 = l1 + done.l1
         finals += done.finals
+        added_s += done.added_s
     pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
     rows = mark_rows(rows, pooled)
     verdict = (
@@ -294,10 +306,13 @@ def run_decode(
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
     ended = tuple(pooled.get(v.context, v) for v in checks)
-    return PhaseResult(summary, l1, checks=ended, finals=tuple(finals))
+    return PhaseResult(summary, l1, checks=ended, finals=tuple(finals), added_s=added_s)
 
 
-def _decide_more(ctx: RunContext, grown: GrownRounds | None) -> Callable[[bool], bool]:
-    if grown is None:
+def _decide_more(
+    ctx: RunContext, slices: Slices, part: str, length: int, plan: SamplerPlan
+) -> Callable[[bool], bool]:
+    deadline = slices.deadline(part, length)
+    if deadline is None:
         return ctx.decide_more
-    return until_after(ctx.decide_more, ctx.now, grown.keep_rounds, grown.deadline_s)
+    return within(ctx.decide_more, ctx.now, deadline, plan.first_rounds, slices.grow_to)

@@ -4,12 +4,14 @@ arms still loaded, in the same recording.
 A noisy host often ends a run with inconclusive checks and so with no verdict. Both arms take the
 same branch at L = 1, so more paired quads at the same context narrow the same ratio's CI: each
 `+` is a phase of its own (a PhaseStart of kind `l1`, its steps, its estimates), after which every
-check at a measured context is decided again on all the L = 1 quads the run measured there (as
-the budget's spending does, mlatui.run.budget_spend) and emitted as a new Validity of its phase and
+check at a measured context is decided again on all the L = 1 quads the run measured there and emitted as a new Validity of its phase and
 context, which the dashboard folds in place of the old one; then a new RunEnd.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
 
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import Outcome, control_outcome
@@ -18,7 +20,6 @@ from mlatui.measure.more_plan import (
     more_phase_name,
 )
 from mlatui.measure.plans import plan_for, sweep_segments
-from mlatui.run.budget_spend import redecided
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
@@ -29,12 +30,14 @@ from mlatui.run.phases.base import (
 from mlatui.run.phases.results import Checks, L1Quads
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
+    Basis,
     LogMessage,
     PhaseStart,
     PhaseSummary,
     RunEnd,
     Validity,
 )
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
 
@@ -137,3 +140,25 @@ def _decide_again(
         )
     )
     return redecided(ctx, checks, outcome, ratio, total)
+
+
+def redecided(
+    ctx: RunContext, checks: Sequence[Validity], outcome: Outcome, ratio: Interval, total: int
+) -> list[Validity]:
+    """Each check decided again on all `total` rounds of L = 1 quads at its context: emitted
+    and returned (the run's checks then keep it in or out of the verdicts as it now reads)."""
+    out = []
+    for v in checks:
+        new = replace(
+            v,
+            t=ctx.now(),
+            valid=outcome is Outcome.VALID,
+            outcome=outcome.value,
+            basis=Basis.OWN,
+            diff_pct=(ratio.median - 1) * 100,
+            ratio=ratio,
+            rounds=total,
+        )
+        ctx.emit(new)
+        out.append(new)
+    return out

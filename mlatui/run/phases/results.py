@@ -65,12 +65,17 @@ class L1Quads:
 
 
 @dataclass(frozen=True)
-class GrownRounds:
-    """Rounds of blocks a budget added to a tune or decode phase stop at the first pair that
-    starts after `deadline_s` (run time), once the phase's `keep_rounds` planned ones ran."""
+class Slices:
+    """A budget's time slices: each segment of the plan (its part and context, as
+    mlatui.measure.plans names them) ends by its deadline (run seconds); its sampler adds no
+    round past it (mlatui.measure.sampler.within), and decode blocks grow up to `grow_to`
+    rounds while their slice lasts. Empty without a budget."""
 
-    keep_rounds: int
-    deadline_s: float
+    ends: tuple[tuple[str, int, float], ...] = ()
+    grow_to: int = 64
+
+    def deadline(self, part: str, context: int) -> float | None:
+        return next((end for p, c, end in self.ends if (p, c) == (part, context)), None)
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class PhaseResult:
     # (label, context length, estimates) of every sampler run it ended: an A/A run's harness
     # bias is read from them
     finals: tuple[tuple[str, int, ContextEstimates], ...] = ()
+    added_s: float = 0.0  # its rounds past the planned ones (SamplerRun.added_s), in seconds
 
 
 class Need(enum.Enum):
@@ -136,11 +142,11 @@ class Need(enum.Enum):
 @dataclass(frozen=True)
 class PhaseInputs:
     """What a phase receives besides the run's environment: what it declared it needs of the
-    earlier phases, and where the rounds a budget added to it stop (None: none added)."""
+    earlier phases, and a budget's time slices."""
 
     l1: L1Quads = L1Quads()
     sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()  # (phase, length, estimates)
-    grown: GrownRounds | None = None
+    slices: Slices = Slices()
 
     def sweep_estimates(self, phase: str, length: int) -> ContextEstimates | None:
         return next((e for p, c, e in reversed(self.sweeps) if (p, c) == (phase, length)), None)
@@ -148,43 +154,32 @@ class PhaseInputs:
 
 @dataclass(frozen=True)
 class PassResults:
-    """A pass so far: every L = 1 quad (the phases' and the budget's, in the order measured),
-    the sweeps' estimates, and the rounds the budget added to phases still to run."""
+    """A pass so far: every L = 1 quad (in the order measured), the sweeps' estimates, the
+    checks, the sampler runs' final estimates and the seconds of rounds past the planned ones."""
 
     l1: L1Quads = L1Quads()
     sweeps: tuple[tuple[str, int, ContextEstimates], ...] = ()
-    grown: tuple[tuple[str, GrownRounds], ...] = ()
     checks: Checks = Checks()
     finals: tuple[tuple[str, int, ContextEstimates], ...] = ()
+    added_s: float = 0.0
 
     def after(self, result: PhaseResult) -> PassResults:
         s = result.summary
         sweeps = (*self.sweeps, *((s.phase, c, e) for c, e in result.estimates))
         kind = PhaseKind.of(s.kind)
         checks = self.checks.plus(result.checks, [(s.phase, kind)] if kind else [])
-        finals = (*self.finals, *result.finals)
-        return replace(self, l1=self.l1 + result.l1, sweeps=sweeps, checks=checks, finals=finals)
-
-    def with_budget(
-        self,
-        l1: L1Quads,
-        grown: Iterable[tuple[str, GrownRounds]] = (),
-        checks: Iterable[Validity] = (),
-    ) -> PassResults:
-        """With what a budget measured on undecided checks (L = 1 quads, the checks decided
-        again) and the rounds it added."""
-        return replace(
-            self,
-            l1=self.l1 + l1,
-            grown=(*self.grown, *grown),
-            checks=self.checks.plus(checks),
+        return PassResults(
+            self.l1 + result.l1,
+            sweeps,
+            checks,
+            (*self.finals, *result.finals),
+            self.added_s + result.added_s,
         )
 
-    def inputs(self, needs: frozenset[Need], phase: str) -> PhaseInputs:
-        """What a phase named `phase` that declared `needs` receives."""
-        grown = next((g for name, g in reversed(self.grown) if name == phase), None)
+    def inputs(self, needs: frozenset[Need], slices: Slices = Slices()) -> PhaseInputs:
+        """What a phase that declared `needs` receives."""
         return PhaseInputs(
             self.l1 if Need.L1_QUADS in needs else L1Quads(),
             self.sweeps if Need.SWEEP_ESTIMATES in needs else (),
-            grown,
+            slices,
         )

@@ -38,9 +38,12 @@ def run_sweep(
     checks: list[Validity] = []
     l1 = L1Quads()
     estimates: list[tuple[int, ContextEstimates]] = []
+    added_s = 0.0
     for context in phase.contexts:
         ctx.check_stop()
-        length, run = _sweep_context(ctx, phase, context, plans[context], progress)
+        deadline = inputs.slices.deadline(phase.name, context)
+        length, run = _sweep_context(ctx, phase, context, plans[context], (progress, deadline))
+        added_s += run.added_s
         l1 = l1.plus(length, run.timings, plans[context].control_width)
         estimates.append((length, run.final))
         check = validity(ctx, phase.name, length, run.final)
@@ -53,15 +56,22 @@ def run_sweep(
     ctx.emit(summary)
     ended = tuple(pooled.get(v.context, v) for v in checks)
     finals = tuple((phase.name, length, e) for length, e in estimates)
-    return PhaseResult(summary, l1, tuple(estimates), ended, finals)
+    return PhaseResult(summary, l1, tuple(estimates), ended, finals, added_s)
 
 
 def _sweep_context(
-    ctx: RunContext, phase: Phase, context: int, plan: SamplerPlan, progress: ProgressTracker
+    ctx: RunContext,
+    phase: Phase,
+    context: int,
+    plan: SamplerPlan,
+    pace: tuple[ProgressTracker, float | None],
 ) -> tuple[int, SamplerRun]:
+    """One context's rounds; `pace`: the phase's progress and the context's budget deadline."""
+    progress, deadline = pace
     text = ctx.tokens_for(context + max(plan.widths))
     length = share_context(ctx, text[:context])
-    return length, sample_steps(ctx, StepSite(phase.name, length, text[context:]), plan, progress)
+    site = StepSite(phase.name, length, text[context:])
+    return length, sample_steps(ctx, site, plan, progress, deadline=deadline)
 
 
 def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:

@@ -1,0 +1,147 @@
+"""A budget's time slices: every segment of the plan ends by its share of the budget, enforced by
+the sampler's own stopping rule; an undecided check and the decode blocks take rounds past the
+plan while their slice lasts (no early end with checks undecided), a slower device than its
+probe stops sooner (no late end), and the run ends with its forecast's error."""
+
+from pathlib import Path
+
+import pytest
+
+from mlatui.measure.plans import Segment
+from mlatui.measure.sampler import within
+from mlatui.run.budget import END_SHARE, slices
+from mlatui.run.budget_probe import Budget
+from mlatui.run.phases.results import Checks, PassResults
+from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
+from mlatui.stream.interval import Interval
+
+
+def _seg(part: str, context: int) -> Segment:
+    return Segment(part, context, ((1, 4),), 4, 8)
+
+
+def test_the_budget_is_shared_in_proportion_to_each_segments_forecast():
+    segs = [(_seg("sweep", 512), 1.0), (_seg("sweep", 1024), 3.0), (_seg("tune", 512), 6.0)]
+    cut = slices(segs, 10.0, 100.0)
+    end = 100.0 * (1 - END_SHARE)
+    assert cut.deadline("sweep", 512) == pytest.approx(10 + 0.1 * (end - 10))
+    assert cut.deadline("sweep", 1024) == pytest.approx(10 + 0.4 * (end - 10))
+    assert cut.deadline("tune", 512) == pytest.approx(end)
+    assert cut.deadline("tune", 1024) is None
+    # a segment the forecast cannot cost: no slices (the phases run as planned)
+    assert slices([*segs, (_seg("more", 64), float("inf"))], 10.0, 100.0).ends == ()
+    # the budget spent before the first phase: every slice has ended, each runs one pair
+    late = slices(segs, 120.0, 100.0)
+    assert {end for _, _, end in late.ends} == {120.0}
+
+
+def _answers(more, clock: dict, step_s: float, rounds: int) -> list[bool]:
+    out = []
+    for _ in range(rounds):
+        clock["t"] += step_s
+        out.append(more(True))
+    return out
+
+
+def test_the_sampler_stops_at_its_slices_end():
+    clock = {"t": 0.0}
+    now = lambda: clock["t"]  # noqa: E731
+    # a device slower than its forecast: the planned 8 rounds stop once the slice has ended
+    slow = within(lambda wants: wants, now, 10.0, planned_rounds=8)
+    assert _answers(slow, clock, 3.0, 4) == [True, True, True, False]
+    clock["t"] = 0.0  # a planned pair runs when at least half of it ends by the deadline
+    slower = within(lambda wants: wants, now, 7.0, planned_rounds=8)
+    assert _answers(slower, clock, 3.0, 2) == [True, False]
+    # past the planned rounds, a pair the sampler wants (an undecided check) runs while it
+    # ends by the deadline, taking as long as the last pair
+    clock["t"] = 0.0
+    undecided = within(lambda wants: wants, now, 10.0, planned_rounds=4)
+    assert _answers(undecided, clock, 1.0, 10) == [True] * 9 + [False]
+    decided = within(lambda wants: False, now, 10.0, planned_rounds=4)
+    assert not decided(True) and not decided(True)  # rank 0's answer on every rank
+    # decode blocks grow up to `grow_to` rounds while their slice lasts, the sampler wanting
+    # none past the plan
+    clock["t"] = 0.0
+    rounds = {"n": 0}
+
+    def sampler(wants: bool) -> bool:
+        rounds["n"] += 1
+        return rounds["n"] < 4 or rounds["n"] % 2 == 1
+
+    grow = within(lambda wants: wants, now, 100.0, planned_rounds=4, grow_to=6)
+    asked = []
+    for _ in range(8):
+        clock["t"] += 1.0
+        asked.append(grow(sampler(True)))
+    assert asked[:6] == [True] * 5 + [False]  # 6 rounds, the slice far from its end
+
+
+class FakeCtx:
+    def __init__(self, t: float) -> None:
+        self.t, self.events = t, []
+        self.emit = self.events.append
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_the_run_ends_with_its_forecasts_error_and_what_is_still_undecided():
+    ctx = FakeCtx(100.0)
+    planned = BudgetPlanned(0.0, 100.0, 80.0, 50.0, (), (), (512,), 1.0, 2.5)
+    check = Validity(
+        1.0,
+        "sweep",
+        512,
+        20.0,
+        20.1,
+        0.5,
+        2.0,
+        False,
+        "inconclusive",
+        Interval(1.005, 0.97, 1.03, 8),
+        8,
+    )
+    from mlatui.config.phase_kind import PhaseKind
+
+    done = PassResults(checks=Checks().plus([check], [("sweep", PhaseKind.SWEEP)]), added_s=40.0)
+    out = Budget(planned, slices([], 0, 100)).finish(ctx, done)
+    assert isinstance(out, BudgetOutcome) and ctx.events[-1] == out
+    assert out.planned_s == pytest.approx(60.0) and out.extra_s == pytest.approx(40.0)
+    assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
+    assert out.undecided == ("sweep @ 512",) and out.first_use_s == 2.5
+    said = next(e for e in ctx.events if isinstance(e, LogMessage))
+    assert "(forecast error -17%)" in said.message
+    assert "still undecided: sweep @ 512" in said.message and "compilation" in said.message
+
+
+def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch):
+    """The tiny model's sweep and tune, every L = 1 check held undecided (the sampler's and the
+    pooled check's rule say inconclusive): a context adds rounds past its plan until its slice
+    ends, and the run ends near its budget, neither early nor far past it."""
+    import mlatui.measure.estimates as estimates
+    import mlatui.measure.pooled as pooled
+    import mlatui.measure.sampler as sampler
+    from mlatui.config.runconfig import RunConfig
+    from mlatui.measure.estimates import Outcome
+    from mlatui.stream.events import RunEnd, Step
+    from tests.engine_run import run
+
+    undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
+    for module in (estimates, pooled, sampler):
+        monkeypatch.setattr(module, "control_outcome", undecided)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    budget_s = 16.0
+    scenario.write_text(tiny.read_text().replace("seed = 0", f"seed = 0\nbudget_s = {budget_s}", 1))
+    events: list = []
+    config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
+    assert run(config, events.append) == "completed"
+    plan = next(e for e in events if isinstance(e, BudgetPlanned))
+    assert all(p["max_rounds"] == 64 for p in plan.phases)  # rounds end with the slices
+    assert max(e.rep for e in events if isinstance(e, Step) and e.phase == "sweep") >= 2
+    outcome = next(e for e in events if isinstance(e, BudgetOutcome))
+    assert outcome.extra_s > 0
+    assert outcome.took_s == pytest.approx(outcome.planned_s + outcome.extra_s)
+    assert set(outcome.undecided) >= {"sweep @ 128", "sweep @ 256"}
+    assert 0.6 * budget_s < outcome.took_s < 1.5 * budget_s
+    assert isinstance(events[-1], RunEnd)
