@@ -7,11 +7,12 @@ import sys
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
+from random_models import build_model
 
 from mlatui.gate import mla
 from mlatui.host import distributed
 from mlatui.host.distributed import ShardMode
-from mlatui.models import build, family_configs
+from mlatui.models import family_configs
 from mlatui.run.arms import build_arms
 from mlatui.run.engine_dist import shard
 
@@ -23,9 +24,9 @@ def main(names: list[str], mode: ShardMode = ShardMode.TENSOR) -> None:
     world = distributed.world()
     assert world is not None and world.size == 2, "run me under mlx.launch -n 2"
     for name in names:
-        full = build.build_model(name, seed=0)
+        full = build_model(name, seed=0)
         stock, _ = build_arms(full)
-        sharded = build.build_model(name, seed=0, evaluate=False)
+        sharded = build_model(name, seed=0, evaluate=False)
         shard(sharded, mode, distributed.group())
         _, patched = build_arms(sharded)
         heads = patched.report.geometry.num_heads

@@ -8,8 +8,9 @@ import sys
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
+from random_models import build_model
 
-from mlatui.models import build, family_configs
+from mlatui.models import family_configs
 from mlatui.run.arm_plan import arm_settings, resolve_gates, runtime_gates
 from mlatui.run.arms import build_arms
 
@@ -19,7 +20,7 @@ F32_TOL = 1e-4  # as tests/test_mla.py: float32, the two branches differ by summ
 def main(family: str) -> None:
     import mlx_lm
 
-    model = build.build_model(family, dtype=mx.float32)
+    model = build_model(family, dtype=mx.float32)
     mx.eval(model.parameters())
     runtime = runtime_gates(model)
     gates = resolve_gates(None, None, None, runtime)

@@ -15,7 +15,7 @@ from mlx.utils import tree_flatten
 from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
 from mlatui.gate.policy import Gates, Variant
-from mlatui.models import build, tree_model
+from mlatui.models import tree_model
 from mlatui.run.arms import build_arms, copy_cache, swap_caches
 from mlatui.run.source_arm import (
     SourceArmError,
@@ -23,6 +23,7 @@ from mlatui.run.source_arm import (
     merge_source_settings,
     source_arms_text,
 )
+from tests.random_models import build_model
 from tests.test_mla import F32_TOL
 
 CONTEXT_T = 40
@@ -30,7 +31,7 @@ INSTALLED_BOTH = Gates.parse("installed", None, "installed")
 
 
 def _source_arms(tree: Path, bits: int | None = None):
-    model = build.build_model("deepseek_v3", bits=bits)
+    model = build_model("deepseek_v3", bits=bits)
     sources = build_sources(model, {"patched": str(tree)})
     stock, patched = build_arms(model, INSTALLED_BOTH, sources=sources.models)
     return model, sources, stock, patched
@@ -114,7 +115,7 @@ def test_tree_whose_model_adds_a_parameter_is_refused(pr_form_tree, tmp_path):
     anchor = "        self._max_absorbed = max_absorbed_queries("
     assert anchor in text
     file.write_text(text.replace(anchor, "        self.gate_bias = mx.zeros((4,))\n" + anchor, 1))
-    model = build.build_model("deepseek_v3")
+    model = build_model("deepseek_v3")
     with pytest.raises(SourceArmError) as e:
         build_sources(model, {"patched": str(tree)})
     message = str(e.value)
@@ -168,7 +169,7 @@ def test_not_a_package_is_one_line(tmp_path):
         assert "\n" not in str(e.value)
     with pytest.raises(ArmSourceError, match="not an mlx-lm or mlx-vlm source tree"):
         parse_arm_sources([f"B={tmp_path}"])
-    model = build.build_model("deepseek_v3")
+    model = build_model("deepseek_v3")
     with pytest.raises(SourceArmError, match="not an mlx-lm or mlx-vlm source tree"):
         build_sources(model, {"stock": str(tmp_path)})
 
@@ -211,7 +212,7 @@ def _loaded(which: str):
         model, _ = load(str(embedded.MODEL_PATH))
         mx.eval(model.parameters())
         return model
-    return build.build_model("deepseek_v3", hidden_size=256, intermediate_size=1024)
+    return build_model("deepseek_v3", hidden_size=256, intermediate_size=1024)
 
 
 @pytest.mark.parametrize("which", ["deepseek_v3", "embedded"])
@@ -370,7 +371,7 @@ def test_provenance_of_a_checkout_names_its_commit_and_dirtiness(pr_form_tree, t
     git("init", "-q")
     git("add", ".")
     git("commit", "-qm", "fix")
-    model = build.build_model("deepseek_v3")
+    model = build_model("deepseek_v3")
     runtime = tree_model.open_tree(str(tree))
     built = tree_model.model_from_tree(runtime, model)
     said = tree_model.provenance(built, runtime)
@@ -398,7 +399,7 @@ def test_git_runs_only_for_a_source_arm_in_a_checkout(pr_form_tree, tmp_path, mo
 
     tree = _small_tree(pr_form_tree, tmp_path / "plain-folder")
     assert not tree_model.in_git_checkout(tree)
-    model = build.build_model("deepseek_v3")
+    model = build_model("deepseek_v3")
     runtime = tree_model.open_tree(str(tree))
     built = tree_model.model_from_tree(runtime, model)
     monkeypatch.setattr(subprocess, "run", run)

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from mlatui.gate import mla
-from mlatui.models import build
 from mlatui.store import calibration
 from mlatui.store.calibration import CalibrationWarning
+from tests.random_models import build_model
 
 GEOMETRY = mla.Geometry(512, 128, 128, 2)
 ENV = {"backend": "cpu", "device_name": "test-cpu", "blas": "openblas"}
@@ -83,7 +83,7 @@ def test_unknown_keys_are_reported_and_the_rest_used(store):
 def test_a_zero_crossover_falls_back_to_the_formula(tmp_path, monkeypatch):
     """It used to give the patched arm a gate below 1, silently."""
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     geometry = mla.geometry_of(mla.mla_modules(model)[0][1])
     path = calibration.calibration_path()
     path.parent.mkdir(parents=True)

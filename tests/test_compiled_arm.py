@@ -13,7 +13,8 @@ from mlatui.config.gate_settings import Threshold, ThresholdKind, parse_arms
 from mlatui.gate import mla
 from mlatui.gate.compiled import COMPILED_KEY, unsupported
 from mlatui.gate.policy import CompiledPolicy, ForcedPolicy, Gates, Variant
-from mlatui.models import build, families
+from mlatui.models import families
+from tests.random_models import build_model
 
 F32_TOL = 1e-4  # as tests/test_mla.py: same sums, another order
 BF16_EPS = 2.0**-8
@@ -31,7 +32,7 @@ COMPILED_FAMILIES = {
 
 
 def first_attention(name, bits=None, dtype=mx.float32):
-    model = build.build_model(name, "tiny", bits=bits, dtype=dtype)
+    model = build_model(name, "tiny", bits=bits, dtype=dtype)
     return mla.mla_modules(model)[0][1]
 
 
@@ -104,7 +105,7 @@ def test_formula_gates_the_compiled_arm_and_counters_count_it():
 
 @pytest.mark.parametrize("name", ["mistral4", "deepseek_v32"])
 def test_other_attention_forms_fail_closed(name):
-    model = build.build_model(name, "tiny")
+    model = build_model(name, "tiny")
     with pytest.raises(mla.PatchError, match=r"\.py:\d+: the compiled arm runs DeepSeek-V3-form"):
         mla.patch_model(model, "compiled")
 
@@ -123,7 +124,7 @@ def test_compiled_parses_as_an_arm():
 def test_the_engines_arms_installed_and_compiled():
     from mlatui.run.arms import build_arms
 
-    model = build.build_model("glm4_moe_lite", "tiny")
+    model = build_model("glm4_moe_lite", "tiny")
     stock, patched = build_arms(model, Gates.parse("compiled", None, "installed"))
     assert (stock.report.policy, patched.report.policy) == ("installed", "compiled")
     attn = mla.mla_modules(patched.model)[0][1]

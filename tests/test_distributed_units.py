@@ -9,6 +9,7 @@ from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.host.distributed import ShardMode, World, describe_failure, launched, world_label
 from mlatui.models.fit import FitEstimate
 from mlatui.run.engine_dist import DistRun
+from tests.random_models import build_model
 
 WORLD = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["mac-a", "mac-b"]}
 
@@ -35,7 +36,6 @@ def test_a_single_process_is_not_distributed(monkeypatch):
 
 
 def test_shard_refusals_say_why():
-    from mlatui.models import build
     from mlatui.models.embedded import load_embedded
     from mlatui.run.engine_dist import can_shard
 
@@ -43,7 +43,7 @@ def test_shard_refusals_say_why():
     assert can_shard(model, ShardMode.TENSOR, 2) is None
     assert "3 ranks" in can_shard(model, ShardMode.TENSOR, 3)  # 4 heads
     assert "no pipeline()" in can_shard(model, ShardMode.PIPELINE, 2)
-    dsv3 = build.build_model("deepseek_v3", evaluate=False)
+    dsv3 = build_model("deepseek_v3", evaluate=False)
     assert can_shard(dsv3, ShardMode.PIPELINE, 2) is None
     assert "cannot fill 3 pipeline stages" in can_shard(dsv3, ShardMode.PIPELINE, 3)
 

@@ -12,7 +12,6 @@ import pytest
 
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.scenario import load_scenario
-from mlatui.models import build
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -27,6 +26,7 @@ from mlatui.models.loading import (
 from mlatui.run.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
 from mlatui.run.draft_factory import draft_factory
 from mlatui.run.phases.base import RunContext, share_context
+from tests.random_models import build_model
 
 ROOT = Path(__file__).parent.parent
 RECORDINGS = [
@@ -129,7 +129,7 @@ class HiddenDraft:
 
 
 def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     stock, _ = build_arms(model)
     stock.draft = HiddenDraft()
     assert prefill(stock, list(range(10)), chunk=4) == 10
@@ -140,7 +140,7 @@ def test_prefill_keeps_the_targets_hidden_states_as_a_typed_field():
 
 
 def test_share_context_moves_the_hidden_states_to_both_arms():
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     mx.eval(model.parameters())
     stock, patched = build_arms(model)
     baton = Baton()

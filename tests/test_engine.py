@@ -19,7 +19,6 @@ import mlatui.run.arms
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.sampler import round_schedule
-from mlatui.models.build import build_model
 from mlatui.run.arms import ArmWorker, Baton, build_arms
 from mlatui.run.drafts import DraftModelSource
 from mlatui.run.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
@@ -36,6 +35,7 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.recorder import Recorder, read_recording
 from tests.engine_run import run
+from tests.random_models import build_model
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 QUICK = {"reps": 3, "warmup": 1, "tokens": 8}

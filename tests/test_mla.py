@@ -15,7 +15,8 @@ from mlx_lm.models.deepseek_v3 import DeepseekV3Attention
 from mlx_lm.models.deepseek_v32 import DeepseekV32Attention
 
 from mlatui.gate import mla
-from mlatui.models import build, families, family_configs
+from mlatui.models import families, family_configs
+from tests.random_models import build_model
 
 PROMPT_T = 72
 WIDTHS = (1, 2, 3, 4, 8)
@@ -79,7 +80,7 @@ def test_invalid_geometry_gives_one(args):
 @functools.cache
 def _arms(name: str, dtype=mx.float32, **overrides):
     """Stock model (instrumented), patched twin, and a warm cache prefilled once by stock."""
-    stock = build.build_model(name, dtype=dtype, **overrides)
+    stock = build_model(name, dtype=dtype, **overrides)
     patched = mla.twin(stock)
     report = mla.patch_model(patched)
     mla.count_branches(stock)
@@ -177,7 +178,7 @@ def test_mistral4_string_mask_is_exercised():
 
 @pytest.mark.parametrize("name", ["deepseek_v3", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa"])
 def test_module_cache_bitwise(name):
-    model = build.build_model(name, layers=1)
+    model = build_model(name, layers=1)
     attn = mla.mla_modules(model)[0][1]
     gated = mla.twin(attn)
     mla.patch_model(gated)
@@ -234,7 +235,7 @@ def test_sparse_path_runs_and_matches(name):
     stock, patched, _, cache = _arms(name)
     topk = families.config_for(name)["index_topk"]
     assert PROMPT_T > topk
-    dense = build.build_model(name, index_topk=4096)  # same seed: same weights, no top-k
+    dense = build_model(name, index_topk=4096)  # same seed: same weights, no top-k
     dense_cache = make_prompt_cache(dense)
     mx.random.seed(1)
     prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))
@@ -254,8 +255,8 @@ def test_sparse_path_runs_and_matches(name):
 
 def test_patching_one_instance_leaves_others_stock():
     stock_call = DeepseekV3Attention.__call__
-    a = build.build_model("deepseek_v3")
-    b = build.build_model("deepseek_v3")  # same seed: same weights
+    a = build_model("deepseek_v3")
+    b = build_model("deepseek_v3")  # same seed: same weights
     c = mla.twin(a)
     mla.patch_model(c)
     assert DeepseekV3Attention.__call__ is stock_call
@@ -276,7 +277,7 @@ def test_patching_one_instance_leaves_others_stock():
 
 
 def test_twin_shares_every_array():
-    model = build.build_model("glm4_moe_lite")
+    model = build_model("glm4_moe_lite")
     before = mx.get_active_memory()
     other = mla.twin(model)
     grown = mx.get_active_memory() - before
@@ -311,7 +312,7 @@ class UnknownGateAttention(DeepseekV3Attention):
     [(NoGateAttention, "no MLA gate"), (UnknownGateAttention, "no known gate form")],
 )
 def test_patch_fails_closed_naming_file_and_line(cls, says):
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     cls.__module__ = "mlx_lm.models.deepseek_v3"  # looks like an mlx-lm class
     attn = mla.mla_modules(model)[0][1]
     attn.__class__ = cls
@@ -324,7 +325,7 @@ def test_patch_fails_closed_naming_file_and_line(cls, says):
 
 
 def test_bad_threshold_is_rejected():
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     with pytest.raises(ValueError):
         mla.patch_model(model, threshold="fast")
     with pytest.raises(ValueError):
@@ -344,7 +345,7 @@ def test_fixed_threshold_routes_wide_steps():
 
 
 def test_quantized_model_patches(name="glm4_moe_lite"):
-    stock = build.build_model(name, bits=4)
+    stock = build_model(name, bits=4)
     assert isinstance(mla.mla_modules(stock)[0][1].q_b_proj, nn.QuantizedLinear)
     patched = mla.twin(stock)
     mla.patch_model(patched)

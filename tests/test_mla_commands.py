@@ -16,8 +16,9 @@ from mlatui.gate import mla
 from mlatui.measure import forced_branches as forced
 from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
-from mlatui.models import build, families
+from mlatui.models import families
 from mlatui.store import calibration
+from tests.random_models import build_model
 
 
 def test_thresholds_family_json(capsys):
@@ -316,7 +317,7 @@ def test_calibrate_stores_and_loads(tmp_path, monkeypatch, capsys):
     assert len(files) == 1
     entry = json.loads(files[0].read_text())["r512-n128-v128"]
     assert entry["dtype"] == "bfloat16" and entry["bits"] == 4 and entry["rounds_per_probe"] == 2
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "calibrated" and report.threshold == found[128]
 
@@ -362,7 +363,7 @@ def test_find_crossover_bisects():
 
 def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     with pytest.warns(UserWarning, match="mlatui calibrate"):
         report = mla.patch_model(model, threshold="calibrated")
     assert report.policy == "formula" and report.threshold == 170

@@ -8,8 +8,9 @@ import pytest
 import vlm_sources
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.models import build, vlm, vlm_configs
+from mlatui.models import vlm, vlm_configs
 from mlatui.models.cache_rewind import before_step
+from tests.random_models import build_model
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +41,12 @@ def _undone_steps_leave_no_trace(model, cache):
 
 @pytest.mark.parametrize("family", ["deepseek_v3", "kimi_linear"])
 def test_a_step_is_undone_bit_for_bit(family):
-    model = build.build_model(family)
+    model = build_model(family)
     _undone_steps_leave_no_trace(model, make_prompt_cache(model))
 
 
 def test_without_the_snapshot_a_hybrid_state_moves_on():
-    model = build.build_model("kimi_linear")
+    model = build_model("kimi_linear")
     cache = make_prompt_cache(model)
     mx.eval(model(mx.arange(40)[None] % vlm_configs.VOCAB_TINY, cache=cache))
     step = mx.array([[5, 6, 7]])

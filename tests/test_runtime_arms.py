@@ -14,15 +14,15 @@ from mlatui.config.gate_settings import Threshold, ThresholdKind, parse_arms
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words
-from mlatui.models import build
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
+from tests.random_models import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny.toml"
 
 
 def test_pre_fix_runtime_defaults_to_installed_vs_formula():
-    runtime = runtime_gates(build.build_model("deepseek_v3", layers=1))
+    runtime = runtime_gates(build_model("deepseek_v3", layers=1))
     assert runtime.runtime == "mlx-lm" and not runtime.fixed
     assert runtime.forms == {"DeepseekV3Attention": GateForm.PRE_FIX}
     gates = resolve_gates(None, None, None, runtime)

@@ -9,9 +9,9 @@ import pytest
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.models.build import build_model
 from mlatui.run import runtime
 from mlatui.run.runtime import Block, ModelCache, Sampling
+from tests.random_models import build_model
 
 CONTEXT = [3, 1, 4, 1, 5, 9, 2, 6]
 DEFAULT = "default stream"

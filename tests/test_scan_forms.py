@@ -18,8 +18,9 @@ from mlatui.cli import main
 from mlatui.gate import mla
 from mlatui.gate.forms import GateForm, GateShapeError, SiteKind, read_method
 from mlatui.gate.scan import SiteState, module_constants, scan_tree
-from mlatui.models import build, family_configs
+from mlatui.models import family_configs
 from tests import handwritten_gates
+from tests.random_models import build_model
 from tests.test_mla import F32_TOL
 
 HANDWRITTEN = Path(handwritten_gates.__file__)
@@ -147,7 +148,7 @@ def test_scan_json_paths_relative_to_an_absolute_root(tmp_path, capsys, monkeypa
 
 
 def _model_with(cls: type, sparse: bool | None = None):
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     reference = mla.twin(model)
     for _, attn in mla.mla_modules(model):
         attn.__class__ = cls
@@ -258,7 +259,7 @@ def test_a_handwritten_tree_runs_as_an_arm_counted_pre_fix_against_installed(tmp
     from mlatui.run.source_arm import build_sources
 
     tree = _handwritten_tree(tmp_path)
-    model = build.build_model("deepseek_v3", layers=1)
+    model = build_model("deepseek_v3", layers=1)
     sources = build_sources(model, {"patched": str(tree)})
     stock, patched = build_arms(
         model, Gates.parse("installed", None, "installed"), sources=sources.models

@@ -10,6 +10,7 @@ from mlx.utils import tree_flatten
 from mlatui.measure import byte_census as census
 from mlatui.models import build, step_bytes
 from mlatui.models.families import config_for
+from tests.random_models import build_model
 
 F32 = 4
 D, INTER, MOE_INTER, EXPERTS, TOP_K, VOCAB = 64, 128, 32, 4, 2, 256
@@ -61,7 +62,7 @@ def embedding_row(bits):
 
 
 def built(first_dense: int, bits: int | None):
-    model = build.build_model("deepseek_v3", "tiny", bits=bits, first_k_dense_replace=first_dense)
+    model = build_model("deepseek_v3", "tiny", bits=bits, first_k_dense_replace=first_dense)
     config = config_for("deepseek_v3", "tiny", first_k_dense_replace=first_dense)
     return model, step_bytes.model_bytes(model, F32, config)
 
@@ -112,7 +113,7 @@ def test_cache_bytes_by_hand():
 
 
 def test_sparse_layer_reads_index_keys_and_selected_rows():
-    model = build.build_model("deepseek_v32", "tiny", evaluate=False)
+    model = build_model("deepseek_v32", "tiny", evaluate=False)
     counted = step_bytes.model_bytes(model, 2, config_for("deepseek_v32", "tiny"))
     index_dim, topk = 128, 32  # family_configs.DSV32
     rows, per_row = 1002, (RANK + ROPE) * 2

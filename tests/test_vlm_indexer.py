@@ -4,8 +4,9 @@ at S == 1 only (file:line of the gate), 0.7.10's pools at any width, so no compa
 import pytest
 import vlm_sources
 
-from mlatui.models import build, vlm, vlm_configs
+from mlatui.models import vlm, vlm_configs
 from mlatui.models.vlm import indexer_notices
+from tests.random_models import build_model
 
 
 @pytest.fixture(scope="session")
@@ -36,5 +37,5 @@ def test_the_pre_fix_glm5_next_indexer_names_its_gate(vlm_dir):
 
 
 def test_models_without_a_runtime_pooled_indexer_say_nothing():
-    assert indexer_notices(build.build_model("deepseek_v32")) == []  # no pooling in mlx-lm's
-    assert indexer_notices(build.build_model("deepseek_v3")) == []
+    assert indexer_notices(build_model("deepseek_v32")) == []  # no pooling in mlx-lm's
+    assert indexer_notices(build_model("deepseek_v3")) == []

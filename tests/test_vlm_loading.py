@@ -12,6 +12,7 @@ from mlatui.config import vlm_paths
 from mlatui.config.scenario import ModelSpec
 from mlatui.models import build, vlm, vlm_configs
 from mlatui.models.loading import LoadError, build_random, load_checkpoint
+from tests.random_models import build_model
 
 
 @pytest.fixture(scope="session")
@@ -144,8 +145,8 @@ def test_a_hub_id_goes_to_mlx_vlm_once_its_config_is_in_the_hub_cache(tmp_path, 
 
 
 def test_build_model_builds_mlx_vlm_families_by_their_spelled_name(current):
-    model = build.build_model("mlx-vlm:glm5_next", index_topk=64)
+    model = build_model("mlx-vlm:glm5_next", index_topk=64)
     assert isinstance(model, vlm.TextModel) and not model.training
     assert model.language_model.args.index_topk == 64
     with pytest.raises(ValueError, match="own layer pattern"):
-        build.build_model("mlx-vlm:glm5_next", layers=1)
+        build_model("mlx-vlm:glm5_next", layers=1)

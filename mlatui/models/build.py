@@ -8,8 +8,6 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.models.families import config_for
-
 GROUP_SIZE = 64
 
 
@@ -35,39 +33,6 @@ def quantize(model: nn.Module, bits: int, group_size: int = GROUP_SIZE) -> None:
             hasattr(m, "to_quantized") and m.weight.shape[-1] % group_size == 0
         ),
     )
-
-
-def build_model(
-    name: str,
-    size: str = "tiny",
-    layers: int | None = None,
-    bits: int | None = None,
-    seed: int = 0,
-    dtype: mx.Dtype = mx.float32,
-    evaluate: bool = True,
-    **overrides: Any,
-) -> nn.Module:
-    """A random-weight mlx-lm model of `family` (mlx-vlm's language model for "mlx-vlm:NAME").
-    On CPU, MoE needs float32 or `bits` weights (GatherMM is float32-only). `evaluate=False`
-    leaves the weights lazy (nothing is allocated)."""
-    from mlatui.models import vlm_configs
-
-    mx.random.seed(seed)
-    if name.startswith(vlm_configs.PREFIX):
-        if layers is not None:
-            raise ValueError("layers: mlx-vlm families are built at their own layer pattern")
-        config = {**vlm_configs.config_for(name, size), "model_type": name}
-        vlm_configs.text_config_of(config).update(overrides)
-    else:
-        config = config_for(name, size, layers, **overrides)
-    model = model_from_config(config)
-    model.set_dtype(dtype)
-    if bits:
-        quantize(model, bits)
-    model.eval()
-    if evaluate:
-        mx.eval(model.parameters())
-    return model
 
 
 def attention_layer(
