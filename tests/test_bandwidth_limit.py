@@ -7,6 +7,8 @@ what the test says, a recording whose header limit is lowered as a loaded probe 
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,6 @@ from mlatui.measure.bandwidth import (
 )
 from mlatui.measure.records import BenchRecord
 from mlatui.store import bandwidth as store
-from mlatui.stream.events import Estimate
 from mlatui.stream.recorder import read_recording
 from mlatui.views.bandwidth_pane import limit_check, mbu_line
 from mlatui.views.bandwidth_text import mbu_cell
@@ -122,34 +123,36 @@ def tiny_census():
     return built(1, None)[1]
 
 
-def _state(limit_gb_s: float | None = None) -> DashboardState:
-    """The H100 recording; with `limit_gb_s`, its header's limit replaced as a probe on a busy
-    device would have measured it, and its MBU rows as the run would have computed them against
-    that limit (the steps' own GB/s unchanged: they reach 229 GB/s)."""
-    rec = read_recording(H100)
-    header, events = rec.header, list(rec.events)
-    if limit_gb_s is not None:
-        bandwidth = header.device["bandwidth"]
-        ratio = bandwidth["measured_read_gb_s"] / limit_gb_s
-        device = {**header.device, "bandwidth": {**bandwidth, "measured_read_gb_s": limit_gb_s}}
-        header = dataclasses.replace(header, device=device)
-        events = [_scaled_mbu(e, ratio) if isinstance(e, Estimate) else e for e in events]
+def _loaded_copy(folder: Path, limit_gb_s: float) -> Path:
+    """The H100 recording as it would read had its probe run on a busy device at `limit_gb_s`:
+    the header's limit replaced and the MBU rows computed against it (the steps' own GB/s
+    unchanged: they reach 229 GB/s)."""
+    out = folder / f"h100-limit-{limit_gb_s:g}.jsonl"
+    lines = []
+    with gzip.open(H100, "rt", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if record["type"] == "header":
+                bandwidth = record["device"]["bandwidth"]
+                ratio = bandwidth["measured_read_gb_s"] / limit_gb_s
+                bandwidth["measured_read_gb_s"] = limit_gb_s
+            for row in record.get("rows", []) if record["type"] == "estimate" else []:
+                if row["quantity"] in ("mbu", "mbu_most"):
+                    row.update({k: row[k] * ratio for k in ("median", "low", "high")})
+            lines.append(json.dumps(record, separators=(",", ":")))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _state(path: Path = H100) -> DashboardState:
+    rec = read_recording(path)
     state = DashboardState()
-    state.apply_all([header, *events])
+    state.apply_all([rec.header, *rec.events])
     return state
 
 
-def _scaled_mbu(e: Estimate, ratio: float) -> Estimate:
-    def scaled(r: dict) -> dict:
-        if r["quantity"] not in ("mbu", "mbu_most"):
-            return r
-        return {**r, **{k: r[k] * ratio for k in ("median", "low", "high")}}
-
-    return dataclasses.replace(e, rows=tuple(scaled(r) for r in e.rows))
-
-
-def test_mbu_against_a_limit_the_run_beat_is_unknown_on_every_surface():
-    state = _state(limit_gb_s=100.0)  # the steps read up to 229 GB/s: the limit is contradicted
+def test_mbu_against_a_limit_the_run_beat_is_unknown_on_every_surface(tmp_path):
+    state = _state(_loaded_copy(tmp_path, 100.0))  # steps read up to 229 GB/s: contradicted
     check = limit_check(state)
     assert check is not None and check.contradicted
     assert check.reached_gb_s == pytest.approx(228.83, abs=0.01)  # the final estimates
@@ -222,3 +225,26 @@ def _with_limit(record: BenchRecord, limit_gb_s: float) -> BenchRecord:
 
 def test_the_probe_size_is_the_cpu_one_on_cpu():
     assert store._probe_size(CPU) == CPU_PROBE_BYTES
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+async def test_the_arm_panes_say_the_limit_is_unknown_uncut(tmp_path, size):
+    from test_ui_cut_text import cut_lines
+    from ui_settled import settled
+
+    from mlatui.stream.sources import ReplaySource
+    from mlatui.widgets.app import MlatuiApp
+    from mlatui.widgets.panes import Pane
+
+    path = _loaded_copy(tmp_path, 100.0)
+    app = MlatuiApp(ReplaySource(path, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot)
+        if app.compact:
+            await pilot.press("2")  # the arm panes' page
+            await pilot.pause()
+        shown = " ".join(p.render().plain for p in app.query(Pane).results())
+        assert (
+            "MBU: limit unknown" in shown and "%" not in shown.split("MBU: limit unknown")[1][:40]
+        )
+        assert cut_lines(app) == []
