@@ -222,7 +222,7 @@ def test_a_slow_device_now_fits_its_90_s_and_keeps_the_story():
 def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     """The stock arm's verify steps on the slow device reject every speculative setting by bound,
     so its blocks cost nothing; forecast as if they ran, the tune costs several times more."""
-    import mlatui.measure.progress_forecast as forecast
+    import mlatui.measure.progress as forecast
     from mlatui.measure.plans import phase_segments
 
     costs = _slow_device()

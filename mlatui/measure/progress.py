@@ -1,22 +1,32 @@
-"""Honest progress, a pure fold of events: phases and segments as planned and as run, stalls, loading.
+"""Honest progress, a pure fold of events: phases and segments as planned and as run, stalls,
+loading, and the seconds left (no mlx, no textual). The budget (mlatui.run.budget) forecasts with
+the same model from its probe's steps (`forecast_s`, `segment_s`).
 
-No mlx, no textual; the dashboard (DashboardState) folds it, and the budget (mlatui.run.budget)
-forecasts with the same cost model from its probe's steps. The plan comes from each PhaseStart's `plan`
-(mlatui.measure.plans segments) or, for recordings made before it existed, from the header's
-scenario through the same functions. The ETA it offers (`eta`, `forecast_s`) is
-mlatui.measure.progress_forecast's, from the costs and gaps folded here.
+Each phase's plan is its PhaseStart's `plan` (mlatui.measure.plans segments); the phases not yet
+started are the header's scenario, or the budget's plan once a BudgetPlanned says it. A segment's
+time is its timed calls at the costs seen so far (mlatui.measure.progress_costs) times the wall
+time per measured second learned from the gaps between events (settle steps, estimates,
+hand-over), plus its set-up (prefill, warm-up) from the gap before its first event. Where the plan
+is adaptive (rounds added while the L = 1 check is inconclusive) the ETA is a range: the point
+expects each context to need the share of its possible extra rounds that the run's earlier
+contexts needed (half, before any has decided), the high end every context at its most rounds.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mlatui.config.phase_kind import Pass
+from mlatui.config.scenario import Phase
+from mlatui.measure.bound import likely_rejected
 from mlatui.measure.loading import LoadView
 from mlatui.measure.plans import Segment, Setting, phase_segments
-from mlatui.measure.progress_costs import CostTable
-from mlatui.measure.progress_forecast import Eta, Forecast, PhaseRun, SegmentRun
+from mlatui.measure.progress_costs import Cost, CostTable, add, extrapolate, scale
 from mlatui.stream.events import (
+    ARMS,
     BudgetPlanned,
     DecodeBlock,
     DecodeResult,
@@ -33,9 +43,58 @@ from mlatui.stream.events import (
 
 STALL_MIN_S = 10.0
 STALL_FACTOR = 5.0  # times the slowest gap between steps seen
+# wall s per measured s (steps, blocks) until seen; a step segment's settle steps (two untimed
+# L = 1 steps before every quad) count as compute (wall time was 1.00-1.06x the timed steps plus
+# those on the 2-core CPU, with OpenBLAS and with the reference BLAS)
+PRIOR_OVERHEAD = {False: 1.06, True: 1.05}
+NONE: Cost = (0.0, 0.0, 0.0)
 
 
-class RunProgress(Forecast):
+@dataclass(frozen=True)
+class Eta:
+    """Seconds left: `mid` the estimate, `low`..`high` its range; `extra_rounds` the rounds the
+    adaptive check may still add; `partial` when some planned work has no cost model yet."""
+
+    low: float
+    mid: float
+    high: float
+    extra_rounds: int = 0
+    partial: bool = False
+
+    def minus(self, s: float) -> Eta:
+        low, mid, high = (max(0.0, x - s) for x in (self.low, self.mid, self.high))
+        return Eta(low, mid, high, self.extra_rounds, self.partial)
+
+
+@dataclass
+class SegmentRun:
+    seg: Segment
+    start_t: float | None = None
+    last_t: float | None = None
+    calls: int = 0
+    done: bool = False
+
+    def rounds(self) -> tuple[int, int]:
+        """(fewest, most) rounds this segment can still end with, given what it has run."""
+        s = self.seg
+        started = math.ceil(self.calls / s.per_round) if s.per_round else 0
+        base = max(s.first_rounds, started + started % 2)
+        return base, max(base, s.last_round)
+
+
+@dataclass
+class PhaseRun:
+    name: str
+    kind: str
+    segments: list[SegmentRun]
+    planned: int = 0
+    done: int = 0
+    total: int = 0
+    started_t: float | None = None
+    finished: bool = False
+
+
+class RunProgress:
     """The fold: phases and segments as planned and as run, the costs seen, the run's activity."""
 
     def __init__(self) -> None:
@@ -49,140 +108,120 @@ class RunProgress(Forecast):
         self.last_activity_t: float | None = None
         self.load: LoadView | None = None
         self.draft_kinds: tuple[str, ...] = ("",)  # the run's draft kinds; "": one, unnamed
+        self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
         self._passes: list[Pass] = [Pass.AB]
         self._settle = True
-        self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
         self._current: tuple[int, int] | None = None  # (phase index, segment index)
         self._cache: tuple[Eta, Eta] | None = None
-        self._dirty = True
 
     # -- folding ----------------------------------------------------------------------------
 
     def apply(self, e: Event) -> None:
-        if isinstance(e, (Step, DecodeBlock, SpecStep)):
-            self._timed(e)
-        elif isinstance(e, PhaseStart):
-            self._phase_start(e)
-        elif isinstance(e, Estimate):
-            self.outcomes[(e.phase, e.context)] = e.outcome
-        elif isinstance(e, Progress):
-            p = self._phase(e.phase)
-            if p is not None:
-                p.done, p.total = e.done, e.total
-        elif isinstance(e, RunHeader):
-            self._header(e)
-        elif isinstance(e, BudgetPlanned):
-            self._budget(e)
-        elif isinstance(e, (LoadStart, LoadProgress)):
-            self._load(e)
-            return
-        elif isinstance(e, DecodeResult) and not e.measured:
-            self._rejected(e)
-        else:
-            return
-        self._dirty = True
+        match e:
+            case Step() | DecodeBlock() | SpecStep():
+                self._timed(e)
+            case PhaseStart():
+                self._phase_start(e)
+            case Estimate():
+                self.outcomes[(e.phase, e.context)] = e.outcome
+            case Progress():
+                for p in self.phases:
+                    if p.name == e.phase:
+                        p.done, p.total = e.done, e.total
+            case RunHeader():
+                settings = e.settings or {}
+                kinds = settings.get("draft_kinds")
+                has_draft = e.draft not in ("none", "")
+                self.draft_kinds = tuple(kinds) if kinds is not None else ("",) * has_draft
+                self._passes = [Pass.of_tag(str(t)) for t in settings.get("passes") or [""]]
+                self._settle = bool(settings.get("settle", True))
+                self._plan_from((e.scenario or {}).get("phases") or [])
+            case BudgetPlanned() if not any(p.started_t is not None for p in self.phases):
+                self.phases = []  # the phases the budget chose, none started yet
+                self._plan_from(list(e.phases))
+            case LoadStart():
+                self.load = LoadView.start(e)
+                self.last_activity_t = e.t
+                return
+            case LoadProgress():
+                if self.load is not None:
+                    self.load.progress(e)
+                self.last_activity_t = e.t
+                return
+            case DecodeResult(measured=False):
+                self._rejected(e)
+            case _:
+                return
+        self._cache = None
 
     def _rejected(self, e: DecodeResult) -> None:
         """A setting rejected by bound before its context's blocks: its arm runs none of them."""
-        for p in self.phases:
-            for run in p.segments:
-                seg = run.seg
-                if seg.part != e.phase or seg.context != e.context or not seg.tokens:
-                    continue
+        for run in (s for p in self.phases for s in p.segments):
+            seg = run.seg
+            if seg.part == e.phase and seg.context == e.context and seg.tokens:
                 for width, kind, depth in seg.settings:
                     if depth == e.depth and kind == e.draft_kind:
                         run.seg = seg.without(e.arm, width)
 
-    def _header(self, h: RunHeader) -> None:
-        kinds = (h.settings or {}).get("draft_kinds")
-        has_draft = h.draft not in ("none", "")
-        self.draft_kinds = tuple(kinds) if kinds is not None else ("",) if has_draft else ()
-        tags = (h.settings or {}).get("passes") or [""]
-        self._passes = [Pass.of_tag(str(tag)) for tag in tags]
-        self._settle = bool((h.settings or {}).get("settle", True))
-        self._plan_from((h.scenario or {}).get("phases") or [])
-
-    def _budget(self, e: BudgetPlanned) -> None:
-        """The phases that will run once the budget scaled the scenario down (not yet started
-        ones; the header still describes the scenario as written)."""
-        if not any(p.started_t is not None for p in self.phases):
-            self.phases = []
-            self._plan_from(list(e.phases))
-
     def _plan_from(self, raw: list[dict[str, Any]]) -> None:
-        """The phases to come, as the header's plan or a BudgetPlanned lists them (each pass's:
-        a started phase's own PhaseStart.plan replaces its segments)."""
-        from dataclasses import replace
-
-        from mlatui.config.scenario import Phase
-
+        """The phases to come, as the header's scenario or a BudgetPlanned lists them, for each
+        pass (a started phase's own PhaseStart.plan replaces its segments)."""
         written = [p for p in (Phase.from_dict(d) for d in raw if isinstance(d, dict)) if p]
         for run_pass in self._passes:
             for p in written:
-                name = run_pass.phase_name(p.name)
-                phase = replace(p, name=name)
+                phase = replace(p, name=run_pass.phase_name(p.name))
                 segs = phase_segments(phase, self.draft_kinds, self._settle)
-                self.phases.append(
-                    PhaseRun(
-                        name,
-                        phase.kind,
-                        [SegmentRun(s) for s in segs],
-                        sum(s.planned_calls for s in segs),
-                    )
-                )
-
-    def _phase(self, name: str) -> PhaseRun | None:
-        return next((p for p in self.phases if p.name == name), None)
+                runs = [SegmentRun(s) for s in segs]
+                self.phases.append(PhaseRun(phase.name, phase.kind, runs, _planned(runs)))
 
     def _phase_start(self, e: PhaseStart) -> None:
-        p = self._phase(e.phase)
+        p = next((p for p in self.phases if p.name == e.phase), None)
         if p is None:
             p = PhaseRun(e.phase, e.kind, [])
             self.phases.append(p)
         if e.plan:
             p.segments = [SegmentRun(Segment.from_dict(d)) for d in e.plan]
-        if sum(s.seg.planned_calls for s in p.segments) != e.planned_steps:
-            p.segments = []  # not the plan the engine ran: fall back to the phase's rate
+        if _planned(p.segments) != e.planned_steps:
+            p.segments = []  # not the plan the engine ran: the phase's own rate
         p.planned, p.total, p.started_t = e.planned_steps, e.planned_steps, e.t
-        for q in self.phases[: self.phases.index(p)]:
+        i = self.phases.index(p)
+        for q in self.phases[:i]:
             q.finished = True
             for s in q.segments:
                 s.done = True
         self.last_activity_t = e.t
-        self._current = (self.phases.index(p), -1)
+        self._current = (i, -1)
 
     def _timed(self, e: Step | DecodeBlock | SpecStep) -> None:
         if isinstance(e, Step):
             self.costs.add_step(e.arm, e.context, e.width, e.ms)
-            ms = e.ms
         elif isinstance(e, DecodeBlock):
-            self.costs.add_block(
-                e.arm, e.context, Setting(e.draft_kind, e.depth), e.tokens, e.ms, len(e.accepted)
-            )
-            ms = e.ms
-        else:
-            ms = e.draft_ms + e.verify_ms
-        run = self._find(e.phase, e.context)
-        prev_t = self.last_activity_t
-        if run is not None:
-            if run.calls == 0:
-                run.start_t = prev_t if prev_t is not None else e.t
-                self._setup_seen(run, e.t - run.start_t)
-            elif run.last_t is not None:
-                gap = e.t - run.last_t
-                blocks = bool(run.seg.tokens)
-                self.wall_s[blocks] += gap
-                self.compute_s[blocks] += ms / 1e3
-                if blocks:  # the gap also held its share of untimed plain blocks
-                    self.compute_s[blocks] += self.untimed_per_call_s(run.seg)
-                if not blocks and self._settle and isinstance(e, Step):  # its share of settles
-                    one = self.costs.step(e.arm, e.context, 1)
-                    self.compute_s[blocks] += one[1] / 2 / 1e3 if one else 0.0
-                self.slowest_gap_s = max(self.slowest_gap_s, gap)
-            run.first_t = run.first_t if run.first_t is not None else e.t
-            run.last_t = e.t
-            run.calls += 1
+            setting = Setting(e.draft_kind, e.depth)
+            self.costs.add_block(e.arm, e.context, setting, e.tokens, e.ms, len(e.accepted))
+        ms = e.draft_ms + e.verify_ms if isinstance(e, SpecStep) else e.ms
+        run, prev_t = self._find(e.phase, e.context), self.last_activity_t
         self.last_activity_t = e.t
+        if run is None:
+            return
+        if run.calls == 0:
+            run.start_t = prev_t if prev_t is not None else e.t
+            gap_s = e.t - run.start_t
+            self.slowest_gap_s = max(self.slowest_gap_s, gap_s)
+            if run.seg.opens_context:
+                warm = self._warmup(run.seg)
+                self.prefill.append((run.seg.context, max(0.0, gap_s - (warm[1] if warm else 0))))
+        elif run.last_t is not None:
+            gap_s, blocks = e.t - run.last_t, bool(run.seg.tokens)
+            self.wall_s[blocks] += gap_s
+            self.compute_s[blocks] += ms / 1e3
+            if blocks:  # the gap also held its share of untimed plain blocks
+                self.compute_s[blocks] += self.untimed_per_call_s(run.seg)
+            elif self._settle and isinstance(e, Step):  # and its share of settle steps
+                one = self.costs.step(e.arm, e.context, 1)
+                self.compute_s[blocks] += one[1] / 2 / 1e3 if one else 0.0
+            self.slowest_gap_s = max(self.slowest_gap_s, gap_s)
+        run.last_t = e.t
+        run.calls += 1
 
     def _find(self, part: str, context: int) -> SegmentRun | None:
         """The segment an event belongs to: the current one, or a later one of its phase
@@ -196,32 +235,17 @@ class RunProgress(Forecast):
         for j in range(max(si, 0), len(segs)):
             s = segs[j].seg
             if s.part == part and (s.context == context or j > si):
-                for k in range(0, j):
+                for k in range(j):
                     segs[k].done = True
                 self._current = (pi, j)
                 return segs[j]
         return None
 
-    def _setup_seen(self, run: SegmentRun, gap_s: float) -> None:
-        self.slowest_gap_s = max(self.slowest_gap_s, gap_s)
-        if run.seg.opens_context:
-            warm = self._warmup(run.seg)
-            self.prefill.append((run.seg.context, max(0.0, gap_s - (warm[1] if warm else 0.0))))
-
-    def _load(self, e: LoadStart | LoadProgress) -> None:
-        if isinstance(e, LoadStart):
-            self.load = LoadView.start(e)
-        elif self.load is not None:
-            self.load.progress(e)
-        self.last_activity_t = e.t
-
     # -- what the header shows --------------------------------------------------------------
 
     def steps(self) -> tuple[int, int]:
         """(done, planned) timed calls of the whole run; planned grows as rounds are added."""
-        done = sum(p.done for p in self.phases)
-        total = sum(p.total or p.planned for p in self.phases)
-        return done, total
+        return sum(p.done for p in self.phases), sum(p.total or p.planned for p in self.phases)
 
     def stall_threshold_s(self) -> float:
         return max(STALL_MIN_S, STALL_FACTOR * self.slowest_gap_s)
@@ -232,3 +256,170 @@ class RunProgress(Forecast):
             return None
         quiet = now_t - self.last_activity_t
         return quiet if quiet >= self.stall_threshold_s() else None
+
+    # -- forecasting ------------------------------------------------------------------------
+
+    def overhead(self, blocks: bool) -> float:
+        """Wall seconds per second of measured compute, for steps or for decode blocks."""
+        wall, compute = self.wall_s[blocks], self.compute_s[blocks]
+        return wall / compute if compute > 1.0 else PRIOR_OVERHEAD[blocks]
+
+    def _continue_share(self, blocks: bool) -> float:
+        """How often an inconclusive check asked for two more rounds, in this run's finished
+        segments of the same sort (steps or blocks); Laplace's prior of one each way."""
+        more = stops = 0
+        for s in (s for p in self.phases for s in p.segments):
+            seg = s.seg
+            if (
+                s.done
+                and s.calls
+                and seg.last_round > seg.first_rounds
+                and bool(seg.tokens) == blocks
+            ):
+                rounds = round(s.calls / seg.per_round)
+                more += max(0, (rounds - seg.first_rounds) // 2)
+                stops += rounds < seg.last_round
+        return (more + 1) / (more + stops + 2)
+
+    def _call_cost(self, seg: Segment, width: int) -> Cost | None:
+        """ms of one timed call of `width` in `seg`, averaged over the arms that run it."""
+        arms = seg.arms_at(width)
+        total = NONE
+        for arm in arms:
+            c = (
+                self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
+                if seg.tokens
+                else self.costs.step(arm, seg.context, width)
+            )
+            if c is None:
+                return None
+            total = add(total, c)
+        return scale(total, 1 / len(arms)) if arms else NONE
+
+    def _round_cost(self, seg: Segment, settle: bool) -> Cost | None:
+        total, calls = NONE, dict(seg.calls)
+        for width, n in seg.calls:
+            c = self._call_cost(seg, width)
+            if c is None:
+                return None
+            total = add(total, scale(c, n))
+        one = self._call_cost(seg, 1) if settle and not seg.tokens and 1 in calls else None
+        if one is not None:  # two untimed L = 1 steps before each quad
+            total = add(total, scale(one, 2 * seg.per_round / 4))
+        untimed = self._untimed_round(seg)
+        return add(total, untimed) if untimed is not None else None
+
+    def _untimed_round(self, seg: Segment) -> Cost | None:
+        """ms of one round's untimed plain blocks, one in each rejected (skipped) block's place;
+        None when a plain block's cost is not known yet."""
+        total, calls = NONE, dict(seg.calls)
+        for arm, width in seg.skipped:
+            plain = self.costs.block(arm, seg.context, Setting(), seg.tokens)
+            if plain is None:
+                return None
+            total = add(total, scale(plain, calls.get(width, 0)))
+        return total
+
+    def untimed_per_call_s(self, seg: Segment) -> float:
+        """Seconds of the untimed plain blocks per timed call of `seg`: `_round_cost` counts
+        them, so the wall time learned between timed blocks must not count them again (the
+        overhead read 1.5x and the tune's ETA ran 30-60% high)."""
+        untimed = self._untimed_round(seg) if seg.skipped and seg.per_round else None
+        return untimed[1] / seg.per_round / 1e3 if untimed is not None else 0.0
+
+    def _warmup(self, seg: Segment) -> Cost | None:
+        total = NONE
+        for width, _ in seg.calls:
+            c = self._call_cost(seg, width)
+            if c is None:
+                return None
+            total = add(total, scale(c, len(seg.arms_at(width)) * seg.warmup / 1e3))
+        return total
+
+    def expected(self, seg: Segment) -> Segment:
+        """The block segment as it is expected to run: before the engine has said which of its
+        settings its bound rejects, those the costs seen so far say it will
+        (mlatui.measure.bound.likely_rejected) run no blocks."""
+        if not seg.tokens or seg.skipped or not seg.bound_rejects:
+            return seg
+        for width, _, depth in seg.settings:
+            for arm in ARMS if depth else ():
+                plain = self.costs.step(arm, seg.context, 1)
+                verify = self.costs.step(arm, seg.context, depth + 1)
+                if plain and verify and likely_rejected(depth, plain[1], verify[1]):
+                    seg = seg.without(arm, width)
+        return seg
+
+    def _segment_left(self, run: SegmentRun, settle: bool) -> tuple[Cost, int] | None:
+        """Seconds left in a segment (set-up included when it has not started) and the rounds
+        the check may still add: at each remaining decision it asks for two more with the share
+        this run's earlier segments did (none once the check reads decided)."""
+        seg = run.seg if run.calls else self.expected(run.seg)
+        round_ms = self._round_cost(seg, settle)
+        if round_ms is None or not seg.per_round:
+            return None
+        overhead = self.overhead(bool(seg.tokens))
+        per_call = scale(round_ms, overhead / 1e3 / seg.per_round)
+        lo, hi = SegmentRun(seg, calls=run.calls).rounds()
+        decided = self.outcomes.get((seg.part, seg.context)) in ("valid", "invalid")
+        q = 0.0 if run.calls and decided else self._continue_share(bool(seg.tokens))
+        mid = lo + 2 * sum(q**k for k in range(1, (hi - lo) // 2 + 1))
+        left = [max(0.0, r * seg.per_round - run.calls) for r in (lo, mid, hi)]
+        out: Cost = (per_call[0] * left[0], per_call[1] * left[1], per_call[2] * left[2])
+        if run.calls == 0:
+            out = add(out, scale(self._warmup(seg) or NONE, overhead))
+            if seg.opens_context:
+                out = add(out, extrapolate(self.prefill, seg.context) or NONE)
+        return out, hi - lo
+
+    def segment_s(self, seg: Segment, settle: bool = True, high: bool = False) -> float:
+        """Seconds a segment would take from scratch with the costs seen so far (inf without a
+        cost model); `high`: the high end, its check at its most rounds."""
+        got = self._segment_left(SegmentRun(seg), settle)
+        return got[0][2 if high else 1] if got is not None else math.inf
+
+    def forecast_s(self, phases: Sequence[Phase], settle: bool = True, high: bool = False) -> float:
+        """Seconds the given phases would take from scratch (the budget's forecast)."""
+        segs = (s for p in phases for s in phase_segments(p, self.draft_kinds, settle))
+        return sum(self.segment_s(s, settle, high) for s in segs)
+
+    def _phase_left(self, p: PhaseRun, now_t: float) -> tuple[Eta, bool]:
+        """(seconds left, modelled) for one phase; a phase without a cost model yet uses its
+        own rate (elapsed / done x left) once started."""
+        total, extra = NONE, 0
+        left = [self._segment_left(r, self._settle) for r in p.segments if not r.done]
+        if p.segments and not self.costs.empty and None not in left:
+            for cost, rounds in (got for got in left if got is not None):
+                total, extra = add(total, cost), extra + rounds
+            return Eta(*total, extra), True
+        if p.started_t is not None and p.done and p.total:
+            rest = (now_t - p.started_t) / p.done * max(0, p.total - p.done)
+            return Eta(rest, rest, rest), True
+        return Eta(0.0, 0.0, 0.0, 0, True), False
+
+    def eta(self, now_t: float | None = None) -> tuple[Eta | None, Eta | None]:
+        """(this phase, whole run) seconds left at `now_t` (the latest event when None)."""
+        if self._current is None or self.costs.empty:
+            return None, None
+        last = self.last_activity_t or 0.0
+        if self._cache is None:
+            self._cache = self._compute(last)
+        since = max(0.0, (now_t if now_t is not None else last) - last)
+        return self._cache[0].minus(since), self._cache[1].minus(since)
+
+    def _compute(self, now_t: float) -> tuple[Eta, Eta]:
+        pi = self._current[0] if self._current else 0
+        phase, run, partial = Eta(0.0, 0.0, 0.0), NONE, False
+        extra = 0
+        for i, p in enumerate(self.phases):
+            if p.finished or i < pi:
+                continue
+            got, modelled = self._phase_left(p, now_t)
+            phase = got if i == pi else phase
+            run = add(run, (got.low, got.mid, got.high))
+            extra, partial = extra + got.extra_rounds, partial or not modelled
+        return phase, Eta(*run, extra, partial)
+
+
+def _planned(runs: Sequence[SegmentRun]) -> int:
+    return sum(r.seg.planned_calls for r in runs)

@@ -7,21 +7,16 @@ needs less of passes its time on to the segments after it; an undecided L = 1 ch
 and decode blocks grow (narrower speedup CIs), while their slice lasts. So a device slower than
 its probe ends on time with fewer rounds, and a faster one spends the rest on what is undecided.
 
-The order of reductions (a slow device with the reference BLAS needs all of them):
-1. the weaker draft kinds (listed after the first in `[draft] sources`) keep their smallest depth;
-2. the tune keeps one context, its smallest (each is a full set of decode blocks);
-3. the sweep drops its largest contexts down to three (three still show the stock arm's marginal
-   cost growing), keeping those a tune reads its verify steps from (`verify_from`);
-4. decode blocks of 8 tokens (a block's length is not what the CIs are made of);
-5. the sweep's rounds go to 5 and the blocks' to 6, then both to 4 (the L = 1 check needs the
-   sweep's rounds: on a noisy 2-core VM 4 rounds left it undecided in 3 of 3 runs, 7 in 0 of 2);
-6. the sweep drops its largest contexts down to two (two still show the growth);
-7. the sweep measures L = 1 and 2 only (the key figure), and the widths a `verify_from` tune needs;
-8. the decode phases keep one depth per kind (their verify widths follow);
-9. the weaker draft kinds are left out (the strongest still gives each arm a result);
-10. the tune reads its verify steps from the sweep's rounds at the same context, when the sweep
-   runs first and measured them, and moves to the sweep's smallest context when that is shorter;
-11. where the tune still measures its own verify steps, their rounds go to 4.
+The order of reductions (a slow device with the reference BLAS needs all of them): the weaker
+draft kinds (after the first in `[draft] sources`) keep their smallest depth; the tune keeps one
+context; the sweep drops its largest contexts down to three (three still show the stock arm's
+marginal cost growing), keeping those a tune reads its verify steps from (`verify_from`); decode
+blocks of 8 tokens (their length is not what the CIs are made of); the sweep's rounds go to 5 and
+the blocks' to 6, then both to 4 (on a noisy 2-core VM 4 sweep rounds left the L = 1 check
+undecided in 3 of 3 runs, 7 in 0 of 2); the sweep down to two contexts, then to L = 1, 2 (the key
+figure) and the widths a `verify_from` tune needs; the decode phases keep one depth per kind; the
+weaker kinds are left out; the tune reads its verify steps from the sweep's rounds and moves to
+its smallest context; where the tune still measures its own verify steps, 4 rounds of them.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlatui.measure.loading import LoadView
-from mlatui.measure.progress import RunProgress
-from mlatui.measure.progress_forecast import Eta
+from mlatui.measure.progress import Eta, RunProgress
 
 
 @dataclass(frozen=True)
