@@ -263,7 +263,7 @@ def _validity_ctx():
 def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     from mlatui.config.scenario import Phase
     from mlatui.measure.estimates import Outcome
-    from mlatui.run.phases.decode_check import decode_validity
+    from mlatui.run.phases.decode import decode_validity
     from mlatui.stream.events import Validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
@@ -329,7 +329,7 @@ def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context
     from mlatui.config.scenario import Phase
     from mlatui.measure.estimates import Outcome
     from mlatui.run.phases.base import RunContext
-    from mlatui.run.phases.decode_check import decode_validity
+    from mlatui.run.phases.decode import decode_validity
 
     phase = Phase(name="tune", kind="tune", contexts=[1024])
     events = []

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing
-from mlatui.run.phases.decode_check import _pooled
+from mlatui.run.phases.decode import _pooled
 from mlatui.run.phases.results import L1Quads
 
 

@@ -10,6 +10,9 @@ At each context, two measurements:
    width 1, the L = 1 control): blocks run A B B A per setting, settings rotate within rounds,
    and tok/s, the speedup over plain decode (paired within rounds) and the stock/patched check of
    plain decode all come with CIs from the same rounds.
+
+The context's L = 1 check (`decode_validity`): the synced verify steps decide, the plain-decode
+blocks may veto, and an undecided check pools every L = 1 quad the pass measured at the context.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from dataclasses import dataclass, replace
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import (
     ContextEstimates,
+    Outcome,
     Timing,
+    control_outcome,
 )
 from mlatui.measure.plans import (  # noqa: F401 - re-exported
     PLAIN_QUADS,
@@ -50,11 +55,10 @@ from mlatui.run.phases.base import (
     emit_phase_start,
     sample_steps,
     share_context,
+    validity,
 )
 from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
-from mlatui.run.phases.decode_bound import BoundDecision, decide_bounds
-from mlatui.run.phases.decode_check import decode_validity
-from mlatui.run.phases.decode_results import DecodeResults
+from mlatui.run.phases.decode_results import BoundDecision, DecodeResults, decide_bounds
 from mlatui.run.phases.decode_verdict import (
     decode_verdict,
     tune_verdict,
@@ -66,7 +70,9 @@ from mlatui.stream.events import (
     LogMessage,
     PhaseSummary,
     Validity,
+    ratio_label,
 )
+from mlatui.stream.phrases import interval_text
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
 
@@ -316,3 +322,65 @@ def _decide_more(
     if deadline is None:
         return ctx.decide_more
     return within(ctx.decide_more, ctx.now, deadline, plan.first_rounds, slices.grow_to)
+
+
+def decode_validity(
+    ctx: RunContext,
+    phase: Phase,
+    length: int,
+    verify: ContextEstimates | None,
+    blocks: ContextEstimates,
+    l1: L1Quads,
+) -> Validity:
+    """The context's L = 1 check: decided on the synced verify steps when there are any; the
+    plain-decode blocks' own stock/patched ratio invalidates it only when its CI lies wholly
+    outside the tolerance (their scatter leaves them undecided too often to decide alone). An
+    undecided verify check is decided again on `l1` (every L = 1 quad of the pass so far) when
+    more than one run measured this context."""
+    if verify is None or verify.control_outcome is None:
+        return validity(ctx, phase.name, length, blocks)
+    ratio = blocks.control_ratio
+    if ratio is not None:
+        ctx.emit(
+            LogMessage(
+                ctx.now(),
+                "info",
+                f"{phase.name} @ {length}: plain decode "
+                f"{ratio_label(phase.name)} {interval_text(ratio)} over {blocks.rounds} rounds of blocks "
+                f"({(blocks.control_outcome or Outcome.INCONCLUSIVE).value}); the L = 1 check "
+                "is decided on the synced steps",
+            )
+        )
+    # a bootstrap over fewer rounds than the verify's minimum is too narrow to veto on: on the
+    # 2-core CPU 4 rounds of blocks once read 1.094 [1.091, 1.120] where the steps read 1.00
+    if blocks.control_outcome is Outcome.INVALID and blocks.rounds >= VERIFY_MIN_ROUNDS:
+        return validity(ctx, phase.name, length, blocks)
+    if verify.control_outcome is Outcome.INCONCLUSIVE and l1.count(length) > 1:
+        verify = _pooled(ctx, phase, length, verify, l1)
+    return validity(ctx, phase.name, length, verify)
+
+
+def _pooled(
+    ctx: RunContext, phase: Phase, length: int, verify: ContextEstimates, l1: L1Quads
+) -> ContextEstimates:
+    """The check on every L = 1 quad this run measured at this context (the sweep's too): the
+    same arms and hypothesis, paired quads whose regimes cancel within each quad."""
+    timings = l1.pooled(length)
+    ratio = l1.pooled_ratio(length, ctx.seed)
+    if ratio is None:
+        return verify
+    outcome = control_outcome(ratio, verify.tolerance_pct)
+    runs = l1.count(length)
+    rounds = len({t.round for t in timings})
+    ctx.emit(
+        LogMessage(
+            ctx.now(),
+            "info",
+            f"{phase.name} @ {length}: L = 1 check undecided on its own steps; on all {rounds} "
+            f"rounds of L = 1 quads this run measured at {length} ({runs} sampler runs, the "
+            f"sweep's included): {interval_text(ratio)}, "
+            f"{outcome.value}",
+        )
+    )
+    pooled = replace(verify, ratio={**verify.ratio, 1: ratio}, control_outcome=outcome)
+    return replace(pooled, rounds=rounds)
