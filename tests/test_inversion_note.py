@@ -2,7 +2,7 @@
 (an arm's L = 2 step significantly cheaper than its own L = 1 step, at a valid context)."""
 
 from mlatui.stream.events import PhaseStart, PhaseSummary
-from mlatui.views.report_sweep import inversion_note
+from mlatui.views.report import inversion_note
 from tests.summaries import markdown
 
 

@@ -11,7 +11,7 @@ import ui_events
 from mlatui.measure.multiplicity import binomial_tail, judge_null
 from mlatui.stream.events import Estimate, PhaseStart
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.report_sweep import null_bias_table
+from mlatui.views.report import null_bias_table
 from mlatui.views.summary import summarize
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
 

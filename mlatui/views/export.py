@@ -20,9 +20,15 @@ from mlatui.stream.phrases import check_mark
 from mlatui.views.bandwidth_text import mbu_cell
 from mlatui.views.mdtable import csv_text, table
 from mlatui.views.phase_views import Table
-from mlatui.views.report_decode import SHARE_HEAD, rule_text, share_text
-from mlatui.views.report_indexer import indexer_table
-from mlatui.views.report_sweep import inversion_note, null_bias_table, pooled_note
+from mlatui.views.report import (
+    SHARE_HEAD,
+    indexer_table,
+    inversion_note,
+    null_bias_table,
+    pooled_note,
+    rule_text,
+    share_text,
+)
 from mlatui.views.rounding import Ci, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.run_tables import Quantity
