@@ -87,7 +87,7 @@ def folded_dump(events: list) -> str:
 
 
 def stderr_progress(events: list) -> str:
-    from mlatui.views.stderr_progress import StderrProgress
+    from mlatui.views.progress_view import StderrProgress
 
     stream = io.StringIO()
     progress = StderrProgress(stream)

@@ -216,7 +216,7 @@ def test_the_compare_command_opens_the_screen_and_exits_0(monkeypatch, tmp_path)
 
 def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
     code = (
-        "import sys, mlatui.views.compare, mlatui.views.compare_report, mlatui.views.export\n"
+        "import sys, mlatui.views.compare, mlatui.views.export\n"
         "print('textual' in sys.modules)\n"
         "import mlatui.widgets.compare_app, mlatui.commands.compare\n"
         "print('mlx' in sys.modules)"
@@ -325,7 +325,7 @@ def test_a_file_compared_with_itself_says_so(tmp_path):
     copy = tmp_path / DEMO.name
     copy.write_bytes(DEMO.read_bytes())
     assert "the two files are identical" in header_text(compare_files(DEMO, copy), 200).plain
-    from mlatui.views.compare_report import compare_markdown
+    from mlatui.views.compare import compare_markdown
 
     assert "identical" in compare_markdown(compare_files(DEMO, copy))
 

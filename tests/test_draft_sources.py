@@ -293,8 +293,7 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
 
 
 def test_compare_matches_results_by_kind_never_mixing_them():
-    from mlatui.views.compare import compare_files
-    from mlatui.views.compare_report import width_label
+    from mlatui.views.compare import compare_files, width_label
     from mlatui.views.run_tables import Quantity
 
     c = compare_files(TWO_KINDS, TWO_KINDS)

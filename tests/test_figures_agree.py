@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mlatui.stream.recorder import read_recording
-from mlatui.views import compare_report, export
-from mlatui.views.compare import Run, compare
+from mlatui.views import export
+from mlatui.views.compare import Run, compare, compare_markdown
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.summary import RunSummary, summarize
@@ -68,7 +68,7 @@ def surfaces(recording: Path) -> dict[str, str]:
     return {
         "markdown": export.summary_markdown(s),
         "csv": export.summary_csv(s),
-        "compare": compare_report.compare_markdown(compare(*runs)),
+        "compare": compare_markdown(compare(*runs)),
         **screens(state),
     }
 

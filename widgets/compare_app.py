@@ -81,7 +81,7 @@ class CompareApp(App):
         self.screen.set_class(event.size.width < NARROW_WIDTH, "narrow")
 
     def export_markdown(self) -> Path:
-        from mlatui.views.compare_report import compare_markdown
+        from mlatui.views.compare import compare_markdown
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"mlatui-compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}.md"

@@ -8,8 +8,15 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from mlatui.stream.events import ARMS
-from mlatui.views.compare import SECTIONS, Comparison, Run
-from mlatui.views.compare_report import TITLES, checks_text, ratio_text, width_label
+from mlatui.views.compare import (
+    SECTIONS,
+    TITLES,
+    Comparison,
+    Run,
+    checks_text,
+    ratio_text,
+    width_label,
+)
 from mlatui.views.rounding import Ci, ci_text, fmt_context
 from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms

@@ -201,7 +201,7 @@ def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:
     from mlatui.run.engine import run as run_engine  # imports mlx: after every check
     from mlatui.stream.recorder import Recorder
     from mlatui.stream.sinks import tee
-    from mlatui.views.stderr_progress import StderrProgress
+    from mlatui.views.progress_view import StderrProgress
 
     events: list[Event] = []
     progress = StderrProgress()

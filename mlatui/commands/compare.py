@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         for note in run.notes:
             print(f"mlatui: warning: {note}", file=sys.stderr)
     if args.dump:
-        from mlatui.views.compare_report import compare_markdown
+        from mlatui.views.compare import compare_markdown
 
         print(compare_markdown(cmp), end="")
         return 0
