@@ -38,13 +38,14 @@ from mlatui.run.engine_dist import DistRun
 from mlatui.run.engine_setup import (
     ArmSetup,
     arm_setup,
+    arms_notices,
     bare_header,
     error_event,
+    header,
     header_settings,
+    opening_notices,
     pass_variants,
 )
-from mlatui.run.header import header
-from mlatui.run.notices import arms_notices, opening_notices
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import serve_more
 from mlatui.run.phases.registry import runner

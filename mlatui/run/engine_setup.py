@@ -1,24 +1,34 @@
 """What the engine decides once the model is loaded: the gates each arm slot runs (the plan's arms
-against the installed code's state), the passes, the header's settings and the run's first log
-lines; and how a run that never got that far, or failed, is still told in events."""
+against the installed code's state), the passes, the run header (the self-describing first record
+of every recording: machine, versions, model geometry, thresholds, scenario, settings, and the
+distributed world when there is one) and the log lines the run opens with after it (estimates,
+warnings, what kind of run); and how a run that never got that far, or failed, is still told in
+events."""
 
 from __future__ import annotations
 
+import datetime as dt
+import platform
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
-from mlatui.config.scenario import ScenarioError
-from mlatui.gate.policy import Gates
-from mlatui.models.loading import Loaded, LoadError
+from mlatui.config.scenario import Scenario, ScenarioError
+from mlatui.gate import mla
+from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
+from mlatui.measure.timing import timed_gc_paused
+from mlatui.models.fit import context_warnings, largest_context
+from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError
+from mlatui.models.vlm import indexer_notices
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
-from mlatui.run.arms import Variant
+from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
-from mlatui.run.header import header, run_settings
+from mlatui.run.phases.indexer_sites import load_warnings
 from mlatui.run.source_arm import SourceModels
-from mlatui.stream.events import ErrorEvent, RunHeader
+from mlatui.store.bandwidth import device_bandwidth
+from mlatui.stream.events import SCHEMA_VERSION, ErrorEvent, RunHeader
 
 
 def pass_variants(run_pass: Pass) -> tuple[Variant, Variant]:
@@ -107,3 +117,202 @@ def error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> Er
         f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if located else "",
         isinstance(e, FitError),
     )
+
+
+HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
+
+
+def header(
+    scenario: Scenario,
+    model_ref: str | None,
+    loaded: Loaded | None,
+    report: mla.PatchReport | None,
+    settings: dict,
+    distributed: dict | None = None,
+) -> RunHeader:
+    from mlatui import __version__
+    from mlatui.measure.records import environment
+
+    env = environment()
+    geometry, thresholds = (
+        _geometry(scenario, report) if loaded is not None and report is not None else ({}, {})
+    )
+    device = {
+        "name": env["device_name"],
+        "architecture": env["architecture"],
+        "backend": env["backend"],
+        "memory_bytes": env["device_memory_bytes"],
+        "blas": env["blas"],
+        "blas_threading": env["blas_threading"],
+        "cpu_count": env["cpu_count"],
+        "bandwidth": device_bandwidth(env),
+    }
+    return RunHeader(
+        SCHEMA_VERSION,
+        __version__,
+        env["mlx"],
+        env["mlx_lm"],
+        platform.python_version(),
+        env["platform"],
+        device,
+        loaded.name if loaded else (model_ref or "embedded"),
+        loaded.model_type if loaded else "?",
+        geometry,
+        thresholds,
+        scenario.to_dict(),
+        loaded.draft_label if loaded else NO_DRAFT.label,
+        bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        settings,
+        distributed or {},
+    )
+
+
+def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, dict]:
+    """The patched MLA geometry and its thresholds: the formula's, at the usual contexts and the
+    scenario's, and this device's calibrated crossovers where one is stored."""
+    if report.geometry is None:
+        return {}, {}
+    g = report.geometry
+    geometry = {
+        "kv_lora_rank": g.kv_lora_rank,
+        "qk_nope_head_dim": g.qk_nope_head_dim,
+        "v_head_dim": g.v_head_dim,
+        "num_heads": g.num_heads,
+        "num_mla_layers": len(report.modules),
+    }
+    try:
+        calibrated = stored_crossovers(g)
+    except Exception:  # noqa: BLE001 - calibration is optional
+        calibrated = None
+    thresholds = {
+        "policy": report.policy,
+        "formula_inf": FormulaPolicy().limit(g),  # whatever the patched slot runs
+        "formula_at": {
+            str(t): FormulaPolicy().limit(g, t)
+            for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
+        },
+        "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
+    }
+    return geometry, thresholds
+
+
+def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> dict:
+    """The header's `settings`: every choice that shapes the figures (and keys the harness bias),
+    and the run's plan as resolved before anything loaded (`plan`)."""
+    return {
+        "threshold": str(gates.threshold),
+        "indexer": gates.indexer.value,
+        "null": plan.null,
+        "passes": passes,
+        "fill": plan.fill,
+        "settle": plan.settle,
+        "cache_rounds": cache_rounds().value,
+        "timed_gc": "on" if not timed_gc_paused() else "paused",
+        "seed": plan.seed_offset,
+        "overrides": plan.to_dict()["overrides"],
+        "random_weights": loaded.random_weights,
+        "arm_threads": "shared" if plan.shared_arm_thread else "one per arm",
+        "arm_cpus": sorted(arm_cpus() or []),
+        "draft_kinds": [d.kind.value for d in loaded.draft_kinds],
+        **({"mtp_missing": loaded.mtp_missing} if loaded.mtp_missing else {}),
+        "plan": plan.to_dict(),
+    }
+
+
+NULL_NOTICE = (
+    "A/A null run: both arms run the same variant (every gated layer, dense and "
+    "sparse, and every draft); any difference is the harness's own bias"
+)
+RANDOM_LATENTS_WARNING = (
+    "caches filled with random latents (timing only: branch costs do not depend "
+    "on the values; outputs and acceptance mean nothing)"
+)
+
+
+def arms_notices(
+    runtime: str, arms: dict, null: bool
+) -> tuple[tuple[str, str], list[tuple[str, str]]]:
+    """The runtime and what each arm slot runs (first in the log); a warning for each slot
+    whose source tree's gate mlatui cannot count. An A/A names the slots A and B: each pass runs
+    one variant in both, so 'stock slot' / 'patched slot' would name what did not run there."""
+    label = {slot: arms[slot]["label"] for slot in ("stock", "patched")}
+    if null:
+        said = (
+            f"runtime: {runtime} · A/A: slots A and B both run stock = {label['stock']} "
+            f"(pass aa-stock), then both patched = {label['patched']} (pass aa-patched)"
+        )
+    else:
+        said = (
+            f"runtime: {runtime} · arms: stock slot = {label['stock']} · patched slot = "
+            + label["patched"]
+        )
+    uncounted = []
+    for slot in ("stock", "patched"):  # a source tree whose gate mlatui cannot count
+        if arms[slot].get("counters"):
+            name = (
+                f"the {slot} variant (slots A and B of pass aa-{slot})" if null else f"{slot} slot"
+            )
+            uncounted.append(
+                (
+                    "warning",
+                    f"{name} ({label[slot]}): {arms[slot]['counters']}; it runs as the tree wrote it",
+                )
+            )
+    return ("info", said), uncounted
+
+
+def opening_notices(
+    loaded: Loaded,
+    plan: RunPlan,
+    report: mla.PatchReport,
+    fit: tuple[list[str], list[str]],
+) -> list[tuple[str, str]]:
+    """(level, text) in the order they are logged: the load's notes (`fit`: the memory check's
+    notes and warnings), every warning about contexts the model cannot serve, the patched arm's
+    summary, then the A/A and random-fill notices."""
+    scenario, null = plan.scenario, plan.null
+    fit_notes, fit_warnings = fit
+    longest = largest_context(scenario)
+    notices = [("info", note) for note in fit_notes]
+    if loaded.mtp_missing:  # the run goes on without it: say why, and how to restore it
+        notices.append(("warning", loaded.mtp_missing))
+    notices += [("info", note) for note in loaded.draft_notes]
+    warnings = list(fit_warnings)
+    if loaded.name == "embedded":
+        from mlatui.models.embedded import trained_window
+
+        args = getattr(loaded.model, "args", None)
+        limit = getattr(args, "max_position_embeddings", None)
+        warnings.extend(context_warnings({"max_position_embeddings": limit}, longest))
+        decoded = largest_context(scenario, decoded_only=True)
+        warnings.extend(context_warnings({}, decoded, trained_window()))
+    warnings.extend(load_warnings(loaded.model, loaded.name, scenario.phases))
+    notices += [("info", fact) for fact in indexer_notices(loaded.model)]  # a runtime's own indexer
+    notices += [("warning", w) for w in warnings]
+    # an A/A's first pass runs the stock variant in both slots: say so, not "patched arm"
+    who = "slots A and B (aa-stock pass, then aa-patched)" if null else "patched arm"
+    notices.append(("info", f"{who}: {report.summary()}"))
+    if null:
+        notices.append(("info", NULL_NOTICE))
+    if plan.fill == "random-latents":
+        notices.append(("warning", RANDOM_LATENTS_WARNING))
+    if _on_reference_blas():
+        notices.append(("warning", REFERENCE_BLAS_WARNING))
+    return notices
+
+
+REFERENCE_BLAS_WARNING = (
+    "the CPU runs the bundled reference BLAS (a few GFLOP/s): every matmul is compute-bound, so a "
+    "verify step of width 2 costs about twice a plain step and speculation cannot win on either "
+    "arm; unset MLATUI_BLAS (or apt-get install libopenblas0-pthread) to see the story"
+)
+
+
+def _on_reference_blas() -> bool:
+    """The run computes on the CPU through the reference BLAS the mlx wheel bundles."""
+    import mlx.core as mx
+
+    from mlatui.host.blas import blas_in_use
+
+    return mx.default_device() == mx.cpu and blas_in_use().startswith("bundled reference BLAS")
