@@ -9,7 +9,7 @@ import vlm_sources
 
 from mlatui.cli import main
 from mlatui.commands import bench_attention
-from mlatui.models import bench_families, fit, vlm
+from mlatui.models import families, fit, vlm
 from mlatui.models.family_configs import KIMI_K3_TINY
 
 PART_A = ["--size", "tiny", "--part", "a", "--contexts", "64", "--widths", "1,2", "--reps", "2"]
@@ -21,9 +21,9 @@ def mlx_vlm(tmp_path_factory, monkeypatch):
     monkeypatch.setenv(vlm.SOURCE_ENV, str(source.root))
 
 
-@pytest.mark.parametrize("name", bench_families.every_runnable_name())
+@pytest.mark.parametrize("name", families.every_runnable_name())
 def test_part_a_runs_for_every_family(name, request, capsys):
-    if bench_families.lookup(name).runtime == "mlx-vlm":
+    if families.lookup(name).runtime == "mlx-vlm":
         request.getfixturevalue("mlx_vlm")
     assert main(["bench", "attention", "--family", name, *PART_A]) == 0
     text = capsys.readouterr().out
@@ -38,10 +38,10 @@ def test_part_a_runs_for_every_family(name, request, capsys):
 def test_thresholds_and_bench_know_the_same_families():
     from mlatui.models import families, vlm_configs
 
-    names = bench_families.known_names()
+    names = families.known_names()
     assert set(families.FAMILIES) <= set(names)
     assert {vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES} <= set(names)
-    for name in bench_families.every_runnable_name():  # bare mlx-vlm names resolve too
+    for name in families.every_runnable_name():  # bare mlx-vlm names resolve too
         assert main(["thresholds", "--family", name, "--json"]) == 0
 
 

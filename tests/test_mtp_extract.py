@@ -16,7 +16,7 @@ from mlx_lm.models.cache import KVCache, make_prompt_cache
 from mlx_lm.utils import load_model
 
 from mlatui.cli import main
-from mlatui.models.safetensors_read import read_header
+from mlatui.models.checkpoint_source import read_header
 from mlatui.run.mtp import MTPHead, load_mtp_draft
 from mlatui.run.mtp_extract import NEAR_TIE_LOGITS, extract, judge
 from tests.mtp_folders import GROUP, OpenedFiles, Pair, embedded_pair, pair

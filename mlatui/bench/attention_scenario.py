@@ -28,7 +28,7 @@ class AttentionModel:
         """The family's config (or the given one), for one layer's estimate."""
         from dataclasses import replace
 
-        from mlatui.models.bench_families import lookup
+        from mlatui.models.families import lookup
 
         fam = lookup(self.family)
         if self.config is not None:
@@ -57,7 +57,7 @@ def scenario_toml(
     its own config), one sweep phase. Returns (TOML text, the model config it holds)."""
     from dataclasses import replace
 
-    from mlatui.models.bench_families import lookup
+    from mlatui.models.families import lookup
 
     fam, size = lookup(model.family), model.size
     if model.config is not None:

@@ -74,7 +74,7 @@ def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None
     family with no public full-size config and none given."""
     from mlatui.commands.thresholds import read_config
     from mlatui.errors import UserError
-    from mlatui.models.bench_families import from_config, lookup, missing_full_config
+    from mlatui.models.families import from_config, lookup, missing_full_config
 
     given = None
     if args.config or args.model:
@@ -191,7 +191,7 @@ def _check(args: argparse.Namespace) -> AttentionModel:
             )
         if min(contexts) < 16:
             raise UserError(f"--contexts: part (b) needs contexts >= 16, got {min(contexts)}")
-    from mlatui.models.bench_families import lookup
+    from mlatui.models.families import lookup
     from mlatui.models.loading import default_dtype
 
     if part_b and args.layers and lookup(name).runtime == "mlx-vlm":

@@ -38,7 +38,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
     if args.family:
         import copy
 
-        from mlatui.models.bench_families import lookup
+        from mlatui.models.families import lookup
 
         try:
             fam = lookup(args.family)

@@ -44,11 +44,11 @@ def attention_layer(
     config: dict[str, Any] | None = None,
 ) -> nn.Module:
     """One MLA attention module of the family's geometry (mlx-lm's or mlx-vlm's,
-    mlatui.models.bench_families; `config`, when given, instead of the family's at `size`) with
+    mlatui.models.families; `config`, when given, instead of the family's at `size`) with
     random weights; only its own weights are allocated (the rest of the model is never
     evaluated)."""
     from mlatui.gate.mla import mla_modules
-    from mlatui.models.bench_families import lookup
+    from mlatui.models.families import lookup
 
     mx.random.seed(seed)
     family = lookup(name)

@@ -18,9 +18,9 @@ import mlx.nn as nn
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
+from mlatui.models.checkpoint_source import SafetensorsError, read_header
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
 from mlatui.models.mx_typed import evaluate_buffers
-from mlatui.models.safetensors_read import SafetensorsError, read_header
 from mlatui.stream.events import LoadKind
 
 DTYPES = {name: getattr(mx, name) for name in DTYPE_NAMES}

@@ -28,13 +28,15 @@ import mlx.nn as nn
 from mlatui.config.model_inputs import text_config
 from mlatui.models.checkpoint_source import (
     CheckpointSource,
+    SafetensorsError,
     SourceError,
     is_hub_id,
     local_folder,
+    read_header,
+    read_tensors,
 )
 from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_float, as_int, flat_arrays
-from mlatui.models.safetensors_read import SafetensorsError, read_header, read_tensors
 from mlatui.run.mtp import (
     SUPPORTED,
     MTPDraft,
