@@ -20,8 +20,13 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.sampler import round_schedule
 from mlatui.run.arms import ArmWorker, Baton, build_arms
-from mlatui.run.drafts import DraftModelSource
-from mlatui.run.spec import UntrimmableCacheError, plain_step, require_trimmable, speculative_step
+from mlatui.run.drafts import (
+    DraftModelSource,
+    UntrimmableCacheError,
+    plain_step,
+    require_trimmable,
+    speculative_step,
+)
 from mlatui.stream.events import (
     DecodeBlock,
     DecodeResult,

@@ -19,7 +19,7 @@ from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.measure.plans import Setting
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
-from mlatui.run.drafts import DraftModelSource
+from mlatui.run.drafts import DraftModelSource, require_trimmable
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import (
     Block,
@@ -32,7 +32,6 @@ from mlatui.run.runtime import (
     mtp_block,
     plain_block,
 )
-from mlatui.run.spec import require_trimmable
 
 
 class SyntheticDraft:

@@ -66,9 +66,9 @@ from mlatui.run.decode_stream import (
     rewind,
     run_block,
 )
+from mlatui.run.drafts import plain_step
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.runtime import Block, ModelCache, Sampling, draft_model_block, plain_block
-from mlatui.run.spec import plain_step
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0

@@ -32,7 +32,7 @@ from mlx_lm.sample_utils import apply_top_p, make_sampler
 from mlatui.host.wired import sync_streams
 from mlatui.measure.acceptance import VerifyStep, steps_from_flags
 from mlatui.models.mx_typed import as_ints
-from mlatui.run.spec import accept_sampled
+from mlatui.run.drafts import accept_sampled
 
 
 class AcceptanceRule(enum.Enum):

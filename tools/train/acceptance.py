@@ -3,7 +3,7 @@
     python -m tools.train.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
         [--contexts prompt,1024,2048,4096] [--tokens 128] [--depth 1] [--check] [--out FILE]
 
-Runs real greedy speculative decoding through `mlatui.run.spec.speculative_step`, for each draft kind
+Runs real greedy speculative decoding through `mlatui.run.drafts.speculative_step`, for each draft kind
 the target has: `model` (the separate draft model) and `mtp` (the checkpoint's MTP head, loaded by
 `mlatui.run.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
 verifies them in one forward of width depth + 1, the longest agreeing prefix is kept plus the
@@ -33,7 +33,7 @@ import mlx.core as mx
 from mlatui.models.mx_typed import as_int
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
-from mlatui.run.spec import speculative_step
+from mlatui.run.drafts import speculative_step
 from mlatui.measure.repetition import distinct_ngram_share
 from mlx_lm.models.cache import make_prompt_cache
 
