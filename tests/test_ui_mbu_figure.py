@@ -15,8 +15,17 @@ from mlatui.measure.byte_census import StepBytes
 from mlatui.stream.recorder import read_recording
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.key_figure import ARM_COLOURS, FigureSeries, FigureView, KeyFigure, PointStatus
-from mlatui.views.mbu_figure import NO_BYTES, mbu_figure, mbu_points, sweep_rows
+from mlatui.views.key_figure import (
+    ARM_COLOURS,
+    NO_BYTES,
+    FigureSeries,
+    FigureView,
+    KeyFigure,
+    PointStatus,
+    mbu_figure,
+    mbu_points,
+    sweep_rows,
+)
 from mlatui.views.rounding import Ci
 from mlatui.views.run_tables import Check
 from mlatui.views.summary import SweepRow, summarize

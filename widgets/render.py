@@ -12,8 +12,7 @@ from rich.text import Text
 
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
-from mlatui.views.key_figure import FigureView, key_figure
-from mlatui.views.mbu_figure import mbu_figure
+from mlatui.views.key_figure import FigureView, key_figure, mbu_figure
 from mlatui.views.more_offer import MoreOffer
 from mlatui.views.progress_view import duration
 from mlatui.views.units import bytes_text
@@ -287,7 +286,7 @@ def marginal_plot(
     view: FigureView = FigureView.MARGINAL,
 ) -> Text:
     """The key figure in its view (widgets.figure draws mlatui.views.key_figure's data, or
-    mlatui.views.mbu_figure's)."""
+    mlatui.views.key_figure's)."""
     fig = mbu_figure(state) if view is FigureView.MBU else key_figure(state)
     return key_figure_text(fig, width, height, dark)
 
