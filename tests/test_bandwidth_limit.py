@@ -25,11 +25,10 @@ from mlatui.store import bandwidth as store
 from mlatui.stream.recorder import read_recording
 from mlatui.views.bandwidth_pane import limit_check, mbu_line
 from mlatui.views.bandwidth_text import mbu_cell
-from mlatui.views.bench_report import attention_report, forced_summary
+from mlatui.views.bench_report import attention_report, forced_summary, read_record_file
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import csv_rows, summary_markdown
 from mlatui.views.key_figure import mbu_figure
-from mlatui.views.record_files import read_record_file
 from mlatui.views.rounding import Ci
 from mlatui.views.summary import summarize
 

@@ -151,7 +151,7 @@ def show_record_file(file: str, dump: bool, skip_bad: bool = False) -> int | Non
     if kind is None:
         return None
     from mlatui.errors import UserError
-    from mlatui.views.record_files import record_file_dump, record_file_line
+    from mlatui.views.bench_report import record_file_dump, record_file_line
 
     if dump:
         print(record_file_dump(Path(file), kind, skip_bad), end="")
