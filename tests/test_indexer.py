@@ -11,6 +11,7 @@ from mlatui.gate.policy import STOCK_POLICY, FormulaPolicy
 from mlatui.models.indexer import (
     Indexer,
     IndexerCache,
+    SelectRule,
     SparseMLAConfig,
     pool_windows,
     select_tokens,
@@ -264,7 +265,7 @@ def test_select_tokens_never_chooses_future_pools():
     q = mx.array(rng.standard_normal((1, 2, 6, 4)).astype(np.float32))
     w = mx.array(rng.standard_normal((1, 6, 2)).astype(np.float32))
     pooled = mx.array(rng.standard_normal((1, 2, 8, 4)).astype(np.float32))
-    idx, valid = select_tokens(q, w, pooled, 26, KPOOL, 8, chunk=4)
+    idx, valid = select_tokens(q, w, pooled, 26, SelectRule(KPOOL, 8, chunk=4))
     for s, (i, v) in enumerate(zip(np.array(idx)[0], np.array(valid)[0], strict=True)):
         assert i[v].max() <= 26 + s and len(set(i[v].tolist())) == v.sum()
 

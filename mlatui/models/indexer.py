@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -108,18 +108,30 @@ def pool_windows(
     return pooled.reshape(B, H, P, D).astype(keys.dtype)  # (B, H, P, D)
 
 
+@dataclass(frozen=True)
+class SelectRule:
+    """How the indexer selects tokens: windows of `kpool` tokens, the best windows up to `topk`
+    tokens, the queries scored `chunk` at a time (the scores' temporary stays bounded)."""
+
+    kpool: int
+    topk: int
+    chunk: int
+
+
+class Selected(NamedTuple):
+    """The tokens each query attends to: indices (B, S, K) and their validity (B, S, K)."""
+
+    idx: mx.array
+    valid: mx.array
+
+
 def select_tokens(
-    q: mx.array,
-    weights: mx.array,
-    pooled: mx.array,
-    start: int,
-    kpool: int,
-    topk: int,
-    chunk: int,
-) -> tuple[mx.array, mx.array]:
+    q: mx.array, weights: mx.array, pooled: mx.array, start: int, rule: SelectRule
+) -> Selected:
     """Queries q (B, H, S, D) at positions start..start+S-1, head weights (B, S, H), complete
     pools (B, H, P, D). Returns token indices (B, S, K) and their validity (B, S, K), with
     K = topk + kpool - 1: the chosen pools' tokens in chronological order, then the tail."""
+    kpool, topk, chunk = rule.kpool, rule.topk, rule.chunk
     B, H, S, _ = q.shape
     P = pooled.shape[2]
     k_pools = min(topk // kpool, P)
@@ -153,7 +165,7 @@ def select_tokens(
         fill = width - idx.shape[-1]
         idx = mx.pad(idx, [(0, 0), (0, 0), (0, fill)])
         valid = mx.pad(valid, [(0, 0), (0, 0), (0, fill)])
-    return mx.where(valid, idx, 0).astype(mx.int32), valid
+    return Selected(mx.where(valid, idx, 0).astype(mx.int32), valid)
 
 
 class IndexerCache:
@@ -341,7 +353,7 @@ class Indexer(nn.Module):
         qr: mx.array,
         cache: IndexerCache | None = None,
         valid: mx.array | None = None,
-    ) -> tuple[mx.array, mx.array] | None:
+    ) -> Selected | None:
         """Token indices (B, S, K) and validity (B, S, K) for the S new queries, or None while the
         cache holds no more than index_topk tokens (attend densely)."""
         q, k, g, w = self.project(x, qr)
@@ -354,4 +366,5 @@ class Indexer(nn.Module):
         incremental = self.mode == "patched" or S == 1
         pooled = cache.refresh_pool(self.kpool, S, incremental, self.compress_ape)
         complete = pooled[:, :, : cache.offset // self.kpool]  # (B, H, T // kpool, D)
-        return select_tokens(q, w, complete, start, self.kpool, self.index_topk, self.query_chunk)
+        rule = SelectRule(self.kpool, self.index_topk, self.query_chunk)
+        return select_tokens(q, w, complete, start, rule)

@@ -24,7 +24,13 @@ from mlx_lm.models.rope_utils import initialize_rope
 from mlatui.config.gate_settings import IndexerMode
 from mlatui.gate.mla import BranchCounters
 from mlatui.gate.policy import FormulaPolicy, GatePolicy, Geometry
-from mlatui.models.indexer import INDEXER_MODES, Indexer, IndexerCache, SparseMLAConfig
+from mlatui.models.indexer import (
+    INDEXER_MODES,
+    Indexer,
+    IndexerCache,
+    Selected,
+    SparseMLAConfig,
+)
 
 __all__ = ["SparseMLAConfig", "SparseMLAttention", "SparseMLACache", "INDEXER_MODES"]
 
@@ -258,7 +264,8 @@ class SparseMLAttention(nn.Module):
         if selection is None:
             out = self._dense(q_nope, q_pe, latent, k_pe, mask)
         else:
-            out = self._sparse(q_nope, q_pe, latent, k_pe, mask, *map(mx.stop_gradient, selection))
+            selected = Selected(*map(mx.stop_gradient, selection))
+            out = self._sparse(q_nope, q_pe, latent, k_pe, mask, selected)
         out = out.transpose(0, 2, 1, 3).reshape(
             B, L, self.num_heads * self.v_head_dim
         )  # (B, L, H*v)
@@ -288,8 +295,9 @@ class SparseMLAttention(nn.Module):
         out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=attn_mask)
         return self.unembed_out(out) if absorbed else out  # (B, H, L, v)
 
-    def _sparse(self, q_nope, q_pe, latent, k_pe, mask, idx, valid) -> mx.array:
-        """idx/valid (B, L, K): the tokens each query attends to."""
+    def _sparse(self, q_nope, q_pe, latent, k_pe, mask, selected: Selected) -> mx.array:
+        """selected: idx/valid (B, L, K), the tokens each query attends to."""
+        idx, valid = selected
         B, H, L, _ = q_nope.shape
         T, K = latent.shape[2], idx.shape[-1]
         additive = None
