@@ -118,6 +118,19 @@ class Loaded:
 
 
 Prepare = Callable[[nn.Module], None]  # runs on the lazy model before its weights are read
+FitCheck = Callable[[dict, str, int], None]  # (config, dtype, weights_bytes)
+
+
+@dataclass(frozen=True)
+class LoadHooks:
+    """What runs along a load: `watch(what, source, files=...)` reports it as it reads
+    (mlatui.models.load_watch); `prepare(model)` (sharding) runs while the weights are still lazy
+    where the loader allows; `fit_check(config, dtype, weights_bytes)` before any weight is read
+    or built."""
+
+    watch: Any = no_watch  # a load_watch.WatchFactory
+    prepare: Prepare | None = None
+    fit_check: FitCheck | None = None
 
 
 def load_checkpoint(
@@ -207,16 +220,11 @@ def _check_folder(ref: str, check: Callable[[dict, str, int], None]) -> None:
 
 
 def build_random(
-    spec: ModelSpec,
-    seed: int,
-    check: Callable[[dict, str, int], None] | None = None,
-    watch=no_watch,
-    what: str = "model",
-    prepare: Prepare | None = None,
+    spec: ModelSpec, seed: int, hooks: LoadHooks = LoadHooks(), what: str = "model"
 ) -> tuple[nn.Module, str]:
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
-    `check(config, dtype, weights_bytes)` sees the weights' size while they are still lazy;
-    `prepare(model)` (sharding) runs then too, so a rank only ever evaluates its own part."""
+    `hooks.fit_check` sees the weights' size while they are still lazy; `hooks.prepare`
+    (sharding) runs then too, so a rank only ever evaluates its own part."""
     from mlatui.models.build import model_from_config, quantize
 
     _register()
@@ -240,13 +248,13 @@ def build_random(
 
     leaves = [v for _, v in flat_arrays(model.parameters())]
     nbytes = sum(v.nbytes for v in leaves)
-    if check is not None:
-        check(config, spec.dtype, nbytes)
-    if prepare is not None:
-        prepare(model)
+    if hooks.fit_check is not None:
+        hooks.fit_check(config, spec.dtype, nbytes)
+    if hooks.prepare is not None:
+        hooks.prepare(model)
     params = sum(v.size for v in leaves)
     source = f"random:{config['model_type']}"
-    with watch(
+    with hooks.watch(
         what,
         source,
         kind=LoadKind.RANDOM,
@@ -280,14 +288,13 @@ def load_target(
     scenario: Scenario,
     random_weights: bool,
     seed: int,
-    fit_check: Callable[[dict, str, int], None] | None = None,
-    watch=no_watch,
-    prepare: Prepare | None = None,
+    hooks: LoadHooks = LoadHooks(),
 ) -> Loaded:
-    """`fit_check(config, dtype, weights_bytes)` runs before any weight is read or built;
-    `prepare(model)` (sharding) before the weights are evaluated where the loader allows."""
+    """`hooks.fit_check` runs before any weight is read or built; `hooks.prepare` (sharding)
+    before the weights are evaluated where the loader allows."""
     spec = scenario.model
-    check = fit_check or (lambda config, dtype, weights: None)
+    check = hooks.fit_check or (lambda config, dtype, weights: None)
+    watch, prepare = hooks.watch, hooks.prepare
     if model_ref is not None and not random_weights:
         _check_folder(model_ref, check)
         model, tok, mtype = load_checkpoint(model_ref, watch=watch, prepare=prepare)
@@ -297,7 +304,7 @@ def load_target(
             raise LoadError(
                 f"{scenario.path}: --random-weights needs [model] family and [model.config] in the scenario"
             )
-        model, mtype = build_random(spec, seed, check, watch, prepare=prepare)
+        model, mtype = build_random(spec, seed, hooks)
         return Loaded(model, None, f"random:{spec.family}", mtype, None, True)
     if spec.source == "path":
         if not spec.path:
@@ -323,12 +330,11 @@ def load_draft(
     spec: DraftSpec,
     target: Loaded,
     seed: int,
-    watch=no_watch,
-    prepare: Prepare | None = None,
+    hooks: LoadHooks = LoadHooks(),
 ) -> None:
     """Fill target.draft_model / draft per --draft-model, else the scenario's [draft]; a draft
-    model is checked against the target before any step. `prepare` shards it."""
-    _load_draft(draft_ref, spec, target, seed, watch, prepare)
+    model is checked against the target before any step. `hooks.prepare` shards it."""
+    _load_draft(draft_ref, spec, target, seed, hooks)
     evaluate_buffers(target.draft_model)
     if target.draft_model is not None and target.draft.kind is DraftKind.DRAFT_MODEL:
         check_draft_vocabulary(target)
@@ -349,21 +355,18 @@ def check_draft_vocabulary(target: Loaded) -> None:
 
 
 def _load_draft(
-    draft_ref: str | None,
-    spec: DraftSpec,
-    target: Loaded,
-    seed: int,
-    watch=no_watch,
-    prepare: Prepare | None = None,
+    draft_ref: str | None, spec: DraftSpec, target: Loaded, seed: int, hooks: LoadHooks
 ) -> None:
     if draft_ref is not None:
-        target.draft_model, _, _ = load_checkpoint(draft_ref, "draft model", watch, prepare)
+        target.draft_model, _, _ = load_checkpoint(
+            draft_ref, "draft model", hooks.watch, hooks.prepare
+        )
         target.draft = Draft(DraftKind.DRAFT_MODEL, draft_ref)
         if DraftSource.MTP in spec.sources:  # --draft-model replaces the draft-model kind only
             target.drafts = (Draft(DraftKind.MTP), target.draft)
         return
     if spec.sources:
-        rest = _several(spec, target, seed, watch, prepare)
+        rest = _several(spec, target, seed, hooks)
         if rest is None:
             return
         spec = rest
@@ -372,39 +375,10 @@ def _load_draft(
             DraftSource.SYNTHETIC, None, spec.config, spec.acceptance
         )  # no checkpoint, no MTP head
     if spec.source is DraftSource.DRAFT_MODEL:
-        if not spec.path and not spec.config and target.draft == EMBEDDED_DRAFT:
-            return  # the embedded model's own draft model
-        if spec.path:
-            target.draft_model, _, _ = load_checkpoint(spec.path, "draft model", watch, prepare)
-            target.draft = Draft(DraftKind.DRAFT_MODEL, spec.path)
-        elif spec.config:
-            family = spec.config.get("model_type")
-            if not family:
-                raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
-            target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config),
-                seed + 1,
-                None,
-                watch,
-                "draft model",
-                prepare,
-            )
-            target.draft = Draft(DraftKind.DRAFT_MODEL, f"random:{family}")
-        else:
-            raise LoadError(
-                "[draft] source = \"draft-model\" needs 'path' or a [draft.config] table"
-            )
+        _draft_model(spec, target, seed, hooks)
     elif spec.source is DraftSource.SYNTHETIC:
         if spec.config:
-            family = spec.config.get("model_type")
-            target.draft_model, _ = build_random(
-                ModelSpec("random", None, family, spec.config),
-                seed + 1,
-                None,
-                watch,
-                "draft model",
-                prepare,
-            )
+            target.draft_model = _random_draft(spec.config, seed, hooks)
         target.draft = Draft(DraftKind.SYNTHETIC, acceptance=spec.acceptance)
     elif spec.source is DraftSource.MTP:
         target.draft = Draft(DraftKind.MTP)
@@ -414,9 +388,34 @@ def _load_draft(
         target.draft = Draft(DraftKind.MTP_IF_PRESENT)
 
 
-def _several(
-    spec: DraftSpec, target: Loaded, seed: int, watch, prepare: Prepare | None
-) -> DraftSpec | None:
+def _draft_model(spec: DraftSpec, target: Loaded, seed: int, hooks: LoadHooks) -> None:
+    """`[draft] source = "draft-model"`: a checkpoint, a random model from [draft.config], or
+    the embedded model's own draft."""
+    if not spec.path and not spec.config and target.draft == EMBEDDED_DRAFT:
+        return  # the embedded model's own draft model
+    if spec.path:
+        target.draft_model, _, _ = load_checkpoint(
+            spec.path, "draft model", hooks.watch, hooks.prepare
+        )
+        target.draft = Draft(DraftKind.DRAFT_MODEL, spec.path)
+    elif spec.config:
+        family = spec.config.get("model_type")
+        if not family:
+            raise LoadError("[draft.config] needs model_type (an mlx-lm model type)")
+        target.draft_model = _random_draft(spec.config, seed, hooks)
+        target.draft = Draft(DraftKind.DRAFT_MODEL, f"random:{family}")
+    else:
+        raise LoadError("[draft] source = \"draft-model\" needs 'path' or a [draft.config] table")
+
+
+def _random_draft(config: dict[str, Any], seed: int, hooks: LoadHooks) -> nn.Module:
+    """A random-weight draft model of [draft.config] (its own seed; no fit check of its own)."""
+    spec = ModelSpec("random", None, config.get("model_type"), config)
+    model, _ = build_random(spec, seed + 1, replace(hooks, fit_check=None), "draft model")
+    return model
+
+
+def _several(spec: DraftSpec, target: Loaded, seed: int, hooks: LoadHooks) -> DraftSpec | None:
     """`sources = ["mtp", "draft-model"]`: load the draft model, record both kinds. Random weights
     have no MTP head, so they keep one kind (the draft model if one is given, else synthetic);
     the returned spec is that one kind, None when both were set here."""
@@ -427,7 +426,7 @@ def _several(
     single = replace(spec, sources=())
     for kind in spec.sources:
         if kind is DraftSource.DRAFT_MODEL:
-            _load_draft(None, replace(single, source=kind), target, seed, watch, prepare)
+            _load_draft(None, replace(single, source=kind), target, seed, hooks)
     model_draft = target.draft if target.draft.kind is DraftKind.DRAFT_MODEL else None
     target.drafts = tuple(
         Draft(DraftKind.MTP) if k is DraftSource.MTP else model_draft  # type: ignore[misc]

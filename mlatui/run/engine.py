@@ -27,6 +27,7 @@ from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
     Loaded,
+    LoadHooks,
     load_draft,
     load_target,
     vocab_size,
@@ -223,16 +224,10 @@ class _Run:
         watch = watcher(load_emit, self.now)  # LoadStart/LoadProgress: before the header
 
         def load() -> Loaded:
-            loaded = load_target(
-                plan.model,
-                scenario,
-                plan.random_weights,
-                seed,
-                fit_check,
-                watch,
-                dist.prepare_target(),
-            )
-            load_draft(plan.draft_model, scenario.draft, loaded, seed, watch, dist.prepare_draft())
+            target_hooks = LoadHooks(watch, dist.prepare_target(), fit_check)
+            loaded = load_target(plan.model, scenario, plan.random_weights, seed, target_hooks)
+            draft_hooks = LoadHooks(watch, dist.prepare_draft())
+            load_draft(plan.draft_model, scenario.draft, loaded, seed, draft_hooks)
             return loaded
 
         try:
