@@ -4,7 +4,7 @@ last event; the recorder writes them after the header."""
 import time
 from pathlib import Path
 
-from mlatui.models.load_watch import LoadWatch, files_read, watcher
+from mlatui.models.load_watch import LoadWatch, Watched, files_read, watcher
 from mlatui.stream.events import LoadProgress, LoadStart
 from mlatui.stream.recorder import Recorder, read_recording
 
@@ -45,9 +45,7 @@ def test_the_watcher_samples_a_counter_while_the_load_runs(tmp_path):
     watch = LoadWatch(
         events.append,
         time.monotonic,
-        "model",
-        str(tmp_path),
-        files=files,
+        Watched("model", str(tmp_path), files=files),
         counter=(lambda: next(reads), "process read bytes"),
         interval_s=0.005,
     )
@@ -67,9 +65,7 @@ def test_a_failed_load_ends_its_phase_without_claiming_every_byte(tmp_path):
     watch = LoadWatch(
         events.append,
         time.monotonic,
-        "model",
-        "x",
-        files=[tmp_path / "a.safetensors"],
+        Watched("model", "x", files=[tmp_path / "a.safetensors"]),
         counter=(lambda: 0, "process read bytes"),
     )
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlatui.stream.events import Event, LoadKind, LoadProgress, LoadStart
@@ -52,27 +53,36 @@ def files_read(sizes: Sequence[int], done_bytes: int) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What a load reads: `what` ("model" | "draft model") from `source`, a checkpoint's
+    safetensors `files`, or a random build's `params` and `total_bytes` (None: the files' sizes)."""
+
+    what: str
+    source: str
+    kind: str = LoadKind.CHECKPOINT
+    files: Sequence[Path] = ()
+    params: int = 0
+    total_bytes: int | None = None
+
+
 class LoadWatch:
-    """Emits LoadStart on entry, LoadProgress every `interval_s` while bytes move, and a final
-    exact LoadProgress(done=True) on exit."""
+    """Emits LoadStart on entry, LoadProgress every `interval_s` while bytes move (as `counter`
+    reads them; default: the process's reads), and a final exact LoadProgress(done=True) on exit."""
 
     def __init__(
         self,
         emit: Callable[[Event], None],
         clock: Callable[[], float],
-        what: str,
-        source: str,
-        kind: str = LoadKind.CHECKPOINT,
-        files: Sequence[Path] = (),
-        params: int = 0,
-        total_bytes: int | None = None,
+        load: Watched,
         counter: Counter | None = None,
         interval_s: float = 0.25,
     ):
-        self.emit, self.clock, self.what, self.source, self.kind = emit, clock, what, source, kind
-        self.sizes = [Path(f).stat().st_size for f in files]
-        self.total = sum(self.sizes) if total_bytes is None else total_bytes
-        self.params, self.interval_s = params, interval_s
+        self.emit, self.clock, self.what, self.source = emit, clock, load.what, load.source
+        self.kind = load.kind
+        self.sizes = [Path(f).stat().st_size for f in load.files]
+        self.total = sum(self.sizes) if load.total_bytes is None else load.total_bytes
+        self.params, self.interval_s = load.params, interval_s
         self.counter = counter
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,8 +159,8 @@ class GatedEmit:
 def watcher(emit: Callable[[Event], None], clock: Callable[[], float]) -> WatchFactory:
     """`watch(what, source, kind=..., files=..., params=..., ...)` bound to a stream and clock."""
 
-    def watch(what: str, source: str, **kw) -> LoadWatch:
-        return LoadWatch(emit, clock, what, source, **kw)
+    def watch(what: str, source: str, counter: Counter | None = None, **load) -> LoadWatch:
+        return LoadWatch(emit, clock, Watched(what, source, **load), counter)
 
     return watch
 
