@@ -288,12 +288,16 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     the tune (plain, draft at depths 1 and 2) through the runtime's own loops, and the run then
     goes on to its tune from the prefilled context it opens there."""
     from mlatui.config.runconfig import RunConfig
+    from mlatui.measure.estimates import Outcome
     from mlatui.run import budget, budget_probe
+    from mlatui.run.phases import decode
     from mlatui.stream.events import DecodeBlock
     from tests.engine_run import run
 
     monkeypatch.setattr(budget_probe, "COMPILE_FLOOR_S", -1e9)  # every first prefill compiles
     monkeypatch.setattr(budget, "GROW_ROUNDS", 4)
+    # the blocks grow where the L = 1 check so far reads decided: here, as the tiny model's may not
+    monkeypatch.setattr(decode, "control_outcome", lambda ratio, tolerance_pct: Outcome.VALID)
     ran: list[tuple[int, str]] = []
     real = budget_probe.run_block
 
@@ -311,7 +315,8 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     )
     assert run(config, events.append) == "completed"
     assert sorted(set(ran)) == [(0, ""), (1, "synthetic"), (2, "synthetic")] and len(ran) == 6
-    # the huge budget's slice lets the blocks grow past their 2 planned rounds, up to 4
+    # the huge budget's slice lets the blocks grow past their 2 planned rounds, up to 4, where
+    # the L = 1 check reads decided
     assert max(e.round for e in events if isinstance(e, DecodeBlock)) == 3
 
 

@@ -85,8 +85,28 @@ class FakeCtx:
         return self.t
 
 
-def test_the_run_ends_with_its_forecasts_error_and_what_is_still_undecided():
-    ctx = FakeCtx(100.0)
+class FakeMore:
+    """The engine's last L = 1 rounds, faked: they decide every check, 1 s before the end."""
+
+    def __init__(self, ctx: FakeCtx) -> None:
+        self.ctx, self.asked = ctx, []
+
+    def measure(self, checks, rounds, until_s=None):
+        self.asked.append(([v.context for v in checks], until_s))
+        self.ctx.t = until_s - 1.0
+        return [msgspec_replace(v, outcome="valid", valid=True) for v in checks]
+
+
+def msgspec_replace(v, **changes):
+    from dataclasses import replace
+
+    return replace(v, **changes)
+
+
+def _finish(t: float, added_s: float):
+    from mlatui.config.phase_kind import PhaseKind
+
+    ctx = FakeCtx(t)
     planned = BudgetPlanned(0.0, 100.0, 80.0, 50.0, (), (), (512,), 1.0, 2.5)
     check = Validity(
         1.0,
@@ -101,14 +121,25 @@ def test_the_run_ends_with_its_forecasts_error_and_what_is_still_undecided():
         Interval(1.005, 0.97, 1.03, 8),
         8,
     )
-    from mlatui.config.phase_kind import PhaseKind
+    done = PassResults(checks=Checks().plus([check], [("sweep", PhaseKind.SWEEP)]), added_s=added_s)
+    more = FakeMore(ctx)
+    cut = slices([(_seg("sweep", 512), 1.0)], 0.0, 100.0)
+    after = Budget(planned, cut).finish(ctx, done, more)
+    return ctx, more, after, next(e for e in ctx.events if isinstance(e, BudgetOutcome))
 
-    done = PassResults(checks=Checks().plus([check], [("sweep", PhaseKind.SWEEP)]), added_s=40.0)
-    out = Budget(planned, slices([], 0, 100)).finish(ctx, done)
-    assert isinstance(out, BudgetOutcome) and ctx.events[-1] == out
-    assert out.planned_s == pytest.approx(60.0) and out.extra_s == pytest.approx(40.0)
+
+def test_the_time_left_goes_to_the_undecided_checks_and_the_run_says_its_forecasts_error():
+    ctx, more, after, out = _finish(60.0, added_s=10.0)
+    end = 100.0 * (1 - END_SHARE)
+    assert more.asked == [([512], pytest.approx(end))]  # to the budget's end
+    assert [v.verdict for v in after.checks.latest] == ["valid"] and out.undecided == ()
+    assert out.took_s == pytest.approx(end - 1.0) and ctx.events[-1] == out
+    assert out.extra_s == pytest.approx(10.0 + end - 1.0 - 60.0)  # the last rounds: past the plan
+    assert out.planned_s == pytest.approx(50.0) and out.error_pct == pytest.approx(0.0)
+    # no time left: nothing measured; the error and what is still undecided are said
+    ctx, more, after, out = _finish(99.0, added_s=39.0)
+    assert more.asked == [] and out.undecided == ("sweep @ 512",) and out.first_use_s == 2.5
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
-    assert out.undecided == ("sweep @ 512",) and out.first_use_s == 2.5
     said = next(e for e in ctx.events if isinstance(e, LogMessage))
     assert "(forecast error -17%)" in said.message
     assert "still undecided: sweep @ 512" in said.message and "compilation" in said.message

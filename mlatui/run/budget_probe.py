@@ -19,6 +19,7 @@ from mlatui.measure.plans import Setting, decode_settings, phase_segments
 from mlatui.measure.progress import RunProgress
 from mlatui.run.arms import Arm
 from mlatui.run.budget import (
+    END_SHARE,
     FORECAST_MARGIN,
     agreed,
     fit_to_budget,
@@ -29,6 +30,7 @@ from mlatui.run.budget_story import Limits, choose, longest_context
 from mlatui.run.decode_stream import open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.run.phases.decode_blocks import sampling_of
+from mlatui.run.phases.more import MoreRounds
 from mlatui.run.phases.results import PassResults, Slices
 from mlatui.stream.events import ARMS, BudgetOutcome, BudgetPlanned, LogMessage
 
@@ -38,7 +40,9 @@ PROBE_REPS = 2
 PROBE_BUDGET_SHARE = 0.12
 COMPILE_FLOOR_S = 0.05  # a first prefill this much (plus twice the second's) slower: a compile
 FIRST_USE_SAID_S = 0.5
-WARM_BLOCK_TOKENS = 8  # a verify step and an accepted draft at every depth the default tune runs
+WARM_BLOCK_TOKENS = 8
+PAIR = 2  # the rounds a check's last attempt plans: one pair, then more while it is undecided
+MORE_MIN_S = 2.0  # the least time left worth a prefill and a pair of rounds  # a verify step and an accepted draft at every depth the default tune runs
 
 
 def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int, ...]:
@@ -257,9 +261,18 @@ class Budget:
     planned: BudgetPlanned
     slices: Slices
 
-    def finish(self, ctx: RunContext, done: PassResults) -> BudgetOutcome:
-        """The plan's forecast against what its planned rounds took (the run less the rounds
-        past them, `done.added_s`), in the log and a BudgetOutcome, with what is still undecided."""
+    def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
+        """The time left goes to more L = 1 rounds where a check is still undecided (`more`:
+        a phase of its own, as `+`), to the budget's end; then the plan's forecast against what
+        its planned rounds took (the run less the rounds past them), in the log and a
+        BudgetOutcome, with what is still undecided. Returns the pass with those checks."""
+        end_s = self.planned.budget_s * (1 - END_SHARE)
+        undecided = done.checks.undecided()
+        if undecided and self.slices.ends and end_s - ctx.now() > MORE_MIN_S:
+            start_s = ctx.now()
+            decided = more.measure(undecided, PAIR, until_s=end_s)
+            done = replace(done, checks=done.checks.plus(decided))
+            done = replace(done, added_s=done.added_s + ctx.now() - start_s)
         took_s = ctx.now()
         planned_s = max(1e-9, took_s - done.added_s)
         p = self.planned
@@ -276,7 +289,7 @@ class Budget:
         )
         ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
         ctx.emit(outcome)
-        return outcome
+        return done
 
 
 def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:

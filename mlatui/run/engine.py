@@ -48,7 +48,7 @@ from mlatui.run.engine_setup import (
     pass_variants,
 )
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
-from mlatui.run.phases.more import serve_more
+from mlatui.run.phases.more import MoreRounds, serve_more
 from mlatui.run.phases.registry import runner
 from mlatui.run.phases.results import Checks, PassResults, Slices
 from mlatui.run.prompts import text_tokens
@@ -93,6 +93,7 @@ class _Run:
         self.end_sent = False
         self.held = contextlib.ExitStack()  # the wired limit, left once every worker synced
         self.wired = WiredLimit()
+        self.more: MoreRounds | None = None  # a budget's last L = 1 rounds, which `+` goes on from
 
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0) / 1e9
@@ -178,7 +179,8 @@ class _Run:
         if offering and self.ctx is not None and isinstance(self.stop, RunControl):
             self._stop_sampler()  # nothing is measured until a request: no samples
             before = len(self.plan.phases) * len(passes)
-            serve_more(self.ctx, self.stop, self.checks, passes[-1], before, last.l1)
+            more = self.more or MoreRounds(self.ctx, passes[-1], before, last.l1)
+            serve_more(self.ctx, self.stop, self.checks, more)
             self.end_sent = True
         return "completed"
 
@@ -325,8 +327,9 @@ class _Run:
             slot = (i + n * count, count * len(passes))
             done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, slices)))
             self.done = done
-        if budget is not None:
-            budget.finish(ctx, done)
+        if budget is not None:  # the time left goes to the checks still undecided
+            self.more = MoreRounds(ctx, run_pass, len(plan.phases), done.l1)
+            done = budget.finish(ctx, done, self.more)
         return done
 
     def _apply_budget(self, ctx: RunContext) -> Budget | None:

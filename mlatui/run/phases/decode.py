@@ -21,12 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.estimates import (
-    ContextEstimates,
-    Outcome,
-    Timing,
-    control_outcome,
-)
+from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, control_outcome
 from mlatui.measure.plans import (  # noqa: F401 - re-exported
     PLAIN_QUADS,
     VERIFY_MAX_ROUNDS,
@@ -40,6 +35,7 @@ from mlatui.measure.plans import (  # noqa: F401 - re-exported
     verify_widths,
 )
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
+from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import unpinned
 from mlatui.run.decode_stream import (
     DecodeStream,
@@ -162,7 +158,14 @@ def decode_context(
     runner = BlockRunner(ctx, phase, length, streams, settings)
     # decided after the verify rounds, before any block: a setting that cannot win runs none
     bounds = decide_bounds(ctx, runner, verify) if verify is not None else BoundDecision()
-    run = _sample_blocks(ctx, runner, bounds, progress, inputs.slices)
+    # a budget's blocks grow only where the L = 1 check so far is decided: else no verdict
+    # reads them, and the time is the check's (the engine's last rounds, mlatui.run.engine)
+    ratio = (inputs.l1 + l1).pooled_ratio(length, ctx.seed)
+    decided = (
+        ratio is not None and control_outcome(ratio, L1_TOLERANCE_PCT) is not Outcome.INCONCLUSIVE
+    )
+    slices = inputs.slices if decided else replace(inputs.slices, grow_to=0)
+    run = _sample_blocks(ctx, runner, bounds, progress, slices)
     added_s += run.added_s
     if runner.divergence is not None:
         at, rnd = runner.divergence

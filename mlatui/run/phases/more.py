@@ -40,30 +40,24 @@ from mlatui.stream.events import (
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
+UNTIL_ROUNDS = 64  # the most rounds one context takes before a budget's end
 
-def serve_more(
-    ctx: RunContext,
-    control: RunControl,
-    checks: Checks,
-    last_pass: Pass,
-    phases_before: int,
-    l1: L1Quads,
-) -> None:
-    """The run has ended: its RunEnd, then each `+` request's rounds, each followed by a new
-    RunEnd, until the stop flag is set (quit). A request with nothing undecided is said in the
-    log and measures nothing. `checks`: the run's as it ended; `l1`: every L = 1 quad of the
-    last pass; each request's checks and rounds join them for the next."""
+
+def serve_more(ctx: RunContext, control: RunControl, checks: Checks, more: MoreRounds) -> None:
+    """The run has ended: its RunEnd, then each `+` request's rounds (`more`: the run's, its
+    L = 1 quads so far), each followed by a new RunEnd, until the stop flag is set (quit). A
+    request with nothing undecided is said in the log and measures nothing. `checks`: the
+    run's as it ended; each request's checks join them for the next."""
 
     def end() -> None:
         ctx.emit(RunEnd(ctx.now(), "completed", checks.invalid_contexts()))
 
     end()
-    more = MoreRounds(ctx, last_pass, phases_before, l1)
     while not control.is_set():
         rounds = control.next_ask()
         if rounds is None or control.is_set():
             continue
-        undecided = checks.undecided(last_pass)
+        undecided = checks.undecided(more.last_pass)
         if not undecided or rounds < 1:
             ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
             continue
@@ -80,14 +74,20 @@ class MoreRounds:
         self.ctx, self.last_pass, self.phases_before, self.l1 = ctx, last_pass, phases_before, l1
         self.asked = 0
 
-    def measure(self, checks: list[Validity], rounds: int) -> list[Validity]:
+    def measure(
+        self, checks: list[Validity], rounds: int, until_s: float | None = None
+    ) -> list[Validity]:
         """`rounds` rounds of L = 1 quads at each of the checks' contexts, then every check
-        there decided again on all the run's L = 1 quads at its context: its new Validity."""
+        there decided again on all the run's L = 1 quads at its context: its new Validity.
+        `until_s` (a budget's end): rounds go on while the check is undecided, each context
+        in its share of the time to it."""
         ctx = self.ctx
         self.asked += 1
         name = self.last_pass.phase_name(more_phase_name(self.asked))
         contexts = sorted({v.context for v in checks})
         shapes = {c: more_phase(name, c, rounds) for c in contexts}
+        if until_s is not None:
+            shapes = {c: replace(p, max_rounds=UNTIL_ROUNDS) for c, p in shapes.items()}
         plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
         planned = sum(p.timed_calls() for p in plans.values())
         segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
@@ -106,12 +106,15 @@ class MoreRounds:
         progress = ProgressTracker(ctx, name, planned)
         out: list[Validity] = []
         said: list[str] = []
-        for context in contexts:
+        for i, context in enumerate(contexts):
             ctx.check_stop()
             text = ctx.tokens_for(context + 1)
             length = share_context(ctx, text[:context])
             site = StepSite(name, length, text[length:])
-            run = sample_steps(ctx, site, plans[context], progress, interim=False)
+            end = (
+                None if until_s is None else ctx.now() + (until_s - ctx.now()) / (len(contexts) - i)
+            )
+            run = sample_steps(ctx, site, plans[context], progress, interim=False, deadline=end)
             self.l1 = self.l1.plus(length, run.timings, plans[context].control_width)
             here = [v for v in checks if v.context == context]
             new = _decide_again(ctx, name, here, length, self.l1)
