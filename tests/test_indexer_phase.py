@@ -18,7 +18,7 @@ from mlatui.config.runconfig import RunConfig
 from mlatui.measure.estimates import Outcome
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer
-from mlatui.run.phases.indexer_sites import parity_tolerance
+from mlatui.run.phases.indexer import parity_tolerance
 from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
 from mlatui.stream.interval import Interval
 from mlatui.views.dashboard_state import DashboardState

@@ -25,7 +25,7 @@ from mlatui.models.vlm import indexer_notices
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
 from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
-from mlatui.run.phases.indexer_sites import load_warnings
+from mlatui.run.phases.indexer import load_warnings
 from mlatui.run.source_arm import SourceModels
 from mlatui.store.bandwidth import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, ErrorEvent, RunHeader
