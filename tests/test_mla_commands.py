@@ -9,8 +9,8 @@ import pytest
 # module is imported, so a first import inside one capsys test would leave it writing to that
 # test's closed stream in the next.
 import mlatui.commands.bench_scenario  # noqa: F401
+from mlatui.bench import attention
 from mlatui.bench import attention as attnbench
-from mlatui.bench import crossover
 from mlatui.cli import main
 from mlatui.gate import mla
 from mlatui.measure import forced_branches as forced
@@ -355,10 +355,10 @@ def test_find_crossover_bisects():
         probes.append(w)
         return w <= 300
 
-    assert crossover.find_crossover(faster, 2048) == 300
+    assert attention.find_crossover(faster, 2048) == 300
     assert len(probes) <= 13
-    assert crossover.find_crossover(lambda w: True, 64) == 64
-    assert crossover.find_crossover(lambda w: w == 1, 64) == 1
+    assert attention.find_crossover(lambda w: True, 64) == 64
+    assert attention.find_crossover(lambda w: w == 1, 64) == 1
 
 
 def test_calibrated_falls_back_with_warning(tmp_path, monkeypatch):

@@ -113,7 +113,7 @@ def _probe(model: AttentionModel, args: argparse.Namespace, sink, stop) -> tuple
     """The crossover search; each probe and each context's crossover is written to `sink` as it
     is measured and kept in the lines returned (the table is printed from them, as `replay
     --dump` prints it from the file)."""
-    from mlatui.bench import crossover
+    from mlatui.bench import attention
     from mlatui.host.signals import raise_if_set
 
     reps = args.reps
@@ -125,12 +125,12 @@ def _probe(model: AttentionModel, args: argparse.Namespace, sink, stop) -> tuple
         lines.append(line)
         sink.write(line)
 
-    hooks = crossover.CalibrateHooks(
+    hooks = attention.CalibrateHooks(
         lambda s: print(f"  {s}", file=sys.stderr, flush=True),
         lambda context, probe: record(probe_line(context, probe, settings)),
         raise_if_set(stop),
     )
-    geometry, crossovers, _ = crossover.calibrate(model, args.contexts, reps, args.max_width, hooks)
+    geometry, crossovers, _ = attention.calibrate(model, args.contexts, reps, args.max_width, hooks)
     where = {"geometry": geometry.key, "heads": geometry.num_heads}
     for t, w in crossovers.items():
         record({"type": "crossover", "context": t, "max_absorbed": w, **where, **settings})

@@ -1,6 +1,6 @@
 """Measured absorbed/materialised crossovers, stored per device and MLA geometry.
 
-`mlatui calibrate` measures them (mlatui/bench/crossover.py) and writes them;
+`mlatui calibrate` measures them (mlatui/bench/attention.py) and writes them;
 `gate.policy.CalibratedPolicy` (threshold = "calibrated") reads them through `load_crossovers`,
 once per geometry. One JSON file per device in the user's cache folder: {geometry key:
 {"crossovers": {context: max absorbed width}, "family": ..., "dtype": ..., "bits": ...,
