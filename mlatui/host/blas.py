@@ -25,7 +25,7 @@ import ctypes
 import os
 import sys
 
-from mlatui.host.linker import elf_slots, exports, loaded_objects, which_file
+from mlatui.host.blas_redirect import elf_slots, exports, loaded_objects, which_file
 
 OPENBLAS_DIRS = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread",
