@@ -1,5 +1,5 @@
 """The L = 1 check pooled over a run's contexts (mlatui.measure.pooled) and how a phase applies it
-(mlatui.run.phases.pooled_check): synthetic timings, no model."""
+(mlatui.run.phases.base): synthetic timings, no model."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from mlatui.measure.pooled import (
     pooled_check,
     stratified_bootstrap_median,
 )
-from mlatui.run.phases.base import RunContext
-from mlatui.run.phases.pooled_check import mark_rows, pool_checks
+from mlatui.run.phases.base import RunContext, mark_rows, pool_checks
 from mlatui.run.phases.results import Checks, L1Quads
 from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
 from mlatui.stream.interval import Interval

@@ -49,6 +49,8 @@ from mlatui.run.phases.base import (
     StepSite,
     cache_rounds_hook,
     emit_phase_start,
+    mark_rows,
+    pool_checks,
     sample_steps,
     share_context,
     validity,
@@ -59,7 +61,6 @@ from mlatui.run.phases.decode_verdict import (
     decode_verdict,
     tune_verdict,
 )
-from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult, Slices
 from mlatui.stream.events import (
     ARMS,

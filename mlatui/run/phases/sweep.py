@@ -12,11 +12,12 @@ from mlatui.run.phases.base import (
     RunContext,
     StepSite,
     emit_phase_start,
+    mark_rows,
+    pool_checks,
     sample_steps,
     share_context,
     validity,
 )
-from mlatui.run.phases.pooled_check import mark_rows, pool_checks
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
 from mlatui.stream.phrases import ci_text
