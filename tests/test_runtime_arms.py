@@ -102,7 +102,7 @@ def test_fixed_runtime_arms_run_with_counters_and_parity(pr_form_tree, family):
 
 
 def test_screen_names_what_each_slot_ran():
-    from mlatui.views.arm_names import slot_name, slot_words
+    from mlatui.views.run_meta import slot_name, slot_words
 
     fixed = {
         "arms": arm_settings(

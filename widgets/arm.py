@@ -9,10 +9,10 @@ from rich.text import Text
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS
-from mlatui.views.arm_names import slot_name, slot_words
 from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, fmt_context
+from mlatui.views.run_meta import slot_name, slot_words
 from mlatui.views.step_series import StepChart, step_chart
 from mlatui.views.summary import acceptance_of
 from mlatui.views.units import bound_ratio, ratio_text

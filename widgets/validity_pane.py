@@ -9,8 +9,8 @@ from rich.text import Text
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.l1_figures import l1_figures
 from mlatui.views.rounding import fmt_context
+from mlatui.views.run_tables import l1_figures
 from mlatui.views.units import ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 

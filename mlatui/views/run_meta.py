@@ -1,9 +1,16 @@
 """A run header as labelled fields (pure Python): the metadata block of every summary (`bench`,
-the dashboard's export, `replay --dump`) and the header diff of `mlatui compare`."""
+the dashboard's export, `replay --dump`) and the header diff of `mlatui compare`.
+
+What each arm slot ran, as every surface names it: the slots are "stock" and "patched" in every
+event; what runs in them follows the runtime (on pre-fix code the installed gate against
+mlatui's formula, on fixed code the pre-fix gate, a counterfactual, against the installed one,
+or any pair the user chose). The header's `settings["arms"]` records each slot's gate and its
+words."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
@@ -232,3 +239,35 @@ def header_lines(h: RunHeader) -> list[str]:
 
     bias = describe((h.settings or {}).get("harness_bias"))
     return [f"- {f.label}: {f.value}" for f in header_fields(h)] + ([f"- {bias}"] if bias else [])
+
+
+GATE_NAMES = {
+    "stock": "pre-fix",
+    "installed": "installed",
+    "formula": "formula",
+    "calibrated": "calibrated",
+}
+DEFAULT_PAIR = ("stock", "formula")  # pre-fix code's default: the slot names say it all
+
+
+def _arms(settings: dict[str, Any] | None) -> dict[str, dict[str, str]]:
+    arms = (settings or {}).get("arms")
+    return arms if isinstance(arms, dict) else {}
+
+
+def slot_name(settings: dict[str, Any] | None, slot: str) -> str:
+    """A short name: the slot's own where the run is the classic stock vs patched (and in every
+    recording made before arms were chosen), else the gate it ran ("pre-fix", "installed",
+    "calibrated", "L≤8")."""
+    arms = _arms(settings)
+    gates = tuple(arms.get(s, {}).get("gate") for s in ("stock", "patched"))
+    if not arms or gates == DEFAULT_PAIR or slot not in arms:
+        return slot
+    gate = arms[slot].get("gate", slot)
+    return GATE_NAMES.get(gate, f"L≤{gate}" if gate.isdigit() else gate)
+
+
+def slot_words(settings: dict[str, Any] | None, slot: str) -> str | None:
+    """The slot's gate in words ("pre-fix (L == 1, counterfactual)"); None in old recordings."""
+    label = _arms(settings).get(slot, {}).get("label")
+    return label if isinstance(label, str) else None

@@ -30,10 +30,18 @@ from mlatui.stream.events import (
 )
 from mlatui.views.bandwidth_pane import limit_check
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.l1_figures import L1Figures, l1_figures
 from mlatui.views.phase_views import Table, view_of
 from mlatui.views.rounding import Ci
-from mlatui.views.run_tables import Cell, Check, Quantity, check, sweep_cells, sweep_phases
+from mlatui.views.run_tables import (
+    Cell,
+    Check,
+    L1Figures,
+    Quantity,
+    check,
+    l1_figures,
+    sweep_cells,
+    sweep_phases,
+)
 from mlatui.views.verdict_strip import Part, pane_setting, verdict_parts
 
 DRIFTS_LISTED = 12

@@ -18,9 +18,9 @@ from mlatui.measure.multiplicity import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.stream.phrases import check_mark
-from mlatui.views.arm_names import slot_name
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
+from mlatui.views.run_meta import slot_name
 from mlatui.views.units import ms_text, ratio_text
 
 
