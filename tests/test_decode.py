@@ -119,10 +119,14 @@ from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
 from mlatui.measure.plans import Setting  # noqa: E402
 from mlatui.run.arms import build_arms, cache_len, prefill  # noqa: E402
-from mlatui.run.decode_stream import open_stream, rewind, run_block  # noqa: E402
+from mlatui.run.decode_stream import (  # noqa: E402
+    Sampling,  # noqa: E402
+    open_stream,
+    rewind,
+    run_block,
+)
 from mlatui.run.drafts import DraftModelSource  # noqa: E402
 from mlatui.run.phases.results import L1Quads  # noqa: E402
-from mlatui.run.runtime import Sampling  # noqa: E402
 from tests.random_models import build_model  # noqa: E402
 
 CONTEXT = list(range(3, 99))  # 96 tokens; the stream starts at the last one

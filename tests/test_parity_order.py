@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from mlatui.measure.sampler import Hooks, sample_context
+from mlatui.run.decode_stream import Block, Sampling
 from mlatui.run.parity import AA, ParityPlan, _Sides, _width_result, first_side
-from mlatui.run.runtime import Block, Sampling
 
 ROUNDS = 30  # as the H100 command ran it
 TOKENS = 32

@@ -9,8 +9,8 @@ import pytest
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.run import runtime
-from mlatui.run.runtime import Block, ModelCache, Sampling
+from mlatui.run import decode_stream
+from mlatui.run.decode_stream import Block, ModelCache, Sampling
 from tests.random_models import build_model
 
 CONTEXT = [3, 1, 4, 1, 5, 9, 2, 6]
@@ -45,7 +45,7 @@ def syncs_both(seen: list) -> bool:
 def test_a_plain_block_syncs_the_default_and_mlx_lm_generation_stream(synced):
     target = prefilled(0)
     synced.clear()
-    result = runtime.plain_block(target.model, target.cache, CONTEXT[-1], 4, Sampling())
+    result = decode_stream.plain_block(target.model, target.cache, CONTEXT[-1], 4, Sampling())
     assert len(result.tokens) == 4 and result.ms > 0
     assert syncs_both(synced), synced
 
@@ -54,6 +54,6 @@ def test_a_draft_model_block_syncs_both_streams_the_target_and_draft_ran_on(sync
     target, draft = prefilled(0), prefilled(1)
     synced.clear()
     sampler = Sampling().sampler()
-    result = runtime.draft_model_block(target, draft, Block(CONTEXT[-1], 4, depth=2), sampler)
+    result = decode_stream.draft_model_block(target, draft, Block(CONTEXT[-1], 4, depth=2), sampler)
     assert len(result.tokens) == 4 and result.steps
     assert syncs_both(synced), synced

@@ -1,4 +1,18 @@
-"""One arm's token stream at one context, and the decode block run on it (on the arm's thread).
+"""Decode blocks through the runtime users run, on one arm's token stream at one context (on
+the arm's thread).
+
+Plain decode is mlx-lm's own `generate_step` and draft-model speculation its own
+`speculative_generate_step`, each started from the arm's cache (their `prompt_cache`) with a
+one-token prompt, so what is timed is what `mlx_lm.generate` (and `--draft-model`) does: the next
+step's graph is built and `mx.async_eval`-ed while the current token is read. MTP speculation,
+which mlx-lm does not have, runs mlatui's own loop with the same structure: drafts stay lazy until
+the verify's single sync point.
+
+State convention (mlatui/run/drafts.py): a cache covers every token of the stream but the last one,
+which the next block feeds first. A block's time runs from its start to its last token (a user's
+generation of `n` tokens after a prompt cache hit); after the clock stops, every stream the block
+used is synced (`sync_streams`), so the pending overlapped step never leaks into the other arm's
+block.
 
 Every setting of a context (plain decode, depth 1, 2, ...) continues one stream per arm, so the
 settings of a round are measured on the same text, one after the other, and compared within the
@@ -10,32 +24,280 @@ blocks) are fed to it (untimed) before its next speculative block.
 
 from __future__ import annotations
 
+import enum
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
+from mlx_lm.sample_utils import apply_top_p, make_sampler
 
+from mlatui.host.wired import sync_streams
+from mlatui.measure.acceptance import VerifyStep, steps_from_flags
 from mlatui.measure.plans import Setting
+from mlatui.models.mx_typed import as_ints
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
-from mlatui.run.drafts import DraftModelSource, require_trimmable
+from mlatui.run.drafts import DraftModelSource, accept_sampled, require_trimmable
 from mlatui.run.mtp import MTPDraft
-from mlatui.run.runtime import (
-    Block,
-    BlockResult,
-    CounterCache,
-    ModelCache,
-    Sampling,
-    SyntheticDraftModel,
-    draft_model_block,
-    mtp_block,
-    plain_block,
-)
+
+
+class AcceptanceRule(enum.Enum):
+    EXACT_MATCH = "exact-match"  # mlx-lm: a draft is kept when the target's sampled token equals it
+    REJECTION = "rejection-sampling"  # distribution-preserving (Leviathan et al.), MTP loop
+
+    @property
+    def label(self) -> str:
+        return {
+            AcceptanceRule.EXACT_MATCH: "exact match (mlx-lm)",
+            AcceptanceRule.REJECTION: "rejection sampling (distribution-preserving)",
+        }[self]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 0.0  # 0 or 1: off (mlx-lm's convention)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def sampler(self) -> Callable[[mx.array], mx.array]:
+        return make_sampler(self.temperature, self.top_p)
+
+    def probs(self, logits: mx.array) -> mx.array:
+        """The distribution `sampler` draws from: softmax(top_p(logprobs / T)). (..., V)."""
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        if 0 < self.top_p < 1:
+            logprobs = apply_top_p(logprobs, self.top_p)
+        return mx.softmax(logprobs / self.temperature, axis=-1)
+
+    def rule(self, mtp: bool) -> AcceptanceRule:
+        return AcceptanceRule.REJECTION if mtp and not self.greedy else AcceptanceRule.EXACT_MATCH
+
+    def to_dict(self) -> dict:
+        return {"temperature": self.temperature, "top_p": self.top_p}
+
+
+@dataclass(frozen=True)
+class Block:
+    """A decode block asked for: feed `last` (the stream's last token) first, emit `tokens`
+    tokens, drafting `depth` tokens per verify step (0: plain decode)."""
+
+    last: int
+    tokens: int
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class ModelCache:
+    """A model and the cache it steps on (the target's, or a draft's)."""
+
+    model: Any
+    cache: list[Any]
+
+
+@dataclass
+class BlockResult:
+    tokens: list[int]
+    ms: float
+    steps: list[VerifyStep] = field(default_factory=list)  # empty for plain decode
+
+
+def _timed(gen, n: int) -> tuple[list[Any], float]:
+    start = time.perf_counter_ns()
+    out = []
+    for item in gen:
+        out.append(item)
+        if len(out) == n:
+            break
+    ms = (time.perf_counter_ns() - start) / 1e6
+    # after the clock: mlx-lm's own clean-up (speculative_generate_step rewinds its caches in a
+    # `finally`) runs now rather than whenever the generator is collected, and the overlapped
+    # next step is synced so it never lands in the next block's time
+    gen.close()
+    sync_streams()
+    return out, ms
+
+
+def plain_block(model: nn.Module, cache: list[Any], last: int, n: int, sampling: Sampling):
+    gen = generate_step(
+        mx.array([last], mx.uint32),
+        model,
+        max_tokens=n,
+        sampler=sampling.sampler(),
+        prompt_cache=cache,
+    )
+    out, ms = _timed(gen, n)
+    return BlockResult([int(tok) for tok, _ in out], ms)
+
+
+def draft_model_block(
+    target: ModelCache, draft: ModelCache, block: Block, sampler: Callable[[mx.array], mx.array]
+) -> BlockResult:
+    model, cache, depth, n = target.model, target.cache, block.depth, block.tokens
+    if len(cache) != len(model.layers):
+        raise ValueError(
+            f"the target's cache has {len(cache)} entries for {len(model.layers)} layers, so "
+            "mlx-lm's speculative_generate_step cannot split it from the draft's"
+        )
+    gen = speculative_generate_step(
+        mx.array([block.last], mx.uint32),
+        model,
+        draft.model,
+        num_draft_tokens=depth,
+        max_tokens=n,
+        sampler=sampler,
+        prompt_cache=[*cache, *draft.cache],
+    )
+    out, ms = _timed(gen, n)
+    flags = [bool(fd) for _, _, fd in out]
+    return BlockResult([int(tok) for tok, _, _ in out], ms, steps_from_flags(flags, depth, n))
+
+
+def mtp_block(
+    target: ModelCache,
+    head: Any,  # mlatui.run.mtp.MTPDraft
+    hidden: mx.array,
+    block: Block,
+    sampling: Sampling,
+    rng: random.Random,
+) -> tuple[BlockResult, mx.array]:
+    """MTP speculation, shaped like mlx-lm's loop: the k drafts are built and `async_eval`-ed
+    lazily, then drafts and verify are read at one sync point. Returns the block and the target
+    hidden state before the stream's new last token."""
+    model, cache, depth, n = target.model, target.cache, block.depth, block.tokens
+    start = time.perf_counter_ns()
+    tokens: list[int] = []
+    steps: list[VerifyStep] = []
+    y = mx.array([block.last], mx.uint32)
+    while len(tokens) < n:
+        k = min(depth, n - len(tokens))
+        drafts, draft_probs = head.propose_lazy(y, k, hidden, None if sampling.greedy else sampling)
+        mx.async_eval(drafts)
+        logits, h = head.target_forward(model, mx.concatenate([y, drafts])[None], cache)
+        if sampling.greedy:
+            targets = mx.argmax(logits[0], axis=-1)  # (k + 1,)
+            mx.eval(targets, drafts)
+            d, t = as_ints(drafts), as_ints(targets)
+            accepted = next((i for i in range(k) if d[i] != t[i]), k)
+            nxt = t[accepted]
+        else:
+            p = sampling.probs(logits[0])  # (k + 1, V)
+            mx.eval(p, draft_probs, drafts)
+            d = as_ints(drafts)
+            accepted, nxt = accept_sampled(d, p, draft_probs, rng)
+        room = n - len(tokens)
+        if accepted >= room:  # the budget ends on an accepted draft: it plays the correction's role
+            tokens += d[:room]
+            steps.append(VerifyStep(k, room, room))
+            keep = room - 1
+            nxt = d[room - 1]
+        else:
+            tokens += [*d[:accepted], nxt]
+            steps.append(VerifyStep(k, accepted, accepted + 1))
+            keep = accepted
+        trim_prompt_cache(cache, k - keep)
+        head.commit(keep, h[:, : keep + 1], drafts=d)
+        hidden = h[:, keep : keep + 1]  # (1, 1, D)
+        y = mx.array([nxt], mx.uint32)
+    ms = (time.perf_counter_ns() - start) / 1e6
+    sync_streams()
+    return BlockResult(tokens, ms, steps), hidden
+
+
+class CounterCache:
+    """A draft 'cache' that only counts positions (a synthetic draft without a cost model)."""
+
+    def __init__(self, offset: int = 0):
+        self.offset = offset
+
+    @property
+    def state(self) -> list[mx.array]:
+        return []
+
+    def is_trimmable(self) -> bool:
+        return True
+
+    def trim(self, n: int) -> int:
+        n = min(self.offset, n)
+        self.offset -= n
+        return n
+
+
+class SyntheticDraftModel:
+    """A draft 'model' for random-weight targets, run by mlx-lm's own speculative loop.
+
+    Random weights give flat logits, so which token a bf16 verify picks at width L differs from
+    an L = 1 pass by near-ties: a draft that guesses the target's greedy continuation saw its
+    acceptance collapse from 0.7 to ~0.06 on the H200. So the acceptance is decided where mlx-lm
+    decides it, in the sampler it is given (`verify_sampler`): each drafted position is kept with
+    probability `acceptance` (up to the first rejection) by making the verify's sampled token
+    equal to the draft's. Every forward still runs: the target's verify (its logits stay in the
+    graph), and a real small model for each proposal, so the draft's cost is measured. Tokens
+    and acceptance are synthetic and labelled so everywhere; timing is real."""
+
+    def __init__(self, acceptance: float, seed: int, vocab_size: int, cost_model: nn.Module | None):
+        self.acceptance = acceptance
+        self.rng = random.Random(seed)
+        self.vocab_size = vocab_size
+        self.cost_model = cost_model
+        self.proposed: list[int] = []  # this step's drafts, in order
+        self._ids = mx.arange(vocab_size)  # (V,), built once: not in every draft step
+        mx.eval(self._ids)  # evaluated here: nothing lazy may cross to the arm's thread (streams)
+
+    def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        length = inputs.shape[1]
+        if self.cost_model is not None:
+            cost = self.cost_model(inputs, cache=cache)  # (1, L, V_draft)
+            anchor = cost[..., :1] * 0  # (1, L, 1): keeps the real forward in the graph
+        else:
+            cache[0].offset += length
+            anchor = mx.zeros((1, length, 1))
+        token = self.rng.randrange(self.vocab_size)
+        self.proposed.append(token)
+        hot = self._ids == token  # (V,)
+        return anchor + mx.where(hot, 0.0, -1e4)[None, None]  # (1, L, V)
+
+    def verify_sampler(self) -> Callable[[mx.array], mx.array]:
+        """mlx-lm's sampler for both the draft's steps (one row: the draft's own one-hot choice)
+        and the verify (k + 1 rows: the synthetic acceptance of the k proposals)."""
+
+        def sample(logprobs: mx.array) -> mx.array:
+            greedy = mx.argmax(logprobs, axis=-1)  # keeps the logits in the graph
+            rows = logprobs.shape[0]
+            if rows == 1:  # a draft step: its own one-hot choice
+                return greedy
+            drafts, self.proposed = self.proposed[-(rows - 1) :], []
+            out = []
+            for d in drafts:
+                if self.rng.random() < self.acceptance:
+                    out.append(d)
+                else:
+                    out.append((d + 1) % self.vocab_size)
+                    break
+            while len(out) < rows:
+                out.append(self.rng.randrange(self.vocab_size))
+            return mx.array(out, mx.uint32) + (greedy * 0).astype(mx.uint32)
+
+        return sample
+
+    def catch_up(self, tokens: list[int], cache: list[Any]) -> None:
+        """Feed stream tokens the draft has not seen (untimed; no acceptance draws)."""
+        if self.cost_model is not None:
+            self.cost_model(mx.array([tokens]), cache=cache)  # (1, m)
+            mx.eval([c.state for c in cache])
+        else:
+            cache[0].offset += len(tokens)
 
 
 class SyntheticDraft:
-    """The draft of a random-weight target (see runtime.SyntheticDraftModel), held like a draft
+    """The draft of a random-weight target (see SyntheticDraftModel), held like a draft
     model: `model` and `cache` go to mlx-lm's speculative loop."""
 
     needs_hidden = False

@@ -5,7 +5,7 @@ Three ways to decode `n` tokens from one prefilled context, paired by the sample
 - "mlatui": `decode_stream.run_block` on an arm worker thread, exactly as the decode and tune
   phases run it (stream rewind, draft catch-up, worker hand-off, CPU pinning);
 - "mlx_lm": the same runtime call (`mlx_lm.generate.generate_step` for plain decode,
-  `speculative_generate_step` for a draft model, through mlatui.run.runtime's block functions) made
+  `speculative_generate_step` for a draft model, through mlatui.run.decode_stream's block functions) made
   directly on the main thread, as `mlx_lm.generate` runs it, from a copy of the same prefilled
   cache: what differs is everything around it (worker hand-off, stream, catch-up, pinning);
 - "mlx_lm-thread": the same direct call made from a second, plain Python thread. On the 2-core
@@ -60,15 +60,19 @@ from mlatui.run.arms import (
     unpinned,
 )
 from mlatui.run.decode_stream import (
+    Block,
+    ModelCache,
+    Sampling,
     SyntheticDraft,
+    draft_model_block,
     open_stream,
+    plain_block,
     recopy_stream_caches,
     rewind,
     run_block,
 )
 from mlatui.run.drafts import plain_step
 from mlatui.run.mtp import MTPDraft
-from mlatui.run.runtime import Block, ModelCache, Sampling, draft_model_block, plain_block
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0

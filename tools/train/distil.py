@@ -4,7 +4,7 @@
         --draft mlatui/models/embedded/draft --data .corpus16 --out RUN --steps 1000
 
 Sampled speculative decoding keeps a draft token by one of two rules
-(`mlatui.run.runtime.AcceptanceRule`), with p the target's next-token distribution and q the
+(`mlatui.run.decode_stream.AcceptanceRule`), with p the target's next-token distribution and q the
 draft's, both at the sampling temperature:
 - the MTP loop's rejection sampling keeps d with probability min(1, p(d) / q(d)): the expected
   acceptance at a position is sum_x min(p(x), q(x)) = 1 - TV(p, q), so the MTP head learns

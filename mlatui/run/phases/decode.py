@@ -6,7 +6,7 @@ At each context, two measurements:
    verify cost of every depth is known apart from the runtime's overlap;
 2. throughput: the sampler schedules decode *blocks* (an arm decodes `tokens` tokens at one
    setting without interruption, through mlx-lm's generate_step / speculative_generate_step or
-   the MTP loop; see mlatui.run.runtime). A setting is a sampler "width" (depth + 1; plain decode is
+   the MTP loop; see mlatui.run.decode_stream). A setting is a sampler "width" (depth + 1; plain decode is
    width 1, the L = 1 control): blocks run A B B A per setting, settings rotate within rounds,
    and tok/s, the speedup over plain decode (paired within rounds) and the stock/patched check of
    plain decode all come with CIs from the same rounds.

@@ -11,11 +11,10 @@ from mlatui.measure.estimates import Timing, stable_seed
 from mlatui.measure.plans import Setting
 from mlatui.measure.repetition import Repetition, repetition_of
 from mlatui.run.arms import Arm
-from mlatui.run.decode_stream import SyntheticDraft, rewind, run_block
+from mlatui.run.decode_stream import BlockResult, Sampling, SyntheticDraft, rewind, run_block
 from mlatui.run.mtp import MTPDraft
 from mlatui.run.phases.base import RunContext
 from mlatui.run.phases.decode_verdict import first_divergence
-from mlatui.run.runtime import BlockResult, Sampling
 from mlatui.stream.events import ARMS, DecodeBlock
 
 
