@@ -18,7 +18,7 @@ from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.views.keys import KEYS, KeyGroup, keys_for
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import HelpScreen
-from mlatui.widgets.render import POOLED_STYLE
+from mlatui.widgets.palette import Status, status_style
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 REPLAY_IDS = {"step", "faster", "slower", "seek-back", "seek-forward"}
@@ -138,13 +138,14 @@ async def test_help_is_ours_grouped_and_scrolls_at_80x24_with_a_symbols_page(tmp
         symbols = screen.text
         for glyph in ("★", "s/p", "157@2K", "budget 90 s ↓", "✓p", "✗", "?", "1.124× [1.009"):
             assert glyph in symbols, glyph
-        for colour in ("green:", "red:", "yellow:"):  # the speedup colours, said in words
+        for colour in ("blue:", "vermillion:", "yellow (dark orange on a light theme):"):
             assert colour in symbols, colour
         shown = "\n".join(screen_lines(app))
         assert "HEADER" in shown and "★" not in text
         inner = box.content_region.width
         assert all(len(line) <= inner for line in symbols.splitlines())  # nothing cut
         drawn = {symbols[sp.start : sp.end]: str(sp.style) for sp in screen.pages[1].spans}
-        assert drawn["★"] == "bold green" and drawn["✓p"] == POOLED_STYLE  # as the panes draw
+        good, pooled = status_style(Status.GOOD, bold=True), status_style(Status.POOLED)
+        assert drawn["★"] == good and drawn["✓p"] == pooled  # as the panes draw them
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)

@@ -9,12 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ui_screen import cut_lines
 from ui_settled import settled
 
 from mlatui.stream.sources import ReplaySource
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import fold_path
-from mlatui.widgets.panes import HeaderPane, Pane, ScrollPane
+from mlatui.widgets.panes import HeaderPane
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -40,40 +41,6 @@ DIAGONAL = {
     ("h200-long-context.jsonl.gz", (160, 50)),
     ("cpu-bench-budget.jsonl.gz", (220, 60)),
 }
-
-
-def screen_rows(app) -> list[str]:
-    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
-
-
-def cut_lines(app) -> list[str]:
-    """`pane: shown | meant` for each row whose text runs past its pane without an ellipsis."""
-    rows = screen_rows(app)
-    cut = []
-    for pane in app.query(Pane).results():
-        if isinstance(pane, ScrollPane) or pane.id == "log" or not pane.region.area:
-            continue
-        region = pane.content_region
-        for k, meant in enumerate(pane.render().plain.split("\n")[: region.height]):
-            meant = meant.rstrip()
-            shown = rows[region.y + k][region.x : region.right].rstrip()
-            if len(meant) > region.width and not shown.endswith("…"):
-                cut.append(f"{pane.id}: {shown!r} | {meant!r}")
-    for pane in app.query(ScrollPane).results():
-        if pane.id == "log" or not pane.region.area:  # the log wraps
-            continue
-        body = pane.query_one(".body")
-        view = pane.scrollable_content_region
-        meant_lines = body.render().plain.split("\n")
-        for k, meant in enumerate(meant_lines):
-            y = body.region.y + k
-            if not view.y <= y < view.bottom:
-                continue
-            meant = meant.rstrip()
-            shown = rows[y][view.x : view.right].rstrip()
-            if len(meant) > view.width and not shown.endswith("…"):
-                cut.append(f"{pane.id}: {shown!r} | {meant!r}")
-    return cut
 
 
 @pytest.mark.parametrize(

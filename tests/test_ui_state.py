@@ -210,7 +210,8 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     from dataclasses import replace
 
     from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
-    from mlatui.widgets.symbols import SYMBOLS
+    from mlatui.widgets.palette import Status, status_style
+    from mlatui.widgets.symbols import symbols
 
     own = Validity(
         1.0, "sweep", 1024, 10.0, 10.1, -1.0, 2.0, True, "valid", Interval(0.99, 0.985, 0.995, 6), 6
@@ -242,12 +243,12 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
     assert summary == (
         "✓ every checked context valid (±2%) · ✓p 2K by the pooled check 1.0010× [0.9920, 1.0090]"
     )
-    # the pooled mark has its own colour, never the plain valid green
+    # the pooled mark has its own colour, never the plain valid one
     styles = {text.plain[s.start : s.end].strip(): str(s.style) for s in text.spans}
-    assert styles["✓p 1.004× [0.970, 1.040]"] == r.POOLED_STYLE
+    assert styles["✓p 1.004× [0.970, 1.040]"] == status_style(Status.POOLED)
     assert styles["✓p 1.004× [0.970, 1.040]"] != styles["✓ 0.9900× [0.9850, 0.9950]"]
-    said = {s.glyph: s.meaning for _, rows in SYMBOLS for s in rows}
-    assert said["✓p"].startswith("valid by the pooled check")
+    said = {s.glyph: s.meaning for _, rows in symbols() for s in rows}
+    assert said["✓p"].startswith("bluish green: valid by the pooled check")
     log = [m for _, _, m in after.log]
     assert any(m.startswith("L=1 check pooled after sweep: 1.0010× [0.9920, 1.0090]") for m in log)
     assert any(

@@ -198,6 +198,12 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             message.message, title="engine error: arms stopped", severity="error", timeout=30
         )
 
+    def watch_theme(self) -> None:
+        """The status and series colours are the theme's (widgets.palette): every pane draws
+        again in them."""
+        for pane in self.panes():
+            pane.redraw()
+
     # -- actions ----------------------------------------------------------------------------
 
     def on_unmount(self) -> None:

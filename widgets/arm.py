@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from mlatui.config.phase_kind import Pass
-from mlatui.measure.plans import Setting
+from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import ARMS
 from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
@@ -15,10 +15,10 @@ from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.run_meta import slot_name, slot_words
 from mlatui.views.step_series import StepChart, step_chart
 from mlatui.views.summary import acceptance_of
-from mlatui.views.units import bound_ratio, ratio_text
+from mlatui.views.units import bound_ratio, median_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run, winner
 
-from .palette import series_look
+from .palette import Status, series_look, status_style
 from .stepchart import chart_lines, medians_text, scale_text
 
 NARROW = 56
@@ -39,10 +39,12 @@ def arm_title(state: DashboardState, arm: str) -> str:
 
 
 def chart_for(state: DashboardState) -> StepChart | None:
-    return step_chart(state.steps, tuple(state.arms), state.is_invalid, state.step_median)
+    return step_chart(
+        state.steps, tuple(state.arms), state.is_invalid, state.step_median, state.swept
+    )
 
 
-def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
+def acceptance_line(state: DashboardState, arm: str, narrow: bool, dark: bool = True) -> Text:
     """The acceptance of the setting both panes show (mlatui.views.summary.acceptance_of): the
     same setting side by side, never each arm's latest."""
     figures = acceptance_of(state, arm)
@@ -54,7 +56,7 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
         setting = figures.setting
         line.append(f" {setting.label}" if several else f" d{setting.depth}")
     if state.synthetic:
-        line.append(" (synthetic)", style="yellow")
+        line.append(" (synthetic)", style=status_style(Status.WARN, dark))
     line.append(" P(i∣<i): " if not narrow else ": ")
     cells = ("–" if x is None else f"{x:.0%}" for x in acc)
     line.append("  ".join(f"{i + 1}:{c}" for i, c in enumerate(cells)) if acc else "–")
@@ -64,7 +66,7 @@ def acceptance_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     return line
 
 
-def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
+def rule_line(state: DashboardState, arm: str, narrow: bool, dark: bool = True) -> Text | None:
     """Under the acceptance: the rule that decided it (exact match or rejection sampling, at
     which temperature) and how much the emitted text repeats itself (looping text is easy to
     draft, whatever the draft), from DashboardState; None before the first speculative block."""
@@ -92,7 +94,9 @@ def rule_line(state: DashboardState, arm: str, narrow: bool) -> Text | None:
             text += f" ({lower:.0%} across blocks)" if lower is not None else ""
         line.append(text, style="dim")
         if rep.looping:
-            line.append(" looping" if not narrow else " !", style="bold yellow")
+            line.append(
+                " looping" if not narrow else " !", style=status_style(Status.WARN, dark, True)
+            )
     return line
 
 
@@ -103,6 +107,7 @@ def tok_s_lines(
     width: int | None = None,
     one_a_line: bool = False,
     kind_alone: bool = False,
+    dark: bool = True,
 ) -> list[Text]:
     """Plain decode, then every depth's tok/s and paired speedup with its 95% CI (the figure
     the verdict judges: a speedup counts when its CI lies above 1), the verdict's pick marked
@@ -119,7 +124,7 @@ def tok_s_lines(
         line.append(f" @ {fmt_context(a.counts_context)}", style="bold")
     plain = a.plain_tok_s or a.plain_live
     live = a.plain_tok_s is None and plain is not None
-    line.append(f" plain {'~' if live else ''}{plain:.1f}" if plain else " plain –")
+    line.append(f" plain {tok_s_text(a, PLAIN, plain, live)}" if plain else " plain –")
     by_kind: dict[str, list] = {}
     for setting, figures, bound in a.decode_lines():
         by_kind.setdefault(setting.kind, []).append((setting, figures, bound))
@@ -131,7 +136,8 @@ def tok_s_lines(
             line = Text("  ")
             line.append(kind, style="bold")
         for i, (setting, figures, bound) in enumerate(settings):
-            chunk = _setting_text(a, setting, figures, bound, best if setting == chosen else None)
+            chosen_best = best if setting == chosen else None
+            chunk = _setting_text(a, setting, figures, bound, chosen_best, dark)
             first_of_kind = several and i == 0
             fits = width is not None and line.cell_len + 3 + chunk.cell_len <= width
             alone = one_a_line or narrow and width is None
@@ -151,22 +157,32 @@ def tok_s_lines(
     return lines
 
 
-def _setting_text(a, setting: Setting, figures, bound, best) -> Text:
+def tok_s_text(a, setting: Setting, tok_s: float, live: bool) -> str:
+    """A measured tok/s as the tables round it (the `263` of `263 [244, 282]`); a running
+    estimate, which has no CI yet, to three significant digits after `~`."""
+    if live:
+        return "~" + median_text(tok_s)
+    return median_text(a.tok_s_ci.get(setting, Ci(tok_s)))
+
+
+def _setting_text(a, setting: Setting, figures, bound, best, dark: bool = True) -> Text:
     """`d1 37.1 1.12× [1.01, 1.16] ★`, or `d1 bound ≤ 0.70×` for a setting rejected by bound;
     a running estimate's ratio has no CI yet, so it is not shown (its tok/s is, marked ~)."""
     t = Text(f"d{setting.depth} ")
     if figures is None:  # rejected by bound: no tok/s was measured
-        t.append(f"bound {bound_ratio(bound.value)}" if bound else "–", style="bold red")
+        t.append(
+            f"bound {bound_ratio(bound.value)}" if bound else "–",
+            style=status_style(Status.BAD, dark, bold=True),
+        )
         return t
     tok_s, live = figures
-    t.append(("~" if live else "") + f"{tok_s:.1f}")
+    t.append(tok_s_text(a, setting, tok_s, live))
     r, ci = a.spec_vs_plain.get(setting), a.spec_ci.get(setting)
     if r and ci is not None:
-        significant = ci[0] > 1 or ci[1] < 1
-        style = ("green" if r >= 1 else "red") if significant else "yellow"
-        t.append(" " + ratio_text(Ci(r, *ci)), style=f"bold {style}")
+        status = Status.GOOD if ci[0] > 1 else Status.BAD if ci[1] < 1 else Status.WARN
+        t.append(" " + ratio_text(Ci(r, *ci)), style=status_style(status, dark, bold=True))
         if best and best.context == a.counts_context:
-            t.append(" ★", style="bold green")
+            t.append(" ★", style=status_style(Status.GOOD, dark, bold=True))
     return t
 
 
@@ -186,7 +202,9 @@ OPTIONAL = (2, 4)  # the rule and MBU sections: left out before the bars are
 MIN_CHART_ROWS = 3  # the scale, one panel's row, the context labels
 
 
-def arm_sections(state: DashboardState, arm: str, width: int) -> list[list[Text]]:
+def arm_sections(
+    state: DashboardState, arm: str, width: int, dark: bool = True
+) -> list[list[Text]]:
     """The lines under the chart, in sections (medians, acceptance, rule, tok/s, MBU, gate
     calls); a section an arm lacks is empty. Where one arm's settings wrap, both list one
     setting a line, so each setting faces itself."""
@@ -196,15 +214,15 @@ def arm_sections(state: DashboardState, arm: str, width: int) -> list[list[Text]
     if chart:  # the long form where both arms' fit their panes, else the short one in both
         long = all(medians_text(chart, a, False).cell_len <= width for a in chart.panels)
         medians = medians_text(chart, arm, not long)
-    rule = rule_line(state, arm, narrow)
+    rule = rule_line(state, arm, narrow, dark)
     mbu = mbu_line(state, arm, narrow)
     arms = [a for a in ARMS if a in state.arms]
     one = len({len(tok_s_lines(state, a, narrow, width)) for a in arms}) > 1
     alone = len({len(tok_s_lines(state, a, narrow, width, one)) for a in arms}) > 1
-    tok_s = tok_s_lines(state, arm, narrow, width, one_a_line=one, kind_alone=alone)
+    tok_s = tok_s_lines(state, arm, narrow, width, one_a_line=one, kind_alone=alone, dark=dark)
     return [
         [medians] if medians is not None else [],
-        [acceptance_line(state, arm, narrow)],
+        [acceptance_line(state, arm, narrow, dark)],
         [rule] if rule is not None else [],
         tok_s,
         [Text(mbu)] if mbu else [],
@@ -212,12 +230,14 @@ def arm_sections(state: DashboardState, arm: str, width: int) -> list[list[Text]
     ]
 
 
-def aligned_below(state: DashboardState, arm: str, width: int, height: int) -> list[Text]:
+def aligned_below(
+    state: DashboardState, arm: str, width: int, height: int, dark: bool = True
+) -> list[Text]:
     """This arm's lines under the chart, each section padded to the longest of both arms', so
     a row of one pane faces the same row of the other; the rule and MBU lines leave (in both)
     when the bars would have no room."""
     others = [a for a in ARMS if a in state.arms and a != arm]
-    mine = arm_sections(state, arm, width)
+    mine = arm_sections(state, arm, width, dark)
     theirs = [arm_sections(state, a, width) for a in others]
     sizes = [max([len(sec), *(len(t[k]) for t in theirs)]) for k, sec in enumerate(mine)]
     if height - sum(sizes) < MIN_CHART_ROWS:
@@ -235,7 +255,7 @@ def arm_text(state: DashboardState, arm: str, width: int, height: int, dark: boo
     narrow = width < NARROW
     colour = series_look(ARMS.index(arm) if arm in ARMS else 0, dark).style  # as in the key figure
     chart = chart_for(state)
-    below = aligned_below(state, arm, width, height)
+    below = aligned_below(state, arm, width, height, dark)
     top = [scale_text(chart, narrow)] if chart else [Text("waiting for timed steps…", style="dim")]
     rows = height - len(top) - len(below)
     if chart and rows == MIN_CHART_ROWS - 2:  # room for bars without the scale's heading

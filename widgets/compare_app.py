@@ -58,7 +58,9 @@ class CompareApp(App):
 
     def compose(self) -> ComposeResult:
         yield CompareView(lambda c, w, h: cr.header_text(c, w), id="cmp-header")
-        yield CompareView(lambda c, w, h: cr.verdicts_text(c, w), id="cmp-verdicts")
+        yield CompareView(
+            lambda c, w, h: cr.verdicts_text(c, w, self.current_theme.dark), id="cmp-verdicts"
+        )
         with Horizontal(id="cmp-body"):
             yield CompareView(
                 lambda c, w, h: cr.plot_text(c, w, h, self.current_theme.dark),

@@ -22,7 +22,7 @@ from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 
 from . import palette
-from .palette import SeriesLook, series_look
+from .palette import SeriesLook, series_look, tone_style
 from .plot import LogLogPlot, log_log_axes
 
 GREY = "grey42"
@@ -33,7 +33,6 @@ RUN_STYLES = {
     for i, run in enumerate("AB")
 }
 COLUMN_STYLES = {"A": "", "B": "italic"}  # the table's A and B columns
-TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
 
 
 def _short(value: str, n: int) -> str:
@@ -93,7 +92,7 @@ def header_text(cmp: Comparison, width: int) -> Text:
     return t
 
 
-def verdicts_text(cmp: Comparison, width: int) -> Text:
+def verdicts_text(cmp: Comparison, width: int, dark: bool = True) -> Text:
     """Each run's verdict strip (mlatui.views.verdict_strip: as its replay and export say it),
     on two lines each where one cannot hold it whole: a part is shortened, never cut."""
     t = Text(no_wrap=True)
@@ -107,13 +106,13 @@ def verdicts_text(cmp: Comparison, width: int) -> Text:
             continue
         indent = len(run.label) + 10
         forms = fit_forms(parts, width, indent, max_lines=2)
-        tones = iter(p.tone.value for p in parts)
+        tones = iter(p.tone for p in parts)
         for k, line in enumerate(wrap_forms(forms, width, indent)):
             if k:
                 t.append("\n" + " " * (indent - 1))
             for j, form in enumerate(line):
                 t.append(" · " if j else " ")
-                t.append(form, style=TONE_STYLES[next(tones)])
+                t.append(form, style=tone_style(next(tones), dark))
     return t
 
 

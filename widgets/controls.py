@@ -15,7 +15,7 @@ from .host import DashboardHost
 from .keymap import bindings, palette_commands
 from .messages import Exported
 from .panes import ExplainPane, HeaderPane
-from .symbols import SYMBOLS
+from .symbols import symbols
 
 TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
 THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
@@ -166,7 +166,7 @@ class ControlsMixin(DashboardHost):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.keys_here(), SYMBOLS))
+            self.push_screen(HelpScreen(self.keys_here(), symbols(self.current_theme.dark)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own theme, keys, screenshot and maximize commands do what ours below do

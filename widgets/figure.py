@@ -11,8 +11,8 @@ import functools
 from rich.text import Text
 
 from mlatui.views.key_figure import FigurePoint, FigureView, KeyFigure, PointStatus
-from mlatui.views.rounding import fmt_context, sig
-from mlatui.views.units import ms_text
+from mlatui.views.rounding import fmt_context
+from mlatui.views.units import ms_text, percent_text
 
 from .palette import GREY, SeriesLook, hex_colour, series_look
 from .plot import LogAxes, LogLogPlot, log_log_axes
@@ -220,7 +220,7 @@ def _offsets(fig: KeyFigure, axes: LogAxes) -> list[list[int]]:
 
 def value_text(value: float, unit: str) -> str:
     """A point's value as the figure writes it beside the point: `12.3 ms` or `7.9%`."""
-    return ms_text(value) if unit == "ms" else f"{sig(value, 2)}{unit}"
+    return ms_text(value) if unit == "ms" else percent_text(value)
 
 
 def _label(

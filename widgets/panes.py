@@ -125,7 +125,8 @@ class HeaderPane(Pane):
 
     def _lines_at(self, width: int) -> HeaderPass:
         view = self.app.view_info()  # type: ignore[attr-defined]
-        self._pass = HeaderPass(width, r.header_text(self.state, view, width))
+        dark = self.app.current_theme.dark
+        self._pass = HeaderPass(width, r.header_text(self.state, view, width, dark))
         return self._pass
 
     def content(self) -> Text:
@@ -202,14 +203,16 @@ class ValidityPane(ScrollPane):
     section = "validity"
 
     def content(self) -> Text:
-        return validity_text(self.state, self.scrollable_content_region.width)
+        width, dark = self.scrollable_content_region.width, self.app.current_theme.dark
+        return validity_text(self.state, width, dark)
 
 
 class MemoryPane(ScrollPane):
     section = "memory"
 
     def content(self) -> Text:
-        return r.memory_text(self.state, self.scrollable_content_region.width)
+        width, dark = self.scrollable_content_region.width, self.app.current_theme.dark
+        return r.memory_text(self.state, width, dark)
 
 
 class LogPane(ScrollPane):
@@ -217,7 +220,7 @@ class LogPane(ScrollPane):
     follow = True
 
     def content(self) -> Text:
-        return r.log_text(self.state)
+        return r.log_text(self.state, self.app.current_theme.dark)
 
 
 class ExplainPane(Pane):

@@ -21,10 +21,10 @@ from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 from . import fit
 from .figure import key_figure_text
 from .header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
+from .palette import Status, status_style, tone_style
 
 GREY = "grey42"
-POOLED_STYLE = "cyan"  # ✓p: valid by the run's pooled L = 1 check, never plain green
-PRESSURE_STYLE = {"ok": "green", "high": "yellow", "critical": "bold red"}
+PRESSURE = {"ok": Status.GOOD, "high": Status.WARN, "critical": Status.BAD}
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 DEMO_TEXT = (
@@ -121,7 +121,7 @@ def sparkline(
     return text
 
 
-def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
+def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = True) -> Text:
     """Line 1 model, line 2 gate/device/scenario, then the verdict strip (one or two lines)
     and the phase; pieces shorten or leave to fit `width` (the system pane has them all)."""
     h = state.header
@@ -156,12 +156,12 @@ def header_text(state: DashboardState, view: ViewInfo, width: int) -> Text:
     t.append_text(fit.join(fit.fit(first, width - t.cell_len)))
     t.append("\n")
     t.append_text(fit.join(fit.fit(second, width)))
-    for line in verdict_lines(state, width):
+    for line in verdict_lines(state, width, dark):
         t.append("\n")
         t.append_text(line)
     t.append("\n")
     cut = view.finished and view.mode in ("replay", "demo") and state.status == "running"
-    t.append_text(phase_text(state, max(20, width), view.now_s, cut))
+    t.append_text(phase_text(state, max(20, width), view.now_s, cut, dark))
     if view.notices:  # every line of it: a damaged recording must not pass for a whole run
         parts = [Text(n, style="bold yellow") for n in ("⚠ " + view.notices[0], *view.notices[1:])]
         for line in fit.wrap_parts(parts, width, 2):
@@ -203,10 +203,7 @@ def timeline_text(view: ViewInfo, width: int) -> Text:
     return t
 
 
-TONE_STYLES = {"good": "bold green", "bad": "bold red", "warn": "yellow", "info": ""}
-
-
-def verdict_lines(state: DashboardState, width: int) -> list[Text]:
+def verdict_lines(state: DashboardState, width: int, dark: bool = True) -> list[Text]:
     """The verdict strip (mlatui.views.verdict_strip: the same line `--dump` and exports print):
     each part in its longest form that lets the strip fit one line, else two, else three,
     wrapped between parts; the shortest forms keep each speedup's CI and both Δ2 figures."""
@@ -220,7 +217,7 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
         if len(wrap_forms(forms, width, indent)) <= max_lines:
             break
     styled = iter(
-        Text(f, style=TONE_STYLES[p.tone.value]) for f, p in zip(forms, parts, strict=True)
+        Text(f, style=tone_style(p.tone, dark)) for f, p in zip(forms, parts, strict=True)
     )
     lines = []
     for i, row in enumerate(wrap_forms(forms, width, indent)):
@@ -233,7 +230,11 @@ def verdict_lines(state: DashboardState, width: int) -> list[Text]:
 
 
 def phase_text(
-    state: DashboardState, width: int, now_s: float | None = None, cut: bool = False
+    state: DashboardState,
+    width: int,
+    now_s: float | None = None,
+    cut: bool = False,
+    dark: bool = True,
 ) -> Text:
     """Phase, bar, steps, elapsed, ETA (mlatui.views.progress_view) and the stall flag; `cut`:
     a replay at the end of a recording whose run never ended (no ETA: nothing more comes)."""
@@ -246,7 +247,7 @@ def phase_text(
         import textwrap
 
         lines = textwrap.wrap(f"ERROR: {state.error}", max(20, width - 1)) or ["ERROR"]
-        t.append("\n".join(lines), style="bold red")
+        t.append("\n".join(lines), style=status_style(Status.BAD, dark, bold=True))
         return t
     if not p.name:
         t.append(f"status {state.status}")
@@ -267,9 +268,8 @@ def phase_text(
         tail += f" · run {state.status}"
     bar_w = max(5, min(40, width - len(label) - len(tail) - 2))
     t.append(label)
-    style = {"completed": "green", "error": "red", "interrupted": "yellow"}.get(
-        state.status, "cyan"
-    )
+    ended = {"completed": Status.GOOD, "error": Status.BAD, "interrupted": Status.WARN}
+    style = status_style(ended[state.status], dark) if state.status in ended else "cyan"
     t.append_text(bar(figures.fraction, bar_w, style))
     t.append(tail)
     if running and info.stalled:
@@ -310,12 +310,12 @@ def run_lines(state: DashboardState) -> list[Text]:
     return lines
 
 
-def memory_text(state: DashboardState, width: int) -> Text:
-    mem = _memory_lines(state, width)
+def memory_text(state: DashboardState, width: int, dark: bool = True) -> Text:
+    mem = _memory_lines(state, width, dark)
     return Text("\n", no_wrap=True, overflow="ellipsis").join([*mem, *run_lines(state)])
 
 
-def _memory_lines(state: DashboardState, width: int) -> list[Text]:
+def _memory_lines(state: DashboardState, width: int, dark: bool = True) -> list[Text]:
     m = state.memory
     t = Text(no_wrap=True, overflow="ellipsis")
     if m is None:
@@ -329,7 +329,7 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     if world and int(world.get("world_size", 1)) > 1:
         t.append(f"rank 0 of {world['world_size']} ", style="cyan")
     t.append("MLX active+cache ", style="bold")
-    t.append_text(bar(mlx / limit if limit else 0, bar_w, PRESSURE_STYLE[level]))
+    t.append_text(bar(mlx / limit if limit else 0, bar_w, pressure_style(level, dark)))
     t.append(f" {bytes_text(mlx)} / {bytes_text(limit)} {limit_name}\n")
     t.append(  # MLX's peak counts active memory only: said so beside the active+cache figure
         f"  active {bytes_text(m.mlx_active_bytes)} · cache {bytes_text(m.mlx_cache_bytes)}"
@@ -342,7 +342,7 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
         bar(
             used / m.system_total_bytes if m.system_total_bytes else 0,
             bar_w,
-            PRESSURE_STYLE[sys_level],
+            pressure_style(sys_level, dark),
         )
     )
     t.append(  # the bar is the used share: say the used figure first, then what is free
@@ -355,8 +355,13 @@ def _memory_lines(state: DashboardState, width: int) -> list[Text]:
     rss = list(state.rss_history)
     t.append_text(sparkline(rss, [False] * len(rss), max(4, min(24, width - 40)), 1, "cyan"))
     t.append("  swap ", style="bold")
-    t.append_text(_swap_text(m.swap_used_bytes, state.swap_start_bytes or 0))
+    t.append_text(_swap_text(m.swap_used_bytes, state.swap_start_bytes or 0, dark))
     return list(t.split("\n"))
+
+
+def pressure_style(level: str, dark: bool = True) -> str:
+    """Memory pressure in its status colour (ok, high, critical: the bar's length says it too)."""
+    return status_style(PRESSURE[level], dark, bold=level == "critical")
 
 
 def _limit_name(state: DashboardState) -> str:
@@ -365,26 +370,27 @@ def _limit_name(state: DashboardState) -> str:
     return "Metal working set (recommended)" if device.get("backend") == "metal" else "device limit"
 
 
-def _swap_text(used: int, at_start: int) -> Text:
+def _swap_text(used: int, at_start: int, dark: bool = True) -> Text:
     """Swap as its change since the run started (a Mac swaps a little all the time): yellow only
     when it grew; with no swap at the start the change is all of it."""
     grown = used - at_start
-    style = "yellow" if grown > 0 else ""
+    style = status_style(Status.WARN, dark) if grown > 0 else ""
     if not at_start:
         return Text(bytes_text(used), style=style)
     sign = "+" if grown >= 0 else "−"
     return Text(f"{sign}{bytes_text(abs(grown))} since start", style=style)
 
 
-LEVEL_STYLE = {"info": "", "warning": "yellow", "error": "bold red"}
+LEVEL_STATUS = {"warning": Status.WARN, "error": Status.BAD}
 
 
-def log_text(state: DashboardState) -> Text:
+def log_text(state: DashboardState, dark: bool = True) -> Text:
     """Every kept log line (the pane scrolls and wraps; it follows the end)."""
     t = Text()
     for i, (ts, level, msg) in enumerate(state.log):
         if i:
             t.append("\n")
         t.append(f"{ts:7.1f}s " if ts is not None else " " * 9, style="dim")
-        t.append(msg, style=LEVEL_STYLE.get(level, ""))
+        status = LEVEL_STATUS.get(level)
+        t.append(msg, style=status_style(status, dark, level == "error") if status else "")
     return t

@@ -1,112 +1,234 @@
 """What every glyph and colour on the dashboard means: the `?` screen's Symbols page. Each
-sample is drawn in the style the panes draw it with (the constants are theirs)."""
+sample is drawn in the style the panes draw it with in the theme shown (the palette's status
+and series colours, widgets.palette), and each colour is named where it means something."""
 
 from __future__ import annotations
+
+from mlatui.views.verdict_strip import Tone
 
 from .figure import CLIPPED, CROSSOVER
 from .help import Symbol, SymbolSection
 from .palette import GREY as PLOT_GREY
-from .palette import hex_colour, series_look
-from .render import GREY, POOLED_STYLE, PRESSURE_STYLE, TONE_STYLES
+from .palette import STATUS_WORDS, Status, hex_colour, series_look, status_style, tone_style
+from .render import GREY, pressure_style
 
-STOCK, PATCHED = series_look(0), series_look(1)  # the dark themes' (light ones: darker hues)
 
-SYMBOLS: tuple[SymbolSection, ...] = (
-    (
-        "header",
+def symbols(dark: bool = True) -> tuple[SymbolSection, ...]:
+    """The Symbols page in the theme's colours."""
+    stock, patched = series_look(0, dark), series_look(1, dark)
+    good, bad, warn, pooled = (STATUS_WORDS[s] for s in Status)
+
+    def status(s: Status, bold: bool = True) -> str:
+        return status_style(s, dark, bold)
+
+    return (
         (
-            Symbol("REPLAY ×4096 12.0/239.8s", "bold", "a replay, its speed, and where it is on "
-                   "the run's own clock (LIVE, DONE, STOPPED or FAILED for a live run)"),
-            Symbol("⏸ PAUSED", "bold yellow", "the display (a replay: its clock) is paused"),
-            Symbol("r/n/v 512/128/128", "", "the MLA geometry: latent rank r, nope and value "
-                   "head dims n and v"),
-            Symbol("L* 170", "", "the formula's absorbed-path limit as the context grows: a "
-                   "verify step of up to L* queries is cheaper absorbed"),
-            Symbol("157@2K", "", "the formula's limit at the context now shown (here T = 2K); "
-                   "`cal 150@2K` is the calibrated one"),
-            Symbol("budget 90 s ↓", "yellow", "the run's time budget; ↓: the plan was scaled "
-                   "down to fit it (the log says what was cut)"),
-            Symbol("BLAS reference (slow)", "yellow", "the wheel's bundled BLAS: CPU matmuls "
-                   "several times slower than OpenBLAS"),
-            Symbol("┃sweep──┃tune──", "bold cyan", "tall screens: the recording's phases, "
-                   "filled up to where the replay is"),
+            "header",
+            (
+                Symbol(
+                    "REPLAY ×4096 12.0/239.8s",
+                    "bold",
+                    "a replay, its speed, and where it is on "
+                    "the run's own clock (LIVE, DONE, STOPPED or FAILED for a live run)",
+                ),
+                Symbol(
+                    "⏸ PAUSED", status(Status.WARN), "the display (a replay: its clock) is paused"
+                ),
+                Symbol(
+                    "r/n/v 512/128/128",
+                    "",
+                    "the MLA geometry: latent rank r, nope and value head dims n and v",
+                ),
+                Symbol(
+                    "L* 170",
+                    "",
+                    "the formula's absorbed-path limit as the context grows: a "
+                    "verify step of up to L* queries is cheaper absorbed",
+                ),
+                Symbol(
+                    "157@2K",
+                    "",
+                    "the formula's limit at the context now shown (here T = 2K); "
+                    "`cal 150@2K` is the calibrated one",
+                ),
+                Symbol(
+                    "budget 90 s ↓",
+                    "yellow",
+                    "the run's time budget; ↓: the plan was scaled "
+                    "down to fit it (the log says what was cut)",
+                ),
+                Symbol(
+                    "BLAS reference (slow)",
+                    "yellow",
+                    "the wheel's bundled BLAS: CPU matmuls several times slower than OpenBLAS",
+                ),
+                Symbol(
+                    "┃sweep──┃tune──",
+                    "bold cyan",
+                    "tall screens: the recording's phases, filled up to where the replay is",
+                ),
+            ),
         ),
-    ),
-    (
-        "verdict and speedups",
         (
-            Symbol("1.124× [1.009, 1.157]", "", "a ratio with its 95% CI (seeded bootstrap "
-                   "over rounds); every ratio on screen comes with one"),
-            Symbol("patched wins", TONE_STYLES["good"], "green: the CI lies above 1, faster "
-                   "than plain decode (or a check that passed)"),
-            Symbol("stock rejected", TONE_STYLES["bad"], "red: the CI lies below 1, slower "
-                   "than plain decode (or a check that failed)"),
-            Symbol("n.s.", TONE_STYLES["warn"], "yellow: undecided, the CI contains 1 (no "
-                   "significant gain or loss)"),
-            Symbol("★", "bold green", "the setting the verdict names: the fastest whose CI "
-                   "lies above 1, at the context the tok/s are counted at"),
-            Symbol("Δ2 @ 4K: 252 vs 14.0 ms", "", "the marginal cost of a 2nd query (L=2 − "
-                   "L=1) at that context, stock vs patched"),
-            Symbol("s/p", "", "stock / patched, a paired ratio (each round's pair, then the "
-                   "median over rounds)"),
-            Symbol("bound ≤ 0.70×", "bold red", "rejected by bound: its verify step costs too "
-                   "much for any acceptance to win, so its blocks were not run (no tok/s)"),
+            "verdict and speedups",
+            (
+                Symbol(
+                    "1.124× [1.009, 1.157]",
+                    "",
+                    "a ratio with its 95% CI (seeded bootstrap "
+                    "over rounds); every ratio on screen comes with one",
+                ),
+                Symbol(
+                    "patched wins",
+                    tone_style(Tone.GOOD, dark),
+                    f"{good}: the CI lies above "
+                    "1, faster than plain decode (a check that passed, memory well under its "
+                    "limit)",
+                ),
+                Symbol(
+                    "stock rejected",
+                    tone_style(Tone.BAD, dark),
+                    f"{bad}: the CI lies below "
+                    "1, slower than plain decode (a check that failed, an error)",
+                ),
+                Symbol(
+                    "n.s.",
+                    tone_style(Tone.WARN, dark),
+                    f"{warn}: undecided, the CI contains 1 "
+                    "(no significant gain or loss; a warning). Each colour comes with its "
+                    "word or glyph, so none is needed to read a status",
+                ),
+                Symbol(
+                    "★",
+                    status(Status.GOOD),
+                    "the setting the verdict names: the fastest whose CI "
+                    "lies above 1, at the context the tok/s are counted at",
+                ),
+                Symbol(
+                    "Δ2 @ 4K: 252 vs 14.0 ms",
+                    "",
+                    "the marginal cost of a 2nd query (L=2 − "
+                    "L=1) at that context, stock vs patched",
+                ),
+                Symbol(
+                    "s/p",
+                    "",
+                    "stock / patched, a paired ratio (each round's pair, then the "
+                    "median over rounds)",
+                ),
+                Symbol(
+                    "bound ≤ 0.70×",
+                    status(Status.BAD),
+                    "rejected by bound: its verify step costs too "
+                    "much for any acceptance to win, so its blocks were not run (no tok/s)",
+                ),
+            ),
         ),
-    ),
-    (
-        "arm panes",
         (
-            Symbol("stock", f"bold {STOCK.style}", "the runtime as installed (the L == 1 "
-                   "gate): its step bars and its series in the key figure, in this colour"),
-            Symbol("patched", f"bold {PATCHED.style}", "the same code with the gate from the "
-                   "formula (or the policy named in the header), in this colour"),
-            Symbol("mtp d2", "", "the MTP head drafting 2 tokens a step; draft-model d2: a "
-                   "separate draft model; d1 d2 …: the draft depth"),
-            Symbol("~37.1", "", "~: a live estimate, not yet measured over rounds"),
-            Symbol("ā", "", "accepted drafts per verify step; P(i∣<i): acceptance at position "
-                   "i given the earlier ones"),
-            Symbol("looping", "bold yellow", "the text repeats (few distinct 4-grams): its "
-                   "acceptance is a repeat's, left out of verdicts"),
+            "arm panes",
+            (
+                Symbol(
+                    "stock",
+                    f"bold {stock.style}",
+                    "the runtime as installed (the L == 1 "
+                    "gate): its step bars and its series in the key figure, in this colour",
+                ),
+                Symbol(
+                    "patched",
+                    f"bold {patched.style}",
+                    "the same code with the gate from the "
+                    "formula (or the policy named in the header), in this colour",
+                ),
+                Symbol(
+                    "mtp d2",
+                    "",
+                    "the MTP head drafting 2 tokens a step; draft-model d2: a "
+                    "separate draft model; d1 d2 …: the draft depth",
+                ),
+                Symbol("~37.1", "", "~: a live estimate, not yet measured over rounds"),
+                Symbol(
+                    "ā",
+                    "",
+                    "accepted drafts per verify step; P(i∣<i): acceptance at position "
+                    "i given the earlier ones",
+                ),
+                Symbol(
+                    "looping",
+                    status(Status.WARN),
+                    "the text repeats (few distinct 4-grams): its "
+                    "acceptance is a repeat's, left out of verdicts",
+                ),
+            ),
         ),
-    ),
-    (
-        "key figure",
         (
-            Symbol(f"{STOCK.filled} {PATCHED.filled}", f"bold {STOCK.style}", "a measured "
-                   "median, stock's and patched's: a shape per series, so no colour is needed "
-                   "to tell them apart (an A/A run adds ■ ◆)"),
-            Symbol("│", "", "its 95% CI"),
-            Symbol(f"{STOCK.small} {PATCHED.small}", STOCK.style, "measured, its L = 1 check "
-                   "still pending"),
-            Symbol(f"{STOCK.hollow} {PATCHED.hollow}", f"dim {STOCK.style}", "hollow: its "
-                   "L = 1 check inconclusive"),
-            Symbol("✗", "dim", "its L = 1 check failed: grey, not comparable"),
-            Symbol(CROSSOVER, hex_colour(PLOT_GREY), "where the formula's limit L* reaches 2"),
-            Symbol(CLIPPED, "bold", "a CI that reaches ≤ 0 ms, off the log axis"),
+            "key figure",
+            (
+                Symbol(
+                    f"{stock.filled} {patched.filled}",
+                    f"bold {stock.style}",
+                    "a measured "
+                    "median, stock's and patched's: a shape per series, so no colour is needed "
+                    "to tell them apart (an A/A run adds ■ ◆)",
+                ),
+                Symbol("│", "", "its 95% CI"),
+                Symbol(
+                    f"{stock.small} {patched.small}",
+                    stock.style,
+                    "measured, its L = 1 check still pending",
+                ),
+                Symbol(
+                    f"{stock.hollow} {patched.hollow}",
+                    f"dim {stock.style}",
+                    "hollow: its L = 1 check inconclusive",
+                ),
+                Symbol("✗", "dim", "its L = 1 check failed: grey, not comparable"),
+                Symbol(CROSSOVER, hex_colour(PLOT_GREY), "where the formula's limit L* reaches 2"),
+                Symbol(CLIPPED, "bold", "a CI that reaches ≤ 0 ms, off the log axis"),
+            ),
         ),
-    ),
-    (
-        "L = 1 checks",
         (
-            Symbol("✓", "green", "valid: at L = 1 both arms take the same branch, and the "
-                   "paired ratio's CI lies within ±2% of 1"),
-            Symbol("✓p", POOLED_STYLE, "valid by the pooled check: inconclusive alone, its "
-                   "own CI contains 1, and every context's L = 1 pairs pooled are valid"),
-            Symbol("✗", "bold red", "invalid: the CI lies outside ±2%; left out of verdicts"),
-            Symbol("?", "bold yellow", "inconclusive: more rounds could decide (`+` after a "
-                   "live run)"),
-            Symbol("…", "dim", "not measured yet"),
-            Symbol("grey", GREY, "a context left out of every verdict"),
+            "L = 1 checks",
+            (
+                Symbol(
+                    "✓",
+                    status(Status.GOOD, bold=False),
+                    "valid: at L = 1 both arms take the same branch, and the "
+                    "paired ratio's CI lies within ±2% of 1",
+                ),
+                Symbol(
+                    "✓p",
+                    status(Status.POOLED, bold=False),
+                    f"{pooled}: valid by the pooled check: inconclusive alone, its "
+                    "own CI contains 1, and every context's L = 1 pairs pooled are valid",
+                ),
+                Symbol(
+                    "✗",
+                    status(Status.BAD),
+                    "invalid: the CI lies outside ±2%; left out of verdicts",
+                ),
+                Symbol(
+                    "?",
+                    status(Status.WARN),
+                    "inconclusive: more rounds could decide (`+` after a live run)",
+                ),
+                Symbol("…", "dim", "not measured yet"),
+                Symbol("grey", GREY, "a context left out of every verdict"),
+            ),
         ),
-    ),
-    (
-        "memory",
         (
-            Symbol("ok", PRESSURE_STYLE["ok"], "MLX memory well under its limit"),
-            Symbol("high", PRESSURE_STYLE["high"], "MLX memory near its limit (swap in yellow: "
-                   "swap in use)"),
-            Symbol("critical", PRESSURE_STYLE["critical"], "at the limit: the next allocation "
-                   "may fail or swap"),
+            "memory",
+            (
+                Symbol("ok", pressure_style("ok", dark), "MLX memory well under its limit"),
+                Symbol(
+                    "high",
+                    pressure_style("high", dark),
+                    "MLX memory near its limit (swap in this colour: swap in use)",
+                ),
+                Symbol(
+                    "critical",
+                    pressure_style("critical", dark),
+                    "at the limit: the next allocation may fail or swap",
+                ),
+            ),
         ),
-    ),
-)  # fmt: skip
+    )

@@ -8,17 +8,30 @@ from rich.text import Text
 
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
+from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
-from mlatui.views.run_tables import l1_figures
+from mlatui.views.run_tables import Check, l1_figures
 from mlatui.views.units import ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 
 from . import fit
-from .render import GREY, POOLED_STYLE
+from .palette import Status, status_style
+from .render import GREY
 
 
-def validity_summary(state: DashboardState) -> Text | None:
+def check_style(check: str, dark: bool = True) -> str:
+    """An L = 1 check's mark in its status colour (widgets.palette): ✓ valid, ✓p valid by the
+    pooled check, ? inconclusive, ✗ invalid."""
+    status = {
+        Check.VALID: Status.GOOD,
+        Check.POOLED: Status.POOLED,
+        Check.INCONCLUSIVE: Status.WARN,
+    }.get(check, Status.BAD)
+    return status_style(status, dark, bold=status in (Status.BAD, Status.WARN))
+
+
+def validity_summary(state: DashboardState, dark: bool = True) -> Text | None:
     """One line: which contexts failed the L = 1 check (left out of every verdict)."""
     if not state.validity:
         return None
@@ -28,21 +41,27 @@ def validity_summary(state: DashboardState) -> Text | None:
     tol = next(iter(state.validity.values())).tolerance_pct
     t = Text()
     if invalid:
-        t.append(f"✗ invalid {', '.join(map(fmt_context, invalid))}", style="bold red")
+        t.append(
+            f"✗ invalid {', '.join(map(fmt_context, invalid))}",
+            style=check_style(Check.INVALID, dark),
+        )
     if unsure:
         t.append(" · " if invalid else "")
-        t.append(f"? inconclusive {', '.join(map(fmt_context, unsure))}", style="bold yellow")
+        unsure_text = f"? inconclusive {', '.join(map(fmt_context, unsure))}"
+        t.append(unsure_text, style=check_style(Check.INCONCLUSIVE, dark))
     if invalid or unsure:
         t.append(" · left out, greyed", style="dim")
     else:
-        t.append(f"✓ every checked context valid (±{tol:g}%)", style="green")
+        t.append(f"✓ every checked context valid (±{tol:g}%)", style=check_style(Check.VALID, dark))
     p = state.latest_pooled
     if p is not None:
         t.append(" · ")
         figure = ratio_text(p.ratio)
         if pooled:
             where = ", ".join(map(fmt_context, pooled))
-            t.append(f"✓p {where} by the pooled check {figure}", style=POOLED_STYLE)
+            t.append(
+                f"✓p {where} by the pooled check {figure}", style=check_style(Check.POOLED, dark)
+            )
         else:
             t.append(f"pooled check {figure} {p.outcome}", style="dim")
     return t
@@ -54,11 +73,11 @@ def _phase_short(phase: str) -> str:
     return f"{phase[:2]}·{variant[:2]}" if variant else phase[:5]
 
 
-def validity_text(state: DashboardState, width: int) -> Text:
+def validity_text(state: DashboardState, width: int, dark: bool = True) -> Text:
     """The summary first (it must not scroll away), then per (phase, context) both arms' L = 1
     medians, the check, and the sweep's marginal costs."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    summary = validity_summary(state)
+    summary = validity_summary(state, dark)
     if summary is not None:  # wrapped between its parts, never cut
         parts = list(summary.split(" · ", include_separator=False))
         for line in fit.wrap_parts(parts, width, 2):
@@ -70,7 +89,7 @@ def validity_text(state: DashboardState, width: int) -> Text:
     rows: list[tuple[tuple[str, int], Validity | None]] = [*state.validity.items()]
     rows += [((state.phase.name, c), None) for c in state.contexts() if c not in checked]
     rows.sort(key=lambda row: (order.get(row[0][0], len(order)), row[0][1]))
-    paired = [_paired(v) for _, v in rows]
+    paired = [_paired(v, dark) for _, v in rows]
     paired_w = max([len(f"paired {a}/{b}"), *(len(text) for text, _ in paired)])
     lead = 6 + 5 + 6 + 1 + len(b) + 2
     if lead + paired_w > width:  # no room for the ratio and its CI: the check's mark alone
@@ -113,14 +132,12 @@ def validity_text(state: DashboardState, width: int) -> Text:
     return t
 
 
-def _paired(v: Validity | None) -> tuple[str, str]:
+def _paired(v: Validity | None, dark: bool = True) -> tuple[str, str]:
     """The check's mark and the paired L = 1 ratio with its CI, as every table writes it."""
     if v is None:
         return "…", "dim"
-    mark, style = {
-        "valid": ("✓p", POOLED_STYLE) if v.pooled else ("✓", "green"),
-        "inconclusive": ("?", "bold yellow"),
-    }.get(v.verdict, ("✗", "bold red"))
+    check = Check.POOLED if v.valid and v.pooled else v.verdict
+    mark, style = check_mark(v.verdict, v.valid and v.pooled), check_style(check, dark)
     return (f"{mark} {ratio_text(v.ratio)}" if v.ratio is not None else mark), style
 
 

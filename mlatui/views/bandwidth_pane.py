@@ -7,7 +7,8 @@ from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
 from mlatui.views.bandwidth_text import limit_unknown, mbu_text
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context, sig
+from mlatui.views.rounding import fmt_context
+from mlatui.views.units import percent_text
 
 
 def limit_check(state: DashboardState) -> LimitCheck | None:
@@ -41,9 +42,9 @@ def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
             continue
         mbu = Interval(row["median"], row["low"], row["high"], row["n"])
         most = state.estimate("mbu_most", arm, context, width)
-        text = f"{sig(mbu.median * 100, 2)}%" if narrow else mbu_text(mbu)
+        text = percent_text(mbu.median * 100) if narrow else mbu_text(mbu)
         if most is not None and most["median"] > row["median"] * 1.001:
-            text += f" .. {sig(most['median'] * 100, 2)}%"
+            text += f" .. {percent_text(most['median'] * 100)}"
         parts.append(f"L={width} {text}")
     if not parts:
         return None

@@ -9,6 +9,7 @@ from typing import Any
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
 from mlatui.views.rounding import Ci, sig
+from mlatui.views.units import percent_text
 
 
 def gb_s_text(rate: Interval | None) -> str:
@@ -65,7 +66,7 @@ def mbu_cell(mbu: Ci | None, most: Ci | None, rate: Ci | None = None) -> str:
         return "–" if rate is None else f"limit unknown · {sig(rate.median, 3)} GB/s"
     text = _percent(mbu).text("%")
     if most is not None and most.median > mbu.median * 1.001:
-        text += f" .. {sig(most.median * 100, 2)}%"
+        text += f" .. {percent_text(most.median * 100)}"
     return text + (f" · {sig(rate.median, 3)} GB/s" if rate is not None else "")
 
 

@@ -14,6 +14,7 @@ from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
+from mlatui.views.rounding import Ci
 from mlatui.views.step_series import StepSeries
 from mlatui.views.units import ratio_text
 
@@ -148,6 +149,8 @@ class DecodeFold:
                 )
             return
         tok_s = e.tok_s.median if e.tok_s is not None else None
+        if e.tok_s is not None:
+            arm.tok_s_ci[st] = Ci.of(e.tok_s)
         if e.depth == 0:
             arm.plain_tok_s = tok_s
         else:

@@ -127,6 +127,7 @@ class DashboardState(DecodeFold):
             arm.phase_verify_ms = []
             if rules_for(e.kind).decodes:
                 arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
+                arm.tok_s_ci = {}
                 arm.counts, arm.setting, arm.spec_vs_plain, arm.spec_ci = {}, None, {}, {}
                 arm.spec_bound = {}
                 arm.texts, arm.repeats = {}, {}
@@ -322,14 +323,34 @@ class DashboardState(DecodeFold):
             None,
         )
 
+    def swept(self, phase: str) -> bool:
+        """A sweep measured `phase`: its step figures are medians over rounds."""
+        return phase in self.phase_kinds and rules_for(self.phase_kinds[phase]).model_widths
+
     def step_median(self, phase: str, arm: str, context: int, width: int) -> float | None:
-        """The step ms median over rounds of (phase, context), as the tables and exports show
-        it; None before that context's estimate."""
-        e = self.estimates.get((phase, context))
-        for r in e.rows if e else ():
-            if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
-                return float(r["median"])
-        return None
+        """A step's ms as the tables and exports show it: a sweep's median over rounds; a
+        decode phase's (`tune`, `tune:verify`) verify ms of the setting that verified `width`
+        tokens there (where two kinds did, the arm's latest kind's; none for L = 1, which
+        no table gives). None before that context's figures."""
+        if self.swept(phase):
+            e = self.estimates.get((phase, context))
+            for r in e.rows if e else ():
+                if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
+                    return float(r["median"])
+            return None
+        base = phase.split(":")[0]
+        verified = {
+            r.draft_kind: r.verify_ms_median
+            for r in self.decode_results
+            if (r.phase, r.arm, r.context, r.depth) == (base, arm, context, width - 1)
+            and r.measured
+            and r.verify_ms_median
+        }
+        if not verified or width < 2:
+            return None
+        latest = self.arms[arm].setting if arm in self.arms else None
+        kind = latest.kind if latest is not None and latest.kind in verified else [*verified][-1]
+        return verified[kind]
 
     def l_median(self, arm: str, context: int, width: int) -> float | None:
         """Step ms: the sampler's median over rounds when estimates exist (schema 2), else the

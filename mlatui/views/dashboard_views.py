@@ -47,6 +47,8 @@ class ArmView:
     repeats: dict = field(default_factory=dict)  # Setting -> TextRepeat of its result, this context
     spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
     spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
+    # Setting (PLAIN too) -> the measured tok/s with its CI, which rounds what the panes print
+    tok_s_ci: dict = field(default_factory=dict)
     spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)
     spec_ci: dict = field(default_factory=dict)  # Setting -> (low, high) of that speedup's CI
     spec_bound: dict = field(default_factory=dict)  # Setting -> SpeedupBound: rejected, not run

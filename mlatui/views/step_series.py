@@ -63,7 +63,7 @@ class StepChart:
     panels: dict[str, tuple[Panel, ...]]  # arm -> one panel per width, widths ascending
     latest_context: int
     medians: dict[str, dict[int, float]]  # arm -> width -> median ms at latest_context
-    over_rounds: bool = False  # the medians are the estimates' (median over rounds), not raw
+    over_rounds: bool = False  # the medians are a sweep's estimates (median over rounds)
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -80,11 +80,16 @@ def priority_widths(widths: tuple[int, ...], rows: int) -> tuple[int, ...]:
 
 
 def step_chart(
-    series: StepSeries, arms, greyed, over_rounds: OverRounds | None = None
+    series: StepSeries,
+    arms,
+    greyed,
+    over_rounds: OverRounds | None = None,
+    swept: Callable[[str], bool] = lambda phase: True,
 ) -> StepChart | None:
     """The latest phase with timed steps; `greyed(context, phase)` says whether its L = 1
     check failed there. The medians are `over_rounds`' (the figures the tables and exports
-    show) once every one of them has an estimate, else the raw samples' (a live context)."""
+    show, only those) once the context has any, else the raw samples' (a live context);
+    `swept(phase)`: a sweep's, medians over rounds."""
     phase = series.latest_phase()
     if phase is None:
         return None
@@ -112,9 +117,7 @@ def step_chart(
         estimated = {
             a: {w: over_rounds(phase, a, latest, w) for w in ms} for a, ms in medians.items()
         }
-        if all(m is not None for ms in estimated.values() for m in ms.values()):
-            kept = {
-                a: {w: m for w, m in ms.items() if m is not None} for a, ms in estimated.items()
-            }
-            return StepChart(phase, contexts, top, panels, latest, kept, over_rounds=True)
+        kept = {a: {w: m for w, m in ms.items() if m is not None} for a, ms in estimated.items()}
+        if any(kept.values()):
+            return StepChart(phase, contexts, top, panels, latest, kept, swept(phase))
     return StepChart(phase, contexts, top, panels, latest, medians)

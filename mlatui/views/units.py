@@ -3,7 +3,10 @@
 
 - a ratio with its 95% CI: `1.153× [1.097, 1.206]` (rounded to what the CI supports,
   mlatui.views.rounding); a ratio without a CI is not printed, except a bound (`≤ 0.69×`);
+- a median shown without its CI (tok/s beside its speedup): as its CI rounds it, the `263` of
+  `263 [244, 282]` (three significant digits where there is no CI);
 - milliseconds: three significant digits (`8.43`, `10.8`, `264`);
+- a share without its CI: two significant digits, `7.9%`;
 - bytes: `2.8 GB`.
 """
 
@@ -27,6 +30,21 @@ def ci_text(x: Ci | Interval | None, unit: str = "") -> str:
 def ratio_text(x: Ci | Interval | None) -> str:
     """`1.153× [1.097, 1.206]`."""
     return ci_text(x, RATIO)
+
+
+def median_text(x: Ci | Interval | float | None) -> str:
+    """`263`: the median of `263 [244, 282]`, to the decimals its CI supports (a bare number,
+    or a median without a CI: three significant digits)."""
+    if x is None:
+        return "–"
+    ci = Ci(float(x)) if isinstance(x, int | float) else _ci(x)
+    return ci.fmt(ci.median)
+
+
+def percent_text(percent: float | None) -> str:
+    """`7.9%`: a share's median alone, two significant digits (an MBU beside its point in the
+    key figure, in a narrow arm pane, the most bytes' `.. 7.6%`)."""
+    return "–" if percent is None else f"{sig(percent, 2)}%"
 
 
 def bound_ratio(value: float) -> str:
