@@ -54,3 +54,82 @@ async def test_the_arm_borders_take_the_series_colours_by_theme(tmp_path):
         app.theme = "textual-light"
         await pilot.pause()
         assert (border_rgb(stock), border_rgb(patched)) == (VERMILLION, BLUE)
+
+
+def _luminance(rgb: tuple[int, int, int]) -> float:
+    def channel(c: int) -> float:
+        x = c / 255
+        return x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4
+
+    r, g, b = rgb
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """WCAG 2's contrast ratio of two colours."""
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+async def test_every_status_colour_reads_on_every_theme():
+    """4.5:1 on the screen's background (WCAG AA), 3:1 on the header's panel (its verdict is
+    bold), in each theme the `t` key cycles through."""
+    from textual.app import App
+    from textual.color import Color
+
+    from mlatui.widgets.controls import THEMES
+    from mlatui.widgets.palette import Status, status_colour
+
+    app = App()
+    async with app.run_test() as pilot:
+        for theme in THEMES:
+            app.theme = theme
+            await pilot.pause()
+            ground = app.get_css_variables()
+            dark = app.current_theme.dark
+            for status in Status:
+                rgb = status_colour(status, dark)
+                for where, least in (("background", 4.5), ("surface", 3.0), ("panel", 3.0)):
+                    on = Color.parse(ground[where]).rgb
+                    assert contrast(rgb, on) >= least, (theme, status, where)
+
+
+def screen_colours(app, word: str, pane: str = "header") -> set[str]:
+    """The colours the screen draws `word` in inside a pane (every segment holding it), as the
+    text's colour: a reversed segment (the colour as its background) counts as `reverse`."""
+    region = app.query_one(f"#{pane}").region
+    found = set()
+    for y, strip in enumerate(app.screen._compositor.render_strips()):
+        x = 0
+        for seg in strip:
+            inside = region.contains(x, y)
+            if inside and word in seg.text and seg.style is not None and seg.style.color:
+                found.add("reverse" if seg.style.reverse else seg.style.color.triplet.hex)
+            x += seg.cell_length
+    return found
+
+
+@pytest.mark.system
+async def test_the_status_colours_on_screen_follow_the_theme(tmp_path):
+    """What a person sees on the demo: the winning speedup and ★ blue, the rejected arm and the
+    losing speedup vermillion, ✓p bluish green; never the red and green they replace."""
+    from mlatui.widgets.palette import Status, status_colour
+
+    demo = Path(__file__).parents[1] / "scenarios" / "demo.jsonl"
+    app = MlatuiApp(ReplaySource(demo, speed=4096.0), mode="replay", ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settled(pilot)
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            dark = app.current_theme.dark
+            good, bad, pooled = (
+                hex_colour(status_colour(s, dark)) for s in (Status.GOOD, Status.BAD, Status.POOLED)
+            )
+            assert screen_colours(app, "spec wins 1.124× [1.009, 1.157]") == {good}, theme
+            assert screen_colours(app, "stock spec rejected") == {bad}, theme
+            assert screen_colours(app, "1.124× [1.009, 1.157]", "arm-patched") == {good}, theme
+            assert screen_colours(app, "★", "arm-patched") == {good}, theme
+            assert screen_colours(app, "0.401× [0.361, 0.458]", "arm-stock") == {bad}, theme
+            assert screen_colours(app, "bound ≤ 0.70×", "arm-stock") == {bad}, theme
+            assert screen_colours(app, "✓p", "validity") == {pooled}, theme

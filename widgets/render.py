@@ -210,7 +210,7 @@ def verdict_lines(state: DashboardState, width: int, dark: bool = True) -> list[
     parts = verdict_parts(state)
     label = Text("verdict ", style="bold reverse")
     if not parts:
-        return [label + Text(" no result yet", style="dim")]
+        return [Text.assemble(label, (" no result yet", "dim"))]
     indent = len(label) + 1
     for max_lines in (1, 2, 3):
         forms = fit_forms(parts, width, indent, max_lines)
@@ -221,7 +221,7 @@ def verdict_lines(state: DashboardState, width: int, dark: bool = True) -> list[
     )
     lines = []
     for i, row in enumerate(wrap_forms(forms, width, indent)):
-        line = label + Text(" ") if i == 0 else Text(" " * indent)
+        line = Text.assemble(label, " ") if i == 0 else Text(" " * indent)  # label alone reversed
         for j, _ in enumerate(row):
             line.append(" · " if j else "")
             line.append_text(next(styled))

@@ -23,11 +23,12 @@ from .render import GREY
 def check_style(check: str, dark: bool = True) -> str:
     """An L = 1 check's mark in its status colour (widgets.palette): ✓ valid, ✓p valid by the
     pooled check, ? inconclusive, ✗ invalid."""
-    status = {
+    statuses: dict[str, Status] = {
         Check.VALID: Status.GOOD,
         Check.POOLED: Status.POOLED,
         Check.INCONCLUSIVE: Status.WARN,
-    }.get(check, Status.BAD)
+    }
+    status = statuses.get(check, Status.BAD)
     return status_style(status, dark, bold=status in (Status.BAD, Status.WARN))
 
 
