@@ -340,3 +340,10 @@ def test_a_slow_device_without_the_story_tunes_where_the_budget_allows_not_at_th
     chosen = _choose(costs, limits, budget_s=100.0)
     assert chosen.tune_context is not None and chosen.tune_context <= 2048, chosen.note
     assert max(chosen.sweep_contexts) <= 4096, chosen.note
+
+
+def test_when_nothing_fits_the_sweep_still_shows_the_growth_at_two_contexts():
+    """A budget no plan fits (a loaded host's probe): the sweep keeps the two smallest contexts
+    from the tune's up, so the key figure still has its slope; the slices then share the time."""
+    chosen = _choose(_table(_cpu_ms), Limits(max_positions=65536), budget_s=1.0)
+    assert len(chosen.sweep_contexts) == 2 and chosen.tune_context in chosen.sweep_contexts

@@ -124,7 +124,9 @@ def choose_contexts(
         if tune is not None and not affordable(tune):
             reason += f" (no allowed context fits the budget: {tune}, the smallest)"
     tops = [c for c in sweeps if tune is None or c >= tune]
-    top = next((t for t in reversed(tops) if fits_with(tune, t)), tops[0] if tops else sweeps[-1])
+    # none fits: the smallest window that still shows the growth (two contexts)
+    least = tops[min(1, len(tops) - 1)] if tops else sweeps[-1]
+    top = next((t for t in reversed(tops) if fits_with(tune, t)), least)
     contexts = window(sweeps, top, tune, n)
     said = [f"sweep {', '.join(map(str, contexts))}"] + ([f"tune {tune}"] if tune else [])
     note = f"contexts for this device: {'; '.join(said)}" + (f". The tune: {reason}" * bool(reason))
