@@ -202,7 +202,7 @@ def test_the_quantization_reader_matches_mlx_lm_without_it(bits, group):
     """mlx-lm 0.31 lacks `infer_quant_config`: the copy gives the same answers."""
     import mlx_lm.utils
 
-    from mlatui.models.quant_like import _infer
+    from mlatui.models.mtp_weights import _infer
 
     infer_quant_config = getattr(mlx_lm.utils, "infer_quant_config", None)
     if infer_quant_config is None:

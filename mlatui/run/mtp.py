@@ -32,11 +32,14 @@ from mlatui.models.checkpoint_source import local_folder
 from mlatui.models.mtp_weights import (
     EXTRACT_HINT,
     SIDECARS,
+    dequantize_weights,
+    folder_quant,
     named_source,
+    quantize_like,
     read_mtp_weights,
+    saved_quant,
 )
 from mlatui.models.mx_typed import as_int, evaluate_buffers
-from mlatui.models.quant_like import dequantize_weights, folder_quant, quantize_like, saved_quant
 from mlatui.run.drafts import DraftSource
 
 __all__ = ["SIDECARS", "MTPDraft", "MTPError", "MTPMissing", "load_mtp_draft", "read_mtp_weights"]
