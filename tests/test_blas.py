@@ -184,7 +184,7 @@ def test_pip_openblas_redirect_is_reported_correct_and_fast():
     """Without a system OpenBLAS (forced here with MLATUI_BLAS=pip), libmlx's gemm slots point
     at the scipy-openblas32 wheel: blas_in_use() names that file from the GOT, results match
     numpy, and it is faster than the bundled reference BLAS."""
-    from mlatui.host.blas_redirect import pip_openblas
+    from mlatui.host.blas import pip_openblas
 
     lib = pip_openblas()
     if lib is None:
@@ -244,7 +244,7 @@ def test_openblas_idle_workers_sleep_unless_the_user_chose(mode):
     0.3 s sleeps on the 2-core box); mlatui's default makes them sleep at once, and says so. A
     timeout the user set is kept and named as theirs (that OpenBLAS spins for it is
     test_a_timeout_the_user_set_makes_the_workers_spin, slow: a spin yields to other work)."""
-    from mlatui.host.blas_redirect import pip_openblas
+    from mlatui.host.blas import pip_openblas
 
     if mode == "pip" and pip_openblas() is None:
         pytest.skip("scipy-openblas32 is not installed")
@@ -300,8 +300,7 @@ def test_importing_mlatui_loads_no_blas_and_rewrites_nothing():
 
 
 def test_the_suite_runs_on_the_fast_blas_its_conftest_chose():
-    from mlatui.host.blas import blas_in_use
-    from mlatui.host.blas_redirect import pip_openblas
+    from mlatui.host.blas import blas_in_use, pip_openblas
 
     if not sys.platform.startswith("linux") or not (system_openblas() or pip_openblas()):
         pytest.skip("no OpenBLAS for this platform's suite")

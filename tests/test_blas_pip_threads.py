@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from mlatui.host import blas_redirect
-from mlatui.host.blas_redirect import one_thread_unless_chosen, pip_openblas
+from mlatui.host import blas
+from mlatui.host.blas import one_thread_unless_chosen, pip_openblas
 from tests.test_blas import run_probe
 
 
@@ -28,11 +28,11 @@ class _Lib:
     ],
 )
 def test_one_thread_unless_the_user_chose_a_count(monkeypatch, env, expected):
-    monkeypatch.setattr(blas_redirect, "_one_thread", False)
+    monkeypatch.setattr(blas, "_one_thread", False)
     lib = _Lib()
     assert one_thread_unless_chosen(lib, env) is bool(expected)  # type: ignore[arg-type]
     assert lib.calls == expected
-    assert (blas_redirect.threads_note() is not None) is bool(expected)
+    assert (blas.threads_note() is not None) is bool(expected)
 
 
 PROBE = """
@@ -46,7 +46,7 @@ print(json.dumps({"blas": blas.blas_in_use(), "threading": blas.blas_threading()
 
 
 def probe(**env: str) -> dict:
-    drop = ("MLATUI_BLAS", *blas_redirect.THREAD_ENVS)
+    drop = ("MLATUI_BLAS", *blas.THREAD_ENVS)
     return run_probe(PROBE, {"MLATUI_BLAS": "pip", **env}, drop)
 
 
@@ -57,6 +57,6 @@ def test_pip_wheel_threads_in_the_header():
         pytest.skip("scipy-openblas32 is not installed")
     ours = probe()
     assert "scipy_openblas" in ours["blas"], ours
-    assert ours["threading"].startswith(f"1 thread ({blas_redirect.THREADS_NOTE});"), ours
+    assert ours["threading"].startswith(f"1 thread ({blas.THREADS_NOTE});"), ours
     theirs = probe(OPENBLAS_NUM_THREADS="2")
     assert theirs["threading"].startswith("2 threads;"), theirs

@@ -17,15 +17,37 @@ anything else that wakes up (the dashboard, the terminal), and a descheduled wor
 next GEMM: the L = 1 quads of a 2-core launch scattered twice as much as headless runs. Unless
 the user set it, OPENBLAS_THREAD_TIMEOUT is set to 4 (2^4 cycles: idle workers sleep at once)
 before any OpenBLAS loads; `blas_threading()` says what is in force, and every header records it.
+
+Without a system OpenBLAS to preload, libmlx's gemm calls are pointed at the pip-installed one
+(`scipy-openblas32`), so a fresh Linux box without root still gets a fast CPU BLAS. That wheel
+prefixes its symbols (`scipy_cblas_sgemm`), so the linker can never bind libmlx's `cblas_sgemm`
+to it; instead, right after `mlx.core` is imported, the GOT slots through which libmlx calls
+`cblas_{s,d,c}gemm` are written with the addresses of the prefixed functions (same signatures:
+32-bit ints, standard CBLAS enum values). LAPACK calls stay on the bundled reference library;
+only the matmuls are hot. The dynamic-linker introspection this needs (glibc / Linux: the loaded
+objects, which file holds an address, the relocation slots an ELF file has for a symbol) is here.
+
+The wheel runs on one thread unless the user chose a count (OPENBLAS_NUM_THREADS,
+GOTO_NUM_THREADS or OMP_NUM_THREADS): with two threads on a busy 2-core VM its sgemm calls
+took 48-64 ms each (whole 4 ms scheduler ticks, up to 275 ms) at every size from 1x2048 @
+2048x2048 to 256x2048 @ 2048x2048; on one thread the same calls took a median 2.0 ms (1 row) and
+27 ms (256 rows), and Debian's OpenBLAS with two threads, run beside it, 2-3.6 ms and 28 ms.
+A decode step makes dozens of those calls: two threads made a 30 ms step take 50-600 ms and left
+every L = 1 check undecided.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.abc
+import importlib.util
+import mmap
 import os
+import struct
 import sys
-
-from mlatui.host.blas_redirect import elf_slots, exports, loaded_objects, which_file
+from collections.abc import Mapping, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 OPENBLAS_DIRS = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread",
@@ -65,7 +87,7 @@ def choose_blas(reexec: bool = True) -> str | None:
     with it in LD_PRELOAD (once; nothing has run yet), else (the test session) it is loaded
     RTLD_GLOBAL now, before mlx.core. The wheel prefixes its symbols, which no loader binds to
     libmlx's calls: its gemms are pointed at through libmlx's GOT once mlx.core loads
-    (host.blas_redirect)."""
+    (`install`)."""
     global _preloaded
     if _preloaded or not sys.platform.startswith("linux"):
         return _preloaded
@@ -83,11 +105,9 @@ def choose_blas(reexec: bool = True) -> str | None:
             _preloaded = _preload(system, reexec)
             if _preloaded is not None or os.path.isabs(choice):
                 return _preloaded
-    from mlatui.host import blas_redirect  # no system OpenBLAS: the pip wheel's, if installed
-
-    pip = blas_redirect.pip_openblas()
+    pip = pip_openblas()  # no system OpenBLAS: the pip wheel's, if installed
     if pip is not None:
-        blas_redirect.install(pip)
+        install(pip)
         _preloaded = pip
     return _preloaded
 
@@ -173,7 +193,6 @@ def blas_threading() -> str:
                 break
     except OSError:
         pass
-    from mlatui.host.blas_redirect import threads_note
 
     note = threads_note() if "scipy_openblas" in provider else None
     threads = f"{threads} ({note})" if note else threads
@@ -229,3 +248,258 @@ def cblas_provider() -> tuple[str | None, str]:
             return None, f"{SYMBOL} is not bound in libmlx and no loaded library defines it"
     target = which_file(addr or 0)
     return (target, "lookup") if target else (None, f"dladdr found no file for {SYMBOL}")
+
+
+GEMMS = ("cblas_sgemm", "cblas_dgemm", "cblas_cgemm")
+THREAD_ENVS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+THREADS_NOTE = "mlatui's default for the pip wheel; OPENBLAS_NUM_THREADS overrides"
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PROT_READ, PROT_WRITE = 1, 2
+_redirected: str | None = None
+_one_thread = False
+
+
+def pip_openblas() -> str | None:
+    """The path of `scipy-openblas32`'s library if that wheel is installed (no import side
+    effects: only its location is looked up)."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = os.path.join(folder, "lib", "libscipy_openblas.so")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def redirect_gemm(library: str) -> str:
+    """Write libmlx's gemm GOT slots with `library`'s prefixed gemms. Returns the library path.
+    Raises OSError/ValueError when libmlx is not loaded or a slot cannot be found."""
+    global _redirected
+    lib = ctypes.CDLL(library, mode=os.RTLD_LAZY)
+    one_thread_unless_chosen(lib, os.environ)
+    mlx = [o for o in loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
+    if not mlx:
+        raise OSError("libmlx is not loaded")
+    path, bias, l_ld = mlx[0]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for name in GEMMS:
+        target = ctypes.cast(getattr(lib, "scipy_" + name), ctypes.c_void_p).value
+        dyn_vaddr, slots = elf_slots(path, name)
+        if bias + dyn_vaddr != l_ld:
+            raise ValueError(f"{path} on disk differs from the loaded libmlx")
+        if not slots:
+            raise ValueError(f"libmlx does not import {name}")
+        for slot in slots:
+            addr = bias + slot
+            page = addr - addr % PAGE
+            # a slot under RELRO is read-only after relocation: open its page for the write
+            if libc.mprotect(page, PAGE, PROT_READ | PROT_WRITE) != 0:
+                raise OSError(ctypes.get_errno(), f"mprotect of libmlx's GOT for {name}")
+            ctypes.c_void_p.from_address(addr).value = target
+    _redirected = os.path.realpath(library)
+    return _redirected
+
+
+def one_thread_unless_chosen(lib: ctypes.CDLL, env: Mapping[str, str]) -> bool:
+    """Set the wheel's OpenBLAS to one thread unless a thread count is in `env`; True if set."""
+    global _one_thread
+    if any(env.get(name, "").strip() for name in THREAD_ENVS):
+        return False
+    lib.scipy_openblas_set_num_threads(1)
+    _one_thread = True
+    return True
+
+
+def threads_note() -> str | None:
+    """Why the wheel runs on one thread, when mlatui chose it (for the header's BLAS threading)."""
+    return THREADS_NOTE if _one_thread else None
+
+
+class _AfterMlxCore(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs `redirect_gemm` once, right after `mlx.core` finishes importing."""
+
+    def __init__(self, library: str) -> None:
+        self.library = library
+        self.inner: importlib.abc.Loader | None = None
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != "mlx.core":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return None
+        self.inner, spec.loader = spec.loader, self
+        return spec
+
+    def _inner(self) -> importlib.abc.Loader:
+        if self.inner is None:
+            raise ImportError("mlx.core's loader was not found before it was used")
+        return self.inner
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._inner().create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner().exec_module(module)
+        try:
+            redirect_gemm(self.library)
+        except (OSError, ValueError, AttributeError) as e:
+            # the bundled reference BLAS keeps working; blas_in_use() says which one runs
+            print(f"mlatui: warning: could not use {self.library}: {e}", file=sys.stderr)
+
+
+def install(library: str) -> None:
+    """Arrange for the redirect to happen when mlx.core is imported (now if it already is)."""
+    if "mlx.core" in sys.modules:
+        redirect_gemm(library)
+    else:
+        sys.meta_path.insert(0, _AfterMlxCore(library))
+
+
+RTLD_DI_LINKMAP = 2
+
+
+class _LinkMap(ctypes.Structure):
+    pass
+
+
+_LinkMap._fields_ = [
+    ("l_addr", ctypes.c_size_t),
+    ("l_name", ctypes.c_char_p),
+    ("l_ld", ctypes.c_void_p),
+    ("l_next", ctypes.POINTER(_LinkMap)),
+    ("l_prev", ctypes.POINTER(_LinkMap)),
+]
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    libc.dladdr.restype = ctypes.c_int
+    libc.dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    libc.dlinfo.restype = ctypes.c_int
+    return libc
+
+
+def loaded_objects() -> list[tuple[str, int, int]]:
+    """(path, load bias, address of its dynamic section) for every object the linker loaded."""
+    libc = _libc()
+    head = ctypes.POINTER(_LinkMap)()
+    if libc.dlinfo(ctypes.CDLL(None)._handle, RTLD_DI_LINKMAP, ctypes.byref(head)) != 0:
+        raise OSError("dlinfo(RTLD_DI_LINKMAP) failed")
+    out, node = [], head
+    while node:
+        lm = node.contents
+        out.append(((lm.l_name or b"").decode(errors="replace"), lm.l_addr, lm.l_ld or 0))
+        node = lm.l_next
+    return out
+
+
+def which_file(addr: int) -> str | None:
+    info = _DlInfo()
+    if not addr or _libc().dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) == 0:
+        return None
+    if not info.dli_fname:
+        return None
+    fname: bytes = info.dli_fname
+    name = fname.decode(errors="replace")
+    return os.path.realpath(name) if os.path.exists(name) else name
+
+
+def exports(path: str, symbol: str) -> bool:
+    """Whether the already-loaded `path` (or its dependencies) defines `symbol`."""
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # never loads, never promotes
+        getattr(lib, symbol)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def elf_slots(path: str, symbol: str) -> tuple[int, list[int]]:
+    """From the ELF file: (vaddr of PT_DYNAMIC, link-time addresses of every relocation slot
+    that the dynamic linker fills with `symbol`'s address)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        if m[:4] != b"\x7fELF":
+            raise ValueError(f"{path} is not ELF")
+        is64, e = m[4] == 2, "<" if m[5] == 1 else ">"
+        if is64:
+            phoff, phentsize, phnum = (
+                struct.unpack_from(e + "Q", m, 32)[0],
+                *struct.unpack_from(e + "HH", m, 54),
+            )
+        else:
+            phoff, phentsize, phnum = (
+                struct.unpack_from(e + "I", m, 28)[0],
+                *struct.unpack_from(e + "HH", m, 42),
+            )
+        loads: list[tuple[int, int, int]] = []
+        dyn: tuple[int, int, int] | None = None
+        for i in range(phnum):
+            at = phoff + i * phentsize
+            if is64:
+                p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(e + "IIQQQQ", m, at)
+            else:
+                p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(e + "IIIII", m, at)
+            if p_type == 1:  # PT_LOAD
+                loads.append((p_vaddr, p_offset, p_filesz))
+            elif p_type == 2:  # PT_DYNAMIC
+                dyn = (p_vaddr, p_offset, p_filesz)
+        if dyn is None:
+            raise ValueError(f"{path} has no dynamic section")
+
+        def off(vaddr: int) -> int:
+            for v, o, size in loads:
+                if v <= vaddr < v + size:
+                    return o + vaddr - v
+            raise ValueError(f"address {vaddr:#x} not in a PT_LOAD of {path}")
+
+        tags: dict[int, int] = {}
+        dfmt = e + ("qQ" if is64 else "iI")
+        step = struct.calcsize(dfmt)
+        for at in range(dyn[1], dyn[1] + dyn[2], step):
+            tag, val = struct.unpack_from(dfmt, m, at)
+            if tag == 0:  # DT_NULL
+                break
+            tags.setdefault(tag, val)
+        strtab, symtab = off(tags[5]), off(tags[6])  # DT_STRTAB, DT_SYMTAB
+        syment = tags.get(11, 24 if is64 else 16)  # DT_SYMENT
+        want, names = symbol.encode(), {}
+
+        def is_symbol(idx: int) -> bool:
+            if idx not in names:
+                st_name = struct.unpack_from(e + "I", m, symtab + idx * syment)[0]
+                start = strtab + st_name
+                names[idx] = m[start : m.find(b"\0", start)] == want
+            return names[idx]
+
+        tables = [(tags.get(7), tags.get(8, 0), True), (tags.get(17), tags.get(18, 0), False)]
+        if 23 in tags:  # DT_JMPREL, of type DT_PLTREL (7 = RELA, 17 = REL)
+            tables.append((tags[23], tags.get(2, 0), tags.get(20, 7) == 7))
+        slots = []
+        for start, size, rela in tables:
+            if not start or not size:
+                continue
+            fmt = e + ("QQ" if is64 else "II")
+            ent = (3 if rela else 2) * (8 if is64 else 4)
+            base = off(start)
+            for at in range(base, base + size, ent):
+                r_offset, r_info = struct.unpack_from(fmt, m, at)
+                idx = r_info >> 32 if is64 else r_info >> 8
+                if idx and is_symbol(idx):
+                    slots.append(r_offset)
+        return dyn[0], slots
