@@ -16,13 +16,13 @@ from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models import tree_model
-from mlatui.run.arms import build_arms, copy_cache, swap_caches
-from mlatui.run.source_arm import (
+from mlatui.run.arm_plan import (
     SourceArmError,
     build_sources,
     merge_source_settings,
     source_arms_text,
 )
+from mlatui.run.arms import build_arms, copy_cache, swap_caches
 from tests.random_models import build_model
 from tests.test_mla import F32_TOL
 

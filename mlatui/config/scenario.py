@@ -306,7 +306,7 @@ def _arms(where: str, raw: Any) -> str | None:
         return None
     gates = {k: v for k, v in raw.items() if k not in SOURCE_KEYS} if isinstance(raw, dict) else raw
     if isinstance(gates, dict) and not gates and raw:
-        return None  # only sources: the arms follow them (mlatui.run.source_arm)
+        return None  # only sources: the arms follow them (mlatui.run.arm_plan)
     if not isinstance(gates, dict) or set(gates) != {"a", "b"}:
         raise ScenarioError(
             f'{where}: [arms] must hold exactly a = "..." and b = "..." (e.g. a = "pre-fix", '

@@ -28,8 +28,7 @@ from mlatui.host.distributed import beat, local_rank
 from mlatui.host.wired import sync_streams
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
-from mlatui.run.arm_plan import gate_model
-from mlatui.run.source_arm import adopt_cache, exchange_layer, gate_source_model
+from mlatui.run.arm_plan import adopt_cache, exchange_layer, gate_model, gate_source_model
 from mlatui.stream.events import ARMS
 
 T = TypeVar("T")
@@ -232,7 +231,7 @@ def build_arms(
     both arms); `model` itself stays stock and uninstrumented (prefills run on it). Both slots
     are built the same way, so nothing but the variant differs between them. Parameters must
     already be evaluated. `sources`: a variant whose model comes from another source tree
-    (mlatui.run.source_arm) runs a twin of that model instead, its gate its own code's."""
+    (mlatui.run.arm_plan) runs a twin of that model instead, its gate its own code's."""
     arms = []
     for slot, variant in zip(ARMS, variants, strict=True):
         variant = Variant(variant)

@@ -22,11 +22,16 @@ from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError
 from mlatui.models.vlm import indexer_notices
-from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
+from mlatui.run.arm_plan import (
+    RuntimeGates,
+    SourceModels,
+    arm_settings,
+    resolve_gates,
+    runtime_gates,
+)
 from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
-from mlatui.run.source_arm import SourceModels
 from mlatui.store.bandwidth import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, ErrorEvent, RunHeader
 
@@ -52,7 +57,7 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
     the patch (pre-fix code) or the pre-fix gate against it (fixed). Arms whose model code comes
     from another source tree are built on the loaded arrays and refused on the first parameter
     that differs, before anything is timed."""
-    from mlatui.run.source_arm import build_sources, source_arms_text
+    from mlatui.run.arm_plan import build_sources, source_arms_text
 
     if plan.fill == "random-latents" and not loaded.random_weights:
         raise ScenarioError(
@@ -72,7 +77,7 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
 
 def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[dict, str]:
     """The header's settings, and the key its harness bias is stored under."""
-    from mlatui.run.source_arm import PREFILL_SAID, merge_source_settings
+    from mlatui.run.arm_plan import PREFILL_SAID, merge_source_settings
     from mlatui.store.harness_bias import bias_key, lookup
 
     runtime = setup.runtime

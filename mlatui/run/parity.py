@@ -359,7 +359,7 @@ def run_parity(
     `versus`, in that order, gets its own rounds. With `max_seconds`, each side's share of it
     (from the first block on) ends its rounds early, after a whole pair, so a time limit still
     leaves results. `source`: a model built from another source tree on `model`'s weights
-    (mlatui.run.source_arm), measured instead, running its own code."""
+    (mlatui.run.arm_plan), measured instead, running its own code."""
     arm = _parity_arm(model, make_draft, source)
     depth = plan.depth if arm.draft is not None else 0
     prefill(arm, plan.context_tokens)
