@@ -46,8 +46,10 @@ import os
 import struct
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import NamedTuple
 
 OPENBLAS_DIRS = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread",
@@ -436,70 +438,106 @@ def elf_slots(path: str, symbol: str) -> tuple[int, list[int]]:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         if m[:4] != b"\x7fELF":
             raise ValueError(f"{path} is not ELF")
-        is64, e = m[4] == 2, "<" if m[5] == 1 else ">"
+        elf, dynamic = _segments(m, path)
+        tags = _dynamic_tags(elf, dynamic)
+        return dynamic.vaddr, _relocation_slots(elf, tags, symbol.encode())
+
+
+class _Segment(NamedTuple):
+    vaddr: int
+    offset: int
+    size: int  # bytes in the file
+
+
+@dataclass(frozen=True)
+class _Elf:
+    """An mmapped ELF file: its class (64-bit or not), byte order and PT_LOAD segments."""
+
+    m: mmap.mmap
+    path: str
+    is64: bool
+    order: str  # struct's byte-order prefix
+    loads: tuple[_Segment, ...]
+
+    def unpack(self, fmt: str, at: int) -> tuple[int, ...]:
+        return struct.unpack_from(self.order + fmt, self.m, at)
+
+    def offset(self, vaddr: int) -> int:
+        """The file offset of a link-time address."""
+        for v, o, size in self.loads:
+            if v <= vaddr < v + size:
+                return o + vaddr - v
+        raise ValueError(f"address {vaddr:#x} not in a PT_LOAD of {self.path}")
+
+
+def _segments(m: mmap.mmap, path: str) -> tuple[_Elf, _Segment]:
+    """The file read as ELF, and its PT_DYNAMIC segment, from the program headers."""
+    is64, order = m[4] == 2, "<" if m[5] == 1 else ">"
+    if is64:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(order + "Q", m, 32)[0],
+            *struct.unpack_from(order + "HH", m, 54),
+        )
+    else:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(order + "I", m, 28)[0],
+            *struct.unpack_from(order + "HH", m, 42),
+        )
+    loads: list[_Segment] = []
+    dynamic: _Segment | None = None
+    for i in range(phnum):
+        at = phoff + i * phentsize
         if is64:
-            phoff, phentsize, phnum = (
-                struct.unpack_from(e + "Q", m, 32)[0],
-                *struct.unpack_from(e + "HH", m, 54),
-            )
+            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(order + "IIQQQQ", m, at)
         else:
-            phoff, phentsize, phnum = (
-                struct.unpack_from(e + "I", m, 28)[0],
-                *struct.unpack_from(e + "HH", m, 42),
-            )
-        loads: list[tuple[int, int, int]] = []
-        dyn: tuple[int, int, int] | None = None
-        for i in range(phnum):
-            at = phoff + i * phentsize
-            if is64:
-                p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(e + "IIQQQQ", m, at)
-            else:
-                p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(e + "IIIII", m, at)
-            if p_type == 1:  # PT_LOAD
-                loads.append((p_vaddr, p_offset, p_filesz))
-            elif p_type == 2:  # PT_DYNAMIC
-                dyn = (p_vaddr, p_offset, p_filesz)
-        if dyn is None:
-            raise ValueError(f"{path} has no dynamic section")
+            p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(order + "IIIII", m, at)
+        if p_type == 1:  # PT_LOAD
+            loads.append(_Segment(p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:  # PT_DYNAMIC
+            dynamic = _Segment(p_vaddr, p_offset, p_filesz)
+    if dynamic is None:
+        raise ValueError(f"{path} has no dynamic section")
+    return _Elf(m, path, is64, order, tuple(loads)), dynamic
 
-        def off(vaddr: int) -> int:
-            for v, o, size in loads:
-                if v <= vaddr < v + size:
-                    return o + vaddr - v
-            raise ValueError(f"address {vaddr:#x} not in a PT_LOAD of {path}")
 
-        tags: dict[int, int] = {}
-        dfmt = e + ("qQ" if is64 else "iI")
-        step = struct.calcsize(dfmt)
-        for at in range(dyn[1], dyn[1] + dyn[2], step):
-            tag, val = struct.unpack_from(dfmt, m, at)
-            if tag == 0:  # DT_NULL
-                break
-            tags.setdefault(tag, val)
-        strtab, symtab = off(tags[5]), off(tags[6])  # DT_STRTAB, DT_SYMTAB
-        syment = tags.get(11, 24 if is64 else 16)  # DT_SYMENT
-        want, names = symbol.encode(), {}
+def _dynamic_tags(elf: _Elf, dynamic: _Segment) -> dict[int, int]:
+    """The dynamic section's first value of each tag, up to DT_NULL."""
+    tags: dict[int, int] = {}
+    fmt = "qQ" if elf.is64 else "iI"
+    step = struct.calcsize(elf.order + fmt)
+    for at in range(dynamic.offset, dynamic.offset + dynamic.size, step):
+        tag, val = elf.unpack(fmt, at)
+        if tag == 0:  # DT_NULL
+            break
+        tags.setdefault(tag, val)
+    return tags
 
-        def is_symbol(idx: int) -> bool:
-            if idx not in names:
-                st_name = struct.unpack_from(e + "I", m, symtab + idx * syment)[0]
-                start = strtab + st_name
-                names[idx] = m[start : m.find(b"\0", start)] == want
-            return names[idx]
 
-        tables = [(tags.get(7), tags.get(8, 0), True), (tags.get(17), tags.get(18, 0), False)]
-        if 23 in tags:  # DT_JMPREL, of type DT_PLTREL (7 = RELA, 17 = REL)
-            tables.append((tags[23], tags.get(2, 0), tags.get(20, 7) == 7))
-        slots = []
-        for start, size, rela in tables:
-            if not start or not size:
-                continue
-            fmt = e + ("QQ" if is64 else "II")
-            ent = (3 if rela else 2) * (8 if is64 else 4)
-            base = off(start)
-            for at in range(base, base + size, ent):
-                r_offset, r_info = struct.unpack_from(fmt, m, at)
-                idx = r_info >> 32 if is64 else r_info >> 8
-                if idx and is_symbol(idx):
-                    slots.append(r_offset)
-        return dyn[0], slots
+def _relocation_slots(elf: _Elf, tags: dict[int, int], want: bytes) -> list[int]:
+    """Link-time addresses of the RELA, REL and PLT relocations whose symbol is named `want`."""
+    strtab, symtab = elf.offset(tags[5]), elf.offset(tags[6])  # DT_STRTAB, DT_SYMTAB
+    syment = tags.get(11, 24 if elf.is64 else 16)  # DT_SYMENT
+    names: dict[int, bool] = {}
+
+    def is_symbol(idx: int) -> bool:
+        if idx not in names:
+            start = strtab + elf.unpack("I", symtab + idx * syment)[0]  # st_name
+            names[idx] = elf.m[start : elf.m.find(b"\0", start)] == want
+        return names[idx]
+
+    tables = [(tags.get(7), tags.get(8, 0), True), (tags.get(17), tags.get(18, 0), False)]
+    if 23 in tags:  # DT_JMPREL, of type DT_PLTREL (7 = RELA, 17 = REL)
+        tables.append((tags[23], tags.get(2, 0), tags.get(20, 7) == 7))
+    slots = []
+    fmt = "QQ" if elf.is64 else "II"
+    for start, size, rela in tables:
+        if not start or not size:
+            continue
+        entry = (3 if rela else 2) * (8 if elf.is64 else 4)
+        base = elf.offset(start)
+        for at in range(base, base + size, entry):
+            r_offset, r_info = elf.unpack(fmt, at)
+            idx = r_info >> 32 if elf.is64 else r_info >> 8
+            if idx and is_symbol(idx):
+                slots.append(r_offset)
+    return slots
