@@ -225,15 +225,11 @@ def estimate_context(
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> ContextEstimates:
     """Every estimate of one context from its timings (complete quads only)."""
-    a, b = arms
     rounds = _by_round(timings)
     widths = sorted({t.width for t in timings})
     out = ContextEstimates(len(rounds), control_width=control_width, tolerance_pct=tolerance_pct)
-    per_round_mean: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for r, cells in sorted(rounds.items()):
-        for (arm, width), ms in cells.items():
-            per_round_mean[(arm, width)][r] = statistics.fmean(ms)
-    for (arm, width), by_r in per_round_mean.items():
+    means = _round_means(rounds)
+    for (arm, width), by_r in means.items():
         out.step_ms[(arm, width)] = bootstrap_median(
             list(by_r.values()), stable_seed(seed, "step", arm, width), resamples
         )
@@ -243,41 +239,77 @@ def estimate_context(
         if ratio is not None:
             out.ratio[width] = ratio
     if 1 in widths and 2 in widths:
-        for arm in arms:
-            one, two = per_round_mean[(arm, 1)], per_round_mean[(arm, 2)]
-            diffs = [two[r] - one[r] for r in sorted(one) if r in two]
-            if diffs:
-                out.marginal_ms[arm] = bootstrap_median(
-                    diffs, stable_seed(seed, "marginal", arm), resamples
-                )
+        out.marginal_ms.update(_marginals(means, arms, seed, resamples))
     if 1 in widths:
-        for arm in arms:
-            one = per_round_mean[(arm, 1)]
-            for width in widths:
-                if width == 1:
-                    continue
-                wide = per_round_mean[(arm, width)]
-                rel = [wide[r] / one[r] for r in sorted(one) if r in wide and one[r] > 0]
-                if rel:
-                    out.vs_l1[(arm, width)] = bootstrap_median(
-                        rel, stable_seed(seed, "vs_l1", arm, width), resamples
-                    )
+        out.vs_l1.update(_vs_l1(means, arms, widths, seed, resamples))
     if control_width is not None and control_width in out.ratio:
         out.control_outcome = control_outcome(out.ratio[control_width], tolerance_pct)
-        level = [
-            statistics.fmean(
-                [*rounds[r].get((a, control_width), []), *rounds[r].get((b, control_width), [])]
-            )
-            for r in sorted(rounds)
-            if rounds[r].get((a, control_width)) or rounds[r].get((b, control_width))
-        ]
+        out.control_level_ms = _control_level(rounds, arms, control_width)
         starts: dict[int, float] = {}
         for t in timings:
             if t.width == control_width:
                 starts.setdefault(t.round, t.t)
-        out.control_level_ms = level
-        out.drifts, out.drifting_rounds = drift_of(level, [starts[r] for r in sorted(starts)])
+        out.drifts, out.drifting_rounds = drift_of(
+            out.control_level_ms, [starts[r] for r in sorted(starts)]
+        )
     return out
+
+
+RoundMeans = dict[tuple[str, int], dict[int, float]]  # (arm, width) -> round -> mean ms
+
+
+def _round_means(rounds: dict[int, dict[tuple[str, int], list[float]]]) -> RoundMeans:
+    means: RoundMeans = defaultdict(dict)
+    for r, cells in sorted(rounds.items()):
+        for (arm, width), ms in cells.items():
+            means[(arm, width)][r] = statistics.fmean(ms)
+    return means
+
+
+def _marginals(
+    means: RoundMeans, arms: Sequence[str], seed: int, resamples: int
+) -> dict[str, Interval]:
+    """Each arm's L = 2 - L = 1 per round, median over rounds."""
+    out = {}
+    for arm in arms:
+        one, two = means[(arm, 1)], means[(arm, 2)]
+        diffs = [two[r] - one[r] for r in sorted(one) if r in two]
+        if diffs:
+            out[arm] = bootstrap_median(diffs, stable_seed(seed, "marginal", arm), resamples)
+    return out
+
+
+def _vs_l1(
+    means: RoundMeans, arms: Sequence[str], widths: Sequence[int], seed: int, resamples: int
+) -> dict[tuple[str, int], Interval]:
+    """Each arm's step at every width over its L = 1 step, per round, median over rounds."""
+    out = {}
+    for arm in arms:
+        one = means[(arm, 1)]
+        for width in widths:
+            if width == 1:
+                continue
+            wide = means[(arm, width)]
+            rel = [wide[r] / one[r] for r in sorted(one) if r in wide and one[r] > 0]
+            if rel:
+                out[(arm, width)] = bootstrap_median(
+                    rel, stable_seed(seed, "vs_l1", arm, width), resamples
+                )
+    return out
+
+
+def _control_level(
+    rounds: dict[int, dict[tuple[str, int], list[float]]], arms: Sequence[str], control_width: int
+) -> list[float]:
+    """The control width's mean step per round, both arms together (what drift is read from)."""
+    a, b = arms
+    return [
+        statistics.fmean(
+            [*rounds[r].get((a, control_width), []), *rounds[r].get((b, control_width), [])]
+        )
+        for r in sorted(rounds)
+        if rounds[r].get((a, control_width)) or rounds[r].get((b, control_width))
+    ]
 
 
 def drift_of(level: Sequence[float], starts: Sequence[float]) -> tuple[list[Drift], int]:

@@ -240,7 +240,21 @@ def sample_context(plan: SamplerPlan, harness: Harness) -> SamplerRun:
     invalid) after at least `min_rounds`, or `max_rounds` are done (`harness.decide_more` may
     overrule either)."""
     run = SamplerRun(plan)
-    h = harness
+    _warm_up(plan, harness)
+    control = plan.control_width
+    settle_width = control if control is not None and control in plan.widths else min(plan.widths)
+    pause_gc = timed_gc_paused()
+    while True:
+        if run.rounds:
+            harness.check_stop()
+            harness.between_rounds(run.rounds)
+        _sample_round(run, harness, settle_width, pause_gc)
+        run.rounds += 1
+        if not _estimate_round(run, harness):
+            return run
+
+
+def _warm_up(plan: SamplerPlan, h: Harness) -> None:
     for width in plan.widths:  # the first call at a new width compiles: never timed
         for _ in range(plan.warmup):
             for arm in quad(plan.arms, False)[:2]:
@@ -248,57 +262,56 @@ def sample_context(plan: SamplerPlan, harness: Harness) -> SamplerRun:
                     continue
                 h.check_stop()
                 h.warm(arm, width)
-    settle_width = plan.control_width if plan.control_width in plan.widths else min(plan.widths)
-    pause_gc = timed_gc_paused()
-    while True:
-        if run.rounds:
+
+
+def _sample_round(run: SamplerRun, h: Harness, settle_width: int, pause_gc: bool) -> None:
+    """One round's quads, each opened by an untimed settle step per arm when the plan asks."""
+    plan = run.plan
+    quads = round_quads(plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads)
+    for calls in quads:
+        for i, (width, arm) in enumerate(calls):
             h.check_stop()
-            h.between_rounds(run.rounds)
-        quads = round_quads(
-            plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads
-        )
-        for calls in quads:
-            for i, (width, arm) in enumerate(calls):
-                h.check_stop()
-                if plan.settle and i == 0:  # untimed: every arm's last step is a light one
-                    first = next((a for w, a in calls if (a, w) not in plan.skip), arm)
-                    for other in (a for a in plan.arms if a != first):
-                        h.warm(other, settle_width)
-                    h.warm(first, settle_width)
-                if (arm, width) in plan.skip:
-                    h.on_skip(arm, width)  # untimed, in the skipped call's place
-                    continue
-                with gc_paused(pause_gc):
-                    ms = h.measure(arm, width)
-                timing = Timing(run.rounds, width, arm, ms, h.clock())
-                run.timings.append(timing)
-                h.on_timing(timing)
-        run.rounds += 1
-        control = (
-            control_ratio(run.timings, plan.arms, plan.control_width, plan.seed)
-            if plan.control_width in plan.widths
-            else None
-        )
-        decision = control_outcome(control, plan.tolerance_pct) if control else None
-        wants_more = _wants_more(plan, run.rounds, decision)
-        wants_more = h.decide_more(wants_more)
-        # interim estimates (fewer resamples) for the live view; the final one in full, once
-        run.estimates = estimate_context(
-            run.timings,
-            plan.arms,
-            plan.control_width,
-            plan.tolerance_pct,
-            plan.seed,
-            BOOTSTRAP_RESAMPLES if not wants_more else INTERIM_RESAMPLES,
-        )
-        if (
-            control is not None and plan.control_width is not None
-        ):  # the check shown is the one decided on, at full resamples
-            run.estimates.ratio[plan.control_width] = control
-            run.estimates.control_outcome = decision
-        h.on_round(run.estimates)
-        if not wants_more:
-            return run
+            if plan.settle and i == 0:  # untimed: every arm's last step is a light one
+                first = next((a for w, a in calls if (a, w) not in plan.skip), arm)
+                for other in (a for a in plan.arms if a != first):
+                    h.warm(other, settle_width)
+                h.warm(first, settle_width)
+            if (arm, width) in plan.skip:
+                h.on_skip(arm, width)  # untimed, in the skipped call's place
+                continue
+            with gc_paused(pause_gc):
+                ms = h.measure(arm, width)
+            timing = Timing(run.rounds, width, arm, ms, h.clock())
+            run.timings.append(timing)
+            h.on_timing(timing)
+
+
+def _estimate_round(run: SamplerRun, h: Harness) -> bool:
+    """The estimates after a round (handed to `on_round`); whether to sample another."""
+    plan = run.plan
+    control = (
+        control_ratio(run.timings, plan.arms, plan.control_width, plan.seed)
+        if plan.control_width in plan.widths
+        else None
+    )
+    decision = control_outcome(control, plan.tolerance_pct) if control else None
+    wants_more = h.decide_more(_wants_more(plan, run.rounds, decision))
+    # interim estimates (fewer resamples) for the live view; the final one in full, once
+    run.estimates = estimate_context(
+        run.timings,
+        plan.arms,
+        plan.control_width,
+        plan.tolerance_pct,
+        plan.seed,
+        BOOTSTRAP_RESAMPLES if not wants_more else INTERIM_RESAMPLES,
+    )
+    if (
+        control is not None and plan.control_width is not None
+    ):  # the check shown is the one decided on, at full resamples
+        run.estimates.ratio[plan.control_width] = control
+        run.estimates.control_outcome = decision
+    h.on_round(run.estimates)
+    return wants_more
 
 
 def until(deadline: float | None) -> Callable[[bool], bool]:
