@@ -360,28 +360,30 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
         table(head, rows, cell=num),
         "",
     ]
-    largest = max(widths)
-    for t, s in summary.items():
-        measured = s["measured"]
-        if measured is None:
-            shown = "never"
-        elif measured == largest:
-            shown = f">= {measured} (largest width tried)"
-        else:
-            shown = str(measured)
-        extra = next(
-            (c["bytes"].materialised_extra for c in s["widths"].values() if "bytes" in c), 0
-        )
-        rebuilt = (
-            f"; the materialised branch also builds and reads back {mb_text(extra)} MB of K/V"
-            if extra
-            else ""
-        )
-        out.append(
-            f"T={t}: measured crossover (largest L where absorbed is significantly faster, "
-            f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}{rebuilt}"
-        )
+    out += [_crossover_line(t, s, max(widths)) for t, s in summary.items()]
     return "\n".join(out) + "\n"
+
+
+def _crossover_line(context: int, s: Mapping[str, Any], largest: int) -> str:
+    """One cache length's measured crossover against the formula's (and the K/V the
+    materialised branch builds on top of what it reads)."""
+    measured = s["measured"]
+    if measured is None:
+        shown = "never"
+    elif measured == largest:
+        shown = f">= {measured} (largest width tried)"
+    else:
+        shown = str(measured)
+    extra = next((c["bytes"].materialised_extra for c in s["widths"].values() if "bytes" in c), 0)
+    rebuilt = (
+        f"; the materialised branch also builds and reads back {mb_text(extra)} MB of K/V"
+        if extra
+        else ""
+    )
+    return (
+        f"T={context}: measured crossover (largest L where absorbed is significantly faster, "
+        f"{s['rounds']} rounds): {shown}; formula: {threshold_text(s['formula'])}{rebuilt}"
+    )
 
 
 def _limits_held(
