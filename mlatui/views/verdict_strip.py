@@ -125,69 +125,71 @@ def _speculation(state: DashboardState) -> list[Part]:
         return []
     usable = _usable(state, results)
     if not usable:
-        invalid = sorted({r.context for r in results if not _valid(state, r)})
-        reasons = []
-        if invalid:
-            reasons.append(f"L=1 check not valid at {', '.join(map(fmt_context, invalid))}")
-            if state.drifts:  # a noisy host is the usual cause: say what the run saw of it
-                reasons.append(f"device drift in {len(state.drifts)} steps")  # of >10%: the log
-        warned = sorted({r.context for r in results if _valid(state, r) and r.warnings})
-        if warned:
-            reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")
-        reasons = reasons or ["no speedup measured"]
-        return [
-            part(
-                Tone.WARN,
-                f"tune: no verdict ({'; '.join(reasons)})",
-                ("tune: no verdict", RANK_WORDS),
-            )
-        ]
-    parts = []
+        return [_no_tune_verdict(state, results)]
     settings = state.header.settings if state.header else None
+    parts = []
     for slot in ARMS:
         arm = slot_name(settings, slot)  # what ran there: "stock", or "pre-fix" on fixed code
         mine = [r for r in usable if r.arm == slot]
-        if not mine:
-            warned = sorted(
-                {r.context for r in results if r.arm == slot and r.warnings and _valid(state, r)}
-            )
-            if warned:  # the other arm has a verdict: say why this one has none
-                at = ", ".join(map(fmt_context, warned))
-                parts.append(
-                    part(
-                        Tone.WARN,
-                        f"{arm}: no verdict (every result warned at {at})",
-                        (f"{arm} n.v.", RANK_WORDS),
-                    )
-                )
+        if mine:
+            parts.append(_arm_verdict(state, mine, arm))
             continue
-        best = _best_win(mine)
-        if best is not None:
-            ratio = ratio_text(best.vs_plain)
-            at = fmt_context(best.context)
-            where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
-            pooled = state.validity[(best.phase, best.context)].pooled
+        warned = sorted(
+            {r.context for r in results if r.arm == slot and r.warnings and _valid(state, r)}
+        )
+        if warned:  # the other arm has a verdict: say why this one has none
+            at = ", ".join(map(fmt_context, warned))
             parts.append(
                 part(
-                    Tone.GOOD,
-                    f"{arm} spec wins {ratio} ({where}{', L=1 ✓p' if pooled else ''})",
-                    (f"{arm} {ratio} ({where}{' ✓p' if pooled else ''})", RANK_WORDS),
-                    (f"{arm} {ratio} @ {at}{' ✓p' if pooled else ''}", RANK_PLACE),
+                    Tone.WARN,
+                    f"{arm}: no verdict (every result warned at {at})",
+                    (f"{arm} n.v.", RANK_WORDS),
                 )
             )
-        elif all((high := _upper_end(r)) is not None and high < 1 for r in mine):
-            worst = max(r.context for r in mine)
-            how = "by bound" if all(r.rejected_by_bound for r in mine) else "slower"
-            parts.append(
-                part(
-                    Tone.BAD,
-                    f"{arm} spec rejected ({how} at {fmt_context(worst)})",
-                    (f"{arm} rejected", RANK_WORDS),
-                )
-            )
-        else:
-            parts.append(part(Tone.INFO, f"{arm} no significant gain", (f"{arm} n.s.", RANK_WORDS)))
     return parts
+
+
+def _no_tune_verdict(state: DashboardState, results: list[DecodeResult]) -> Part:
+    """Why no result of the tune phase can carry a verdict."""
+    invalid = sorted({r.context for r in results if not _valid(state, r)})
+    reasons = []
+    if invalid:
+        reasons.append(f"L=1 check not valid at {', '.join(map(fmt_context, invalid))}")
+        if state.drifts:  # a noisy host is the usual cause: say what the run saw of it
+            reasons.append(f"device drift in {len(state.drifts)} steps")  # of >10%: the log
+    warned = sorted({r.context for r in results if _valid(state, r) and r.warnings})
+    if warned:
+        reasons.append(f"every result warned at {', '.join(map(fmt_context, warned))}")
+    reasons = reasons or ["no speedup measured"]
+    return part(
+        Tone.WARN, f"tune: no verdict ({'; '.join(reasons)})", ("tune: no verdict", RANK_WORDS)
+    )
+
+
+def _arm_verdict(state: DashboardState, mine: list[DecodeResult], arm: str) -> Part:
+    """One arm's speculation verdict from its usable results: its best significant win, a
+    rejection where every result is significantly slower, or no significant gain."""
+    best = _best_win(mine)
+    if best is not None:
+        ratio = ratio_text(best.vs_plain)
+        at = fmt_context(best.context)
+        where = f"{Setting(best.draft_kind, best.depth).label} @ {at}"
+        pooled = state.validity[(best.phase, best.context)].pooled
+        return part(
+            Tone.GOOD,
+            f"{arm} spec wins {ratio} ({where}{', L=1 ✓p' if pooled else ''})",
+            (f"{arm} {ratio} ({where}{' ✓p' if pooled else ''})", RANK_WORDS),
+            (f"{arm} {ratio} @ {at}{' ✓p' if pooled else ''}", RANK_PLACE),
+        )
+    if all((high := _upper_end(r)) is not None and high < 1 for r in mine):
+        worst = max(r.context for r in mine)
+        how = "by bound" if all(r.rejected_by_bound for r in mine) else "slower"
+        return part(
+            Tone.BAD,
+            f"{arm} spec rejected ({how} at {fmt_context(worst)})",
+            (f"{arm} rejected", RANK_WORDS),
+        )
+    return part(Tone.INFO, f"{arm} no significant gain", (f"{arm} n.s.", RANK_WORDS))
 
 
 def _marginal(state: DashboardState) -> list[Part]:
