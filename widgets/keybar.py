@@ -49,17 +49,7 @@ class KeyFooter(Footer):
     def compose(self):
         if not self._bindings_ready:
             return
-        shown: dict[str, list] = {}
-        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
-            if binding.show:
-                shown.setdefault(binding.action, []).append((binding, enabled, tooltip))
-        entries = []  # (hint, [(binding, enabled, tooltip)], group)
-        for group_key, items in _grouped(shown):
-            first = items[0][0]
-            keys = tuple(self.app.get_key_display(b) for b, _, _ in items)
-            desc = first.group.description if group_key and len(items) > 1 else first.description
-            rank = min(RANKS.get(b.action, 3) for b, _, _ in items)
-            entries.append((Hint(keys, desc, rank), items, group_key and len(items) > 1))
+        entries = self._entries()
         palette = None
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
             palette = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
@@ -69,44 +59,64 @@ class KeyFooter(Footer):
             hints.append(
                 Hint((self.app.get_key_display(b),), b.description, RANKS["command_palette"])
             )
-        keep = fit_hints(hints, self.size.width - 2)  # the palette key has a border
-        for i in keep:
+        for i in fit_hints(hints, self.size.width - 2):  # the palette key has a border
             if i == len(entries) and palette is not None:
-                _, b, enabled, _ = palette
-                yield FooterKey(
-                    b.key,
-                    self.app.get_key_display(b),
-                    b.description,
-                    b.action,
-                    classes="-command-palette",
-                    disabled=not enabled,
-                    tooltip=b.tooltip or b.description,
-                )
-                continue
-            hint, items, grouped = entries[i]
-            if grouped:
-                with KeyGroup(classes="-compact"):
-                    for b, enabled, tooltip in items:
-                        yield FooterKey(
-                            b.key,
-                            self.app.get_key_display(b),
-                            "",
-                            b.action,
-                            disabled=not enabled,
-                            tooltip=tooltip or b.description,
-                            classes="-grouped",
-                        ).data_bind(compact=Footer.compact)
-                yield FooterLabel(hint.description)
+                yield self._palette_key(palette)
             else:
-                b, enabled, tooltip = items[0]
-                yield FooterKey(
-                    b.key,
-                    self.app.get_key_display(b),
-                    b.description,
-                    b.action,
-                    disabled=not enabled,
-                    tooltip=tooltip,
-                ).data_bind(compact=Footer.compact)
+                yield from self._entry_keys(*entries[i])
+
+    def _entries(self) -> list[tuple[Hint, list, bool]]:
+        """(hint, [(binding, enabled, tooltip)], grouped) per shown action or group of them."""
+        shown: dict[str, list] = {}
+        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
+            if binding.show:
+                shown.setdefault(binding.action, []).append((binding, enabled, tooltip))
+        entries = []
+        for group_key, items in _grouped(shown):
+            first = items[0][0]
+            keys = tuple(self.app.get_key_display(b) for b, _, _ in items)
+            desc = first.group.description if group_key and len(items) > 1 else first.description
+            rank = min(RANKS.get(b.action, 3) for b, _, _ in items)
+            entries.append((Hint(keys, desc, rank), items, bool(group_key and len(items) > 1)))
+        return entries
+
+    def _palette_key(self, palette) -> FooterKey:
+        _, b, enabled, _ = palette
+        return FooterKey(
+            b.key,
+            self.app.get_key_display(b),
+            b.description,
+            b.action,
+            classes="-command-palette",
+            disabled=not enabled,
+            tooltip=b.tooltip or b.description,
+        )
+
+    def _entry_keys(self, hint: Hint, items: list, grouped: bool):
+        """One hint's keys: a group's keys together under its description, or one key."""
+        if grouped:
+            with KeyGroup(classes="-compact"):
+                for b, enabled, tooltip in items:
+                    yield FooterKey(
+                        b.key,
+                        self.app.get_key_display(b),
+                        "",
+                        b.action,
+                        disabled=not enabled,
+                        tooltip=tooltip or b.description,
+                        classes="-grouped",
+                    ).data_bind(compact=Footer.compact)
+            yield FooterLabel(hint.description)
+        else:
+            b, enabled, tooltip = items[0]
+            yield FooterKey(
+                b.key,
+                self.app.get_key_display(b),
+                b.description,
+                b.action,
+                disabled=not enabled,
+                tooltip=tooltip,
+            ).data_bind(compact=Footer.compact)
 
 
 def _grouped(shown: dict[str, list]):
