@@ -1,18 +1,22 @@
-"""The code's shape, read from its syntax tree (no import, well under a second): the engine and the
-commands keep functions short and their argument lists small (what travels together is a typed
-value), and the events carry one interval type, never flattened `x_low`/`x_high` fields."""
+"""The code's shape, read from its syntax tree (no import, well under a second): every package of
+mlatui/ and widgets/ keeps functions short (their argument lists are ruff's PLR0913, at most 6:
+what travels together is a typed value), and the events carry one interval type, never flattened
+`x_low`/`x_high` fields."""
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHORT_PACKAGES = ("mlatui/run", "mlatui/commands")
+SHORT_PACKAGES = ("mlatui", "widgets")  # mlatui/widgets is a link to widgets/, not followed
 MAX_LINES = 60
-MAX_PARAMETERS = 6  # self and cls not counted; dataclass constructors are generated, not written
+# Functions over the limit in modules another change rewrites as a whole (the scenario reader
+# becomes msgspec Structs): named here so that nothing else joins them.
+LONG_FOR_NOW = {"mlatui/config/scenario.py parse_phase", "mlatui/config/scenario.py load_scenario"}
 ONE_INTERVAL_PACKAGE = "mlatui/stream"
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -30,31 +34,34 @@ def _lines(fn: Function) -> int:
     return (fn.end_lineno or fn.lineno) - fn.lineno + 1
 
 
-def _parameters(fn: Function) -> int:
-    a = fn.args
-    named = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
-    return len([n for n in named if n not in ("self", "cls")]) + bool(a.vararg) + bool(a.kwarg)
-
-
-def test_engine_and_command_functions_are_short_with_few_parameters():
+def test_functions_are_at_most_60_lines():
     found = [
-        f"{path}:{fn.lineno} {fn.name}: {_lines(fn)} lines, {_parameters(fn)} params"
+        f"{path}:{fn.lineno} {fn.name}: {_lines(fn)} lines"
         for package in SHORT_PACKAGES
         for path, fn in _functions(package)
-        if _lines(fn) > MAX_LINES or _parameters(fn) > MAX_PARAMETERS
+        if _lines(fn) > MAX_LINES and f"{path} {fn.name}" not in LONG_FOR_NOW
     ]
     assert not found, (
-        f"over {MAX_LINES} lines or {MAX_PARAMETERS} parameters (split the function; pass what "
-        "travels together as one typed value):\n" + "\n".join(found)
+        f"over {MAX_LINES} lines (split the function into steps that say what they do):\n"
+        + "\n".join(found)
     )
 
 
-def test_the_shape_check_sees_a_long_function_and_a_long_argument_list():
+def test_the_packages_are_ruffs_parameter_check_too():
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "PLR0913" in lint["select"] and lint["pylint"]["max-args"] == 6
+    ignored = {
+        glob for glob, rules in lint.get("per-file-ignores", {}).items() if "PLR0913" in rules
+    }
+    assert not any(glob.startswith(SHORT_PACKAGES) for glob in ignored), ignored
+
+
+def test_the_shape_check_sees_a_long_function():
     long_body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
-    tree = ast.parse(f"def f(self, a, b, c, d, e, f, *rest):\n{long_body}\n")
+    tree = ast.parse(f"def f(self, a):\n{long_body}\n")
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
-    assert _lines(fn) == MAX_LINES + 1 and _parameters(fn) == 7
+    assert _lines(fn) == MAX_LINES + 1
 
 
 def _low_high_pairs(tree: ast.AST) -> list[str]:
