@@ -162,11 +162,11 @@ def test_the_report_dump_export_and_tune_view_say_rejected_by_bound(bound_run):
     assert "not measured" in row and "rejected by bound: at most 0.08×" in row
     csv = summary_csv(state)
     assert "rejected_by_bound" in csv
-    from mlatui.widgets.arm import tok_s_lines
+    from mlatui.widgets.arm import TokSLayout, tok_s_lines
 
-    stock = " ".join(t.plain for t in tok_s_lines(state, "stock", narrow=False))
+    stock = " ".join(t.plain for t in tok_s_lines(state, "stock", TokSLayout(narrow=False)))
     assert "d1 bound ≤ 0.08×" in stock and "d2 bound ≤ 0.11×" in stock
-    patched = " ".join(t.plain for t in tok_s_lines(state, "patched", narrow=False))
+    patched = " ".join(t.plain for t in tok_s_lines(state, "patched", TokSLayout(narrow=False)))
     assert "bound" not in patched
     progress = RunProgress()
     for e in replayed:

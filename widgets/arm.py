@@ -4,6 +4,8 @@ rows that are left, so nothing below it falls off a short pane."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from rich.text import Text
 
 from mlatui.config.phase_kind import Pass
@@ -100,20 +102,26 @@ def rule_line(state: DashboardState, arm: str, narrow: bool, dark: bool = True) 
     return line
 
 
+@dataclass(frozen=True)
+class TokSLayout:
+    """How the tok/s lines wrap: settings to `width` (narrow without a width, or `one_a_line`:
+    one a line), never inside one; with several draft kinds, a kind's name alone on its line
+    where its first setting would not fit beside it, or `kind_alone`."""
+
+    narrow: bool
+    width: int | None = None
+    one_a_line: bool = False
+    kind_alone: bool = False
+
+
 def tok_s_lines(
-    state: DashboardState,
-    arm: str,
-    narrow: bool,
-    width: int | None = None,
-    one_a_line: bool = False,
-    kind_alone: bool = False,
-    dark: bool = True,
+    state: DashboardState, arm: str, layout: TokSLayout, dark: bool = True
 ) -> list[Text]:
     """Plain decode, then every depth's tok/s and paired speedup with its 95% CI (the figure
     the verdict judges: a speedup counts when its CI lies above 1), the verdict's pick marked
-    ★; with several draft kinds, one line per kind, named (the name alone on its line where
-    its first setting would not fit beside it, or `kind_alone`). Settings wrap to `width`
-    (narrow without a width, or `one_a_line`: one a line), never inside one."""
+    ★; with several draft kinds, one line per kind, named; wrapped as `layout` says."""
+    narrow, width = layout.narrow, layout.width
+    one_a_line, kind_alone = layout.one_a_line, layout.kind_alone
     a = state.arms[arm]
     best = winner(state, arm)
     chosen = None if best is None else Setting(best.draft_kind, best.depth)
@@ -217,9 +225,11 @@ def arm_sections(
     rule = rule_line(state, arm, narrow, dark)
     mbu = mbu_line(state, arm, narrow)
     arms = [a for a in ARMS if a in state.arms]
-    one = len({len(tok_s_lines(state, a, narrow, width)) for a in arms}) > 1
-    alone = len({len(tok_s_lines(state, a, narrow, width, one)) for a in arms}) > 1
-    tok_s = tok_s_lines(state, arm, narrow, width, one_a_line=one, kind_alone=alone, dark=dark)
+    layout = TokSLayout(narrow, width)
+    one = len({len(tok_s_lines(state, a, layout)) for a in arms}) > 1
+    layout = replace(layout, one_a_line=one)
+    alone = len({len(tok_s_lines(state, a, layout)) for a in arms}) > 1
+    tok_s = tok_s_lines(state, arm, replace(layout, kind_alone=alone), dark)
     return [
         [medians] if medians is not None else [],
         [acceptance_line(state, arm, narrow, dark)],
