@@ -215,14 +215,14 @@ def test_a_bad_reject_by_bound_is_refused_in_one_line(tmp_path, value):
     with pytest.raises(ScenarioError) as e:
         load_scenario(f)
     msg = str(e.value)
-    assert str(f) in msg and "'reject_by_bound' must be true or false" in msg
+    assert str(f) in msg and "phase[0].reject_by_bound: expected true or false, got" in msg
     assert "\n" not in msg
 
 
 def test_reject_by_bound_defaults_on_and_reaches_the_segments():
     """On by default (the default scenario rejects); the phase's switch reaches its block
     segments, which the forecast reads (test_budget), and survives their recording."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from mlatui.config.scenario import load_scenario
     from mlatui.measure.plans import phase_segments

@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from mlatui.config.scenario import load_scenario
 from mlatui.measure.progress import RunProgress
@@ -233,7 +234,7 @@ def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     assert set(expected.skipped) == {("stock", w) for w in spec_widths}  # patched: none
     known = costs.forecast_s(tune)
     # a phase with reject_by_bound = false runs every block: the forecast expects them all
-    measured_all = tuple(replace(p, reject_by_bound=False) for p in tune)
+    measured_all = tuple(structs.replace(p, reject_by_bound=False) for p in tune)
     assert costs.expected(replace(blocks[0], bound_rejects=False)).skipped == ()
     everything = costs.forecast_s(measured_all)
     assert everything > 3 * known
@@ -249,19 +250,19 @@ def test_the_probe_also_measures_the_context_the_decode_blocks_run_at():
 
     scenario = load_scenario(str(DEFAULT))
     sweep, tune = scenario.phases
-    at = lambda c: replace(scenario, phases=(sweep, replace(tune, contexts=c)))  # noqa: E731
+    at = lambda c: structs.replace(scenario, phases=(sweep, structs.replace(tune, contexts=c)))  # noqa: E731
     assert probe_contexts(at((4096,))) == (256, 1024, 4096)
     assert probe_contexts(at((2048, 4096))) == (256, 1024, 2048)
     assert probe_contexts(at((1024,))) == (256, 1024)
     assert probe_contexts(at((512,))) == (256, 1024)
-    assert probe_contexts(replace(scenario, phases=(sweep,))) == (256, 1024)
+    assert probe_contexts(structs.replace(scenario, phases=(sweep,))) == (256, 1024)
 
 
 def test_a_sweep_width_cut_stays_cut_in_every_later_plan():
     """Every reduction builds on the plan before it: the sweep's widths cut to what the key
     figure and a `verify_from` tune need (1-3 of 1-4) stay cut in the plans after it."""
     sweep, tune = _phases()
-    phases = (replace(sweep, widths=(1, 2, 3, 4)), tune)
+    phases = (structs.replace(sweep, widths=(1, 2, 3, 4)), tune)
     steps = list(reductions(phases, KINDS))
     cut = next(i for i, p in enumerate(steps) if _of(p, "sweep").widths == (1, 2, 3))
     for i, plan in enumerate(steps[cut:]):

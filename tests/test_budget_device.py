@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.measure.progress import RunProgress
@@ -181,7 +182,7 @@ def test_a_story_table_is_checked(tmp_path):
     bad.write_text(text.replace("[story]", "[story]\nspeed = 1"))
     with pytest.raises(ScenarioError, match="unknown key 'speed'"):
         load_scenario(str(bad))
-    plain = replace(load_scenario(str(DEFAULT)), story=None)
+    plain = structs.replace(load_scenario(str(DEFAULT)), story=None)
     assert plain.to_dict()["story"] is None
 
 

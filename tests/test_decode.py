@@ -328,7 +328,7 @@ def _l1_quads(rounds, scatter, seed):
 def test_an_undecided_decode_check_pools_the_sweeps_l1_quads_at_the_same_context():
     """Same arms, same context: the sweep's tight quads and the tune's scattered ones decide
     together; a context the sweep never measured stays undecided."""
-    from dataclasses import replace as dc_replace
+    from msgspec.structs import replace as dc_replace
 
     from mlatui.config.scenario import Phase
     from mlatui.measure.estimates import Outcome

@@ -21,7 +21,9 @@ def test_scenario_shard_key(tmp_path):
     assert load_scenario(str(good)).model.shard == "pipeline"
     bad = tmp_path / "b.toml"
     bad.write_text('name = "b"\n[model]\nshard = "columns"\n' + phase)
-    with pytest.raises(ScenarioError, match="'shard' must be one of tensor, pipeline"):
+    with pytest.raises(
+        ScenarioError, match='model.shard: expected one of pipeline, tensor, got "columns"'
+    ):
         load_scenario(str(bad))
 
 

@@ -102,7 +102,10 @@ def test_scenario_draft_source_is_the_enum(tmp_path):
     assert loaded.draft.source is DraftSource.NONE
     assert loaded.to_dict()["draft_source"] == "none"  # recorded as before
     scenario.write_text('[draft]\nsource = "eagle"\n[[phase]]\nkind = "sweep"\ncontexts = [64]\n')
-    with pytest.raises(ValueError, match="'source' must be one of auto, draft-model, mtp"):
+    with pytest.raises(
+        ValueError,
+        match='draft.source: expected one of auto, draft-model, mtp, synthetic, none, got "eagle"',
+    ):
         load_scenario(str(scenario))
 
 

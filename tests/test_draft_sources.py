@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 
 from mlatui.config.draft_spec import DraftSource
 from mlatui.config.scenario import ScenarioError, load_scenario
@@ -50,11 +51,14 @@ def test_a_single_source_still_works(tmp_path):
 @pytest.mark.parametrize(
     ("draft", "message"),
     [
-        ('sources = ["mtp", "eagle"]', "'sources' may list mtp, draft-model, got 'eagle'"),
-        ('sources = ["mtp", "synthetic"]', "'sources' may list mtp, draft-model"),
-        ('sources = ["mtp", "mtp"]', "'sources' names a kind twice"),
-        ("sources = []", "'sources' must be a non-empty list"),
-        ('sources = "mtp"', "'sources' must be a non-empty list"),
+        ('sources = ["mtp", "eagle"]', 'sources.1.: expected one of mtp, draft-model, got "eagle"'),
+        (
+            'sources = ["mtp", "synthetic"]',
+            'sources.1.: expected one of mtp, draft-model, got "synth',
+        ),
+        ('sources = ["mtp", "mtp"]', 'sources.1.: names "mtp" twice'),
+        ("sources = []", "sources: expected a non-empty array, each one of mtp, draft-model, got"),
+        ('sources = "mtp"', "sources: expected a non-empty array"),
         (
             'source = "mtp"\nsources = ["mtp", "draft-model"]',
             "give 'source' or 'sources', not both",
@@ -64,14 +68,16 @@ def test_a_single_source_still_works(tmp_path):
 def test_bad_sources_are_refused_in_one_line(tmp_path, draft, message):
     with pytest.raises(ScenarioError, match=message) as e:
         load_scenario(str(_scenario(tmp_path, draft)))
-    assert "\n" not in str(e.value) and "[draft]" in str(e.value)
+    assert "\n" not in str(e.value) and ": draft" in str(e.value)
 
 
 def _all_depths() -> tuple:
     """The default scenario with its tune at depths 1-3 of both kinds, at 1K and 2K, measuring
     its own verify steps (the shape these mechanisms were written for)."""
     sweep, tune = load_scenario(str(DEFAULT)).phases
-    tune = replace(tune, depths=(1, 2, 3), kind_depths=(), contexts=(1024, 2048), verify_from="")
+    tune = structs.replace(
+        tune, depths=(1, 2, 3), kind_depths=(), contexts=(1024, 2048), verify_from=""
+    )
     return sweep, tune
 
 
@@ -205,7 +211,6 @@ def test_the_verdict_strip_names_the_winning_kind():
     s = _state(TWO_KINDS)
     # the recorded context's L = 1 check was inconclusive; count it valid to see a verdict
     key = next(iter(s.validity))
-    from dataclasses import replace
 
     s.validity[key] = replace(s.validity[key], valid=True, outcome="valid")
     line = verdict_line(s)
@@ -326,7 +331,7 @@ def test_a_tune_on_the_sweeps_verify_steps_plans_only_its_blocks():
     segments = decode_segments(tune, settings)
     assert [s.part for s in segments] == ["tune"]
     assert planned_calls(tune, settings, 0, True) == sum(s.planned_calls for s in segments)
-    own = replace(tune, verify_from="")
+    own = structs.replace(tune, verify_from="")
     segments = decode_segments(own, settings)
     assert [s.part for s in segments] == ["tune:verify", "tune"]
     assert planned_calls(own, settings, 0, True) == sum(s.planned_calls for s in segments)

@@ -132,10 +132,10 @@ def test_crash_log_falls_back_to_the_temp_dir(monkeypatch, tmp_path, capsys):
     [
         (None, "is a directory"),
         (b"\xff\xfe name", "not UTF-8"),
-        (b"[[phase]]\n[[phase]]\n", "'kind' must be one of"),
-        (b"phase = [1, 2]\n", "[[phase]] #1: must be a table"),
-        (b"model = 3\n", "'model' must be a table"),
-        (b"[model]\nconfig = [1]\n", "'model.config' must be a table"),
+        (b"[[phase]]\n[[phase]]\n", "phase[0]: 'kind' is required (one of sweep, decode, tune"),
+        (b"phase = [1, 2]\n", "phase[0]: expected a table, got 1"),
+        (b"model = 3\n", "model: expected a table, got 3"),
+        (b"[model]\nconfig = [1]\n", "model.config: expected a table, got [1]"),
     ],
 )
 @pytest.mark.parametrize("command", ["launch", "bench"])

@@ -73,7 +73,8 @@ def test_cli_scenario_and_runconfig_share_the_parser(tmp_path, monkeypatch):
     scenario = tmp_path / "s.toml"
     scenario.write_text(TINY.read_text().replace('name = "tiny"', 'name = "tiny"\nthreshold = 0'))
     with pytest.raises(
-        ScenarioError, match="'threshold' must be installed, pre-fix, formula, calibrated"
+        ScenarioError,
+        match="threshold: expected installed, pre-fix, formula, calibrated, compiled or an integer >= 1 .* got 0",
     ):
         load_scenario(str(scenario))
     scenario.write_text(

@@ -139,7 +139,7 @@ def test_a_bad_min_distinct_4gram_is_refused_in_one_line(tmp_path, value):
     with pytest.raises(ScenarioError) as e:
         load_scenario(f)
     msg = str(e.value)
-    assert str(f) in msg and "'min_distinct_4gram' must be a number in [0, 1]" in msg
+    assert str(f) in msg and "phase[0].min_distinct_4gram: expected a number in [0, 1], got" in msg
     assert "\n" not in msg
 
 

@@ -232,7 +232,7 @@ def test_scenario_rejects_a_bad_threshold(tmp_path):
 
     bad = tmp_path / "bad.toml"
     bad.write_text('threshold = "fast"\n' + Path(TINY).read_text())
-    with pytest.raises(ScenarioError, match="'threshold' must be"):
+    with pytest.raises(ScenarioError, match='threshold: expected installed, .* got "fast"'):
         load_scenario(bad)
 
 

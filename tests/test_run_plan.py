@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from tiny_scenario import TINY
 
@@ -78,7 +79,9 @@ def test_the_same_inputs_give_an_equal_plan(tmp_path):
 def test_a_replan_is_a_new_value_and_the_old_one_stays(tmp_path):
     plan = resolve_plan(RunConfig(scenario=str(_scenario(tmp_path))))
     before = plan.to_dict()
-    cut = tuple(dataclasses.replace(p, reps=3, contexts=p.contexts[:1]) for p in plan.phases[:1])
+    cut = tuple(
+        msgspec.structs.replace(p, reps=3, contexts=p.contexts[:1]) for p in plan.phases[:1]
+    )
     replanned = plan.with_phases(cut)
     assert isinstance(replanned, RunPlan) and replanned is not plan
     assert replanned.phases == cut and len(plan.phases) == 2

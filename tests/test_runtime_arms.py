@@ -65,7 +65,7 @@ def test_scenario_arms_table(tmp_path):
     path.write_text(TINY.read_text() + '\n[arms]\na = "pre-fix"\nb = "installed"\n')
     assert load_scenario(path).arms == "stock,installed"
     path.write_text(TINY.read_text() + '\n[arms]\na = "pre-fix"\n')
-    with pytest.raises(ScenarioError, match=r"\[arms\] must hold exactly a"):
+    with pytest.raises(ScenarioError, match=r"arms: give both a = .* and b = .*, or neither"):
         load_scenario(path)
 
 

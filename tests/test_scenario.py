@@ -43,22 +43,43 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
     [
         (
             ('kind = "sweep"', 'kind = "sweeep"'),
-            "'kind' must be one of sweep, decode, tune, indexer",
+            'phase[0].kind: expected one of sweep, decode, tune, indexer, got "sweeep"',
         ),
         (
             ("contexts = [256]", "contexts = [0]"),
-            "'contexts' must be a non-empty list of integers >= 16",
+            "phase[0].contexts[0]: expected an integer >= 16, got 0",
         ),
-        (("contexts = [256]", "contexts = [256]\nrepz = 3"), "unknown key 'repz'"),
+        (
+            ("contexts = [256]", "contexts = [256]\nrepz = 3"),
+            "phase[0]: unknown key 'repz' — allowed: name, kind, contexts,",
+        ),
         (
             ('source = "embedded"', 'source = "hub"'),
-            "'source' must be one of embedded, random, path",
+            'model.source: expected one of embedded, path, random, got "hub"',
         ),
-        (('source = "embedded"', 'source = "random"'), "needs 'family'"),
-        (("contexts = [256]", ""), "'contexts' is required"),
+        (('source = "embedded"', 'source = "random"'), "model: source = \"random\" needs 'family'"),
+        (("contexts = [256]", ""), "phase[0]: 'contexts' is required (a non-empty array of"),
         (('name = "t"', 'name = "t'), "invalid TOML"),
-        (('name = "t"', "name = {a = 1}"), "'name' must be a string, e.g. name = \"my-run\""),
-        (('kind = "sweep"', 'kind = "sweep"\nname = 3'), "'name' must be a string"),
+        (('name = "t"', "name = {a = 1}"), 'name: expected a string, got {"a": 1}'),
+        (('kind = "sweep"', 'kind = "sweep"\nname = 3'), "phase[0].name: expected a string, got 3"),
+        (
+            (
+                "contexts = [256]",
+                'contexts = [256]\n[[phase]]\nkind = "tune"\ncontexts = [64]\nverify_from = "tune"',
+            ),
+            'phase[1].verify_from: "tune" is not an earlier sweep phase — name one of sweep-1',
+        ),
+        (
+            (
+                "contexts = [256]",
+                'contexts = [256]\nname = "a"\n[[phase]]\nkind = "tune"\ncontexts = [64]\nname = "a"',
+            ),
+            'phase[1].name: "a" names an earlier phase too',
+        ),
+        (
+            ("contexts = [256]", "contexts = [256]\nreps = 2"),
+            "phase[0].reps: expected an integer >= 3 for a sweep phase, got 2",
+        ),
     ],
 )
 def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):

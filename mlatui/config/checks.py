@@ -1,29 +1,165 @@
-"""The checks every scenario parser shares: one-line errors naming the table and the key."""
+"""A scenario's errors, one line each: the file, the key path (`phase[1].contexts[0]`), what is
+expected and what was found. Type and range errors come from msgspec's validation of the schema
+(mlatui.config.scenario), said again in the words of the schema's own types."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any
 
+import msgspec
+from msgspec import inspect
 
-class ScenarioError(ValueError):
-    pass
+from mlatui.errors import UserError
+
+SHAPE_HINT = "compare it with scenarios/default.toml"
 
 
-def int_list(where: str, key: str, value: Any, minimum: int = 1) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = [value]
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
-    ):
-        raise ScenarioError(
-            f"{where}: '{key}' must be a non-empty list of integers >= {minimum}, got {value!r}"
+class ScenarioError(UserError, ValueError):
+    """A scenario that cannot run, said in one line before anything loads."""
+
+
+def fail(where: object, key: str, what: str, hint: str = "") -> ScenarioError:
+    return ScenarioError(f"{where}: {key}: {what}" if key else f"{where}: {what}", hint)
+
+
+def one_of(
+    where: object, key: str, allowed: tuple[str, ...], got: object, what: str = "one of"
+) -> ScenarioError:
+    return fail(where, key, f"expected {what} {', '.join(allowed)}, got {toml_text(got)}")
+
+
+def toml_text(value: Any) -> str:
+    """A value as the file spells it (a string quoted, true/false, inf), at most 40 characters."""
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, float) and not math.isfinite(value):
+        text = str(value)
+    else:
+        text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _words(t: inspect.Type, plural: bool = False) -> str:
+    """What a schema type accepts, in words: `an integer >= 16`, `one of sweep, tune`."""
+    if isinstance(t, inspect.Metadata):
+        named = (t.extra or {}).get("one_of")  # an enum's values a file may name
+        return "one of " + ", ".join(named) if named else _words(t.type, plural)
+    if isinstance(t, inspect.UnionType):
+        return " or ".join(
+            _words(u, plural) for u in t.types if not isinstance(u, inspect.NoneType)
         )
-    return tuple(value)
+    if isinstance(t, (inspect.EnumType, inspect.LiteralType)):
+        values = [v.value for v in t.cls] if isinstance(t, inspect.EnumType) else t.values
+        return "one of " + ", ".join(str(v) for v in values)
+    if isinstance(t, (inspect.IntType, inspect.FloatType)):
+        noun = ("integer" if isinstance(t, inspect.IntType) else "number") + ("s" if plural else "")
+        article = "" if plural else ("an " if noun[0] == "i" else "a ")
+        return article + noun + _bounds(t)
+    if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
+        some = "a non-empty array" if t.min_length else "an array"
+        each = _words(t.item_type, plural=True)
+        return f"{some}, each {each}" if each.startswith("one of") else f"{some} of {each}"
+    simple = {
+        inspect.BoolType: "true or false",
+        inspect.StrType: "strings" if plural else "a string",
+        inspect.DictType: "tables" if plural else "a table",
+        inspect.StructType: "tables" if plural else "a table",
+        inspect.TupleType: "pairs" if plural else "a pair",
+    }
+    return simple.get(type(t), "a value")
 
 
-def check_keys(where: str, table: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ScenarioError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+def _bounds(t: inspect.IntType | inspect.FloatType) -> str:
+    low, high = t.ge if t.ge is not None else t.gt, t.le if t.le is not None else t.lt
+    if low is not None and high is not None:
+        return f" in [{_n(low)}, {_n(high)}{']' if t.lt is None else ')'}"
+    if low is not None:
+        return f" {'>=' if t.gt is None else '>'} {_n(low)}"
+    return f" {'<=' if t.lt is None else '<'} {_n(high)}" if high is not None else ""
+
+
+def _n(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _step(t: inspect.Type, segment: str) -> tuple[inspect.Type, str | None]:
+    """The type one path segment (`.name`, `[3]`) leads to, and its field's description."""
+    while isinstance(t, (inspect.Metadata, inspect.UnionType)):
+        if isinstance(t, inspect.Metadata):
+            t = t.type
+        else:
+            t = next(u for u in t.types if not isinstance(u, inspect.NoneType))
+    if isinstance(t, inspect.StructType) and segment.startswith("."):
+        f = next((f for f in t.fields if f.encode_name == segment[1:]), None)
+        if f is None:
+            return inspect.AnyType(), None
+        meta = f.type if isinstance(f.type, inspect.Metadata) else None
+        return f.type, (meta.extra_json_schema or {}).get("description") if meta else None
+    if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
+        return t.item_type, None
+    if isinstance(t, inspect.TupleType):
+        return t.item_types[int(segment[1:-1])], None
+    return inspect.AnyType(), None
+
+
+SEGMENT = re.compile(r"\.[^.\[]+|\[\d+\]")
+
+
+def _walk(schema: type, raw: Any, path: str) -> tuple[str, inspect.Type, Any, str | None]:
+    """(the key path as the file spells it, the schema type there, the value found, a hint)."""
+    t: inspect.Type = inspect.type_info(schema)
+    value, shown, hint = raw, "", None
+    for segment in SEGMENT.findall(path):
+        t, described = _step(t, segment)
+        hint = described or hint
+        if segment.startswith(".") and isinstance(value, dict):
+            value, shown = value.get(segment[1:]), f"{shown}{segment}"
+            continue
+        i = int(segment[1:-1])
+        if isinstance(value, dict):  # a table read as (key, value) pairs, e.g. kind_depths
+            key = list(value)[i] if i < len(value) else None
+            shown, value = f"{shown}.{key}", (key, value.get(key))
+        elif isinstance(value, tuple):  # one of those pairs: [0] its key, [1] its value
+            value = value[i]
+        else:
+            shown += segment
+            value = value[i] if isinstance(value, list) and i < len(value) else None
+    return shown.lstrip("."), t, value, hint
+
+
+def validation_error(
+    where: object, schema: type, raw: Any, e: msgspec.ValidationError
+) -> ScenarioError:
+    """msgspec's `Expected `int` >= 16 - at `$.phase[0].contexts[0]`` as
+    `FILE: phase[0].contexts[0]: expected an integer >= 16, got 8 — HINT`."""
+    text, _, at = str(e).partition(" - at `")
+    path = at.rstrip("`").removeprefix("$")
+    shown, t, value, hint = _walk(schema, raw, path)
+    field = re.match(r"Object (contains unknown|missing required) field `(.+)`", text)
+    if field and field.group(1) == "contains unknown":
+        allowed = [f.encode_name for f in _fields(t)]
+        return fail(
+            where, shown, f"unknown key '{field.group(2)}'", f"allowed: {', '.join(allowed)}"
+        )
+    if field:
+        inner, described = _step(t, "." + field.group(2))
+        return fail(
+            where,
+            shown,
+            f"'{field.group(2)}' is required ({_words(inner)})",
+            described or SHAPE_HINT,
+        )
+    if text.startswith(("Expected", "Invalid enum value")):
+        return fail(
+            where, shown, f"expected {_words(t)}, got {toml_text(value)}", hint or SHAPE_HINT
+        )
+    return fail(where, shown, text, SHAPE_HINT)
+
+
+def _fields(t: inspect.Type) -> tuple[inspect.Field, ...]:
+    while isinstance(t, (inspect.Metadata, inspect.UnionType)):
+        t = t.type if isinstance(t, inspect.Metadata) else t.types[0]
+    return t.fields if isinstance(t, inspect.StructType) else ()

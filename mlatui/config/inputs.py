@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
 
+from mlatui.config.checks import SHAPE_HINT
 from mlatui.config.model_config_types import check_config_types
-from mlatui.config.scenario import Scenario, ScenarioError, load_scenario, shipped
+from mlatui.config.scenario import Scenario, parse_scenario, shipped
 from mlatui.errors import UserError
 
 MAX_SCENARIO_BYTES = 1 << 20  # the shipped ones are a few KB
 MAX_DEPTH = 32
 INT64 = (-(2**63), 2**63 - 1)
 SHIPPED_HINT = "pass a TOML file such as scenarios/default.toml (shipped: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
-SHAPE_HINT = "compare it with scenarios/default.toml"
-
-# table name -> what it must be; [[phase]] is checked apart (an array of tables)
-TABLES = ("model", "draft")
-SUBTABLES = (("model", "config"), ("draft", "config"))
 
 
 def _read_text(path: Path) -> str:
@@ -45,38 +40,6 @@ def _read_text(path: Path) -> str:
         raise UserError(
             f"{path}: not UTF-8 text (byte {e.start}: {e.reason})", "save it as UTF-8 TOML"
         ) from None
-
-
-def _check_shapes(path: Path, raw: dict[str, Any]) -> None:
-    """The table shapes scenario.load_scenario takes for granted."""
-    for name in TABLES:
-        if name in raw and not isinstance(raw[name], dict):
-            raise UserError(
-                f"{path}: '{name}' must be a table ([{name}]), got {type(raw[name]).__name__}",
-                SHAPE_HINT,
-            )
-    for outer, inner in SUBTABLES:
-        value = raw.get(outer, {}).get(inner)
-        if value is not None and not isinstance(value, dict):
-            raise UserError(
-                f"{path}: '{outer}.{inner}' must be a table ([{outer}.{inner}]), got "
-                f"{type(value).__name__}",
-                SHAPE_HINT,
-            )
-    phases = raw.get("phase")
-    if phases is not None:
-        if not isinstance(phases, list):
-            raise UserError(
-                f"{path}: 'phase' must be an array of tables ([[phase]]), got {type(phases).__name__}",
-                SHAPE_HINT,
-            )
-        for i, phase in enumerate(phases):
-            if not isinstance(phase, dict):
-                raise UserError(
-                    f"{path} [[phase]] #{i + 1}: must be a table, got {type(phase).__name__} "
-                    f"{phase!r:.40}",
-                    SHAPE_HINT,
-                )
 
 
 def _check_integers(path: Path, value: object, key: str = "", depth: int = 0) -> None:
@@ -112,15 +75,7 @@ def read_scenario(path: str | Path | None) -> Scenario:
     except ValueError as e:  # e.g. an integer of thousands of digits
         raise UserError(f"{where}: invalid TOML ({e})", SHAPE_HINT) from None
     _check_integers(where, raw)
-    _check_shapes(where, raw)
-    try:
-        scenario = load_scenario(where)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
-    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as e:
-        raise UserError(
-            f"{where}: a value has the wrong type or size ({type(e).__name__}: {e})", SHAPE_HINT
-        ) from None
+    scenario = parse_scenario(where, raw)
     _check_config_types(where, scenario)
     return scenario
 

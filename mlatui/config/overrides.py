@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from mlatui.config.checks import ScenarioError
 from mlatui.config.scenario import Scenario

@@ -9,6 +9,8 @@ import pickle
 from dataclasses import dataclass, replace
 from typing import Any
 
+from msgspec import structs
+
 from mlatui.config.checks import ScenarioError
 from mlatui.config.overrides import apply_overrides
 from mlatui.config.phase_kind import Pass, run_passes
@@ -93,7 +95,7 @@ class RunPlan:
 
     def with_phases(self, phases: tuple[Phase, ...]) -> RunPlan:
         """A new plan with these phases (a budget's re-plan); this one stays as it was."""
-        return replace(self, scenario=replace(self.scenario, phases=tuple(phases)))
+        return replace(self, scenario=structs.replace(self.scenario, phases=tuple(phases)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values: the header's `settings.plan` and `bench --plan --format json`."""

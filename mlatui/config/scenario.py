@@ -1,142 +1,163 @@
 """TOML scenarios: which model, which draft, and which phases to run.
 
-Errors name the file, the key and what is allowed, in one line.
+The Structs below are the file's schema: each key once, with its type, its range and its default.
+msgspec validates a file against them; its errors, and the few rules across keys that a schema
+cannot say (`check_phases`), are one line naming the file, the key path and what is allowed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.resources
-import math
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
+import msgspec
+from msgspec import Meta, Struct
+from msgspec.structs import replace
+
+from mlatui.config import checks
 from mlatui.config.checks import ScenarioError as ScenarioError  # raised by load_scenario
-from mlatui.config.checks import check_keys, int_list
-from mlatui.config.draft_spec import DraftSpec, kind_depths, parse_draft
+from mlatui.config.checks import fail, one_of, toml_text
+from mlatui.config.draft_spec import LISTABLE_SOURCES, DraftSpec
 from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
 from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
-from mlatui.config.story import Story, parse_story
+from mlatui.config.story import Story
 
-MODEL_SOURCES = ("embedded", "random", "path")
-
-
-FILLS = ("prefill", "random-latents")
-DTYPE_NAMES = ("float32", "bfloat16", "float16")  # mlatui.models.loading.DTYPES maps them to mlx
-SHARD_MODES = ("tensor", "pipeline")  # mlatui.host.distributed.ShardMode (no mlx import here)
+ModelSource = Literal["embedded", "random", "path"]
+Fill = Literal["prefill", "random-latents"]
+DtypeName = Literal["float32", "bfloat16", "float16"]  # mlatui.models.loading.DTYPES maps them
+ShardMode = Literal["tensor", "pipeline"]  # mlatui.host.distributed.ShardMode (no mlx here)
+MODEL_SOURCES, FILLS, DTYPE_NAMES, SHARD_MODES = map(
+    get_args, (ModelSource, Fill, DtypeName, ShardMode)
+)
 # decode / tune: rounds of synced verify steps before their L = 1 check may decide
 # (mlatui.measure.plans.VERIFY_MIN_ROUNDS says why 6)
 DEFAULT_VERIFY_ROUNDS = 6
 
+Positive = Annotated[int, Meta(ge=1)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+Ints = tuple[Positive, ...]
+NonEmpty = Annotated[Ints, Meta(min_length=1)]
+Contexts = Annotated[
+    tuple[Annotated[int, Meta(ge=16)], ...],
+    Meta(min_length=1, description="cache lengths in tokens, e.g. contexts = [1024, 4096]"),
+]
+LISTABLE = Meta(extra={"one_of": tuple(LISTABLE_SOURCES)})
+Temperature = Annotated[float, Meta(ge=0, le=10, description="0 = greedy")]
 
-@dataclass(frozen=True)
-class Phase:
+
+class Phase(Struct, frozen=True, forbid_unknown_fields=True):
     name: str
-    kind: PhaseKind
-    contexts: tuple[int, ...]
-    widths: tuple[int, ...] = (1, 2, 3, 4)
-    reps: int = 9  # rounds before the L = 1 check may decide (each round: every width, A B B A)
-    warmup: int = 2
-    tokens: int = 32
-    depths: tuple[int, ...] = (1, 2, 3)
-    max_rounds: int | None = (
-        None  # while the check is inconclusive, add rounds up to this (3x reps)
-    )
+    kind: Annotated[PhaseKind, Meta(extra={"one_of": SCENARIO_KINDS})]  # `+`'s is never written
+    contexts: Contexts
+    widths: NonEmpty = (1, 2, 3, 4)
+    reps: Positive = 9  # rounds before the L = 1 check may decide (each: every width, A B B A)
+    warmup: Positive = 2
+    tokens: Annotated[int, Meta(ge=4)] = 32
+    depths: NonEmpty = (1, 2, 3)
+    max_rounds: Positive | None = None  # while the check is inconclusive, add rounds up to this
     # decode / tune: `tokens` per block, `reps` rounds of two blocks per arm and setting
-    temperature: float = 0.0  # 0: greedy
-    top_p: float = 0.0  # 0 or 1: off
-    min_draft_share: float = 0.25  # guard: a result whose accepted drafts are fewer is excluded
-    min_verify_steps: int = 16  # guard: fewer verify steps than this are excluded
-    min_distinct_4gram: float = 0.5  # guard: text whose distinct-4-gram share is lower loops
-    # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer)
-    kind_depths: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    verify_rounds: int = DEFAULT_VERIFY_ROUNDS  # decode / tune: synced verify rounds (at least)
+    temperature: Temperature = 0.0
+    top_p: Annotated[float, Meta(ge=0, le=1, description="0 or 1: off")] = 0.0
+    min_draft_share: Fraction = 0.25  # guard: a result whose accepted drafts are fewer is excluded
+    min_verify_steps: Positive = 16  # guard: fewer verify steps than this are excluded
+    min_distinct_4gram: Fraction = 0.5  # guard: text whose distinct-4-gram share is lower loops
+    # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer; none:
+    # the kind is left out); the file's `kind_depths = { "draft-model" = [1] }`
+    kind_depths: tuple[tuple[Annotated[str, LISTABLE], Ints], ...] = ()
+    verify_rounds: Annotated[int, Meta(ge=2)] = DEFAULT_VERIFY_ROUNDS  # synced verify rounds
     # decode / tune: take the verify steps from this sweep phase's rounds at the same context
     # when it measured every width they need ("": measure them; the budget's last resort)
-    verify_from: str = ""
+    verify_from: Annotated[str, Meta(description="an earlier sweep phase's name")] = ""
     # decode / tune: a setting whose bound says it cannot win runs no blocks (mlatui.measure.bound);
     # false measures every setting (a test that needs measured blocks whatever the machine's speed)
     reject_by_bound: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", PhaseKind(self.kind))  # "sweep" reads as the kind
+        msgspec.structs.force_setattr(self, "kind", PhaseKind(self.kind))  # "sweep" reads as one
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Phase | None:
+    def from_dict(cls, d: dict[str, Any]) -> Phase | None:
         """A phase as `to_dict` wrote it (a header's plan, a BudgetPlanned's phases); None for
         a kind this tool does not know or a record that is not one."""
-        kind = PhaseKind.of(d.get("kind"))
-        if kind is None or not isinstance(d.get("name"), str) or not d.get("contexts"):
+        known = {k: v for k, v in d.items() if k in cls.__struct_fields__}
+        if isinstance(known.get("kind_depths"), dict):
+            known["kind_depths"] = list(known["kind_depths"].items())
+        try:
+            return msgspec.convert(known, cls)
+        except msgspec.ValidationError:
             return None
-        known = {f.name for f in dataclasses.fields(cls)} - {"name", "kind"}
-        values = {k: _frozen(v) for k, v in d.items() if k in known}
-        if isinstance(d.get("kind_depths"), dict):
-            values["kind_depths"] = tuple((k, tuple(v)) for k, v in d["kind_depths"].items())
-        return cls(d["name"], kind, **values)
 
     def depths_for(self, kind: str) -> tuple[int, ...]:
         return dict(self.kind_depths).get(kind, self.depths)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "kind": self.kind.value,
-            "contexts": list(self.contexts),
-            "widths": list(self.widths),
-            "reps": self.reps,
-            "warmup": self.warmup,
-            "tokens": self.tokens,
-            "depths": list(self.depths),
-            "max_rounds": self.max_rounds,  # None: each phase kind's default (mlatui.measure.plans)
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "min_draft_share": self.min_draft_share,
-            "min_verify_steps": self.min_verify_steps,
-            "min_distinct_4gram": self.min_distinct_4gram,
+            **msgspec.json.decode(msgspec.json.encode(self), type=dict[str, Any]),
             "kind_depths": {k: list(d) for k, d in self.kind_depths},
-            "verify_rounds": self.verify_rounds,
-            "verify_from": self.verify_from,
-            "reject_by_bound": self.reject_by_bound,
         }
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    source: str = "embedded"  # embedded | random | path
+class ModelSpec(Struct, frozen=True, forbid_unknown_fields=True):
+    source: ModelSource = "embedded"
     path: str | None = None
     family: str | None = None  # mlx-lm model_type for random weights
-    config: dict[str, Any] = field(
-        default_factory=dict[str, Any]
-    )  # config values for random weights
-    bits: int | None = None
-    dtype: str = "float32"
-    fill: str = "prefill"  # prefill | random-latents (random weights only: timing, not values)
-    shard: str = (
-        "tensor"  # under mlx.launch: tensor (model.shard) | pipeline (model.model.pipeline)
-    )
+    config: dict[str, Any] = msgspec.field(default_factory=dict)  # config values for random weights
+    bits: Literal[2, 3, 4, 5, 6, 8] | None = None
+    dtype: DtypeName = "float32"
+    fill: Fill = "prefill"  # random-latents: random weights only (timing, not values)
+    shard: ShardMode = "tensor"  # under mlx.launch: model.shard | model.model.pipeline
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    path: str
-    description: str
-    model: ModelSpec
-    draft: DraftSpec
-    phases: tuple[Phase, ...]
-    seed: int = 0
+class Arms(Struct, frozen=True, forbid_unknown_fields=True):
+    """[arms] a = "pre-fix", b = "installed": the two slots' gates, as --arms A,B says them; and
+    a_source / b_source = "PATH": a slot whose model code comes from a source tree (an mlx-lm or
+    mlx-vlm checkout or package folder; a relative path is read from the scenario's folder)."""
+
+    a: str | None = None
+    b: str | None = None
+    a_source: Annotated[str, Meta(min_length=1)] | None = None
+    b_source: Annotated[str, Meta(min_length=1)] | None = None
+
+
+class ScenarioFile(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A scenario file's keys, each once."""
+
+    name: str = ""
+    description: str = ""
+    seed: Annotated[int, Meta(ge=0)] = 0
     null: bool = False  # A/A: both arms the same (both stock, then both patched)
-    threshold: str | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
-    arms: str | None = None  # [arms] a, b: "A,B" as --arms reads it (None: by the runtime's state)
-    # [arms] a_source / b_source: (slot, path) of arms whose model code comes from a source tree
-    arm_sources: tuple[tuple[str, str], ...] = ()
-    indexer: str | None = None  # the patched arm's indexer pooling (None: patched; the CLI wins)
-    budget_s: float = 0.0  # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
+    threshold: str | int | None = None  # the patched arm's MLA gate (None: formula; the CLI wins)
+    indexer: IndexerMode | None = None  # the patched arm's indexer pooling (None: patched)
+    # launch fits the phases to this many seconds (mlatui.run.budget); 0: off
+    budget_s: Annotated[float, Meta(ge=0, lt=1e7, description="seconds; 0: no budget")] = 0.0
+    temperature: Temperature = 0.0  # every phase's, unless it says its own
+    top_p: Fraction = 0.0
+    model: ModelSpec = ModelSpec()
+    draft: DraftSpec = DraftSpec()
+    phases: tuple[Phase, ...] = msgspec.field(default=(), name="phase")
     # what the run is to show: a budgeted run picks the contexts that show it on this device
     story: Story | None = None
+    arms_table: Arms | None = msgspec.field(default=None, name="arms")
+
+
+class Scenario(ScenarioFile, frozen=True, kw_only=True):
+    threshold: str | None = None  # as runs record it (`str(Threshold)`)
+    path: str = ""
+
+    @property
+    def arms(self) -> str | None:
+        """[arms] a, b: "A,B" as --arms reads it (None: by the runtime's state)."""
+        t = self.arms_table
+        return ",".join(map(str, parse_arms(f"{t.a},{t.b}"))) if t and t.a else None
+
+    @property
+    def arm_sources(self) -> tuple[tuple[str, str], ...]:
+        """(slot, path) of the arms whose model code comes from a source tree."""
+        t, folder = self.arms_table, Path(self.path).parent
+        given = (("stock", t.a_source), ("patched", t.b_source)) if t else ()
+        return tuple((slot, str(folder / Path(p).expanduser())) for slot, p in given if p)
 
     def run_seed(self, offset: int = 0) -> int:
         """The run's one seed (`seed`, plus `--seed`): random weights, random context ids, the
@@ -165,10 +186,6 @@ class Scenario:
         }
 
 
-def _frozen(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
 def shipped_dir() -> Path:
     """The shipped scenarios and recordings: package data of `mlatui.scenarios` when installed,
     else the checkout's `scenarios/` (a source tree run with PYTHONPATH, as on the lent GPU)."""
@@ -186,157 +203,39 @@ def shipped(name: str) -> Path:
     return shipped_dir() / (name if name.endswith(".toml") else f"{name}.toml")
 
 
-def _int(where: str, key: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ScenarioError(f"{where}: '{key}' must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _fraction(where: str, key: str, value: Any, closed_low: bool = True) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not (0 <= value <= 1 if closed_low else 0 < value <= 1):
-        raise ScenarioError(f"{where}: '{key}' must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _temperature(where: str, value: Any) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 <= value <= 10:
-        raise ScenarioError(
-            f"{where}: 'temperature' must be a number in [0, 10] (0 = greedy), got {value!r}"
-        )
-    return float(value)
-
-
-def parse_phase(
-    where: str, raw: dict[str, Any], index: int, defaults: dict[str, Any] | None = None
-) -> Phase:
-    defaults = defaults or {}
-    allowed = (
-        "name",
-        "kind",
-        "contexts",
-        "widths",
-        "reps",
-        "warmup",
-        "tokens",
-        "depths",
-        "max_rounds",
-        "temperature",
-        "top_p",
-        "min_draft_share",
-        "min_verify_steps",
-        "min_distinct_4gram",
-        "kind_depths",
-        "verify_rounds",
-        "verify_from",
-        "reject_by_bound",
-    )
-    check_keys(where, raw, allowed)
-    kind = PhaseKind.of(raw["kind"]) if isinstance(raw.get("kind"), str) else None
-    if kind is None or not kind.rules.in_scenarios:
-        raise ScenarioError(
-            f"{where}: 'kind' must be one of {', '.join(SCENARIO_KINDS)}, got {raw.get('kind')!r}"
-        )
-    rules = kind.rules
-    if "contexts" not in raw:
-        raise ScenarioError(f"{where}: 'contexts' is required (a list of cache lengths in tokens)")
-    widths = int_list(where, "widths", raw.get("widths", [1, 2, 3, 4]))
-    if rules.timed_widths and 1 not in widths:
-        widths = (1, *widths)  # the L = 1 control is never optional
-    depths = int_list(where, "depths", raw.get("depths", [1, 2, 3]))
-    if rules.one_depth and len(depths) != 1:
-        raise ScenarioError(
-            f'{where}: a decode phase takes one depth, e.g. depths = [2]; use kind = "tune" to compare depths'
-        )
-    reps = _int(where, "reps", raw.get("reps", rules.default_reps), rules.min_reps)
-    max_rounds = raw.get("max_rounds")
-    if max_rounds is not None:
-        max_rounds = _int(where, "max_rounds", max_rounds, reps)
-    return Phase(
-        max_rounds=max_rounds,
-        name=_text(where, "name", raw.get("name", f"{kind}-{index + 1}")),
-        kind=kind,
-        contexts=int_list(where, "contexts", raw["contexts"], minimum=16),
-        widths=widths,
-        reps=reps,
-        warmup=_int(where, "warmup", raw.get("warmup", 2), 1),
-        tokens=_int(where, "tokens", raw.get("tokens", 32), 4),
-        depths=depths,
-        temperature=_temperature(where, raw.get("temperature", defaults.get("temperature", 0.0))),
-        top_p=_fraction(where, "top_p", raw.get("top_p", defaults.get("top_p", 0.0))),
-        min_draft_share=_fraction(where, "min_draft_share", raw.get("min_draft_share", 0.25)),
-        min_verify_steps=_int(where, "min_verify_steps", raw.get("min_verify_steps", 16), 1),
-        min_distinct_4gram=_fraction(
-            where, "min_distinct_4gram", raw.get("min_distinct_4gram", 0.5)
-        ),
-        kind_depths=kind_depths(where, raw.get("kind_depths", {})),
-        verify_rounds=_int(
-            where, "verify_rounds", raw.get("verify_rounds", DEFAULT_VERIFY_ROUNDS), 2
-        ),
-        verify_from=_name(where, "verify_from", raw.get("verify_from", "")),
-        reject_by_bound=_bool(where, "reject_by_bound", raw.get("reject_by_bound", True)),
-    )
-
-
-def _bool(where: str, key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ScenarioError(f"{where}: '{key}' must be true or false, got {value!r}")
-    return value
-
-
-def _text(where: str, key: str, value: Any) -> str:
-    """A name or description: a string (a table or a number here is a typo, never a name)."""
-    if not isinstance(value, str):
-        raise ScenarioError(
-            f"{where}: '{key}' must be a string, e.g. {key} = \"my-run\"; got {value!r}"
-        )
-    return value
-
-
-def _name(where: str, key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ScenarioError(f"{where}: '{key}' must be a phase name (a string), got {value!r}")
-    return value
-
-
-def _arms(where: str, raw: Any) -> str | None:
-    """[arms] a = "pre-fix", b = "installed": the two slots' gates, as --arms A,B says them."""
-    if raw is None:
-        return None
-    gates = {k: v for k, v in raw.items() if k not in SOURCE_KEYS} if isinstance(raw, dict) else raw
-    if isinstance(gates, dict) and not gates and raw:
-        return None  # only sources: the arms follow them (mlatui.run.arm_plan)
-    if not isinstance(gates, dict) or set(gates) != {"a", "b"}:
-        raise ScenarioError(
-            f'{where}: [arms] must hold exactly a = "..." and b = "..." (e.g. a = "pre-fix", '
-            f'b = "installed"), and optionally a_source / b_source = "PATH", got {raw!r}'
-        )
-    try:
-        baseline, candidate = parse_arms(f"{raw['a']},{raw['b']}")
-    except ValueError as e:
-        raise ScenarioError(f"{where}: [arms] {str(e).split(': ', 1)[1]}") from None
-    return f"{baseline},{candidate}"
-
-
-SOURCE_KEYS = {"a_source": "stock", "b_source": "patched"}
-
-
-def _arm_sources(where: str, raw: Any) -> tuple[tuple[str, str], ...]:
-    """[arms] b_source = "PATH": the slot whose model code comes from a source tree (an mlx-lm
-    or mlx-vlm checkout or package folder); a relative path is read from the scenario's folder."""
-    if not isinstance(raw, dict):
-        return ()
+def _with_defaults(raw: dict[str, Any]) -> dict[str, Any]:
+    """The file as the schema reads it: each phase with the defaults it takes from its kind and
+    from the file (a name, its kind's reps, the file's sampling), `kind_depths` as pairs."""
+    phases = raw.get("phase")
+    if not isinstance(phases, list):
+        return raw
+    sampling = {k: raw[k] for k in ("temperature", "top_p") if k in raw}
     out = []
-    for key, slot in SOURCE_KEYS.items():
-        if key not in raw:
-            continue
-        value = raw[key]
-        if not isinstance(value, str) or not value.strip():
-            raise ScenarioError(f"{where}: [arms] {key} must be a path (a string), got {value!r}")
-        path = Path(value).expanduser()
-        out.append((slot, str(path if path.is_absolute() else Path(where).parent / path)))
-    return tuple(out)
+    for i, p in enumerate(phases):
+        if isinstance(p, dict):
+            kind = PhaseKind.of(p["kind"]) if isinstance(p.get("kind"), str) else None
+            reps = {"reps": kind.rules.default_reps} if kind else {}
+            p = {"name": f"{p.get('kind')}-{i + 1}", **reps, **sampling, **p}
+            if isinstance(p.get("kind_depths"), dict):
+                p["kind_depths"] = list(p["kind_depths"].items())
+        out.append(p)
+    return {**raw, "phase": out}
+
+
+def parse_scenario(path: Path, raw: dict[str, Any]) -> Scenario:
+    """The scenario a parsed TOML file holds, checked; a ScenarioError in one line."""
+    try:
+        file = msgspec.convert(_with_defaults(raw), ScenarioFile)
+    except msgspec.ValidationError as e:
+        raise checks.validation_error(path, ScenarioFile, raw, e) from None
+    fields = {**msgspec.structs.asdict(file), "path": str(path), "name": file.name or path.stem}
+    scenario = Scenario(**fields)
+    return replace(
+        scenario,
+        phases=check_phases(path, scenario.phases),
+        draft=check_draft(path, raw.get("draft") or {}, file.draft),
+        threshold=check_gates(path, file),
+    )
 
 
 def load_scenario(path: str | Path | None = None) -> Scenario:
@@ -349,124 +248,94 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: invalid TOML ({e})") from e
-    check_keys(
-        str(path),
-        raw,
-        (
-            "name",
-            "description",
-            "seed",
-            "null",
-            "threshold",
-            "indexer",
-            "budget_s",
-            "temperature",
-            "top_p",
+    return parse_scenario(path, raw)
+
+
+def check_phases(where: Path, phases: tuple[Phase, ...]) -> tuple[Phase, ...]:
+    """What each phase's kind asks of it (mlatui.config.phase_kind.KindRules), and what it asks
+    of the phases before it."""
+    if not phases:
+        kinds = ", ".join(SCENARIO_KINDS)
+        raise fail(where, "", f"needs at least one [[phase]] table (kinds: {kinds})")
+    out: tuple[Phase, ...] = ()
+    for i, p in enumerate(phases):
+        out += (_check_phase(where, f"phase[{i}]", p, out),)
+    return out
+
+
+def _check_phase(where: Path, at: str, p: Phase, earlier: tuple[Phase, ...]) -> Phase:
+    rules = p.kind.rules
+    if not rules.in_scenarios:
+        raise one_of(where, f"{at}.kind", SCENARIO_KINDS, p.kind.value)
+    for k, _ in p.kind_depths:
+        if k not in LISTABLE_SOURCES:
+            raise one_of(where, f"{at}.kind_depths", LISTABLE_SOURCES, k, "keys among")
+    if p.reps < rules.min_reps:
+        what = f"expected an integer >= {rules.min_reps} for a {p.kind} phase, got {p.reps}"
+        raise fail(where, f"{at}.reps", what)
+    if p.max_rounds is not None and p.max_rounds < p.reps:
+        what = f"expected an integer >= reps ({p.reps}), got {p.max_rounds}"
+        raise fail(where, f"{at}.max_rounds", what)
+    if rules.one_depth and len(p.depths) != 1:
+        what = "a decode phase takes one depth, e.g. depths = [2]"
+        raise fail(where, f"{at}.depths", what, 'use kind = "tune" to compare depths')
+    if p.name in (q.name for q in earlier):
+        what = f"{toml_text(p.name)} names an earlier phase too"
+        raise fail(where, f"{at}.name", what, "give each phase its own name")
+    sweeps = [q.name for q in earlier if q.kind.rules.model_widths]
+    if p.verify_from and p.verify_from not in sweeps:
+        what = f"{toml_text(p.verify_from)} is not an earlier sweep phase"
+        hint = f"name one of {', '.join(sweeps)}, or leave it out" if sweeps else "leave it out"
+        raise fail(where, f"{at}.verify_from", what, hint)
+    if rules.timed_widths and 1 not in p.widths:
+        p = replace(p, widths=(1, *p.widths))  # the L = 1 control is never optional
+    return p
+
+
+def check_draft(where: Path, raw: dict[str, Any], draft: DraftSpec) -> DraftSpec:
+    """`source` or `sources`, each a kind measured on its own, each once."""
+    if "source" in raw and "sources" in raw:
+        raise fail(where, "draft", "give 'source' or 'sources', not both")
+    for i, s in enumerate(draft.sources):
+        if s not in LISTABLE_SOURCES:
+            raise one_of(where, f"draft.sources[{i}]", LISTABLE_SOURCES, s.value)
+        if s in draft.sources[:i]:
+            raise fail(where, f"draft.sources[{i}]", f"names {toml_text(s.value)} twice")
+    if not draft.sources:
+        return draft
+    one = len(draft.sources) == 1
+    return replace(draft, source=draft.sources[0], sources=() if one else draft.sources)
+
+
+def check_gates(where: Path, file: ScenarioFile) -> str | None:
+    """The model a random build needs, both arms' gates or neither, and the threshold as runs
+    record it (`str(Threshold)`)."""
+    model = file.model
+    if model.source == "random" and not (model.family and model.config):
+        raise fail(
+            where,
             "model",
-            "draft",
-            "phase",
-            "story",
+            "source = \"random\" needs 'family' (an mlx-lm model_type) and a [model.config] table",
+        )
+    t = file.arms_table
+    if t and (t.a, t.b).count(None) == 1:
+        raise fail(
+            where,
             "arms",
-        ),
-    )
-    sampling = {
-        "temperature": _temperature(str(path), raw.get("temperature", 0.0)),
-        "top_p": _fraction(str(path), "top_p", raw.get("top_p", 0.0)),
-    }
-    threshold = raw.get("threshold")
-    if threshold is not None:
+            'give both a = "..." and b = "..." (e.g. a = "pre-fix", b = "installed"), or neither',
+        )
+    if t and t.a:
         try:
-            threshold = str(Threshold.parse(threshold))
+            parse_arms(f"{t.a},{t.b}")
         except ValueError as e:
-            raise ScenarioError(
-                f"{path}: 'threshold' must be {str(e).split(': use ', 1)[1]}"
-            ) from None
-    arms = _arms(str(path), raw.get("arms"))
-    arm_sources = _arm_sources(str(path), raw.get("arms"))
-    indexer = raw.get("indexer")
-    if indexer is not None and indexer not in tuple(IndexerMode):
-        raise ScenarioError(f'{path}: \'indexer\' must be "patched" or "stock", got {indexer!r}')
-    budget_s = raw.get("budget_s", 0)
-    if (
-        isinstance(budget_s, bool)
-        or not isinstance(budget_s, (int, float))
-        or not (0 <= budget_s < 1e7)
-    ):
-        raise ScenarioError(
-            f"{path}: 'budget_s' must be a number of seconds >= 0 (0: no budget), got {budget_s!r}"
-        )
-    null = raw.get("null", False)
-    if not isinstance(null, bool):
-        raise ScenarioError(f"{path}: 'null' must be true or false, got {null!r}")
-    model_raw = raw.get("model", {})
-    check_keys(
-        f"{path} [model]",
-        model_raw,
-        ("source", "path", "family", "config", "bits", "dtype", "fill", "shard"),
-    )
-    shard = model_raw.get("shard", "tensor")
-    if shard not in SHARD_MODES:
-        raise ScenarioError(
-            f"{path} [model]: 'shard' must be one of {', '.join(SHARD_MODES)}, got {shard!r}"
-        )
-    fill = model_raw.get("fill", "prefill")
-    if fill not in FILLS:
-        raise ScenarioError(
-            f"{path} [model]: 'fill' must be one of {', '.join(FILLS)}, got {fill!r}"
-        )
-    source = model_raw.get("source", "embedded")
-    if source not in MODEL_SOURCES:
-        raise ScenarioError(
-            f"{path} [model]: 'source' must be one of {', '.join(MODEL_SOURCES)}, got {source!r}"
-        )
-    if model_raw.get("dtype", "float32") not in DTYPE_NAMES:
-        raise ScenarioError(f"{path} [model]: 'dtype' must be one of {', '.join(DTYPE_NAMES)}")
-    if source == "random" and not (
-        model_raw.get("family") and isinstance(model_raw.get("config"), dict)
-    ):
-        raise ScenarioError(
-            f"{path} [model]: source = \"random\" needs 'family' (an mlx-lm model_type) and a [model.config] table"
-        )
-    bits = model_raw.get("bits")
-    if bits is not None and bits not in (2, 3, 4, 5, 6, 8):
-        raise ScenarioError(f"{path} [model]: 'bits' must be one of 2, 3, 4, 5, 6, 8, got {bits!r}")
-    model = ModelSpec(
-        source,
-        model_raw.get("path"),
-        model_raw.get("family"),
-        dict(model_raw.get("config", {})),
-        bits,
-        model_raw.get("dtype", "float32"),
-        fill,
-        shard,
-    )
-    draft = parse_draft(f"{path} [draft]", raw.get("draft", {}))
-    phases_raw = raw.get("phase", [])
-    if not isinstance(phases_raw, list) or not phases_raw:
-        raise ScenarioError(
-            f"{path}: needs at least one [[phase]] table (kinds: {', '.join(SCENARIO_KINDS)})"
-        )
-    for i, p in enumerate(phases_raw):
-        if not isinstance(p, dict):
-            raise ScenarioError(
-                f"{path} [[phase]] #{i + 1}: must be a table (keys name, kind, contexts, ...), got {p!r}"
-            )
-    phases = tuple(
-        parse_phase(f"{path} [[phase]] #{i + 1}", p, i, sampling) for i, p in enumerate(phases_raw)
-    )
-    return Scenario(
-        name=_text(str(path), "name", raw.get("name", path.stem)),
-        path=str(path),
-        description=_text(str(path), "description", raw.get("description", "")),
-        model=model,
-        draft=draft,
-        phases=phases,
-        seed=_int(str(path), "seed", raw.get("seed", 0), 0),
-        null=null,
-        threshold=threshold,
-        arms=arms,
-        arm_sources=arm_sources,
-        indexer=indexer,
-        budget_s=float(budget_s),
-        story=parse_story(f"{path} [story]", raw.get("story")),
-    )
+            raise fail(where, "arms", str(e).split(": ", 1)[1]) from None
+    if file.threshold is None:
+        return None
+    try:
+        return str(Threshold.parse(file.threshold))
+    except ValueError as e:
+        raise fail(
+            where,
+            "threshold",
+            f"expected {str(e).split(': use ', 1)[1]}, got {toml_text(file.threshold)}",
+        ) from None

@@ -9,56 +9,26 @@ step is mostly fixed cost, only from 16-32K. The phases as written are what runs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from mlatui.config.checks import ScenarioError, check_keys, int_list
+import msgspec
+from msgspec import Meta, Struct
 
-STORY_KEYS = ("contexts", "stock_verify_multiple", "patched_verify_flat", "sweep_contexts")
+Ratio = Annotated[float, Meta(ge=1, lt=1e6, description="a step's cost over the L = 1 step's")]
 
 
-@dataclass(frozen=True)
-class Story:
-    contexts: tuple[int, ...]  # the contexts a plan may pick from, ascending
-    stock_verify_multiple: float = 4.0  # the stock arm's L = 2 step / its L = 1 step, at least
-    patched_verify_flat: float = 1.5  # the patched arm's L = 2 step / its L = 1 step, at most
-    sweep_contexts: int = 4  # how many contexts the sweep shows the growth at
+class Story(Struct, frozen=True, forbid_unknown_fields=True):
+    # the contexts a plan may pick from (ascending, each once)
+    contexts: Annotated[
+        tuple[Annotated[int, Meta(ge=16)], ...],
+        Meta(min_length=1, description="the contexts a plan may pick from, in tokens"),
+    ]
+    stock_verify_multiple: Ratio = 4.0  # the stock arm's L = 2 step / its L = 1 step, at least
+    patched_verify_flat: Ratio = 1.5  # the patched arm's L = 2 step / its L = 1 step, at most
+    sweep_contexts: Annotated[int, Meta(ge=2, description="two show growth")] = 4
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "contexts", tuple(sorted(set(self.contexts))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "contexts": list(self.contexts),
-            "stock_verify_multiple": self.stock_verify_multiple,
-            "patched_verify_flat": self.patched_verify_flat,
-            "sweep_contexts": self.sweep_contexts,
-        }
-
-
-def _ratio(where: str, key: str, value: Any, default: float) -> float:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < 1e6:
-        raise ScenarioError(f"{where}: '{key}' must be a ratio >= 1 (a step's cost), got {value!r}")
-    return float(value)
-
-
-def parse_story(where: str, raw: Any) -> Story | None:
-    """The `[story]` table, or None when the scenario has none."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{where}: must be a table (keys {', '.join(STORY_KEYS)}), got {raw!r}")
-    check_keys(where, raw, STORY_KEYS)
-    if "contexts" not in raw:
-        raise ScenarioError(f"{where}: needs 'contexts', the contexts a plan may pick from")
-    contexts = tuple(sorted(set(int_list(where, "contexts", raw["contexts"], 16))))
-    n = raw.get("sweep_contexts", 4)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ScenarioError(
-            f"{where}: 'sweep_contexts' must be an integer >= 2 (two show growth), got {n!r}"
-        )
-    return Story(
-        contexts,
-        _ratio(where, "stock_verify_multiple", raw.get("stock_verify_multiple"), 4.0),
-        _ratio(where, "patched_verify_flat", raw.get("patched_verify_flat"), 1.5),
-        n,
-    )
+        return msgspec.json.decode(msgspec.json.encode(self), type=dict[str, Any])

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec import structs
 
 from mlatui.config.phase_kind import Pass
 from mlatui.config.scenario import Phase
@@ -169,7 +171,7 @@ class RunProgress:
         written = [p for p in (Phase.from_dict(d) for d in raw if isinstance(d, dict)) if p]
         for run_pass in self._passes:
             for p in written:
-                phase = replace(p, name=run_pass.phase_name(p.name))
+                phase = structs.replace(p, name=run_pass.phase_name(p.name))
                 segs = phase_segments(phase, self.draft_kinds, self._settle)
                 runs = [SegmentRun(s) for s in segs]
                 self.phases.append(PhaseRun(phase.name, phase.kind, runs, _planned(runs)))

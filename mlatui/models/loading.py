@@ -7,13 +7,14 @@ import functools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ParamSpec
 
 import mlx.core as mx
 import mlx.nn as nn
+from msgspec.structs import replace
 
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from msgspec import structs
+
 from mlatui.config.scenario import Phase
 from mlatui.measure.plans import Segment, verify_widths
 from mlatui.run.phases.results import Slices
@@ -106,8 +108,10 @@ def _swap(current: tuple[Phase, ...], i: int, p: Phase) -> tuple[Phase, ...]:
 
 def _depths(p: Phase, kind: str, depths: tuple[int, ...]) -> Phase:
     if not kind:
-        return replace(p, depths=depths)
-    return replace(p, kind_depths=(*(kd for kd in p.kind_depths if kd[0] != kind), (kind, depths)))
+        return structs.replace(p, depths=depths)
+    return structs.replace(
+        p, kind_depths=(*(kd for kd in p.kind_depths if kd[0] != kind), (kind, depths))
+    )
 
 
 def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:
@@ -129,7 +133,7 @@ def _sweep_contexts(
             chosen = kept | set(rest[: max(0, k - len(kept))])
             contexts = tuple(c for c in written[i].contexts if c in chosen)
             if contexts != current[i].contexts:
-                current = _swap(current, i, replace(current[i], contexts=contexts))
+                current = _swap(current, i, structs.replace(current[i], contexts=contexts))
                 yield current
 
 
@@ -142,7 +146,7 @@ def _key_widths(current: tuple[Phase, ...], kinds: Sequence[str]) -> Iterator[tu
                     keep |= set(verify_widths(_kept_depths(t, kinds)))
             widths = tuple(w for w in p.widths if w in keep)
             if widths != p.widths:
-                current = _swap(current, i, replace(p, widths=widths))
+                current = _swap(current, i, structs.replace(p, widths=widths))
                 yield current
 
 
@@ -167,17 +171,17 @@ def _left_out(kind: str, p: Phase) -> Phase:
 
 
 def _one_tune_context(p: Phase) -> Phase:
-    return replace(p, contexts=(min(p.contexts),)) if p.kind.rules.compares_depths else p
+    return structs.replace(p, contexts=(min(p.contexts),)) if p.kind.rules.compares_depths else p
 
 
 def _short_blocks(p: Phase) -> Phase:
-    return replace(p, tokens=min(p.tokens, MIN_BLOCK_TOKENS)) if p.kind.rules.decodes else p
+    return structs.replace(p, tokens=min(p.tokens, MIN_BLOCK_TOKENS)) if p.kind.rules.decodes else p
 
 
 def _fewer_rounds(sweep_reps: int, block_reps: int, p: Phase) -> Phase:
     if p.kind.rules.model_widths:
-        return replace(p, reps=min(p.reps, sweep_reps))
-    return replace(p, reps=min(p.reps, block_reps)) if p.kind.rules.decodes else p
+        return structs.replace(p, reps=min(p.reps, sweep_reps))
+    return structs.replace(p, reps=min(p.reps, block_reps)) if p.kind.rules.decodes else p
 
 
 def _fewer_depths(current: tuple[Phase, ...], kinds: Sequence[str]) -> Iterator[tuple[Phase, ...]]:
@@ -226,11 +230,11 @@ def _reuse_sweep(
         need = set(verify_widths(_kept_depths(p, kinds)))
         reusable = set(p.contexts) <= set(sweep.contexts) and need <= {1, *sweep.widths}
         if not p.verify_from and reusable:
-            p = replace(p, verify_from=sweep.name)
+            p = structs.replace(p, verify_from=sweep.name)
             current = _swap(current, i, p)
             yield current
         if min(sweep.contexts) < min(p.contexts):
-            p = replace(p, contexts=(min(sweep.contexts),))
+            p = structs.replace(p, contexts=(min(sweep.contexts),))
             current = _swap(current, i, p)
             yield current
             n = len(current[at].contexts)  # the context the tune left is the sweep's to drop
@@ -238,7 +242,7 @@ def _reuse_sweep(
             yield from plans
             current = plans[-1] if plans else current
         if not p.verify_from and p.verify_rounds > 4:
-            current = _swap(current, i, replace(p, verify_rounds=4))
+            current = _swap(current, i, structs.replace(p, verify_rounds=4))
             yield current
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from msgspec import structs
+
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Phase, Scenario
 from mlatui.measure.plans import Setting, decode_settings, phase_segments
@@ -319,7 +321,7 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     segments = [s for p in plan.phases for s in phase_segments(p, kinds, ctx.settle)]
     cut = slices([(s, costs.segment_s(s, ctx.settle)) for s in segments], spent, budget_s)
     ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count
-        replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
+        structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
         for p in plan.phases
     )
     planned = BudgetPlanned(

@@ -12,7 +12,9 @@ sweep's contexts; none past the model's max positions, the tune inside its train
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 from mlatui.config.scenario import Phase, Scenario
 from mlatui.config.story import Story

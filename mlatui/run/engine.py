@@ -12,10 +12,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
+from msgspec import structs
 
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
@@ -322,7 +322,9 @@ class _Run:
             phase, count = plan.phases[i], len(plan.phases)
             if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
                 source = run_pass.phase_name(phase.verify_from) if phase.verify_from else ""
-                phase = replace(phase, name=run_pass.phase_name(phase.name), verify_from=source)
+                phase = structs.replace(
+                    phase, name=run_pass.phase_name(phase.name), verify_from=source
+                )
             kind = runner(phase.kind)
             slot = (i + n * count, count * len(passes))
             done = done.after(kind.run(ctx, phase, *slot, done.inputs(kind.needs, slices)))
