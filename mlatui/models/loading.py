@@ -7,14 +7,14 @@ import functools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ParamSpec
 
 import mlx.core as mx
 import mlx.nn as nn
-from msgspec.structs import replace
+from msgspec import structs
 
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
@@ -423,11 +423,11 @@ def _several(spec: DraftSpec, target: Loaded, seed: int, hooks: LoadHooks) -> Dr
     if target.random_weights:
         model_given = spec.path or spec.config
         one = DraftSource.DRAFT_MODEL if model_given else DraftSource.SYNTHETIC
-        return replace(spec, source=one, sources=())
-    single = replace(spec, sources=())
+        return structs.replace(spec, source=one, sources=())
+    single = structs.replace(spec, sources=())
     for kind in spec.sources:
         if kind is DraftSource.DRAFT_MODEL:
-            _load_draft(None, replace(single, source=kind), target, seed, hooks)
+            _load_draft(None, structs.replace(single, source=kind), target, seed, hooks)
     model_draft = target.draft if target.draft.kind is DraftKind.DRAFT_MODEL else None
     target.drafts = tuple(
         Draft(DraftKind.MTP) if k is DraftSource.MTP else model_draft  # type: ignore[misc]
