@@ -25,7 +25,6 @@ from mlatui.run.drafts import (
     UntrimmableCacheError,
     plain_step,
     require_trimmable,
-    speculative_step,
 )
 from mlatui.stream.events import (
     DecodeBlock,
@@ -41,6 +40,7 @@ from mlatui.stream.events import (
 from mlatui.stream.recorder import Recorder, read_recording
 from tests.engine_run import run
 from tests.random_models import build_model
+from tools.train.acceptance import speculative_step
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 QUICK = {"reps": 3, "warmup": 1, "tokens": 8}

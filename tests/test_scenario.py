@@ -9,7 +9,8 @@ import mlx.core as mx
 import pytest
 
 from mlatui.config.scenario import ScenarioError, load_scenario, shipped
-from mlatui.run.drafts import accept_greedy, accept_sampled
+from mlatui.run.drafts import accept_sampled
+from tools.train.acceptance import accept_greedy
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = """

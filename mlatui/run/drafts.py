@@ -12,14 +12,13 @@ from __future__ import annotations
 import random
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-from mlatui.models.mx_typed import as_float, as_int, as_ints
+from mlatui.models.mx_typed import as_float, as_int
 
 
 class DraftSource(ABC):
@@ -125,23 +124,6 @@ def require_trimmable(
         )
 
 
-@dataclass(frozen=True)
-class StepResult:
-    drafts: tuple[int, ...]
-    targets: tuple[int, ...]  # target greedy token after last, d1, ..., dk
-    accepted: int
-    emitted: tuple[int, ...]  # d1..d_accepted + the target's correction/bonus token
-    draft_ms: float
-    verify_ms: float
-
-
-def accept_greedy(drafts: list[int], targets: list[int]) -> int:
-    n = 0
-    while n < len(drafts) and drafts[n] == targets[n]:
-        n += 1
-    return n
-
-
 def accept_sampled(
     drafts: list[int], p_target: mx.array, q_draft: mx.array, rng: random.Random
 ) -> tuple[int, int]:
@@ -164,40 +146,6 @@ def _sample(probs: mx.array, rng: random.Random) -> int:
     u = rng.random()
     cdf = mx.cumsum(probs.astype(mx.float32))
     return int(min(as_int(mx.sum(cdf < u)), probs.shape[-1] - 1))
-
-
-def speculative_step(
-    model: nn.Module,
-    cache: list[Any],
-    draft: DraftSource,
-    last: int,
-    depth: int,
-    hidden: mx.array | None,
-) -> tuple[StepResult, mx.array | None]:
-    """One greedy speculative step from a cache covering every token but `last`.
-    Returns the result and the target hidden state at the position before the new `last`."""
-    t0 = time.perf_counter_ns()
-    drafts = draft.propose(last, depth, hidden)
-    mx.eval(draft.sync_arrays())
-    inputs = mx.array([[last, *drafts]])  # (1, depth + 1)
-    t1 = time.perf_counter_ns()
-    logits, new_hidden = draft.target_forward(model, inputs, cache)
-    greedy = mx.argmax(logits[0], axis=-1)  # (depth + 1,)
-    mx.eval(greedy, *([] if new_hidden is None else [new_hidden]))
-    t2 = time.perf_counter_ns()
-    targets = as_ints(greedy)
-    n = accept_greedy(drafts, targets)
-    trim_prompt_cache(cache, depth - n)
-    draft.commit(n, None if new_hidden is None else new_hidden[:, : n + 1])
-    result = StepResult(
-        tuple(drafts),
-        tuple(targets),
-        n,
-        (*drafts[:n], targets[n]),
-        (t1 - t0) / 1e6,
-        (t2 - t1) / 1e6,
-    )
-    return result, None if new_hidden is None else new_hidden[:, n : n + 1]
 
 
 def plain_step(model: nn.Module, cache: list[Any], last: int) -> tuple[int, float]:

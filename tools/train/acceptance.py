@@ -3,7 +3,7 @@
     python -m tools.train.acceptance [--model DIR [--draft DIR]] [--kinds model,mtp]
         [--contexts prompt,1024,2048,4096] [--tokens 128] [--depth 1] [--check] [--out FILE]
 
-Runs real greedy speculative decoding through `mlatui.run.drafts.speculative_step`, for each draft kind
+Runs real greedy speculative decoding through `speculative_step` (below), for each draft kind
 the target has: `model` (the separate draft model) and `mtp` (the checkpoint's MTP head, loaded by
 `mlatui.run.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
 verifies them in one forward of width depth + 1, the longest agreeing prefix is kept plus the
@@ -29,13 +29,65 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
 
-from mlatui.models.mx_typed import as_int
+from mlatui.models.mx_typed import as_int, as_ints
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
-from mlatui.run.drafts import speculative_step
 from mlatui.measure.repetition import distinct_ngram_share
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+
+@dataclass(frozen=True)
+class StepResult:
+    drafts: tuple[int, ...]
+    targets: tuple[int, ...]  # target greedy token after last, d1, ..., dk
+    accepted: int
+    emitted: tuple[int, ...]  # d1..d_accepted + the target's correction/bonus token
+    draft_ms: float
+    verify_ms: float
+
+
+def accept_greedy(drafts: list[int], targets: list[int]) -> int:
+    n = 0
+    while n < len(drafts) and drafts[n] == targets[n]:
+        n += 1
+    return n
+
+
+def speculative_step(
+    model: nn.Module,
+    cache: list[Any],
+    draft: DraftSource,
+    last: int,
+    depth: int,
+    hidden: mx.array | None,
+) -> tuple[StepResult, mx.array | None]:
+    """One greedy speculative step from a cache covering every token but `last`.
+    Returns the result and the target hidden state at the position before the new `last`."""
+    t0 = time.perf_counter_ns()
+    drafts = draft.propose(last, depth, hidden)
+    mx.eval(draft.sync_arrays())
+    inputs = mx.array([[last, *drafts]])  # (1, depth + 1)
+    t1 = time.perf_counter_ns()
+    logits, new_hidden = draft.target_forward(model, inputs, cache)
+    greedy = mx.argmax(logits[0], axis=-1)  # (depth + 1,)
+    mx.eval(greedy, *([] if new_hidden is None else [new_hidden]))
+    t2 = time.perf_counter_ns()
+    targets = as_ints(greedy)
+    n = accept_greedy(drafts, targets)
+    trim_prompt_cache(cache, depth - n)
+    draft.commit(n, None if new_hidden is None else new_hidden[:, : n + 1])
+    result = StepResult(
+        tuple(drafts),
+        tuple(targets),
+        n,
+        (*drafts[:n], targets[n]),
+        (t1 - t0) / 1e6,
+        (t2 - t1) / 1e6,
+    )
+    return result, None if new_hidden is None else new_hidden[:, n : n + 1]
+
 
 KINDS = ("model", "mtp")
 PREFILL_CHUNK = 512
