@@ -90,10 +90,9 @@ def build_parser() -> OneLineParser:
 
 def _known_input_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input (a scenario, a recording) in their own words."""
-    from mlatui.config.scenario import ScenarioError
     from mlatui.stream.recorder import RecordingError
 
-    return (UserError, ScenarioError, RecordingError)
+    return (UserError, RecordingError)  # a ScenarioError is a UserError
 
 
 def _without_mlx(e: BaseException) -> UserError | None:

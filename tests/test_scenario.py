@@ -93,7 +93,9 @@ def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):
 
 
 def test_missing_file_says_what_exists(tmp_path):
-    with pytest.raises(ScenarioError, match="shipped ones: default"):
+    with pytest.raises(
+        ScenarioError, match="no such scenario file — pass a TOML file such as .*shipped: default"
+    ):
         load_scenario(tmp_path / "nope.toml")
 
 

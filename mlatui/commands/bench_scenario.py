@@ -169,12 +169,12 @@ def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
 def build_plan(args: argparse.Namespace):
     """The run's plan from the flags and the scenario, read once; bad input is a one-line error
     here (an unknown --phases name, a bad file, a missing model), before anything loads."""
-    from mlatui.config.inputs import read_scenario
     from mlatui.config.model_inputs import check_model_ref
     from mlatui.config.run_plan import resolve_plan
     from mlatui.config.runconfig import RunConfig
+    from mlatui.config.scenario import load_scenario
 
-    scenario = read_scenario(args.scenario)
+    scenario = load_scenario(args.scenario)
     gates = gate_settings(args)
     if not args.random_weights:
         check_model_ref(args.model)

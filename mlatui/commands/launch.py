@@ -90,12 +90,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace):
     """The request the engine resolves (in this process or a child); its plan is resolved here
     first, so that bad input fails before the screen opens, as `bench` does."""
-    from mlatui.config.inputs import read_scenario
     from mlatui.config.model_inputs import check_model_ref
     from mlatui.config.run_plan import resolve_plan
     from mlatui.config.runconfig import RunConfig
+    from mlatui.config.scenario import load_scenario
 
-    scenario = read_scenario(args.scenario)
+    scenario = load_scenario(args.scenario)
     if not args.random_weights:
         check_model_ref(args.model)
     check_model_ref(args.draft_model, "--draft-model")

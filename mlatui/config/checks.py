@@ -60,6 +60,8 @@ def _words(t: inspect.Type, plural: bool = False) -> str:
         return article + noun + _bounds(t)
     if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
         some = "a non-empty array" if t.min_length else "an array"
+        if isinstance(t.item_type, inspect.AnyType):
+            return some
         each = _words(t.item_type, plural=True)
         return f"{some}, each {each}" if each.startswith("one of") else f"{some} of {each}"
     simple = {
@@ -131,32 +133,25 @@ def _walk(schema: type, raw: Any, path: str) -> tuple[str, inspect.Type, Any, st
 
 
 def validation_error(
-    where: object, schema: type, raw: Any, e: msgspec.ValidationError
+    where: object, schema: type, raw: Any, e: msgspec.ValidationError, prefix: str = ""
 ) -> ScenarioError:
     """msgspec's `Expected `int` >= 16 - at `$.phase[0].contexts[0]`` as
-    `FILE: phase[0].contexts[0]: expected an integer >= 16, got 8 — HINT`."""
+    `FILE: phase[0].contexts[0]: expected an integer >= 16, got 8 — HINT` (`prefix`: where
+    `raw` sits in the file, e.g. model.config)."""
     text, _, at = str(e).partition(" - at `")
-    path = at.rstrip("`").removeprefix("$")
-    shown, t, value, hint = _walk(schema, raw, path)
+    shown, t, value, hint = _walk(schema, raw, at.rstrip("`").removeprefix("$"))
+    shown = ".".join(k for k in (prefix, shown) if k)
     field = re.match(r"Object (contains unknown|missing required) field `(.+)`", text)
     if field and field.group(1) == "contains unknown":
-        allowed = [f.encode_name for f in _fields(t)]
-        return fail(
-            where, shown, f"unknown key '{field.group(2)}'", f"allowed: {', '.join(allowed)}"
-        )
+        allowed = ", ".join(f.encode_name for f in _fields(t))
+        return fail(where, shown, f"unknown key '{field.group(2)}'", f"allowed: {allowed}")
     if field:
         inner, described = _step(t, "." + field.group(2))
-        return fail(
-            where,
-            shown,
-            f"'{field.group(2)}' is required ({_words(inner)})",
-            described or SHAPE_HINT,
-        )
+        what = f"'{field.group(2)}' is required ({_words(inner)})"
+        return fail(where, shown, what, described or SHAPE_HINT)
     if text.startswith(("Expected", "Invalid enum value")):
-        return fail(
-            where, shown, f"expected {_words(t)}, got {toml_text(value)}", hint or SHAPE_HINT
-        )
-    return fail(where, shown, text, SHAPE_HINT)
+        text = f"expected {_words(t)}, got {toml_text(value)}"
+    return fail(where, shown, text, hint or SHAPE_HINT)
 
 
 def _fields(t: inspect.Type) -> tuple[inspect.Field, ...]:

@@ -8,7 +8,6 @@ cannot say (`check_phases`), are one line naming the file, the key path and what
 from __future__ import annotations
 
 import importlib.resources
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -21,6 +20,8 @@ from mlatui.config.checks import ScenarioError as ScenarioError  # raised by loa
 from mlatui.config.checks import fail, one_of, toml_text
 from mlatui.config.draft_spec import LISTABLE_SOURCES, DraftSpec
 from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
+from mlatui.config.inputs import read_toml
+from mlatui.config.model_config_types import check_config_types
 from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
 from mlatui.config.story import Story
 
@@ -239,16 +240,15 @@ def parse_scenario(path: Path, raw: dict[str, Any]) -> Scenario:
 
 
 def load_scenario(path: str | Path | None = None) -> Scenario:
-    path = Path(path) if path is not None else shipped("default")
-    if not path.exists():
-        raise ScenarioError(
-            f"{path}: no such scenario file (shipped ones: default, glm47-flash, deepseek-v3, glm53-flash-sparse)"
-        )
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: invalid TOML ({e})") from e
-    return parse_scenario(path, raw)
+    """The scenario at `path` (None: the shipped default), checked before anything loads, its
+    model and draft configs against their family's declared types too."""
+    where = Path(path) if path is not None else shipped("default")
+    scenario = parse_scenario(where, read_toml(where))
+    model, draft = scenario.model, scenario.draft
+    model_type = model.config.get("model_type") or model.family
+    check_config_types(where, "model.config", model_type, model.config)
+    check_config_types(where, "draft.config", draft.config.get("model_type"), draft.config)
+    return scenario
 
 
 def check_phases(where: Path, phases: tuple[Phase, ...]) -> tuple[Phase, ...]:
