@@ -25,6 +25,7 @@ def build_model(
     """A random-weight mlx-lm model of `family` (mlx-vlm's language model for "mlx-vlm:NAME").
     On CPU, MoE needs float32 or `bits` weights (GatherMM is float32-only). `evaluate=False`
     leaves the weights lazy (nothing is allocated)."""
+    from mlatui.config.model_inputs import text_config
     from mlatui.models import vlm_configs
 
     mx.random.seed(seed)
@@ -32,7 +33,7 @@ def build_model(
         if layers is not None:
             raise ValueError("layers: mlx-vlm families are built at their own layer pattern")
         config = {**vlm_configs.config_for(name, size), "model_type": name}
-        vlm_configs.text_config_of(config).update(overrides)
+        text_config(config).update(overrides)
     else:
         config = config_for(name, size, layers, **overrides)
     model = model_from_config(config)

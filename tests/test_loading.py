@@ -7,6 +7,7 @@ import pytest
 from mlx_lm.sample_utils import make_sampler
 
 from mlatui.gate import mla
+from mlatui.gate.policy import STOCK_POLICY
 from tests.checkpoints import save_random_checkpoint
 
 PROMPT = "the absorbed path attends against the compressed latent"
@@ -35,7 +36,7 @@ def test_load_patch_generate(tiny_checkpoint):
     report = mla.patch_model(patched)
     assert len(report.modules) == 2
     draft = mla.twin(model)  # the same drafter for both arms
-    mla.count_branches(model)
+    mla.patch_model(model, STOCK_POLICY)  # L == 1 as stock, its calls counted
     plain = _generate(model, tokenizer)
     stock = _generate(model, tokenizer, draft)
     fixed = _generate(patched, tokenizer, draft)

@@ -15,6 +15,7 @@ from mlx_lm.models.deepseek_v3 import DeepseekV3Attention
 from mlx_lm.models.deepseek_v32 import DeepseekV32Attention
 
 from mlatui.gate import mla
+from mlatui.gate.policy import STOCK_POLICY
 from mlatui.models import families, family_configs
 from tests.random_models import build_model
 
@@ -83,7 +84,7 @@ def _arms(name: str, dtype=mx.float32, **overrides):
     stock = build_model(name, dtype=dtype, **overrides)
     patched = mla.twin(stock)
     report = mla.patch_model(patched)
-    mla.count_branches(stock)
+    mla.patch_model(stock, STOCK_POLICY)  # L == 1 as stock, its calls counted
     cache = make_prompt_cache(stock)
     mx.random.seed(1)
     prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))

@@ -9,6 +9,27 @@ import pytest
 from mlatui.models import source_tree
 
 
+def unmount(tree: source_tree.SourceTree) -> None:
+    """Forget the tree: its finder and every module imported from it (classes already built from
+    them keep working; a later mount imports fresh copies)."""
+    with source_tree._lock:
+        source_tree._mounted.pop(tree.alias, None)
+        sys.meta_path[:] = [
+            f
+            for f in sys.meta_path
+            if not (isinstance(f, source_tree._TreeFinder) and f.tree == tree)
+        ]
+        for name in tree.loaded():
+            del sys.modules[name]
+
+
+def is_tree_module(module_name: str) -> bool:
+    return (
+        module_name.startswith(source_tree.ALIAS_PREFIX)
+        and source_tree.tree_of(module_name) is not None
+    )
+
+
 def _tree(root, version: int):
     """A package like mlx-vlm's: every __init__ would fail if run; a model file imports its
     siblings two levels up."""
@@ -34,8 +55,8 @@ def two_trees(tmp_path):
     a = source_tree.mount(_tree(tmp_path / "a", 1), "v1")
     b = source_tree.mount(_tree(tmp_path / "b", 2), "v2")
     yield a, b
-    source_tree.unmount(a)
-    source_tree.unmount(b)
+    unmount(a)
+    unmount(b)
 
 
 def test_a_model_file_loads_without_any_package_init(two_trees):
@@ -59,7 +80,7 @@ def test_two_copies_of_one_package_coexist(two_trees):
     assert (la.Attention()(1), lb.Attention()(1)) == (10, 20)
     assert source_tree.tree_of(la.Attention.__module__) == a
     assert source_tree.tree_of(lb.__name__) == b
-    assert source_tree.is_tree_module(la.__name__) and not source_tree.is_tree_module("mlx.core")
+    assert is_tree_module(la.__name__) and not is_tree_module("mlx.core")
     assert a.relative(la.__name__) == "models.fam.language"
 
 
@@ -75,13 +96,13 @@ def test_mounting_is_idempotent_and_unmount_forgets(tmp_path):
     tree = source_tree.mount(pkg, "v3")
     assert source_tree.mount(pkg, "v3") is tree
     first = tree.module("models.base")
-    source_tree.unmount(tree)
+    unmount(tree)
     assert tree.loaded() == [] and source_tree.tree_of(tree.alias) is None
     with pytest.raises(source_tree.SourceTreeError, match="not mounted"):
         tree.module("models.base")
     again = source_tree.mount(pkg, "v3")
     assert again.module("models.base") is not first
-    source_tree.unmount(again)
+    unmount(again)
 
 
 def test_missing_modules_and_folders_are_one_line_errors(two_trees, tmp_path):

@@ -546,11 +546,6 @@ def patch_model(
     return _install(model, as_policy(threshold))
 
 
-def count_branches(model: nn.Module) -> PatchReport:
-    """Instrument a stock model: the gate stays `L == 1` but calls are counted (same code path as the patch)."""
-    return _install(model, STOCK_POLICY)
-
-
 def branch_counters(model: nn.Module) -> BranchCounters | None:
     for _, m in mla_modules(model):
         state = m.__dict__.get("_mlatui_gate_state")

@@ -236,14 +236,6 @@ def known_names() -> list[str]:
     return [*FAMILIES, *(vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES)]
 
 
-def every_runnable_name() -> list[str]:
-    """One name per distinct build: mlx-lm's families, mlx-vlm's own families by their bare
-    name, and mlx-vlm's copies of mlx-lm's families with the prefix."""
-    vlm_only = [f for f in vlm_configs.FAMILIES if f not in FAMILIES]
-    copies = [vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES if f in FAMILIES]
-    return [*FAMILIES, *vlm_only, *copies]
-
-
 def lookup(name: str) -> BenchFamily:
     """The family `name` names; KeyError with the one line listing every known name."""
     spelled_vlm, bare = vlm_configs.split_name(name)

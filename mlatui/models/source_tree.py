@@ -154,26 +154,10 @@ def mount(root: str | Path, label: str = "") -> SourceTree:
     return tree
 
 
-def unmount(tree: SourceTree) -> None:
-    """Forget the tree: its finder and every module imported from it (classes already built from
-    them keep working; a later mount imports fresh copies)."""
-    with _lock:
-        _mounted.pop(tree.alias, None)
-        sys.meta_path[:] = [
-            f for f in sys.meta_path if not (isinstance(f, _TreeFinder) and f.tree == tree)
-        ]
-        for name in tree.loaded():
-            del sys.modules[name]
-
-
 def tree_of(module_name: str) -> SourceTree | None:
     """The mounted tree a module (e.g. a class's `__module__`) was imported from."""
     top = module_name.split(".", 1)[0]
     return _mounted.get(top)
-
-
-def is_tree_module(module_name: str) -> bool:
-    return module_name.startswith(ALIAS_PREFIX) and tree_of(module_name) is not None
 
 
 def runtime_of(module_name: str) -> tuple[str, str, str | None]:

@@ -185,9 +185,3 @@ def config_for(name: str, size: str = "tiny") -> dict[str, Any]:
             raise KeyError(f"no public full-size config known for {fam.name}; use size='tiny'")
         return copy.deepcopy(fam.full)
     raise ValueError(f"size must be 'tiny' or 'full', got {size!r}")
-
-
-def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
-    """The table holding the language model's geometry (nested text_config or the top level)."""
-    nested = config.get("text_config")
-    return nested if isinstance(nested, dict) else config
