@@ -11,6 +11,7 @@ import ui_events
 
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.dashboard_views import StepSeries, priority_widths, step_chart
 from mlatui.views.key_figure import (
     FigurePoint,
     FigureSeries,
@@ -20,7 +21,6 @@ from mlatui.views.key_figure import (
     key_figure,
     threshold_mark,
 )
-from mlatui.views.step_series import StepSeries, priority_widths, step_chart
 from mlatui.widgets import axis, fit
 from mlatui.widgets.figure import key_figure_text
 from mlatui.widgets.keybar import Hint, fit_hints

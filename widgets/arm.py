@@ -13,9 +13,9 @@ from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import ARMS
 from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.dashboard_views import StepChart, step_chart
 from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.run_meta import slot_name, slot_words
-from mlatui.views.step_series import StepChart, step_chart
 from mlatui.views.summary import acceptance_of
 from mlatui.views.units import bound_ratio, median_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run, winner

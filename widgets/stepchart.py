@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from mlatui.views.dashboard_views import Panel, StepChart, priority_widths
 from mlatui.views.rounding import fmt_context
-from mlatui.views.step_series import Panel, StepChart, priority_widths
 from mlatui.views.units import ms_text
 
 from .axis import nice_ceiling

@@ -13,9 +13,8 @@ from mlatui.measure.plans import PLAIN, Setting
 from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
 from mlatui.stream.phrases import interval_text
-from mlatui.views.dashboard_views import ArmView, PhaseView, TextRepeat
+from mlatui.views.dashboard_views import ArmView, PhaseView, StepSeries, TextRepeat
 from mlatui.views.rounding import Ci
-from mlatui.views.step_series import StepSeries
 from mlatui.views.units import ratio_text
 
 

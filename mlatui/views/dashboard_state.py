@@ -34,10 +34,16 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.phrases import check_mark, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
-from mlatui.views.dashboard_views import SERIES_POINTS, ArmView, IndexerView, PhaseView, _median
+from mlatui.views.dashboard_views import (
+    SERIES_POINTS,
+    ArmView,
+    IndexerView,
+    PhaseView,
+    StepSeries,
+    _median,
+)
 from mlatui.views.phase_views import view_of
 from mlatui.views.run_meta import l1_words
-from mlatui.views.step_series import StepSeries
 from mlatui.views.units import ratio_text
 
 LOG_LINES = 500
