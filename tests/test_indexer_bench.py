@@ -25,7 +25,7 @@ from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome,
 from mlatui.measure.indexer_records import IndexerRecord
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
-from mlatui.models.indexer_parts import rewind
+from mlatui.models.sparse_mla import rewind
 from mlatui.run.phases.indexer import indexer_verdict
 from tests.test_indexer import KPOOL, small_config
 

@@ -61,7 +61,8 @@ from mlatui.measure.records import environment
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
 from mlatui.models.indexer import SparseMLAConfig
-from mlatui.models.indexer_parts import (
+from mlatui.models.loading import DTYPES, default_dtype
+from mlatui.models.sparse_mla import (
     DEFAULT_MODES,
     INPUTS_PER_WIDTH,
     Modes,
@@ -70,7 +71,6 @@ from mlatui.models.indexer_parts import (
     layer_part,
     rewind,
 )
-from mlatui.models.loading import DTYPES, default_dtype
 
 PARTS = tuple(IndexerPart)
 # S = 1 is the cheapest step and its check needs a tight paired ratio: three quads per round.

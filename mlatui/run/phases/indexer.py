@@ -34,7 +34,7 @@ from mlatui.measure.plans import plan_for
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import SparseMLAConfig
-from mlatui.models.indexer_parts import INPUTS_PER_WIDTH, rewind
+from mlatui.models.sparse_mla import INPUTS_PER_WIDTH, rewind
 from mlatui.run.arms import Arm
 from mlatui.run.phases.base import (
     EstimateEmitter,
