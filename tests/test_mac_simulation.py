@@ -93,7 +93,7 @@ def test_generation_runs_under_mlx_lm_wired_limit_entered_after_loading_left_aft
 
 
 def test_no_wired_limit_where_the_device_has_no_working_set(monkeypatch):
-    from mlatui.host.wired import wired_memory
+    from mlatui.host.memory import wired_memory
 
     calls: list[int] = []
     monkeypatch.setattr(mx, "set_wired_limit", calls.append)

@@ -25,7 +25,7 @@ import mlx.nn as nn
 from mlatui.gate import mla
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Variant
 from mlatui.host.distributed import beat, local_rank
-from mlatui.host.wired import sync_streams
+from mlatui.host.memory import sync_streams
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
 from mlatui.run.arm_plan import adopt_cache, exchange_layer, gate_model, gate_source_model

@@ -37,7 +37,7 @@ from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import trim_prompt_cache
 from mlx_lm.sample_utils import apply_top_p, make_sampler
 
-from mlatui.host.wired import sync_streams
+from mlatui.host.memory import sync_streams
 from mlatui.measure.acceptance import VerifyStep, steps_from_flags
 from mlatui.measure.plans import Setting
 from mlatui.models.mx_typed import as_ints

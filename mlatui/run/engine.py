@@ -20,8 +20,7 @@ from msgspec import structs
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
 from mlatui.gate.mla import PatchReport
-from mlatui.host.memory import MemorySampler
-from mlatui.host.wired import WiredLimit, wired_memory
+from mlatui.host.memory import MemorySampler, WiredLimit, wired_memory
 from mlatui.measure.estimates import ContextEstimates
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
