@@ -210,7 +210,7 @@ class ArmWorker:
 
     def close(self) -> None:
         """Its thread's last work syncs every stream it used (they are per thread), so nothing
-        runs on them once it ended: the wired limit is left after (host.wired)."""
+        runs on them once it ended: the wired limit is left after (host.memory)."""
         if self.host is None:
             self._queue.put(None)
             self._thread.join(timeout=30)

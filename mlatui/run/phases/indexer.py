@@ -4,7 +4,7 @@ model, stock vs patched pooling, through the one sampler on the arms' worker thr
 It times the model's first sparse layer (`sparse_sites`; every sparse layer of mlatui's model
 type shares one geometry, the others are named in the log). One sample appends S tokens to a
 cache of exactly `context` tokens whose pool is current (all drafts accepted) and is rewound to
-it outside the timed region (`rewind` of mlatui.models.indexer_parts; mlatui.bench.indexer's
+it outside the timed region (`rewind` of mlatui.models.sparse_mla; mlatui.bench.indexer's
 docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
 arms: the pool refresh, the scoring, the top-k and the gathers cost the same whatever the values. Per context both arms take
 bit-identical copies of one prefill (`share_context`, so `fill = "random-latents"` applies here
