@@ -22,7 +22,7 @@ from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 
 from . import palette
-from .palette import SeriesLook, series_look, tone_style
+from .palette import SeriesLook, Status, series_look, status_style, tone_style
 from .plot import LogLogPlot, log_log_axes
 
 GREY = "grey42"
@@ -216,7 +216,11 @@ def table_lines(cmp: Comparison, dark: bool = True) -> list[TableLine]:
     if not cmp.rows:
         out.append(
             TableLine(
-                Text("No figure of one run matches one of the other.", style="bold yellow"), False
+                Text(
+                    "No figure of one run matches one of the other.",
+                    style=status_style(Status.WARN, dark, bold=True),
+                ),
+                False,
             )
         )
     if not cmp.shared_contexts:

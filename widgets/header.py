@@ -12,6 +12,7 @@ from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 
 from . import fit
+from .palette import Status, status_style
 
 
 def _threshold_at(table: dict, context: int | None) -> str:
@@ -59,15 +60,19 @@ def model_short(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", ".", "~")) else model
 
 
-def blas_text(device: dict) -> Text:
+def blas_text(device: dict, dark: bool = True) -> Text:
     blas = str(device.get("blas", "?"))
     if blas.startswith("bundled"):
-        return Text("BLAS reference (slow)", style="yellow")
+        return Text("BLAS reference (slow)", style=status_style(Status.WARN, dark))
     return Text(f"BLAS {blas.split(' ')[0]}")
 
 
-def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece], list[fit.Piece]]:
-    """Header lines 1 and 2 (of run header `h`) as pieces with short forms and priorities."""
+def header_pieces(
+    state: DashboardState, h: RunHeader, dark: bool = True
+) -> tuple[list[fit.Piece], list[fit.Piece]]:
+    """Header lines 1 and 2 (of run header `h`) as pieces with short forms and priorities;
+    what warns in the palette's warning colour."""
+    warn, loud = status_style(Status.WARN, dark), status_style(Status.WARN, dark, bold=True)
     g = h.geometry
     geo = f"r/n/v {g.get('kv_lora_rank')}/{g.get('qk_nope_head_dim')}/{g.get('v_head_dim')}"
     first = [
@@ -77,24 +82,20 @@ def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece],
     settings = h.settings or {}
     if h.synthetic_acceptance:
         first.append(
-            fit.piece(
-                "random weights: acceptance synthetic", "acceptance synthetic", style="yellow"
-            )
+            fit.piece("random weights: acceptance synthetic", "acceptance synthetic", style=warn)
         )
     if settings.get("fill") == "random-latents":
-        first.append(fit.piece("random latents: timing only", "timing only", style="yellow"))
+        first.append(fit.piece("random latents: timing only", "timing only", style=warn))
     if settings.get("null"):
-        first.append(
-            fit.piece("A/A null run: both arms identical", "A/A null run", style="bold yellow")
-        )
+        first.append(fit.piece("A/A null run: both arms identical", "A/A null run", style=loud))
     if settings.get("mtp_missing"):
-        first.append(fit.piece(settings["mtp_missing"], "MTP head missing", style="bold yellow"))
+        first.append(fit.piece(settings["mtp_missing"], "MTP head missing", style=loud))
     d = h.device
     name = str(d.get("name", "?"))
     device_long = Text(f"{name} {d['architecture']} · " if d.get("architecture") else f"{name} · ")
-    device_long.append_text(blas_text(d))
+    device_long.append_text(blas_text(d, dark))
     device_short = Text(f"{name} · ")
-    device_short.append_text(blas_text(d))
+    device_short.append_text(blas_text(d, dark))
     bandwidth = d.get("bandwidth")
     second = [
         fit.piece(
@@ -114,7 +115,7 @@ def header_pieces(state: DashboardState, h: RunHeader) -> tuple[list[fit.Piece],
     budget = state.budget_text
     if budget:
         short = budget.replace(": scaled down, see log", " ↓")
-        style = "yellow" if state.budget and state.budget.changes else ""
+        style = warn if state.budget and state.budget.changes else ""
         second.append(fit.piece(budget, short, priority=1, style=style))
     bias = state.harness_bias
     if bias:

@@ -137,7 +137,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
     t.append(" mlatui ", style="bold reverse")
     t.append(f" {mode}", style="bold")
     if view.paused:
-        t.append(" ⏸ PAUSED", style="bold yellow")
+        t.append(" ⏸ PAUSED", style=status_style(Status.WARN, dark, bold=True))
     if h is None:
         load = state.progress.load
         if load is None:
@@ -149,9 +149,12 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
             t.append(loading_text(load, view.now_s), style="cyan")
             quiet = state.progress.stalled_s(view.now_s)
             if quiet is not None and not load.done:
-                t.append(f"  no bytes read for {fmt_duration(quiet)}", style="bold yellow")
+                t.append(
+                    f"  no bytes read for {fmt_duration(quiet)}",
+                    style=status_style(Status.WARN, dark, bold=True),
+                )
         return t
-    first, second = header_pieces(state, h)
+    first, second = header_pieces(state, h, dark)
     t.append(fit.SEPARATOR, style="dim")
     t.append_text(fit.join(fit.fit(first, width - t.cell_len)))
     t.append("\n")
@@ -163,14 +166,17 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
     cut = view.finished and view.mode in ("replay", "demo") and state.status == "running"
     t.append_text(phase_text(state, max(20, width), view.now_s, cut, dark))
     if view.notices:  # every line of it: a damaged recording must not pass for a whole run
-        parts = [Text(n, style="bold yellow") for n in ("⚠ " + view.notices[0], *view.notices[1:])]
+        parts = [
+            Text(n, style=status_style(Status.WARN, dark, bold=True))
+            for n in ("⚠ " + view.notices[0], *view.notices[1:])
+        ]
         for line in fit.wrap_parts(parts, width, 2):
             t.append("\n")
             t.append_text(line)
     if view.offer is not None:  # its own line: the verdict above it has every column it needs
         offer = view.offer.text if len(view.offer.text) < width else view.offer.short
         t.append("\n")
-        t.append(offer, style="bold yellow")
+        t.append(offer, style=status_style(Status.WARN, dark, bold=True))
     if view.timeline:
         t.append("\n")
         t.append_text(timeline_text(view, width))
@@ -274,7 +280,7 @@ def phase_text(
     t.append(tail)
     if running and info.stalled:
         t.append(" · ")
-        t.append(info.stalled, style="bold yellow")
+        t.append(info.stalled, style=status_style(Status.WARN, dark, bold=True))
     return t
 
 

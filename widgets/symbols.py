@@ -89,13 +89,13 @@ def _header(t: _Theme) -> SymbolSection:
             ),
             Symbol(
                 "budget 90 s ↓",
-                "yellow",
+                t.status(Status.WARN, bold=False),
                 "the run's time budget; ↓: the plan was scaled "
                 "down to fit it (the log says what was cut)",
             ),
             Symbol(
                 "BLAS reference (slow)",
-                "yellow",
+                t.status(Status.WARN, bold=False),
                 "the wheel's bundled BLAS: CPU matmuls several times slower than OpenBLAS",
             ),
             Symbol(
