@@ -154,8 +154,7 @@ def arm_problems(rows: list[str], arm: str, s: RunSummary) -> list[str]:
                 } | {  # a decode phase's bars are its verify steps: the tables' verify ms
                     ms_text(r.verify_ms_median)
                     for r in _decode_rows(s, arm, m.group(1))
-                    if phase
-                    and r.phase == phase.split(":")[0]
+                    if (phase is None or r.phase == phase.split(":")[0])  # no heading: any
                     and r.depth == int(width) - 1
                     and r.verify_ms_median
                 }
