@@ -52,8 +52,8 @@ def save_random_checkpoint(
     from mlx_lm.utils import save_config, save_model
 
     from mlatui.config.model_inputs import text_config
-    from mlatui.models.build import GROUP_SIZE
     from mlatui.models.families import config_for
+    from mlatui.models.loading import GROUP_SIZE
     from tests.random_models import build_model
 
     folder = Path(folder)

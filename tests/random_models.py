@@ -8,8 +8,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.models.build import model_from_config, quantize
 from mlatui.models.families import config_for
+from mlatui.models.loading import model_from_config, quantize
 
 
 def build_model(

@@ -7,8 +7,9 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
+from mlatui.bench.attention import attention_layer
 from mlatui.measure import byte_census as census
-from mlatui.models import build, step_bytes
+from mlatui.models import step_bytes
 from mlatui.models.families import config_for
 from tests.random_models import build_model
 
@@ -128,7 +129,7 @@ def test_sparse_layer_reads_index_keys_and_selected_rows():
 def test_one_attention_layer_full_glm_flash():
     """The forced-branch benchmark's layer: its weights whole plus latent + rope rows; at 32K in
     bf16 about 82 MB (docs: one absorbed layer at L = 2)."""
-    attn = build.attention_layer("glm4_moe_lite", "full", dtype=mx.bfloat16)
+    attn = attention_layer("glm4_moe_lite", "full", dtype=mx.bfloat16)
     counted = step_bytes.attention_bytes(attn, 2)
     weights = sum(a.nbytes for _, a in tree_flatten(attn.parameters()))
     step = counted.step(2, 32768)

@@ -10,7 +10,7 @@ import vlm_sources
 from mlatui.cli import main
 from mlatui.config import vlm_paths
 from mlatui.config.scenario import ModelSpec
-from mlatui.models import build, vlm, vlm_configs
+from mlatui.models import loading, vlm, vlm_configs
 from mlatui.models.loading import LoadError, build_random, load_checkpoint
 from tests.random_models import build_model
 
@@ -79,7 +79,7 @@ def test_random_weights_build_mlx_vlms_language_model(family, current):
 
 
 def test_the_same_family_builds_through_mlx_lm_unless_spelled_for_mlx_vlm(current):
-    lm = build.model_from_config(vlm_configs.config_for("glm4_moe_lite"))
+    lm = loading.model_from_config(vlm_configs.config_for("glm4_moe_lite"))
     assert not isinstance(lm, vlm.TextModel)
     assert type(lm).__module__ == "mlx_lm.models.glm4_moe_lite"
 

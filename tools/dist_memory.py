@@ -10,9 +10,8 @@ import json
 
 from mlatui.config.scenario import load_scenario
 from mlatui.host.distributed import ShardMode, World
-from mlatui.models.build import model_from_config, quantize
 from mlatui.models.fit import estimate, largest_context, size
-from mlatui.models.loading import DTYPES, _register
+from mlatui.models.loading import DTYPES, _register, model_from_config, quantize
 from mlatui.models.mx_typed import flat_arrays
 from mlatui.run.engine_dist import DistRun
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mlx.core as mx
@@ -35,9 +35,9 @@ from mlatui.measure.forced_branches import BRANCHES, interval_dict, verdict
 from mlatui.measure.records import BenchRecord
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
-from mlatui.models import build, step_bytes
+from mlatui.models import step_bytes
 from mlatui.models.cache_rewind import before_step
-from mlatui.models.loading import DTYPES
+from mlatui.models.loading import DTYPES, model_from_config, quantize
 from mlatui.stream.phrases import interval_text
 
 ARMS = BRANCHES
@@ -72,7 +72,7 @@ def forced_arms(
 ) -> ForcedArms:
     """One random-weight attention layer of the family's geometry (or `config`'s), as two twins
     that always take the absorbed / the materialised branch (they share the weights)."""
-    attn = build.attention_layer(family, size, bits=bits, seed=seed, dtype=dtype, config=config)
+    attn = attention_layer(family, size, bits=bits, seed=seed, dtype=dtype, config=config)
     arms = []
     for force in (True, False):
         t = mla.twin(attn)
@@ -467,3 +467,36 @@ def calibrate(
             break
         del cache
     return arms.geometry, crossovers, probes
+
+
+def attention_layer(
+    name: str,
+    size: str = "full",
+    bits: int | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
+    config: dict[str, Any] | None = None,
+) -> nn.Module:
+    """One MLA attention module of the family's geometry (mlx-lm's or mlx-vlm's,
+    mlatui.models.families; `config`, when given, instead of the family's at `size`) with
+    random weights; only its own weights are allocated (the rest of the model is never
+    evaluated)."""
+    from mlatui.models.families import lookup
+
+    mx.random.seed(seed)
+    family = lookup(name)
+    if config is not None:
+        family = replace(family, full=config)
+    # one layer where the family's layer pattern survives it; hybrids and mlx-vlm's families are
+    # built whole, lazily (their layer patterns name indices), and only the layer is evaluated
+    one_layer = 1 if family.runtime == "mlx-lm" and not family.hybrid else None
+    model = model_from_config(family.config("full" if config is not None else size, one_layer))
+    modules = [m for _, m in mla.mla_modules(model)]
+    # a layer that runs its own indexer where some layers share another's top-k
+    attn = next((m for m in modules if getattr(m, "indexer", False) is not None), modules[0])
+    attn.set_dtype(dtype)
+    if bits:
+        quantize(attn, bits)
+    attn.eval()
+    mx.eval(attn.parameters())
+    return attn

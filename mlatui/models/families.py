@@ -1,7 +1,7 @@
 """Every mlx-lm 0.32.2 MLA family with an absorbed path, and its config.json at each size (no mlx).
 
 `full=None` where no public config is known. The configs themselves are in
-mlatui.models.family_configs; random-weight models of them in mlatui.models.build.
+mlatui.models.family_configs; random-weight models of them in mlatui.models.loading.
 
 Every MLA family a command takes by name: mlx-lm's (`FAMILIES`) and mlx-vlm's
 (mlatui.models.vlm_configs). A bare name is mlx-lm's where mlx-lm has it, else mlx-vlm's;
@@ -208,7 +208,7 @@ class BenchFamily:
 
     def config(self, size: str, layers: int | None = None) -> dict[str, Any]:
         """Its config.json at `size` ("tiny" or "full"), with `model_type` spelled so that
-        mlatui.models.build builds it through its runtime; KeyError where no full one is known."""
+        mlatui.models.loading builds it through its runtime; KeyError where no full one is known."""
         if size not in ("tiny", "full"):
             raise ValueError(f"size must be 'tiny' or 'full', got {size!r}")
         base = self.full if size == "full" else self.tiny

@@ -1,5 +1,7 @@
 """Load the target and the draft: real checkpoints (local folder or hub id, through `mlx_lm.load`),
-the embedded default model (same loader), or random weights built from a scenario's config."""
+the embedded default model (same loader), or random weights built from a scenario's config
+(`model_from_config`: mlx-lm's model of a config's type, or mlx-vlm's language model; quantized
+on request)."""
 
 from __future__ import annotations
 
@@ -226,7 +228,6 @@ def build_random(
     """An mlx-lm model of `spec.family` from the scenario's config values, random weights.
     `hooks.fit_check` sees the weights' size while they are still lazy; `hooks.prepare`
     (sharding) runs then too, so a rank only ever evaluates its own part."""
-    from mlatui.models.build import model_from_config, quantize
 
     _register()
     config = dict(spec.config)
@@ -484,4 +485,31 @@ def refuse_half_moe_on_cpu(folder: Path, what: str, ref: str) -> str | None:
         f"{what} {ref!r}: its MoE experts are unquantized {dtype}, which MLX runs only in float32 "
         f"on the CPU — convert it with `mlx_lm convert --hf-path {ref} --mlx-path {ref}-f32 "
         "--dtype float32` (or `-q` for 4-bit), or run on a GPU"
+    )
+
+
+GROUP_SIZE = 64
+
+
+def model_from_config(config: dict[str, Any]) -> nn.Module:
+    """mlx-lm's model of `config["model_type"]`; mlx-vlm's language model for a type only mlx-vlm
+    has, or one spelled "mlx-vlm:<type>" (mlatui.models.vlm)."""
+    from mlatui.models import vlm
+
+    if vlm.needs_vlm(config.get("model_type")):
+        return vlm.language_model(config, vlm.vlm_source(f"model type {config['model_type']!r}"))
+    from mlx_lm.utils import _get_classes
+
+    model_cls, args_cls = _get_classes(config)
+    return model_cls(args_cls.from_dict(config))
+
+
+def quantize(model: nn.Module, bits: int, group_size: int = GROUP_SIZE) -> None:
+    nn.quantize(
+        model,
+        group_size=group_size,
+        bits=bits,
+        class_predicate=lambda _, m: (
+            hasattr(m, "to_quantized") and m.weight.shape[-1] % group_size == 0
+        ),
     )
