@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from msgspec import structs
+
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import Outcome, control_outcome
 from mlatui.measure.more_plan import (
@@ -87,7 +89,7 @@ class MoreRounds:
         contexts = sorted({v.context for v in checks})
         shapes = {c: more_phase(name, c, rounds) for c in contexts}
         if until_s is not None:
-            shapes = {c: replace(p, max_rounds=UNTIL_ROUNDS) for c, p in shapes.items()}
+            shapes = {c: structs.replace(p, max_rounds=UNTIL_ROUNDS) for c, p in shapes.items()}
         plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
         planned = sum(p.timed_calls() for p in plans.values())
         segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
