@@ -196,10 +196,10 @@ def test_the_abandoned_load_thread_reports_nothing_after_the_run_ended(monkeypat
 
     ended = threading.Event()
 
-    def slow_read(scenario_model, scenario, random_weights, seed, fit_check, watch, *rest):
+    def slow_read(model_ref, scenario, random_weights, seed, hooks):
         # LoadStart now; the read goes on in C after the engine has stopped waiting, and the
         # watch's exit reports a last LoadProgress, which would land after run_end
-        with watch("model", "test", kind="checkpoint", total_bytes=20):
+        with hooks.watch("model", "test", kind="checkpoint", total_bytes=20):
             ended.wait(10)
         raise AssertionError("left behind")
 
