@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.widgets.arm import gate_line
@@ -12,7 +12,7 @@ from tests.ui_events import header
 
 def _state(arms: dict) -> DashboardState:
     state = DashboardState()
-    state.apply(replace(header(), settings={"arms": arms}))
+    state.apply(msgspec.structs.replace(header(), settings={"arms": arms}))
     return state
 
 

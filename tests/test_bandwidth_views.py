@@ -1,6 +1,6 @@
 """The device's bandwidth limit as the dashboard header and the system pane say it."""
 
-import dataclasses
+import msgspec
 
 from mlatui.stream.recorder import read_recording
 from mlatui.views.bandwidth_text import limit_short, limit_text, mbu_cell
@@ -33,7 +33,7 @@ def test_limit_texts():
 
 def test_the_header_line_and_the_system_pane_show_the_limit():
     header = read_recording("tests/fixtures/ui_tiny_run.jsonl").header
-    header = dataclasses.replace(header, device={**header.device, "bandwidth": H100})
+    header = msgspec.structs.replace(header, device={**header.device, "bandwidth": H100})
     _, second = header_pieces(DashboardState(), header)
     assert any(p.long.plain == f"memory {limit_text(H100)}" for p in second)
     fields = {f.key: f.value for f in header_fields(header)}

@@ -98,9 +98,9 @@ class FakeMore:
 
 
 def msgspec_replace(v, **changes):
-    from dataclasses import replace
+    import msgspec
 
-    return replace(v, **changes)
+    return msgspec.structs.replace(v, **changes)
 
 
 def _finish(t: float, added_s: float):

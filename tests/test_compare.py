@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import ui_events
 from test_import_hygiene import no_mlx_env
@@ -31,7 +31,7 @@ BENCH_RECORD = ROOT / "tests" / "fixtures" / "recordings" / "bench-attention-glm
 
 def _run(label: str, marginal: dict[str, tuple], valid: bool = True, **header) -> Run:
     """A run with one sweep context (2048) whose estimates are given by hand."""
-    h = dataclasses.replace(ui_events.header(), **header)
+    h = msgspec.structs.replace(ui_events.header(), **header)
     rows = tuple(
         {
             "quantity": "marginal_ms",

@@ -3,6 +3,7 @@ labels, and the dashboard's header on a distributed recording."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from mlatui.config.scenario import ScenarioError, load_scenario
@@ -78,7 +79,6 @@ def test_labels_and_failures():
 
 
 async def test_dashboard_header_and_memory_show_the_world(tmp_path):
-    import dataclasses
 
     from mlatui.stream.recorder import iter_recording
     from mlatui.stream.replay_source import ReplaySource
@@ -86,7 +86,7 @@ async def test_dashboard_header_and_memory_show_the_world(tmp_path):
 
     src = "tests/fixtures/ui_tiny_run.jsonl"
     events = [e for _, e in iter_recording(src)]
-    events[0] = dataclasses.replace(events[0], distributed=WORLD)
+    events[0] = msgspec.structs.replace(events[0], distributed=WORLD)
     path = tmp_path / "dist.jsonl"
     path.write_text("".join(e.to_json() + "\n" for e in events))
     app = MlatuiApp(ReplaySource(path, speed=1024.0), ui_hz=20, out_dir=tmp_path)

@@ -5,9 +5,9 @@ the budget counts and cuts the weaker kind first, and older recordings still nam
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 from msgspec import structs
 
@@ -17,6 +17,7 @@ from mlatui.measure.plans import Setting, decode_settings, phase_segments
 from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import changes, fit_to_budget, reductions
 from mlatui.run.phases.decode_verdict import tune_verdict
+from mlatui.stream.events import SCHEMA_VERSION
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import verdict_line
@@ -27,9 +28,9 @@ ROOT = Path(__file__).parent.parent
 DEFAULT = ROOT / "scenarios" / "default.toml"
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO_KINDS = FIXTURES / "two_kinds_tune.jsonl"  # a real tune on the embedded model, both kinds
-SCHEMA_1 = FIXTURES / "ui_tiny_run.jsonl"
+TINY_RUN = FIXTURES / "ui_tiny_run.jsonl"
 # schema 3, one draft model, its kind named by the header only
-SCHEMA_3 = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full-schema3.jsonl.gz"
+ONE_KIND = ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full-2.jsonl.gz"
 
 
 def _scenario(tmp_path, draft: str) -> Path:
@@ -177,7 +178,10 @@ def _state(path) -> DashboardState:
 
 def test_both_kinds_ran_on_both_arms_through_their_own_runtimes():
     rec = read_recording(TWO_KINDS)
-    assert rec.header.schema_version == 4 and rec.header.draft == "mtp + draft-model:embedded"
+    assert (
+        rec.header.schema_version == SCHEMA_VERSION
+        and rec.header.draft == "mtp + draft-model:embedded"
+    )
     assert rec.header.settings["draft_kinds"] == ["mtp", "draft-model"]
     results = [e for e in rec.events if e.type == "decode_result" and e.depth]
     runtimes = {(e.draft_kind, e.runtime) for e in results}
@@ -212,20 +216,20 @@ def test_the_verdict_strip_names_the_winning_kind():
     # the recorded context's L = 1 check was inconclusive; count it valid to see a verdict
     key = next(iter(s.validity))
 
-    s.validity[key] = replace(s.validity[key], valid=True, outcome="valid")
+    s.validity[key] = msgspec.structs.replace(s.validity[key], valid=True, outcome="valid")
     line = verdict_line(s)
     assert re.search(r"patched spec wins [\d.]+× \[", line)
     assert "(mtp d" in line or "(draft-model d" in line
 
 
-@pytest.mark.parametrize(("path", "kind"), [(SCHEMA_3, "draft-model"), (SCHEMA_1, "synthetic")])
-def test_older_recordings_replay_and_take_their_kind_from_the_header(path, kind):
+@pytest.mark.parametrize(("path", "kind"), [(ONE_KIND, "draft-model"), (TINY_RUN, "synthetic")])
+def test_a_run_of_one_kind_names_it_on_every_result(path, kind):
     rec = read_recording(path)
-    assert rec.header.schema_version < 4
+    assert rec.header.schema_version == SCHEMA_VERSION
     s = _state(path)
     spec = [r for r in s.decode_results if r.depth]
     assert spec and {r.draft_kind for r in spec} == {kind}
-    assert f"{kind} d" in summary_markdown(s) or path == SCHEMA_1
+    assert f"{kind} d" in summary_markdown(s) or path == TINY_RUN
 
 
 # -- refusing a kind the model does not have -----------------------------------------------------
@@ -314,7 +318,7 @@ def test_the_bench_markdown_names_the_kind_new_and_old():
     new = read_recording(TWO_KINDS)
     md = bench_markdown([new.header, *new.events])
     assert "| 256 | patched | mtp d1 |" in md and "| 256 | patched | draft-model d1 |" in md
-    old = read_recording(SCHEMA_3)  # schema 3: its rows carry no kind, its header names one
+    old = read_recording(ONE_KIND)  # one kind, draft-model
     assert "| 1024 | patched | draft-model d2 |" in bench_markdown([old.header, *old.events])
 
 

@@ -7,6 +7,7 @@ import csv
 import io
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from mlatui.stream.recorder import iter_recording
@@ -118,10 +119,10 @@ def test_a_mid_run_export_has_what_exists_so_far():
     assert any(r["table"] == "marginal" and r["context"] == "1024" for r in rows)
 
 
-def test_old_recordings_export_medians_without_cis():
+def test_a_run_without_estimates_exports_medians_without_cis():
     s = fold(FIXTURE)
     md = summaries.markdown(s)
-    assert "- schema: 1" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
+    assert "- schema: 8" in md and "| 128 | 2 | 12.6 | 5.77 | – |" in md
     assert "✗ invalid" in md and "acceptance (synthetic)" in md
 
 
@@ -190,14 +191,13 @@ def test_both_summaries_name_the_device_drifts_in_one_wording():
 
 
 def test_the_metadata_block_names_the_run_seed_and_the_ranks():
-    import dataclasses
 
     from tests.summaries import markdown as summary_markdown
 
     events = [e for _, e in iter_recording(FIXTURE)]
     h = events[0]
     world = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["vm", "vm"]}
-    seeded = dataclasses.replace(
+    seeded = msgspec.structs.replace(
         h,
         scenario={**h.scenario, "seed": 3},
         settings={**h.settings, "seed": 4},
@@ -211,7 +211,6 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
 
 
 def test_the_metadata_names_the_blas_threading_when_recorded():
-    from dataclasses import replace
 
     import ui_events
 
@@ -220,7 +219,7 @@ def test_the_metadata_names_the_blas_threading_when_recorded():
     h = ui_events.header()
     assert "blas_threading" not in {f.key for f in header_fields(h)}  # older recordings
     text = "2 threads; idle workers sleep at once (OPENBLAS_THREAD_TIMEOUT=4, mlatui's default)"
-    h = replace(h, device={**h.device, "blas_threading": text})
+    h = msgspec.structs.replace(h, device={**h.device, "blas_threading": text})
     fields = {f.key: f for f in header_fields(h)}
     assert (
         fields["blas_threading"].value == text

@@ -4,12 +4,12 @@ is shown."""
 
 from __future__ import annotations
 
-import dataclasses
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from mlatui.gate.policy import threshold_text
@@ -98,7 +98,7 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 
 
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
-    from mlatui.stream.events import RunHeader
+    from mlatui.stream.events import SCHEMA_VERSION, RunHeader
     from mlatui.views.run_meta import header_lines
     from mlatui.widgets.render import thresholds_text
 
@@ -110,8 +110,8 @@ def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
     assert "L* formula always absorbed (T→∞)" in shown and "always absorbed at T=1K" in shown
     header = RunHeader(
         **{
-            **{f.name: None for f in dataclasses.fields(RunHeader)},
-            "schema_version": 3,
+            **{f.name: None for f in msgspec.structs.fields(RunHeader)},
+            "schema_version": SCHEMA_VERSION,
             "device": {},
             "geometry": {},
             "thresholds": thresholds,

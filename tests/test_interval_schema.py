@@ -1,13 +1,13 @@
-"""One interval type in every event: nested on write, older flat fields nested on read."""
+"""One interval type in every event: nested on write and on read."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
+import msgspec
 import pytest
 
-from mlatui.stream.events import EVENT_TYPES, DecodeResult, Interval, PooledValidity, Validity
+from mlatui.stream.events import EVENT_TYPES, Interval, Validity
 from mlatui.stream.recording_schema import LineError, decode_event
 
 
@@ -17,7 +17,7 @@ def _validity(ratio: Interval | None) -> Validity:
 
 def test_no_event_carries_a_flat_interval():
     for cls in EVENT_TYPES.values():
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in msgspec.structs.fields(cls)}
         flat = {n for n in names if n.endswith(("_low", "_high"))}
         assert not flat, f"{cls.__name__}: {sorted(flat)}"
 
@@ -30,35 +30,13 @@ def test_an_interval_is_written_nested_and_read_back():
     assert decode_event(_validity(None).to_json()) == _validity(None)
 
 
-def test_an_older_flat_validity_reads_as_an_interval():
+def test_a_flat_interval_is_not_an_interval():
+    """Intervals are nested records: flat `ratio`/`ratio_low`/`ratio_high` fields do not read."""
     line = json.loads(_validity(None).to_json())
     line |= {"ratio": 1.01, "ratio_low": 0.99, "ratio_high": 1.03, "rounds": 6}
-    v = decode_event(json.dumps(line))
-    assert isinstance(v, Validity) and v.ratio == Interval(1.01, 0.99, 1.03, 6)
-    pooled = {"type": "pooled_validity", "t": 2.0, "phase": "sweep", "contexts": [512, 1024]}
-    pooled |= {"rounds": 9, "quads": 14, "ratio": 1.002, "ratio_low": 0.99, "ratio_high": 1.01}
-    pooled |= {"tolerance_pct": 2.0, "outcome": "valid", "estimator": "e", "ci_method": "m"}
-    p = decode_event(json.dumps(pooled))
-    assert isinstance(p, PooledValidity) and p.ratio == Interval(1.002, 0.99, 1.01, 14)
-
-
-def test_an_older_decode_result_keeps_what_it_recorded():
-    base = {"type": "decode_result", "t": 1.0, "phase": "decode", "arm": "stock", "context": 512}
-    base |= {"depth": 2, "tokens": 64, "seconds": 1.0, "rounds": 4}
-    measured = decode_event(
-        json.dumps(base | {"tok_s": 50.0, "tok_s_low": 48.0, "tok_s_high": 52.0, "vs_plain": 1.2})
-    )
-    assert isinstance(measured, DecodeResult)
-    assert measured.tok_s == Interval(50.0, 48.0, 52.0, 4)
-    # schema 1 kept the median alone: an interval that says it is not known
-    assert measured.vs_plain == Interval(1.2, 1.2, 1.2, 0) and not measured.vs_plain.known
-    rejected = decode_event(
-        json.dumps(
-            base | {"tok_s": None, "vs_plain": None, "vs_plain_high": 0.7, "measured": False}
-        )
-    )
-    assert isinstance(rejected, DecodeResult)
-    assert rejected.tok_s is None and rejected.vs_plain is None
+    with pytest.raises(LineError) as e:
+        decode_event(json.dumps(line))
+    assert e.value.field == "validity.ratio" and "expected an object" in e.value.problem
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import tools.train.acceptance
@@ -30,7 +31,7 @@ from tests.summaries import markdown as dump_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "scenarios" / "default.toml"
-GREEDY_SCHEMA4 = ROOT / "tests" / "fixtures" / "recordings" / "launch-greedy-schema4.jsonl.gz"
+GREEDY = ROOT / "tests" / "fixtures" / "recordings" / "launch-greedy.jsonl.gz"
 LOOP = [281, 2617, 1182, 12] * 4  # what every greedy block of that greedy launch emitted
 SETTINGS = GuardSettings(min_draft_share=0.25, min_verify_steps=4)
 DRAFTING = AcceptanceCounts(1).add_all([VerifyStep(1, 1, 2)] * 20)  # passes the other guards
@@ -164,7 +165,7 @@ def test_the_default_scenarios_tune_samples():
 
 
 def test_an_older_greedy_recording_shows_its_text_share_without_claiming_a_guard():
-    rec = read_recording(GREEDY_SCHEMA4)
+    rec = read_recording(GREEDY)
     s = DashboardState()
     s.apply(rec.header)
     s.apply_all(rec.events)
@@ -300,7 +301,7 @@ def test_the_dashboard_reads_the_share_and_the_rule_from_its_state(sampled, gree
     assert "text 31% distinct 4-grams looping" in arm_text(s, "patched", 90, 20).plain
     assert "no verdict" in verdict_line(s) and "wins" not in verdict_line(s)
     for key, v in s.validity.items():  # valid or not on this CPU: the warned results stay out
-        s.validity[key] = replace(v, valid=True, outcome="valid")
+        s.validity[key] = msgspec.structs.replace(v, valid=True, outcome="valid")
     assert verdict_line(s).startswith("tune: no verdict (every result warned at 1K)")
     # mid-run, from the blocks so far: the same figure, marked live, the guard applied
     blocks = [i for i, e in enumerate(greedy) if e.type == "decode_block" and e.depth]

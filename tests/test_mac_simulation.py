@@ -8,6 +8,7 @@ import sys
 import threading
 
 import mlx.core as mx
+import msgspec
 import pytest
 from tiny_scenario import tiny_with_phase
 
@@ -152,12 +153,11 @@ def test_ranks_on_one_mac_each_fit_against_their_share(metal_gpu, monkeypatch):
 
 
 def metal_header():
-    from dataclasses import replace
 
     from ui_events import header
 
     h = header()
-    return replace(h, platform="darwin", device={**h.device, "backend": "metal"})
+    return msgspec.structs.replace(h, platform="darwin", device={**h.device, "backend": "metal"})
 
 
 def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):
@@ -171,14 +171,15 @@ def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):
     state.apply(metal_header())
     first = sample_memory(1.0)
     assert first.device_limit_bytes == WORKING_SET and first.process_footprint_bytes == 3 * GB
-    from dataclasses import replace
 
-    state.apply(replace(first, swap_used_bytes=2 * GB))  # a Mac swaps a little all the time
+    state.apply(
+        msgspec.structs.replace(first, swap_used_bytes=2 * GB)
+    )  # a Mac swaps a little all the time
     calm = memory_text(state, 160).plain
     assert "/ 16.0 GB Metal working set (recommended)" in calm and "device limit" not in calm
     assert "process footprint 3.0 GB" in calm and "RSS" not in calm
     assert "swap +0 B since start" in calm
-    state.apply(replace(first, t=2.0, swap_used_bytes=2 * GB + 500 * 10**6))
+    state.apply(msgspec.structs.replace(first, t=2.0, swap_used_bytes=2 * GB + 500 * 10**6))
     swapping = memory_text(state, 160)
     assert "swap +500.0 MB since start" in swapping.plain
     grown = swapping.plain.index("+500.0 MB")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
+import msgspec
 import pytest
 import ui_events
 
@@ -45,7 +45,7 @@ def test_a_perfect_harness_passes_the_count_and_a_biased_one_fails_it():
 
 def _null_state(outside: int, cells: int = 12):
     header = ui_events.header()
-    header = replace(header, settings={**(header.settings or {}), "null": True})
+    header = msgspec.structs.replace(header, settings={**(header.settings or {}), "null": True})
     rows = []
     for i in range(cells):
         lo, hi = (1.01, 1.05) if i < outside else (0.98, 1.02)

@@ -154,6 +154,26 @@ def test_a_newer_schema_is_refused_with_an_upgrade_hint(tmp_path):
     assert "upgrade mlatui" in e.value.hint
 
 
+@pytest.mark.parametrize("schema", [1, 5, SCHEMA_VERSION - 1])
+@pytest.mark.parametrize("dump", [True, False], ids=["dump", "tui"])
+def test_an_older_schema_is_refused_in_one_line_naming_it(
+    tmp_path, capsys, monkeypatch, schema, dump
+):
+    """Its header may not even fit today's (a schema-1 header lacked fields): refused before any
+    field is read, --skip-bad or not."""
+    monkeypatch.chdir(tmp_path)
+    old = {k: v for k, v in HEADER.items() if k not in ("settings", "distributed")}
+    _write_with(tmp_path, 1, json.dumps(old | {"schema_version": schema}))
+    code = main(["replay", "run.jsonl", "--skip-bad", *(["--dump"] if dump else [])])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"mlatui: error: run.jsonl is a schema-{schema} recording; this mlatui reads schema "
+        f"{SCHEMA_VERSION} — replay it with the mlatui that wrote it (mlatui "
+        f"{HEADER['mlatui_version']}), or record the run again"
+    ]
+
+
 def _shipped_recordings() -> list[Path]:
     fixtures = ROOT / "tests" / "fixtures"
     found = [*fixtures.rglob("*.jsonl"), *fixtures.rglob("*.jsonl.gz")]
@@ -180,7 +200,7 @@ def test_every_shipped_event_recording_validates_and_bench_records_are_told_apar
         rec = read_recording(path)
         assert isinstance(rec.header, RunHeader) and rec.events and not rec.skipped, path
         versions.add(rec.header.schema_version)
-    assert {1, 2, 3, SCHEMA_VERSION} <= versions  # old schemas keep replaying
+    assert versions == {SCHEMA_VERSION}  # every shipped recording is of the current schema
     assert len(bench_records) < len(_shipped_recordings()) / 2
 
 

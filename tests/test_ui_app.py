@@ -8,6 +8,7 @@ import re
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 import ui_events
 
@@ -334,16 +335,15 @@ def test_demo_command_replays_the_shipped_recording():
 
 def null_run_events() -> list:
     """The test stream as one pass of an A/A run: both slots stock, phases named NAME/aa-stock."""
-    import dataclasses
 
     out = []
     for e in ui_events.events():
         if e.type == "header":
-            e = dataclasses.replace(
+            e = msgspec.structs.replace(
                 e, settings={"null": True, "passes": ["aa-stock", "aa-patched"]}
             )
         elif getattr(e, "phase", None):
-            e = dataclasses.replace(e, phase=f"{e.phase}/aa-stock")
+            e = msgspec.structs.replace(e, phase=f"{e.phase}/aa-stock")
         out.append(e)
     return out
 

@@ -207,7 +207,7 @@ def test_observer_bench_counts_verify_shaped_forwards():
 
 
 def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
-    from dataclasses import replace
+    import msgspec
 
     from mlatui.stream.events import Basis, PhaseStart, PooledValidity, Validity
     from mlatui.widgets.palette import Status, status_style
@@ -230,7 +230,7 @@ def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():
         "c",
         (2048,),
     )
-    decided = replace(alone, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED)
+    decided = msgspec.structs.replace(alone, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED)
     header = [ui_events.header(), PhaseStart(0.5, "sweep", "sweep", 0, 1, 10)]
     before = state_of([*header, own, alone])
     after = state_of([*header, own, alone, pooled, decided])

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+import msgspec
 import ui_events
 
 from mlatui.stream.events import DecodeResult, PhaseStart, Validity
@@ -125,7 +124,9 @@ def _pooled_state(decided=(1024, 2048, 4096, 8192), outcome="valid"):
     )  # fmt: skip
     for c in decided:
         v = checks[c]
-        events.append(replace(v, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED))
+        events.append(
+            msgspec.structs.replace(v, t=2.0, valid=True, outcome="valid", basis=Basis.POOLED)
+        )
     s = DashboardState()
     s.apply_all(events)
     return s, events
@@ -218,7 +219,7 @@ def test_rejected_by_bound_counts_as_rejected_and_a_warned_arm_says_why_it_has_n
         Validity(0.9, "tune", 2048, 10.0, 10.0, 0.1, 2.0, True, "valid"),
         _result("stock", 0, 1.0, 1.0, 1.0),
         _result("patched", 0, 1.0, 1.0, 1.0),
-        replace(
+        msgspec.structs.replace(
             _result("stock", 1, 1.0, None, 0.05),
             tokens=0,
             tok_s=None,

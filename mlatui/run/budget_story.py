@@ -152,9 +152,9 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
         seen.append((c, stock, patched))
         if stock >= story.stock_verify_multiple and patched <= story.patched_verify_flat:
             return c, (
-                f"at {c} the stock arm's L = 2 step is forecast at {stock:.1f}x its L = 1 step "
-                f"(>= {story.stock_verify_multiple:g}x) and the patched arm's at {patched:.2f}x "
-                f"(<= {story.patched_verify_flat:g}x), the smallest context where both hold"
+                f"at {c} the stock arm's L = 2 step is forecast at {stock:.1f}× its L = 1 step "
+                f"(>= {story.stock_verify_multiple:g}×) and the patched arm's at {patched:.2f}× "
+                f"(<= {story.patched_verify_flat:g}×), the smallest context where both hold"
             )
     if not seen:
         return (tunes[-1] if tunes else None), (
@@ -163,9 +163,9 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
         )
     c, stock, patched = max(seen, key=lambda s: (s[1] / max(s[2], 1e-9), s[0]))
     return c, (
-        f"no allowed context shows the stock arm's L = 2 step at {story.stock_verify_multiple:g}x "
-        f"its L = 1 step with the patched arm's within {story.patched_verify_flat:g}x; the best is "
-        f"{c} (stock {stock:.1f}x, patched {patched:.2f}x): the story is weak on this device "
+        f"no allowed context shows the stock arm's L = 2 step at {story.stock_verify_multiple:g}× "
+        f"its L = 1 step with the patched arm's within {story.patched_verify_flat:g}×; the best is "
+        f"{c} (stock {stock:.1f}×, patched {patched:.2f}×): the story is weak on this device "
         "at the contexts this model allows"
     )
 

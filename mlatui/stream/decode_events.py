@@ -3,26 +3,25 @@ each (context, arm, draft kind, depth) result with its guards and bound."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from mlatui.stream.event_base import Event
+import msgspec
+
+from mlatui.stream.event_base import ArmName, Event, Finite, Seconds
 from mlatui.stream.interval import Interval
 
 
-@dataclass(frozen=True)
-class SpecStep(Event):
+class SpecStep(Event, frozen=True, tag="spec_step"):
     """One speculative step: draft `depth` tokens, verify them at L = depth + 1."""
 
-    type: ClassVar[str] = "spec_step"
-    t: float
+    t: Seconds
     phase: str
-    arm: str
+    arm: ArmName
     context: int
     depth: int
     step: int
-    draft_ms: float
-    verify_ms: float
+    draft_ms: Finite
+    verify_ms: Finite
     accepted: int
     accepted_by_position: tuple[int, ...]  # 1/0 per draft position, up to the first rejection
     tokens: int  # tokens emitted this step (accepted + 1)
@@ -30,34 +29,31 @@ class SpecStep(Event):
     materialised_calls: int = 0
 
 
-@dataclass(frozen=True)
-class DecodeBlock(Event):
+class DecodeBlock(Event, frozen=True, tag="decode_block"):
     """One arm decoding `tokens` tokens at one setting without interruption (depth 0 = plain
     decode through mlx-lm's generate_step; depth k through speculative_generate_step or the MTP
     loop). `accepted` lists each verify step's accepted drafts; `drafted` its drafted count."""
 
-    type: ClassVar[str] = "decode_block"
-    t: float
+    t: Seconds
     phase: str
     arm: str
     context: int
     depth: int
     round: int
     tokens: int
-    ms: float
+    ms: Finite
     drafted: tuple[int, ...] = ()
     accepted: tuple[int, ...] = ()
     emitted: tuple[int, ...] = ()
     token_ids: tuple[int, ...] = ()  # the block's tokens: divergence and seeds can be checked
     acceptance_rule: str = ""  # exact-match | rejection-sampling (runtime.AcceptanceRule)
-    temperature: float = 0.0
+    temperature: Finite = 0.0
     draft_kind: str = (
         ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
     )
 
 
-@dataclass(frozen=True)
-class SpeedupBound:
+class SpeedupBound(msgspec.Struct, frozen=True):
     """The most a speculative setting can gain over plain decode, from synced steps alone
     (mlatui.measure.bound): a verify step at L = depth + 1 emits at most `tokens` = depth + 1
     tokens, so the speedup is at most tokens x plain_ms / verify_ms. `plain_ms` is the plain
@@ -67,11 +63,11 @@ class SpeedupBound:
     medians, without the allowance."""
 
     tokens: int
-    plain_ms: float
-    verify_ms: float
-    value: float
-    point: float
-    slack: float
+    plain_ms: Finite
+    verify_ms: Finite
+    value: Finite
+    point: Finite
+    slack: Finite
 
     @property
     def rejects(self) -> bool:
@@ -79,8 +75,7 @@ class SpeedupBound:
         return self.value < 1.0
 
 
-@dataclass(frozen=True)
-class DecodeResult(Event):
+class DecodeResult(Event, frozen=True, tag="decode_result"):
     """Throughput of one arm at one setting (depth 0 = plain decode), measured in this run.
     tok/s and the speedup over plain decode are medians over rounds with 95% CIs (the speedup is
     paired within rounds). Acceptance: `acceptance_conditional` P(accept i | 1..i-1 accepted),
@@ -90,24 +85,23 @@ class DecodeResult(Event):
     there is no tok/s or speedup (`tok_s`, `vs_plain` None) and `bound.value` is the most it
     could have gained."""
 
-    type: ClassVar[str] = "decode_result"
-    t: float
+    t: Seconds
     phase: str
-    arm: str
+    arm: ArmName
     context: int
     depth: int
     tokens: int
-    seconds: float
+    seconds: Finite
     tok_s: Interval | None  # None: not measured (rejected by bound)
-    acceptance_by_position: tuple[float | None, ...] = ()
-    verify_ms_median: float | None = None
-    draft_ms_median: float | None = None
+    acceptance_by_position: tuple[Finite | None, ...] = ()
+    verify_ms_median: Finite | None = None
+    draft_ms_median: Finite | None = None
     vs_plain: Interval | None = None  # None: not measured; the bound's upper end is bound.value
-    acceptance_conditional: tuple[float | None, ...] = ()
-    mean_accepted: float | None = None
-    counts: dict[str, Any] = field(default_factory=dict[str, Any])
+    acceptance_conditional: tuple[Finite | None, ...] = ()
+    mean_accepted: Finite | None = None
+    counts: dict[str, Any] = msgspec.field(default_factory=dict)
     acceptance_rule: str = ""
-    sampling: dict[str, Any] = field(default_factory=dict[str, Any])
+    sampling: dict[str, Any] = msgspec.field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     rounds: int = 0
     block_tokens: int = 0
@@ -118,8 +112,8 @@ class DecodeResult(Event):
     # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
     # across the blocks together, each different text once (mlatui.measure.repetition.
     # Repetition); None: not recorded (older runs)
-    distinct_4gram_share: float | None = None
-    distinct_4gram_share_across: float | None = None
+    distinct_4gram_share: Finite | None = None
+    distinct_4gram_share_across: Finite | None = None
     measured: bool = True  # False: rejected by bound, its blocks never ran (schema 6)
     bound: SpeedupBound | None = None  # every speculative setting's, measured or not (schema 6)
 

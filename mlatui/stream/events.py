@@ -1,23 +1,30 @@
 """The one interface between the engine and everything that shows or stores its results.
 
-Events are frozen dataclasses of plain numbers, strings, tuples and dicts (never mx.array),
-serialised one per JSONL line as {"type": <name>, ...fields}. The first line of every stream
+Events are frozen msgspec Structs of plain numbers, strings, tuples and dicts (never mx.array),
+a union tagged by `type`, serialised one per JSONL line as {"type": <name>, ...fields} and
+checked on read against the fields' own types (mlatui.stream.recording_schema). The first line of every stream
 is a RunHeader. Times `t` are seconds since the run started (monotonic clock).
 Nothing here imports mlx or textual.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any
+
+import msgspec
 
 from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpecStep, SpeedupBound
 from mlatui.stream.event_base import (
     ARMS,
     SCHEMA_VERSION,
+    ArmName,
     Basis,
+    Count,
     Event,
+    Finite,
+    Seconds,
+    Width,
     arm_label,
     ratio_label,
 )
@@ -38,12 +45,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class RunHeader(Event):
+class RunHeader(Event, frozen=True, tag="header"):
     """Self-describing first record: what machine, versions and settings produced the run."""
 
-    type: ClassVar[str] = "header"
-    schema_version: int
+    schema_version: Annotated[int, msgspec.Meta(ge=1)]
     mlatui_version: str
     mlx_version: str
     mlx_lm_version: str
@@ -52,21 +57,19 @@ class RunHeader(Event):
     device: dict[str, Any]  # name, architecture, memory_bytes, blas, backend
     model: str  # path, hub id or "embedded"/"random:<family>"
     model_type: str
-    geometry: dict[str, Any]  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
+    geometry: dict[str, Count]  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
     thresholds: dict[str, Any]  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
     scenario: dict[str, Any]  # name, path, phases [{name, kind, ...}]
     draft: str  # "draft-model:<path>", "mtp", "none"
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
-    settings: dict[str, Any] = field(default_factory=dict[str, Any])
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
     # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
-    distributed: dict[str, Any] = field(default_factory=dict[str, Any])
+    distributed: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class PhaseStart(Event):
-    type: ClassVar[str] = "phase_start"
-    t: float
+class PhaseStart(Event, frozen=True, tag="phase_start"):
+    t: Seconds
     phase: str
     kind: str  # sweep | decode | tune | indexer
     index: int
@@ -78,40 +81,36 @@ class PhaseStart(Event):
     ] = ()  # mlatui.measure.plans.Segment dicts, in the order they run
 
 
-@dataclass(frozen=True)
-class BudgetPlanned(Event):
+class BudgetPlanned(Event, frozen=True, tag="budget_planned"):
     """The scenario fitted to its time budget (mlatui.run.budget) from a probe of this device, before
     the first phase: the forecasts, what was scaled down, and the phases that will run."""
 
-    type: ClassVar[str] = "budget_planned"
-    t: float
-    budget_s: float
-    full_s: float  # forecast of the phases as written
-    predicted_s: float  # forecast of the phases chosen
+    t: Seconds
+    budget_s: Finite
+    full_s: Finite  # forecast of the phases as written
+    predicted_s: Finite  # forecast of the phases chosen
     changes: tuple[str, ...]
     phases: tuple[dict[str, Any], ...]  # Phase.to_dict() of each phase that runs
     probe_contexts: tuple[int, ...]
-    probe_s: float  # what the probe itself took
+    probe_s: Finite  # what the probe itself took
     # the probe's first use of each shape, run untimed: a one-off cost (kernel compilation on a
     # GPU) that the forecast leaves out
-    first_use_s: float = 0.0
+    first_use_s: Finite = 0.0
     contexts_note: str = ""  # which contexts the plan picked for this device, and why
 
 
-@dataclass(frozen=True)
-class BudgetOutcome(Event):
+class BudgetOutcome(Event, frozen=True, tag="budget_outcome"):
     """A budgeted run's end: how its first plan's forecast compared with what its phases took
     (the time spent on what was left undecided, which no plan forecast, counted apart)."""
 
-    type: ClassVar[str] = "budget_outcome"
-    t: float
-    budget_s: float
-    forecast_s: float  # the first plan's forecast of the run (probe included)
-    planned_s: float  # what the run took less `extra_s`: what that forecast forecast
-    extra_s: float  # spent on undecided L = 1 checks and rounds added for the time left
-    took_s: float  # the whole run so far
-    error_pct: float  # (forecast_s - planned_s) / planned_s, in %
-    first_use_s: float = 0.0  # the probe's first use of each shape (not forecast)
+    t: Seconds
+    budget_s: Finite
+    forecast_s: Finite  # the first plan's forecast of the run (probe included)
+    planned_s: Finite  # what the run took less `extra_s`: what that forecast forecast
+    extra_s: Finite  # spent on undecided L = 1 checks and rounds added for the time left
+    took_s: Finite  # the whole run so far
+    error_pct: Finite  # (forecast_s - planned_s) / planned_s, in %
+    first_use_s: Finite = 0.0  # the probe's first use of each shape (not forecast)
     undecided: tuple[str, ...] = ()  # "phase @ context" of each L = 1 check still undecided
 
 
@@ -120,15 +119,13 @@ class LoadKind(StrEnum):
     RANDOM = "random"
 
 
-@dataclass(frozen=True)
-class LoadStart(Event):
+class LoadStart(Event, frozen=True, tag="load_start"):
     """Sent before any weight is read or built (and before the header, which needs the loaded
     model; the recorder writes it after the header). `kind`: checkpoint | random. `files` and
     `total_bytes` are the safetensors on disk (0 when unknown, e.g. a hub id not yet fetched);
     `params` the parameter count of a random build."""
 
-    type: ClassVar[str] = "load_start"
-    t: float
+    t: Seconds
     what: str  # "model" | "draft model"
     source: str  # path, hub id, "embedded" or "random:<family>"
     kind: str  # a LoadKind's value
@@ -142,13 +139,11 @@ class LoadStart(Event):
         return LoadKind(self.kind) is LoadKind.RANDOM
 
 
-@dataclass(frozen=True)
-class LoadProgress(Event):
+class LoadProgress(Event, frozen=True, tag="load_progress"):
     """Bytes read so far; an estimate (`measure` says from what) when the loader is one call.
     `done` on the last one of a load."""
 
-    type: ClassVar[str] = "load_progress"
-    t: float
+    t: Seconds
     what: str
     bytes_read: int
     files_read: int
@@ -156,37 +151,31 @@ class LoadProgress(Event):
     done: bool = False
 
 
-@dataclass(frozen=True)
-class Progress(Event):
-    type: ClassVar[str] = "progress"
-    t: float
+class Progress(Event, frozen=True, tag="progress"):
+    t: Seconds
     phase: str
     done: int
     total: int
-    eta_s: float | None
+    eta_s: Finite | None
 
 
-@dataclass(frozen=True)
-class Step(Event):
+class Step(Event, frozen=True, tag="step"):
     """One timed forward of `width` new tokens on a cache of `context` tokens. `rep` is the
     sampler's round (every width and arm is measured in every round, A B B A)."""
 
-    type: ClassVar[str] = "step"
-    t: float
+    t: Seconds
     phase: str
-    arm: str
-    context: int
-    width: int
+    arm: ArmName
+    context: Count
+    width: Width
     rep: int
-    ms: float
+    ms: Finite
     absorbed_calls: int = 0
     materialised_calls: int = 0
 
 
-@dataclass(frozen=True)
-class MemorySample(Event):
-    type: ClassVar[str] = "memory"
-    t: float
+class MemorySample(Event, frozen=True, tag="memory"):
+    t: Seconds
     mlx_active_bytes: int
     mlx_cache_bytes: int
     mlx_peak_bytes: int
@@ -200,22 +189,20 @@ class MemorySample(Event):
     process_footprint_bytes: int | None = None
 
 
-@dataclass(frozen=True)
-class Validity(Event):
+class Validity(Event, frozen=True, tag="validity"):
     """The L = 1 check: both arms take the same branch at L = 1, so their paired ratio must be 1
     within the tolerance. `outcome` is valid (95% CI inside), invalid (wholly outside) or
     inconclusive (straddles a bound after the most rounds allowed); only valid counts.
     `stock_l1_ms`/`patched_l1_ms` are per-arm medians over rounds, `diff_pct` the signed paired
     difference (ratio - 1) in %."""
 
-    type: ClassVar[str] = "validity"
-    t: float
+    t: Seconds
     phase: str
     context: int
-    stock_l1_ms: float
-    patched_l1_ms: float
-    diff_pct: float
-    tolerance_pct: float
+    stock_l1_ms: Finite
+    patched_l1_ms: Finite
+    diff_pct: Finite
+    tolerance_pct: Finite
     valid: bool
     outcome: str = ""  # valid | invalid | inconclusive ("" in schema 1: valid decides)
     ratio: Interval | None = None  # paired stock/patched at L = 1, median over quads, 95% CI
@@ -233,20 +220,18 @@ class Validity(Event):
         return self.basis is Basis.POOLED
 
 
-@dataclass(frozen=True)
-class PooledValidity(Event):
+class PooledValidity(Event, frozen=True, tag="pooled_validity"):
     """The L = 1 check over every context's L = 1 quads so far (mlatui.measure.pooled), made
     when a phase's contexts are all measured. `decided`: the phase's inconclusive contexts it
     made valid (own CI containing 1.00); `undecided`: those it left inconclusive."""
 
-    type: ClassVar[str] = "pooled_validity"
-    t: float
+    t: Seconds
     phase: str
     contexts: tuple[int, ...]  # every context whose L = 1 quads are in it
     rounds: int  # summed over the contexts
     quads: int
     ratio: Interval  # paired stock/patched at L = 1, with its 95% CI
-    tolerance_pct: float
+    tolerance_pct: Finite
     outcome: str  # valid | invalid | inconclusive
     estimator: str
     ci_method: str
@@ -258,8 +243,7 @@ class PooledValidity(Event):
         return self.outcome == "valid"
 
 
-@dataclass(frozen=True)
-class Estimate(Event):
+class Estimate(Event, frozen=True, tag="estimate"):
     """A context's paired estimates after `rounds` rounds (`final` after the last). Each row:
     {"quantity": step_ms | ratio | marginal_ms | vs_l1 | gb_s | mbu | mbu_most, "arm", "width",
     "median", "low", "high", "n"}, a median over rounds with its 95% bootstrap CI; `estimators`
@@ -267,8 +251,7 @@ class Estimate(Event):
     (mlatui.measure.byte_census.StepBytes.to_dict); gb_s and mbu rows are over its fewest bytes,
     mbu_most over its most (routing is not recorded), against the header's measured limit."""
 
-    type: ClassVar[str] = "estimate"
-    t: float
+    t: Seconds
     phase: str
     context: int
     rounds: int
@@ -276,63 +259,53 @@ class Estimate(Event):
     outcome: str  # the L = 1 check so far ("" without a control width)
     rows: tuple[dict[str, Any], ...]
     drifting_rounds: int = 0
-    estimators: dict[str, Any] = field(default_factory=dict[str, Any])
-    step_bytes: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
+    estimators: dict[str, Any] = msgspec.field(default_factory=dict)
+    step_bytes: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class DriftEvent(Event):
+class DriftEvent(Event, frozen=True, tag="drift"):
     """The L = 1 level (both arms) stepped by more than 10% between two rounds of a context."""
 
-    type: ClassVar[str] = "drift"
-    t: float
+    t: Seconds
     phase: str
     context: int
     round: int
-    before_ms: float
-    after_ms: float
-    change_pct: float
+    before_ms: Finite
+    after_ms: Finite
+    change_pct: Finite
 
 
-@dataclass(frozen=True)
-class PhaseSummary(Event):
+class PhaseSummary(Event, frozen=True, tag="phase_summary"):
     """Medians and spreads for a phase; `rows` are flat dicts of plain values."""
 
-    type: ClassVar[str] = "phase_summary"
-    t: float
+    t: Seconds
     phase: str
     kind: str
     rows: tuple[dict[str, Any], ...]
     verdict: str = ""
 
 
-@dataclass(frozen=True)
-class LogMessage(Event):
-    type: ClassVar[str] = "log"
-    t: float
+class LogMessage(Event, frozen=True, tag="log"):
+    t: Seconds
     level: str  # info | warning
     message: str
 
 
-@dataclass(frozen=True)
-class ErrorEvent(Event):
-    type: ClassVar[str] = "error"
-    t: float
+class ErrorEvent(Event, frozen=True, tag="error"):
+    t: Seconds
     message: str
     where: str = ""
     refused: bool = False  # refused before loading (bad input or does not fit): exit status 2
 
 
-@dataclass(frozen=True)
-class RunEnd(Event):
-    type: ClassVar[str] = "run_end"
-    t: float
+class RunEnd(Event, frozen=True, tag="run_end"):
+    t: Seconds
     status: str  # completed | interrupted | error
     invalid_contexts: tuple[int, ...] = ()
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls
+    str(cls.__struct_config__.tag): cls
     for cls in (
         RunHeader,
         BudgetPlanned,

@@ -5,19 +5,20 @@ Nothing here imports mlx or textual.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
+
+from mlatui.stream.event_base import Count, Finite
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(msgspec.Struct, frozen=True):
     """`median` with its interval [`low`, `high`] over `n` values (rounds, or quads for a paired
     ratio). `n` = 0: no interval, either nothing was measured (NaN median) or a recording of
     schema 1 kept the median alone (then `low` = `high` = `median`, and `known` is False)."""
 
-    median: float
-    low: float
-    high: float
-    n: int
+    median: Finite
+    low: Finite
+    high: Finite
+    n: Count
 
     @property
     def known(self) -> bool:

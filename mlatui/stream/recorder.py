@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import msgspec
+
 from mlatui.errors import UserError
 from mlatui.stream.events import SCHEMA_VERSION, Event, RunHeader
 from mlatui.stream.recording_schema import LineError, decode_event
@@ -119,7 +121,10 @@ class Recording:
 
 
 def parse_line(path: Path, lineno: int, line: str | bytes) -> Event:
-    """One line as its event; RecordingError naming `path:lineno` and the field otherwise."""
+    """One line as its event; RecordingError naming `path:lineno` and the field otherwise (or
+    the recording's schema, for the header of an older one)."""
+    if lineno == 1 and (old := older_schema(path, line)) is not None:
+        raise old
     try:
         return decode_event(line)
     except LineError as e:
@@ -128,11 +133,41 @@ def parse_line(path: Path, lineno: int, line: str | bytes) -> Event:
         raise RecordingError(f"{path}:{lineno}: not a JSON line ({e})", SKIP_HINT) from None
 
 
+class _Version(msgspec.Struct):
+    """What an older header surely holds, read before its fields are checked."""
+
+    type: str
+    schema_version: int
+    mlatui_version: str = ""
+
+
+def older_schema(path: Path, line: bytes | str) -> RecordingError | None:
+    """The refusal of a recording whose header is of an older schema (None for any other line):
+    its fields may not fit today's events, so it is refused before any of them is read."""
+    try:
+        head = msgspec.json.decode(line, type=_Version)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if head.type != "header" or not 1 <= head.schema_version < SCHEMA_VERSION:
+        return None
+    return _refused(path, head.schema_version, head.mlatui_version)
+
+
+def _refused(path: Path, schema: int, mlatui_version: str) -> RecordingError:
+    wrote = f" (mlatui {mlatui_version})" if mlatui_version else ""
+    return RecordingError(
+        f"{path} is a schema-{schema} recording; this mlatui reads schema {SCHEMA_VERSION}",
+        f"replay it with the mlatui that wrote it{wrote}, or record the run again",
+    )
+
+
 def check_header(path: Path, event: Event) -> RunHeader:
     if not isinstance(event, RunHeader):
         raise RecordingError(
             f"{path}:1: the first line must be the run header, found '{event.type}'"
         )
+    if event.schema_version < SCHEMA_VERSION:
+        raise _refused(path, event.schema_version, event.mlatui_version)
     if event.schema_version > SCHEMA_VERSION:
         raise RecordingError(
             f"{path}:1: header.schema_version: recorded with schema {event.schema_version}, "
@@ -222,6 +257,8 @@ def iter_recording(
         seen_any = False
         for lineno, offset, line in read_lines(path, file):
             seen_any = True
+            if lineno == 1 and (old := older_schema(path, line)) is not None:
+                raise old  # before its fields are read: --skip-bad or a header hint won't help
             try:
                 event = parse_line(path, lineno, line)
                 if lineno > 1 and isinstance(event, RunHeader):

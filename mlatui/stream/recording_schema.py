@@ -1,54 +1,18 @@
-"""The typed schema of a recording line, checked on read with msgspec.
-
-Each event dataclass in mlatui/stream/events.py gets a msgspec Struct mirror, made from the dataclass's
-own fields (so the two never drift apart), tagged by `type`. A line is decoded in one pass into
-its mirror, then copied into the public dataclass. Floats must be finite, integers fit in 64
-bits, nesting is bounded; any other shape is a `LineError(field, problem)`, e.g.
-`step.ms: expected a number, got "fast"`. Fields added in later schema versions have defaults,
-so recordings of schema 1 and 2 decode too; lines of schema < 7 whose intervals were flat
-fields are nested first (mlatui.stream.legacy). Nothing here imports mlx or textual.
+"""Reading a recording's line: one msgspec decoder over the events' tagged union, which checks
+each field against its own type (finite floats, counts, 64-bit integers, bounded nesting), and
+the rewrite of msgspec's validation messages into one `LineError(field, problem)`, e.g.
+`step.ms: expected a number, got "fast"`. Nothing here imports mlx or textual.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import sys
-import types
-import typing
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Union
 
 import msgspec
 
-from mlatui.stream.events import EVENT_TYPES, Event, Interval
-from mlatui.stream.legacy import FLAT_INTERVALS, is_flat, nest_intervals
-
-FINITE_FLOAT = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
-SCHEMA_VERSION_TYPE = Annotated[int, msgspec.Meta(ge=1)]
-SECONDS = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]  # since the run started
-ARM = Literal["stock", "patched"]
-COUNT = Annotated[int, msgspec.Meta(ge=0)]
-# (event type or "*", field) -> a narrower type than the dataclass's annotation
-FIELD_TYPES: dict[tuple[str, str], Any] = {
-    ("*", "t"): SECONDS,
-    ("header", "schema_version"): SCHEMA_VERSION_TYPE,
-    ("header", "geometry"): dict[str, COUNT],
-    ("step", "width"): Annotated[int, msgspec.Meta(ge=1)],
-    ("step", "context"): COUNT,
-    ("step", "arm"): ARM,
-    ("spec_step", "arm"): ARM,
-    ("decode_result", "arm"): ARM,
-}
-
-
-class IntervalLine(msgspec.Struct, kw_only=True):
-    """Interval's mirror: finite ends, a count."""
-
-    median: FINITE_FLOAT
-    low: FINITE_FLOAT
-    high: FINITE_FLOAT
-    n: COUNT
+from mlatui.stream.events import EVENT_TYPES, Event
 
 
 class LineError(ValueError):
@@ -60,58 +24,7 @@ class LineError(ValueError):
         self.problem = problem
 
 
-def _checked(hint: Any) -> Any:
-    """The dataclass annotation with every float made finite and dicts keyed by strings."""
-    if hint is float:
-        return FINITE_FLOAT
-    if hint is Interval:
-        return IntervalLine
-    if hint is dict:
-        return dict[str, Any]
-    origin = typing.get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return Union[tuple(_checked(a) for a in typing.get_args(hint))]  # noqa: UP007
-    if origin is tuple:
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return types.GenericAlias(tuple, (_checked(args[0]), ...))
-    return hint
-
-
-def _mirror(cls: type[Event]) -> type[msgspec.Struct]:
-    hints = typing.get_type_hints(cls)
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for f in dataclasses.fields(cls):
-        hint = _checked(hints[f.name])
-        hint = FIELD_TYPES.get((cls.type, f.name), FIELD_TYPES.get(("*", f.name), hint))
-        if f.default is not dataclasses.MISSING:
-            fields.append((f.name, hint, f.default))
-        elif f.default_factory is not dataclasses.MISSING:
-            fields.append((f.name, hint, msgspec.field(default_factory=f.default_factory)))
-        else:
-            fields.append((f.name, hint))
-    return msgspec.defstruct(
-        f"{cls.__name__}Line", fields, tag_field="type", tag=cls.type, kw_only=True
-    )
-
-
-MIRRORS: dict[str, type[msgspec.Struct]] = {name: _mirror(cls) for name, cls in EVENT_TYPES.items()}
-_FIELDS: dict[str, tuple[str, ...]] = {
-    name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in EVENT_TYPES.items()
-}
-
-
-def _interval_fields(cls: type[Event]) -> tuple[str, ...]:
-    hints = typing.get_type_hints(cls)
-    return tuple(
-        f.name
-        for f in dataclasses.fields(cls)
-        if hints[f.name] is Interval or Interval in typing.get_args(hints[f.name])
-    )
-
-
-_INTERVAL_FIELDS = {name: _interval_fields(cls) for name, cls in EVENT_TYPES.items()}
-_DECODER = msgspec.json.Decoder(Union[tuple(MIRRORS.values())])  # noqa: UP007
+_DECODER = msgspec.json.Decoder(Union[tuple(EVENT_TYPES.values())])  # noqa: UP007
 
 _TYPE_WORDS = {
     "float": "a number",
@@ -169,7 +82,7 @@ def _kind_of(line: bytes) -> str:
         kind = _KIND_DECODER.decode(line).type
     except (msgspec.DecodeError, RecursionError):
         return "event"
-    return kind if kind in MIRRORS else "event"
+    return kind if kind in EVENT_TYPES else "event"
 
 
 def _field_name(kind: str, path: str) -> str:
@@ -207,6 +120,8 @@ def _explain(line: bytes, message: str) -> LineError:
         return LineError(
             field, f"expected {_words(bound.group('want'))} {bound.group('bound')}{got}"
         )
+    if re.match(r"Expected `str` matching regex", message):  # a name from a fixed set (arms)
+        return LineError(field, f"unknown value {_lookup(line, path)!r}")
     enum = re.match(r"Invalid enum value (?P<value>.+)$", message)
     if enum:
         return LineError(field, f"unknown value {enum.group('value')}")
@@ -220,42 +135,14 @@ def _explain(line: bytes, message: str) -> LineError:
 
 
 def decode_event(line: bytes | str) -> Event:
-    """One JSONL line as its event dataclass; LineError when the JSON does not fit the schema,
+    """One JSONL line as its event; LineError when the JSON does not fit the schema,
     msgspec.DecodeError (a ValueError) when it is not JSON at all."""
     if isinstance(line, str):
         line = line.encode("utf-8", "surrogatepass")
     try:
-        mirror = _DECODER.decode(line)
+        event: Event = _DECODER.decode(line)
     except msgspec.ValidationError as e:
-        nested = _nested(line)
-        if nested is None:
-            raise _explain(line, str(e)) from None
-        line = nested
-        try:
-            mirror = _DECODER.decode(line)
-        except msgspec.ValidationError as e:
-            raise _explain(line, str(e)) from None
+        raise _explain(line, str(e)) from None
     except RecursionError:
         raise LineError("line", "nested too deeply") from None
-    kind = type(mirror).__struct_config__.tag
-    cls = EVENT_TYPES[kind]
-    values = {name: getattr(mirror, name) for name in _FIELDS[kind]}
-    for name in _INTERVAL_FIELDS[kind]:
-        v = values[name]
-        if v is not None:
-            values[name] = Interval(v.median, v.low, v.high, v.n)
-    return cls(**values)
-
-
-def _nested(line: bytes) -> bytes | None:
-    """An older line with flat intervals, rewritten with nested ones; None if it is not one."""
-    try:
-        value = msgspec.json.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("type")
-    if not isinstance(kind, str) or kind not in FLAT_INTERVALS or not is_flat(kind, value):
-        return None
-    return msgspec.json.encode(nest_intervals(kind, value))
+    return event

@@ -5,7 +5,8 @@ before several kinds existed (schema < 4: its header's `draft` names the one kin
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import replace
+
+import msgspec
 
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
@@ -132,7 +133,7 @@ class DecodeFold:
         arm = self._arm(e.arm)
         st = self._setting(e)
         if st.kind != e.draft_kind:  # schema < 4: the header's one kind, so every view names it
-            e = replace(e, draft_kind=st.kind)
+            e = msgspec.structs.replace(e, draft_kind=st.kind)
         self.decode_results.append(e)
         if not e.measured:  # before the context's blocks: the tok/s lines start there
             if arm.counts_context != e.context:

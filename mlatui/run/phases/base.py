@@ -18,9 +18,10 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import mlx.core as mx
+import msgspec
 
 from mlatui.config.scenario import Phase
 from mlatui.host.distributed import Lockstep
@@ -321,7 +322,7 @@ class EstimateEmitter:
             widths = sorted({r["width"] for r in step_ms})
             step_bytes = self.bandwidth.step_bytes(self.context, widths)
             rows = (*event.rows, *self.bandwidth.rows(self.context, step_ms))
-            event = replace(event, rows=rows, step_bytes=step_bytes)
+            event = msgspec.structs.replace(event, rows=rows, step_bytes=step_bytes)
         self.ctx.emit(event)
 
 
@@ -462,7 +463,9 @@ def pool_checks(
     for v, yes in zip(checks, chosen, strict=True):
         if not yes:
             continue
-        new = replace(v, t=ctx.now(), valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED)
+        new = msgspec.structs.replace(
+            v, t=ctx.now(), valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED
+        )
         ctx.emit(new)
         out[v.context] = new
     return out

@@ -5,8 +5,9 @@ blocks, and its result says so (`DecodeResult.measured` False, `bound`), with no
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
+
+import msgspec
 
 from mlatui.measure.bound import rejection_text, speedup_bound
 from mlatui.measure.estimates import ContextEstimates
@@ -150,7 +151,7 @@ def _row(r: DecodeResult, check: Validity) -> dict:
         "outcome": check.verdict,
         "basis": check.basis.value,
         "measured": r.measured,
-        "bound": dataclasses.asdict(r.bound) if r.bound is not None else None,
+        "bound": msgspec.to_builtins(r.bound) if r.bound is not None else None,
     }
 
 

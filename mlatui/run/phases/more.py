@@ -11,7 +11,6 @@ context, which the dashboard folds in place of the old one; then a new RunEnd.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from msgspec import structs
 
@@ -154,7 +153,7 @@ def redecided(
     and returned (the run's checks then keep it in or out of the verdicts as it now reads)."""
     out = []
     for v in checks:
-        new = replace(
+        new = structs.replace(
             v,
             t=ctx.now(),
             valid=outcome is Outcome.VALID,
