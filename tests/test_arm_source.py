@@ -197,7 +197,10 @@ def test_scenario_arm_sources(tmp_path):
     s = load_scenario(path)
     assert s.arms == "stock,installed" and s.arm_sources == (("patched", "/x"),)
     path.write_text(base + "\n[arms]\nb_source = 3\n")
-    with pytest.raises(ScenarioError, match="arms.b_source: expected a string, got 3"):
+    with pytest.raises(
+        ScenarioError,
+        match="arms.b_source: expected a non-empty string, got 3 — an mlx-lm or mlx-vlm source tree",
+    ):
         load_scenario(path)
 
 

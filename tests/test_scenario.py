@@ -92,6 +92,22 @@ def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):
     assert "\n" not in str(e.value)
 
 
+def test_a_phase_takes_its_name_reps_and_sampling_from_its_kind_and_the_file(tmp_path):
+    f = tmp_path / "s.toml"
+    tune = '[[phase]]\nkind = "tune"\ncontexts = [64]\n'
+    decode = '[[phase]]\nkind = "decode"\ncontexts = [64]\ndepths = [2]\ntemperature = 0.0\n'
+    f.write_text(
+        "temperature = 0.7\ntop_p = 0.9\n"
+        + GOOD.split("[[phase]]")[1].join(["[[phase]]", ""])
+        + tune
+        + decode
+    )
+    sweep, tune_phase, decode_phase = load_scenario(f).phases
+    assert (sweep.name, sweep.reps, sweep.temperature) == ("sweep-1", 9, 0.7)
+    assert (tune_phase.name, tune_phase.reps, tune_phase.top_p) == ("tune-2", 4, 0.9)
+    assert (decode_phase.temperature, decode_phase.top_p) == (0.0, 0.9)  # its own wins
+
+
 def test_missing_file_says_what_exists(tmp_path):
     with pytest.raises(
         ScenarioError, match="no such scenario file — pass a TOML file such as .*shipped: default"

@@ -66,12 +66,20 @@ def _words(t: inspect.Type, plural: bool = False) -> str:
         return f"{some}, each {each}" if each.startswith("one of") else f"{some} of {each}"
     simple = {
         inspect.BoolType: "true or false",
-        inspect.StrType: "strings" if plural else "a string",
+        inspect.StrType: "strings"
+        if plural
+        else "a non-empty string"
+        if _filled(t)
+        else "a string",
         inspect.DictType: "tables" if plural else "a table",
         inspect.StructType: "tables" if plural else "a table",
         inspect.TupleType: "pairs" if plural else "a pair",
     }
     return simple.get(type(t), "a value")
+
+
+def _filled(t: inspect.Type) -> bool:
+    return isinstance(t, inspect.StrType) and bool(t.min_length or t.pattern)
 
 
 def _bounds(t: inspect.IntType | inspect.FloatType) -> str:
@@ -98,7 +106,8 @@ def _step(t: inspect.Type, segment: str) -> tuple[inspect.Type, str | None]:
         f = next((f for f in t.fields if f.encode_name == segment[1:]), None)
         if f is None:
             return inspect.AnyType(), None
-        meta = f.type if isinstance(f.type, inspect.Metadata) else None
+        kinds = f.type.types if isinstance(f.type, inspect.UnionType) else (f.type,)
+        meta = next((k for k in kinds if isinstance(k, inspect.Metadata)), None)
         return f.type, (meta.extra_json_schema or {}).get("description") if meta else None
     if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
         return t.item_type, None

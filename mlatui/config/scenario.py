@@ -111,6 +111,9 @@ class ModelSpec(Struct, frozen=True, forbid_unknown_fields=True):
     shard: ShardMode = "tensor"  # under mlx.launch: model.shard | model.model.pipeline
 
 
+SourceTree = Annotated[str, Meta(pattern=r"\S", description="an mlx-lm or mlx-vlm source tree")]
+
+
 class Arms(Struct, frozen=True, forbid_unknown_fields=True):
     """[arms] a = "pre-fix", b = "installed": the two slots' gates, as --arms A,B says them; and
     a_source / b_source = "PATH": a slot whose model code comes from a source tree (an mlx-lm or
@@ -118,8 +121,8 @@ class Arms(Struct, frozen=True, forbid_unknown_fields=True):
 
     a: str | None = None
     b: str | None = None
-    a_source: Annotated[str, Meta(min_length=1)] | None = None
-    b_source: Annotated[str, Meta(min_length=1)] | None = None
+    a_source: SourceTree | None = None
+    b_source: SourceTree | None = None
 
 
 class ScenarioFile(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
