@@ -7,8 +7,9 @@ docs/data, the kept fixtures) replayed to its end in the real app at 80x24, 100x
 `replay --dump` prints: tests/test_replay_dumps.py holds the dump to it), printed by the one
 formatter of its unit (mlatui/views/units.py): the verdict strip is the summary's verdict parts,
 the arm panes' medians, tok/s, speedups, bounds, acceptance and MBU its sweep and decode rows,
-the key figure's labels its marginal costs (or MBU), the L = 1 table its checks. A pane that
-computed or rounded a figure of its own fails here. No row is cut without an ellipsis.
+the key figure's labels its marginal costs (or MBU), the L = 1 table its checks; the events
+pane writes every ratio in the one format. A pane that computed or rounded a figure of its own
+fails here. No row is cut without an ellipsis.
 The default run takes a diagonal (each size at least once); `-m slow` the whole matrix.
 
 The printers: the summary markdown (`bench`, `replay --dump`, the `e` export) and `compare`
@@ -367,6 +368,33 @@ def same_settings_problems(screen: Screen) -> list[str]:
     return [] if len(set(shown.values())) == 1 else [f"the arm panes' settings differ: {shown}"]
 
 
+# the forms a ratio or a CI had before the one format: `0.40x`, `[0.36-0.46]`, `(95% CI 1.1-1.2)`
+OLD_RATIO = re.compile(rf"(?<![\w.]){NUMBER}x\b")
+OLD_CI = re.compile(rf"\[{NUMBER}-{NUMBER}\]|\(95% CI {NUMBER}-{NUMBER}\)|\({NUMBER}–{NUMBER}\)")
+
+
+# Recorded sentences whose ratio has no CI to give: the budget's story forecast (the probe's
+# L = 2 / L = 1 medians, run/budget_story.py, with its criteria `at 4×`, `within 1.5×`) and a
+# schema-1 sweep's last line (recorded before the sampler kept CIs). Only these may stand bare.
+FORECAST = re.compile(
+    rf"at {NUMBER}× its L = 1 step|within {NUMBER}×;|\(stock {NUMBER}×, patched {NUMBER}×\)"
+    rf"|ms vs patched {NUMBER} ms \({NUMBER}×\)"
+)
+
+
+def log_problems(rows: list[str], log) -> list[str]:
+    """The events pane writes each ratio as every other pane does, `1.12× [1.01, 1.16]` (or a
+    bound, `at most 0.70×`): the rows shown (a wrapped sentence joined again) and all it holds."""
+    out = []
+    shown, kept = " ".join(r.strip() for r in rows), log.content().plain
+    for where, text in (("shown", shown), ("kept", kept)):
+        text = re.sub(r"\s+", " ", text)
+        found = [*OLD_RATIO.findall(text), *OLD_CI.findall(text)]
+        found += BARE_RATIO.findall(FORECAST.sub("", text))
+        out += [f"events ({where}): {x!r} is not `1.12× [1.01, 1.16]`" for x in found]
+    return out
+
+
 def screen_problems(screen: Screen, s: RunSummary) -> list[str]:
     out = same_settings_problems(screen)
     for pane_id, rows in screen.rows.items():
@@ -381,6 +409,8 @@ def screen_problems(screen: Screen, s: RunSummary) -> list[str]:
             out += validity_problems(rows, s)
         elif pane_id == "memory":
             out += memory_problems(rows, s)
+        elif pane_id == "log":
+            out += log_problems(rows, pane)
         if pane_id != "log":
             text = "\n".join(rows)
             out += [f"{pane_id}: a ratio without its CI: {x}" for x in BARE_RATIO.findall(text)]
