@@ -7,7 +7,7 @@ import pytest
 from mlatui.measure.plans import Segment
 from mlatui.measure.progress import STALL_MIN_S, RunProgress
 from mlatui.measure.progress_costs import extrapolate
-from mlatui.stream.events import LoadProgress, LoadStart, PhaseStart, Step
+from mlatui.stream.events import BudgetPlanned, LoadProgress, LoadStart, PhaseStart, Step
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.progress_view import loading_text, progress_text
@@ -76,10 +76,10 @@ def test_eta_stays_honest_through_the_recorded_run(demo):
     assert tune and max(tune) < 0.25
 
 
-def test_the_plan_is_rebuilt_from_the_header_for_old_recordings():
-    """A recording made before PhaseStart carried its plan (schema 3): the plan comes
-    from the header's scenario through today's plan functions (tune: 6 verify rounds of 5 L = 1
-    and 3 L >= 2 quads... per context, then 4 rounds of blocks)."""
+def test_the_phases_not_started_are_the_headers_plan_until_a_budget_plans_again():
+    """The header lists each phase's segments as the engine will run them (tune: 6 verify rounds
+    of 5 L = 1 and 3 L >= 2 quads... per context, then 4 rounds of blocks); a BudgetPlanned
+    replaces the phases not started with its own; a PhaseStart's plan is its phase's."""
     old = read_recording(ROOT / "tests" / "fixtures" / "recordings" / "cpu-default-full.jsonl.gz")
     p = RunProgress()
     p.apply(old.header)
@@ -94,6 +94,9 @@ def test_the_plan_is_rebuilt_from_the_header_for_old_recordings():
     # blocks no longer add rounds when drafts exist: the verify steps decide the L = 1 check
     assert tune[1].seg.tokens == 16 and tune[1].seg.last_round == 4
     assert tune[0].seg.first_rounds == 6
+    budget = old.header.phase_plans[1]  # a budget that keeps the tune alone
+    p.apply(BudgetPlanned(1.0, 100.0, 200.0, 90.0, (), (), (256,), 1.0, phase_plans=(budget,)))
+    assert [(ph.name, ph.planned) for ph in p.phases] == [("tune", 400)]
 
 
 def test_extrapolation_along_the_context_axis():

@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mlatui.config.phase_kind import PhaseKind
+from msgspec import structs
+
+from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.config.scenario import DEFAULT_VERIFY_ROUNDS, Phase
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.sampler import SamplerPlan, round_schedule
 from mlatui.measure.timing import L1_TOLERANCE_PCT
-from mlatui.stream.events import ARMS
+from mlatui.stream.events import ARMS, PhasePlan
 
 # The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
 # the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
@@ -261,6 +263,20 @@ def decode_segments(
         plan = block_plan(phase, settings, 0, c)
         seg = segment(phase.name, c, plan, phase.tokens, not measured, settings)
         out.append(replace(seg, bound_rejects=phase.reject_by_bound))
+    return tuple(out)
+
+
+def phase_plans(
+    phases: Sequence[Phase], kinds: Sequence[str], settle: bool, passes: Sequence[Pass] = (Pass.AB,)
+) -> tuple[PhasePlan, ...]:
+    """Every pass's phases as the engine will run them (each pass names them its own way): what
+    the header and a budget's plan say of the phases not started yet."""
+    out = []
+    for run_pass in passes:
+        for p in phases:
+            named = structs.replace(p, name=run_pass.phase_name(p.name))
+            segments = tuple(s.to_dict() for s in phase_segments(named, kinds, settle))
+            out.append(PhasePlan(named.name, p.kind.value, segments))
     return tuple(out)
 
 

@@ -3,7 +3,7 @@ loading, and the seconds left (no mlx, no textual). The budget (mlatui.run.budge
 the same model from its probe's steps (`forecast_s`, `segment_s`).
 
 Each phase's plan is its PhaseStart's `plan` (mlatui.measure.plans segments); the phases not yet
-started are the header's scenario, or the budget's plan once a BudgetPlanned says it. A segment's
+started are the header's `phase_plans`, or a budget's once its BudgetPlanned says them. A segment's
 time is its timed calls at the costs seen so far (mlatui.measure.progress_costs) times the wall
 time per measured second learned from the gaps between events (settle steps, estimates,
 hand-over), plus its set-up (prefill, warm-up) from the gap before its first event. Where the plan
@@ -17,11 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from msgspec import structs
-
-from mlatui.config.phase_kind import Pass
 from mlatui.config.scenario import Phase
 from mlatui.measure.bound import likely_rejected
 from mlatui.measure.loading import LoadView
@@ -36,6 +32,7 @@ from mlatui.stream.events import (
     Event,
     LoadProgress,
     LoadStart,
+    PhasePlan,
     PhaseStart,
     Progress,
     RunHeader,
@@ -111,7 +108,6 @@ class RunProgress:
         self.load: LoadView | None = None
         self.draft_kinds: tuple[str, ...] = ("",)  # the run's draft kinds; "": one, unnamed
         self.outcomes: dict[tuple[str, int], str] = {}  # (part, context): the check as it stands
-        self._passes: list[Pass] = [Pass.AB]
         self._settle = True
         self._current: tuple[int, int] | None = None  # (phase index, segment index)
         self._cache: tuple[Eta, Eta] | None = None
@@ -135,12 +131,10 @@ class RunProgress:
                 kinds = settings.get("draft_kinds")
                 has_draft = e.draft not in ("none", "")
                 self.draft_kinds = tuple(kinds) if kinds is not None else ("",) * has_draft
-                self._passes = [Pass.of_tag(str(t)) for t in settings.get("passes") or [""]]
                 self._settle = bool(settings.get("settle", True))
-                self._plan_from((e.scenario or {}).get("phases") or [])
+                self.phases = [_planned_phase(p) for p in e.phase_plans]
             case BudgetPlanned() if not any(p.started_t is not None for p in self.phases):
-                self.phases = []  # the phases the budget chose, none started yet
-                self._plan_from(list(e.phases))
+                self.phases = [_planned_phase(p) for p in e.phase_plans]  # none started yet
             case LoadStart():
                 self.load = LoadView.start(e)
                 self.last_activity_t = e.t
@@ -164,17 +158,6 @@ class RunProgress:
                 for width, kind, depth in seg.settings:
                     if depth == e.depth and kind == e.draft_kind:
                         run.seg = seg.without(e.arm, width)
-
-    def _plan_from(self, raw: list[dict[str, Any]]) -> None:
-        """The phases to come, as the header's scenario or a BudgetPlanned lists them, for each
-        pass (a started phase's own PhaseStart.plan replaces its segments)."""
-        written = [p for p in (Phase.from_dict(d) for d in raw if isinstance(d, dict)) if p]
-        for run_pass in self._passes:
-            for p in written:
-                phase = structs.replace(p, name=run_pass.phase_name(p.name))
-                segs = phase_segments(phase, self.draft_kinds, self._settle)
-                runs = [SegmentRun(s) for s in segs]
-                self.phases.append(PhaseRun(phase.name, phase.kind, runs, _planned(runs)))
 
     def _phase_start(self, e: PhaseStart) -> None:
         p = next((p for p in self.phases if p.name == e.phase), None)
@@ -425,3 +408,9 @@ class RunProgress:
 
 def _planned(runs: Sequence[SegmentRun]) -> int:
     return sum(r.seg.planned_calls for r in runs)
+
+
+def _planned_phase(p: PhasePlan) -> PhaseRun:
+    """A phase not started yet, as the header's plan or a budget's says it will run."""
+    runs = [SegmentRun(Segment.from_dict(d)) for d in p.plan]
+    return PhaseRun(p.phase, p.kind, runs, _planned(runs))

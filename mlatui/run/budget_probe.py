@@ -17,7 +17,7 @@ from msgspec import structs
 
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Phase, Scenario
-from mlatui.measure.plans import Setting, decode_settings, phase_segments
+from mlatui.measure.plans import Setting, decode_settings, phase_plans, phase_segments
 from mlatui.measure.progress import RunProgress
 from mlatui.run.arms import Arm
 from mlatui.run.budget import (
@@ -335,6 +335,7 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
         probe_s,
         probed.first_use_s,
         note,
+        phase_plans(ran, kinds, ctx.settle),
     )
     ctx.emit(planned)
     ctx.emit(LogMessage(ctx.now(), "warning" if plan.changes else "info", plan.describe()))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
+import msgspec
 from msgspec import structs
 
 from mlatui.config.phase_kind import Pass
@@ -22,6 +23,7 @@ from mlatui.config.run_plan import RunPlan
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler, WiredLimit, wired_memory
 from mlatui.measure.estimates import ContextEstimates
+from mlatui.measure.plans import phase_plans
 from mlatui.models.loading import (
     EMBEDDED_DRAFT,
     NO_DRAFT,
@@ -92,6 +94,7 @@ class _Run:
         self.end_sent = False
         self.held = contextlib.ExitStack()  # the wired limit, left once every worker synced
         self.wired = WiredLimit()
+        self.draft_kinds: tuple[str, ...] = ()
         self.more: MoreRounds | None = None  # a budget's last L = 1 rounds, which `+` goes on from
 
     def now(self) -> float:
@@ -147,6 +150,7 @@ class _Run:
         self.dist = DistRun.for_scenario(plan.scenario)
         loaded, fit = self._load(plan)
         make_drafts = draft_factories(loaded, plan.scenario, plan.seed)
+        self.draft_kinds = tuple(make_drafts)  # as every pass's RunContext has them
         mx.eval(loaded.model.parameters())
         setup = arm_setup(plan, loaded)
         passes = setup.passes
@@ -258,7 +262,11 @@ class _Run:
         if self.wired.limit_bytes is not None:
             settings["wired_limit"] = self.wired.describe()
         scenario = plan.scenario
-        self.emit(header(scenario, plan.model, loaded, report, settings, self.dist.describe()))
+        head = header(scenario, plan.model, loaded, report, settings, self.dist.describe())
+        planned = phase_plans(plan.phases, self.draft_kinds, plan.settle, setup.passes)
+        self.emit(
+            msgspec.structs.replace(head, phase_plans=planned)
+        )  # the plan the phases start from
         self.header_sent = True
         notices = opening_notices(loaded, plan, report, fit)
         first, uncounted = arms_notices(setup.runtime.describe(), settings["arms"], plan.null)

@@ -66,6 +66,17 @@ class RunHeader(Event, frozen=True, tag="header"):
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
     # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
     distributed: dict[str, Any] = msgspec.field(default_factory=dict)
+    # every pass's phases as planned before the first starts (a budget may plan again)
+    phase_plans: tuple[PhasePlan, ...] = ()
+
+
+class PhasePlan(msgspec.Struct, frozen=True):
+    """A phase as the engine will run it: its name, kind and segments (mlatui.measure.plans
+    Segment dicts, in the order they run), as its PhaseStart will say them."""
+
+    phase: str
+    kind: str
+    plan: tuple[dict[str, Any], ...] = ()
 
 
 class PhaseStart(Event, frozen=True, tag="phase_start"):
@@ -97,6 +108,7 @@ class BudgetPlanned(Event, frozen=True, tag="budget_planned"):
     # GPU) that the forecast leaves out
     first_use_s: Finite = 0.0
     contexts_note: str = ""  # which contexts the plan picked for this device, and why
+    phase_plans: tuple[PhasePlan, ...] = ()  # the phases that run, as planned again
 
 
 class BudgetOutcome(Event, frozen=True, tag="budget_outcome"):

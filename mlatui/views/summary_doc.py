@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from mlatui.stream.events import ARMS
+from mlatui.stream.events import ARMS, RunHeader
 from mlatui.stream.interval import Interval
 from mlatui.views.phase_views import Table
 from mlatui.views.rounding import Ci
@@ -206,6 +206,12 @@ def _phase(phase: PhaseFigures) -> PhaseDoc:
     return PhaseDoc(phase.name, phase.kind, phase.table.value, rows)
 
 
+def _header(h: RunHeader) -> dict[str, Any]:
+    """The header as recorded, but its phase plans: each phase's segments, what the progress
+    fold forecasts from, not a figure of the run."""
+    return {k: v for k, v in h.to_dict().items() if k != "phase_plans"}
+
+
 def document(s: RunSummary, expectations: list[ExpectationDoc] | None = None) -> RunDocument:
     """The summary as the document; `expectations`: the `--expect` results checked on it."""
     h = s.header
@@ -214,7 +220,7 @@ def document(s: RunSummary, expectations: list[ExpectationDoc] | None = None) ->
         status=s.status,
         status_text=s.status_text,
         verdict=parts_line(s.verdict, 1000),
-        header=h.to_dict() if h is not None else None,
+        header=_header(h) if h is not None else None,
         header_fields={f.key: f.value for f in header_fields(h)} if h is not None else {},
         checks=[
             CheckDoc(
