@@ -535,7 +535,7 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
 
 def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     """Against the limit the probe measured; where a step of the tiny run read faster than it (a
-    probe on a busy box), every surface says the limit is unknown instead
+    probe on a busy box), every surface says it read from cache instead
     (tests/test_bandwidth_limit.py injects both cases)."""
     from mlatui.views.bandwidth_pane import limit_check, mbu_line
     from mlatui.views.dashboard_state import DashboardState
@@ -553,7 +553,7 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     limit = limit_check(state)
     assert limit is not None
     if limit.contradicted:
-        assert mbu_line(state, "stock", narrow=True).startswith("MBU: limit unknown (read ")
+        assert mbu_line(state, "stock", narrow=True).startswith("MBU: from cache? (read ")
         assert not any(r.mbu for p in summarize(state).phases for r in p.sweep)
         return
     for arm in ("stock", "patched"):

@@ -1,6 +1,7 @@
 """Necessary bytes per step (mlatui.models.step_bytes) against hand-counted tiny models: a dense
 one and a MoE one (DeepSeek-V3 tiny geometry), float32 and 4-bit, and a sparse layer's cache."""
 
+import dataclasses
 from math import prod
 
 import mlx.core as mx
@@ -150,22 +151,24 @@ def test_published_bandwidth_of_known_devices():
 
 
 def test_measured_limit_is_probed_once_per_device(monkeypatch, tmp_path):
-    from mlatui.measure import bandwidth
     from mlatui.store import bandwidth as store
 
     monkeypatch.setenv("MLATUI_CACHE_DIR", str(tmp_path))
     calls = []
     real = store.probe
 
-    def probe(size):
+    def probe(size):  # the real probe, small: kept as if of `size`
         calls.append(size)
-        return real(1 << 20, reps=2)
+        return dataclasses.replace(real(1 << 20, reps=2), probe_bytes=size)
 
     monkeypatch.setattr(store, "probe", probe)
-    env = {"backend": "cpu", "device_name": "box", "device_memory_bytes": 1 << 34}
+    monkeypatch.setattr(store, "cache_sizes", lambda: [260 << 20])
+    monkeypatch.setattr(store, "available_bytes", lambda: 22 << 30)
+    monkeypatch.delenv(store.PROBE_MB_ENV)
+    env = {"backend": "cpu", "device_name": "box", "device_memory_bytes": 24 << 30}
     first = store.device_bandwidth(env)
     again = store.device_bandwidth(env)
-    assert calls == [bandwidth.CPU_PROBE_BYTES] and first == again
+    assert calls == [1040 << 20] and first == again
     assert first["measured_read_gb_s"] > 0 and first["published_gb_s"] is None
     assert (
         store.device_bandwidth({**env, "device_name": "NVIDIA H200", "backend": "cuda"})[

@@ -262,7 +262,6 @@ class _SweepFacts:
     settings: dict[str, Any]
     layer_bytes: ModelBytes
     limit: dict[str, Any]  # the device's bandwidth limit (store.bandwidth.device_bandwidth)
-    note_reached: Callable[[float], None]
     env: dict[str, Any]
 
 
@@ -282,7 +281,7 @@ def forced_sweep(
     returns the contexts done so far."""
     from mlatui.host.signals import Interrupted
     from mlatui.measure.records import environment
-    from mlatui.store.bandwidth import device_bandwidth, reached_recorder
+    from mlatui.store.bandwidth import device_bandwidth
 
     dtype = DTYPES[model.dtype]
     arms = forced_arms(model.family, model.size, model.bits, dtype=dtype, config=model.config)
@@ -292,7 +291,6 @@ def forced_sweep(
         _settings(model, reps, arms.geometry),
         step_bytes.attention_bytes(arms.absorbed, dtype.size),
         device_bandwidth(device_env),
-        reached_recorder(device_env),
         env or {},
     )
     widths = sorted(set(widths))
@@ -344,8 +342,6 @@ def _width_records(
     records = []
     for arm in ARMS:
         figures = bandwidth_figures(est.step_ms[arm, width], needed.total.high, facts.limit)
-        if (rate := figures["gb_s"]) is not None:
-            facts.note_reached(rate.median)  # kept where above the limit: probed again next
         mine = [t for t in run.timings if t.arm == arm and t.width == width]
         details = {
             **facts.settings,

@@ -1,31 +1,44 @@
 """The device's memory bandwidth limit, two ways, and a step's use of it.
 
 Measured: a short probe through MLX itself (a reduction over a large array reads it once; a copy
-`a + 1` reads it and writes it once), the best of a few repetitions. Load from other processes
-only slows a probe, so the limit is the most the device was ever seen to reach: the best over
-every probe kept and every step a run timed (`Measured.merged`); a run whose step read faster than
-the limit it was given contradicts that limit (`LimitCheck`), and its MBU is not a figure.
-Published: the vendors' figures for the devices this project runs on. Model bandwidth utilisation (MBU) is a step's
-necessary bytes over its time, against the limit; a step's time interval gives the figure's
-interval from the same rounds (bytes are fixed per context and width, so the ends swap).
+`a + 1` of half of it reads one half and writes another), the best of a few repetitions, over an
+array several times the largest cache so it measures main memory, not a cache. Load from other
+processes only slows a probe, so the limit is the most any probe of the device reached
+(`Measured.merged`). A step that reads faster than that limit was served (in part) from a cache
+or timed while a probe was slowed: it does not move the limit, and its MBU is not a figure
+(`LimitCheck`). Published: the vendors' figures for the devices this project runs on. Model
+bandwidth utilisation (MBU) is a step's necessary bytes over its time, against the limit; a step's
+time interval gives the figure's interval from the same rounds (bytes are fixed per context and
+width, so the ends swap).
 mlx is imported inside `probe` only: the rest is read by the printers on machines without it.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mlatui.measure.byte_census import ModelBytes
 from mlatui.stream.interval import Interval
 
-CPU_PROBE_BYTES = 32 << 20
+# Past the last-level cache: 4x the largest cache the OS reports, and at least 512 MB, since Apple
+# silicon's system-level cache (up to 96 MB on Max/Ultra) is reported nowhere.
+CACHE_MULTIPLE = 4
+CPU_PROBE_MIN_BYTES = 512 << 20
+PROBE_MEMORY_SHARE = 8  # the array and the copy's output: at most 1.5/8 of available memory
+# 1 GB is past a GPU's caches: H100's and H200's L2 50 MB, Apple's SLC up to 96 MB.
 GPU_PROBE_BYTES = 1 << 30
 PROBE_REPS = 5
-PROBE_STALE_S = 24 * 3600.0  # a day: a probe is cheap (0.2 s on the 2-core CPU), and can only raise
+PROBE_BUDGET_S = 0.5  # timed runs of one kind stop past this, after two: a 1 GB probe is seconds
+PROBE_STALE_S = 24 * 3600.0  # a day: probed again then, and the best of both kept
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+MAC_CACHE_SYSCTLS = ("hw.l3cachesize", "hw.l2cachesize", "hw.perflevel0.l2cachesize")
 
 
 @dataclass(frozen=True)
@@ -80,28 +93,70 @@ def published(device_name: str) -> Published | None:
     return None
 
 
+def _size_bytes(text: str) -> int | None:
+    """sysfs's cache size (`48K`, `2048K`, `4M`) in bytes."""
+    match = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
+    if match is None:
+        return None
+    return int(match[1]) << {"": 0, "K": 10, "M": 20, "G": 30}[match[2]]
+
+
+def _sysctl_bytes(name: str) -> int | None:
+    try:
+        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(out.stdout) if out.returncode == 0 and out.stdout.strip().isdigit() else None
+
+
+def cache_sizes(
+    sysfs: Path = SYSFS_CPU, sysctl: Callable[[str], int | None] = _sysctl_bytes
+) -> list[int]:
+    """The CPU caches the OS reports, in bytes: Linux's sysfs (every CPU's every level), else
+    macOS's sysctl (L3 on Intel Macs, the performance cores' L2 on Apple silicon); [] elsewhere."""
+    sizes = []
+    for path in sysfs.glob("cpu[0-9]*/cache/index[0-9]*/size"):
+        try:
+            size = _size_bytes(path.read_text(encoding="ascii"))
+        except (OSError, UnicodeDecodeError):
+            size = None
+        if size:
+            sizes.append(size)
+    if not sizes and sys.platform == "darwin":
+        sizes = [b for b in map(sysctl, MAC_CACHE_SYSCTLS) if b]
+    return sizes
+
+
+def cpu_probe_bytes(caches: Iterable[int], available_bytes: int) -> int:
+    """The CPU probe's array: CACHE_MULTIPLE x the largest cache and at least CPU_PROBE_MIN_BYTES,
+    within 1/PROBE_MEMORY_SHARE of the memory available now (a 1 MB multiple)."""
+    size = max(CPU_PROBE_MIN_BYTES, CACHE_MULTIPLE * max(caches, default=0))
+    return max(1 << 20, min(size, available_bytes // PROBE_MEMORY_SHARE)) >> 20 << 20
+
+
 @dataclass(frozen=True)
 class Measured:
     """The device's limit: GB/s reading (a reduction) and copying (read + write), the best the
-    probes reached; `probed_at_s` the latest probe's time (Unix s); `reached_gb_s` the most a
-    run's step read above the limit since then (folded in at the next probe)."""
+    probes of `probe_bytes` reached; `probed_at_s` the latest probe's time (Unix s)."""
 
     read_gb_s: float
     copy_gb_s: float
     probe_bytes: int
     reps: int
     probed_at_s: float = 0.0
-    reached_gb_s: float = 0.0
 
-    def needs_probe(self, now_s: float) -> bool:
-        """Probe again: the latest probe is older than PROBE_STALE_S, or a run contradicted it."""
-        return now_s - self.probed_at_s > PROBE_STALE_S or self.reached_gb_s > self.read_gb_s
+    def needs_probe(self, now_s: float, probe_bytes: int) -> bool:
+        """Probe again: the latest probe is older than PROBE_STALE_S, or smaller than a probe
+        now would be (it may have read a cache)."""
+        return now_s - self.probed_at_s > PROBE_STALE_S or self.probe_bytes < probe_bytes
 
     def merged(self, fresh: Measured) -> Measured:
-        """This limit after a `fresh` probe: never lower than either probe, nor than what a run
-        reached (a probe on a busy device reads low; a fast step is a reading too)."""
+        """This limit after a `fresh` probe: never lower than either (a probe on a busy device
+        reads low), unless this one was smaller (a cache's figure, not the memory's)."""
+        if self.probe_bytes < fresh.probe_bytes:
+            return fresh
         return Measured(
-            max(self.read_gb_s, fresh.read_gb_s, self.reached_gb_s),
+            max(self.read_gb_s, fresh.read_gb_s),
             max(self.copy_gb_s, fresh.copy_gb_s),
             fresh.probe_bytes,
             fresh.reps,
@@ -112,9 +167,9 @@ class Measured:
 @dataclass(frozen=True)
 class LimitCheck:
     """A run's measured read limit against the most any of its steps read (GB/s over the
-    necessary bytes, the median over rounds). A step cannot read faster than the device's limit,
-    so above it the limit is contradicted (a probe taken while the device was busy, or a model
-    small enough to be served from cache) and MBU against it is unknown, not over 100%."""
+    necessary bytes, the median over rounds). A step cannot read main memory faster than the
+    limit, so above it the step was served (in part) from a cache (or the probe ran while the
+    device was busy): MBU against memory bandwidth is then no figure, not over 100%."""
 
     limit_gb_s: float
     reached_gb_s: float
@@ -124,28 +179,30 @@ class LimitCheck:
         return self.reached_gb_s > self.limit_gb_s
 
 
-def probe(probe_bytes: int, reps: int = PROBE_REPS) -> Measured:
-    """Time a float32 reduction and a copy over `probe_bytes` on MLX's default device, `reps`
-    times each after a warm-up; the best time of each gives the limit (what the device reached)."""
+def probe(probe_bytes: int, reps: int = PROBE_REPS, budget_s: float = PROBE_BUDGET_S) -> Measured:
+    """Time a float32 reduction over `probe_bytes` and a copy of its first half (read one half,
+    write another: the same bytes moved and touched) on MLX's default device, `reps` times each
+    or fewer once `budget_s` is spent (two at least); the best time of each gives the limit (what
+    the device reached)."""
     import mlx.core as mx
 
-    n = probe_bytes // 4
-    a = mx.arange(n, dtype=mx.float32)
+    n = probe_bytes // 8 * 2
+    a = mx.ones((n,), dtype=mx.float32)  # written whole (arange took 1.6x as long on the CPU)
+    half = a[: n // 2]
     mx.eval(a)
     size = n * 4
 
     def best_s(run: Callable[[], mx.array]) -> float:
-        mx.eval(run())
-        times = []
-        for _ in range(reps):
+        times: list[float] = []  # the first run is the warm-up too: the best of all drops it
+        while len(times) < reps and (len(times) < 2 or sum(times) < budget_s):
             start = time.perf_counter_ns()
             mx.eval(run())
             times.append((time.perf_counter_ns() - start) / 1e9)
         return min(times)
 
     read = best_s(lambda: mx.sum(a))
-    copy = best_s(lambda: a + 1)
-    return Measured(size / read / 1e9, 2 * size / copy / 1e9, size, reps, time.time())
+    copy = best_s(lambda: half + 1)
+    return Measured(size / read / 1e9, size / copy / 1e9, size, reps, time.time())
 
 
 def effective_gb_s(step_ms: Interval, step_bytes: int) -> Interval | None:
@@ -167,12 +224,10 @@ BANDWIDTH_QUANTITIES = ("gb_s", "mbu", "mbu_most")
 @dataclass(frozen=True)
 class StepBandwidth:
     """What a run's estimates need to say how much bandwidth each step used: the target model's
-    byte census and the device's measured read limit; `note_reached` is told of a step that read
-    faster than the limit (the store keeps it, and the next run probes again)."""
+    byte census and the device's measured read limit."""
 
     census: ModelBytes
     limit_gb_s: float
-    note_reached: Callable[[float], None] | None = None
 
     def step_bytes(self, context: int, widths: list[int]) -> dict[str, dict[str, int]]:
         """Per width (a string key, as JSON keeps it): the step's bytes at `context`."""
@@ -187,9 +242,6 @@ class StepBandwidth:
             ms = Interval(row["median"], row["low"], row["high"], row["n"])
             needed = self.census.step(row["width"], context).total
             rate = effective_gb_s(ms, needed.low)
-            if rate is not None and self.note_reached is not None:
-                if LimitCheck(self.limit_gb_s, rate.median).contradicted:
-                    self.note_reached(rate.median)
             figures = {
                 "gb_s": rate,
                 "mbu": utilisation(ms, needed.low, self.limit_gb_s),

@@ -183,10 +183,10 @@ def cache_itemsize(model: nn.Module) -> int:
 
 def step_bandwidth(model: nn.Module) -> StepBandwidth | None:
     """A run's StepBandwidth: the target's census and this device's measured read limit (the
-    header's, probed at the run's start), a step read faster than it noted for the next run;
-    None for a model whose experts it cannot count (the run goes on without GB/s and MBU)."""
+    header's, probed at the run's start); None for a model whose experts it cannot count (the
+    run goes on without GB/s and MBU)."""
     from mlatui.measure.records import environment
-    from mlatui.store.bandwidth import kept_limit, reached_recorder
+    from mlatui.store.bandwidth import kept_limit
 
     args = getattr(model, "args", None)
     config = vars(args) if args is not None and hasattr(args, "__dict__") else {}
@@ -194,5 +194,4 @@ def step_bandwidth(model: nn.Module) -> StepBandwidth | None:
         census = model_bytes(model, cache_itemsize(model), config)
     except ValueError:
         return None
-    env = environment()
-    return StepBandwidth(census, kept_limit(env).read_gb_s, reached_recorder(env))
+    return StepBandwidth(census, kept_limit(environment()).read_gb_s)

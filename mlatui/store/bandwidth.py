@@ -1,7 +1,8 @@
 """The device's measured bandwidth limit, kept beside the calibration (one JSON file per device
 in the user's cache folder), with the vendor's figure where known. A run's start probes again
-when the kept probe is a day old or a run's step read faster than it (the probe is cheap: 0.2 s
-on the 2-core CPU), and keeps the best of all (mlatui.measure.bandwidth.Measured.merged)."""
+when the kept probe is a day old or smaller than a probe past today's caches would be, and keeps
+the best of both (mlatui.measure.bandwidth.Measured.merged). A step faster than the limit is
+cache-served, not memory: it is shown as such and never stored."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mlatui.measure.bandwidth import (
-    CPU_PROBE_BYTES,
     GPU_PROBE_BYTES,
     Measured,
+    cache_sizes,
+    cpu_probe_bytes,
     probe,
     published,
 )
@@ -36,7 +37,6 @@ def _stored(path: Path) -> Measured | None:
             int(data["probe_bytes"]),
             int(data["reps"]),
             float(data.get("probed_at_s", 0.0)),
-            float(data.get("reached_gb_s", 0.0)),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or unreadable: measured again
@@ -51,20 +51,39 @@ def _store(path: Path, measured: Measured, env: dict[str, Any]) -> None:
     part.replace(path)
 
 
+def available_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+PROBE_MB_ENV = "MLATUI_PROBE_MB"  # the probe's size set by hand (the tests' child runs: 32)
+
+
 def _probe_size(env: dict[str, Any]) -> int:
-    size = CPU_PROBE_BYTES if env.get("backend") == "cpu" else GPU_PROBE_BYTES
+    """Past the CPU's caches on the CPU (mlatui.measure.bandwidth.cpu_probe_bytes), the GPU's
+    fixed size there, or MLATUI_PROBE_MB; none over 1/16 of the device's memory."""
+    if raw := os.environ.get(PROBE_MB_ENV, "").strip():
+        if not raw.isdigit() or int(raw) == 0:
+            raise ValueError(f"{PROBE_MB_ENV}={raw!r}: expected a whole number of MB, e.g. 1024")
+        size = int(raw) << 20
+    elif env.get("backend") == "cpu":
+        size = cpu_probe_bytes(cache_sizes(), available_bytes())
+    else:
+        size = GPU_PROBE_BYTES
     return min(size, int(env.get("device_memory_bytes") or size) // 16)
 
 
 def measured_limit(env: dict[str, Any], now_s: float | None = None) -> Measured:
-    """This device's limit, probed now (a second or two) where none is kept, the kept one is
-    stale or a run contradicted it; merged with the kept one and stored."""
+    """This device's limit, probed now (a second or two) where none is kept, or the kept one is
+    stale or smaller than this probe; merged with the kept one and stored."""
     path = bandwidth_path(env)
     found = _stored(path)
     now_s = time.time() if now_s is None else now_s
-    if found is not None and not found.needs_probe(now_s):
+    size = _probe_size(env)
+    if found is not None and not found.needs_probe(now_s, size):
         return found
-    fresh = dataclasses.replace(probe(_probe_size(env)), probed_at_s=now_s)
+    fresh = dataclasses.replace(probe(size), probed_at_s=now_s)
     measured = fresh if found is None else found.merged(fresh)
     _store(path, measured, env)
     return measured
@@ -72,26 +91,8 @@ def measured_limit(env: dict[str, Any], now_s: float | None = None) -> Measured:
 
 def kept_limit(env: dict[str, Any]) -> Measured:
     """The limit as kept (the run's header probed it at the start), without probing again
-    mid-run: a step noted above it changes the next run's limit, not this one's."""
+    mid-run."""
     return _stored(bandwidth_path(env)) or measured_limit(env)
-
-
-def reached_recorder(env: dict[str, Any]) -> Callable[[float], None]:
-    """`note_reached` for a run's StepBandwidth: keeps the most a step read above the limit in
-    the device's file (written only when it rises), so the next run's start probes again and its
-    limit is never below what this run reached."""
-    most = [0.0]
-
-    def note(gb_s: float) -> None:
-        if gb_s <= most[0]:
-            return
-        most[0] = gb_s
-        path = bandwidth_path(env)
-        found = _stored(path)
-        if found is not None and gb_s > max(found.read_gb_s, found.reached_gb_s):
-            _store(path, dataclasses.replace(found, reached_gb_s=gb_s), env)
-
-    return note
 
 
 def device_bandwidth(env: dict[str, Any]) -> dict[str, Any]:

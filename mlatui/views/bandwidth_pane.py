@@ -1,11 +1,12 @@
-"""The run's MBU from the dashboard's fold: whether the measured limit holds against what the
-run's own steps read, and an arm pane's MBU line (pure Python)."""
+"""The run's MBU from the dashboard's fold: whether the measured memory limit holds against what
+the run's own steps read (a step above it was served from cache), and an arm pane's MBU line
+(pure Python)."""
 
 from __future__ import annotations
 
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
-from mlatui.views.bandwidth_text import limit_unknown, mbu_text
+from mlatui.views.bandwidth_text import above_limit, mbu_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 from mlatui.views.units import percent_text
@@ -29,9 +30,9 @@ def limit_check(state: DashboardState) -> LimitCheck | None:
 
 def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
     """An arm pane's MBU at the latest sweep context, per width (`mbu`; `..` the most where the
-    routing range makes it differ): `MBU @32K L=1 5.2% [4.9, 5.4] · L=2 4.1% .. 6.0%`; `MBU:
-    limit unknown …` where a step of the run read faster than the measured limit; None before a
-    sweep estimate that carries it."""
+    routing range makes it differ): `MBU @32K L=1 5.2% [4.9, 5.4] · L=2 4.1% .. 6.0%`; `MBU: a
+    step read … served from cache?` where a step of the run read faster than the measured memory
+    limit; None before a sweep estimate that carries it."""
     context = state.context
     if context is None:
         return None
@@ -50,5 +51,5 @@ def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
         return None
     check = limit_check(state)
     if check is not None and check.contradicted:
-        return "MBU: " + limit_unknown(check, narrow)
+        return "MBU: " + above_limit(check, narrow)
     return f"MBU @{fmt_context(context)} " + " · ".join(parts)

@@ -23,7 +23,7 @@ from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import ci_text, interval_text
 from mlatui.stream.record_kinds import RecordKind
 from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
-from mlatui.views.bandwidth_text import gb_s_text, limit_text, limit_unknown, mb_text, mbu_text
+from mlatui.views.bandwidth_text import above_limit, gb_s_text, limit_text, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
 
@@ -405,7 +405,7 @@ def _limits_held(
     ):
         gb_s = limit.get(key) if limit else None
         check = LimitCheck(float(gb_s), max(rates)) if gb_s and rates else None
-        held[name] = limit_unknown(check, said=said) if check and check.contradicted else ""
+        held[name] = above_limit(check, said=said) if check and check.contradicted else ""
     return held
 
 
@@ -417,7 +417,7 @@ def _branch_cells(
     return [
         interval_text(cell[arm]),
         gb_s_text(figures.get("gb_s")),
-        *("limit unknown" if held[name] else mbu_text(figures.get(name)) for name in mbu),
+        *("from cache?" if held[name] else mbu_text(figures.get(name)) for name in mbu),
     ]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.byte_census import StepBytes
 from mlatui.views.bandwidth_pane import limit_check
-from mlatui.views.bandwidth_text import limit_unknown
+from mlatui.views.bandwidth_text import above_limit
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, fmt_context, sig
 from mlatui.views.run_tables import Check
@@ -288,7 +288,7 @@ def mbu_figure(state: DashboardState) -> KeyFigure:
         limit = limit_check(state)
         notice = NO_BYTES if rows else ""
         if limit is not None and limit.contradicted:
-            notice = f"MBU vs context: {limit_unknown(limit)}"
+            notice = f"MBU vs context: {above_limit(limit)}"
         return KeyFigure(series, y_label=y_label, ended=ended, unit="%", notice=notice)
     note = re_expansion_note(state, rows, MBU_WIDTH)
     return KeyFigure(series, y_label=y_label, ended=ended, unit="%", legend_note=note)
