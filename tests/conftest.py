@@ -3,8 +3,8 @@ import os
 import pytest
 import static_checks
 
-# Every engine a test starts with a fresh cache folder probes the bandwidth limit: 32 MB keeps
-# that at 0.2 s (past this box's 260 MB L3 it is 1040 MB, 4 s at load 12); its own tests unset it.
+# Every engine a test starts with a fresh cache folder probes the bandwidth limit: 32 MB keeps that
+# at 0.2 s (past this box's 260 MB L3 it is 1040 MB, 3.5-5.8 s at load 14.5); its tests unset it.
 os.environ.setdefault("MLATUI_PROBE_MB", "32")
 
 
