@@ -55,8 +55,13 @@ from mlatui.run.phases.base import (
     share_context,
     validity,
 )
-from mlatui.run.phases.decode_blocks import BlockRunner, sampling_of
-from mlatui.run.phases.decode_results import BoundDecision, DecodeResults, decide_bounds
+from mlatui.run.phases.decode_results import (
+    BlockRunner,
+    BoundDecision,
+    DecodeResults,
+    decide_bounds,
+    sampling_of,
+)
 from mlatui.run.phases.decode_verdict import (
     decode_verdict,
     tune_verdict,
