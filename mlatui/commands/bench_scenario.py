@@ -125,7 +125,7 @@ def _add_override_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     plan = build_plan(args)  # every check, before mlx is imported
     if args.plan:
-        from mlatui.views.plan_text import print_plan
+        from mlatui.views.run_meta import print_plan
 
         return print_plan(plan, args.format)
     from mlatui.host.distributed import launch_rank, launched

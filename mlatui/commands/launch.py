@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
 
     config, plan = build_config(args)
     if getattr(args, "plan", False):
-        from mlatui.views.plan_text import print_plan
+        from mlatui.views.run_meta import print_plan
 
         return print_plan(plan, args.format)
     check_out_dir(args.out_dir)
