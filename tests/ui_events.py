@@ -106,6 +106,7 @@ def events(error: bool = False) -> list:
                 round(pct, 2),
                 2.0,
                 c != INVALID,
+                "invalid" if c == INVALID else "valid",
             )
         )
         out.append(

@@ -27,6 +27,7 @@ class SpecStep(Event, frozen=True, tag="spec_step"):
     tokens: int  # tokens emitted this step (accepted + 1)
     absorbed_calls: int = 0
     materialised_calls: int = 0
+    draft_kind: str = ""  # "mtp" | "draft-model" | "synthetic"
 
 
 class DecodeBlock(Event, frozen=True, tag="decode_block"):
@@ -48,9 +49,7 @@ class DecodeBlock(Event, frozen=True, tag="decode_block"):
     token_ids: tuple[int, ...] = ()  # the block's tokens: divergence and seeds can be checked
     acceptance_rule: str = ""  # exact-match | rejection-sampling (runtime.AcceptanceRule)
     temperature: Finite = 0.0
-    draft_kind: str = (
-        ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
-    )
+    draft_kind: str = ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode
 
 
 class SpeedupBound(msgspec.Struct, frozen=True):
@@ -106,16 +105,14 @@ class DecodeResult(Event, frozen=True, tag="decode_result"):
     rounds: int = 0
     block_tokens: int = 0
     runtime: str = ""  # what decoded: "mlx_lm.generate_step", "mlx_lm.speculative_generate_step", "mlatui MTP loop"
-    draft_kind: str = (
-        ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode (and schema < 4)
-    )
+    draft_kind: str = ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode
     # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
     # across the blocks together, each different text once (mlatui.measure.repetition.
-    # Repetition); None: not recorded (older runs)
+    # Repetition); None: not recorded
     distinct_4gram_share: Finite | None = None
     distinct_4gram_share_across: Finite | None = None
-    measured: bool = True  # False: rejected by bound, its blocks never ran (schema 6)
-    bound: SpeedupBound | None = None  # every speculative setting's, measured or not (schema 6)
+    measured: bool = True  # False: rejected by bound, its blocks never ran
+    bound: SpeedupBound | None = None  # every speculative setting's, measured or not
 
     @property
     def rejected_by_bound(self) -> bool:

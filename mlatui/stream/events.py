@@ -216,7 +216,7 @@ class Validity(Event, frozen=True, tag="validity"):
     diff_pct: Finite
     tolerance_pct: Finite
     valid: bool
-    outcome: str = ""  # valid | invalid | inconclusive ("" in schema 1: valid decides)
+    outcome: str  # valid | invalid | inconclusive
     ratio: Interval | None = None  # paired stock/patched at L = 1, median over quads, 95% CI
     rounds: int = 0
     # pooled: inconclusive on its own quads (the ratio above, CI containing 1.00), made valid by
@@ -225,7 +225,7 @@ class Validity(Event, frozen=True, tag="validity"):
 
     @property
     def verdict(self) -> str:
-        return self.outcome or ("valid" if self.valid else "invalid")
+        return self.outcome
 
     @property
     def pooled(self) -> bool:

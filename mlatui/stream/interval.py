@@ -12,8 +12,8 @@ from mlatui.stream.event_base import Count, Finite
 
 class Interval(msgspec.Struct, frozen=True):
     """`median` with its interval [`low`, `high`] over `n` values (rounds, or quads for a paired
-    ratio). `n` = 0: no interval, either nothing was measured (NaN median) or a recording of
-    schema 1 kept the median alone (then `low` = `high` = `median`, and `known` is False)."""
+    ratio). `n` = 0: no interval, either nothing was measured (NaN median) or the run kept the
+    median alone (then `low` = `high` = `median`, and `known` is False)."""
 
     median: Finite
     low: Finite
@@ -44,7 +44,7 @@ class Interval(msgspec.Struct, frozen=True):
 
 def flat_interval(name: str, interval: Interval | None) -> dict[str, float | None]:
     """`{name, name_low, name_high}`: the keys a phase summary's rows carry an interval under
-    (rows are plain dicts, read back from recordings of every schema)."""
+    (rows are plain dicts)."""
     if interval is None:
         return {name: None, f"{name}_low": None, f"{name}_high": None}
     known = interval.known

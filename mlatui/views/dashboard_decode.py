@@ -1,12 +1,9 @@
 """How DashboardState folds the decode phases' events (pure Python): speculative blocks and
-results per setting (a draft kind at a depth, or plain decode), and the kind of a recording made
-before several kinds existed (schema < 4: its header's `draft` names the one kind)."""
+results per setting (a draft kind at a depth, or plain decode)."""
 
 from __future__ import annotations
 
 from collections import deque
-
-import msgspec
 
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
@@ -17,13 +14,6 @@ from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, StepSeries, TextRepeat
 from mlatui.views.rounding import Ci
 from mlatui.views.units import ratio_text
-
-
-def kind_of_label(label: str) -> str:
-    """The one draft kind a header's `draft` label names ("" for none, or for several)."""
-    if label in ("", "none") or " + " in label:
-        return ""
-    return label.split(":")[0].split("(")[0].rstrip("?")
 
 
 class DecodeFold:
@@ -43,7 +33,7 @@ class DecodeFold:
     def _log(self, t: float | None, level: str, message: str) -> None:
         raise NotImplementedError
 
-    def _on_spec_step(self, e: SpecStep) -> None:  # recordings before schema 3
+    def _on_spec_step(self, e: SpecStep) -> None:
         arm = self._arm(e.arm)
         self.context = e.context
         arm.verify_ms.append(e.verify_ms)
@@ -52,7 +42,7 @@ class DecodeFold:
         self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
-        st = Setting(self.legacy_kind, e.depth)
+        st = Setting(e.draft_kind, e.depth)
         arm.add_steps(st, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
         live = arm.spec_live.setdefault(st, [0, 0.0])
         live[0] += e.tokens
@@ -67,12 +57,6 @@ class DecodeFold:
             return tuple(kinds)
         seen = [r.draft_kind for r in self.decode_results if r.depth and r.draft_kind]
         return tuple(dict.fromkeys(seen))
-
-    @property
-    def legacy_kind(self) -> str:
-        """The draft kind of a recording before schema 4 (one kind, named only in the header's
-        `draft`: "draft-model:<source>", "mtp", "synthetic(acceptance=…)")."""
-        return kind_of_label(self.header.draft if self.header is not None else "")
 
     def min_distinct_4gram(self, phase: str) -> float:
         """The phase's looping-text threshold as its scenario set it (0.5 when not recorded)."""
@@ -97,15 +81,15 @@ class DecodeFold:
         rep = repetition_of(texts, 4)
         if rep.within is None:
             return None
-        if setting in a.spec_result:  # a result recorded before the share was (schema 4):
-            return TextRepeat(rep.within, rep.across, False, live=False)  # no guard ran then
+        if setting in a.spec_result:  # a result that recorded no share: no guard looked at it
+            return TextRepeat(rep.within, rep.across, False, live=False)
         warning = looping_warning(rep, self.min_distinct_4gram(self.phase.name))
         return TextRepeat(rep.within, rep.across, warning is not None, live=True)
 
     def _setting(self, e: DecodeBlock | DecodeResult) -> Setting:
         if e.depth == 0:
             return PLAIN
-        return Setting(e.draft_kind or self.legacy_kind, e.depth)
+        return Setting(e.draft_kind, e.depth)
 
     def _on_decode_block(self, e: DecodeBlock) -> None:
         arm = self._arm(e.arm)
@@ -132,8 +116,6 @@ class DecodeFold:
     def _on_decode_result(self, e: DecodeResult) -> None:
         arm = self._arm(e.arm)
         st = self._setting(e)
-        if st.kind != e.draft_kind:  # schema < 4: the header's one kind, so every view names it
-            e = msgspec.structs.replace(e, draft_kind=st.kind)
         self.decode_results.append(e)
         if not e.measured:  # before the context's blocks: the tok/s lines start there
             if arm.counts_context != e.context:

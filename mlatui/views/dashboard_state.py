@@ -359,8 +359,8 @@ class DashboardState(DecodeFold):
         return verified[kind]
 
     def l_median(self, arm: str, context: int, width: int) -> float | None:
-        """Step ms: the sampler's median over rounds when estimates exist (schema 2), else the
-        plain median of the samples (older recordings)."""
+        """Step ms: the sampler's median over rounds once the context has an estimate, else the
+        plain median of the samples (before its first round ends, or a run without estimates)."""
         row = self.estimate("step_ms", arm, context, width)
         if row is not None:
             return row["median"]
@@ -372,7 +372,7 @@ class DashboardState(DecodeFold):
         return [(c, m) for c, m, _, _ in self.marginal_ci(arm)]
 
     def marginal_ci(self, arm: str) -> list[tuple[int, float, float | None, float | None]]:
-        """(context, median, CI low, CI high) of the marginal cost; CI None for older recordings."""
+        """(context, median, CI low, CI high) of the marginal cost; CI None without an estimate."""
         out = []
         for c in self.contexts():
             row = self.estimate("marginal_ms", arm, c, 2)

@@ -2,8 +2,8 @@
 print and what `mlatui compare` matches between two runs.
 
 Sweep cells come from the paired estimates (medians over rounds with 95% CIs), available from
-the first round on, so a mid-run export has them; recordings before schema 2 have no estimates
-and give plain medians of the samples, without a CI.
+the first round on, so a mid-run export has them; a run without estimates gives plain medians of
+the samples, without a CI.
 
 Both arms' L = 1 figure in a check's row (`l1_figures`) is per step, as the sweep's: a decode or
 tune phase with a draft decides its check on synced verify steps; with no draft the check is
