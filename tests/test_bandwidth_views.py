@@ -33,7 +33,9 @@ def test_limit_texts():
 
 def test_the_header_line_and_the_system_pane_show_the_limit():
     header = read_recording("tests/fixtures/ui_tiny_run.jsonl").header
-    header = msgspec.structs.replace(header, device={**header.device, "bandwidth": H100})
+    header = msgspec.structs.replace(
+        header, device=msgspec.structs.replace(header.device, bandwidth=H100)
+    )
     _, second = header_pieces(DashboardState(), header)
     assert any(p.long.plain == f"memory {limit_text(H100)}" for p in second)
     fields = {f.key: f.value for f in header_fields(header)}

@@ -60,7 +60,9 @@ def _run(label: str, marginal: dict[str, tuple], valid: bool = True, **header) -
 
 def test_ratio_range_and_significance_from_hand_built_estimates():
     a = _run("A", {"stock": (100.0, 90.0, 110.0), "patched": (4.0, 3.0, 5.0)})
-    device = {**ui_events.header().device, "name": "NVIDIA H200", "blas": "n/a (gpu)"}
+    device = msgspec.structs.replace(
+        ui_events.header().device, name="NVIDIA H200", blas="n/a (gpu)"
+    )
     b = _run(
         "B",
         {"stock": (25.0, 20.0, 30.0), "patched": (4.4, 3.5, 5.5)},

@@ -62,7 +62,7 @@ def test_event_order(tiny_run):
     assert events[0].type == "load_start" and events[at - 1].done
     header = events[at]
     assert isinstance(events[-1], RunEnd)
-    assert header.geometry["kv_lora_rank"] == 512 and header.thresholds["formula_inf"] == 170
+    assert header.geometry["kv_lora_rank"] == 512 and header.thresholds.formula_inf == 170
     assert header.synthetic_acceptance is True
     kinds = [e.type for e in events if e.type not in ("memory", "progress", "log")]
     # each phase: start, its samples, its validity verdicts, then its summary
@@ -514,7 +514,7 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
     are those bytes over the same rounds' step time against the header's measured limit."""
     _, events = tiny_run
     header = next(e for e in events if isinstance(e, RunHeader))
-    limit = header.device["bandwidth"]["measured_read_gb_s"]
+    limit = header.device.bandwidth["measured_read_gb_s"]
     finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     assert finals
     for e in finals:

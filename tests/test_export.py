@@ -219,7 +219,7 @@ def test_the_metadata_names_the_blas_threading_when_recorded():
     h = ui_events.header()
     assert "blas_threading" not in {f.key for f in header_fields(h)}  # older recordings
     text = "2 threads; idle workers sleep at once (OPENBLAS_THREAD_TIMEOUT=4, mlatui's default)"
-    h = msgspec.structs.replace(h, device={**h.device, "blas_threading": text})
+    h = msgspec.structs.replace(h, device=msgspec.structs.replace(h.device, blas_threading=text))
     fields = {f.key: f for f in header_fields(h)}
     assert (
         fields["blas_threading"].value == text

@@ -98,13 +98,13 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 
 
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
-    from mlatui.stream.events import SCHEMA_VERSION, RunHeader
+    from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, RunHeader, Thresholds
     from mlatui.views.run_meta import header_lines
     from mlatui.widgets.render import thresholds_text
 
     unbounded = 2**63 - 1
     assert threshold_text(unbounded) == "always absorbed" and threshold_text(170) == "170"
-    thresholds = {"formula_inf": unbounded, "formula_at": {"1024": unbounded}, "policy": "formula"}
+    thresholds = Thresholds(policy="formula", formula_inf=unbounded, formula_at={1024: unbounded})
     shown = thresholds_text(thresholds, 2048)
     assert "9223372036854775807" not in shown
     assert "L* formula always absorbed (T→∞)" in shown and "always absorbed at T=1K" in shown
@@ -112,7 +112,7 @@ def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
         **{
             **{f.name: None for f in msgspec.structs.fields(RunHeader)},
             "schema_version": SCHEMA_VERSION,
-            "device": {},
+            "device": DeviceInfo(),
             "geometry": {},
             "thresholds": thresholds,
             "scenario": {"name": "x"},

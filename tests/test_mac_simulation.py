@@ -157,7 +157,9 @@ def metal_header():
     from ui_events import header
 
     h = header()
-    return msgspec.structs.replace(h, platform="darwin", device={**h.device, "backend": "metal"})
+    return msgspec.structs.replace(
+        h, platform="darwin", device=msgspec.structs.replace(h.device, backend="metal")
+    )
 
 
 def test_the_memory_pane_speaks_of_unified_memory(metal_gpu, monkeypatch):

@@ -138,7 +138,7 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
     assert not any(e.type == "budget_planned" for e in events)
     said = [e.message for e in events if e.type == "log"]
     assert any("budget 50 s not applied: an A/A (--null)" in m for m in said), said
-    assert header.device["blas_threading"]  # what OpenBLAS's workers do is part of the run
+    assert header.device.blas_threading  # what OpenBLAS's workers do is part of the run
     summaries = [e for e in events if isinstance(e, PhaseSummary)]
     assert [s.phase for s in summaries] == ["sweep/aa-stock", "sweep/aa-patched"]
     for phase, materialises in (("sweep/aa-stock", True), ("sweep/aa-patched", False)):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import msgspec
 import pytest
 import ui_events
 
+from mlatui.stream.events import Thresholds
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import StepSeries, priority_widths, step_chart
@@ -91,10 +93,10 @@ def test_key_figure_data_carries_ci_and_check_status(demo):
 
 
 def test_threshold_crossover_inside_the_measured_range():
-    t = {"policy": "calibrated", "calibrated": {"512": 1, "1024": 1, "2048": 4, "4096": 8}}
+    t = Thresholds(policy="calibrated", calibrated={512: 1, 1024: 1, 2048: 4, 4096: 8})
     assert absorbs_from({512: 1, 1024: 1, 2048: 4, 4096: 8}) == 2048
     assert threshold_mark(t, [512, 4096]) == (2048, "")
-    assert threshold_mark({**t, "policy": "stock"}, [512, 4096]) == (None, "")
+    assert threshold_mark(msgspec.structs.replace(t, policy="stock"), [512, 4096]) == (None, "")
     assert threshold_mark(t, [4096, 8192])[0] is None
 
 

@@ -8,7 +8,7 @@ import pytest
 import ui_events
 
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import RunEnd
+from mlatui.stream.events import RunEnd, Thresholds
 from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
@@ -119,7 +119,7 @@ def test_header_names_geometry_threshold_device_and_synthetic(real):
 
 
 def test_threshold_shown_for_current_context():
-    t = {"formula_inf": 170, "formula_at": {"128": 73, "1024": 146}, "calibrated": {"1024": 900}}
+    t = Thresholds(formula_inf=170, formula_at={128: 73, 1024: 146}, calibrated={1024: 900})
     assert (
         r.thresholds_text(t, 2000) == "L* formula 170 (T→∞) · 146 at T=1K · calibrated 900 at T=1K"
     )

@@ -9,6 +9,7 @@ import time
 from mlatui.stream.events import (
     SCHEMA_VERSION,
     DecodeResult,
+    DeviceInfo,
     ErrorEvent,
     LogMessage,
     MemorySample,
@@ -19,6 +20,7 @@ from mlatui.stream.events import (
     RunHeader,
     SpecStep,
     Step,
+    Thresholds,
     Validity,
 )
 from mlatui.stream.interval import Interval
@@ -35,13 +37,9 @@ def header(synthetic: bool = True) -> RunHeader:
         mlx_lm_version="0.32.2",
         python_version="3.12",
         platform="linux",
-        device={
-            "name": "cpu",
-            "architecture": "x86_64",
-            "memory_bytes": 24 << 30,
-            "blas": "openblas",
-            "backend": "cpu",
-        },
+        device=DeviceInfo(
+            name="cpu", architecture="x86_64", memory_bytes=24 << 30, blas="openblas", backend="cpu"
+        ),
         model="random:deepseek_v3",
         model_type="deepseek_v3",
         geometry={
@@ -51,12 +49,7 @@ def header(synthetic: bool = True) -> RunHeader:
             "num_heads": 4,
             "num_layers": 2,
         },
-        thresholds={
-            "formula_inf": 170,
-            "formula_at": {"2048": 160},
-            "calibrated": None,
-            "policy": "formula",
-        },
+        thresholds=Thresholds(policy="formula", formula_inf=170, formula_at={2048: 160}),
         scenario={
             "name": "ui-test",
             "path": "tests/ui_events.py",

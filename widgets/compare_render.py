@@ -56,7 +56,7 @@ def _differing(a: str, b: str, n: int) -> tuple[str, str]:
 
 def run_label(run: Run) -> str:
     h = run.header
-    return f"{run.label} {run.name} ({h.model} · {h.device.get('name', '?')})"
+    return f"{run.label} {run.name} ({h.model} · {h.device.name})"
 
 
 def header_text(cmp: Comparison, width: int) -> Text:

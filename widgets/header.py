@@ -6,7 +6,7 @@ from rich.text import Text
 
 from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
-from mlatui.stream.events import RunHeader
+from mlatui.stream.events import DeviceInfo, RunHeader, Thresholds
 from mlatui.views.bandwidth_text import limit_short, limit_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
@@ -15,10 +15,10 @@ from . import fit
 from .palette import Status, status_style
 
 
-def _threshold_at(table: dict, context: int | None) -> str:
+def _threshold_at(table: dict[int, int], context: int | None) -> str:
     """L* at the current context: the table's entry there; between two entries, both (L* only
     grows with T); outside the table, its nearest entry at that entry's own T."""
-    items = sorted((int(k), v) for k, v in table.items())
+    items = sorted(table.items())
     if context is None:
         return f"{threshold_text(items[0][1])} at T={fmt_context(items[0][0])}"
     below = [(k, v) for k, v in items if k <= context]
@@ -31,27 +31,27 @@ def _threshold_at(table: dict, context: int | None) -> str:
     return f"{said} at T={fmt_context(context)}"
 
 
-def thresholds_text(t: dict, context: int | None) -> str:
+def thresholds_text(t: Thresholds, context: int | None) -> str:
     parts = []
-    if t.get("formula_inf") is not None:
-        parts.append(f"L* formula {threshold_text(t['formula_inf'])} (T→∞)")
-    if t.get("formula_at"):
-        parts.append(_threshold_at(t["formula_at"], context))
-    cal = t.get("calibrated")
+    if t.formula_inf is not None:
+        parts.append(f"L* formula {threshold_text(t.formula_inf)} (T→∞)")
+    if t.formula_at:
+        parts.append(_threshold_at(t.formula_at, context))
+    cal = t.calibrated
     parts.append(f"calibrated {_threshold_at(cal, context)}" if cal else "not calibrated")
-    if t.get("policy"):
-        parts.append(f"gate {t['policy']}")
+    if t.policy:
+        parts.append(f"gate {t.policy}")
     return " · ".join(parts)
 
 
-def thresholds_short(t: dict, context: int | None) -> str:
-    parts = [f"L* {threshold_text(t['formula_inf'])}"] if t.get("formula_inf") is not None else []
-    if t.get("formula_at"):
-        parts.append(_threshold_at(t["formula_at"], context).replace(" at T=", "@"))
-    if t.get("calibrated"):
-        parts.append("cal " + _threshold_at(t["calibrated"], context).replace(" at T=", "@"))
-    if t.get("policy"):
-        parts.append(f"gate {t['policy']}")
+def thresholds_short(t: Thresholds, context: int | None) -> str:
+    parts = [f"L* {threshold_text(t.formula_inf)}"] if t.formula_inf is not None else []
+    if t.formula_at:
+        parts.append(_threshold_at(t.formula_at, context).replace(" at T=", "@"))
+    if t.calibrated:
+        parts.append("cal " + _threshold_at(t.calibrated, context).replace(" at T=", "@"))
+    if t.policy:
+        parts.append(f"gate {t.policy}")
     return " ".join(parts)
 
 
@@ -60,8 +60,8 @@ def model_short(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", ".", "~")) else model
 
 
-def blas_text(device: dict, dark: bool = True) -> Text:
-    blas = str(device.get("blas", "?"))
+def blas_text(device: DeviceInfo, dark: bool = True) -> Text:
+    blas = device.blas
     if blas.startswith("bundled"):
         return Text("BLAS reference (slow)", style=status_style(Status.WARN, dark))
     return Text(f"BLAS {blas.split(' ')[0]}")
@@ -91,12 +91,11 @@ def header_pieces(
     if settings.get("mtp_missing"):
         first.append(fit.piece(settings["mtp_missing"], "MTP head missing", style=loud))
     d = h.device
-    name = str(d.get("name", "?"))
-    device_long = Text(f"{name} {d['architecture']} · " if d.get("architecture") else f"{name} · ")
+    device_long = Text(f"{d.name} {d.architecture} · " if d.architecture else f"{d.name} · ")
     device_long.append_text(blas_text(d, dark))
-    device_short = Text(f"{name} · ")
+    device_short = Text(f"{d.name} · ")
     device_short.append_text(blas_text(d, dark))
-    bandwidth = d.get("bandwidth")
+    bandwidth = d.bandwidth
     second = [
         fit.piece(
             thresholds_text(h.thresholds, state.context),

@@ -305,7 +305,7 @@ def run_lines(state: DashboardState) -> list[Text]:
     d = h.device
     lines = [
         Text.assemble(("run ", "bold"), f"{h.model} ({h.model_type}) · draft {h.draft}"),
-        Text(f"    {d.get('name', '?')} {d.get('architecture', '')} · BLAS {d.get('blas', '?')}"),
+        Text(f"    {d.name} {d.architecture} · BLAS {d.blas}"),
         Text(
             f"    mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}"
             f" · scenario {h.scenario.get('name', '?')}"
@@ -372,8 +372,8 @@ def pressure_style(level: str, dark: bool = True) -> str:
 
 def _limit_name(state: DashboardState) -> str:
     """Metal's limit is a recommendation (unified memory: other apps share it), not a limit."""
-    device = (state.header.device or {}) if state.header is not None else {}
-    return "Metal working set (recommended)" if device.get("backend") == "metal" else "device limit"
+    metal = state.header is not None and state.header.device.backend == "metal"
+    return "Metal working set (recommended)" if metal else "device limit"
 
 
 def _swap_text(used: int, at_start: int, dark: bool = True) -> Text:

@@ -33,7 +33,7 @@ from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
 from mlatui.store.bandwidth import device_bandwidth
-from mlatui.stream.events import SCHEMA_VERSION, ErrorEvent, RunHeader
+from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, ErrorEvent, RunHeader, Thresholds
 
 
 def pass_variants(run_pass: Pass) -> tuple[Variant, Variant]:
@@ -140,18 +140,20 @@ def header(
 
     env = environment()
     geometry, thresholds = (
-        _geometry(scenario, report) if loaded is not None and report is not None else ({}, {})
+        _geometry(scenario, report)
+        if loaded is not None and report is not None
+        else ({}, Thresholds())
     )
-    device = {
-        "name": env["device_name"],
-        "architecture": env["architecture"],
-        "backend": env["backend"],
-        "memory_bytes": env["device_memory_bytes"],
-        "blas": env["blas"],
-        "blas_threading": env["blas_threading"],
-        "cpu_count": env["cpu_count"],
-        "bandwidth": device_bandwidth(env),
-    }
+    device = DeviceInfo(
+        name=env["device_name"],
+        architecture=env["architecture"],
+        backend=env["backend"],
+        memory_bytes=env["device_memory_bytes"],
+        blas=env["blas"],
+        blas_threading=env["blas_threading"],
+        cpu_count=env["cpu_count"],
+        bandwidth=device_bandwidth(env),
+    )
     return RunHeader(
         SCHEMA_VERSION,
         __version__,
@@ -173,11 +175,11 @@ def header(
     )
 
 
-def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, dict]:
+def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, Thresholds]:
     """The patched MLA geometry and its thresholds: the formula's, at the usual contexts and the
     scenario's, and this device's calibrated crossovers where one is stored."""
     if report.geometry is None:
-        return {}, {}
+        return {}, Thresholds()
     g = report.geometry
     geometry = {
         "kv_lora_rank": g.kv_lora_rank,
@@ -190,15 +192,15 @@ def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, dict]:
         calibrated = stored_crossovers(g)
     except Exception:  # noqa: BLE001 - calibration is optional
         calibrated = None
-    thresholds = {
-        "policy": report.policy,
-        "formula_inf": FormulaPolicy().limit(g),  # whatever the patched slot runs
-        "formula_at": {
-            str(t): FormulaPolicy().limit(g, t)
+    thresholds = Thresholds(
+        policy=report.policy,
+        formula_inf=FormulaPolicy().limit(g),  # whatever the patched slot runs
+        formula_at={
+            t: FormulaPolicy().limit(g, t)
             for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
         },
-        "calibrated": {str(k): v for k, v in calibrated.items()} if calibrated else None,
-    }
+        calibrated=dict(calibrated) if calibrated else None,
+    )
     return geometry, thresholds
 
 

@@ -45,6 +45,38 @@ __all__ = [
 ]
 
 
+class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The machine that ran (mlatui.measure.records.environment): `bandwidth` is its kept
+    memory-bandwidth limit (mlatui.store.bandwidth), None when none was measured."""
+
+    name: str = "?"
+    architecture: str = ""
+    backend: str = "?"  # cpu | cuda | metal
+    memory_bytes: Count | None = None
+    blas: str = "?"
+    blas_threading: str = ""
+    cpu_count: Count | None = None
+    bandwidth: dict[str, Any] | None = None
+
+
+class Thresholds(msgspec.Struct, frozen=True, kw_only=True):
+    """The gate's L* for the run's MLA geometry: the formula's as T grows (`formula_inf`,
+    mlatui.gate.policy.UNBOUNDED where absorbing always wins) and at each context T
+    (`formula_at`), this device's calibrated crossovers where stored, and the policy the patched
+    slot runs. Every field at its default: the model has no MLA geometry."""
+
+    policy: str = ""
+    formula_inf: int | None = None
+    formula_at: dict[int, int] = msgspec.field(default_factory=dict)
+    calibrated: dict[int, int] | None = None
+
+    def gate_table(self) -> dict[int, int]:
+        """{context: max absorbed width} the patched gate uses: calibrated when that is the
+        policy."""
+        table = self.calibrated if self.policy == "calibrated" else None
+        return dict(table or self.formula_at)
+
+
 class RunHeader(Event, frozen=True, tag="header"):
     """Self-describing first record: what machine, versions and settings produced the run."""
 
@@ -54,11 +86,11 @@ class RunHeader(Event, frozen=True, tag="header"):
     mlx_lm_version: str
     python_version: str
     platform: str
-    device: dict[str, Any]  # name, architecture, memory_bytes, blas, backend
+    device: DeviceInfo
     model: str  # path, hub id or "embedded"/"random:<family>"
     model_type: str
     geometry: dict[str, Count]  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
-    thresholds: dict[str, Any]  # formula_inf, formula_at {T: L}, calibrated {T: L} or None, policy
+    thresholds: Thresholds
     scenario: dict[str, Any]  # name, path, phases [{name, kind, ...}]
     draft: str  # "draft-model:<path>", "mtp", "none"
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing

@@ -15,7 +15,7 @@ from mlatui.views.units import percent_text
 def limit_check(state: DashboardState) -> LimitCheck | None:
     """The header's measured read limit against the most any step of the run read (the largest
     median GB/s of every estimate so far); None without a limit or without a rate."""
-    bandwidth = state.header.device.get("bandwidth") if state.header is not None else None
+    bandwidth = state.header.device.bandwidth if state.header is not None else None
     limit = bandwidth.get("measured_read_gb_s") if bandwidth else None
     rates = [
         float(r["median"])

@@ -56,7 +56,7 @@ class Run:
     @property
     def title(self) -> str:
         h = self.header
-        return f"{self.label} {self.name}: {h.model} · {h.device.get('name', '?')}"
+        return f"{self.label} {self.name}: {h.model} · {h.device.name}"
 
 
 def _bench_record_error(path: Path) -> UserError | None:
@@ -292,7 +292,7 @@ def compare_markdown(cmp: Comparison) -> str:
     for run in cmp.runs:
         h = run.header
         lines.append(
-            f"- **{run.label}** `{run.path}`: {h.model} · {h.device.get('name', '?')} · "
+            f"- **{run.label}** `{run.path}`: {h.model} · {h.device.name} · "
             f"scenario {h.scenario.get('name', '?')} · started {h.started_at}"
         )
         lines += [f"  - note: {n}" for n in run.notes]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.byte_census import StepBytes
+from mlatui.stream.events import Thresholds
 from mlatui.views.bandwidth_pane import limit_check
 from mlatui.views.bandwidth_text import above_limit
 from mlatui.views.dashboard_state import DashboardState
@@ -95,13 +96,6 @@ def sweep_status(state: DashboardState, context: int) -> PointStatus:
     return PointStatus.VALID
 
 
-def gate_table(thresholds: dict) -> dict[int, int]:
-    """{context: max absorbed width} the patched gate uses: calibrated when that is the policy."""
-    table = thresholds.get("calibrated") if thresholds.get("policy") == "calibrated" else None
-    table = table or thresholds.get("formula_at") or {}
-    return {int(k): int(v) for k, v in table.items() if v is not None}
-
-
 def absorbs_from(table: dict[int, int], width: int = 2) -> int | None:
     """The smallest context of the table from which every listed L* admits `width`."""
     start = None
@@ -113,12 +107,12 @@ def absorbs_from(table: dict[int, int], width: int = 2) -> int | None:
     return start
 
 
-def threshold_mark(thresholds: dict, contexts: list[int]) -> tuple[int | None, str]:
+def threshold_mark(thresholds: Thresholds, contexts: list[int]) -> tuple[int | None, str]:
     """(crossover context inside the measured range or None, a note when L = 2 is absorbed at
     every measured context) for the formula and calibrated gates; nothing for the others."""
-    if not contexts or thresholds.get("policy") not in ("formula", "calibrated"):
+    if not contexts or thresholds.policy not in ("formula", "calibrated"):
         return None, ""
-    table = gate_table(thresholds)
+    table = thresholds.gate_table()
     start = absorbs_from(table)
     if start is None:
         return None, ""
@@ -196,8 +190,8 @@ def key_figure(state: DashboardState) -> KeyFigure:
         series.append(FigureSeries(name, ARM_COLOURS.get(arm, "cyan"), tuple(points)))
     series = passes if passes is not None else series
     contexts = sorted({p.context for s in series for p in s.points})
-    thresholds = state.header.thresholds if state.header is not None else {}
-    crossover, note = threshold_mark(thresholds or {}, contexts)
+    thresholds = state.header.thresholds if state.header is not None else Thresholds()
+    crossover, note = threshold_mark(thresholds, contexts)
     ended = state.status in ("completed", "interrupted", "error")
     return KeyFigure(tuple(series), crossover, note, not_positive, ended=ended)
 
@@ -243,7 +237,7 @@ def sweep_rows(summary: RunSummary) -> list[SweepRow]:
 
 
 def limit_label(summary: RunSummary) -> str:
-    bandwidth = summary.header.device.get("bandwidth") if summary.header is not None else None
+    bandwidth = summary.header.device.bandwidth if summary.header is not None else None
     if not bandwidth:
         return "the measured limit"
     return f"{sig(bandwidth['measured_read_gb_s'], 3)} GB/s measured"

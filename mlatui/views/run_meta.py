@@ -40,11 +40,11 @@ def _geometry(g: dict) -> str:
 
 
 def _threshold(h: RunHeader) -> str:
-    th, st = h.thresholds or {}, h.settings or {}
-    parts = [f"gate {st.get('threshold', th.get('policy', '?'))}"]
-    if th.get("formula_inf") is not None:
-        parts.append(f"L* formula {threshold_text(th['formula_inf'])} (T→∞)")
-    parts.append("calibrated" if th.get("calibrated") else "not calibrated")
+    th, st = h.thresholds, h.settings or {}
+    parts = [f"gate {st.get('threshold', th.policy or '?')}"]
+    if th.formula_inf is not None:
+        parts.append(f"L* formula {threshold_text(th.formula_inf)} (T→∞)")
+    parts.append("calibrated" if th.calibrated else "not calibrated")
     if st.get("indexer"):
         parts.append(f"indexer {st['indexer']}")
     return ", ".join(parts)
@@ -176,7 +176,7 @@ def code_difference(a: RunHeader, b: RunHeader) -> str | None:
 
 
 def header_fields(h: RunHeader) -> list[Field]:
-    d, st, sc = h.device or {}, h.settings or {}, h.scenario or {}
+    d, st, sc = h.device, h.settings or {}, h.scenario or {}
     seed = run_seed(h)
     flags = []
     if h.synthetic_acceptance:
@@ -193,18 +193,14 @@ def header_fields(h: RunHeader) -> list[Field]:
         Field(
             "device",
             "device",
-            " ".join(str(x) for x in (d.get("name", "?"), d.get("architecture")) if x),
+            " ".join(x for x in (d.name, d.architecture) if x),
         ),
-        Field("backend", "backend", str(d.get("backend", "?"))),
+        Field("backend", "backend", d.backend),
+        *([Field("bandwidth", "memory bandwidth", limit_text(d.bandwidth))] if d.bandwidth else []),
+        Field("blas", "BLAS", d.blas),
         *(
-            [Field("bandwidth", "memory bandwidth", limit_text(d["bandwidth"]))]
-            if d.get("bandwidth")
-            else []
-        ),
-        Field("blas", "BLAS", str(d.get("blas", "?"))),
-        *(
-            [Field("blas_threading", "BLAS threading", str(d["blas_threading"]))]
-            if d.get("blas_threading")
+            [Field("blas_threading", "BLAS threading", d.blas_threading)]
+            if d.blas_threading
             else []
         ),
         *(
