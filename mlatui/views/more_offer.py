@@ -45,8 +45,4 @@ def more_offer(state: DashboardState) -> MoreOffer | None:
         return None
     phases = [more_phase("more", c) for c in contexts]
     settle = bool((state.header.settings or {}).get("settle", True))
-    try:
-        seconds = state.progress.forecast_s(phases, settle=settle)
-    except Exception:  # noqa: BLE001 - an old recording's costs: say the time is unknown
-        seconds = math.inf
-    return MoreOffer(contexts, MORE_ROUNDS, seconds)
+    return MoreOffer(contexts, MORE_ROUNDS, state.progress.forecast_s(phases, settle=settle))
