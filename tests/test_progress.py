@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.measure.plans import Segment
-from mlatui.measure.progress import STALL_MIN_S, RunProgress
-from mlatui.measure.progress_costs import extrapolate
+from mlatui.measure.progress import STALL_MIN_S, RunProgress, extrapolate
 from mlatui.stream.events import BudgetPlanned, LoadProgress, LoadStart, PhaseStart, Step
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
