@@ -303,7 +303,7 @@ def test_mlx_vlm_pre_fix_release_against_the_fixed_one(tmp_path_factory, family)
 
 
 def _header(stock_files: dict, patched_files: dict, given: str = "/src/pr"):
-    from mlatui.stream.events import RunHeader
+    from mlatui.stream.events import DeviceInfo, RunHeader, Thresholds
 
     def src(files, where):
         return {
@@ -327,11 +327,11 @@ def _header(stock_files: dict, patched_files: dict, given: str = "/src/pr"):
         "0",
         "3",
         "linux",
-        {},
+        DeviceInfo(),
         "m",
         "deepseek_v3",
         {},
-        {},
+        Thresholds(),
         {},
         "none",
         True,

@@ -124,7 +124,7 @@ def test_screen_names_what_each_slot_ran():
 
 
 def test_header_fields_say_runtime_and_arms():
-    from mlatui.stream.events import RunHeader
+    from mlatui.stream.events import DeviceInfo, RunHeader, Thresholds
     from mlatui.views.run_meta import header_lines
 
     runtime = RuntimeGates("mlx-lm", "0.33", {"DeepseekV3Attention": GateForm.THRESHOLD})
@@ -144,11 +144,11 @@ def test_header_fields_say_runtime_and_arms():
         "0.33",
         "3.11",
         "linux",
-        {},
+        DeviceInfo(),
         "m",
         "deepseek_v3",
         {},
-        {},
+        Thresholds(),
         {},
         "none",
         False,
