@@ -114,3 +114,19 @@ def test_a_damaged_record_file_says_what_it_left_out(tmp_path, capsys):
     assert main(["replay", "--dump", "--skip-bad", str(bad)]) == 0
     out = capsys.readouterr().out
     assert len(_table_lines(out)) == 4 and "skipped 1 bad line (first: line 2)" in out
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_is_refused_in_one_line_without_waiting_for_a_writer(tmp_path, capsys):
+    import os
+    import threading
+
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(main(["replay", str(fifo), "--dump"])))
+    worker.daemon = True  # a regression blocks in open(); the assertion below reports it
+    worker.start()
+    worker.join(timeout=20)
+    assert done == [2], "replay of a FIFO waited for a writer instead of refusing it"
+    assert "not a regular file" in capsys.readouterr().err

@@ -67,6 +67,8 @@ def first_record(path: str | Path) -> object:
     """The first non-blank line of a `.jsonl` or `.jsonl.gz`, decoded (None where it is not
     JSON or cannot be read: the recording reader says why)."""
     path = Path(path)
+    if not path.is_file():  # opening a FIFO waits for a writer; the recording reader refuses it
+        return None
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as f:
