@@ -20,6 +20,7 @@ from mlatui.config.scenario import Phase, Scenario
 from mlatui.config.story import Story
 from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import BudgetPlan
+from mlatui.stream.phrases import ci_text
 
 # an L = 2 step read under this share of its L = 1 step is a drift (the loaded 2-core CPU's probe
 # once read the stock arm's at 0.7x), not the device's cost
@@ -141,7 +142,7 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
     """The smallest candidate where the stock multiple and the patched flatness hold; else the
     one where the stock multiple is largest against the patched one. `tunes`: the candidates
     whose tune fits the budget (the reference BLAS took the largest, 24K, and planned 666 s)."""
-    seen: list[tuple[int, float, float]] = []
+    seen: list[tuple[int, float, float, str]] = []
     for c in tunes:
         steps = [(step_ms(arm, c, 1), step_ms(arm, c, 2)) for arm in ("stock", "patched")]
         if any(not one or two is None for one, two in steps):
@@ -149,24 +150,28 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
         stock, patched = (two / one for one, two in steps)  # type: ignore[operator]
         if min(stock, patched) < NOISE_FLOOR:
             continue  # a drift's reading
-        seen.append((c, stock, patched))
+        # the probe's single forecasts have no CI: the note gives their ms, not their ratio
+        said = "; ".join(
+            f"{arm} L = 2 {ci_text(two, None, None, 1)} vs L = 1 {ci_text(one, None, None, 1)} ms"
+            for arm, (one, two) in zip(("stock", "patched"), steps, strict=True)
+        )
+        seen.append((c, stock, patched, said))
         if stock >= story.stock_verify_multiple and patched <= story.patched_verify_flat:
             return c, (
-                f"at {c} the stock arm's L = 2 step is forecast at {stock:.1f}× its L = 1 step "
-                f"(>= {story.stock_verify_multiple:g}×) and the patched arm's at {patched:.2f}× "
-                f"(<= {story.patched_verify_flat:g}×), the smallest context where both hold"
+                f"at {c} the probe forecasts {said}: the stock arm's L = 2 step at least "
+                f"{story.stock_verify_multiple:g}× its L = 1 step and the patched arm's within "
+                f"{story.patched_verify_flat:g}×, the smallest context where both hold"
             )
     if not seen:
         return (tunes[-1] if tunes else None), (
             "the probe's steps give no reading of the multiples (none, or one wider step read "
             "cheaper than its L = 1 step: the host drifted), so the largest allowed"
         )
-    c, stock, patched = max(seen, key=lambda s: (s[1] / max(s[2], 1e-9), s[0]))
+    c, _, _, said = max(seen, key=lambda s: (s[1] / max(s[2], 1e-9), s[0]))
     return c, (
         f"no allowed context shows the stock arm's L = 2 step at {story.stock_verify_multiple:g}× "
         f"its L = 1 step with the patched arm's within {story.patched_verify_flat:g}×; the best is "
-        f"{c} (stock {stock:.1f}×, patched {patched:.2f}×): the story is weak on this device "
-        "at the contexts this model allows"
+        f"{c} ({said}): the story is weak on this device at the contexts this model allows"
     )
 
 
