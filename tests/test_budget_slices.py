@@ -149,16 +149,22 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
     """The tiny model's sweep and tune, every L = 1 check held undecided (the sampler's and the
     pooled check's rule say inconclusive): a context adds rounds past its plan until its slice
     ends, and the run ends near its budget, neither early nor far past it."""
+    import sys
+
     import mlatui.measure.estimates as estimates
-    import mlatui.measure.pooled as pooled
-    import mlatui.measure.sampler as sampler
+    import mlatui.run.engine  # noqa: F401  (every phase module, so each holder is found)
     from mlatui.config.runconfig import RunConfig
     from mlatui.measure.estimates import Outcome
     from mlatui.stream.events import RunEnd
     from tests.engine_run import run
 
     undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
-    for module in (estimates, pooled, sampler):
+    decides = estimates.control_outcome
+    holders = [m for m in list(sys.modules.values()) if getattr(m, "control_outcome", None) is decides]
+    # every module that took the rule by name, the budget's last `more` rounds included: one left
+    # out decides its checks on a host fast enough to reach those rounds
+    assert {"mlatui.measure.estimates", "mlatui.run.phases.more"} <= {m.__name__ for m in holders}
+    for module in holders:
         monkeypatch.setattr(module, "control_outcome", undecided)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
