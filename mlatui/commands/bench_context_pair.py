@@ -77,24 +77,20 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatui.cli import UserError
 
     _check(args)
-    from mlatui.config.scenario import ScenarioError, load_scenario
+    from mlatui.config.scenario import load_scenario
     from mlatui.gate.policy import Variant
     from mlatui.measure.records import environment
-    from mlatui.models.loading import LoadError, load_target
+    from mlatui.models.loading import load_target
     from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
     from mlatui.run.prompts import text_tokens
     from mlatui.views.bench_report import context_pair_header, context_pair_report
     from mlatui.views.mdtable import jsonl
 
-    try:
-        scenario = load_scenario(args.scenario)
-        seed = scenario.run_seed(args.seed)
-        loaded = load_target(args.model, scenario, args.random_weights, seed)
-    except (ScenarioError, LoadError) as e:
-        raise UserError(str(e)) from None
+    scenario = load_scenario(args.scenario)
+    seed = scenario.run_seed(args.seed)
+    loaded = load_target(args.model, scenario, args.random_weights, seed)
     short, long = args.contexts
     env = environment()
     settings = {

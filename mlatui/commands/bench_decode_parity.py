@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.cli import UserError
 
     _check(args)
-    from mlatui.config.scenario import ScenarioError, load_scenario
+    from mlatui.config.scenario import load_scenario
     from mlatui.measure.records import environment
-    from mlatui.models.loading import DraftKind, LoadError, load_draft, load_target
+    from mlatui.models.loading import DraftKind, load_draft, load_target
     from mlatui.run.decode_stream import Sampling
     from mlatui.run.draft_factory import draft_factory
     from mlatui.run.parity import ParityPlan, run_parity
@@ -113,13 +113,10 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.views.bench_report import parity_header, parity_report
     from mlatui.views.mdtable import jsonl
 
-    try:
-        scenario = load_scenario(args.scenario or args.scenario_opt)
-        seed = scenario.run_seed(args.seed)
-        loaded = load_target(args.model, scenario, args.random_weights, seed)
-        load_draft(args.draft_model, scenario.draft, loaded, seed)
-    except (ScenarioError, LoadError) as e:
-        raise UserError(str(e)) from None
+    scenario = load_scenario(args.scenario or args.scenario_opt)
+    seed = scenario.run_seed(args.seed)
+    loaded = load_target(args.model, scenario, args.random_weights, seed)
+    load_draft(args.draft_model, scenario.draft, loaded, seed)
     source = _source_model(loaded.model, args.arm_sources)
     sampling = Sampling(args.temperature)
     make_draft = draft_factory(loaded, scenario, seed)

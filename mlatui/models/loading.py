@@ -21,6 +21,7 @@ from msgspec import structs
 from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
+from mlatui.errors import UserError
 from mlatui.models.checkpoint_source import SafetensorsError, read_header
 from mlatui.models.load_watch import memory_counter, no_watch, safetensors_files
 from mlatui.models.mx_typed import evaluate_buffers
@@ -35,8 +36,9 @@ def default_dtype() -> str:
     return "bfloat16" if mx.default_device() == mx.gpu else "float32"
 
 
-class LoadError(ValueError):
-    """One line saying what could not be loaded and what to do."""
+class LoadError(UserError, ValueError):
+    """One line saying what could not be loaded and what to do: the command line's bad-input
+    error, so every command reports it the same way."""
 
 
 class DraftKind(StrEnum):
