@@ -1,29 +1,20 @@
-"""Honest progress, a pure fold of events: phases and segments as planned and as run, stalls,
-loading, and the seconds left (no mlx, no textual). The budget (mlatui.run.budget) forecasts with
-the same model from its probe's steps (`forecast_s`, `segment_s`).
+"""Progress and the forecast, a pure fold of events (no mlx, no textual): phases and segments as
+planned (the header's `phase_plans`, a BudgetPlanned's, then each PhaseStart's `plan`) and as
+run, the costs seen, stalls, loading and the seconds left. The budget forecasts with the same
+model from its probe's steps (`forecast_s`, `segment_s`).
 
-Each phase's plan is its PhaseStart's `plan` (mlatui.measure.plans segments); the phases not yet
-started are the header's `phase_plans`, or a budget's once its BudgetPlanned says them. A segment's
-time is its timed calls at the costs seen so far (`CostTable`) times the wall
-time per measured second learned from the gaps between events (settle steps, estimates,
-hand-over), plus its set-up (prefill, warm-up) from the gap before its first event. Where the plan
-is adaptive (rounds added while the L = 1 check is inconclusive) the ETA is a range: the point
-expects each context to need the share of its possible extra rounds that the run's earlier
-contexts needed (half, before any has decided), the high end every context at its most rounds.
-
-Every cost is a (low, mid, high) triple in ms of measured compute. A measured cell is its mean; a
-context not measured is extrapolated along the context axis (`extrapolate`: linear in T; from one
-context "does not grow" .. "grows in proportion to T", except a wide step's extra cost over
-L = 1, taken to grow in proportion); a decode block not yet measured is built from the synced
-steps of its context (plain: an L = 1 step per token; depth d: tokens / (tokens per verify step)
-verify steps at L = d + 1 plus d drafted tokens each), with prior acceptance and draft costs
-until blocks are seen.
+A segment's time is its timed calls at the costs seen, times the wall seconds per measured second
+seen between events (settle steps, estimates, hand-over), plus its set-up (prefill, warm-up). A
+cost is a (low, mid, high) triple of ms: a context not measured is extrapolated along the context
+axis, a decode block not seen is built from its context's synced steps. Where an undecided L = 1
+check may add rounds, the point expects the share of extra rounds the run's earlier segments
+took (half before any ended), the high end every round: the ETA is a range.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mlatui.config.scenario import Phase
@@ -48,14 +39,37 @@ from mlatui.stream.events import (
 )
 
 Cost = tuple[float, float, float]  # (low, mid, high)
-
+NONE: Cost = (0.0, 0.0, 0.0)
 PRIOR_ACCEPT = 0.5  # per draft position, until a block of that depth is seen
-PRIOR_DRAFT_SHARE = 0.25  # a drafted token, as a share of the target's L = 1 step, until seen
+PRIOR_DRAFT_SHARE = 0.25  # a drafted token, as a share of the target's L = 1 step
+# wall s per measured s until seen, for steps [False] (their settle steps count as compute) and
+# blocks [True]: 1.00-1.06 on the 2-core CPU, with OpenBLAS and with the reference BLAS
+PRIOR_OVERHEAD = {False: 1.06, True: 1.05}
+STALL_MIN_S = 10.0
+STALL_FACTOR = 5.0  # times the slowest gap between steps seen
+
+
+def scale(c: Cost, k: float) -> Cost:
+    return (c[0] * k, c[1] * k, c[2] * k)
+
+
+def add(a: Cost, b: Cost) -> Cost:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def weighted(parts: Iterable[tuple[Cost | None, float]]) -> Cost | None:
+    """The sum of each cost times its weight; None when a cost is not known."""
+    out = NONE
+    for c, k in parts:
+        if c is None:
+            return None
+        out = add(out, scale(c, k))
+    return out
 
 
 def extrapolate(points: Sequence[tuple[float, float]], x: float) -> Cost | None:
     """y at x from measured (x, y) points: interpolated inside them; outside, a least-squares line
-    (slope >= 0, intercept >= 0) with the proportional growth from the nearest point as the high
+    (slope >= 0, intercept >= 0), with growth in proportion from the nearest point as the high
     end. One point: constant .. proportional."""
     pts = sorted(points)
     if not pts:
@@ -64,20 +78,15 @@ def extrapolate(points: Sequence[tuple[float, float]], x: float) -> Cost | None:
         if x0 <= x <= x1:
             y = y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
             return (y, y, y)
-    if len(pts) == 1 or x < pts[0][0]:
-        x0, y0 = pts[0] if x < pts[0][0] else pts[-1]
-        prop = y0 * x / x0 if x0 > 0 else y0
+    below = x < pts[0][0]
+    x0, y0 = pts[0] if below else pts[-1]
+    prop = y0 * x / x0 if x0 > 0 else y0
+    if len(pts) == 1:
         lo, hi = sorted((y0, prop))
-        if len(pts) > 1:  # below the smallest context: the line through the first two
-            line = _line(pts)
-            mid = max(0.0, line[0] + line[1] * x)
-            return (min(lo, mid), mid, max(hi, mid))
         return (lo, (lo + hi) / 2, hi)
     a, b = _line(pts)
-    mid = a + b * x
-    x_top, y_top = pts[-1]
-    prop = y_top * x / x_top if x_top > 0 else y_top
-    return (mid, mid, max(mid, prop))
+    mid = max(0.0, a + b * x)
+    return (min(y0, prop, mid), mid, max(y0, prop, mid)) if below else (mid, mid, max(mid, prop))
 
 
 def _line(pts: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -93,24 +102,13 @@ def _line(pts: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return a, b
 
 
-def scale(c: Cost, k: float) -> Cost:
-    return (c[0] * k, c[1] * k, c[2] * k)
-
-
-def add(a: Cost, b: Cost) -> Cost:
-    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
-
-
 class CostTable:
-    """Mean ms per (arm, context, width) for synced steps and per token for decode blocks, with
-    each setting's (draft kind and depth) tokens per verify step and draft share once blocks
-    show them: an MTP head and a draft model accept and cost differently."""
+    """Mean ms per (arm, context, width) of synced steps and per token of decode blocks, with each
+    setting's tokens per verify step: an MTP head and a draft model accept and cost differently."""
 
     def __init__(self) -> None:
         self.steps: dict[tuple[str, int, int], list[float]] = {}  # -> [sum ms, n]
-        self.blocks: dict[
-            tuple[str, int, Setting], list[float]
-        ] = {}  # (arm, ctx, setting) -> [ms, tokens]
+        self.blocks: dict[tuple[str, int, Setting], list[float]] = {}  # -> [sum ms, tokens]
         self.verify_steps: dict[Setting, list[int]] = {}  # -> [tokens emitted, verify steps]
 
     def add_step(self, arm: str, context: int, width: int, ms: float) -> None:
@@ -121,8 +119,7 @@ class CostTable:
     def add_block(
         self, arm: str, context: int, setting: Setting, tokens: int, ms: float, verifies: int
     ) -> None:
-        if setting.depth == 0:
-            setting = Setting()  # plain decode is one setting whatever draft kinds there are
+        setting = setting if setting.depth else Setting()  # plain decode: one setting
         cell = self.blocks.setdefault((arm, context, setting), [0.0, 0])
         cell[0] += ms
         cell[1] += tokens
@@ -151,11 +148,10 @@ class CostTable:
         return self.step(arm, context, lower[0]) if lower else None
 
     def _wider_from_one(self, arm: str, context: int, c0: int, y0: float) -> Cost | None:
-        """A wide step measured at one shorter context only: its cost over the L = 1 step's is
-        the queries' extra work, which (the stock arm's re-expansion of the whole cache, the
-        attention of the extra queries) grows in proportion to the context; the L = 1 step is
-        extrapolated as any other. A slow device's probe measures one length: without this the
-        stock arm's verify steps at 4x the length were forecast at ~60% of their cost."""
+        """A wide step seen at one shorter context only: its cost over the L = 1 step's (the stock
+        arm re-expanding the cache, the extra queries' attention) grows in proportion to the
+        context (a slow device's probe sees one length: extrapolated as any other, the stock
+        arm's verify steps at 4x the length read ~60% of their cost)."""
         cell = self.steps.get((arm, c0, 1))
         one = self.step(arm, context, 1)
         if not cell or one is None:
@@ -171,9 +167,9 @@ class CostTable:
         return 1 + sum(PRIOR_ACCEPT**i for i in range(1, setting.depth + 1))
 
     def block(self, arm: str, context: int, setting: Setting, tokens: int) -> Cost | None:
-        if setting.depth == 0:
-            setting = Setting()
-        depth = setting.depth
+        """A block's ms: as seen; else along the context axis from this setting's blocks; else
+        its synced steps (depth d: its verify steps at L = d + 1, d drafted tokens each)."""
+        setting = setting if setting.depth else Setting()
         cell = self.blocks.get((arm, context, setting))
         if cell and cell[1]:
             m = cell[0] / cell[1] * tokens
@@ -181,48 +177,23 @@ class CostTable:
         points = [
             (c, ms / n)
             for (a, c, st), (ms, n) in self.blocks.items()
-            if a == arm and st == setting and n
+            if (a, st) == (arm, setting) and n
         ]
         if points:
             got = extrapolate(points, context)
             return scale(got, tokens) if got else None
-        one = self.step(arm, context, 1)
-        if one is None:
-            return None
-        if depth == 0:
-            return scale(one, tokens)
-        verify = self.step(arm, context, depth + 1) or one
-        per_verify = add(verify, scale(one, depth * self._draft_share(arm, setting)))
+        one, d = self.step(arm, context, 1), setting.depth
+        if one is None or d == 0:
+            return scale(one, tokens) if one else None
+        verify = self.step(arm, context, d + 1) or one
+        per_verify = add(verify, scale(one, d * PRIOR_DRAFT_SHARE))
         return scale(per_verify, tokens / self.tokens_per_verify(setting))
-
-    def _draft_share(self, arm: str, setting: Setting) -> float:
-        """A drafted token's cost as a share of the L = 1 step: from a measured block of this
-        setting at any context (what its verify steps do not explain), else the prior."""
-        d = setting.depth
-        for (a, c, st), (ms, n) in self.blocks.items():
-            if a != arm or st != setting or not n:
-                continue
-            one, verify = self.step(a, c, 1), self.step(a, c, d + 1)
-            if one is None or verify is None or one[1] <= 0:
-                continue
-            per_verify = ms / n * self.tokens_per_verify(st)
-            return max(0.0, (per_verify - verify[1]) / (d * one[1]))
-        return PRIOR_DRAFT_SHARE
-
-
-STALL_MIN_S = 10.0
-STALL_FACTOR = 5.0  # times the slowest gap between steps seen
-# wall s per measured s (steps, blocks) until seen; a step segment's settle steps (two untimed
-# L = 1 steps before every quad) count as compute (wall time was 1.00-1.06x the timed steps plus
-# those on the 2-core CPU, with OpenBLAS and with the reference BLAS)
-PRIOR_OVERHEAD = {False: 1.06, True: 1.05}
-NONE: Cost = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
 class Eta:
-    """Seconds left: `mid` the estimate, `low`..`high` its range; `extra_rounds` the rounds the
-    adaptive check may still add; `partial` when some planned work has no cost model yet."""
+    """Seconds left: `mid`, in `low`..`high`; `extra_rounds` the rounds undecided checks may
+    still add; `partial` when some planned work has no cost model yet."""
 
     low: float
     mid: float
@@ -243,13 +214,6 @@ class SegmentRun:
     calls: int = 0
     done: bool = False
 
-    def rounds(self) -> tuple[int, int]:
-        """(fewest, most) rounds this segment can still end with, given what it has run."""
-        s = self.seg
-        started = math.ceil(self.calls / s.per_round) if s.per_round else 0
-        base = max(s.first_rounds, started + started % 2)
-        return base, max(base, s.last_round)
-
 
 @dataclass
 class PhaseRun:
@@ -261,6 +225,11 @@ class PhaseRun:
     total: int = 0
     started_t: float | None = None
     finished: bool = False
+
+
+def _planned_phase(p: PhasePlan) -> PhaseRun:
+    runs = [SegmentRun(Segment.from_dict(d)) for d in p.plan]
+    return PhaseRun(p.phase, p.kind, runs, sum(r.seg.planned_calls for r in runs))
 
 
 class RunProgress:
@@ -282,8 +251,6 @@ class RunProgress:
         self._current: tuple[int, int] | None = None  # (phase index, segment index)
         self._cache: tuple[Eta, Eta] | None = None
 
-    # -- folding ----------------------------------------------------------------------------
-
     def apply(self, e: Event) -> None:
         match e:
             case Step() | DecodeBlock() | SpecStep():
@@ -304,7 +271,7 @@ class RunProgress:
                 self._settle = bool(settings.get("settle", True))
                 self.phases = [_planned_phase(p) for p in e.phase_plans]
             case BudgetPlanned() if not any(p.started_t is not None for p in self.phases):
-                self.phases = [_planned_phase(p) for p in e.phase_plans]  # none started yet
+                self.phases = [_planned_phase(p) for p in e.phase_plans]
             case LoadStart():
                 self.load = LoadView.start(e)
                 self.last_activity_t = e.t
@@ -314,20 +281,15 @@ class RunProgress:
                     self.load.progress(e)
                 self.last_activity_t = e.t
                 return
-            case DecodeResult(measured=False):
-                self._rejected(e)
+            case DecodeResult(measured=False):  # rejected by bound: its arm runs no blocks here
+                for run in (s for p in self.phases for s in p.segments):
+                    if (run.seg.part, run.seg.context) == (e.phase, e.context) and run.seg.tokens:
+                        for width, kind, depth in run.seg.settings:
+                            if (depth, kind) == (e.depth, e.draft_kind):
+                                run.seg = run.seg.without(e.arm, width)
             case _:
                 return
         self._cache = None
-
-    def _rejected(self, e: DecodeResult) -> None:
-        """A setting rejected by bound before its context's blocks: its arm runs none of them."""
-        for run in (s for p in self.phases for s in p.segments):
-            seg = run.seg
-            if seg.part == e.phase and seg.context == e.context and seg.tokens:
-                for width, kind, depth in seg.settings:
-                    if depth == e.depth and kind == e.draft_kind:
-                        run.seg = seg.without(e.arm, width)
 
     def _phase_start(self, e: PhaseStart) -> None:
         p = next((p for p in self.phases if p.name == e.phase), None)
@@ -336,7 +298,7 @@ class RunProgress:
             self.phases.append(p)
         if e.plan:
             p.segments = [SegmentRun(Segment.from_dict(d)) for d in e.plan]
-        if _planned(p.segments) != e.planned_steps:
+        if sum(r.seg.planned_calls for r in p.segments) != e.planned_steps:
             p.segments = []  # not the plan the engine ran: the phase's own rate
         p.planned, p.total, p.started_t = e.planned_steps, e.planned_steps, e.t
         i = self.phases.index(p)
@@ -369,8 +331,8 @@ class RunProgress:
             gap_s, blocks = e.t - run.last_t, bool(run.seg.tokens)
             self.wall_s[blocks] += gap_s
             self.compute_s[blocks] += ms / 1e3
-            if blocks:  # the gap also held its share of untimed plain blocks
-                self.compute_s[blocks] += self.untimed_per_call_s(run.seg)
+            if blocks:  # the gap also held its share of untimed plain blocks (_round_cost's)
+                self.compute_s[blocks] += self._untimed_per_call_s(run.seg)
             elif self._settle and isinstance(e, Step):  # and its share of settle steps
                 one = self.costs.step(e.arm, e.context, 1)
                 self.compute_s[blocks] += one[1] / 2 / 1e3 if one else 0.0
@@ -379,13 +341,13 @@ class RunProgress:
         run.calls += 1
 
     def _find(self, part: str, context: int) -> SegmentRun | None:
-        """The segment an event belongs to: the current one, or a later one of its phase
-        (earlier segments are then done)."""
+        """The segment an event belongs to: the current one, or a later one of its phase (the
+        earlier ones are then done)."""
         if self._current is None:
             return None
         pi, si = self._current
         segs = self.phases[pi].segments
-        if 0 <= si < len(segs) and segs[si].seg.part == part and segs[si].seg.context == context:
+        if 0 <= si < len(segs) and (segs[si].seg.part, segs[si].seg.context) == (part, context):
             return segs[si]
         for j in range(max(si, 0), len(segs)):
             s = segs[j].seg
@@ -395,8 +357,6 @@ class RunProgress:
                 self._current = (pi, j)
                 return segs[j]
         return None
-
-    # -- what the header shows --------------------------------------------------------------
 
     def steps(self) -> tuple[int, int]:
         """(done, planned) timed calls of the whole run; planned grows as rounds are added."""
@@ -412,16 +372,14 @@ class RunProgress:
         quiet = now_t - self.last_activity_t
         return quiet if quiet >= self.stall_threshold_s() else None
 
-    # -- forecasting ------------------------------------------------------------------------
-
     def overhead(self, blocks: bool) -> float:
         """Wall seconds per second of measured compute, for steps or for decode blocks."""
         wall, compute = self.wall_s[blocks], self.compute_s[blocks]
         return wall / compute if compute > 1.0 else PRIOR_OVERHEAD[blocks]
 
     def _continue_share(self, blocks: bool) -> float:
-        """How often an inconclusive check asked for two more rounds, in this run's finished
-        segments of the same sort (steps or blocks); Laplace's prior of one each way."""
+        """How often an undecided check asked for two more rounds in this run's finished segments
+        of the same sort (steps or blocks); Laplace's prior of one each way."""
         more = stops = 0
         for s in (s for p in self.phases for s in p.segments):
             seg = s.seg
@@ -439,62 +397,42 @@ class RunProgress:
     def _call_cost(self, seg: Segment, width: int) -> Cost | None:
         """ms of one timed call of `width` in `seg`, averaged over the arms that run it."""
         arms = seg.arms_at(width)
-        total = NONE
-        for arm in arms:
-            c = (
-                self.costs.block(arm, seg.context, seg.setting(width), seg.tokens)
-                if seg.tokens
-                else self.costs.step(arm, seg.context, width)
-            )
-            if c is None:
-                return None
-            total = add(total, c)
-        return scale(total, 1 / len(arms)) if arms else NONE
+        costs = (
+            self.costs.block(a, seg.context, seg.setting(width), seg.tokens)
+            if seg.tokens
+            else self.costs.step(a, seg.context, width)
+            for a in arms
+        )
+        total = weighted((c, 1) for c in costs)
+        return scale(total, 1 / len(arms)) if total is not None and arms else total
 
     def _round_cost(self, seg: Segment, settle: bool) -> Cost | None:
-        total, calls = NONE, dict(seg.calls)
-        for width, n in seg.calls:
-            c = self._call_cost(seg, width)
-            if c is None:
-                return None
-            total = add(total, scale(c, n))
-        one = self._call_cost(seg, 1) if settle and not seg.tokens and 1 in calls else None
-        if one is not None:  # two untimed L = 1 steps before each quad
-            total = add(total, scale(one, 2 * seg.per_round / 4))
-        untimed = self._untimed_round(seg)
-        return add(total, untimed) if untimed is not None else None
+        parts = [(self._call_cost(seg, w), float(n)) for w, n in seg.calls]
+        if settle and not seg.tokens and 1 in dict(seg.calls):  # two untimed L = 1 steps a quad
+            parts.append((self._call_cost(seg, 1), 2 * seg.per_round / 4))
+        parts.append((self._untimed_round(seg), 1))
+        return weighted(parts)
 
     def _untimed_round(self, seg: Segment) -> Cost | None:
-        """ms of one round's untimed plain blocks, one in each rejected (skipped) block's place;
-        None when a plain block's cost is not known yet."""
-        total, calls = NONE, dict(seg.calls)
-        for arm, width in seg.skipped:
-            plain = self.costs.block(arm, seg.context, Setting(), seg.tokens)
-            if plain is None:
-                return None
-            total = add(total, scale(plain, calls.get(width, 0)))
-        return total
+        """ms of one round's untimed plain blocks, one in each rejected block's place."""
+        calls = dict(seg.calls)
+        return weighted(
+            (self.costs.block(arm, seg.context, Setting(), seg.tokens), calls.get(width, 0))
+            for arm, width in seg.skipped
+        )
 
-    def untimed_per_call_s(self, seg: Segment) -> float:
-        """Seconds of the untimed plain blocks per timed call of `seg`: `_round_cost` counts
-        them, so the wall time learned between timed blocks must not count them again (the
-        overhead read 1.5x and the tune's ETA ran 30-60% high)."""
+    def _untimed_per_call_s(self, seg: Segment) -> float:
         untimed = self._untimed_round(seg) if seg.skipped and seg.per_round else None
         return untimed[1] / seg.per_round / 1e3 if untimed is not None else 0.0
 
     def _warmup(self, seg: Segment) -> Cost | None:
-        total = NONE
-        for width, _ in seg.calls:
-            c = self._call_cost(seg, width)
-            if c is None:
-                return None
-            total = add(total, scale(c, len(seg.arms_at(width)) * seg.warmup / 1e3))
-        return total
+        return weighted(
+            (self._call_cost(seg, w), len(seg.arms_at(w)) * seg.warmup / 1e3) for w, _ in seg.calls
+        )
 
     def expected(self, seg: Segment) -> Segment:
-        """The block segment as it is expected to run: before the engine has said which of its
-        settings its bound rejects, those the costs seen so far say it will
-        (mlatui.measure.bound.likely_rejected) run no blocks."""
+        """The block segment as it is expected to run: before the engine says which settings its
+        bound rejects, those the costs seen say it will (likely_rejected) run no blocks."""
         if not seg.tokens or seg.skipped or not seg.bound_rejects:
             return seg
         for width, _, depth in seg.settings:
@@ -506,16 +444,18 @@ class RunProgress:
         return seg
 
     def _segment_left(self, run: SegmentRun, settle: bool) -> tuple[Cost, int] | None:
-        """Seconds left in a segment (set-up included when it has not started) and the rounds
-        the check may still add: at each remaining decision it asks for two more with the share
-        this run's earlier segments did (none once the check reads decided)."""
+        """Seconds left in a segment (set-up included when not started) and the rounds its check
+        may still add: two more at each remaining decision, with the share this run's earlier
+        segments took (none once its check reads decided)."""
         seg = run.seg if run.calls else self.expected(run.seg)
         round_ms = self._round_cost(seg, settle)
         if round_ms is None or not seg.per_round:
             return None
         overhead = self.overhead(bool(seg.tokens))
         per_call = scale(round_ms, overhead / 1e3 / seg.per_round)
-        lo, hi = SegmentRun(seg, calls=run.calls).rounds()
+        started = math.ceil(run.calls / seg.per_round)
+        lo = max(seg.first_rounds, started + started % 2)
+        hi = max(lo, seg.last_round)
         decided = self.outcomes.get((seg.part, seg.context)) in ("valid", "invalid")
         q = 0.0 if run.calls and decided else self._continue_share(bool(seg.tokens))
         mid = lo + 2 * sum(q**k for k in range(1, (hi - lo) // 2 + 1))
@@ -528,8 +468,8 @@ class RunProgress:
         return out, hi - lo
 
     def segment_s(self, seg: Segment, settle: bool = True, high: bool = False) -> float:
-        """Seconds a segment would take from scratch with the costs seen so far (inf without a
-        cost model); `high`: the high end, its check at its most rounds."""
+        """Seconds a segment would take from scratch with the costs seen (inf without a cost
+        model); `high`: its check at its most rounds."""
         got = self._segment_left(SegmentRun(seg), settle)
         return got[0][2 if high else 1] if got is not None else math.inf
 
@@ -539,14 +479,13 @@ class RunProgress:
         return sum(self.segment_s(s, settle, high) for s in segs)
 
     def _phase_left(self, p: PhaseRun, now_t: float) -> tuple[Eta, bool]:
-        """(seconds left, modelled) for one phase; a phase without a cost model yet uses its
-        own rate (elapsed / done x left) once started."""
-        total, extra = NONE, 0
+        """(seconds left, modelled) for one phase; one without a cost model yet, once started,
+        at its own rate (elapsed / done x left)."""
         left = [self._segment_left(r, self._settle) for r in p.segments if not r.done]
         if p.segments and not self.costs.empty and None not in left:
-            for cost, rounds in (got for got in left if got is not None):
-                total, extra = add(total, cost), extra + rounds
-            return Eta(*total, extra), True
+            got = [g for g in left if g is not None]
+            total = weighted((cost, 1) for cost, _ in got) or NONE
+            return Eta(*total, sum(rounds for _, rounds in got)), True
         if p.started_t is not None and p.done and p.total:
             rest = (now_t - p.started_t) / p.done * max(0, p.total - p.done)
             return Eta(rest, rest, rest), True
@@ -558,29 +497,15 @@ class RunProgress:
             return None, None
         last = self.last_activity_t or 0.0
         if self._cache is None:
-            self._cache = self._compute(last)
+            pi = self._current[0]
+            lefts = [
+                (i, *self._phase_left(p, last))
+                for i, p in enumerate(self.phases)
+                if not p.finished and i >= pi
+            ]
+            run = weighted(((e.low, e.mid, e.high), 1) for _, e, _ in lefts) or NONE
+            extra = sum(e.extra_rounds for _, e, _ in lefts)
+            phase = next((e for i, e, _ in lefts if i == pi), Eta(0.0, 0.0, 0.0))
+            self._cache = phase, Eta(*run, extra, not all(m for _, _, m in lefts))
         since = max(0.0, (now_t if now_t is not None else last) - last)
         return self._cache[0].minus(since), self._cache[1].minus(since)
-
-    def _compute(self, now_t: float) -> tuple[Eta, Eta]:
-        pi = self._current[0] if self._current else 0
-        phase, run, partial = Eta(0.0, 0.0, 0.0), NONE, False
-        extra = 0
-        for i, p in enumerate(self.phases):
-            if p.finished or i < pi:
-                continue
-            got, modelled = self._phase_left(p, now_t)
-            phase = got if i == pi else phase
-            run = add(run, (got.low, got.mid, got.high))
-            extra, partial = extra + got.extra_rounds, partial or not modelled
-        return phase, Eta(*run, extra, partial)
-
-
-def _planned(runs: Sequence[SegmentRun]) -> int:
-    return sum(r.seg.planned_calls for r in runs)
-
-
-def _planned_phase(p: PhasePlan) -> PhaseRun:
-    """A phase not started yet, as the header's plan or a budget's says it will run."""
-    runs = [SegmentRun(Segment.from_dict(d)) for d in p.plan]
-    return PhaseRun(p.phase, p.kind, runs, _planned(runs))

@@ -1,22 +1,15 @@
-"""Fit a scenario to a time budget (`budget_s`), pure (no mlx): the probe's costs come in as a
-forecast function (mlatui.measure.progress). The plan is scaled down in a fixed order that keeps
-the story, only while its forecast is over budget; then every segment of the plan (a sampler
-run, mlatui.measure.plans) gets a slice of the budget in proportion to its forecast, and its
-sampler adds no round past the slice's end (mlatui.measure.sampler.within). A slice the device
-needs less of passes its time on to the segments after it; an undecided L = 1 check adds rounds,
-and decode blocks grow (narrower speedup CIs), while their slice lasts. So a device slower than
-its probe ends on time with fewer rounds, and a faster one spends the rest on what is undecided.
+"""Fit a scenario to a time budget, pure (no mlx; the probe's costs come in as a forecast).
 
-The order of reductions (a slow device with the reference BLAS needs all of them): the weaker
-draft kinds (after the first in `[draft] sources`) keep their smallest depth; the tune keeps one
-context; the sweep drops its largest contexts down to three (three still show the stock arm's
-marginal cost growing), keeping those a tune reads its verify steps from (`verify_from`); decode
-blocks of 8 tokens (their length is not what the CIs are made of); the sweep's rounds go to 5 and
-the blocks' to 6, then both to 4 (on a noisy 2-core VM 4 sweep rounds left the L = 1 check
-undecided in 3 of 3 runs, 7 in 0 of 2); the sweep down to two contexts, then to L = 1, 2 (the key
-figure) and the widths a `verify_from` tune needs; the decode phases keep one depth per kind; the
-weaker kinds are left out; the tune reads its verify steps from the sweep's rounds and moves to
-its smallest context; where the tune still measures its own verify steps, 4 rounds of them.
+The plan is scaled down in a fixed order that keeps the story, only while its forecast is over
+budget; then each sampler run of the plan gets a slice of the budget in proportion to its
+forecast, and its sampler adds no round past the slice's end (mlatui.measure.sampler.within):
+a device slower than its probe ends on time with fewer rounds, a faster one spends the rest on
+what is undecided. The order (a slow device with the reference BLAS needs all of it): the weaker
+draft kinds keep their smallest depth; one tune context; the sweep down to three contexts (still
+a growth), keeping those a `verify_from` tune reads; blocks of 8 tokens; rounds 5 (blocks 6),
+then 4 (4 sweep rounds left the L = 1 check undecided in 3 of 3 runs on a noisy 2-core VM, 7 in
+0 of 2); two sweep contexts; the key figure's widths; one depth per kind; the weaker kinds left
+out; the tune's verify steps from the sweep's rounds at its smallest context, or 4 rounds.
 """
 
 from __future__ import annotations
@@ -35,12 +28,22 @@ from mlatui.stream.events import BudgetOutcome
 KEY_WIDTHS = (1, 2)  # the key figure: L = 2 - L = 1
 MIN_BLOCK_TOKENS = 8
 GROW_ROUNDS = 64  # the most rounds a segment runs under a budget (its slice ends it sooner)
-# The forecast ran 2-7% short of the runs it planned on the 2-core CPU with OpenBLAS and -7..+18%
-# with the reference BLAS: plan against the budget less 15%; the slices then fill all of it.
+# The forecast ran 2-7% short on the 2-core CPU with OpenBLAS, -7..+18% with the reference BLAS:
+# plan against the budget less 15%; the slices then fill all of it.
 FORECAST_MARGIN = 1.15
 END_SHARE = 0.03  # of the budget, kept after the last slice: the last estimates, the summary
+CHANGED = (  # (what the log calls it, the Phase field)
+    ("contexts", "contexts"),
+    ("widths", "widths"),
+    ("rounds", "reps"),
+    ("verify rounds", "verify_rounds"),
+    ("blocks of", "tokens"),
+    ("depths", "depths"),
+)
 
 Forecast = Callable[[tuple[Phase, ...]], float]
+Plan = tuple[Phase, ...]
+Change = Callable[[Plan, int], Phase]  # the plan's phase i, changed (or as it is)
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ class BudgetPlan:
     budget_s: float
     full_s: float  # the forecast of the phases as written
     predicted_s: float  # the forecast of the phases chosen
-    written: tuple[Phase, ...]
-    phases: tuple[Phase, ...]
+    written: Plan
+    phases: Plan
     steps: int = 0  # how many of `reductions` were taken
 
     @property
@@ -83,82 +86,70 @@ def changes(written: Sequence[Phase], chosen: Sequence[Phase]) -> tuple[str, ...
     """What differs between each phase as written and as chosen, one line per setting."""
     out = []
     for a, b in zip(written, chosen, strict=True):
-        said: list[tuple[str, int | Sequence[int], int | Sequence[int]]] = [
-            ("contexts", a.contexts, b.contexts),
-            ("widths", a.widths, b.widths),
-            ("rounds", a.reps, b.reps),
-            ("verify rounds", a.verify_rounds, b.verify_rounds),
-            ("blocks of", a.tokens, b.tokens),
-            ("depths", a.depths, b.depths),
-        ]
+        said = [(what, getattr(a, f), getattr(b, f)) for what, f in CHANGED]
         kinds = dict.fromkeys(k for k, _ in (*a.kind_depths, *b.kind_depths))
         said += [(f"{k} depths", a.depths_for(k), b.depths_for(k)) for k in kinds]
-        for what, x, y in said:
-            if x != y:
-                tokens = " tokens" if what == "blocks of" else ""
-                out.append(f"{b.name}: {what} {_span(x)} -> {_span(y)}{tokens}")
+        out += [
+            f"{b.name}: {what} {_span(x)} -> {_span(y)}" + " tokens" * (what == "blocks of")
+            for what, x, y in said
+            if x != y
+        ]
         if b.verify_from and not a.verify_from:
             out.append(f"{b.name}: verify steps from {b.verify_from}'s rounds at the same context")
     return tuple(out)
 
 
-def _swap(current: tuple[Phase, ...], i: int, p: Phase) -> tuple[Phase, ...]:
+def _swap(current: Plan, i: int, p: Phase) -> Plan:
     return (*current[:i], p, *current[i + 1 :])
+
+
+def _each(current: Plan, *changes: Change) -> Iterator[Plan]:
+    """Each change on each phase in turn, again while it changes it (every change a step)."""
+    for change in changes:
+        for i in range(len(current)):
+            while (p := change(current, i)) != current[i]:
+                current = _swap(current, i, p)
+                yield current
+
+
+def _one(change: Callable[[Phase], Phase]) -> Change:
+    return lambda current, i: change(current[i])
 
 
 def _depths(p: Phase, kind: str, depths: tuple[int, ...]) -> Phase:
     if not kind:
         return structs.replace(p, depths=depths)
-    return structs.replace(
-        p, kind_depths=(*(kd for kd in p.kind_depths if kd[0] != kind), (kind, depths))
-    )
+    kept = tuple(kd for kd in p.kind_depths if kd[0] != kind)
+    return structs.replace(p, kind_depths=(*kept, (kind, depths)))
 
 
 def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:
     return sorted({d for k in (kinds or ("",)) for d in p.depths_for(k)})
 
 
-def _sweep_contexts(
-    current: tuple[Phase, ...], written: tuple[Phase, ...], n: int
-) -> Iterator[tuple[Phase, ...]]:
-    """Each sweep one context fewer at a time down to `n` of its contexts as written: those a
-    tune reads its verify steps from (it would have none without them), then the smallest."""
-    for i, sweep in enumerate(current):
-        if not sweep.kind.rules.model_widths:
-            continue
-        for k in range(len(sweep.contexts), n - 1, -1):  # the same count first: kept anew
-            kept = {c for p in current if p.verify_from == sweep.name for c in p.contexts}
-            kept &= set(written[i].contexts)
-            rest = sorted(set(written[i].contexts) - kept)
-            chosen = kept | set(rest[: max(0, k - len(kept))])
-            contexts = tuple(c for c in written[i].contexts if c in chosen)
-            if contexts != current[i].contexts:
-                current = _swap(current, i, structs.replace(current[i], contexts=contexts))
-                yield current
+def _fewer_contexts(written: Plan, n: int, current: Plan, i: int) -> Phase:
+    """A sweep one context fewer (at least `n` of those written): it keeps those a tune reads
+    its verify steps from, then the smallest; at the same count first, when that set moved."""
+    p, contexts = current[i], written[i].contexts
+    if not p.kind.rules.model_widths:
+        return p
+    kept = {c for t in current if t.verify_from == p.name for c in t.contexts} & set(contexts)
+    rest = sorted(set(contexts) - kept)
+    for k in (len(p.contexts), len(p.contexts) - 1):
+        chosen = kept | set(rest[: max(0, k - len(kept))])
+        if k >= n and (picked := tuple(c for c in contexts if c in chosen)) != p.contexts:
+            return structs.replace(p, contexts=picked)
+    return p
 
 
-def _key_widths(current: tuple[Phase, ...], kinds: Sequence[str]) -> Iterator[tuple[Phase, ...]]:
-    for i, p in enumerate(current):
-        if p.kind.rules.model_widths:
-            keep = set(KEY_WIDTHS)
-            for t in current:
-                if t.verify_from == p.name:
-                    keep |= set(verify_widths(_kept_depths(t, kinds)))
-            widths = tuple(w for w in p.widths if w in keep)
-            if widths != p.widths:
-                current = _swap(current, i, structs.replace(p, widths=widths))
-                yield current
-
-
-def _each(
-    current: tuple[Phase, ...], change: Callable[[Phase], Phase]
-) -> Iterator[tuple[Phase, ...]]:
-    """`change` applied to one phase at a time (a phase it leaves alone is not a step)."""
-    for i, p in enumerate(current):
-        q = change(p)
-        if q != p:
-            current = _swap(current, i, q)
-            yield current
+def _key_widths(kinds: Sequence[str], current: Plan, i: int) -> Phase:
+    p, keep = current[i], set(KEY_WIDTHS)
+    if not p.kind.rules.model_widths:
+        return p
+    for t in current:
+        if t.verify_from == p.name:
+            keep |= set(verify_widths(_kept_depths(t, kinds)))
+    return structs.replace(p, widths=tuple(w for w in p.widths if w in keep))
 
 
 def _smallest_depth(kind: str, p: Phase) -> Phase:
@@ -168,6 +159,14 @@ def _smallest_depth(kind: str, p: Phase) -> Phase:
 
 def _left_out(kind: str, p: Phase) -> Phase:
     return _depths(p, kind, ()) if p.kind.rules.decodes and p.depths_for(kind) else p
+
+
+def _drop_deepest(kinds: Sequence[str], p: Phase) -> Phase:
+    for kind in (kinds or ("",)) if p.kind.rules.decodes else ():
+        depths = sorted(set(p.depths_for(kind)))
+        if len(depths) > 1:
+            return _depths(p, kind, tuple(depths[:-1]))
+    return p
 
 
 def _one_tune_context(p: Phase) -> Phase:
@@ -184,61 +183,46 @@ def _fewer_rounds(sweep_reps: int, block_reps: int, p: Phase) -> Phase:
     return structs.replace(p, reps=min(p.reps, block_reps)) if p.kind.rules.decodes else p
 
 
-def _fewer_depths(current: tuple[Phase, ...], kinds: Sequence[str]) -> Iterator[tuple[Phase, ...]]:
-    """Each decode phase's deepest depth of each kind dropped, one at a time, down to one."""
-    for i in range(len(current)):
-        for kind in (kinds or ("",)) if current[i].kind.rules.decodes else ():
-            depths = tuple(sorted(set(current[i].depths_for(kind))))
-            for n in range(len(depths) - 1, 0, -1):
-                current = _swap(current, i, _depths(current[i], kind, depths[:n]))
-                yield current
-
-
-def reductions(phases: tuple[Phase, ...], kinds: Sequence[str] = ()) -> Iterator[tuple[Phase, ...]]:
+def reductions(phases: Plan, kinds: Sequence[str] = ()) -> Iterator[Plan]:
     """Successively smaller plans, each a step of the module's order. `kinds`: the run's draft
     kinds, strongest first."""
-    current, weaker = phases, tuple(reversed(kinds[1:]))
-    steps: list[Callable[[tuple[Phase, ...]], Iterator[tuple[Phase, ...]]]] = [
-        *(partial(_each, change=partial(_smallest_depth, k)) for k in weaker),
-        partial(_each, change=_one_tune_context),
-        partial(_sweep_contexts, written=phases, n=3),
-        partial(_each, change=_short_blocks),
-        partial(_each, change=partial(_fewer_rounds, 5, 6)),
-        partial(_each, change=partial(_fewer_rounds, 4, 4)),
-        partial(_sweep_contexts, written=phases, n=2),
-        partial(_key_widths, kinds=kinds),
-        partial(_fewer_depths, kinds=kinds),
-        partial(_key_widths, kinds=kinds),  # what the depths cut no longer need
-        *(partial(_each, change=partial(_left_out, k)) for k in weaker),
-        partial(_reuse_sweep, written=phases, kinds=kinds),
+    weaker = tuple(reversed(kinds[1:]))
+    steps: list[Change] = [
+        *(_one(partial(_smallest_depth, k)) for k in weaker),
+        _one(_one_tune_context),
+        partial(_fewer_contexts, phases, 3),
+        _one(_short_blocks),
+        _one(partial(_fewer_rounds, 5, 6)),
+        _one(partial(_fewer_rounds, 4, 4)),
+        partial(_fewer_contexts, phases, 2),
+        partial(_key_widths, kinds),
+        _one(partial(_drop_deepest, kinds)),
+        partial(_key_widths, kinds),  # what the depths cut no longer need
+        *(_one(partial(_left_out, k)) for k in weaker),
     ]
-    for step in steps:
-        plans = list(step(current))
-        yield from plans
-        current = plans[-1] if plans else current
+    last = phases
+    for last in _each(phases, *steps):
+        yield last
+    yield from _reuse_sweep(last, phases, kinds)
 
 
-def _reuse_sweep(
-    current: tuple[Phase, ...], written: tuple[Phase, ...], kinds: Sequence[str]
-) -> Iterator[tuple[Phase, ...]]:
+def _reuse_sweep(current: Plan, written: Plan, kinds: Sequence[str]) -> Iterator[Plan]:
     """The tune's verify steps from a sweep that runs before it, at its smallest context."""
-    at = next((j for j, p in enumerate(current) if p.kind.rules.model_widths), None)
-    for i, p in enumerate(current):
-        if at is None or i < at or not p.kind.rules.compares_depths:
+    at = next((j for j, p in enumerate(current) if p.kind.rules.model_widths), len(current))
+    for i in range(at + 1, len(current)):
+        p, sweep = current[i], current[at]
+        if not p.kind.rules.compares_depths:
             continue
-        sweep = current[at]
         need = set(verify_widths(_kept_depths(p, kinds)))
         reusable = set(p.contexts) <= set(sweep.contexts) and need <= {1, *sweep.widths}
         if not p.verify_from and reusable:
-            p = structs.replace(p, verify_from=sweep.name)
-            current = _swap(current, i, p)
+            current = _swap(current, i, p := structs.replace(p, verify_from=sweep.name))
             yield current
         if min(sweep.contexts) < min(p.contexts):
-            p = structs.replace(p, contexts=(min(sweep.contexts),))
-            current = _swap(current, i, p)
+            current = _swap(current, i, p := structs.replace(p, contexts=(min(sweep.contexts),)))
             yield current
-            n = len(current[at].contexts)  # the context the tune left is the sweep's to drop
-            plans = list(_sweep_contexts(current, written, n))
+            n = len(sweep.contexts)  # the context the tune left is the sweep's to drop
+            plans = list(_each(current, partial(_fewer_contexts, written, n)))
             yield from plans
             current = plans[-1] if plans else current
         if not p.verify_from and p.verify_rounds > 4:
@@ -247,15 +231,13 @@ def _reuse_sweep(
 
 
 def fit_to_budget(
-    phases: tuple[Phase, ...], budget_s: float, forecast_s: Forecast, kinds: Sequence[str] = ()
+    phases: Plan, budget_s: float, forecast_s: Forecast, kinds: Sequence[str] = ()
 ) -> BudgetPlan:
     """The first plan in `reductions` order whose forecast fits `budget_s` (the phases as
     written if they fit; the smallest plan if none does)."""
     full = forecast_s(phases)
     plan = BudgetPlan(budget_s, full, full, phases, phases)
-    if plan.fits:
-        return plan
-    for steps, chosen in enumerate(reductions(phases, kinds), start=1):
+    for steps, chosen in enumerate(reductions(phases, kinds) if not plan.fits else (), start=1):
         plan = BudgetPlan(budget_s, full, forecast_s(chosen), phases, chosen, steps)
         if plan.fits:
             break
@@ -268,14 +250,13 @@ def agreed(
     kinds: Sequence[str],
     forecast_s: Forecast,
 ) -> BudgetPlan:
-    """Rank 0's plan on every rank (each rank forecast on its own timings; near a threshold
-    two could choose differently and issue different collectives): its count of reductions."""
-    plans = list(reductions(plan.written, kinds))
-    steps = sum(decide([i < plan.steps for i in range(len(plans))]))
+    """Rank 0's count of reductions on every rank (each forecast on its own timings: near a
+    threshold two could choose differently and issue different collectives)."""
+    plans = [plan.written, *reductions(plan.written, kinds)]
+    steps = sum(decide([i < plan.steps for i in range(len(plans) - 1)]))
     if steps == plan.steps:
         return plan
-    chosen = plans[steps - 1] if steps else plan.written
-    return replace(plan, phases=chosen, steps=steps, predicted_s=forecast_s(chosen))
+    return replace(plan, phases=plans[steps], steps=steps, predicted_s=forecast_s(plans[steps]))
 
 
 def slices(segments: Sequence[tuple[Segment, float]], start_s: float, budget_s: float) -> Slices:
@@ -297,13 +278,9 @@ def outcome_text(o: BudgetOutcome) -> str:
     """The end of a budgeted run in one line (the log's, and `bench`'s on stderr)."""
     extra = f"; {o.extra_s:.0f} s went to rounds past the plan" if o.extra_s >= 0.5 else ""
     still = f"; L = 1 checks still undecided: {', '.join(o.undecided)}" if o.undecided else ""
-    first = (
-        f"; the probe's first use of each shape (compilation) took {o.first_use_s:.1f} s"
-        if o.first_use_s >= 0.5
-        else ""
-    )
+    first = f"; the probe's first use of each shape (compilation) took {o.first_use_s:.1f} s"
     return (
         f"budget {o.budget_s:.0f} s: the run took {o.took_s:.0f} s; its plan forecast "
         f"~{o.forecast_s:.0f} s for what took {o.planned_s:.0f} s (forecast error "
-        f"{o.error_pct:+.0f}%){extra}{still}{first}"
+        f"{o.error_pct:+.0f}%){extra}{still}{first * (o.first_use_s >= 0.5)}"
     )

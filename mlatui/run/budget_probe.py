@@ -1,10 +1,11 @@
 """The budget's device side: a short probe of this device's step costs on the run's own arms, the
-contexts that show the scenario's story here (mlatui.run.budget_story), the plan and its time
-slices (mlatui.run.budget); all said in the log and a BudgetPlanned before the first phase.
+contexts that show the story here (mlatui.run.budget_story), the plan and its time slices
+(mlatui.run.budget), said in the log and a BudgetPlanned before the first phase; at the end, the
+time left to the checks still undecided and a BudgetOutcome.
 
-MLX compiles a kernel on a shape's first use (on CUDA and on Metal: the H200's first 256-token
-probe took 28 s, the whole scenario then ran in 26 s), so every shape is run once untimed and the
-forecast reads the warm runs; the first uses' cost beyond them is said apart (`first_use_s`)."""
+MLX compiles a kernel on a shape's first use (the H200's first 256-token probe took 28 s, then the
+whole scenario 26 s), so every shape runs once untimed and the forecast reads the warm runs; the
+first uses' cost beyond them is said apart (`first_use_s`)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,12 @@ from mlatui.stream.events import ARMS, BudgetOutcome, BudgetPlanned, LogMessage
 
 PROBE_REPS = 2
 # The probe may take this share of the budget: on a slow device (the reference BLAS: 45 s for the
-# two lengths of the default scenario) a longer length is left out and the forecast extrapolates.
+# default scenario's two lengths) a longer length is left out and the forecast extrapolates.
 PROBE_BUDGET_SHARE = 0.12
 COMPILE_FLOOR_S = 0.05  # a first prefill this much (plus twice the second's) slower: a compile
-FIRST_USE_SAID_S = 0.5
 WARM_BLOCK_TOKENS = 8
 PAIR = 2  # the rounds a check's last attempt plans: one pair, then more while it is undecided
-MORE_MIN_S = 2.0  # the least time left worth a prefill and a pair of rounds  # a verify step and an accepted draft at every depth the default tune runs
+MORE_MIN_S = 2.0  # the least time left worth a prefill and a pair of rounds
 
 
 def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int, ...]:
@@ -66,23 +66,13 @@ def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int,
     return tuple(sorted(lengths))
 
 
-def _widths(scenario: Scenario, kinds: tuple[str, ...]) -> tuple[int, ...]:
-    widest = 1
-    for p in scenario.phases:
-        if p.kind.rules.model_widths:
-            widest = max(widest, *p.widths)
-        elif p.kind.rules.decodes:
-            widest = max(widest, *(d + 1 for k in kinds for d in p.depths_for(k)), 1)
-    return tuple(range(1, widest + 1))
-
-
 @dataclass(frozen=True)
 class ProbeDevice:
-    """What the probe does on the device, as plain callables (the engine's arms, or a test's):
-    `prefill(context)` shares a prefilled context with both arms and returns its length;
-    `step(arm, width)` runs one synced step there and returns its ms; `decide`: rank 0's yes/no
-    per item; `warm_decode`: the decode settings' blocks twice at the first length, returning the
-    first's seconds beyond the second's (run on a device that compiles)."""
+    """What the probe does on the device (the engine's arms, or a test's): `prefill(context)`
+    shares a prefilled context with both arms and returns its length; `step(arm, width)` runs
+    one synced step there and returns its ms; `decide`: rank 0's yes/no per item; `warm_decode`:
+    the decode settings' blocks twice at the first length, returning the first's seconds beyond
+    the second's (run on a device that compiles)."""
 
     prefill: Callable[[int], int]
     step: Callable[[str, int], float]
@@ -92,6 +82,11 @@ class ProbeDevice:
     log: Callable[[str], None] = lambda message: None
     warm_decode: Callable[[], float] | None = None
 
+    def timed(self, call: Callable[[], object]) -> float:
+        start = self.clock()
+        call()
+        return self.clock() - start
+
 
 @dataclass
 class ProbeResult:
@@ -99,12 +94,8 @@ class ProbeResult:
     lengths: tuple[int, ...] = ()
     first_use_s: float = 0.0  # the untimed first use of every shape, beyond its warm cost
     compiles: bool = False  # the first prefill took over twice the second: shapes compile
-
-
-def _timed(device: ProbeDevice, call: Callable[[], object]) -> float:
-    start = device.clock()
-    call()
-    return device.clock() - start
+    # (length, warm s, first use s beyond) of each length probed
+    done: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def run_probe(
@@ -115,25 +106,23 @@ def run_probe(
     budget_s: float = 0.0,
 ) -> ProbeResult:
     """At each length: a prefill (twice on the first length, and on every length once the first
-    prefill showed a compile), every width's step on both arms once untimed, then PROBE_REPS
-    times in mirrored rounds. With a budget, a length whose warm probe would take the probe past
-    PROBE_BUDGET_SHARE of it (the last length's warm cost in proportion, plus a later length's
-    first use) is left out, and every longer one. On a device that compiles, a later length's
-    first use is expected again at every new context of the run (added to the prefill)."""
+    showed a compile), every width's step on both arms once untimed, then PROBE_REPS times in
+    mirrored rounds. With a budget, a length whose warm probe would take the probe past
+    PROBE_BUDGET_SHARE of it is left out, and every longer one. On a device that compiles, a
+    later length's first use is expected again at every new context of the run (in its prefill)."""
     out = ProbeResult()
     out.costs.draft_kinds = kinds
-    done: list[tuple[int, float, float]] = []  # (length, warm s, first use s beyond)
     start = device.clock()
     for context in lengths:
         device.check_stop()
-        if done and budget_s > 0 and _leaves_out(device, context, done, budget_s, start, out):
+        if out.done and budget_s > 0 and _leaves_out(device, context, budget_s, start, out):
             break
-        once_s = _timed(device, partial(device.prefill, context))
-        setup_s, first_s = once_s, 0.0
-        if not done or out.compiles:
-            setup_s = _timed(device, partial(device.prefill, context))
+        once_s = setup_s = device.timed(partial(device.prefill, context))
+        first_s = 0.0
+        if not out.done or out.compiles:
+            setup_s = device.timed(partial(device.prefill, context))
             first_s = max(0.0, once_s - setup_s)
-            if not done:
+            if not out.done:
                 (out.compiles,) = device.decide([once_s > 2 * setup_s + COMPILE_FLOOR_S])
         first_ms = {(a, w): device.step(a, w) for w in widths for a in ARMS}
         warm_s = setup_s
@@ -145,32 +134,26 @@ def run_probe(
                     warm_s += (1 + 1 / PROBE_REPS) * ms / 1e3
                     first_s += max(0.0, first_ms[(arm, w)] - ms) / 1e3 / PROBE_REPS
         out.costs.prefill.append((context, setup_s))
-        if not done and out.compiles and device.warm_decode is not None:
+        if not out.done and out.compiles and device.warm_decode is not None:
             out.first_use_s += device.warm_decode()
         out.first_use_s += first_s
-        done.append((context, warm_s, first_s))
-    out.lengths = tuple(c for c, _, _ in done)
-    if out.compiles and len(done) > 1:  # each new shape of the run compiles again, as these did
-        again_s = sum(f for _, _, f in done[1:]) / (len(done) - 1)
+        out.done.append((context, warm_s, first_s))
+    out.lengths = tuple(c for c, _, _ in out.done)
+    if out.compiles and len(out.done) > 1:  # each new shape of the run compiles again, as these did
+        again_s = sum(f for _, _, f in out.done[1:]) / (len(out.done) - 1)
         out.costs.prefill = [(c, s + again_s) for c, s in out.costs.prefill]
     return out
 
 
 def _leaves_out(
-    device: ProbeDevice,
-    context: int,
-    done: list[tuple[int, float, float]],
-    budget_s: float,
-    start: float,
-    out: ProbeResult,
+    device: ProbeDevice, context: int, budget_s: float, start: float, out: ProbeResult
 ) -> bool:
-    """Whether `context`'s warm probe would take the probe past its share of the budget (rank
-    0's answer); said in the log when it does. The first length's first use is mostly every
-    kernel's one-off compile, a later length's what a new shape costs again."""
-    last, warm_s, first_s = done[-1]
-    again_s = first_s if len(done) > 1 else 0.0
+    """Whether `context`'s warm probe (the last length's in proportion, plus what a new shape
+    costs again) would take the probe past its share of the budget (rank 0's answer; said)."""
+    last, warm_s, first_s = out.done[-1]
+    again_s = first_s if len(out.done) > 1 else 0.0  # the first length's is every kernel's compile
     guess_s = warm_s * context / last + again_s
-    spent_s = device.clock() - start - out.first_use_s + again_s * (len(done) - 1)
+    spent_s = device.clock() - start - out.first_use_s + again_s * (len(out.done) - 1)
     (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
     if too_long:
         device.log(
@@ -206,29 +189,30 @@ def warm_decode_blocks(ctx: RunContext, phase: Phase, length: int, text: list[in
     return first_s
 
 
-def probe(
-    ctx: RunContext, scenario: Scenario, budget_s: float = 0.0, longest: int | None = None
-) -> ProbeResult:
-    """`run_probe` on the run's own arms at `probe_contexts`; only log lines are emitted: these
-    samples enter no estimate."""
-    widths = _widths(scenario, ctx.draft_kinds)
+def probe(ctx: RunContext, scenario: Scenario, budget_s: float, longest: int | None) -> ProbeResult:
+    """`run_probe` on the run's own arms at `probe_contexts`: only log lines go out (these
+    samples enter no estimate)."""
+    widest = 1
+    for p in scenario.phases:
+        if p.kind.rules.model_widths:
+            widest = max(widest, *p.widths)
+        elif p.kind.rules.decodes:
+            widest = max(widest, *(d + 1 for k in ctx.draft_kinds for d in p.depths_for(k)), 1)
+    widths = tuple(range(1, widest + 1))
     steps: dict[int, Callable] = {}
     here: list[tuple[int, list[int]]] = []  # the length prefilled last, and its text
 
     def prefill(context: int) -> int:
-        text = ctx.tokens_for(context + max(widths))
+        text = ctx.tokens_for(context + widest)
         length = share_context(ctx, text[:context])
         steps.update({w: forward_and_trim(text[length : length + w]) for w in widths})
         here[:] = [(length, text)]
         return length
 
-    def step(arm: str, width: int) -> float:
-        return float(ctx.workers[arm].call(steps[width])[0])
-
     tune = next((p for p in scenario.phases if p.kind.rules.decodes), None)
     device = ProbeDevice(
         prefill,
-        step,
+        lambda arm, width: float(ctx.workers[arm].call(steps[width])[0]),
         check_stop=ctx.check_stop,
         decide=ctx.leader_decides_each,
         log=lambda message: ctx.emit(LogMessage(ctx.now(), "info", message)),
@@ -264,20 +248,19 @@ class Budget:
     slices: Slices
 
     def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
-        """The time left goes to more L = 1 rounds where a check is still undecided (`more`:
-        a phase of its own, as `+`), to the budget's end; then the plan's forecast against what
-        its planned rounds took (the run less the rounds past them), in the log and a
-        BudgetOutcome, with what is still undecided. Returns the pass with those checks."""
+        """The time left to more L = 1 rounds where a check is still undecided (`more`, a phase
+        of its own as `+`), to the budget's end; then the plan's forecast against what its
+        planned rounds took (the run less the rounds past them), in the log and a
+        BudgetOutcome. Returns the pass with those checks."""
         end_s = self.planned.budget_s * (1 - END_SHARE)
         undecided = done.checks.undecided()
         if undecided and self.slices.ends and end_s - ctx.now() > MORE_MIN_S:
             start_s = ctx.now()
             decided = more.measure(undecided, PAIR, until_s=end_s)
-            done = replace(done, checks=done.checks.plus(decided))
-            done = replace(done, added_s=done.added_s + ctx.now() - start_s)
-        took_s = ctx.now()
+            added_s = done.added_s + ctx.now() - start_s
+            done = replace(done, checks=done.checks.plus(decided), added_s=added_s)
+        took_s, p = ctx.now(), self.planned
         planned_s = max(1e-9, took_s - done.added_s)
-        p = self.planned
         outcome = BudgetOutcome(
             took_s,
             p.budget_s,
@@ -298,26 +281,20 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     """Probe, pick the contexts, plan, slice; say what was scaled down; return the plan with the
     phases to run, and the budget their slices and its end come from."""
     scenario, budget_s, kinds = run_plan.scenario, run_plan.budget_s, ctx.draft_kinds
-    limits = model_limits(ctx)
-    start = time.perf_counter()
-    longest = longest_context(scenario.story, scenario.phases, limits)
-    probed = probe(ctx, scenario, budget_s, longest)
+    limits, start = model_limits(ctx), time.perf_counter()
+    probed = probe(
+        ctx, scenario, budget_s, longest_context(scenario.story, scenario.phases, limits)
+    )
     probe_s, costs = time.perf_counter() - start, probed.costs
-    if probed.first_use_s >= FIRST_USE_SAID_S:
-        said = (
-            f"budget probe: the first use of each shape took {probed.first_use_s:.1f} s more than"
-            " its warm runs (kernel compilation: a one-off, left out of the forecast)"
-        )
-        ctx.emit(LogMessage(ctx.now(), "info", said))
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
     fit = partial(fit_to_budget, budget_s=left_s, forecast_s=costs.forecast_s, kinds=kinds)
     phases, note = choose(scenario, costs, fit, limits, ctx.leader_decides_each)
     if note:
         ctx.emit(LogMessage(ctx.now(), "info", note))
-    plan = agreed(ctx.leader_decides_each, fit(phases), kinds, costs.forecast_s)
-    spent = ctx.now()
-    plan = replace(plan, budget_s=budget_s, full_s=plan.full_s + spent)
-    plan = replace(plan, predicted_s=plan.predicted_s + spent)
+    plan, spent = agreed(ctx.leader_decides_each, fit(phases), kinds, costs.forecast_s), ctx.now()
+    plan = replace(
+        plan, budget_s=budget_s, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent
+    )
     segments = [s for p in plan.phases for s in phase_segments(p, kinds, ctx.settle)]
     cut = slices([(s, costs.segment_s(s, ctx.settle)) for s in segments], spent, budget_s)
     ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count

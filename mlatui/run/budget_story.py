@@ -1,12 +1,10 @@
-"""Contexts chosen by the device: from a scenario's `[story]` (mlatui.config.story) and the
-probe's step costs, where this device shows the story within the budget. Pure.
-
-The default story (the stock arm's verify step a clear multiple of its plain step, the patched
-arm's flat) shows on the 2-core CPU from 1-2K tokens; on the H200 a plain step of the embedded
-model is ~3.3 ms of mostly fixed cost and the stock arm's L = 2 step costs 2.2x it at 4K, 4.5x at
-32K. So the tune runs at the smallest candidate where both hold, and the sweep at the
-`sweep_contexts` largest candidates up to the largest that lets the plan fit without cutting the
-sweep's contexts; none past the model's max positions, the tune inside its trained windows.
+"""The contexts where this device shows a scenario's `[story]` within the budget, from the probe's
+step costs. Pure. The default story (the stock arm's verify step a clear multiple of its plain
+step, the patched arm's flat) shows on the 2-core CPU from 1-2K tokens, on the H200 (a plain step
+of the embedded model is ~3.3 ms of mostly fixed cost) only past 24K: the tune runs at the
+smallest candidate where it holds, the sweep at the `sweep_contexts` largest candidates that let
+the plan fit without cutting them; none past the model's positions, the tune inside its trained
+windows.
 """
 
 from __future__ import annotations
@@ -30,8 +28,8 @@ StepMs = Callable[[str, int, int], float | None]  # (arm, context, width) -> mea
 
 @dataclass(frozen=True)
 class Limits:
-    """The positions the model was built for, and the tune's bound: the windows it was trained
-    on, or the fewer positions of its draft model (None: not said)."""
+    """The model's positions, and the tune's bound: the windows its model was trained on, or a
+    draft model's fewer positions (None: not said)."""
 
     max_positions: int | None = None
     trained_window: int | None = None
@@ -44,47 +42,41 @@ class ContextChoice:
     note: str
 
 
-def _sweep(phases: Sequence[Phase]) -> Phase | None:
-    return next((p for p in phases if p.kind.rules.model_widths), None)
-
-
-def _has_tune(phases: Sequence[Phase]) -> bool:
-    return any(p.kind.rules.compares_depths for p in phases)
-
-
 def _allowed(story: Story, reach: int, *bounds: int | None) -> tuple[int, ...]:
     top = min((b for b in bounds if b), default=None)
     return tuple(c for c in story.contexts if top is None or c + reach <= top)
 
 
-def sweep_candidates(story: Story, phases: Sequence[Phase], limits: Limits) -> tuple[int, ...]:
-    sweep = _sweep(phases)
-    return _allowed(story, max(sweep.widths) if sweep else 1, limits.max_positions)
-
-
-def tune_candidates(story: Story, phases: Sequence[Phase], limits: Limits) -> tuple[int, ...]:
-    """A block's last position (context + tokens + the deepest draft) inside the bounds."""
+def _candidates(
+    story: Story, phases: Sequence[Phase], limits: Limits
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(sweep, tune) candidates: the widest step, and a block's last position (context + tokens +
+    the deepest draft), inside the bounds."""
+    widest = max((max(p.widths) for p in phases if p.kind.rules.model_widths), default=1)
     tunes = [p for p in phases if p.kind.rules.compares_depths]
     reach = max((p.tokens + max(p.depths, default=0) + 1 for p in tunes), default=1)
-    return _allowed(story, reach, limits.max_positions, limits.trained_window)
+    return (
+        _allowed(story, widest, limits.max_positions),
+        _allowed(story, reach, limits.max_positions, limits.trained_window),
+    )
 
 
 def longest_context(story: Story | None, phases: Sequence[Phase], limits: Limits) -> int | None:
     """The longest context a plan may pick (the probe's ladder goes up to it); None: no story."""
-    allowed = sweep_candidates(story, phases, limits) if story else ()
+    allowed = _candidates(story, phases, limits)[0] if story else ()
     return allowed[-1] if allowed else None
 
 
 def with_contexts(
-    phases: tuple[Phase, ...], tune_context: int | None, sweep_contexts: tuple[int, ...]
+    phases: tuple[Phase, ...], tune: int | None, sweep: tuple[int, ...]
 ) -> tuple[Phase, ...]:
-    """The phases with the sweep at `sweep_contexts` and every tune at `tune_context`."""
-    sweep = _sweep(phases)
+    """The phases with the (first) sweep at `sweep` and every tune at `tune`."""
+    first = next((p for p in phases if p.kind.rules.model_widths), None)
     return tuple(
-        replace(p, contexts=sweep_contexts)
-        if sweep_contexts and p is sweep
-        else replace(p, contexts=(tune_context,))
-        if p.kind.rules.compares_depths and tune_context is not None
+        replace(p, contexts=sweep)
+        if sweep and p is first
+        else replace(p, contexts=(tune,))
+        if p.kind.rules.compares_depths and tune is not None
         else p
         for p in phases
     )
@@ -107,7 +99,7 @@ def choose_contexts(
 ) -> ContextChoice:
     """The tune's context and the sweep's for this device. `fits(phases)`: whether a plan of
     those phases fits the budget with the sweep's contexts kept."""
-    sweeps, tunes = sweep_candidates(story, phases, limits), tune_candidates(story, phases, limits)
+    sweeps, tunes = _candidates(story, phases, limits)
     bounds = _bounds_note(limits, story)
     if not sweeps:
         return ContextChoice(None, (), bounds)
@@ -120,11 +112,10 @@ def choose_contexts(
         return any(t >= c for t in sweeps) and fits_with(c, next(t for t in sweeps if t >= c))
 
     tune, reason = None, ""
-    if _has_tune(phases):
-        tune, reason = _tune_context(
-            story, step_ms, [c for c in tunes if affordable(c)] or tunes[:1]
-        )
-        if tune is not None and not affordable(tune):
+    if any(p.kind.rules.compares_depths for p in phases):
+        fitting = [c for c in tunes if affordable(c)]
+        tune, reason = _tune_context(story, step_ms, fitting or tunes[:1])
+        if tune is not None and not fitting:
             reason += f" (no allowed context fits the budget: {tune}, the smallest)"
     tops = [c for c in sweeps if tune is None or c >= tune]
     # none fits: the smallest window that still shows the growth (two contexts)
@@ -150,7 +141,7 @@ def _tune_context(story: Story, step_ms: StepMs, tunes: Sequence[int]) -> tuple[
         stock, patched = (two / one for one, two in steps)  # type: ignore[operator]
         if min(stock, patched) < NOISE_FLOOR:
             continue  # a drift's reading
-        # the probe's single forecasts have no CI: the note gives their ms, not their ratio
+        # a single forecast has no CI: the note gives the ms, not their ratio
         said = "; ".join(
             f"{arm} L = 2 {ci_text(two, None, None, 1)} vs L = 1 {ci_text(one, None, None, 1)} ms"
             for arm, (one, two) in zip(("stock", "patched"), steps, strict=True)
@@ -211,10 +202,11 @@ def choose(
         return plan.fits and kept == [p.contexts for p in phases if p.kind.rules.model_widths]
 
     choice = choose_contexts(scenario.phases, story, step_ms, fits, limits)
-    flags = [c == choice.tune_context for c in story.contexts]
-    flags += [c in choice.sweep_contexts for c in story.contexts]
-    flags = decide(flags)  # rank 0's choice, as yes/no per candidate
     k = len(story.contexts)
+    flags = decide(  # rank 0's choice, as yes/no per candidate
+        [c == choice.tune_context for c in story.contexts]
+        + [c in choice.sweep_contexts for c in story.contexts]
+    )
     tune = next((c for c, yes in zip(story.contexts, flags[:k], strict=True) if yes), None)
     sweep = tuple(c for c, yes in zip(story.contexts, flags[k:], strict=True) if yes)
     return with_contexts(scenario.phases, tune, sweep), choice.note
