@@ -7,6 +7,7 @@ import json
 import sys
 
 import mlx.core as mx
+import msgspec
 from mlx_lm.models.cache import make_prompt_cache
 from random_models import build_model
 
@@ -31,7 +32,7 @@ def main(family: str) -> None:
         "mlx_lm": mlx_lm.__file__,
         "runtime": runtime.describe(),
         "fixed": runtime.fixed,
-        "arms": arm_settings(gates, runtime),
+        "arms": msgspec.to_builtins(arm_settings(gates, runtime)),
         "steps": {},
     }
     ca, cb = copy.deepcopy(cache), copy.deepcopy(cache)

@@ -23,6 +23,7 @@ from mlatui.run.arm_plan import (
     source_arms_text,
 )
 from mlatui.run.arms import build_arms, copy_cache, swap_caches
+from mlatui.stream.run_settings import ArmSlot, ArmSource, RunSettings
 from tests.random_models import build_model
 from tests.test_mla import F32_TOL
 
@@ -136,10 +137,10 @@ def test_tree_with_an_unrecognised_gate_runs_uncounted(pr_form_tree, tmp_path):
     )
     model, sources, stock, patched = _source_arms(tree)
     assert stock.counted and not patched.counted
-    settings = {"stock": {}, "patched": {}}
-    merge_source_settings(settings, sources, model)
-    assert settings["patched"]["counters"] == "no counters (unrecognised code)"
-    assert "gate not recognised" in settings["patched"]["label"]
+    bare = {slot: ArmSlot(gate="installed") for slot in ("stock", "patched")}
+    settings = merge_source_settings(bare, sources, model)
+    assert settings["patched"].counters == "no counters (unrecognised code)"
+    assert "gate not recognised" in settings["patched"].label
     _prefilled(model, (stock, patched), list(range(16)))
     out = patched.model(mx.array([[1, 2]]), cache=patched.caches)  # runs as the tree wrote it
     mx.eval(out)
@@ -256,9 +257,10 @@ def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
     )
     assert engine.run(resolve_plan(config), events.append) == "completed"
     header = next(e for e in events if isinstance(e, RunHeader))
-    arms = header.settings["arms"]
-    assert arms["patched"]["source"]["given"] == str(pr_form_tree)
-    assert arms["stock"]["source"]["given"] == "installed"
+    arms = header.settings.arms
+    assert header.settings.arm_source("patched") == arms["patched"].source
+    assert arms["patched"].source is not None and arms["patched"].source.given == str(pr_form_tree)
+    assert arms["stock"].source is not None and arms["stock"].source.installed
     assert is_patch_review(header.settings)
     fields = {f.key: f.value for f in header_fields(header)}
     assert "models/deepseek_v3.py" in fields["code_diff"] and "prefill" in fields
@@ -306,20 +308,14 @@ def _header(stock_files: dict, patched_files: dict, given: str = "/src/pr"):
     from mlatui.stream.events import DeviceInfo, RunHeader, Thresholds
 
     def src(files, where):
-        return {
-            "given": where,
-            "package": "mlx-lm",
-            "version": "0.32.2",
-            "path": "/p",
-            "files": files,
-        }
+        return ArmSource(given=where, package="mlx-lm", version="0.32.2", path="/p", files=files)
 
-    settings = {
-        "arms": {
-            "stock": {"gate": "installed", "source": src(stock_files, "installed")},
-            "patched": {"gate": "installed", "source": src(patched_files, given)},
+    settings = RunSettings(
+        arms={
+            "stock": ArmSlot(gate="installed", source=src(stock_files, "installed")),
+            "patched": ArmSlot(gate="installed", source=src(patched_files, given)),
         }
-    }
+    )
     return RunHeader(
         6,
         "0",

@@ -3,20 +3,21 @@
 import msgspec
 
 from mlatui.stream.recorder import read_recording
+from mlatui.stream.run_settings import BandwidthLimit
 from mlatui.views.bandwidth_text import limit_short, limit_text, mbu_cell
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci
 from mlatui.views.run_meta import header_fields
 from mlatui.widgets.header import header_pieces
 
-H100 = {
-    "measured_read_gb_s": 2891.4,
-    "measured_copy_gb_s": 2650.0,
-    "probe_bytes": 1 << 30,
-    "published_gb_s": 3350.0,
-    "published_name": "NVIDIA H100 SXM",
-    "published_source": "NVIDIA H100 datasheet",
-}
+H100 = BandwidthLimit(
+    measured_read_gb_s=2891.4,
+    measured_copy_gb_s=2650.0,
+    probe_bytes=1 << 30,
+    published_gb_s=3350.0,
+    published_name="NVIDIA H100 SXM",
+    published_source="NVIDIA H100 datasheet",
+)
 
 
 def test_limit_texts():
@@ -24,7 +25,7 @@ def test_limit_texts():
         "measured 2891 GB/s read, 2650 GB/s copy; published 3350 GB/s (NVIDIA H100 SXM)"
     )
     assert limit_short(H100) == "mem 2891 GB/s meas. / 3350 pub."
-    cpu = {**H100, "published_gb_s": None, "published_name": None, "measured_read_gb_s": 1.81}
+    cpu = BandwidthLimit(measured_read_gb_s=1.81, measured_copy_gb_s=1.7)
     assert limit_short(cpu) == "mem 1.81 GB/s meas." and "published" not in limit_text(cpu)
     assert mbu_cell(Ci(0.05, 0.04, 0.06), Ci(0.075, 0.07, 0.08), Ci(174.0, 150.0, 190.0)) == (
         "5.0% [4.0, 6.0] .. 7.5% · 174 GB/s"

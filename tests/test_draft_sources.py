@@ -182,7 +182,7 @@ def test_both_kinds_ran_on_both_arms_through_their_own_runtimes():
         rec.header.schema_version == SCHEMA_VERSION
         and rec.header.draft == "mtp + draft-model:embedded"
     )
-    assert rec.header.settings["draft_kinds"] == ["mtp", "draft-model"]
+    assert rec.header.settings.draft_kinds == ("mtp", "draft-model")
     results = [e for e in rec.events if e.type == "decode_result" and e.depth]
     runtimes = {(e.draft_kind, e.runtime) for e in results}
     assert runtimes == {

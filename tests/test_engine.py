@@ -506,7 +506,7 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
         ("load_target", "load_draft", "draft_factories", "text_tokens", "RunContext"), 7
     )
     h = next(e for e in events if e.type == "header")
-    assert h.scenario["seed"] == 3 and h.settings["seed"] == 4
+    assert h.scenario["seed"] == 3 and h.settings.seed == 4
 
 
 def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
@@ -514,7 +514,8 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
     are those bytes over the same rounds' step time against the header's measured limit."""
     _, events = tiny_run
     header = next(e for e in events if isinstance(e, RunHeader))
-    limit = header.device.bandwidth["measured_read_gb_s"]
+    assert header.device.bandwidth is not None
+    limit = header.device.bandwidth.measured_read_gb_s
     finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     assert finals
     for e in finals:

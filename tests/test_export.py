@@ -200,7 +200,7 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     seeded = msgspec.structs.replace(
         h,
         scenario={**h.scenario, "seed": 3},
-        settings={**h.settings, "seed": 4},
+        settings=msgspec.structs.replace(h.settings, seed=4),
         distributed=world,
     )
     state = DashboardState()

@@ -87,7 +87,7 @@ def test_generation_runs_under_mlx_lm_wired_limit_entered_after_loading_left_aft
     synced_before_leaving = {who for k, who in metal[:leave] if k == "synced"}
     assert arm_threads and arm_threads <= synced_before_leaving
     header = next(e for k, e in metal if k == "header")
-    assert header.settings["wired_limit"].startswith("16.0 GB (Metal's recommended working set")
+    assert header.settings.wired_limit.startswith("16.0 GB (Metal's recommended working set")
     from mlatui.views.run_meta import header_fields
 
     assert any(f.label == "wired memory" and "16.0 GB" in f.value for f in header_fields(header))

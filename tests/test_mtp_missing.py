@@ -69,7 +69,7 @@ def test_auto_without_the_head_runs_and_says_so_everywhere(missing_run, tmp_path
     folder, events = missing_run
     line = f"{MISSING} — `mlatui mtp extract zai-org/GLM-4.7-Flash --into {folder}`"  # the source named by the folder's model card
     header = next(e for e in events if isinstance(e, RunHeader))
-    assert header.settings["mtp_missing"] == line and header.draft == "none"
+    assert header.settings.mtp_missing == line and header.draft == "none"
     assert any(
         isinstance(e, LogMessage) and e.level == "warning" and e.message == line for e in events
     )
@@ -111,7 +111,7 @@ def test_after_extract_the_same_run_tunes_the_mtp_head(glm, tmp_path):
     extract(str(glm.original), folder, check=False)
     events = engine_run(tune_scenario(tmp_path, folder))
     header = next(e for e in events if isinstance(e, RunHeader))
-    assert header.draft == "mtp" and "mtp_missing" not in header.settings
+    assert header.draft == "mtp" and not header.settings.mtp_missing
     tuned = [e for e in events if isinstance(e, DecodeResult) and e.depth > 0]
     assert {(r.arm, r.draft_kind) for r in tuned} == {("stock", "mtp"), ("patched", "mtp")}
 

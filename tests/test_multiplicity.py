@@ -45,7 +45,9 @@ def test_a_perfect_harness_passes_the_count_and_a_biased_one_fails_it():
 
 def _null_state(outside: int, cells: int = 12):
     header = ui_events.header()
-    header = msgspec.structs.replace(header, settings={**(header.settings or {}), "null": True})
+    header = msgspec.structs.replace(
+        header, settings=msgspec.structs.replace(header.settings, null=True)
+    )
     rows = []
     for i in range(cells):
         lo, hi = (1.01, 1.05) if i < outside else (0.98, 1.02)

@@ -132,8 +132,8 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
     assert status == "completed"
     header = next(e for e in events if e.type == "header")
     assert isinstance(header, RunHeader)
-    assert header.settings["null"] is True
-    assert header.settings["passes"] == ["aa-stock", "aa-patched"]
+    assert header.settings.null is True
+    assert header.settings.passes == ("aa-stock", "aa-patched")
     # a budget would plan the first pass alone: an A/A runs the phases as written, and says so
     assert not any(e.type == "budget_planned" for e in events)
     said = [e.message for e in events if e.type == "log"]
@@ -159,15 +159,15 @@ def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
     from mlatui.store.harness_bias import describe
 
     _, events, later = null_run
-    bias = next(e for e in later if e.type == "header").settings.get("harness_bias")
+    bias = next(e for e in later if e.type == "header").settings.harness_bias
     assert bias is not None
     finals = [e for e in events if isinstance(e, Estimate) and e.final]
     ratios = [(r, e) for e in finals for r in e.rows if r["quantity"] == "ratio"]
     at_l1 = max(abs(r["median"] - 1) * 100 for r, _ in ratios if r["width"] == 1)
     worst = max(abs(r["median"] - 1) * 100 for r, _ in ratios)
-    assert bias["max_abs_bias_pct"] == pytest.approx(at_l1)  # the headline: the L = 1 control
-    assert abs(bias["worst"]["bias_pct"]) == pytest.approx(worst)  # kept beside it
-    assert bias["n_cells"] == len(ratios)
+    assert bias.max_abs_bias_pct == pytest.approx(at_l1)  # the headline: the L = 1 control
+    assert abs(bias.worst.bias_pct) == pytest.approx(worst)  # kept beside it
+    assert bias.n_cells == len(ratios)
     assert describe(bias).startswith(f"harness bias ±{at_l1:.1f}% at L=1")
 
 
@@ -220,9 +220,7 @@ def test_scenario_threshold_reaches_the_arms_and_the_cli_wins(tmp_path):
             events.append,
         )
         header = next(e for e in events if e.type == "header")
-        assert (
-            header.settings["threshold"] == (cli or "1") and header.settings["indexer"] == "stock"
-        )
+        assert header.settings.threshold == (cli or "1") and header.settings.indexer == "stock"
         wide = [e for e in events if isinstance(e, Step) and e.arm == "patched" and e.width >= 2]
         assert wide and all((e.materialised_calls > 0) == materialises for e in wide)
 

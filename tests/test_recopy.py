@@ -109,4 +109,4 @@ def test_a_real_sweep_hands_each_arm_the_other_arms_buffers_every_round(
     summary = next(e for e in events if isinstance(e, PhaseSummary))
     assert summary.rows
     header = next(e for e in events if e.type == "header")
-    assert header.settings["cache_rounds"] == mode
+    assert header.settings.cache_rounds == mode

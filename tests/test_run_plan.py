@@ -168,9 +168,10 @@ def test_the_engine_runs_the_plan_it_is_given_and_the_header_keeps_it(monkeypatc
     events: list = []
     assert engine.run(plan, events.append) == "interrupted"
     h = next(e for e in events if e.type == "header")
-    assert json.loads(json.dumps(h.settings["plan"])) == plan.to_dict()
-    assert h.settings["seed"] == 2 and h.settings["overrides"] == {"reps": 4}
-    assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(h.settings)
+    assert json.loads(json.dumps(h.settings.plan)) == plan.to_dict()
+    assert h.settings.seed == 2 and h.settings.overrides == {"reps": 4}
+    written = json.loads(h.to_json())["settings"]
+    assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(written)
     assert [p["reps"] for p in h.scenario["phases"]] == [4, 4]
 
 

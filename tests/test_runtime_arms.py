@@ -15,6 +15,7 @@ from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words
 from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
+from mlatui.stream.run_settings import ArmSlot, RunSettings, RuntimeRecord
 from tests.random_models import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,8 +30,8 @@ def test_pre_fix_runtime_defaults_to_installed_vs_formula():
     assert gates.threshold.kind is ThresholdKind.FORMULA
     assert gates.for_variant(Variant.STOCK).threshold.kind is ThresholdKind.STOCK
     said = arm_settings(gates, runtime)
-    assert said["stock"]["label"] == "mlx-lm as installed (pre-fix, L == 1)"
-    assert said["patched"]["label"] == "formula gate (mlatui's patch)"
+    assert said["stock"].label == "mlx-lm as installed (pre-fix, L == 1)"
+    assert said["patched"].label == "formula gate (mlatui's patch)"
 
 
 def test_fixed_runtime_defaults_to_prefix_vs_installed():
@@ -41,8 +42,8 @@ def test_fixed_runtime_defaults_to_prefix_vs_installed():
         ThresholdKind.INSTALLED,
     )
     said = arm_settings(gates, runtime)
-    assert said["stock"]["label"] == "pre-fix (L == 1, counterfactual)"
-    assert said["patched"]["label"] == "mlx-lm as installed (fixed upstream)"
+    assert said["stock"].label == "pre-fix (L == 1, counterfactual)"
+    assert said["patched"].label == "mlx-lm as installed (fixed upstream)"
     # a chosen pair wins: the device's crossover against the installed threshold
     chosen = resolve_gates("installed,calibrated", None, None, runtime)
     assert (chosen.baseline.kind, chosen.threshold.kind) == (
@@ -104,23 +105,21 @@ def test_fixed_runtime_arms_run_with_counters_and_parity(pr_form_tree, family):
 def test_screen_names_what_each_slot_ran():
     from mlatui.views.run_meta import slot_name, slot_words
 
-    fixed = {
-        "arms": arm_settings(
+    fixed = RunSettings(
+        arms=arm_settings(
             resolve_gates(
                 None, None, None, RuntimeGates("mlx-lm", "0.33", {"X": GateForm.THRESHOLD})
             ),
             RuntimeGates("mlx-lm", "0.33", {"X": GateForm.THRESHOLD}),
         )
-    }
+    )
     assert (slot_name(fixed, "stock"), slot_name(fixed, "patched")) == ("pre-fix", "installed")
     assert slot_words(fixed, "stock") == "pre-fix (L == 1, counterfactual)"
-    classic = {"arms": {"stock": {"gate": "stock"}, "patched": {"gate": "formula"}}}
+    classic = RunSettings(arms={"stock": ArmSlot(gate="stock"), "patched": ArmSlot(gate="formula")})
     assert (slot_name(classic, "stock"), slot_name(classic, "patched")) == ("stock", "patched")
-    assert slot_name({}, "patched") == "patched" and slot_words(None, "stock") is None
-    assert (
-        slot_name({"arms": {"stock": {"gate": "installed"}, "patched": {"gate": "8"}}}, "patched")
-        == "L≤8"
-    )
+    assert slot_name(RunSettings(), "patched") == "patched" and slot_words(None, "stock") is None
+    chosen = RunSettings(arms={"stock": ArmSlot(gate="installed"), "patched": ArmSlot(gate="8")})
+    assert slot_name(chosen, "patched") == "L≤8"
 
 
 def test_header_fields_say_runtime_and_arms():
@@ -128,15 +127,15 @@ def test_header_fields_say_runtime_and_arms():
     from mlatui.views.run_meta import header_lines
 
     runtime = RuntimeGates("mlx-lm", "0.33", {"DeepseekV3Attention": GateForm.THRESHOLD})
-    settings = {
-        "arms": arm_settings(resolve_gates(None, None, None, runtime), runtime),
-        "runtime": {
-            "name": "mlx-lm",
-            "version": "0.33",
-            "gate_forms": {"DeepseekV3Attention": "fixed (threshold form)"},
-            "state": "fixed",
-        },
-    }
+    settings = RunSettings(
+        arms=arm_settings(resolve_gates(None, None, None, runtime), runtime),
+        runtime=RuntimeRecord(
+            name="mlx-lm",
+            version="0.33",
+            gate_forms={"DeepseekV3Attention": "fixed (threshold form)"},
+            state="fixed",
+        ),
+    )
     h = RunHeader(
         2,
         "0",

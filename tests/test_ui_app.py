@@ -14,6 +14,7 @@ import ui_events
 
 from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
+from mlatui.stream.run_settings import RunSettings
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import HelpScreen
@@ -340,7 +341,7 @@ def null_run_events() -> list:
     for e in ui_events.events():
         if e.type == "header":
             e = msgspec.structs.replace(
-                e, settings={"null": True, "passes": ["aa-stock", "aa-patched"]}
+                e, settings=RunSettings(null=True, passes=("aa-stock", "aa-patched"))
             )
         elif getattr(e, "phase", None):
             e = msgspec.structs.replace(e, phase=f"{e.phase}/aa-stock")

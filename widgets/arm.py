@@ -198,8 +198,8 @@ def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:
     a = state.arms[arm]
     line = Text()
     line.append("gate calls " if not narrow else "", style="bold")
-    arms = ((state.header.settings or {}).get("arms") or {}) if state.header else {}
-    if (arms.get(arm) or {}).get("counters"):  # a source tree's own gate: zeros would be false
+    slot = state.header.settings.arms.get(arm) if state.header else None
+    if slot is not None and slot.counters:  # a source tree's own gate: zeros would be false
         line.append("not counted (a source tree's own gate)", style="dim")
         return line
     line.append(f"absorbed {a.absorbed_calls:,} · materialised {a.materialised_calls:,}")

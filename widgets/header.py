@@ -79,17 +79,17 @@ def header_pieces(
         fit.piece(f"{h.model} ({h.model_type})", model_short(h.model), style="bold"),
         fit.piece(f"MLA {geo}", geo),
     ]
-    settings = h.settings or {}
+    settings = h.settings
     if h.synthetic_acceptance:
         first.append(
             fit.piece("random weights: acceptance synthetic", "acceptance synthetic", style=warn)
         )
-    if settings.get("fill") == "random-latents":
+    if settings.fill == "random-latents":
         first.append(fit.piece("random latents: timing only", "timing only", style=warn))
-    if settings.get("null"):
+    if settings.null:
         first.append(fit.piece("A/A null run: both arms identical", "A/A null run", style=loud))
-    if settings.get("mtp_missing"):
-        first.append(fit.piece(settings["mtp_missing"], "MTP head missing", style=loud))
+    if settings.mtp_missing:
+        first.append(fit.piece(settings.mtp_missing, "MTP head missing", style=loud))
     d = h.device
     device_long = Text(f"{d.name} {d.architecture} · " if d.architecture else f"{d.name} · ")
     device_long.append_text(blas_text(d, dark))

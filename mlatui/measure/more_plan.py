@@ -7,11 +7,11 @@ engine (mlatui.run.phases.more, which contexts it measures) and the screen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from mlatui.config.phase_kind import Pass, PhaseKind, rules_for
 from mlatui.config.scenario import Phase
 from mlatui.stream.events import Validity
+from mlatui.stream.run_settings import RunSettings
 
 # rounds of L = 1 quads one `+` adds at each undecided context (mirrored pairs: each arm leads
 # equally often); the check's CI narrows about as the root of its rounds
@@ -46,7 +46,6 @@ def more_phase_name(index: int) -> str:
     return "more" if index <= 1 else f"more-{index}"
 
 
-def last_pass(settings: Mapping[str, Any] | None) -> Pass:
+def last_pass(settings: RunSettings) -> Pass:
     """The pass a recorded run ended on (the header's `passes`: A/A tags, or '' for A/B)."""
-    passes = list((settings or {}).get("passes") or [""])
-    return Pass.of_tag(str(passes[-1])) if (settings or {}).get("null") else Pass.AB
+    return Pass.of_tag(settings.passes[-1]) if settings.null and settings.passes else Pass.AB

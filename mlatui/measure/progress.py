@@ -264,11 +264,10 @@ class RunProgress:
                     if p.name == e.phase:
                         p.done, p.total = e.done, e.total
             case RunHeader():
-                settings = e.settings or {}
-                kinds = settings.get("draft_kinds")
+                kinds = e.settings.draft_kinds
                 has_draft = e.draft not in ("none", "")
-                self.draft_kinds = tuple(kinds) if kinds is not None else ("",) * has_draft
-                self._settle = bool(settings.get("settle", True))
+                self.draft_kinds = kinds if kinds is not None else ("",) * has_draft
+                self._settle = e.settings.settles
                 self.phases = [_planned_phase(p) for p in e.phase_plans]
             case BudgetPlanned() if not any(p.started_t is not None for p in self.phases):
                 self.phases = [_planned_phase(p) for p in e.phase_plans]

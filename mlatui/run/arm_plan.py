@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.nn as nn
+import msgspec
 
 from mlatui.config.gate_settings import Threshold, parse_arms
 from mlatui.gate import mla
@@ -25,6 +26,7 @@ from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Geometry, Variant, arm_words, default_arms
 from mlatui.models import tree_model
 from mlatui.stream.events import ARMS
+from mlatui.stream.run_settings import ArmSlot, ArmSource
 
 
 @dataclass(frozen=True)
@@ -72,15 +74,14 @@ def resolve_gates(
     return Gates.parse(candidate, indexer, baseline)
 
 
-def arm_settings(gates: Gates, runtime: RuntimeGates) -> dict[str, dict[str, str]]:
+def arm_settings(gates: Gates, runtime: RuntimeGates) -> dict[str, ArmSlot]:
     """The header's `arms`: per slot, its gate as recorded and in words."""
-    out = {}
-    for slot, threshold in zip(ARMS, (gates.baseline, gates.threshold), strict=True):
-        out[slot] = {
-            "gate": str(threshold),
-            "label": arm_words(threshold, runtime.runtime, runtime.fixed),
-        }
-    return out
+    return {
+        slot: ArmSlot(
+            gate=str(threshold), label=arm_words(threshold, runtime.runtime, runtime.fixed)
+        )
+        for slot, threshold in zip(ARMS, (gates.baseline, gates.threshold), strict=True)
+    }
 
 
 def gate_model(model: nn.Module, variant: Variant, gates: Gates = DEFAULT_GATES) -> mla.PatchReport:
@@ -244,25 +245,30 @@ def source_form(model: nn.Module) -> str | None:
 
 
 def merge_source_settings(
-    arms: dict[str, dict[str, Any]],
+    arms: dict[str, ArmSlot],
     sources: SourceModels,
     loaded: nn.Module,
-) -> None:
-    """Into the header's `arms`, per slot: the code it ran (`source`: provenance, for the
+) -> dict[str, ArmSlot]:
+    """The header's `arms` with, per slot: the code it ran (`source`: provenance, for the
     installed slot too, so that a recording says what both arms ran), the words for a source
     slot, and `counters` where its gate is not counted."""
+    out = dict(arms)
     for slot in ARMS:
         variant = SLOT_VARIANT[slot]
         runtime = sources.runtimes.get(variant)
         model = sources.models.get(variant, loaded)
-        said = arms.setdefault(slot, {})
-        said["source"] = tree_model.provenance(model, runtime)
-        if runtime is None:
-            continue
-        form = source_form(model)
-        said["label"] = source_words(runtime, form)
-        if form is None:
-            said["counters"] = NOT_COUNTED
+        said = msgspec.structs.replace(
+            out[slot], source=msgspec.convert(tree_model.provenance(model, runtime), ArmSource)
+        )
+        if runtime is not None:
+            form = source_form(model)
+            said = msgspec.structs.replace(
+                said,
+                label=source_words(runtime, form),
+                counters=NOT_COUNTED if form is None else said.counters,
+            )
+        out[slot] = said
+    return out
 
 
 def source_words(runtime: tree_model.TreeRuntime, form: str | None) -> str:

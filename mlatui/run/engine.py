@@ -260,7 +260,7 @@ class _Run:
         returns the key the harness bias is kept under."""
         settings, key = header_settings(plan, loaded, setup)
         if self.wired.limit_bytes is not None:
-            settings["wired_limit"] = self.wired.describe()
+            settings = msgspec.structs.replace(settings, wired_limit=self.wired.describe())
         scenario = plan.scenario
         head = header(scenario, plan.model, loaded, report, settings, self.dist.describe())
         planned = phase_plans(plan.phases, self.draft_kinds, plan.settle, setup.passes)
@@ -269,7 +269,7 @@ class _Run:
         )  # the plan the phases start from
         self.header_sent = True
         notices = opening_notices(loaded, plan, report, fit)
-        first, uncounted = arms_notices(setup.runtime.describe(), settings["arms"], plan.null)
+        first, uncounted = arms_notices(setup.runtime.describe(), settings.arms, plan.null)
         said = [("warning", f"mlx-lm: {self.wired.said}")] if self.wired.said else []
         for level, text in [first, *notices, *uncounted, *said]:
             self.emit(LogMessage(self.now(), level, text))

@@ -13,6 +13,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Scenario, ScenarioError
@@ -34,6 +36,7 @@ from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
 from mlatui.store.bandwidth import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, ErrorEvent, RunHeader, Thresholds
+from mlatui.stream.run_settings import ArmSlot, BandwidthLimit, RunSettings, RuntimeRecord
 
 
 def pass_variants(run_pass: Pass) -> tuple[Variant, Variant]:
@@ -75,36 +78,32 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
     return ArmSetup(runtime, gates, sources, plan.passes)
 
 
-def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[dict, str]:
+def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[RunSettings, str]:
     """The header's settings, and the key its harness bias is stored under."""
     from mlatui.run.arm_plan import PREFILL_SAID, merge_source_settings
     from mlatui.store.harness_bias import bias_key, lookup
 
     runtime = setup.runtime
-    passes = [p.tag for p in setup.passes]
-    settings = run_settings(plan, loaded, setup.gates, passes)
-    settings["arms"] = arm_settings(setup.gates, runtime)
-    # what code each slot ran (files and their hashes), so that compare can tell two
-    # recordings of different code apart; how a source arm shares the prefill
-    merge_source_settings(settings["arms"], setup.sources, loaded.model)
-    if setup.sources:
-        settings["prefill"] = PREFILL_SAID
-    settings["runtime"] = {
-        "name": runtime.runtime,
-        "version": runtime.version,
-        "gate_forms": {cls: form.value for cls, form in runtime.forms.items()},
-        "state": "fixed" if runtime.fixed else "pre-fix",
-    }
+    settings = msgspec.structs.replace(
+        run_settings(plan, loaded, setup.gates, [p.tag for p in setup.passes]),
+        # what code each slot ran (files and their hashes), so that compare can tell two
+        # recordings of different code apart; how a source arm shares the prefill
+        arms=merge_source_settings(arm_settings(setup.gates, runtime), setup.sources, loaded.model),
+        prefill=PREFILL_SAID if setup.sources else "",
+        runtime=RuntimeRecord(
+            name=runtime.runtime,
+            version=runtime.version,
+            gate_forms={cls: form.value for cls, form in runtime.forms.items()},
+            state="fixed" if runtime.fixed else "pre-fix",
+        ),
+    )
     key = bias_key(plan.scenario.name, settings, loaded.name)
-    bias = lookup(key)
-    if bias is not None:
-        settings["harness_bias"] = bias
-    return settings, key
+    return msgspec.structs.replace(settings, harness_bias=lookup(key)), key
 
 
 def bare_header(plan: RunPlan, dist: DistRun) -> RunHeader:
     """The header of a run that ended before its model was ready (a recording always has one)."""
-    return header(plan.scenario, plan.model, None, None, {}, dist.describe())
+    return header(plan.scenario, plan.model, None, None, RunSettings(), dist.describe())
 
 
 def error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> ErrorEvent:
@@ -132,7 +131,7 @@ def header(
     model_ref: str | None,
     loaded: Loaded | None,
     report: mla.PatchReport | None,
-    settings: dict,
+    settings: RunSettings,
     distributed: dict | None = None,
 ) -> RunHeader:
     from mlatui import __version__
@@ -152,7 +151,7 @@ def header(
         blas=env["blas"],
         blas_threading=env["blas_threading"],
         cpu_count=env["cpu_count"],
-        bandwidth=device_bandwidth(env),
+        bandwidth=msgspec.convert(device_bandwidth(env), BandwidthLimit),
     )
     return RunHeader(
         SCHEMA_VERSION,
@@ -204,27 +203,28 @@ def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, Thresh
     return geometry, thresholds
 
 
-def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> dict:
+def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> RunSettings:
     """The header's `settings`: every choice that shapes the figures (and keys the harness bias),
     and the run's plan as resolved before anything loaded (`plan`)."""
-    return {
-        "threshold": str(gates.threshold),
-        "indexer": gates.indexer.value,
-        "null": plan.null,
-        "passes": passes,
-        "fill": plan.fill,
-        "settle": plan.settle,
-        "cache_rounds": cache_rounds().value,
-        "timed_gc": "on" if not timed_gc_paused() else "paused",
-        "seed": plan.seed_offset,
-        "overrides": plan.to_dict()["overrides"],
-        "random_weights": loaded.random_weights,
-        "arm_threads": "shared" if plan.shared_arm_thread else "one per arm",
-        "arm_cpus": sorted(arm_cpus() or []),
-        "draft_kinds": [d.kind.value for d in loaded.draft_kinds],
-        **({"mtp_missing": loaded.mtp_missing} if loaded.mtp_missing else {}),
-        "plan": plan.to_dict(),
-    }
+    said = plan.to_dict()
+    return RunSettings(
+        threshold=str(gates.threshold),
+        indexer=gates.indexer.value,
+        null=plan.null,
+        passes=tuple(passes),
+        fill=plan.fill,
+        settle=plan.settle,
+        cache_rounds=cache_rounds().value,
+        timed_gc="on" if not timed_gc_paused() else "paused",
+        seed=plan.seed_offset,
+        overrides=said["overrides"],
+        random_weights=loaded.random_weights,
+        arm_threads="shared" if plan.shared_arm_thread else "one per arm",
+        arm_cpus=tuple(sorted(arm_cpus() or [])),
+        draft_kinds=tuple(d.kind.value for d in loaded.draft_kinds),
+        mtp_missing=loaded.mtp_missing or "",
+        plan=said,
+    )
 
 
 NULL_NOTICE = (
@@ -238,12 +238,12 @@ RANDOM_LATENTS_WARNING = (
 
 
 def arms_notices(
-    runtime: str, arms: dict, null: bool
+    runtime: str, arms: dict[str, ArmSlot], null: bool
 ) -> tuple[tuple[str, str], list[tuple[str, str]]]:
     """The runtime and what each arm slot runs (first in the log); a warning for each slot
     whose source tree's gate mlatui cannot count. An A/A names the slots A and B: each pass runs
     one variant in both, so 'stock slot' / 'patched slot' would name what did not run there."""
-    label = {slot: arms[slot]["label"] for slot in ("stock", "patched")}
+    label = {slot: arms[slot].label for slot in ("stock", "patched")}
     if null:
         said = (
             f"runtime: {runtime} · A/A: slots A and B both run stock = {label['stock']} "
@@ -256,14 +256,14 @@ def arms_notices(
         )
     uncounted = []
     for slot in ("stock", "patched"):  # a source tree whose gate mlatui cannot count
-        if arms[slot].get("counters"):
+        if arms[slot].counters:
             name = (
                 f"the {slot} variant (slots A and B of pass aa-{slot})" if null else f"{slot} slot"
             )
             uncounted.append(
                 (
                     "warning",
-                    f"{name} ({label[slot]}): {arms[slot]['counters']}; it runs as the tree wrote it",
+                    f"{name} ({label[slot]}): {arms[slot].counters}; it runs as the tree wrote it",
                 )
             )
     return ("info", said), uncounted

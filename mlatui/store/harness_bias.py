@@ -15,7 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from mlatui.stream.events import Estimate
+from mlatui.stream.run_settings import HarnessBias, RunSettings
 
 
 def summarise(finals: Iterable[Estimate]) -> dict[str, Any] | None:
@@ -52,19 +55,18 @@ def summarise(finals: Iterable[Estimate]) -> dict[str, Any] | None:
     }
 
 
-def describe(bias: dict[str, Any] | None) -> str:
+def describe(bias: HarnessBias | None) -> str:
     """'harness bias ±0.4% at L=1 (A/A 2026-12-01, 24/24 CIs contain 1)' or '': the A/B ratios'
     CIs, as the A/A verdict counts them (a bias of 0% is a ratio of 1)."""
-    if not bias:
+    if bias is None:
         return ""
-    n, k = bias.get("n_cells"), bias.get("cis_containing_zero")
+    n, k = bias.n_cells, bias.cis_containing_zero
     ci = (
         f"{k}/{n} CIs contain 1"
         if n
-        else ("CIs contain 1" if bias.get("all_ci_contain_zero") else "some CIs exclude 1")
+        else ("CIs contain 1" if bias.all_ci_contain_zero else "some CIs exclude 1")
     )
-    when = str(bias.get("measured_at", ""))[:10]
-    return f"harness bias ±{bias['max_abs_bias_pct']:.1f}% at L=1 (A/A {when}, {ci})"
+    return f"harness bias ±{bias.max_abs_bias_pct:.1f}% at L=1 (A/A {bias.measured_at[:10]}, {ci})"
 
 
 def _path(env: dict[str, Any] | None = None) -> Path:
@@ -81,16 +83,16 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def bias_key(scenario: str, settings: dict[str, Any], model: str = "") -> str:
+def bias_key(scenario: str, settings: RunSettings, model: str = "") -> str:
     """What a harness bias is valid for: the scenario, the model and every setting that changes
     how the arms are measured (an A/A on random latents says nothing about a real prefill)."""
     parts = [
         scenario,
         model,
-        f"fill={settings.get('fill', 'prefill')}",
-        f"threads={settings.get('arm_threads', '')}",
-        f"settle={settings.get('settle', True)}",
-        f"random={bool(settings.get('random_weights'))}",
+        f"fill={settings.fill or 'prefill'}",
+        f"threads={settings.arm_threads}",
+        f"settle={settings.settles}",
+        f"random={bool(settings.random_weights)}",
     ]
     return " | ".join(parts)
 
@@ -113,11 +115,11 @@ def store(
     return path
 
 
-def lookup(scenario: str, env: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def lookup(scenario: str, env: dict[str, Any] | None = None) -> HarnessBias | None:
+    """The bias kept for `scenario` on this device; None where none is, or what is kept is not
+    one (a broken cache folder must not stop a run)."""
     try:
         entry = _read(_path(env)).get(scenario)
+        return msgspec.convert(entry, HarnessBias) if isinstance(entry, dict) else None
     except Exception:  # noqa: BLE001 - a broken cache folder must not stop a run
         return None
-    if not isinstance(entry, dict) or "max_abs_bias_pct" not in entry:
-        return None
-    return {k: v for k, v in entry.items() if k != "cells"}

@@ -29,6 +29,7 @@ from mlatui.stream.event_base import (
     ratio_label,
 )
 from mlatui.stream.interval import Interval
+from mlatui.stream.run_settings import BandwidthLimit, RunSettings
 
 __all__ = [
     "ARMS",
@@ -37,7 +38,9 @@ __all__ = [
     "DecodeBlock",
     "DecodeResult",
     "Event",
+    "BandwidthLimit",
     "Interval",
+    "RunSettings",
     "SpecStep",
     "SpeedupBound",
     "arm_label",
@@ -56,7 +59,7 @@ class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True):
     blas: str = "?"
     blas_threading: str = ""
     cpu_count: Count | None = None
-    bandwidth: dict[str, Any] | None = None
+    bandwidth: BandwidthLimit | None = None
 
 
 class Thresholds(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,7 +98,7 @@ class RunHeader(Event, frozen=True, tag="header"):
     draft: str  # "draft-model:<path>", "mtp", "none"
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
-    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    settings: RunSettings = msgspec.field(default_factory=RunSettings)
     # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
     distributed: dict[str, Any] = msgspec.field(default_factory=dict)
     # every pass's phases as planned before the first starts (a budget may plan again)

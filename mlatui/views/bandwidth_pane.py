@@ -16,7 +16,7 @@ def limit_check(state: DashboardState) -> LimitCheck | None:
     """The header's measured read limit against the most any step of the run read (the largest
     median GB/s of every estimate so far); None without a limit or without a rate."""
     bandwidth = state.header.device.bandwidth if state.header is not None else None
-    limit = bandwidth.get("measured_read_gb_s") if bandwidth else None
+    limit = bandwidth.measured_read_gb_s if bandwidth else None
     rates = [
         float(r["median"])
         for e in state.estimates.values()

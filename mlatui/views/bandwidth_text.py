@@ -3,11 +3,9 @@ the device's limit (measured by the probe, published by the vendor). Pure Python
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.stream.interval import Interval
+from mlatui.stream.run_settings import BandwidthLimit
 from mlatui.views.rounding import Ci, sig
 from mlatui.views.units import percent_text
 
@@ -26,26 +24,26 @@ def mb_text(nbytes: int) -> str:
     return sig(nbytes / 1e6, 3)
 
 
-def limit_text(bandwidth: Mapping[str, Any] | None) -> str:
+def limit_text(bandwidth: BandwidthLimit | None) -> str:
     """`measured 2.09 GB/s read, 0.93 GB/s copy; published 3350 GB/s (NVIDIA H100 SXM)`."""
-    if not bandwidth:
+    if bandwidth is None:
         return "limit unknown"
     out = (
-        f"measured {sig(bandwidth['measured_read_gb_s'])} GB/s read, "
-        f"{sig(bandwidth['measured_copy_gb_s'])} GB/s copy"
+        f"measured {sig(bandwidth.measured_read_gb_s)} GB/s read, "
+        f"{sig(bandwidth.measured_copy_gb_s)} GB/s copy"
     )
-    if bandwidth.get("published_gb_s"):
-        out += f"; published {sig(bandwidth['published_gb_s'], 4)} GB/s ({bandwidth['published_name']})"
+    if bandwidth.published_gb_s:
+        out += f"; published {sig(bandwidth.published_gb_s, 4)} GB/s ({bandwidth.published_name})"
     return out
 
 
-def limit_short(bandwidth: Mapping[str, Any] | None) -> str:
+def limit_short(bandwidth: BandwidthLimit | None) -> str:
     """The header's short form: `mem 2.09 GB/s meas.` (`/ 3350 pub.` where known)."""
-    if not bandwidth:
+    if bandwidth is None:
         return ""
-    out = f"mem {sig(bandwidth['measured_read_gb_s'])} GB/s meas."
-    if bandwidth.get("published_gb_s"):
-        out += f" / {sig(bandwidth['published_gb_s'], 4)} pub."
+    out = f"mem {sig(bandwidth.measured_read_gb_s)} GB/s meas."
+    if bandwidth.published_gb_s:
+        out += f" / {sig(bandwidth.published_gb_s, 4)} pub."
     return out
 
 

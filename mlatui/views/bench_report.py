@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from mlatui.gate.policy import FormulaPolicy, Geometry, threshold_text
 from mlatui.measure import forced_branches as forced
 from mlatui.measure.bandwidth import LimitCheck
@@ -23,6 +25,7 @@ from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import ci_text, interval_text
 from mlatui.stream.record_kinds import RecordKind
 from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
+from mlatui.stream.run_settings import BandwidthLimit
 from mlatui.views.bandwidth_text import above_limit, gb_s_text, limit_text, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
 
@@ -354,7 +357,8 @@ def attention_report(summary: Mapping[int, Mapping[str, Any]], widths: Sequence[
         "is the per-round paired ratio (< 1: absorbed faster). MB/step: the bytes a step must "
         "read (the layer's weights, the latent and rope rows of the cache after its update); GB/s "
         "is that over the step's time, MBU that against the device's limit "
-        f"({limit_text(limit)}; MBU against the measured read)"
+        f"({limit_text(msgspec.convert(limit, BandwidthLimit) if limit else None)}; "
+        "MBU against the measured read)"
         + "".join(f"; MBU {held[name]}" for name in held if held[name])
         + ".\n",
         table(head, rows, cell=num),

@@ -52,9 +52,9 @@ class DecodeFold:
     @property
     def draft_kinds(self) -> tuple[str, ...]:
         """The run's draft kinds in its order: the header's, else those its results name."""
-        kinds = (self.header.settings or {}).get("draft_kinds") if self.header else None
+        kinds = self.header.settings.draft_kinds if self.header else None
         if kinds:
-            return tuple(kinds)
+            return kinds
         seen = [r.draft_kind for r in self.decode_results if r.depth and r.draft_kind]
         return tuple(dict.fromkeys(seen))
 

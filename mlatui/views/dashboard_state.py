@@ -391,7 +391,7 @@ class DashboardState(DecodeFold):
 
         if self.header is None:
             return ""
-        return describe((self.header.settings or {}).get("harness_bias"))
+        return describe(self.header.settings.harness_bias)
 
     @property
     def synthetic(self) -> bool:

@@ -240,7 +240,7 @@ def limit_label(summary: RunSummary) -> str:
     bandwidth = summary.header.device.bandwidth if summary.header is not None else None
     if not bandwidth:
         return "the measured limit"
-    return f"{sig(bandwidth['measured_read_gb_s'], 3)} GB/s measured"
+    return f"{sig(bandwidth.measured_read_gb_s, 3)} GB/s measured"
 
 
 def re_expansion_note(state: DashboardState, rows: Sequence[SweepRow], width: int) -> str:

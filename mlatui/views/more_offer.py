@@ -44,5 +44,5 @@ def more_offer(state: DashboardState) -> MoreOffer | None:
     if not contexts:
         return None
     phases = [more_phase("more", c) for c in contexts]
-    settle = bool((state.header.settings or {}).get("settle", True))
+    settle = state.header.settings.settles
     return MoreOffer(contexts, MORE_ROUNDS, state.progress.forecast_s(phases, settle=settle))

@@ -5,19 +5,19 @@ the resolved plan the header keeps, printed without loading a model (`plan_lines
 What each arm slot ran, as every surface names it: the slots are "stock" and "patched" in every
 event; what runs in them follows the runtime (on pre-fix code the installed gate against
 mlatui's formula, on fixed code the pre-fix gate, a counterfactual, against the installed one,
-or any pair the user chose). The header's `settings["arms"]` records each slot's gate and its
+or any pair the user chose). The header's `settings.arms` records each slot's gate and its
 words."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from mlatui.config.run_plan import RunPlan
 from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
+from mlatui.stream.run_settings import ArmSlot, ArmSource, RunSettings
 from mlatui.views.bandwidth_text import limit_text
 
 
@@ -40,43 +40,38 @@ def _geometry(g: dict) -> str:
 
 
 def _threshold(h: RunHeader) -> str:
-    th, st = h.thresholds, h.settings or {}
-    parts = [f"gate {st.get('threshold', th.policy or '?')}"]
+    th, st = h.thresholds, h.settings
+    parts = [f"gate {st.threshold or th.policy or '?'}"]
     if th.formula_inf is not None:
         parts.append(f"L* formula {threshold_text(th.formula_inf)} (T→∞)")
     parts.append("calibrated" if th.calibrated else "not calibrated")
-    if st.get("indexer"):
-        parts.append(f"indexer {st['indexer']}")
+    if st.indexer:
+        parts.append(f"indexer {st.indexer}")
     return ", ".join(parts)
 
 
 def run_seed(h: RunHeader) -> int | None:
     """The seed the run used (Scenario.run_seed: the scenario's plus --seed); None if unrecorded."""
-    parts = [
-        x for x in ((h.scenario or {}).get("seed"), (h.settings or {}).get("seed")) if x is not None
-    ]
+    parts = [x for x in ((h.scenario or {}).get("seed"), h.settings.seed) if x is not None]
     return sum(int(x) for x in parts) if parts else None
 
 
-def _runtime_fields(st: dict) -> list[Field]:
+def _runtime_fields(st: RunSettings) -> list[Field]:
     """The runtime's own gate (pre-fix or fixed, per class) and what each arm slot ran, in words;
     none in recordings made before arms followed the runtime."""
     out = []
-    rt = st.get("runtime")
-    if isinstance(rt, dict):
-        forms = ", ".join(f"{c} {f}" for c, f in sorted((rt.get("gate_forms") or {}).items()))
-        said = f"{rt.get('name', '?')} {rt.get('version', '?')}: {rt.get('state', '?')}"
+    rt = st.runtime
+    if rt is not None:
+        forms = ", ".join(f"{c} {f}" for c, f in sorted(rt.gate_forms.items()))
+        said = f"{rt.name} {rt.version}: {rt.state}"
         out.append(Field("runtime", "runtime", f"{said} ({forms})" if forms else said))
-    arms = st.get("arms")
-    if isinstance(arms, dict) and all(isinstance(arms.get(s), dict) for s in ("stock", "patched")):
-        text = " · ".join(
-            f"{slot} slot = {arms[slot].get('label', arms[slot].get('gate', '?'))}"
-            for slot in ("stock", "patched")
-        )
+    arms = st.arms
+    if all(s in arms for s in SLOTS):
+        text = " · ".join(f"{slot} slot = {arms[slot].label or arms[slot].gate}" for slot in SLOTS)
         out.append(Field("arms", "arms", text))
         out += _source_fields(arms)
-    if isinstance(st.get("prefill"), str):
-        out.append(Field("prefill", "prefill", st["prefill"]))
+    if st.prefill:
+        out.append(Field("prefill", "prefill", st.prefill))
     return out
 
 
@@ -85,31 +80,24 @@ SLOTS = ("stock", "patched")
 PATCH_QUESTION = "does this patch change plain decode?"
 
 
-def arm_sources(settings: dict | None) -> dict[str, dict]:
-    """Slot -> the code it ran (header settings["arms"][slot]["source"]); {} before arms
+def arm_sources(settings: RunSettings | None) -> dict[str, ArmSource]:
+    """Slot -> the code it ran (the header's settings.arms[slot].source); {} before arms
     recorded their code."""
-    arms = (settings or {}).get("arms")
-    if not isinstance(arms, dict):
+    if settings is None:
         return {}
-    return {
-        s: arms[s]["source"]
-        for s in SLOTS
-        if isinstance(arms.get(s), dict) and isinstance(arms[s].get("source"), dict)
-    }
+    return {s: src for s in SLOTS if (src := settings.arm_source(s)) is not None}
 
 
-def is_patch_review(settings: dict | None) -> bool:
+def is_patch_review(settings: RunSettings | None) -> bool:
     """Some arm ran another source tree's code (--arm-source): the L = 1 check then asks
     whether the patch changes plain decode, not whether the harness is fair. An A/A run's
     arms run one code in each pass: its check is the harness's, as always."""
-    if (settings or {}).get("null"):
+    if settings is None or settings.null:
         return False
-    return any(
-        src.get("given", "installed") != "installed" for src in arm_sources(settings).values()
-    )
+    return any(not src.installed for src in arm_sources(settings).values())
 
 
-def l1_words(settings: dict | None, verdict: str) -> str:
+def l1_words(settings: RunSettings | None, verdict: str) -> str:
     """The L = 1 check's outcome in words for a patch review ("" otherwise): its arms run the
     same branch at L = 1 only if the patch leaves plain decode alone, so an invalid check is the
     patch's effect on plain decode, not a harness fault."""
@@ -119,29 +107,28 @@ def l1_words(settings: dict | None, verdict: str) -> str:
     return f"{PATCH_QUESTION} {said}"
 
 
-def _code_text(src: dict) -> str:
-    where = "installed" if src.get("given") == "installed" else str(src.get("given", "?"))
-    text = f"{src.get('package', '?')} {src.get('version', '?')}, {where} ({src.get('path', '?')})"
-    if src.get("commit"):
-        text += f", git {str(src['commit'])[:12]}{' dirty' if src.get('dirty') else ''}"
-    files = src.get("files") or {}
+def _code_text(src: ArmSource) -> str:
+    text = f"{src.package} {src.version}, {src.given} ({src.path})"
+    if src.commit:
+        text += f", git {src.commit[:12]}{' dirty' if src.dirty else ''}"
+    files = src.files
     listed = ", ".join(f"{name} {digest[:8]}" for name, digest in sorted(files.items()))
     return f"{text}; sha256 of {len(files)} model files: {listed}" if files else text
 
 
-def differing_files(a: dict, b: dict) -> list[str]:
+def differing_files(a: ArmSource, b: ArmSource) -> list[str]:
     """Model files whose hashes differ between two arms' code (or that only one ran)."""
-    fa, fb = a.get("files") or {}, b.get("files") or {}
+    fa, fb = a.files, b.files
     return sorted(n for n in set(fa) | set(fb) if fa.get(n) != fb.get(n))
 
 
-def _source_fields(arms: dict) -> list[Field]:
+def _source_fields(arms: dict[str, ArmSlot]) -> list[Field]:
     """What code each slot ran, shown when a slot ran another source tree's code."""
-    sources = {s: arms[s]["source"] for s in SLOTS if isinstance(arms[s].get("source"), dict)}
-    if not any(src.get("given", "installed") != "installed" for src in sources.values()):
+    sources = {s: src for s in SLOTS if (src := arms[s].source) is not None}
+    if all(src.installed for src in sources.values()):
         return []
     out = [Field(f"code_{s}", f"{s} slot code", _code_text(src)) for s, src in sources.items()]
-    counted = [f"{s} slot: {arms[s]['counters']}" for s in SLOTS if arms[s].get("counters")]
+    counted = [f"{s} slot: {arms[s].counters}" for s in SLOTS if arms[s].counters]
     if counted:
         out.append(Field("counters", "branch counters", "; ".join(counted)))
     if len(sources) == 2:
@@ -176,20 +163,20 @@ def code_difference(a: RunHeader, b: RunHeader) -> str | None:
 
 
 def header_fields(h: RunHeader) -> list[Field]:
-    d, st, sc = h.device, h.settings or {}, h.scenario or {}
+    d, st, sc = h.device, h.settings, h.scenario or {}
     seed = run_seed(h)
     flags = []
     if h.synthetic_acceptance:
         flags.append("random weights (acceptance synthetic)")
-    if st.get("fill") == "random-latents":
+    if st.fill == "random-latents":
         flags.append("random latents (timing only)")
-    if st.get("null"):
+    if st.null:
         flags.append("A/A null run")
     fields = [
         Field("model", "model", f"{h.model} ({h.model_type})"),
         Field("geometry", "MLA geometry", _geometry(h.geometry)),
         Field("draft", "draft", h.draft),
-        *([Field("mtp_missing", "MTP head", st["mtp_missing"])] if st.get("mtp_missing") else []),
+        *([Field("mtp_missing", "MTP head", st.mtp_missing)] if st.mtp_missing else []),
         Field(
             "device",
             "device",
@@ -203,11 +190,7 @@ def header_fields(h: RunHeader) -> list[Field]:
             if d.blas_threading
             else []
         ),
-        *(
-            [Field("wired_limit", "wired memory", st["wired_limit"])]
-            if st.get("wired_limit")
-            else []
-        ),
+        *([Field("wired_limit", "wired memory", st.wired_limit)] if st.wired_limit else []),
         Field("mlx", "mlx", h.mlx_version),
         Field("mlx_lm", "mlx-lm", h.mlx_lm_version),
         *_runtime_fields(st),
@@ -225,8 +208,8 @@ def header_fields(h: RunHeader) -> list[Field]:
         ),
         Field("schema", "schema", str(h.schema_version)),
     ]
-    if st.get("overrides"):
-        ov = ", ".join(f"{k}={v}" for k, v in sorted(st["overrides"].items()))
+    if st.overrides:
+        ov = ", ".join(f"{k}={v}" for k, v in sorted(st.overrides.items()))
         at = next(i for i, f in enumerate(fields) if f.key == "threshold") + 1
         fields.insert(at, Field("overrides", "overrides", ov))
     return fields
@@ -236,7 +219,7 @@ def header_lines(h: RunHeader) -> list[str]:
     """The metadata block as markdown bullets, with the stored harness bias where there is one."""
     from mlatui.store.harness_bias import describe
 
-    bias = describe((h.settings or {}).get("harness_bias"))
+    bias = describe(h.settings.harness_bias)
     return [f"- {f.label}: {f.value}" for f in header_fields(h)] + ([f"- {bias}"] if bias else [])
 
 
@@ -249,27 +232,23 @@ GATE_NAMES = {
 DEFAULT_PAIR = ("stock", "formula")  # pre-fix code's default: the slot names say it all
 
 
-def _arms(settings: dict[str, Any] | None) -> dict[str, dict[str, str]]:
-    arms = (settings or {}).get("arms")
-    return arms if isinstance(arms, dict) else {}
-
-
-def slot_name(settings: dict[str, Any] | None, slot: str) -> str:
+def slot_name(settings: RunSettings | None, slot: str) -> str:
     """A short name: the slot's own where the run is the classic stock vs patched (and in every
     recording made before arms were chosen), else the gate it ran ("pre-fix", "installed",
     "calibrated", "L≤8")."""
-    arms = _arms(settings)
-    gates = tuple(arms.get(s, {}).get("gate") for s in ("stock", "patched"))
+    arms = settings.arms if settings is not None else {}
+    gates = tuple(arms[s].gate if s in arms else None for s in SLOTS)
     if not arms or gates == DEFAULT_PAIR or slot not in arms:
         return slot
-    gate = arms[slot].get("gate", slot)
+    gate = arms[slot].gate
     return GATE_NAMES.get(gate, f"L≤{gate}" if gate.isdigit() else gate)
 
 
-def slot_words(settings: dict[str, Any] | None, slot: str) -> str | None:
-    """The slot's gate in words ("pre-fix (L == 1, counterfactual)"); None in old recordings."""
-    label = _arms(settings).get(slot, {}).get("label")
-    return label if isinstance(label, str) else None
+def slot_words(settings: RunSettings | None, slot: str) -> str | None:
+    """The slot's gate in words ("pre-fix (L == 1, counterfactual)"); None where the recording
+    names no arms."""
+    arm = settings.arms.get(slot) if settings is not None else None
+    return arm.label if arm is not None and arm.label else None
 
 
 DEFAULT_ARMS = (

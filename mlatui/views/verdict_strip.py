@@ -249,7 +249,7 @@ def _checks(state: DashboardState) -> list[Part]:
 
 
 def is_null_run(state: DashboardState) -> bool:
-    return bool(state.header is not None and (state.header.settings or {}).get("null"))
+    return bool(state.header is not None and state.header.settings.null)
 
 
 def _null(state: DashboardState) -> list[Part]:
@@ -267,7 +267,7 @@ def verdict_parts(state: DashboardState) -> list[Part]:
         parts = [*_null(state), *_checks(state)]
     else:
         parts = [*_speculation(state), *_marginal(state), *_checks(state)]
-    missing = (state.header.settings or {}).get("mtp_missing") if state.header else None
+    missing = state.header.settings.mtp_missing if state.header else ""
     if missing:  # the run measured without the draft it could have had: first, never dropped
         parts.insert(0, part(Tone.WARN, missing, ("MTP head missing (see log)", RANK_PLACE)))
     bias = state.harness_bias
