@@ -24,7 +24,7 @@ from mlatui.models.loading import (
     load_draft,
 )
 from mlatui.run.arms import Arm, ArmWorker, Baton, TargetHidden, build_arms, prefill
-from mlatui.run.draft_factory import draft_factory
+from mlatui.run.decode_stream import draft_factory
 from mlatui.run.phases.base import RunContext, share_context
 from tests.random_models import build_model
 

@@ -35,7 +35,7 @@ from mlatui.models.loading import (
 )
 from mlatui.models.step_bytes import step_bandwidth
 from mlatui.run.arms import Arm, ArmWorker, Baton, build_arms
-from mlatui.run.draft_factory import draft_factories, hidden_reader, install_drafts
+from mlatui.run.decode_stream import draft_factories, hidden_reader, install_drafts
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.engine_setup import (
     ArmSetup,
