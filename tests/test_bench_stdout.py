@@ -48,11 +48,11 @@ def fake_device(seed: int = 0) -> Iterator[None]:
     model's own work still runs (the caches, the tokens and the acceptance are real), only its
     clock is replaced."""
     from mlatui.measure.bandwidth import Measured
-    from mlatui.run.phases import base, decode_results
+    from mlatui.run.phases import base, decode
     from mlatui.store import bandwidth as store_bandwidth
 
     rng = random.Random(seed)
-    real_step, real_block = base.forward_and_trim, decode_results.run_block
+    real_step, real_block = base.forward_and_trim, decode.run_block
 
     def forward_and_trim(tokens):
         step = real_step(tokens)
@@ -78,12 +78,12 @@ def fake_device(seed: int = 0) -> Iterator[None]:
         return Measured(100.0, 80.0, size, reps)
 
     real_probe = store_bandwidth.probe
-    base.forward_and_trim, decode_results.run_block = forward_and_trim, run_block
+    base.forward_and_trim, decode.run_block = forward_and_trim, run_block
     store_bandwidth.probe = probe
     try:
         yield
     finally:
-        base.forward_and_trim, decode_results.run_block = real_step, real_block
+        base.forward_and_trim, decode.run_block = real_step, real_block
         store_bandwidth.probe = real_probe
 
 

@@ -14,7 +14,7 @@ from tiny_scenario import tiny_with_phase
 import mlatui.run.phases.base as base
 from mlatui.config.runconfig import RunConfig
 from mlatui.measure.progress import RunProgress
-from mlatui.run.phases.decode_results import BlockRunner
+from mlatui.run.phases.decode import BlockRunner
 from mlatui.stream.events import (
     DecodeBlock,
     DecodeResult,

@@ -29,10 +29,10 @@ def test_a_tune_reads_the_quads_the_budget_decided_on_as_the_budget_did():
     run_seed = 7
     budget_reading = (sweep + extra).pooled_ratio(512, run_seed)  # the budget's re-decision
     said: list = []
-    ctx = SimpleNamespace(seed=run_seed, emit=said.append, now=lambda: 0.0)
+    ctx = SimpleNamespace(seed=run_seed, log=lambda level, text: said.append(text))
     verify = ContextEstimates(6, control_outcome=Outcome.INCONCLUSIVE)
     tune = _pooled(
         ctx, Phase(name="tune", kind="tune", contexts=(512,)), 512, verify, sweep + extra
     )
     assert budget_reading is not None and tune.ratio[1] == budget_reading
-    assert said and "28 rounds" in said[-1].message  # the tune says what it pooled
+    assert said and "28 rounds" in said[-1]  # the tune says what it pooled

@@ -32,7 +32,7 @@ from mlatui.run.budget import (
 from mlatui.run.budget_story import Limits, choose, longest_context
 from mlatui.run.decode_stream import open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
-from mlatui.run.phases.decode_results import sampling_of
+from mlatui.run.phases.decode import sampling_of
 from mlatui.run.phases.more import MoreRounds
 from mlatui.run.phases.results import PassResults, Slices
 from mlatui.stream.events import ARMS, BudgetOutcome, BudgetPlanned, LogMessage

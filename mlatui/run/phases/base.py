@@ -99,6 +99,9 @@ class RunContext:
     def now(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
+    def log(self, level: str, text: str) -> None:
+        self.emit(LogMessage(self.now(), level, text))
+
     def check_stop(self) -> None:
         """Between steps. Under mlx.launch this is also the barrier every step starts from: the
         ranks share their stop flags in one tiny all_sum, so they stop at the same step and no
@@ -306,14 +309,11 @@ class EstimateEmitter:
                     d.change_pct,
                 )
             )
-            self.ctx.emit(
-                LogMessage(
-                    self.ctx.now(),
-                    "warning",
-                    f"{self.phase} @ {self.context}: device drift at round {d.round + 1}, "
-                    f"L=1 level {d.before_ms:.2f} -> {d.after_ms:.2f} ms ({d.change_pct:+.0f}%, "
-                    "both arms; paired figures cancel it)",
-                )
+            self.ctx.log(
+                "warning",
+                f"{self.phase} @ {self.context}: device drift at round {d.round + 1}, "
+                f"L=1 level {d.before_ms:.2f} -> {d.after_ms:.2f} ms ({d.change_pct:+.0f}%, "
+                "both arms; paired figures cancel it)",
             )
         self.drifts_seen = len(estimates.drifts)
         event = estimate_event(self.ctx.now(), self.phase, self.context, estimates, final)

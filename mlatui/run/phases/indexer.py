@@ -45,7 +45,7 @@ from mlatui.run.phases.base import (
     validity,
 )
 from mlatui.run.phases.results import Need, PhaseInputs, PhaseResult
-from mlatui.stream.events import ARMS, LogMessage, PhaseSummary, Step, arm_label, ratio_label
+from mlatui.stream.events import ARMS, PhaseSummary, Step, arm_label, ratio_label
 from mlatui.stream.phrases import ci_text, interval_text
 
 
@@ -138,7 +138,7 @@ def _warn_parity(ctx: RunContext, name: str, context: int, parity: dict, dtype) 
                 if name.endswith(f":{IndexerPart.INDEXER.tag}")
                 else f"outputs differ by {value:.2e} of their scale (allowed {tol:.1e})"
             )
-            ctx.emit(LogMessage(ctx.now(), "warning", f"{name} @ {context} S={w}: {what}"))
+            ctx.log("warning", f"{name} @ {context} S={w}: {what}")
 
 
 def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
@@ -147,19 +147,16 @@ def _report_part(ctx: RunContext, phase: Phase, result: PartRun) -> None:
     elif result.outcome is not Outcome.VALID:
         ratio = result.estimates.control_ratio
         ci = f" (paired {interval_text(ratio, 3, '×')})" if ratio else ""
-        ctx.emit(
-            LogMessage(
-                ctx.now(),
-                "warning",
-                f"{part_phase(phase, result.part)} @ {result.context}: S=1 check "
-                f"{result.outcome.value}{ci}; kept out of the verdict",
-            )
+        ctx.log(
+            "warning",
+            f"{part_phase(phase, result.part)} @ {result.context}: S=1 check "
+            f"{result.outcome.value}{ci}; kept out of the verdict",
         )
 
 
 def _skip(ctx: RunContext, phase: Phase, index: int, total: int, why: str) -> PhaseSummary:
     emit_phase_start(ctx, phase, index, total, 0, ())
-    ctx.emit(LogMessage(ctx.now(), "warning", f"{phase.name}: skipped, {why}"))
+    ctx.log("warning", f"{phase.name}: skipped, {why}")
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, (), f"skipped: {why}")
     ctx.emit(summary)
     return summary
@@ -215,13 +212,10 @@ def _indexer_summary(
     planned = sum(p.timed_calls() for p in plans.values())
     emit_phase_start(ctx, phase, index, total_phases, planned, ())
     others = "; ".join(s.describe() for s in sites[1:])
-    ctx.emit(
-        LogMessage(
-            ctx.now(),
-            "info",
-            f"{phase.name}: timing {site.describe()}, {site.sharing} sparse layer(s) of this "
-            f"geometry" + (f"; not timed: {others}" if others else ""),
-        )
+    ctx.log(
+        "info",
+        f"{phase.name}: timing {site.describe()}, {site.sharing} sparse layer(s) of this "
+        f"geometry" + (f"; not timed: {others}" if others else ""),
     )
     progress = ProgressTracker(ctx, phase.name, planned)
     rows: list[dict] = []

@@ -32,7 +32,6 @@ from mlatui.run.phases.results import Checks, L1Quads
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     Basis,
-    LogMessage,
     PhaseStart,
     PhaseSummary,
     RunEnd,
@@ -60,7 +59,7 @@ def serve_more(ctx: RunContext, control: RunControl, checks: Checks, more: MoreR
             continue
         undecided = checks.undecided(more.last_pass)
         if not undecided or rounds < 1:
-            ctx.emit(LogMessage(ctx.now(), "info", "+: no undecided L = 1 check to measure"))
+            ctx.log("info", "+: no undecided L = 1 check to measure")
             continue
         checks = checks.plus(more.measure(undecided, rounds))
         end()
@@ -135,13 +134,10 @@ def _decide_again(
     tolerance = checks[0].tolerance_pct
     outcome = control_outcome(ratio, tolerance)
     total = len({t.round for t in timings})
-    ctx.emit(
-        LogMessage(
-            ctx.now(),
-            "info" if outcome is Outcome.VALID else "warning",
-            f"{phase}: {', '.join(v.phase for v in checks)} @ {length}: on all {total} rounds of "
-            f"L = 1 quads this run measured there: {interval_text(ratio)}, {outcome.value}",
-        )
+    ctx.log(
+        "info" if outcome is Outcome.VALID else "warning",
+        f"{phase}: {', '.join(v.phase for v in checks)} @ {length}: on all {total} rounds of "
+        f"L = 1 quads this run measured there: {interval_text(ratio)}, {outcome.value}",
     )
     return redecided(ctx, checks, outcome, ratio, total)
 
