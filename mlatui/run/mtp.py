@@ -39,7 +39,7 @@ from mlatui.models.mtp_weights import (
     read_mtp_weights,
     saved_quant,
 )
-from mlatui.models.mx_typed import as_int, evaluate_buffers
+from mlatui.models.mx_typed import as_ints, evaluate_buffers
 from mlatui.run.drafts import DraftSource
 
 __all__ = ["SIDECARS", "MTPDraft", "MTPError", "MTPMissing", "load_mtp_draft", "read_mtp_weights"]
@@ -199,27 +199,9 @@ class MTPDraft(DraftSource):
         self._base = self.offset
 
     def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
-        h_last = hidden if hidden is not None else self._last_hidden
-        if h_last is None:
-            raise MTPError("MTP propose needs the target hidden state before `last`; prefill first")
-        h_last = h_last[:, -1:]
-        tokens = mx.array([self.pending + [last]])  # (1, P + 1)
-        h_in = (
-            h_last
-            if self._pending_hidden is None
-            else mx.concatenate([self._pending_hidden, h_last], axis=1)
-        )
-        self.pending, self._pending_hidden = [], None
-        drafts: list[int] = []
-        for i in range(k):
-            h = self.head(tokens, h_in, self.cache)[:, -1:]  # (1, 1, D)
-            if i == 0:
-                self._base = self.offset
-            tok = mx.argmax(self.head.logits(h)[:, -1, :], axis=-1)  # (1,)
-            drafts.append(as_int(tok))
-            tokens, h_in = tok[None], h  # (1, 1), (1, 1, D)
-        self._drafts = drafts
-        return drafts
+        drafts, _ = self.propose_lazy(mx.array([last], mx.uint32), k, hidden)
+        self._drafts = as_ints(drafts)
+        return self._drafts
 
     def propose_lazy(
         self, last: mx.array, k: int, hidden: mx.array | None, sampling: Any = None

@@ -1,31 +1,19 @@
-"""Decode parity: mlatui's decode blocks beside a direct mlx-lm call on the same model and cache.
+"""Decode parity: mlatui's decode blocks beside a direct mlx-lm call on the same model and cache,
+paired by the sampler (A B B A), as tok/s(first side) / tok/s(other) with a block-bootstrap CI;
+parity holds when the CI lies inside ±tolerance. The sides:
 
-Three ways to decode `n` tokens from one prefilled context, paired by the sampler (A B B A):
+- "mlatui": `decode_stream.run_block` on an arm worker thread, as the decode phases run it;
+- "mlx_lm": the same runtime call made directly on the main thread, as `mlx_lm.generate` runs
+  it, from a copy of the same prefilled cache: what differs is everything around it;
+- "mlx_lm-thread": that call from a plain Python thread (on the 2-core CPU the main thread
+  decodes 5-10% slower than any other, and the arms run on worker threads);
+- "sync-loop" (plain only): one `mx.eval` and `.item()` per token, no overlap: what pipelining
+  is worth on the device;
+- "mlx_lm-aa": the direct call on two plain threads, each from its own cache copy: the
+  harness's own spread beside the mlatui pairings.
 
-- "mlatui": `decode_stream.run_block` on an arm worker thread, exactly as the decode and tune
-  phases run it (stream rewind, draft catch-up, worker hand-off, CPU pinning);
-- "mlx_lm": the same runtime call (`mlx_lm.generate.generate_step` for plain decode,
-  `speculative_generate_step` for a draft model, through mlatui.run.decode_stream's block functions) made
-  directly on the main thread, as `mlx_lm.generate` runs it, from a copy of the same prefilled
-  cache: what differs is everything around it (worker hand-off, stream, catch-up, pinning);
-- "mlx_lm-thread": the same direct call made from a second, plain Python thread. On the 2-core
-  CPU mlx-lm decode ran 5-10% slower on the main thread than on any other thread (embedded
-  model, 32-token blocks: 383 vs 361 ms), and mlatui's arms run on worker threads: this pair
-  separates the harness from that thread effect;
-- "sync-loop" (plain only): the synchronous loop mlatui used before (one `mx.eval` and `.item()`
-  per token, no overlap), to show what pipelining is worth on the device;
-- "mlx_lm-aa": the A/A beside them: the direct call on a plain thread paired with the same call
-  on another plain thread, each from its own copy of the cache (and draft), so the harness's own
-  spread shows beside the mlatui pairings (its first side is named "mlx_lm-thread").
-
-Each pairing makes its direct sides afresh (cache and draft copies, plain threads), so no side
-carries what an earlier pairing ran on it: a side kept warm from the pairing before made a fake
-A/A read 0.98 [0.974, 0.992] (tests/test_parity_order.py). The sampler alternates which side
-opens a round (A B B A, then B A A B) and warms each side with one untimed block per width.
-
-Each block is a fresh generation of `n` tokens from the context (both sides rewind), timed from
-the call to its last token. The ratio is tok/s(mlatui) / tok/s(other), a median over quads with
-a block-bootstrap CI; parity holds when the CI lies inside ±tolerance.
+Each pairing makes its direct sides afresh: a side kept warm from the pairing before made a fake
+A/A read 0.98 [0.974, 0.992] (tests/test_parity_order.py).
 """
 
 from __future__ import annotations
@@ -208,9 +196,8 @@ class Direct:
 
 
 class _Sides:
-    """The ways of decoding a block from the same prefilled context: the arm on its worker
-    thread (mlatui, opened at the first pairing that needs it), and for each pairing its own
-    direct copies and plain threads, made fresh (`_Pairing`)."""
+    """The arm on its worker thread (mlatui, opened at the first pairing that needs it) and a
+    maker of each pairing's direct sides."""
 
     def __init__(
         self,
@@ -269,12 +256,9 @@ class _Sides:
 
 
 class _Pairing:
-    """One `--versus` pairing's sides. Each direct side gets a fresh copy of the prefilled cache
-    (and draft) and, off the main thread, a fresh plain thread: no side carries blocks, buffers
-    or a stream warmed by an earlier pairing, so both sides of the A/A start alike and are
-    warmed alike (the sampler's one untimed block per side and width), on the same kind of
-    thread. Between rounds the two sides' caches, drafts' included, are exchanged (or copied
-    afresh, in alternating order: CacheRounds)."""
+    """One `--versus` pairing's sides, each direct one with a fresh cache copy (and draft) and,
+    off the main thread, a fresh plain thread, so both sides of the A/A start and warm alike.
+    Between rounds their caches are exchanged or copied afresh (CacheRounds)."""
 
     def __init__(self, sides: _Sides, other: str) -> None:
         self.sides, self.other = sides, other
@@ -354,12 +338,10 @@ def run_parity(
     progress: Callable[[str], None] = lambda line: None,
     source: Any = None,
 ) -> list[ParityResult]:
-    """Parity of plain decode (and of draft-model speculation at the plan's depth, when a draft
-    exists) against mlx-lm, and of plain decode against the synchronous loop: each side of
-    `versus`, in that order, gets its own rounds. With `max_seconds`, each side's share of it
-    (from the first block on) ends its rounds early, after a whole pair, so a time limit still
-    leaves results. `source`: a model built from another source tree on `model`'s weights
-    (mlatui.run.arm_plan), measured instead, running its own code."""
+    """Plain decode (and draft-model speculation at the plan's depth) against each side of
+    `versus` in turn; with `max_seconds`, each side's share of what is left ends its rounds
+    after a whole pair. `source`: another source tree's model on `model`'s weights, measured
+    instead (mlatui.run.arm_plan)."""
     arm = _parity_arm(model, make_draft, source)
     depth = plan.depth if arm.draft is not None else 0
     prefill(arm, plan.context_tokens)

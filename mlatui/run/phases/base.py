@@ -118,6 +118,14 @@ class RunContext:
             return wants_more
         return self.lockstep.leader_decides(wants_more)
 
+    def decide_more_by(
+        self, deadline: float | None, planned_rounds: int, grow_to: int = 0
+    ) -> Callable[[bool], bool]:
+        """`decide_more` with no round past a budget's `deadline` (run seconds; None: none)."""
+        if deadline is None:
+            return self.decide_more
+        return within(self.decide_more, self.now, deadline, planned_rounds, grow_to)
+
     def leader_decides_each(self, wants: list[bool]) -> list[bool]:
         """Rank 0's yes/no for each item (every rank passes the same number), in one collective."""
         if self.lockstep is None:
@@ -419,11 +427,7 @@ def sample_steps(
             on_timing=on_timing,
             on_round=on_round,
             check_stop=ctx.check_stop,
-            decide_more=(
-                ctx.decide_more
-                if deadline is None
-                else within(ctx.decide_more, ctx.now, deadline, plan.first_rounds)
-            ),
+            decide_more=ctx.decide_more_by(deadline, plan.first_rounds),
             between_rounds=cache_rounds_hook(ctx, lambda a: recopy_in_place(a.caches)),
         ),
     )

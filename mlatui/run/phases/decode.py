@@ -23,7 +23,6 @@ rejected (arm, setting) runs no blocks, and its DecodeResult says so (`measured`
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import msgspec
@@ -43,7 +42,7 @@ from mlatui.measure.plans import (
     verify_widths,
 )
 from mlatui.measure.repetition import Repetition, repetition_of
-from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
+from mlatui.measure.sampler import Hooks, SamplerRun, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import Arm, unpinned
 from mlatui.run.decode_stream import (
@@ -256,7 +255,9 @@ def _sample_blocks(
                 on_timing=on_timing,
                 on_round=on_round,
                 check_stop=ctx.check_stop,
-                decide_more=_decide_more(ctx, slices, phase.name, length, plan),
+                decide_more=ctx.decide_more_by(
+                    slices.deadline(phase.name, length), plan.first_rounds, slices.grow_to
+                ),
                 between_rounds=cache_rounds_hook(ctx, recopy_stream_caches),
                 on_skip=runner.filler,
             ),
@@ -285,9 +286,7 @@ def run_decode(
     if len(settings) == 1:
         ctx.log("warning", f"{phase.name}: no draft source, so only plain decode is measured")
     sampling = sampling_of(phase)
-    if not sampling.greedy and any(
-        isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values()
-    ):
+    if not sampling.greedy and _synthetic(ctx):
         raise ValueError(
             f"{phase.name}: temperature {sampling.temperature:g} with a synthetic draft (random "
             "weights) — synthetic acceptance follows the greedy continuation; set temperature = 0"
@@ -322,15 +321,6 @@ def run_decode(
     ctx.emit(summary)
     ended = tuple(pooled.get(v.context, v) for v in checks)
     return PhaseResult(summary, l1, checks=ended, finals=tuple(finals), added_s=added_s)
-
-
-def _decide_more(
-    ctx: RunContext, slices: Slices, part: str, length: int, plan: SamplerPlan
-) -> Callable[[bool], bool]:
-    deadline = slices.deadline(part, length)
-    if deadline is None:
-        return ctx.decide_more
-    return within(ctx.decide_more, ctx.now, deadline, plan.first_rounds, slices.grow_to)
 
 
 def decode_validity(
@@ -389,6 +379,10 @@ def _pooled(
     return replace(pooled, rounds=rounds)
 
 
+def _synthetic(ctx: RunContext) -> bool:
+    return any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+
+
 def _runtime_name(arm: Arm, st: Setting) -> str:
     if st.depth == 0:
         return "mlx_lm.generate_step"
@@ -414,7 +408,7 @@ class DecodeResults:
         self.guards = GuardSettings(
             phase.min_draft_share, phase.min_verify_steps, phase.min_distinct_4gram
         )
-        self.synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+        self.synthetic = _synthetic(ctx)
 
     def rows(self, check: Validity) -> list[dict]:
         rows = []
@@ -637,7 +631,7 @@ class BlockRunner:
         self.texts: dict[tuple[str, Setting], list[tuple[int, ...]]] = {}
         self.divergence: tuple[int, int] | None = None  # (token, round)
         self.filled = False  # a plain block ran in a rejected block's place (filler)
-        self.synthetic = any(isinstance(w.arm.draft, SyntheticDraft) for w in ctx.workers.values())
+        self.synthetic = _synthetic(ctx)
         self.timings: list[Timing] = []
 
     def setting(self, width: int) -> Setting:
