@@ -26,13 +26,13 @@ def build_model(
     On CPU, MoE needs float32 or `bits` weights (GatherMM is float32-only). `evaluate=False`
     leaves the weights lazy (nothing is allocated)."""
     from mlatui.config.model_inputs import text_config
-    from mlatui.models import vlm_configs
+    from mlatui.models import families
 
     mx.random.seed(seed)
-    if name.startswith(vlm_configs.PREFIX):
+    if name.startswith(families.PREFIX):
         if layers is not None:
             raise ValueError("layers: mlx-vlm families are built at their own layer pattern")
-        config = {**vlm_configs.config_for(name, size), "model_type": name}
+        config = {**families.vlm_config_for(name, size), "model_type": name}
         text_config(config).update(overrides)
     else:
         config = config_for(name, size, layers, **overrides)

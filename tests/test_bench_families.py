@@ -9,7 +9,7 @@ import vlm_sources
 
 from mlatui.cli import main
 from mlatui.commands import bench_attention
-from mlatui.models import families, fit, vlm, vlm_configs
+from mlatui.models import families, fit, vlm
 from mlatui.models.family_configs import KIMI_K3_TINY
 
 PART_A = ["--size", "tiny", "--part", "a", "--contexts", "64", "--widths", "1,2", "--reps", "2"]
@@ -18,8 +18,8 @@ PART_A = ["--size", "tiny", "--part", "a", "--contexts", "64", "--widths", "1,2"
 def every_runnable_name() -> list[str]:
     """One name per distinct build: mlx-lm's families, mlx-vlm's own families by their bare
     name, and mlx-vlm's copies of mlx-lm's families with the prefix."""
-    vlm_only = [f for f in vlm_configs.FAMILIES if f not in families.FAMILIES]
-    copies = [vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES if f in families.FAMILIES]
+    vlm_only = [f for f in families.VLM_FAMILIES if f not in families.FAMILIES]
+    copies = [families.PREFIX + f for f in families.VLM_FAMILIES if f in families.FAMILIES]
     return [*families.FAMILIES, *vlm_only, *copies]
 
 
@@ -44,11 +44,11 @@ def test_part_a_runs_for_every_family(name, request, capsys):
 
 
 def test_thresholds_and_bench_know_the_same_families():
-    from mlatui.models import families, vlm_configs
+    from mlatui.models import families
 
     names = families.known_names()
     assert set(families.FAMILIES) <= set(names)
-    assert {vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES} <= set(names)
+    assert {families.PREFIX + f for f in families.VLM_FAMILIES} <= set(names)
     for name in every_runnable_name():  # bare mlx-vlm names resolve too
         assert main(["thresholds", "--family", name, "--json"]) == 0
 

@@ -8,7 +8,7 @@ import pytest
 import vlm_sources
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.models import vlm, vlm_configs
+from mlatui.models import families, family_configs, vlm
 from mlatui.models.cache_rewind import before_step
 from tests.random_models import build_model
 
@@ -22,7 +22,7 @@ def _undone_steps_leave_no_trace(model, cache):
     """Steps of width 3 undone twice, then a step of width 2: the same logits as the width-2
     step on an untouched copy of the cache."""
     mx.random.seed(4)
-    mx.eval(model(mx.random.randint(0, vlm_configs.VOCAB_TINY, (1, 70)), cache=cache))
+    mx.eval(model(mx.random.randint(0, family_configs.VOCAB_TINY, (1, 70)), cache=cache))
     untouched = copy.deepcopy(cache)
     outputs = []
     for _ in range(2):
@@ -48,7 +48,7 @@ def test_a_step_is_undone_bit_for_bit(family):
 def test_without_the_snapshot_a_hybrid_state_moves_on():
     model = build_model("kimi_linear")
     cache = make_prompt_cache(model)
-    mx.eval(model(mx.arange(40)[None] % vlm_configs.VOCAB_TINY, cache=cache))
+    mx.eval(model(mx.arange(40)[None] % family_configs.VOCAB_TINY, cache=cache))
     step = mx.array([[5, 6, 7]])
     first = model(step, cache=cache)
     mx.eval(first)
@@ -63,6 +63,6 @@ def test_without_the_snapshot_a_hybrid_state_moves_on():
 @pytest.mark.parametrize("version", vlm_sources.VERSIONS)
 def test_mlx_vlm_glm5_next_caches_are_restored(version, vlm_dir):
     source = vlm_sources.source(version, vlm_dir)
-    model = vlm.language_model(vlm_configs.config_for("glm5_next"), source)
+    model = vlm.language_model(families.vlm_config_for("glm5_next"), source)
     mx.eval(model.parameters())
     _undone_steps_leave_no_trace(model, model.make_cache())

@@ -11,7 +11,7 @@ from test_ui_app import pane_text, until
 from mlatui.cli import main
 from mlatui.config.run_plan import resolve_plan
 from mlatui.config.runconfig import RunConfig
-from mlatui.models import vlm, vlm_configs
+from mlatui.models import families, vlm
 from mlatui.stream.sources import LiveSource
 
 SWEEP = (
@@ -33,8 +33,8 @@ def current(vlm_dir, monkeypatch):
 
 
 def _scenario(tmp_path, name):
-    family = vlm_configs.PREFIX + name
-    config = vlm_configs.config_for(name)
+    family = families.PREFIX + name
+    config = families.vlm_config_for(name)
     return vlm_sources.scenario(tmp_path / f"{name}.toml", family, config, SWEEP)
 
 

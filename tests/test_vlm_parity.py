@@ -16,7 +16,7 @@ import vlm_sources
 from test_mla import F32_TOL, PROMPT_T, WIDTHS
 
 from mlatui.gate import mla
-from mlatui.models import vlm, vlm_configs
+from mlatui.models import families, family_configs, vlm
 
 # 0.6.17 runs two families by default (a dense and the pre-fix sparse glm5_next), all with -m slow
 DEFAULT_PRE_FIX = ("deepseek_v3", "glm5_next")
@@ -27,7 +27,7 @@ CASES = [
         marks=() if version == vlm_sources.CURRENT or name in DEFAULT_PRE_FIX else pytest.mark.slow,
     )
     for version in vlm_sources.VERSIONS
-    for name, fam in vlm_configs.FAMILIES.items()
+    for name, fam in families.VLM_FAMILIES.items()
     if version in fam.versions
 ]
 
@@ -40,7 +40,7 @@ def vlm_dir(tmp_path_factory):
 def _build(version, name, vlm_dir):
     source = vlm_sources.source(version, vlm_dir)
     mx.random.seed(0)
-    model = vlm.language_model(vlm_configs.config_for(name), source)
+    model = vlm.language_model(families.vlm_config_for(name), source)
     model.set_dtype(mx.float32)
     model.eval()
     mx.eval(model.parameters())
@@ -50,7 +50,7 @@ def _build(version, name, vlm_dir):
 def _prefilled(model):
     cache = model.make_cache()
     mx.random.seed(1)
-    prompt = mx.random.randint(0, vlm_configs.VOCAB_TINY, (1, PROMPT_T))
+    prompt = mx.random.randint(0, family_configs.VOCAB_TINY, (1, PROMPT_T))
     mx.eval(model(prompt, cache=cache), [c.state for c in cache])
     return cache
 
@@ -61,7 +61,7 @@ def test_each_arm_against_the_installed_code(version, name, vlm_dir):
     installed, arm, formula = mla.twin(stock), mla.twin(stock), mla.twin(stock)
     installed_report = mla.patch_model(installed, "installed")
     fixed = installed_report.installed_fixed
-    assert fixed == (vlm_configs.family(name).fixed_from == version == vlm_sources.CURRENT)
+    assert fixed == (families.vlm_family(name).fixed_from == version == vlm_sources.CURRENT)
     report = mla.patch_model(arm, "pre-fix" if fixed else "formula")
     mla.patch_model(formula, "formula")
     # mlx-vlm 0.7.10's cache-aware gate is the formula itself (glm5_next gates on its decode block)
@@ -72,7 +72,7 @@ def test_each_arm_against_the_installed_code(version, name, vlm_dir):
     caches = [copy.deepcopy(cache) for _ in range(4)]
     for i, length in enumerate(WIDTHS):
         mx.random.seed(10 + i)
-        tokens = mx.random.randint(0, vlm_configs.VOCAB_TINY, (1, length))
+        tokens = mx.random.randint(0, family_configs.VOCAB_TINY, (1, length))
         models = (stock, installed, arm, formula)
         s, n, a, f = (m(tokens, cache=c) for m, c in zip(models, caches, strict=True))
         mx.eval(s, n, a, f, [c.state for cs in caches for c in cs])

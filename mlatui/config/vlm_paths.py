@@ -40,3 +40,10 @@ def vlm_has_model_type(model_type: str) -> bool:
     named = os.environ.get(SOURCE_ENV)
     root = package_folder(Path(named).expanduser()) if named else installed_folder()
     return root is not None and (root / "models" / model_type / "language.py").is_file()
+
+
+def split_name(name: str) -> tuple[bool, str]:
+    """("mlx-vlm:glm4_moe_lite") -> (True, "glm4_moe_lite"); a bare name -> (False, name)."""
+    if name.startswith(PREFIX):
+        return True, name[len(PREFIX) :]
+    return False, name

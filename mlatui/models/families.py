@@ -1,12 +1,12 @@
-"""Every mlx-lm 0.32.2 MLA family with an absorbed path, and its config.json at each size (no mlx).
+"""Every MLA family a command takes by name, and its config.json at each size (no mlx).
 
-`full=None` where no public config is known. The configs themselves are in
-mlatui.models.family_configs; random-weight models of them in mlatui.models.loading.
-
-Every MLA family a command takes by name: mlx-lm's (`FAMILIES`) and mlx-vlm's
-(mlatui.models.vlm_configs). A bare name is mlx-lm's where mlx-lm has it, else mlx-vlm's;
-"mlx-vlm:NAME" is always mlx-vlm's. `thresholds`, `bench attention` and `calibrate` resolve a
-name here (`lookup`), so they know the same families.
+mlx-lm 0.32.2's MLA families with an absorbed path (`FAMILIES`) and mlx-vlm's (`VLM_FAMILIES`:
+the MLA language models mlx-lm does not have, glm5_next (GLM-5.3-Flash), longcat_flash_sparse,
+youtu_vl, hy_v4, and its own copies of mlx-lm's). A bare name is mlx-lm's where mlx-lm has it,
+else mlx-vlm's; "mlx-vlm:NAME" is always mlx-vlm's. `thresholds`, `bench attention` and
+`calibrate` resolve a name here (`lookup`), so they know the same families. `full=None` where no
+public config is known. The configs themselves are in mlatui.models.family_configs;
+random-weight models of them in mlatui.models.loading.
 """
 
 from __future__ import annotations
@@ -16,20 +16,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlatui.config.model_inputs import text_config
+from mlatui.config.vlm_paths import PREFIX, split_name
 from mlatui.models import family_configs as configs
-from mlatui.models import vlm_configs
+
+# the mlx-vlm releases a family is tested with, and the first of those whose MLA gate is fixed
+VLM_VERSIONS = ("0.6.17", "0.7.10")
+VLM_FIXED_FROM = "0.7.10"
 
 
 @dataclass(frozen=True)
 class Family:
-    name: str
+    name: str  # the model_type (for mlx-vlm's: the package under mlx_vlm/models)
     tiny: dict[str, Any]
     full: dict[str, Any] | None
     source: str = ""  # where the full config comes from
     nested: bool = False  # geometry lives in config["text_config"]
-    moe: bool = True
     sparse: bool = False  # deepseek_v32-style top-k indexer
     hybrid: bool = False  # linear-attention layers with non-trimmable ArraysCache
+    versions: tuple[str, ...] = VLM_VERSIONS  # mlx-vlm's families: the releases tested with it
+    fixed_from: str | None = VLM_FIXED_FROM  # ... the first whose MLA gate is fixed (None: none)
 
     @property
     def model_type(self) -> str:
@@ -62,7 +67,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "deepseek_v32",
-            {**configs.DSV3_TINY, "model_type": "deepseek_v32", **configs.DSV32},
+            configs.DSV32_TINY,
             {
                 **configs.DSV3_FULL,
                 "model_type": "deepseek_v32",
@@ -75,18 +80,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "glm_moe_dsa",
-            {
-                **configs.GLM_LITE_TINY,
-                **configs.DSV32,
-                "model_type": "glm_moe_dsa",
-                "moe_layer_freq": 1,
-                "topk_method": "noaux_tc",
-                "scoring_func": "sigmoid",
-                "norm_topk_prob": True,
-                "rms_norm_eps": 1e-5,
-                "attention_bias": False,
-                "rope_parameters": dict(rope_type="default", rope_theta=1000000.0),
-            },
+            configs.GLM_MOE_DSA_TINY,
             configs.GLM5_FULL,
             "GLM-5 config.json (attention and indexer dims; MoE sizes medium confidence)",
             sparse=True,
@@ -141,10 +135,68 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+VLM_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        FAMILIES["deepseek_v3"],
+        Family("deepseek_v32", configs.DSV32_TINY, None, sparse=True),
+        Family("glm4_moe_lite", configs.GLM_LITE_TINY, None),
+        Family(
+            "glm_moe_dsa",
+            configs.GLM_MOE_DSA_TINY,
+            configs.GLM5_FULL,
+            "GLM-5 config.json",
+            sparse=True,
+        ),
+        Family(
+            "glm5_next",
+            configs.GLM5_NEXT_TINY,
+            configs.GLM5_NEXT_FULL,
+            "GLM-5.3-Flash text config",
+            sparse=True,
+            hybrid=True,
+        ),
+        Family("kimi_k3", configs.KIMI_K3_TINY, None, hybrid=True),
+        Family("kimi_linear", configs.KIMI_LINEAR_TINY, configs.KIMI_LINEAR_FULL, hybrid=True),
+        Family("longcat_flash", configs.LONGCAT_TINY, configs.LONGCAT_FULL, "LongCat-Flash-Chat"),
+        Family(
+            "longcat_flash_sparse",
+            configs.LONGCAT_SPARSE_TINY,
+            None,
+            sparse=True,
+            versions=("0.7.10",),
+        ),
+        Family("youtu_vl", configs.YOUTU_VL_TINY, None),
+        Family(
+            "hy_v4", configs.HY_V4_TINY, None, sparse=True, versions=("0.7.10",), fixed_from=None
+        ),
+    )
+}
+
+
 def family(name: str) -> Family:
     if name not in FAMILIES:
         raise KeyError(f"unknown MLA family {name!r}: use one of {', '.join(FAMILIES)}")
     return FAMILIES[name]
+
+
+def vlm_family(name: str) -> Family:
+    """mlx-vlm's family `name` ("glm5_next" or "mlx-vlm:glm5_next")."""
+    bare = split_name(name)[1]
+    if bare not in VLM_FAMILIES:
+        raise KeyError(f"unknown mlx-vlm MLA family {bare!r}: use one of {', '.join(VLM_FAMILIES)}")
+    return VLM_FAMILIES[bare]
+
+
+def vlm_config_for(name: str, size: str = "tiny") -> dict[str, Any]:
+    """mlx-vlm's family `name`'s config.json at `size` ("tiny" | "full")."""
+    fam = vlm_family(name)
+    if size not in ("tiny", "full"):
+        raise ValueError(f"size must be 'tiny' or 'full', got {size!r}")
+    config = fam.full if size == "full" else fam.tiny
+    if config is None:
+        raise KeyError(f"no public full-size config known for {fam.name}; use size='tiny'")
+    return copy.deepcopy(config)
 
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers")
@@ -200,7 +252,7 @@ class BenchFamily:
 
     @property
     def bare(self) -> str:
-        return vlm_configs.split_name(self.name)[1]
+        return split_name(self.name)[1]
 
     @property
     def has_full(self) -> bool:
@@ -218,13 +270,13 @@ class BenchFamily:
         if layers is not None:
             set_layers(config, layers)
         if self.runtime == "mlx-vlm":
-            config["model_type"] = vlm_configs.PREFIX + self.bare
+            config["model_type"] = PREFIX + self.bare
         return config
 
 
 def missing_full_config(name: str) -> str:
     """The one line a command says when a family has no public full-size config."""
-    bare = vlm_configs.split_name(name)[1]
+    bare = split_name(name)[1]
     return (
         f"{name}: no public full-size config known — pass the model's own config.json with "
         f"--config FILE (or --model FOLDER holding it; model_type {bare})"
@@ -233,18 +285,18 @@ def missing_full_config(name: str) -> str:
 
 def known_names() -> list[str]:
     """mlx-lm's families, then mlx-vlm's spelled with their prefix."""
-    return [*FAMILIES, *(vlm_configs.PREFIX + f for f in vlm_configs.FAMILIES)]
+    return [*FAMILIES, *(PREFIX + f for f in VLM_FAMILIES)]
 
 
 def lookup(name: str) -> BenchFamily:
     """The family `name` names; KeyError with the one line listing every known name."""
-    spelled_vlm, bare = vlm_configs.split_name(name)
+    spelled_vlm, bare = split_name(name)
     if not spelled_vlm and name in FAMILIES:
         f = family(name)
         full = configs_full(f)
         return BenchFamily(name, "mlx-lm", f.tiny, full, f.source, f.hybrid, f.sparse)
-    if bare in vlm_configs.FAMILIES:
-        v = vlm_configs.FAMILIES[bare]
+    if bare in VLM_FAMILIES:
+        v = VLM_FAMILIES[bare]
         return BenchFamily(name, "mlx-vlm", v.tiny, v.full, v.source, v.hybrid, v.sparse)
     raise KeyError(f"unknown family {name!r}: use one of {', '.join(known_names())}")
 
@@ -262,7 +314,7 @@ def from_config(name: str | None, config: dict[str, Any], where: str) -> BenchFa
     if not isinstance(model_type, str):
         raise KeyError(f"{where}: config.json has no model_type")
     chosen = name or model_type
-    if vlm_configs.split_name(chosen)[1] != vlm_configs.split_name(model_type)[1]:
+    if split_name(chosen)[1] != split_name(model_type)[1]:
         raise KeyError(f"{where}: model_type {model_type!r} is not family {chosen!r}")
     found = lookup(chosen)
     if "kv_lora_rank" not in text_config(config):

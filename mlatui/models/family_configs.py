@@ -1,4 +1,5 @@
-"""The config.json dicts of the families: tiny ones with the real MLA ranks, full ones as published.
+"""The config.json dicts of the families (mlx-lm's and mlx-vlm's): tiny ones with the real MLA
+ranks, full ones as published.
 
 Tiny configs keep the real MLA ranks (kv_lora_rank 512 and the family's nope/v head dims) so the
 threshold is the real one; everything else (hidden size, heads, layers, experts, vocab) is small.
@@ -109,6 +110,7 @@ MOONLIGHT_FULL = {
 }
 
 DSV32 = dict(index_head_dim=128, index_n_heads=2, index_topk=32)
+DSV32_TINY = {**DSV3_TINY, "model_type": "deepseek_v32", **DSV32}
 
 GLM_LITE_TINY = {
     **DSV3_TINY,
@@ -117,6 +119,19 @@ GLM_LITE_TINY = {
     "topk_group": 1,
     "routed_scaling_factor": 1.8,
     **mla(n=192, v=256),
+}
+
+GLM_MOE_DSA_TINY: dict[str, Any] = {
+    **GLM_LITE_TINY,
+    **DSV32,
+    "model_type": "glm_moe_dsa",
+    "moe_layer_freq": 1,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "norm_topk_prob": True,
+    "rms_norm_eps": 1e-5,
+    "attention_bias": False,
+    "rope_parameters": dict(rope_type="default", rope_theta=1000000.0),
 }
 
 GLM5_FULL = dict(
@@ -374,6 +389,92 @@ MISTRAL4_FULL = {
     "max_position_embeddings": 1048576,
     **mla(r=256, n=64, v=128, heads=32, q=1024),
 }
+
+
+# ---- the families only mlx-vlm has ----
+
+GLM5_NEXT_TINY: dict[str, Any] = dict(
+    model_type="glm5_next",
+    text_config=dict(
+        model_type="glm5_next_text",
+        vocab_size=VOCAB_TINY,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_hidden_layers=4,  # layers 0-2 linear attention, layer 3 sparse MLA (the real pattern)
+        n_shared_experts=1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        first_k_dense_replace=1,
+        index_topk=32,
+        index_head_dim=32,
+        index_n_heads=2,
+        index_kpool=4,
+        hc_mult=2,
+        max_position_embeddings=16384,
+        routed_scaling_factor=2.5,
+        rms_norm_eps=1e-5,
+        # 0.6.17 requires these three; 0.7.10 derives the same pattern when they are absent
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
+        linear_attn_config=dict(num_heads=2, head_dim=32, short_conv_kernel_size=4),
+        **{**mla(n=256, rope=0, v=256), "q_lora_rank": 64},
+    ),
+)
+
+# GLM-5.3-Flash: the text config as published (FIELD_NOTES §6.1; vllm-neuron's Glm5NextTextConfig)
+GLM5_NEXT_FULL: dict[str, Any] = dict(
+    model_type="glm5_next",
+    text_config=dict(
+        model_type="glm5_next_text",
+        vocab_size=154880,
+        hidden_size=4096,
+        num_hidden_layers=45,
+        index_topk=2048,
+        index_kpool=4,
+        **mla(n=256, rope=0, v=256, heads=64, q=1536),
+    ),
+)
+
+LONGCAT_SPARSE_TINY: dict[str, Any] = {
+    **{k: v for k, v in LONGCAT_TINY.items() if k != "attention_method"},
+    "model_type": "longcat_flash_sparse",
+    "attention_method": "LSA",
+    "index_n_heads": 2,
+    "index_head_dim": 64,  # the indexer ropes qk_rope_head_dim (64) of it
+    "index_topk": 32,
+}
+
+YOUTU_VL_TINY: dict[str, Any] = dict(
+    model_type="youtu_vl",
+    vocab_size=VOCAB_TINY,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    max_position_embeddings=16384,
+    **mla(),
+)
+
+# Hunyuan V4 (mlx-vlm 0.7.10): DeepSeek-V3.2-style sparse MLA, GLM-4.7 head dims, one KV head,
+# hyper-connections; its gates are still `sequence_length == 1` in 0.7.10
+HY_V4_TINY: dict[str, Any] = dict(
+    model_type="hy_v4",
+    vocab_size=VOCAB_TINY,
+    hidden_size=64,
+    intermediate_size=128,
+    moe_intermediate_size=32,
+    num_hidden_layers=2,
+    n_shared_experts=1,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    first_k_dense_replace=1,
+    index_head_dim=64,  # the indexer ropes qk_rope_head_dim (64) of it
+    index_n_heads=2,
+    index_topk=32,
+    hc_mult=2,
+    max_position_embeddings=16384,
+    **{**mla(n=192, v=256), "num_key_value_heads": 1},
+)
 
 
 def glm_lite_full() -> dict[str, Any]:

@@ -35,9 +35,15 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.config.vlm_paths import INSTALL_HINT, SOURCE_ENV, installed_folder, package_folder
+from mlatui.config.vlm_paths import (
+    INSTALL_HINT,
+    SOURCE_ENV,
+    installed_folder,
+    package_folder,
+    split_name,
+)
 from mlatui.gate.forms import indexer_pool_gates
-from mlatui.models import vlm_configs
+from mlatui.models.families import VLM_FAMILIES
 from mlatui.models.source_tree import SourceTree, mount, runtime_of
 
 
@@ -131,8 +137,8 @@ def needs_vlm(model_type: str | None) -> bool:
     """A config's model_type that only mlx-vlm runs: an mlx-vlm MLA family mlx-lm lacks."""
     if not model_type:
         return False
-    wanted, bare = vlm_configs.split_name(model_type)
-    return wanted or (bare in vlm_configs.FAMILIES and not mlx_lm_has(bare))
+    wanted, bare = split_name(model_type)
+    return wanted or (bare in VLM_FAMILIES and not mlx_lm_has(bare))
 
 
 # ---- the language model as mlx-lm calls a model ----------------------------------------------
@@ -188,7 +194,7 @@ def _text_config(config_module: ModuleType, config: dict[str, Any]) -> tuple[Any
 
 def language_model(config: dict[str, Any], source: VlmSource) -> TextModel:
     """mlx-vlm's language model of `config["model_type"]` with fresh (random) weights, lazy."""
-    _, model_type = vlm_configs.split_name(str(config.get("model_type", "")))
+    _, model_type = split_name(str(config.get("model_type", "")))
     if not source.has_family(model_type):
         raise ValueError(f"{source.label} has no model type {model_type!r}")
     config = {**config, "model_type": model_type}
