@@ -17,7 +17,7 @@ import os
 import pytest
 
 from mlatui.host.blas import choose_blas
-from mlatui.store.calibration import CACHE_ENV
+from mlatui.store import CACHE_ENV
 
 # every test process (xdist's workers too) on the fast CPU BLAS before a test loads MLX: importing
 # mlatui chooses none, and pytest is not run again under LD_PRELOAD

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mlatui import store
 from mlatui.measure.bandwidth import (
     CPU_PROBE_MIN_BYTES,
     GPU_PROBE_BYTES,
@@ -25,7 +26,6 @@ from mlatui.measure.bandwidth import (
     cpu_probe_bytes,
 )
 from mlatui.measure.records import BenchRecord
-from mlatui.store import bandwidth as store
 from mlatui.stream.recorder import read_recording
 from mlatui.views.bandwidth_pane import limit_check, mbu_line
 from mlatui.views.bandwidth_text import mbu_cell

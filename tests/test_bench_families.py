@@ -54,7 +54,7 @@ def test_thresholds_and_bench_know_the_same_families():
 
 
 def test_calibrate_on_an_mlx_vlm_family(mlx_vlm, tmp_path, monkeypatch, capsys):
-    from mlatui.store import calibration
+    from mlatui import store as calibration
 
     monkeypatch.setenv(calibration.CACHE_ENV, str(tmp_path))
     argv = ["calibrate", "--family", "glm5_next", "--size", "tiny", "--contexts", "64"]

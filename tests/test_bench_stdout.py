@@ -47,9 +47,9 @@ def fake_device(seed: int = 0) -> Iterator[None]:
     decoded itself, each times 1 + JITTER * N(0, 1), and the memory probe reads 100 GB/s; the
     model's own work still runs (the caches, the tokens and the acceptance are real), only its
     clock is replaced."""
+    from mlatui import store as store_bandwidth
     from mlatui.measure.bandwidth import Measured
     from mlatui.run.phases import base, decode
-    from mlatui.store import bandwidth as store_bandwidth
 
     rng = random.Random(seed)
     real_step, real_block = base.forward_and_trim, decode.run_block

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.host.blas import OPENBLAS_DIRS, describe
-from mlatui.store.calibration import device_key
+from mlatui.store import device_key
 
 ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF/glibc only")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from mlatui import store as calibration
 from mlatui.gate import mla
-from mlatui.store import calibration
-from mlatui.store.calibration import CalibrationWarning
+from mlatui.store import CalibrationWarning
 from tests.random_models import build_model
 
 GEOMETRY = mla.Geometry(512, 128, 128, 2)

@@ -13,6 +13,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from test_null import branches_at, sparse_model
 
 import mlatui.run.engine
+from mlatui import store as calibration
 from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind
 from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import ScenarioError, load_scenario
@@ -28,7 +29,6 @@ from mlatui.gate.policy import (
 from mlatui.measure.records import environment
 from mlatui.run.arm_plan import gate_model, sparse_layers
 from mlatui.run.arms import Gates, Variant, build_arms
-from mlatui.store import calibration
 from tests.engine_run import run
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"

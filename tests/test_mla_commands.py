@@ -9,6 +9,7 @@ import pytest
 # module is imported, so a first import inside one capsys test would leave it writing to that
 # test's closed stream in the next.
 import mlatui.commands.bench_scenario  # noqa: F401
+from mlatui import store as calibration
 from mlatui.bench import attention
 from mlatui.bench import attention as attnbench
 from mlatui.cli import main
@@ -17,7 +18,6 @@ from mlatui.measure import forced_branches as forced
 from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
 from mlatui.models import families
-from mlatui.store import calibration
 from tests.random_models import build_model
 
 

@@ -156,7 +156,7 @@ def test_null_run_has_both_passes_with_identical_branches(null_run):
 
 
 def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
-    from mlatui.store.harness_bias import describe
+    from mlatui.store import describe_bias as describe
 
     _, events, later = null_run
     bias = next(e for e in later if e.type == "header").settings.harness_bias

@@ -151,7 +151,7 @@ def test_published_bandwidth_of_known_devices():
 
 
 def test_measured_limit_is_probed_once_per_device(monkeypatch, tmp_path):
-    from mlatui.store import bandwidth as store
+    from mlatui import store
 
     monkeypatch.setenv("MLATUI_CACHE_DIR", str(tmp_path))
     calls = []

@@ -11,7 +11,7 @@ import pytest
 import vlm_sources
 
 from mlatui.config.outputs import runs_dir
-from mlatui.store.calibration import cache_dir
+from mlatui.store import cache_dir
 
 
 def test_recordings_logs_and_the_cache_stay_in_the_session_folder(

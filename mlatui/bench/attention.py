@@ -261,7 +261,7 @@ class _SweepFacts:
     family: str
     settings: dict[str, Any]
     layer_bytes: ModelBytes
-    limit: dict[str, Any]  # the device's bandwidth limit (store.bandwidth.device_bandwidth)
+    limit: dict[str, Any]  # the device's bandwidth limit (store.device_bandwidth)
     env: dict[str, Any]
 
 
@@ -281,7 +281,7 @@ def forced_sweep(
     returns the contexts done so far."""
     from mlatui.host.signals import Interrupted
     from mlatui.measure.records import environment
-    from mlatui.store.bandwidth import device_bandwidth
+    from mlatui.store import device_bandwidth
 
     dtype = DTYPES[model.dtype]
     arms = forced_arms(model.family, model.size, model.bits, dtype=dtype, config=model.config)

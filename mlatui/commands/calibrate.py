@@ -69,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     contexts, reps = args.contexts, args.reps
     import threading
 
+    from mlatui import store as calibration
     from mlatui.config.outputs import JsonlSink, claim_output, ensure_folder, new_record_path
     from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals
     from mlatui.measure.records import environment
-    from mlatui.store import calibration
     from mlatui.views.bench_report import calibrate_report
     from mlatui.views.mdtable import env_line
 
@@ -139,8 +139,8 @@ def _probe(model: AttentionModel, args: argparse.Namespace, sink, stop) -> tuple
 
 def _store(model: AttentionModel, reps: int, geometry, crossovers: dict, env: dict, store):
     """Keep the crossovers for this device; None when stored, else the exit status."""
+    from mlatui import store as calibration
     from mlatui.errors import ExitStatus, error_line
-    from mlatui.store import calibration
 
     probed = calibration.ProbedIn(model.dtype, model.bits, reps + reps % 2)
     try:

@@ -70,8 +70,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 
 
 def thresholds(config: dict) -> dict:
-    from mlatui.config.model_inputs import text_config
-    from mlatui.config.values import is_positive_int
+    from mlatui.config.model_inputs import is_positive_int, text_config
     from mlatui.errors import UserError
     from mlatui.gate.policy import UNBOUNDED, FormulaPolicy, Geometry
 

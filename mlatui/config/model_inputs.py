@@ -19,6 +19,11 @@ OWN_MODEL_TYPES = ("mlatui_mla",)  # registered with mlx-lm by mlatui.models.reg
 HINT = "give a local mlx-lm model folder (config.json + *.safetensors) or a hub id like org/name"
 
 
+def is_positive_int(value: object) -> bool:
+    """An int above 0 in parsed JSON/TOML (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The dict that holds the text model's geometry (kimi and VLM wrappers nest it)."""
     nested = config.get("text_config")

@@ -159,7 +159,7 @@ Crossovers = dict[int, int]  # context -> max absorbed width measured there
 
 def stored_crossovers(geometry: Geometry) -> Crossovers | None:
     """What this device's calibration store holds for `geometry` (None: nothing usable)."""
-    from mlatui.store.calibration import load_crossovers
+    from mlatui.store import load_crossovers
 
     return load_crossovers(geometry)
 

@@ -186,7 +186,7 @@ def step_bandwidth(model: nn.Module) -> StepBandwidth | None:
     header's, probed at the run's start); None for a model whose experts it cannot count (the
     run goes on without GB/s and MBU)."""
     from mlatui.measure.records import environment
-    from mlatui.store.bandwidth import kept_limit
+    from mlatui.store import kept_limit
 
     args = getattr(model, "args", None)
     config = vars(args) if args is not None and hasattr(args, "__dict__") else {}

@@ -189,10 +189,10 @@ class _Run:
 
     def _store_bias(self, key: str, finals: list[tuple[str, int, ContextEstimates]]) -> None:
         """An A/A run's harness bias, from its passes' final estimates, kept for this device."""
-        from mlatui.store.harness_bias import store
+        from mlatui.store import store_bias
 
         now = self.now()
-        where = store(key, [estimate_event(now, *final, final=True) for final in finals])
+        where = store_bias(key, [estimate_event(now, *final, final=True) for final in finals])
         if where:
             said = f"harness bias stored for this device and scenario: {where}"
             self.emit(LogMessage(self.now(), "info", said))

@@ -34,7 +34,7 @@ from mlatui.run.arm_plan import (
 from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
-from mlatui.store.bandwidth import device_bandwidth
+from mlatui.store import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, ErrorEvent, RunHeader, Thresholds
 from mlatui.stream.run_settings import ArmSlot, BandwidthLimit, RunSettings, RuntimeRecord
 
@@ -81,7 +81,7 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
 def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[RunSettings, str]:
     """The header's settings, and the key its harness bias is stored under."""
     from mlatui.run.arm_plan import PREFILL_SAID, merge_source_settings
-    from mlatui.store.harness_bias import bias_key, lookup
+    from mlatui.store import bias_key, kept_bias
 
     runtime = setup.runtime
     settings = msgspec.structs.replace(
@@ -98,7 +98,7 @@ def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[Run
         ),
     )
     key = bias_key(plan.scenario.name, settings, loaded.name)
-    return msgspec.structs.replace(settings, harness_bias=lookup(key)), key
+    return msgspec.structs.replace(settings, harness_bias=kept_bias(key)), key
 
 
 def bare_header(plan: RunPlan, dist: DistRun) -> RunHeader:

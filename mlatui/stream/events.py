@@ -50,7 +50,7 @@ __all__ = [
 
 class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The machine that ran (mlatui.measure.records.environment): `bandwidth` is its kept
-    memory-bandwidth limit (mlatui.store.bandwidth), None when none was measured."""
+    memory-bandwidth limit (mlatui.store), None when none was measured."""
 
     name: str = "?"
     architecture: str = ""

@@ -69,7 +69,7 @@ class BiasCell(msgspec.Struct, frozen=True, kw_only=True):
 
 class HarnessBias(msgspec.Struct, frozen=True, kw_only=True):
     """The harness's bias an earlier A/A run measured for this device, scenario and settings
-    (mlatui.store.harness_bias): the L = 1 headline, the worst cell at any width, and how many
+    (mlatui.store): the L = 1 headline, the worst cell at any width, and how many
     cells' CIs contain no bias."""
 
     max_abs_bias_pct: Finite
@@ -83,7 +83,7 @@ class HarnessBias(msgspec.Struct, frozen=True, kw_only=True):
 
 class RunSettings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The header's `settings`: every choice that shapes the figures (the fields
-    mlatui.store.harness_bias.bias_key reads key a stored harness bias), the resolved plan as
+    mlatui.store.bias_key reads key a stored harness bias), the resolved plan as
     `bench --plan --format json` prints it, and the arm slots. A field that a run always
     records but an older recording may lack is None there (its reading is said beside it), so
     that a recording read and written again keeps its keys."""

@@ -387,7 +387,7 @@ class DashboardState(DecodeFold):
     @property
     def harness_bias(self) -> str:
         """'harness bias ±0.4% (...)' from the header, when an A/A run was stored for this device."""
-        from mlatui.store.harness_bias import describe
+        from mlatui.store import describe_bias as describe
 
         if self.header is None:
             return ""

@@ -217,7 +217,7 @@ def header_fields(h: RunHeader) -> list[Field]:
 
 def header_lines(h: RunHeader) -> list[str]:
     """The metadata block as markdown bullets, with the stored harness bias where there is one."""
-    from mlatui.store.harness_bias import describe
+    from mlatui.store import describe_bias as describe
 
     bias = describe(h.settings.harness_bias)
     return [f"- {f.label}: {f.value}" for f in header_fields(h)] + ([f"- {bias}"] if bias else [])
