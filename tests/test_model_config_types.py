@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.cli import main
-from mlatui.config.model_config_types import check_config_types, config_schema
+from mlatui.config.model_inputs import check_config_types, config_schema
 from mlatui.errors import UserError
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
@@ -76,7 +76,7 @@ def test_plain_values_pass_and_each_kind_of_mismatch_is_named():
 def test_an_mlx_vlm_family_checks_its_nested_text_config(tmp_path, monkeypatch):
     import vlm_sources
 
-    from mlatui.config.vlm_paths import SOURCE_ENV
+    from mlatui.config.model_inputs import SOURCE_ENV
 
     monkeypatch.setenv(SOURCE_ENV, str(vlm_sources.unpacked(vlm_sources.CURRENT, tmp_path)))
     config = {"text_config": {"num_hidden_layers": 4, "index_topk": "32"}}

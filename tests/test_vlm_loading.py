@@ -8,7 +8,7 @@ import pytest
 import vlm_sources
 
 from mlatui.cli import main
-from mlatui.config import vlm_paths
+from mlatui.config import model_inputs
 from mlatui.config.scenario import ModelSpec
 from mlatui.models import families, family_configs, loading, vlm
 from mlatui.models.loading import LoadError, build_random, load_checkpoint
@@ -32,7 +32,7 @@ def current(vlm_dir, monkeypatch):
 def without_vlm(monkeypatch):
     monkeypatch.delenv(vlm.SOURCE_ENV, raising=False)
     monkeypatch.setattr(vlm, "installed_source", lambda: None)
-    monkeypatch.setattr(vlm_paths, "installed_folder", lambda: None)
+    monkeypatch.setattr(model_inputs, "installed_folder", lambda: None)
 
 
 def test_which_model_types_need_mlx_vlm():

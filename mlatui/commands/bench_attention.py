@@ -26,8 +26,8 @@ from mlatui.commands.argtypes import (
     positive_float,
     positive_int,
 )
+from mlatui.config.model_inputs import PREFIX
 from mlatui.config.scenario import DTYPE_NAMES
-from mlatui.config.vlm_paths import PREFIX
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together

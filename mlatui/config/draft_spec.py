@@ -20,7 +20,6 @@ class DraftSource(StrEnum):
     NONE = "none"
 
 
-DRAFT_SOURCES = tuple(DraftSource)
 # the kinds a `sources = [...]` list (and a phase's `kind_depths`) may name: each is a real draft
 # measured on its own
 LISTABLE_SOURCES = (DraftSource.MTP, DraftSource.DRAFT_MODEL)

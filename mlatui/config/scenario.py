@@ -17,11 +17,10 @@ from msgspec.structs import replace
 
 from mlatui.config import checks
 from mlatui.config.checks import ScenarioError as ScenarioError  # raised by load_scenario
-from mlatui.config.checks import fail, one_of, toml_text
+from mlatui.config.checks import fail, one_of, read_toml, toml_text
 from mlatui.config.draft_spec import LISTABLE_SOURCES, DraftSpec
 from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
-from mlatui.config.inputs import read_toml
-from mlatui.config.model_config_types import check_config_types
+from mlatui.config.model_inputs import check_config_types
 from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
 from mlatui.config.story import Story
 
@@ -29,9 +28,7 @@ ModelSource = Literal["embedded", "random", "path"]
 Fill = Literal["prefill", "random-latents"]
 DtypeName = Literal["float32", "bfloat16", "float16"]  # mlatui.models.loading.DTYPES maps them
 ShardMode = Literal["tensor", "pipeline"]  # mlatui.host.distributed.ShardMode (no mlx here)
-MODEL_SOURCES, FILLS, DTYPE_NAMES, SHARD_MODES = map(
-    get_args, (ModelSource, Fill, DtypeName, ShardMode)
-)
+DTYPE_NAMES = get_args(DtypeName)
 # decode / tune: rounds of synced verify steps before their L = 1 check may decide
 # (mlatui.measure.plans.VERIFY_MIN_ROUNDS says why 6)
 DEFAULT_VERIFY_ROUNDS = 6

@@ -15,8 +15,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from mlatui.config.model_inputs import text_config
-from mlatui.config.vlm_paths import PREFIX, split_name
+from mlatui.config.model_inputs import PREFIX, split_name, text_config
 from mlatui.models import family_configs as configs
 
 # the mlx-vlm releases a family is tested with, and the first of those whose MLA gate is fixed

@@ -35,7 +35,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.config.vlm_paths import (
+from mlatui.config.model_inputs import (
     INSTALL_HINT,
     SOURCE_ENV,
     installed_folder,
