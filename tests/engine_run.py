@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from mlatui.config.run_plan import RunPlan, resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, RunPlan, resolve_plan
 from mlatui.run import engine
 from mlatui.stream.events import Event
 

@@ -146,7 +146,7 @@ def test_tree_with_an_unrecognised_gate_runs_uncounted(pr_form_tree, tmp_path):
     mx.eval(out)
     assert patched.counters.total() == (0, 0)
     # a run with it: not failed closed, said so
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.run import engine
     from mlatui.stream.events import LogMessage
 
@@ -243,7 +243,7 @@ def test_two_trees_hold_one_copy_of_the_weights(pr_form_tree, which):
 
 
 def test_bench_runs_end_to_end_with_a_source_arm(pr_form_tree):
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.run import engine
     from mlatui.stream.events import RunHeader, Step
     from mlatui.views.run_meta import header_fields, is_patch_review

@@ -107,7 +107,7 @@ def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
 def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so(tmp_path):
     """The engine probes, plans and records the plan; the phases that run are the planned ones;
     --budget 0 (budget_s = 0) leaves the scenario alone."""
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart, Step
     from tests.engine_run import run
 
@@ -156,7 +156,7 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
 def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     """The probe's second, longer length is what lets the forecast see growth with context; a
     budget far above the probe's cost keeps it. The run ends with its forecast's error."""
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.run import budget
     from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, RunEnd
     from tests.engine_run import run

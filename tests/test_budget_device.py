@@ -190,7 +190,7 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     """The tiny model (4096 positions) with a story whose longest context is past them: the
     sweep runs at the story's largest allowed contexts, the note says which and why, and is
     recorded in the plan."""
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.run import budget
     from mlatui.stream.events import BudgetPlanned, LogMessage, PhaseStart
     from tests.engine_run import run
@@ -288,7 +288,7 @@ def test_the_engines_probe_runs_every_decode_setting_on_the_real_arms(tmp_path, 
     """The tiny model, a device told it compiles: the probe's warm blocks run each setting of
     the tune (plain, draft at depths 1 and 2) through the runtime's own loops, and the run then
     goes on to its tune from the prefilled context it opens there."""
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.measure.estimates import Outcome
     from mlatui.run import budget, budget_probe
     from mlatui.run.phases import decode

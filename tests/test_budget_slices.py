@@ -153,7 +153,7 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
 
     import mlatui.measure.estimates as estimates
     import mlatui.run.engine  # noqa: F401  (every phase module, so each holder is found)
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.measure.estimates import Outcome
     from mlatui.stream.events import RunEnd
     from tests.engine_run import run

@@ -8,7 +8,7 @@ import mlx.core as mx
 from tiny_scenario import tiny_with_phase
 
 import mlatui.run.engine
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.run.arms import cache_len
 from mlatui.stream.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
 from tests.engine_run import run

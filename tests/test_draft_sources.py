@@ -237,7 +237,7 @@ def test_a_run_of_one_kind_names_it_on_every_result(path, kind):
 
 def test_a_model_without_an_mtp_head_refuses_mtp_in_one_line(tmp_path):
     """The embedded draft model's folder is an mlx-lm model without an MTP head."""
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.models.embedded import DRAFT_PATH
     from tests.engine_run import run
 

@@ -16,7 +16,7 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
 import mlatui.run.arms
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.sampler import round_schedule
 from mlatui.run.arms import ArmWorker, Baton, build_arms

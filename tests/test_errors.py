@@ -258,7 +258,7 @@ def test_recorder_write_failure_is_kept_not_raised(failing_file):
 
 
 async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path, failing_file):
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.stream.sources import LiveSource
     from mlatui.widgets.app import MlatuiApp
 

@@ -89,7 +89,7 @@ def test_contexts_past_what_a_model_was_built_or_trained_for_are_warned():
 
 
 def test_the_embedded_model_says_when_a_run_goes_past_its_training_window():
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from mlatui.models.embedded import trained_window
     from tests.engine_run import run
 
@@ -135,7 +135,7 @@ def _stop_after_header(events):
 def test_a_stop_during_loading_leaves_a_header_and_says_so():
     import threading
 
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from tests.engine_run import run
 
     stop = threading.Event()
@@ -165,7 +165,7 @@ def test_a_stop_during_a_long_checkpoint_read_takes_effect_at_once(monkeypatch):
     import time
 
     import mlatui.run.engine as engine
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
 
     def slow_read(*args, **kw):  # a minutes-long read, inside C where no handler runs
         time.sleep(60)
@@ -192,7 +192,7 @@ def test_the_abandoned_load_thread_reports_nothing_after_the_run_ended(monkeypat
     import time
 
     import mlatui.run.engine as engine
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
 
     ended = threading.Event()
 

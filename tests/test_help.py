@@ -13,7 +13,7 @@ import ui_events
 
 from mlatui.cli import main
 from mlatui.config.outputs import new_record_path, runs_dir
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.views.keys import KEYS, KeyGroup, keys_for
 from mlatui.widgets.app import MlatuiApp

@@ -14,7 +14,7 @@ import mlx.core as mx
 import pytest
 
 import mlatui.run.phases.indexer
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.measure.estimates import Outcome
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer

@@ -182,7 +182,7 @@ def test_an_older_greedy_recording_shows_its_text_share_without_claiming_a_guard
 
 
 def _run(scenario: Path, overrides: dict) -> list:
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig
     from tests.engine_run import run
 
     events: list = []

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from tiny_scenario import tiny_with_phase
 
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.stream.events import LoadProgress, RunHeader
 
 GB = 10**9

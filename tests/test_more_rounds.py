@@ -17,8 +17,7 @@ from dataclasses import replace
 import pytest
 
 from mlatui.config.phase_kind import PhaseKind
-from mlatui.config.run_plan import resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.measure.estimates import Outcome
 from mlatui.run.phases import base, sweep
 from mlatui.stream.control import RunControl, parse_ask

@@ -13,7 +13,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import pytest
 
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.stream.events import DecodeResult, LogMessage, RunHeader
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import verdict_line

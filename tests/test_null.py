@@ -9,7 +9,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.models.mlatui_mla import Model, ModelArgs
 from mlatui.run.arm_plan import sparse_layers
 from mlatui.run.arms import Gates, Variant, build_arms

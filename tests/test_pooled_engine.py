@@ -12,7 +12,7 @@ import pytest
 from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.stream.events import (
     SCHEMA_VERSION,
     Basis,

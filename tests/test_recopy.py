@@ -10,7 +10,7 @@ from mlx_lm.models.cache import KVCache
 from tiny_scenario import tiny_with_phase
 
 import mlatui.run.phases.base as base
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig
 from mlatui.run.arms import CacheRounds, cache_rounds, recopy_in_place, swap_caches
 from mlatui.stream.events import PhaseSummary, Step
 from tests.engine_run import run

@@ -14,8 +14,7 @@ import msgspec
 import pytest
 from tiny_scenario import TINY
 
-from mlatui.config.run_plan import RunPlan, resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, RunPlan, resolve_plan
 from mlatui.config.scenario import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent

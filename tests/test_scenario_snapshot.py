@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from mlatui.config.run_plan import resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.config.scenario import Phase, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import ui_events
 
-from mlatui.config.run_plan import resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.stream.events import RunEnd, RunHeader
 from mlatui.stream.recorder import RecordingError, read_recording
 from mlatui.stream.replay_source import UNSEEN

@@ -12,8 +12,7 @@ import msgspec
 import pytest
 import ui_events
 
-from mlatui.config.run_plan import resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.stream.run_settings import RunSettings
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.widgets.app import MlatuiApp

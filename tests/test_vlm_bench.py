@@ -9,8 +9,7 @@ import vlm_sources
 from test_ui_app import pane_text, until
 
 from mlatui.cli import main
-from mlatui.config.run_plan import resolve_plan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.models import families, vlm
 from mlatui.stream.sources import LiveSource
 

@@ -159,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace):
     """The request every mode runs; its plan is resolved here so that bad input (the file, its
     phases) is refused before anything loads."""
-    from mlatui.config.run_plan import resolve_plan
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.config.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)

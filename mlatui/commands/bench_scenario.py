@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The quick-run overrides the flags ask for (config.overrides applies them)."""
+    """The quick-run overrides the flags ask for (config.run_plan.apply_overrides applies them)."""
     overrides: dict[str, Any] = {"reps": 3, "tokens": 8, "warmup": 1} if args.quick else {}
     if args.reps:
         overrides["reps"] = args.reps
@@ -170,8 +170,7 @@ def build_plan(args: argparse.Namespace):
     """The run's plan from the flags and the scenario, read once; bad input is a one-line error
     here (an unknown --phases name, a bad file, a missing model), before anything loads."""
     from mlatui.config.model_inputs import check_model_ref
-    from mlatui.config.run_plan import resolve_plan
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.config.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)

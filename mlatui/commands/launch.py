@@ -91,8 +91,7 @@ def build_config(args: argparse.Namespace):
     """The request the engine resolves (in this process or a child); its plan is resolved here
     first, so that bad input fails before the screen opens, as `bench` does."""
     from mlatui.config.model_inputs import check_model_ref
-    from mlatui.config.run_plan import resolve_plan
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.config.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)

@@ -1,23 +1,92 @@
-"""The plan of a run: the scenario, the flags and the scenario's own settings merged once, before
-anything loads. The engine reads every setting from it; `bench --plan` prints it; the header
-records it. A budget's re-plan is a new plan value (`with_phases`), never a change to this one."""
+"""What a run is asked to do and the plan it runs.
+
+`RunConfig` is the request as the flags said it: the shared request of `launch`, `bench SCENARIO`
+and the child engine (it crosses the pipe as JSON). `resolve_plan` merges it with the scenario
+(after its quick-run overrides, `apply_overrides`) into the run's plan, `RunPlan`: the flags and
+the scenario's own settings merged once, before anything loads. The engine reads every setting
+from it; `bench --plan` prints it; the header records it. A budget's re-plan is a new plan value
+(`with_phases`), never a change to this one."""
 
 from __future__ import annotations
 
 import base64
+import json
 import pickle
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from msgspec import structs
 
 from mlatui.config.checks import ScenarioError
-from mlatui.config.overrides import apply_overrides
 from mlatui.config.phase_kind import Pass, run_passes
-from mlatui.config.runconfig import RunConfig
 from mlatui.config.scenario import Phase, Scenario, load_scenario
 
 DEFAULT_FILL = "prefill"
+
+
+@dataclass
+class RunConfig:
+    model: str | None = None  # local folder or hub id; None = the embedded default model
+    # local folder or hub id; None = the scenario's / model's own draft
+    draft_model: str | None = None
+    scenario: str | None = None  # TOML path; None = scenarios/default.toml
+    record: str | None = None  # JSONL path; None = a new file under the user's data dir
+    # build the scenario's model from its config values, random weights
+    random_weights: bool = False
+    # the patched arm's MLA gate (formula | calibrated | stock | <int>, as
+    # config.gate_settings.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
+    # scenario's, else formula / patched
+    threshold: str | None = None
+    indexer: str | None = None
+    # "A,B": the stock slot's and the patched slot's gate (installed | pre-fix | formula |
+    # calibrated | <int>); None: the scenario's [arms], else chosen by the runtime's state
+    arms: str | None = None
+    # slot ("stock" | "patched") -> a source tree whose model code that arm runs (--arm-source)
+    arm_sources: dict[str, str] = field(default_factory=dict[str, str])
+    null: bool = False  # A/A: both arms identical (both stock, then both patched)
+    fill: str | None = None  # None: the scenario's; "random-latents": timing-only cache fill
+    seed: int = 0
+    # Both arms on one worker thread (one MLX stream) by default: with a thread per arm, the
+    # H200 A/A showed a run-dependent 3-5% L = 1 offset between the slots (docs/method.md).
+    shared_arm_thread: bool = True
+    settle: bool = True  # the sampler's untimed settle steps before each quad (off: diagnostic)
+    # seconds the run may take (mlatui.run.budget): None = the scenario's budget_s; 0 = no budget
+    budget_s: float | None = None
+    # run even when the memory estimate says it does not fit (mlatui.models.fit)
+    force: bool = False
+    # quick runs and tests: e.g. {"reps": 3} (`apply_overrides`)
+    overrides: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        return cls(**json.loads(text))
+
+
+def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
+    """Quick runs: override reps/warmup/tokens/contexts of every phase (tests, --quick)."""
+    if not overrides:
+        return scenario
+    phases = []
+    only = overrides.get("only_phases")
+    if only:
+        unknown = set(only) - {p.name for p in scenario.phases}
+        if unknown:
+            raise ScenarioError(
+                f"{scenario.path}: no phase named {', '.join(sorted(unknown))} (phases: {', '.join(p.name for p in scenario.phases)})"
+            )
+    for p in scenario.phases:
+        if only and p.name not in only:
+            continue
+        changes: dict[str, Any] = {
+            k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in overrides.items()
+            if hasattr(p, k)
+        }
+        phases.append(structs.replace(p, **changes))
+    return structs.replace(scenario, phases=tuple(phases))
 
 
 @dataclass(frozen=True)

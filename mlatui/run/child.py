@@ -17,8 +17,7 @@ import sys
 import threading
 import time
 
-from mlatui.config.run_plan import RunPlan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, RunPlan
 from mlatui.host.blas import choose_blas
 from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import ErrorEvent, Event, RunEnd

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from mlatui.config.run_plan import RunPlan
-from mlatui.config.runconfig import RunConfig
+from mlatui.config.run_plan import RunConfig, RunPlan
 from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
 from mlatui.stream.playback import Playback

@@ -161,8 +161,7 @@ def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
 
 
 def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
-    from mlatui.config.run_plan import resolve_plan
-    from mlatui.config.runconfig import RunConfig
+    from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.run.engine import run
     from mlatui.stream.events import DecodeResult, RunHeader
 
