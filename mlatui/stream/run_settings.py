@@ -13,7 +13,7 @@ import msgspec
 
 from mlatui.stream.event_base import Count, Finite
 
-# a quick run's overrides of every phase (mlatui.config.overrides): counts, or lists of
+# a quick run's overrides of every phase (mlatui.config.run_plan.apply_overrides): counts, or lists of
 # contexts, widths or phase names
 OverrideValue = int | float | list[int | str]
 
@@ -121,7 +121,7 @@ class RunSettings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
 
 
 class BandwidthLimit(msgspec.Struct, frozen=True, kw_only=True):
-    """The device's memory bandwidth (mlatui.store.bandwidth.device_bandwidth): the probe's
+    """The device's memory bandwidth (mlatui.store.device_bandwidth): the probe's
     measured read and copy, and the vendor's figure where the device is known."""
 
     measured_read_gb_s: Finite
