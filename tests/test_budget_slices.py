@@ -160,7 +160,9 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
 
     undecided = lambda ratio, tolerance_pct: Outcome.INCONCLUSIVE  # noqa: E731
     decides = estimates.control_outcome
-    holders = [m for m in list(sys.modules.values()) if getattr(m, "control_outcome", None) is decides]
+    holders = [
+        m for m in list(sys.modules.values()) if getattr(m, "control_outcome", None) is decides
+    ]
     # every module that took the rule by name, the budget's last `more` rounds included: one left
     # out decides its checks on a host fast enough to reach those rounds
     assert {"mlatui.measure.estimates", "mlatui.run.phases.more"} <= {m.__name__ for m in holders}
@@ -183,3 +185,83 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
     # run their 64 rounds, minutes
     assert outcome.took_s > 0.5 * budget_s and outcome.took_s < 4 * budget_s
     assert isinstance(events[-1], RunEnd)
+
+
+class ClockCtx:
+    """A run's context on a fake clock: rank 0 alone, the default scenario's draft kinds."""
+
+    draft_kinds = ("mtp", "draft-model")
+
+    def __init__(self, t: float) -> None:
+        self.t, self.events = t, []
+        self.emit = self.events.append
+
+    def now(self) -> float:
+        return self.t
+
+    def leader_decides_each(self, wants: list[bool]) -> list[bool]:
+        return list(wants)
+
+
+def _simulated_run(slow: float, replan: bool) -> tuple[float, ClockCtx]:
+    """The default scenario under a 100 s budget, planned on the 2-core CPU's probe costs, on a
+    host `slow` times slower than its probe said: every round takes `slow` times its forecast
+    share, the sampler stops as `within` says (each check decided after its planned rounds), and
+    the sweep hands on its steps' measured ms as a phase does. Returns the run's end."""
+    from dataclasses import replace
+
+    from mlatui.config.scenario import load_scenario
+    from mlatui.measure.estimates import ContextEstimates
+    from mlatui.measure.plans import phase_segments
+    from mlatui.run.budget import FORECAST_MARGIN, fit_to_budget
+    from mlatui.run.budget_probe import budget_slices
+    from tests.test_budget_device import _cpu_ms, _table
+
+    costs, kinds = _table(_cpu_ms, lengths=(256, 1024, 4096)), ClockCtx.draft_kinds
+    phases = load_scenario(str(Path(__file__).parent.parent / "scenarios" / "default.toml")).phases
+    plan = fit_to_budget(phases, 95.0 / FORECAST_MARGIN, costs.forecast_s, kinds)
+    planned = BudgetPlanned(5.0, 100.0, plan.full_s + 5, plan.predicted_s + 5, (), (), (256,), 1.0)
+    budget = Budget(
+        planned, budget_slices(costs, plan.phases, kinds, True, 5.0, 100.0), costs, plan.phases
+    )
+    ctx, done, ran = ClockCtx(5.0), PassResults(), plan.phases
+    for i in range(len(ran)):
+        if replan and i:
+            ran, budget = budget.replan(ctx, ran, i, done)
+        for seg in phase_segments(budget.chosen[i], kinds):
+            round_s = slow * costs.segment_s(seg) / seg.first_rounds
+            deadline = budget.slices.deadline(seg.part, seg.context)
+            more, rounds = within(lambda wants: wants, ctx.now, deadline, seg.first_rounds), 0
+            while True:
+                ctx.t, rounds = ctx.t + round_s, rounds + 1
+                if not more(rounds < seg.first_rounds or rounds % 2 == 1):
+                    break
+            if not seg.tokens:
+                ms = {
+                    (arm, w): Interval(
+                        slow * costs.costs.step(arm, seg.context, w)[1], 0, 0, rounds
+                    )
+                    for arm in ("stock", "patched")
+                    for w, _ in seg.calls
+                }
+                finals = (*done.finals, (seg.part, seg.context, ContextEstimates(rounds, ms)))
+                done = replace(done, finals=finals)
+    return ctx.t, ctx
+
+
+def test_a_host_slower_than_its_probe_scales_the_phases_left_down_and_ends_on_time():
+    """A host 1.25-3x slower than its probe (a loaded one): the sweep's slices cut its rounds,
+    but a slice's sampler runs a planned pair when half of it fits, and the tune's rounds of
+    blocks are long, so with the first plan the run overran (101-113 s of 100). At the phase
+    boundary the tune is planned again at the pace the sweep's steps ran, and the run ends
+    within its budget; on a host as fast as its probe nothing changes."""
+    on_pace, ctx = _simulated_run(1.0, replan=True)
+    assert on_pace == _simulated_run(1.0, replan=False)[0] and not ctx.events
+    for slow, overran in ((1.25, True), (2.0, False), (3.0, True)):
+        before, _ = _simulated_run(slow, replan=False)
+        after, ctx = _simulated_run(slow, replan=True)
+        assert (before > 100.0) == overran and after <= 100.0 * (1 - END_SHARE), (slow, after)
+        replanned = next(e for e in ctx.events if isinstance(e, BudgetPlanned))
+        assert [p["name"] for p in replanned.phases] == ["tune"] and replanned.changes
+        said = next(e.message for e in ctx.events if isinstance(e, LogMessage))
+        assert f"ran {slow:.2f}x the probe's forecast" in said and "tune: rounds 8 -> " in said

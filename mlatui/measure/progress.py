@@ -269,8 +269,12 @@ class RunProgress:
                 self.draft_kinds = kinds if kinds is not None else ("",) * has_draft
                 self._settle = e.settings.settles
                 self.phases = [_planned_phase(p) for p in e.phase_plans]
-            case BudgetPlanned() if not any(p.started_t is not None for p in self.phases):
-                self.phases = [_planned_phase(p) for p in e.phase_plans]
+            case BudgetPlanned():  # the phases not started yet, as planned (again)
+                started = [p for p in self.phases if p.started_t is not None]
+                names = {p.name for p in started}
+                self.phases = started + [
+                    _planned_phase(p) for p in e.phase_plans if p.phase not in names
+                ]
             case LoadStart():
                 self.load = LoadView.start(e)
                 self.last_activity_t = e.t

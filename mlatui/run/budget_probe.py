@@ -242,10 +242,64 @@ def model_limits(ctx: RunContext) -> Limits:
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget once planned: its event, and the slices its phases run in."""
+    """A budget once planned: its first event, the slices its phases run in, and what a re-plan
+    reads (the probe's costs, the phases as chosen before their rounds were left to the slices,
+    the probe's forecast of them)."""
 
     planned: BudgetPlanned
     slices: Slices
+    costs: RunProgress = field(default_factory=RunProgress)
+    chosen: tuple[Phase, ...] = ()
+    settle: bool = True
+    forecast_s: float | None = None  # the planned run's, where a re-plan changed it
+
+    def replan(
+        self, ctx: RunContext, phases: tuple[Phase, ...], i: int, done: PassResults
+    ) -> tuple[tuple[Phase, ...], Budget]:
+        """Before phase `i`: how much slower than forecast the device ran so far (`error`: the
+        median of its synced steps' measured over forecast ms, or the phases' time over their
+        forecast, the larger). Where the phases left, forecast at that, are over the time left
+        (a loaded host ran 20-25% over; a slice's sampler runs at least a pair of rounds, and
+        a planned pair when half of it fits), they are scaled down in `reductions` order and
+        sliced anew from now, said in the log and a BudgetPlanned."""
+        now, rest, kinds = ctx.now(), self.chosen[i:], ctx.draft_kinds
+        took_s = now - self.planned.t - done.added_s
+        forecast_s = self.costs.forecast_s(self.chosen[:i])
+        error = max(1.0, _pace(self.costs, done), took_s / forecast_s if forecast_s > 0 else 1.0)
+
+        def scaled(ps: tuple[Phase, ...]) -> float:
+            return error * self.costs.forecast_s(ps)
+
+        left_s = max(1.0, (self.planned.budget_s - now) / FORECAST_MARGIN)
+        (over,) = ctx.leader_decides_each([scaled(rest) > left_s])
+        if not over:
+            return phases, self
+        plan = replace(fit_to_budget(rest, left_s, scaled, kinds), budget_s=self.planned.budget_s)
+        plan = agreed(ctx.leader_decides_each, plan, kinds, scaled)
+        chosen = (*self.chosen[:i], *plan.phases)
+        cut = budget_slices(self.costs, plan.phases, kinds, self.settle, now, self.planned.budget_s)
+        ran = _sliced(plan.phases, cut)
+        said = (
+            f"budget {plan.budget_s:.0f} s: this device ran {error:.2f}x the probe's forecast so "
+            f"far; the phases left would take ~{plan.full_s:.0f} s at that, so they were scaled "
+            f"down to ~{plan.predicted_s:.0f} s: "
+            + ("; ".join(plan.changes) or "nothing left to cut")
+        )
+        ctx.emit(
+            structs.replace(
+                self.planned,
+                t=now,
+                full_s=now + plan.full_s,
+                predicted_s=now + plan.predicted_s,
+                changes=plan.changes,
+                phases=tuple(p.to_dict() for p in ran),
+                contexts_note="",
+                phase_plans=phase_plans(ran, kinds, self.settle),
+            )
+        )
+        ctx.emit(LogMessage(now, "warning", said))
+        forecast = self.planned.t + self.costs.forecast_s(chosen)
+        return (*phases[:i], *ran), replace(self, slices=cut, chosen=chosen, forecast_s=forecast)
 
     def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
         """The time left to more L = 1 rounds where a check is still undecided (`more`, a phase
@@ -260,21 +314,54 @@ class Budget:
             added_s = done.added_s + ctx.now() - start_s
             done = replace(done, checks=done.checks.plus(decided), added_s=added_s)
         took_s, p = ctx.now(), self.planned
+        forecast_s = p.predicted_s if self.forecast_s is None else self.forecast_s
         planned_s = max(1e-9, took_s - done.added_s)
         outcome = BudgetOutcome(
             took_s,
             p.budget_s,
-            p.predicted_s,
+            forecast_s,
             planned_s,
             done.added_s,
             took_s,
-            (p.predicted_s - planned_s) / planned_s * 100,
+            (forecast_s - planned_s) / planned_s * 100,
             p.first_use_s,
             tuple(f"{v.phase} @ {v.context}" for v in done.checks.undecided()),
         )
         ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
         ctx.emit(outcome)
         return done
+
+
+def _pace(costs: RunProgress, done: PassResults) -> float:
+    """The median of measured over forecast ms of the synced steps the phases so far measured:
+    how much slower the device runs than its probe said (a loaded host)."""
+    ratios = sorted(
+        interval.median / got[1]
+        for _, length, estimates in done.finals
+        for (arm, width), interval in estimates.step_ms.items()
+        if (got := costs.costs.step(arm, length, width)) and got[1] > 0
+    )
+    return ratios[len(ratios) // 2] if ratios else 1.0
+
+
+def budget_slices(
+    costs: RunProgress,
+    phases: tuple[Phase, ...],
+    kinds: tuple[str, ...],
+    settle: bool,
+    start_s: float,
+    budget_s: float,
+) -> Slices:
+    segments = [s for p in phases for s in phase_segments(p, kinds, settle)]
+    return slices([(s, costs.segment_s(s, settle)) for s in segments], start_s, budget_s)
+
+
+def _sliced(phases: tuple[Phase, ...], cut: Slices) -> tuple[Phase, ...]:
+    """With slices, an undecided check's rounds end with its slice, not a count."""
+    return tuple(
+        structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
+        for p in phases
+    )
 
 
 def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
@@ -295,12 +382,8 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     plan = replace(
         plan, budget_s=budget_s, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent
     )
-    segments = [s for p in plan.phases for s in phase_segments(p, kinds, ctx.settle)]
-    cut = slices([(s, costs.segment_s(s, ctx.settle)) for s in segments], spent, budget_s)
-    ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count
-        structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
-        for p in plan.phases
-    )
+    cut = budget_slices(costs, plan.phases, kinds, ctx.settle, spent, budget_s)
+    ran = _sliced(plan.phases, cut)
     planned = BudgetPlanned(
         spent,
         budget_s,
@@ -316,4 +399,4 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     )
     ctx.emit(planned)
     ctx.emit(LogMessage(ctx.now(), "warning" if plan.changes else "info", plan.describe()))
-    return run_plan.with_phases(ran), Budget(planned, cut)
+    return run_plan.with_phases(ran), Budget(planned, cut, costs, plan.phases, ctx.settle)

@@ -326,6 +326,11 @@ class _Run:
         slices = budget.slices if budget is not None else Slices()
         plan, run_pass, done = self.plan, passes[n], PassResults()
         for i in range(len(plan.phases)):
+            if budget is not None and i:  # the rest scaled down where the phases so far ran over
+                phases, budget = budget.replan(ctx, plan.phases, i, done)
+                if phases != plan.phases:
+                    self.plan = plan = plan.with_phases(phases)
+                slices = budget.slices
             phase, count = plan.phases[i], len(plan.phases)
             if run_pass.null:  # a tune reads the verify steps of its own pass's sweep
                 source = run_pass.phase_name(phase.verify_from) if phase.verify_from else ""

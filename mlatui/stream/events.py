@@ -129,7 +129,8 @@ class PhaseStart(Event, frozen=True, tag="phase_start"):
 
 class BudgetPlanned(Event, frozen=True, tag="budget_planned"):
     """The scenario fitted to its time budget (mlatui.run.budget) from a probe of this device, before
-    the first phase: the forecasts, what was scaled down, and the phases that will run."""
+    the first phase: the forecasts, what was scaled down, and the phases that will run; again at
+    a phase boundary where the phases left, at the pace so far, would end past the budget."""
 
     t: Seconds
     budget_s: Finite
@@ -152,7 +153,7 @@ class BudgetOutcome(Event, frozen=True, tag="budget_outcome"):
 
     t: Seconds
     budget_s: Finite
-    forecast_s: Finite  # the first plan's forecast of the run (probe included)
+    forecast_s: Finite  # the probe's forecast of the run as planned (probe included)
     planned_s: Finite  # what the run took less `extra_s`: what that forecast forecast
     extra_s: Finite  # spent on undecided L = 1 checks and rounds added for the time left
     took_s: Finite  # the whole run so far
