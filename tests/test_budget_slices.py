@@ -213,18 +213,16 @@ def _simulated_run(slow: float, replan: bool) -> tuple[float, ClockCtx]:
     from mlatui.config.scenario import load_scenario
     from mlatui.measure.estimates import ContextEstimates
     from mlatui.measure.plans import phase_segments
-    from mlatui.run.budget import FORECAST_MARGIN, fit_to_budget
-    from mlatui.run.budget_probe import budget_slices
+    from mlatui.run.budget import FORECAST_MARGIN
+    from mlatui.run.phases.results import Slices
     from tests.test_budget_device import _cpu_ms, _table
 
     costs, kinds = _table(_cpu_ms, lengths=(256, 1024, 4096)), ClockCtx.draft_kinds
     phases = load_scenario(str(Path(__file__).parent.parent / "scenarios" / "default.toml")).phases
-    plan = fit_to_budget(phases, 95.0 / FORECAST_MARGIN, costs.forecast_s, kinds)
-    planned = BudgetPlanned(5.0, 100.0, plan.full_s + 5, plan.predicted_s + 5, (), (), (256,), 1.0)
-    budget = Budget(
-        planned, budget_slices(costs, plan.phases, kinds, True, 5.0, 100.0), costs, plan.phases
-    )
-    ctx, done, ran = ClockCtx(5.0), PassResults(), plan.phases
+    planned = BudgetPlanned(5.0, 100.0, 0.0, 0.0, (), (), (256,), 1.0)
+    ctx, done = ClockCtx(5.0), PassResults()
+    ran, budget = Budget(planned, Slices(), costs, phases).plan(ctx, 0, 1.0, 95 / FORECAST_MARGIN)
+    ctx.events.clear()  # the first plan's
     for i in range(len(ran)):
         if replan and i:
             ran, budget = budget.replan(ctx, ran, i, done)
@@ -264,4 +262,4 @@ def test_a_host_slower_than_its_probe_scales_the_phases_left_down_and_ends_on_ti
         replanned = next(e for e in ctx.events if isinstance(e, BudgetPlanned))
         assert [p["name"] for p in replanned.phases] == ["tune"] and replanned.changes
         said = next(e.message for e in ctx.events if isinstance(e, LogMessage))
-        assert f"ran {slow:.2f}x the probe's forecast" in said and "tune: rounds 8 -> " in said
+        assert f"at {slow:.2f}x the probe's pace so far" in said and "tune: rounds 8 -> " in said

@@ -63,16 +63,18 @@ class BudgetPlan:
     def changes(self) -> tuple[str, ...]:
         return changes(self.written, self.phases)
 
-    def describe(self) -> str:
+    def describe(self, what: str = "") -> str:
+        """The plan in one line; `what` is planned (default: the scenario as written)."""
+        what = what or "the scenario as written"
         if not self.changes:
             return (
-                f"budget {self.budget_s:.0f} s: the scenario as written fits (forecast "
-                f"~{self.full_s:.0f} s on this device)"
+                f"budget {self.budget_s:.0f} s: {what} fits (forecast ~{self.full_s:.0f} s on "
+                "this device)"
             )
         verdict = "fits" if self.fits else "still over budget: this device is slow"
         return (
-            f"budget {self.budget_s:.0f} s: the scenario as written would take ~{self.full_s:.0f} s "
-            f"on this device, so it was scaled down to ~{self.predicted_s:.0f} s ({verdict}): "
+            f"budget {self.budget_s:.0f} s: {what} would take ~{self.full_s:.0f} s on this "
+            f"device, so the plan was scaled down to ~{self.predicted_s:.0f} s ({verdict}): "
             + "; ".join(self.changes)
             + " (--budget 0 runs it in full)"
         )

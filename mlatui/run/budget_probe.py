@@ -242,64 +242,71 @@ def model_limits(ctx: RunContext) -> Limits:
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget once planned: its first event, the slices its phases run in, and what a re-plan
-    reads (the probe's costs, the phases as chosen before their rounds were left to the slices,
-    the probe's forecast of them)."""
+    """A budget: its first BudgetPlanned, the slices its phases run in, and what a plan reads (the
+    probe's costs, the phases as chosen before their rounds were left to the slices)."""
 
     planned: BudgetPlanned
     slices: Slices
     costs: RunProgress = field(default_factory=RunProgress)
     chosen: tuple[Phase, ...] = ()
     settle: bool = True
-    forecast_s: float | None = None  # the planned run's, where a re-plan changed it
+    forecast_s: float | None = None  # the probe's of the run as planned, after a re-plan
+
+    def plan(
+        self, ctx: RunContext, i: int, pace: float, left_s: float
+    ) -> tuple[tuple[Phase, ...], Budget]:
+        """The chosen phases from `i` on, fitted to `left_s` at `pace` times the probe's forecast
+        (rank 0's plan on every rank) and sliced from now, said in a BudgetPlanned and the log:
+        those phases as they run, and the budget with their slices."""
+        now, kinds, budget_s = ctx.now(), ctx.draft_kinds, self.planned.budget_s
+
+        def forecast_s(ps: tuple[Phase, ...]) -> float:
+            return pace * self.costs.forecast_s(ps)
+
+        plan = fit_to_budget(self.chosen[i:], left_s, forecast_s, kinds)
+        plan = agreed(ctx.leader_decides_each, plan, kinds, forecast_s)
+        plan = replace(plan, budget_s=budget_s, full_s=plan.full_s + now)
+        plan = replace(plan, predicted_s=plan.predicted_s + now)
+        segments = [s for p in plan.phases for s in phase_segments(p, kinds, self.settle)]
+        cut = slices([(s, self.costs.segment_s(s, self.settle)) for s in segments], now, budget_s)
+        ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count
+            structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
+            for p in plan.phases
+        )
+        planned = structs.replace(
+            self.planned,
+            t=now,
+            full_s=plan.full_s,
+            predicted_s=plan.predicted_s,
+            changes=plan.changes,
+            phases=tuple(p.to_dict() for p in ran),
+            phase_plans=phase_plans(ran, kinds, self.settle),
+        )
+        ctx.emit(planned if i == 0 else structs.replace(planned, contexts_note=""))
+        ahead = f"at {pace:.2f}x the probe's pace so far, the phases left" if i else ""
+        ctx.emit(LogMessage(now, "warning" if plan.changes else "info", plan.describe(ahead)))
+        chosen = (*self.chosen[:i], *plan.phases)
+        forecast = None if i == 0 else self.planned.t + self.costs.forecast_s(chosen)
+        first = planned if i == 0 else self.planned
+        return ran, replace(self, planned=first, slices=cut, chosen=chosen, forecast_s=forecast)
 
     def replan(
         self, ctx: RunContext, phases: tuple[Phase, ...], i: int, done: PassResults
     ) -> tuple[tuple[Phase, ...], Budget]:
-        """Before phase `i`: how much slower than forecast the device ran so far (`error`: the
-        median of its synced steps' measured over forecast ms, or the phases' time over their
-        forecast, the larger). Where the phases left, forecast at that, are over the time left
-        (a loaded host ran 20-25% over; a slice's sampler runs at least a pair of rounds, and
-        a planned pair when half of it fits), they are scaled down in `reductions` order and
-        sliced anew from now, said in the log and a BudgetPlanned."""
-        now, rest, kinds = ctx.now(), self.chosen[i:], ctx.draft_kinds
-        took_s = now - self.planned.t - done.added_s
+        """Before phase `i`: how much slower than forecast the device ran so far (the median of
+        its synced steps' measured over forecast ms, or the phases' time over their forecast,
+        the larger). Where the phases left, forecast at that pace, are over the time left (a
+        loaded host ran 20-25% over; a slice's sampler runs at least a pair of rounds, and a
+        planned pair when half of it fits), they are planned again."""
+        took_s = ctx.now() - self.planned.t - done.added_s
         forecast_s = self.costs.forecast_s(self.chosen[:i])
-        error = max(1.0, _pace(self.costs, done), took_s / forecast_s if forecast_s > 0 else 1.0)
-
-        def scaled(ps: tuple[Phase, ...]) -> float:
-            return error * self.costs.forecast_s(ps)
-
-        left_s = max(1.0, (self.planned.budget_s - now) / FORECAST_MARGIN)
-        (over,) = ctx.leader_decides_each([scaled(rest) > left_s])
+        pace = max(1.0, _pace(self.costs, done), took_s / forecast_s if forecast_s > 0 else 1.0)
+        left_s = max(1.0, (self.planned.budget_s - ctx.now()) / FORECAST_MARGIN)
+        (over,) = ctx.leader_decides_each([pace * self.costs.forecast_s(self.chosen[i:]) > left_s])
         if not over:
             return phases, self
-        plan = replace(fit_to_budget(rest, left_s, scaled, kinds), budget_s=self.planned.budget_s)
-        plan = agreed(ctx.leader_decides_each, plan, kinds, scaled)
-        chosen = (*self.chosen[:i], *plan.phases)
-        cut = budget_slices(self.costs, plan.phases, kinds, self.settle, now, self.planned.budget_s)
-        ran = _sliced(plan.phases, cut)
-        said = (
-            f"budget {plan.budget_s:.0f} s: this device ran {error:.2f}x the probe's forecast so "
-            f"far; the phases left would take ~{plan.full_s:.0f} s at that, so they were scaled "
-            f"down to ~{plan.predicted_s:.0f} s: "
-            + ("; ".join(plan.changes) or "nothing left to cut")
-        )
-        ctx.emit(
-            structs.replace(
-                self.planned,
-                t=now,
-                full_s=now + plan.full_s,
-                predicted_s=now + plan.predicted_s,
-                changes=plan.changes,
-                phases=tuple(p.to_dict() for p in ran),
-                contexts_note="",
-                phase_plans=phase_plans(ran, kinds, self.settle),
-            )
-        )
-        ctx.emit(LogMessage(now, "warning", said))
-        forecast = self.planned.t + self.costs.forecast_s(chosen)
-        return (*phases[:i], *ran), replace(self, slices=cut, chosen=chosen, forecast_s=forecast)
+        ran, budget = self.plan(ctx, i, pace, left_s)
+        return (*phases[:i], *ran), budget
 
     def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
         """The time left to more L = 1 rounds where a check is still undecided (`more`, a phase
@@ -344,59 +351,21 @@ def _pace(costs: RunProgress, done: PassResults) -> float:
     return ratios[len(ratios) // 2] if ratios else 1.0
 
 
-def budget_slices(
-    costs: RunProgress,
-    phases: tuple[Phase, ...],
-    kinds: tuple[str, ...],
-    settle: bool,
-    start_s: float,
-    budget_s: float,
-) -> Slices:
-    segments = [s for p in phases for s in phase_segments(p, kinds, settle)]
-    return slices([(s, costs.segment_s(s, settle)) for s in segments], start_s, budget_s)
-
-
-def _sliced(phases: tuple[Phase, ...], cut: Slices) -> tuple[Phase, ...]:
-    """With slices, an undecided check's rounds end with its slice, not a count."""
-    return tuple(
-        structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
-        for p in phases
-    )
-
-
 def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     """Probe, pick the contexts, plan, slice; say what was scaled down; return the plan with the
     phases to run, and the budget their slices and its end come from."""
     scenario, budget_s, kinds = run_plan.scenario, run_plan.budget_s, ctx.draft_kinds
     limits, start = model_limits(ctx), time.perf_counter()
-    probed = probe(
-        ctx, scenario, budget_s, longest_context(scenario.story, scenario.phases, limits)
-    )
+    longest = longest_context(scenario.story, scenario.phases, limits)
+    probed = probe(ctx, scenario, budget_s, longest)
     probe_s, costs = time.perf_counter() - start, probed.costs
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
     fit = partial(fit_to_budget, budget_s=left_s, forecast_s=costs.forecast_s, kinds=kinds)
     phases, note = choose(scenario, costs, fit, limits, ctx.leader_decides_each)
     if note:
         ctx.emit(LogMessage(ctx.now(), "info", note))
-    plan, spent = agreed(ctx.leader_decides_each, fit(phases), kinds, costs.forecast_s), ctx.now()
-    plan = replace(
-        plan, budget_s=budget_s, full_s=plan.full_s + spent, predicted_s=plan.predicted_s + spent
-    )
-    cut = budget_slices(costs, plan.phases, kinds, ctx.settle, spent, budget_s)
-    ran = _sliced(plan.phases, cut)
-    planned = BudgetPlanned(
-        spent,
-        budget_s,
-        plan.full_s,
-        plan.predicted_s,
-        plan.changes,
-        tuple(p.to_dict() for p in ran),
-        probed.lengths,
-        probe_s,
-        probed.first_use_s,
-        note,
-        phase_plans(ran, kinds, ctx.settle),
-    )
-    ctx.emit(planned)
-    ctx.emit(LogMessage(ctx.now(), "warning" if plan.changes else "info", plan.describe()))
-    return run_plan.with_phases(ran), Budget(planned, cut, costs, plan.phases, ctx.settle)
+    planned = BudgetPlanned(0.0, budget_s, 0.0, 0.0, (), (), probed.lengths, probe_s, 0.0, note)
+    planned = structs.replace(planned, first_use_s=probed.first_use_s)
+    budget = Budget(planned, Slices(), costs, phases, ctx.settle)
+    ran, budget = budget.plan(ctx, 0, 1.0, left_s)
+    return run_plan.with_phases(ran), budget
