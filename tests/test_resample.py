@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from mlatui.measure.estimates import bootstrap_median, bootstrap_median_blocks
-from mlatui.measure.resample import resampled_block_medians, resampled_medians
+from mlatui.measure.estimates import resampled_block_medians, resampled_medians
 
 
 def loop_medians(xs, seed, resamples):
@@ -41,7 +41,7 @@ def test_resampled_block_medians_are_the_loops_numbers(lengths, seed):
 
 
 def test_draws_in_chunks_continue_one_stream(monkeypatch):
-    from mlatui.measure import resample
+    from mlatui.measure import estimates as resample
 
     xs = [float(i % 7) + i / 100 for i in range(50)]
     blocks = [xs[i : i + 1 + i % 3] for i in range(0, 40, 4)]
