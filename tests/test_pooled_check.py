@@ -1,4 +1,4 @@
-"""The L = 1 check pooled over a run's contexts (mlatui.measure.pooled) and how a phase applies it
+"""The L = 1 check pooled over a run's contexts (mlatui.measure.estimates) and how a phase applies it
 (mlatui.run.phases.base): synthetic timings, no model."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ import random
 import pytest
 
 from mlatui.config.phase_kind import PhaseKind
-from mlatui.measure.estimates import Outcome, Timing, control_outcome, control_ratio
-from mlatui.measure.pooled import (
+from mlatui.measure.estimates import (
     POOLED_ESTIMATOR,
+    Outcome,
+    Timing,
+    control_outcome,
+    control_ratio,
     decide,
     pooled_check,
     stratified_bootstrap_median,

@@ -7,8 +7,12 @@ import statistics
 
 import pytest
 
-from mlatui.measure.estimates import bootstrap_median, bootstrap_median_blocks
-from mlatui.measure.estimates import resampled_block_medians, resampled_medians
+from mlatui.measure.estimates import (
+    bootstrap_median,
+    bootstrap_median_blocks,
+    resampled_block_medians,
+    resampled_medians,
+)
 
 
 def loop_medians(xs, seed, resamples):

@@ -269,7 +269,7 @@ class Validity(Event, frozen=True, tag="validity"):
 
 
 class PooledValidity(Event, frozen=True, tag="pooled_validity"):
-    """The L = 1 check over every context's L = 1 quads so far (mlatui.measure.pooled), made
+    """The L = 1 check over every context's L = 1 quads so far (mlatui.measure.estimates), made
     when a phase's contexts are all measured. `decided`: the phase's inconclusive contexts it
     made valid (own CI containing 1.00); `undecided`: those it left inconclusive."""
 

@@ -5,7 +5,7 @@ the best significant speculative result per arm (its draft kind and depth), the 
 largest valid context, the L = 1 checks, and the harness bias. It follows the verdict rules:
 contexts whose L = 1 check is invalid or inconclusive and results with guard warnings are never
 used; a speedup counts only when its CI lies above 1. A context made valid by the pooled L = 1
-check (mlatui.measure.pooled) is used, and is always shown as such (✓p), never as plain valid.
+check (mlatui.measure.estimates) is used, and is always shown as such (✓p), never as plain valid.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The orchestrating thread hands each arm one step at a time (A B B A ...); arms return plain
 numbers; events are emitted here, after the timed region has closed.
 
-The L = 1 check pooled over the run's contexts (`pool_checks`; mlatui.measure.pooled has the
+The L = 1 check pooled over the run's contexts (`pool_checks`; mlatui.measure.estimates has the
 estimator and the rule) runs after the last context of a sweep (before its verdict) and of a
 decode or tune phase (its verify steps' quads included): every L = 1 quad of the pass so far, at
 every context, is pooled, and each inconclusive check the rule lets through gets a new Validity
@@ -29,18 +29,16 @@ from mlatui.measure.bandwidth import StepBandwidth
 from mlatui.measure.estimates import (
     CI_METHOD,
     ESTIMATORS,
+    POOLED_CI_METHOD,
+    POOLED_ESTIMATOR,
     ContextEstimates,
     Interval,
     Outcome,
-    Timing,
-    stable_seed,
-)
-from mlatui.measure.pooled import (
-    POOLED_CI_METHOD,
-    POOLED_ESTIMATOR,
     PooledCheck,
+    Timing,
     decide,
     pooled_check,
+    stable_seed,
 )
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
 from mlatui.models.cache_rewind import before_step
