@@ -8,8 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
-from mlatui.measure.indexer_records import IndexerRecord
-from mlatui.measure.records import BenchRecord
+from mlatui.measure.records import BenchRecord, IndexerRecord
 from mlatui.views.bench_report import (
     context_pair_header,
     context_pair_report,

@@ -22,7 +22,7 @@ from mlatui.bench.indexer import (
 )
 from mlatui.gate.policy import STOCK_GATES
 from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
-from mlatui.measure.indexer_records import IndexerRecord
+from mlatui.measure.records import IndexerRecord
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.models.sparse_mla import rewind

@@ -14,7 +14,7 @@ from mlatui.bench import attention
 from mlatui.bench import attention as attnbench
 from mlatui.cli import main
 from mlatui.gate import mla
-from mlatui.measure import forced_branches as forced
+from mlatui.measure import records as forced
 from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
 from mlatui.models import families

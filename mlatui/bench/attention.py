@@ -27,12 +27,10 @@ from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 from mlatui.bench.attention_scenario import AttentionModel
 from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, Geometry
-from mlatui.measure import forced_branches
 from mlatui.measure.bandwidth import effective_gb_s, utilisation
 from mlatui.measure.byte_census import ModelBytes
 from mlatui.measure.estimates import Interval, stable_seed
-from mlatui.measure.forced_branches import BRANCHES, interval_dict, verdict
-from mlatui.measure.records import BenchRecord
+from mlatui.measure.records import BRANCHES, BenchRecord, interval_dict, verdict, within_noise
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models import step_bytes
@@ -399,7 +397,7 @@ class Probe:
 
     @property
     def within_noise(self) -> bool:
-        return forced_branches.within_noise(self.ratio)
+        return within_noise(self.ratio)
 
 
 @dataclass(frozen=True)

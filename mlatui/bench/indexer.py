@@ -56,8 +56,7 @@ from mlatui.measure.estimates import (
     Timing,
     stable_seed,
 )
-from mlatui.measure.indexer_records import IndexerPart, IndexerRecord, PartRun, part_records
-from mlatui.measure.records import environment
+from mlatui.measure.records import IndexerPart, IndexerRecord, PartRun, environment, part_records
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
 from mlatui.models.indexer import SparseMLAConfig
@@ -400,7 +399,7 @@ class TimedProgress(BenchHooks):
             )
 
     def done(self, result: PartRun) -> None:
-        from mlatui.measure.indexer_records import control_note
+        from mlatui.measure.records import control_note
 
         self.last = (result.context, time.monotonic() - self.part_start)
         print(f"{result.part} T={result.context}: {control_note(result)}", file=sys.stderr)

@@ -169,7 +169,7 @@ def _stopped_status(signals, what: str) -> int:
 
 
 def probe_line(context: int, probe, settings: dict) -> dict:
-    from mlatui.measure.forced_branches import interval_dict
+    from mlatui.measure.records import interval_dict
 
     return {
         "type": "probe",

@@ -15,12 +15,17 @@ from typing import Any
 import msgspec
 
 from mlatui.gate.policy import FormulaPolicy, Geometry, threshold_text
-from mlatui.measure import forced_branches as forced
+from mlatui.measure import records as forced
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.measure.byte_census import StepBytes
-from mlatui.measure.forced_branches import BRANCHES, crossover, interval_of
-from mlatui.measure.indexer_records import IndexerPart, IndexerRecord
-from mlatui.measure.records import BenchRecord
+from mlatui.measure.records import (
+    BRANCHES,
+    BenchRecord,
+    IndexerPart,
+    IndexerRecord,
+    crossover,
+    interval_of,
+)
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import ci_text, interval_text
 from mlatui.stream.record_kinds import RecordKind

@@ -29,8 +29,8 @@ import numpy as np
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_seed
-from mlatui.measure.indexer_records import IndexerPart, IndexerRecord, PartRun, part_records
 from mlatui.measure.plans import plan_for
+from mlatui.measure.records import IndexerPart, IndexerRecord, PartRun, part_records
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import SparseMLAConfig
