@@ -1,5 +1,5 @@
 """What `+` offers once a live run has ended with undecided L = 1 checks: more rounds of L = 1
-quads at those contexts on the arms still loaded (mlatui.measure.more_plan, the engine's rule
+quads at those contexts on the arms still loaded (mlatui.measure.plans, the engine's rule
 too), and how long they would take on this run's own measured costs.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlatui.measure.more_plan import MORE_ROUNDS, last_pass, more_phase, undecided_checks
+from mlatui.measure.plans import MORE_ROUNDS, last_pass, more_phase, undecided_checks
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
 

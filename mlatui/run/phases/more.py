@@ -16,11 +16,12 @@ from msgspec import structs
 
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import Outcome, control_outcome
-from mlatui.measure.more_plan import (
+from mlatui.measure.plans import (
     more_phase,
     more_phase_name,
+    plan_for,
+    sweep_segments,
 )
-from mlatui.measure.plans import plan_for, sweep_segments
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import ContextEstimates, Timing, control_ratio, stable_seed
-from mlatui.measure.more_plan import undecided_checks
+from mlatui.measure.plans import undecided_checks
 from mlatui.stream.events import ARMS, PhaseSummary, Validity
 from mlatui.stream.interval import Interval
 
