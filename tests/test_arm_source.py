@@ -12,7 +12,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
-from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models import tree_model

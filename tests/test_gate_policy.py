@@ -14,7 +14,7 @@ from test_null import branches_at, sparse_model
 
 import mlatui.run.engine
 from mlatui import store as calibration
-from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind
+from mlatui.config.arm_settings import IndexerMode, Threshold, ThresholdKind
 from mlatui.config.run_plan import RunConfig
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.errors import UserError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mlatui.config.gate_settings import Threshold, ThresholdKind, parse_arms
+from mlatui.config.arm_settings import Threshold, ThresholdKind, parse_arms
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words

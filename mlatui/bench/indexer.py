@@ -49,7 +49,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlatui.config.gate_settings import IndexerMode
+from mlatui.config.arm_settings import IndexerMode
 from mlatui.measure.estimates import (
     CI_METHOD,
     ContextEstimates,

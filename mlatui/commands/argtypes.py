@@ -238,7 +238,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--indexer",
-        choices=("patched", "stock"),  # config.gate_settings.IndexerMode
+        choices=("patched", "stock"),  # config.arm_settings.IndexerMode
         default=None,
         help="the patched arm's sparse indexer pooling (default: the scenario's `indexer`, else patched)",
     )
@@ -259,7 +259,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
 
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
-    from mlatui.config.gate_settings import Threshold
+    from mlatui.config.arm_settings import Threshold
     from mlatui.errors import UserError
 
     threshold = None
@@ -270,14 +270,14 @@ def gate_settings(args: argparse.Namespace) -> dict:
             raise UserError(f"--{e}") from None
     arms = getattr(args, "arms", None)
     if arms is not None:
-        from mlatui.config.gate_settings import parse_arms
+        from mlatui.config.arm_settings import parse_arms
 
         try:
             baseline, candidate = parse_arms(arms)
         except ValueError as e:
             raise UserError(f"--{e}") from None
         arms = f"{baseline},{candidate}"
-    from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+    from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 
     try:
         arm_sources = parse_arm_sources(getattr(args, "arm_source", None))

@@ -89,7 +89,7 @@ def _check(args: argparse.Namespace) -> None:
             "e.g. --versus mlx_lm-thread",
         )
     args.versus = versus
-    from mlatui.config.arm_sources import ArmSourceError, parse_arm_sources
+    from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 
     try:
         args.arm_sources = parse_arm_sources([args.arm_source] if args.arm_source else None)

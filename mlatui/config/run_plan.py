@@ -34,7 +34,7 @@ class RunConfig:
     # build the scenario's model from its config values, random weights
     random_weights: bool = False
     # the patched arm's MLA gate (formula | calibrated | stock | <int>, as
-    # config.gate_settings.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
+    # config.arm_settings.Threshold.parse reads it) and indexer pooling (patched | stock); None: the
     # scenario's, else formula / patched
     threshold: str | None = None
     indexer: str | None = None

@@ -16,10 +16,10 @@ from msgspec import Meta, Struct
 from msgspec.structs import replace
 
 from mlatui.config import checks
+from mlatui.config.arm_settings import IndexerMode, Threshold, parse_arms
 from mlatui.config.checks import ScenarioError as ScenarioError  # raised by load_scenario
 from mlatui.config.checks import fail, one_of, read_toml, toml_text
 from mlatui.config.draft_spec import LISTABLE_SOURCES, DraftSpec
-from mlatui.config.gate_settings import IndexerMode, Threshold, parse_arms
 from mlatui.config.model_inputs import check_config_types
 from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
 from mlatui.config.story import Story

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import mlx.nn as nn
 
-from mlatui.config.gate_settings import Threshold
+from mlatui.config.arm_settings import Threshold
 from mlatui.gate.compiled import COMPILED_KEY, compiled_for, unsupported
 from mlatui.gate.forms import (
     GATE_MARKERS,

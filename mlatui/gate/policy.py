@@ -1,5 +1,5 @@
 """The threshold policy of every gated MLA layer, dense and sparse: the one object, built from a
-threshold setting (mlatui/config/gate_settings.py) in `policy_for`, that says, for a layer
+threshold setting (mlatui/config/arm_settings.py) in `policy_for`, that says, for a layer
 geometry and cache length, the largest number of new queries that still takes the absorbed path. Pure Python (no mlx), so recordings, the dashboard and the CLI can use it too.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from mlatui.config.gate_settings import IndexerMode, Threshold, ThresholdKind, parse_arms  # noqa: F401
+from mlatui.config.arm_settings import IndexerMode, Threshold, ThresholdKind, parse_arms  # noqa: F401
 
 UNBOUNDED = sys.maxsize
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.config.gate_settings import IndexerMode
+from mlatui.config.arm_settings import IndexerMode
 
 INDEXER_MODES = tuple(IndexerMode)
 

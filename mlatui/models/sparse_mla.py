@@ -27,7 +27,7 @@ from mlx_lm.models.cache import _BaseCache, create_attention_mask
 from mlx_lm.models.mla import MultiLinear
 from mlx_lm.models.rope_utils import initialize_rope
 
-from mlatui.config.gate_settings import IndexerMode
+from mlatui.config.arm_settings import IndexerMode
 from mlatui.gate.mla import BranchCounters
 from mlatui.gate.policy import (
     DEFAULT_GATES,

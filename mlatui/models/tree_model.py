@@ -25,7 +25,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
-from mlatui.config.arm_sources import PACKAGES, ArmSourceError, package_folder
+from mlatui.config.arm_settings import PACKAGES, ArmSourceError, package_folder
 from mlatui.models import source_tree
 from mlatui.models.mx_typed import evaluate_buffers, flat_arrays
 

@@ -20,7 +20,7 @@ from typing import Any
 import mlx.nn as nn
 import msgspec
 
-from mlatui.config.gate_settings import Threshold, parse_arms
+from mlatui.config.arm_settings import Threshold, parse_arms
 from mlatui.gate import mla
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Geometry, Variant, arm_words, default_arms
@@ -166,7 +166,7 @@ def source_arms_text(arms: str | None, sources: Mapping[str, str]) -> str | None
     other slot keeps what was asked, else runs the installed code as it is."""
     if not sources:
         return arms
-    from mlatui.config.gate_settings import parse_arms
+    from mlatui.config.arm_settings import parse_arms
 
     wanted = ["installed", "installed"]
     if arms is not None:
