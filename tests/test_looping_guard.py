@@ -16,9 +16,13 @@ import pytest
 
 import tools.train.acceptance
 from mlatui.config.scenario import ScenarioError, load_scenario
-from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.acceptance import (
+    AcceptanceCounts,
+    VerifyStep,
+    distinct_ngram_share,
+    repetition_of,
+)
 from mlatui.measure.plans import Setting
-from mlatui.measure.repetition import distinct_ngram_share, repetition_of
 from mlatui.run.phases.decode_verdict import Guard, GuardSettings, guard_warnings, tune_verdict
 from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording

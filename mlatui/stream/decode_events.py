@@ -107,7 +107,7 @@ class DecodeResult(Event, frozen=True, tag="decode_result"):
     runtime: str = ""  # what decoded: "mlx_lm.generate_step", "mlx_lm.speculative_generate_step", "mlatui MTP loop"
     draft_kind: str = ""  # "mtp" | "draft-model" | "synthetic"; "" for plain decode
     # distinct 4-grams / 4-grams of the emitted tokens, within each timed block (pooled) and
-    # across the blocks together, each different text once (mlatui.measure.repetition.
+    # across the blocks together, each different text once (mlatui.measure.acceptance.
     # Repetition); None: not recorded
     distinct_4gram_share: Finite | None = None
     distinct_4gram_share_across: Finite | None = None

@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections import deque
 
 from mlatui.config.phase_kind import Pass
-from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
+from mlatui.measure.acceptance import (
+    LOOPING,
+    AcceptanceCounts,
+    VerifyStep,
+    looping_warning,
+    repetition_of,
+)
 from mlatui.measure.plans import PLAIN, Setting
-from mlatui.measure.repetition import LOOPING, looping_warning, repetition_of
 from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, StepSeries, TextRepeat

@@ -22,7 +22,7 @@ SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
 @dataclass(frozen=True)
 class TextRepeat:
-    """How much a setting's emitted text repeats itself (mlatui.measure.repetition): the
+    """How much a setting's emitted text repeats itself (mlatui.measure.acceptance): the
     distinct-4-gram share within its blocks (pooled) and across them; `looping` when the
     looping-text guard fired on the result (live: would fire on the blocks so far)."""
 

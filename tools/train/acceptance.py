@@ -34,7 +34,7 @@ import mlx.nn as nn
 from mlatui.models.mx_typed import as_int, as_ints
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.run.drafts import DraftModelSource, DraftSource
-from mlatui.measure.repetition import distinct_ngram_share
+from mlatui.measure.acceptance import distinct_ngram_share
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 

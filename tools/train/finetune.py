@@ -125,7 +125,7 @@ def unlikelihood_terms(target, inputs: mx.array, cont: mx.array, mask: mx.array)
 
 
 def greedy_share(model, prompts: list[list[int]], n: int = 128) -> dict:
-    from mlatui.measure.repetition import distinct_ngram_share
+    from mlatui.measure.acceptance import distinct_ngram_share
     from tools.train.acceptance import greedy
 
     shares = [distinct_ngram_share(greedy(model, ids, n)) or 0.0 for ids in prompts]

@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlatui.measure.repetition import distinct_ngram_share
+from mlatui.measure.acceptance import distinct_ngram_share
 
 NGRAM = 4
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.measure.acceptance import AcceptanceCounts, Repetition, repetition_of
 from mlatui.measure.bound import rejection_text, speedup_bound
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, control_outcome, stable_seed
 from mlatui.measure.plans import (
@@ -41,7 +41,6 @@ from mlatui.measure.plans import (
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.repetition import Repetition, repetition_of
 from mlatui.measure.sampler import Hooks, SamplerRun, sample_context
 from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.run.arms import Arm, unpinned

@@ -13,10 +13,9 @@ import enum
 from dataclasses import dataclass
 from typing import TypeVar
 
-from mlatui.measure.acceptance import AcceptanceCounts
+from mlatui.measure.acceptance import LOOPING as LOOPING_TEXT
+from mlatui.measure.acceptance import AcceptanceCounts, Repetition, looping_warning
 from mlatui.measure.plans import Setting
-from mlatui.measure.repetition import LOOPING as LOOPING_TEXT
-from mlatui.measure.repetition import Repetition, looping_warning
 from mlatui.stream.events import ARMS, arm_label
 from mlatui.stream.phrases import ci_text
 

@@ -10,7 +10,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
-from mlatui.measure.repetition import distinct_ngram_share
+from mlatui.measure.acceptance import distinct_ngram_share
 from tools.train import train
 from tools.train.contexts import ContextError, long_prompt
 from tools.train.corpus import stdlib_root
