@@ -348,3 +348,8 @@ def test_when_nothing_fits_the_sweep_still_shows_the_growth_at_two_contexts():
     from the tune's up, so the key figure still has its slope; the slices then share the time."""
     chosen = _choose(_table(_cpu_ms), Limits(max_positions=65536), budget_s=1.0)
     assert len(chosen.sweep_contexts) == 2 and chosen.tune_context in chosen.sweep_contexts
+    # nor where only the tune's own context fits (the loaded 2-core CPU's probe: a sweep at
+    # 512 alone, no growth to show)
+    for budget_s in (20.0, 100.0, 200.0):
+        chosen = _choose(_table(_reference_ms), Limits(65536, 65536), budget_s)
+        assert len(chosen.sweep_contexts) >= 2, (budget_s, chosen.note)

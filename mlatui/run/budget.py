@@ -4,7 +4,8 @@ The plan is scaled down in a fixed order that keeps the story, only while its fo
 budget; then each sampler run of the plan gets a slice of the budget in proportion to its
 forecast, and its sampler adds no round past the slice's end (mlatui.measure.sampler.within):
 a device slower than its probe ends on time with fewer rounds, a faster one spends the rest on
-what is undecided. The order (a slow device with the reference BLAS needs all of it): the weaker
+what is undecided (at a phase boundary where the pace so far would end past the budget, the
+phases left are fitted again: mlatui.run.budget_probe.Budget.replan). The order (a slow device with the reference BLAS needs all of it): the weaker
 draft kinds keep their smallest depth; one tune context; the sweep down to three contexts (still
 a growth), keeping those a `verify_from` tune reads; blocks of 8 tokens; rounds 5 (blocks 6),
 then 4 (4 sweep rounds left the L = 1 check undecided in 3 of 3 runs on a noisy 2-core VM, 7 in

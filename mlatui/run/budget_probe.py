@@ -1,7 +1,8 @@
 """The budget's device side: a short probe of this device's step costs on the run's own arms, the
 contexts that show the story here (mlatui.run.budget_story), the plan and its time slices
-(mlatui.run.budget), said in the log and a BudgetPlanned before the first phase; at the end, the
-time left to the checks still undecided and a BudgetOutcome.
+(mlatui.run.budget), said in the log and a BudgetPlanned before the first phase, and again at a
+phase boundary where the pace so far would end past the budget; at the end, the time left to
+the checks still undecided and a BudgetOutcome.
 
 MLX compiles a kernel on a shape's first use (the H200's first 256-token probe took 28 s, then the
 whole scenario 26 s), so every shape runs once untimed and the forecast reads the warm runs; the

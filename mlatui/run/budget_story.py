@@ -118,9 +118,9 @@ def choose_contexts(
         if tune is not None and not fitting:
             reason += f" (no allowed context fits the budget: {tune}, the smallest)"
     tops = [c for c in sweeps if tune is None or c >= tune]
-    # none fits: the smallest window that still shows the growth (two contexts)
-    least = tops[min(1, len(tops) - 1)] if tops else sweeps[-1]
-    top = next((t for t in reversed(tops) if fits_with(tune, t)), least)
+    # at least two contexts (a growth to show) where there are two, also where none fits
+    tops = [t for t in tops if len(window(sweeps, t, tune, n)) > 1] or tops or [sweeps[-1]]
+    top = next((t for t in reversed(tops) if fits_with(tune, t)), tops[0])
     contexts = window(sweeps, top, tune, n)
     said = [f"sweep {', '.join(map(str, contexts))}"] + ([f"tune {tune}"] if tune else [])
     note = f"contexts for this device: {'; '.join(said)}" + (f". The tune: {reason}" * bool(reason))
