@@ -7,7 +7,7 @@ emits one 4-token phrase over and over (31% distinct 4-grams in a 16-token block
 eh_proj passes the next token's embedding on, so it drafts the cycle too and every draft is
 accepted: the symptom the looping-text guard exists for, without depending on what a trained
 model happens to do with greedy text. Loaded through the real checkpoint path (`mlx_lm.load`,
-the MTP head from its sidecar by mlatui.run.mtp)."""
+the MTP head from its sidecar by mlatui.run.drafts)."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def test_sampled_blocks_reproduce_from_the_seed_and_share_one_stream_across_arms
 def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
     """The MTP loop (lazy drafts, one sync per verify), interleaved with plain blocks whose
     tokens the head catches up on: greedy, exactly plain greedy decoding."""
-    from mlatui.run import mtp
+    from mlatui.run import drafts as mtp
     from tests.test_mtp import PROMPT, load, save_checkpoint
 
     save_checkpoint(tmp_path, "glm4_moe_lite", "index")

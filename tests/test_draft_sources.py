@@ -270,8 +270,7 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
     from mlatui.models.embedded import MODEL_PATH, load_embedded, prompts
     from mlatui.run.arms import build_arms, cache_len, prefill
     from mlatui.run.decode_stream import Sampling, open_stream, rewind, run_block
-    from mlatui.run.drafts import DraftModelSource
-    from mlatui.run.mtp import load_mtp_draft
+    from mlatui.run.drafts import DraftModelSource, load_mtp_draft
 
     model, tok, draft_model = load_embedded()
     context = list(tok.encode(prompts()[0]))[:97]

@@ -8,7 +8,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import KVCache, make_prompt_cache, trim_prompt_cache
 from mlx_lm.utils import _get_classes, load_model
 
-from mlatui.run import mtp
+from mlatui.run import drafts as mtp
 
 MLA = dict(kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, q_lora_rank=24)
 COMMON = dict(

@@ -17,7 +17,7 @@ from mlx_lm.utils import load_model
 
 from mlatui.cli import main
 from mlatui.models.checkpoint_source import read_header
-from mlatui.run.mtp import MTPHead, load_mtp_draft
+from mlatui.run.drafts import MTPHead, load_mtp_draft
 from mlatui.run.mtp_extract import NEAR_TIE_LOGITS, extract, judge
 from tests.mtp_folders import GROUP, OpenedFiles, Pair, embedded_pair, pair
 
@@ -246,7 +246,7 @@ def test_an_mlx_vlm_split_drafter_is_a_source_too(glm, tmp_path):
     shard = glm.original / "model-00002-of-00002.safetensors"
     local = layer_local(dict(mx.load(str(shard))), glm.layer)
     fp32, _ = load_model(glm.original)
-    from mlatui.run.mtp import sanitize_layer
+    from mlatui.run.drafts import sanitize_layer
 
     split = sanitize_layer(fp32, local)  # kv_b_proj split, experts stacked, as split.py does
     top = {"enorm.weight", "hnorm.weight", "eh_proj.weight"}

@@ -120,7 +120,7 @@ def test_a_bf16_sidecar_beside_a_4bit_folder_is_quantized_on_load(glm, tmp_path)
     """Left bf16, its MoE experts would die on the CPU in MLX's float32-only GatherMM."""
     from mlx_lm.utils import load_model
 
-    from mlatui.run.mtp import load_mtp_draft
+    from mlatui.run.drafts import load_mtp_draft
 
     folder = tmp_path / "converted"
     shutil.copytree(glm.converted, folder)

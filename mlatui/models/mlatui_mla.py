@@ -146,7 +146,7 @@ class Model(nn.Module):
 
     def sanitize(self, weights: dict[str, mx.array]) -> dict[str, mx.array]:
         """Widen to compute_dtype; drop the MTP layers (`model.layers.{n}.*`, n >= the trunk's
-        layers), which `mlatui.run.mtp.load_mtp_draft` reads from the files, as deepseek_v3 does."""
+        layers), which `mlatui.run.drafts.load_mtp_draft` reads from the files, as deepseek_v3 does."""
         dtype = getattr(mx, self.args.compute_dtype)
         n = self.args.num_hidden_layers
         return {

@@ -47,8 +47,7 @@ from mlatui.models.loading import NO_DRAFT, Draft, DraftKind, Loaded, vocab_size
 from mlatui.models.mx_typed import as_ints
 from mlatui.run.arm_plan import gate_model, sparse_layers
 from mlatui.run.arms import Arm, cache_len, recopy_in_place
-from mlatui.run.drafts import DraftModelSource, accept_sampled, require_trimmable
-from mlatui.run.mtp import MTPDraft
+from mlatui.run.drafts import DraftModelSource, MTPDraft, accept_sampled, require_trimmable
 
 
 class AcceptanceRule(enum.Enum):
@@ -167,7 +166,7 @@ def draft_model_block(
 
 def mtp_block(
     target: ModelCache,
-    head: Any,  # mlatui.run.mtp.MTPDraft
+    head: Any,  # mlatui.run.drafts.MTPDraft
     hidden: mx.array,
     block: Block,
     sampling: Sampling,
@@ -532,7 +531,7 @@ def _mtp_factory(loaded: Loaded, required: bool) -> Factory | None:
     """The checkpoint's MTP head, twinned per arm. A head asked for explicitly (`required`)
     that cannot be read is an error; one asked for only if present becomes no draft (a missing
     head is said in the header, the strip and the log)."""
-    from mlatui.run.mtp import MTPError, MTPMissing, load_mtp_draft
+    from mlatui.run.drafts import MTPError, MTPMissing, load_mtp_draft
 
     folder = loaded.checkpoint_dir
     if folder is None and required:

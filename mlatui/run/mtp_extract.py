@@ -37,7 +37,7 @@ from mlatui.models.checkpoint_source import (
 )
 from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_float, as_int, flat_arrays
-from mlatui.run.mtp import (
+from mlatui.run.drafts import (
     SUPPORTED,
     MTPDraft,
     MTPError,

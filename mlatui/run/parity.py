@@ -59,8 +59,7 @@ from mlatui.run.decode_stream import (
     rewind,
     run_block,
 )
-from mlatui.run.drafts import plain_step
-from mlatui.run.mtp import MTPDraft
+from mlatui.run.drafts import MTPDraft, plain_step
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0

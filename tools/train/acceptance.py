@@ -5,7 +5,7 @@
 
 Runs real greedy speculative decoding through `speculative_step` (below), for each draft kind
 the target has: `model` (the separate draft model) and `mtp` (the checkpoint's MTP head, loaded by
-`mlatui.run.mtp.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
+`mlatui.run.drafts.load_mtp_draft` as for any checkpoint). The draft proposes `depth` tokens, the target
 verifies them in one forward of width depth + 1, the longest agreeing prefix is kept plus the
 target's own next token, and caches are trimmed back. Acceptance comes in mlatui.measure.acceptance's
 three forms (conditional by position, unconditional by position, mean accepted drafts per verify).
@@ -261,7 +261,7 @@ def run(a: argparse.Namespace) -> dict:
     from mlatui.run.arms import Variant, gate_model
     from mlatui.models.embedded import DRAFT_PATH, MODEL_PATH, prompts
     from mlatui.models.loading import load_checkpoint
-    from mlatui.run.mtp import load_mtp_draft
+    from mlatui.run.drafts import load_mtp_draft
     from tools.train.contexts import held_out_docs, long_prompt
 
     kinds = _csv(a.kinds, "model")

@@ -44,7 +44,7 @@ import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 
-from mlatui.run.mtp import read_mtp_weights
+from mlatui.models.mtp_weights import read_mtp_weights
 from tools.train.checkpoint import mtp_weights, save_folder
 from tools.train.finetune import lr_at
 from tools.train.objective import Trainee, set_sparse_training

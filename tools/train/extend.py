@@ -37,7 +37,7 @@ from mlx_lm.models import deepseek_v3 as dsv3
 
 from mlatui.models.embedded import DRAFT_PATH, MODEL_PATH
 from mlatui.models.mlatui_mla import SparseDecoderLayer
-from mlatui.run.mtp import read_mtp_weights
+from mlatui.models.mtp_weights import read_mtp_weights
 from tools.train import distil
 from tools.train.checkpoint import save_folder
 from tools.train.longctx import with_config

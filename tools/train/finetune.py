@@ -34,7 +34,7 @@ import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 
-from mlatui.run.mtp import read_mtp_weights
+from mlatui.models.mtp_weights import read_mtp_weights
 from tools.train.checkpoint import save_folder
 from tools.train.objective import Trainee, set_sparse_training, target_losses
 from tools.train.teacher import TeacherError, load_teacher

@@ -4,7 +4,7 @@ Loss = target cross-entropy + draft cross-entropy + distill * KL(target || draft
 layer's indexer loss + mtp_weight * (MTP cross-entropy on token t+2 + mtp_distill * KL(target at
 t+2 || MTP head)). KL terms detach the target. The MTP head is DeepSeek-V3's: one decoder layer fed
 eh_proj([enorm(emb(t+1)); hnorm(h_t)]) with h_t the target's final-norm output, the target's
-embedding and output head shared; it is `mlatui.run.mtp.MTPHead` itself, built by `mlatui.run.mtp.mtp_layer`,
+embedding and output head shared; it is `mlatui.run.drafts.MTPHead` itself, built by `mlatui.run.drafts.mtp_layer`,
 so training computes exactly what loading and drafting compute. Its gradient reaches the trunk,
 as in DeepSeek-V3.
 """
@@ -23,7 +23,7 @@ from mlx_lm.models.base import create_attention_mask
 from mlatui.gate.policy import STOCK_POLICY
 from mlatui.models.indexer import pool_windows
 from mlatui.models.mlatui_mla import Model
-from mlatui.run.mtp import MTPHead, mtp_layer
+from mlatui.run.drafts import MTPHead, mtp_layer
 
 
 class Trainee(nn.Module):

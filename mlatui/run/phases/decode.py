@@ -54,7 +54,7 @@ from mlatui.run.decode_stream import (
     rewind,
     run_block,
 )
-from mlatui.run.mtp import MTPDraft
+from mlatui.run.drafts import MTPDraft
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,

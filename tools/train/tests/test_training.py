@@ -1,5 +1,5 @@
 """The trainer at toy scale: exact resume, the MTP head's DeepSeek-V3 keys and its loading and
-drafting through mlatui.run.mtp and the engine, the repetition measure and the long contexts."""
+drafting through mlatui.run.drafts and the engine, the repetition measure and the long contexts."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_warmup_learning_rates_do_not_depend_on_the_plan():
 
 def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
     from mlatui.models.loading import load_checkpoint
-    from mlatui.run.mtp import MTPDraft, load_mtp_draft
+    from mlatui.run.drafts import MTPDraft, load_mtp_draft
 
     folder = toy_run / "model"
     config = json.loads((folder / "config.json").read_text())
@@ -148,7 +148,7 @@ def test_mtp_keys_use_the_deepseek_v3_prefix_and_load_through_mtp_py(toy_run):
 
 def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
     from mlatui.models.loading import load_checkpoint
-    from mlatui.run.mtp import load_mtp_draft
+    from mlatui.run.drafts import load_mtp_draft
     from tools.train.acceptance import greedy, speculate
 
     model, tok, _ = load_checkpoint(str(toy_run / "model"))
