@@ -1,20 +1,13 @@
 """The indexer phase: the pooled-window indexer and the whole sparse layer of the arms' own
 model, stock vs patched pooling, through the one sampler on the arms' worker threads.
 
-It times the model's first sparse layer (`sparse_sites`; every sparse layer of mlatui's model
-type shares one geometry, the others are named in the log). One sample appends S tokens to a
-cache of exactly `context` tokens whose pool is current (all drafts accepted) and is rewound to
-it outside the timed region (`rewind` of mlatui.models.sparse_mla; mlatui.bench.indexer's
-docstring says why that is exact). Inputs are seeded unit-scale hidden states, the same in both
-arms: the pool refresh, the scoring, the top-k and the gathers cost the same whatever the values. Per context both arms take
-bit-identical copies of one prefill (`share_context`, so `fill = "random-latents"` applies here
-too); each arm steps its own twin of that layer, gated as the arm is (an A/A pass measures two
-identical arms). Before the rounds each width runs once untimed in both arms and their outputs
-are compared (`selection_agreement`, `parity_max_abs` in the rows). Step events carry the round
-as `rep` under the part's own phase name (`<phase>:indexer`, `<phase>:layer`); an Estimate
-follows every round; the indexer part's S = 1 check is the context's Validity under the phase's
-name, and never joins the run's `invalid_contexts` (the model phases' contexts left out of
-their verdicts).
+It times the model's first sparse layer (every sparse layer of mlatui's model type shares one
+geometry). A sample appends S tokens to a cache of exactly `context` tokens whose pool is current
+(all drafts accepted) and is rewound outside the timed region (mlatui.bench.indexer says why that
+is exact). Inputs are seeded unit-scale hidden states, the same in both arms: the pool refresh,
+scoring, top-k and gathers cost the same whatever the values. Before the rounds each width runs
+once untimed in both arms and their outputs are compared. The indexer part's S = 1 check never
+joins the run's invalid contexts: it leaves out only this phase's figures.
 """
 
 from __future__ import annotations
@@ -53,18 +46,13 @@ def part_phase(phase: Phase, part: str) -> str:
     return f"{phase.name}:{IndexerPart(part).tag}"
 
 
-def _output(_: Arm, s: ArmSite, part: str, width: int) -> np.ndarray:
-    """`output` as an arm's worker runs it (the site already holds that arm's layer)."""
-    return output(s, part, width)
-
-
 def _parity(ctx: RunContext, sites: dict[str, ArmSite], part: str, widths) -> dict[int, float]:
     """Per width: the selections' share of identical rows (indexer) or max |stock - patched|
     over max |stock| (layer)."""
     out = {}
     for w in widths:
         a, b = (
-            ctx.workers[arm].call(functools.partial(_output, s=sites[arm], part=part, width=w))
+            ctx.workers[arm].call(functools.partial(output, s=sites[arm], part=part, width=w))
             for arm in sites
         )
         if part == IndexerPart.INDEXER:
@@ -165,17 +153,6 @@ def _skip(ctx: RunContext, phase: Phase, index: int, total: int, why: str) -> Ph
 NEEDS: frozenset[Need] = frozenset()  # its S = 1 checks read only its own quads
 
 
-def run_indexer_phase(
-    ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
-) -> PhaseResult:
-    """The sparse indexer's parts, stock vs patched pooling, at each context above top-k."""
-    summary, finals = _indexer_summary(ctx, phase, index, total_phases)
-    return PhaseResult(summary, finals=finals)
-
-
-Finals = tuple[tuple[str, int, ContextEstimates], ...]
-
-
 def _part_plans(
     ctx: RunContext, phase: Phase, widths: tuple[int, ...], contexts: list[int]
 ) -> dict[tuple[IndexerPart, int], SamplerPlan]:
@@ -190,23 +167,23 @@ def _part_plans(
     }
 
 
-def _indexer_summary(
-    ctx: RunContext, phase: Phase, index: int, total_phases: int
-) -> tuple[PhaseSummary, Finals]:
-    """Its summary and each part's final estimates per context."""
+def run_indexer_phase(
+    ctx: RunContext, phase: Phase, index: int, total_phases: int, inputs: PhaseInputs
+) -> PhaseResult:
+    """The sparse indexer's parts, stock vs patched pooling, at each context above top-k."""
     stock = ctx.workers["stock"].arm
     sites = sparse_sites(stock.model)
     model_name = stock.model_name
     if not sites:
         why = f"{model_name} has no pooled-indexer sparse layer"
-        return _skip(ctx, phase, index, total_phases, why), ()
+        return PhaseResult(_skip(ctx, phase, index, total_phases, why))
     site = sites[0]
     contexts = [c for c in phase.contexts if c > site.config.index_topk]
     if not contexts:
         why = (
             f"every context is within index_topk {site.config.index_topk} (the indexer is bypassed)"
         )
-        return _skip(ctx, phase, index, total_phases, why), ()
+        return PhaseResult(_skip(ctx, phase, index, total_phases, why))
     widths = tuple(sorted(set(phase.widths) | {1}))
     plans = _part_plans(ctx, phase, widths, contexts)
     planned = sum(p.timed_calls() for p in plans.values())
@@ -243,7 +220,7 @@ def _indexer_summary(
     verdict = indexer_verdict(rows, phase.name)
     summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
     ctx.emit(summary)
-    return summary, tuple(finals)
+    return PhaseResult(summary, finals=tuple(finals))
 
 
 ROW_ATTRS = (
@@ -442,8 +419,9 @@ def step(s: ArmSite, arm: Arm, part: str, width: int) -> tuple[float, int, int, 
     return ms, rebuilt, index.reuses - reuses, after[0] - before[0], after[1] - before[1]
 
 
-def output(s: ArmSite, part: str, width: int) -> np.ndarray:
-    """One untimed step's output as plain numbers (selections: sorted token ids, -1 unused)."""
+def output(_arm: Arm, s: ArmSite, part: str, width: int) -> np.ndarray:
+    """One untimed step's output as plain numbers (selections: sorted token ids, -1 unused), on
+    an arm's worker (the site already holds that arm's layer)."""
     _, out = _forward(s, part, width, 0)
     if part == IndexerPart.INDEXER:
         idx, valid = out
