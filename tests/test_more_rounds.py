@@ -55,7 +55,7 @@ def forced(monkeypatch, tmp_path):
 
     monkeypatch.setattr(base, "forward_and_trim", fixed)
     monkeypatch.setattr(sweep, "validity", undecided)
-    monkeypatch.setattr(sweep, "pool_checks", lambda ctx, phase, checks, l1: {})
+    monkeypatch.setattr(base, "pool_checks", lambda ctx, phase, checks, l1: {})
     phase = (
         'name = "sweep"\nkind = "sweep"\ncontexts = [64]\nwidths = [1, 2]\nreps = 3\n'
         "max_rounds = 3\nwarmup = 1\n"

@@ -2,24 +2,18 @@
 through the runtime users run, on one arm's token stream at one context (on the arm's thread).
 
 Plain decode is mlx-lm's own `generate_step` and draft-model speculation its own
-`speculative_generate_step`, each started from the arm's cache (their `prompt_cache`) with a
-one-token prompt, so what is timed is what `mlx_lm.generate` (and `--draft-model`) does: the next
-step's graph is built and `mx.async_eval`-ed while the current token is read. MTP speculation,
-which mlx-lm does not have, runs mlatui's own loop with the same structure: drafts stay lazy until
-the verify's single sync point.
+`speculative_generate_step`, each started from the arm's cache with a one-token prompt, so what
+is timed is what `mlx_lm.generate` (and `--draft-model`) does: the next step's graph is built
+and `mx.async_eval`-ed while the current token is read. MTP speculation, which mlx-lm does not
+have, runs mlatui's own loop of the same shape. A cache covers every stream token but the last
+one, which the next block feeds first (mlatui.run.drafts' convention). A block's time runs from
+its start to its last token; after the clock stops every stream it used is synced, so the
+pending overlapped step never leaks into the other arm's block.
 
-State convention (mlatui/run/drafts.py): a cache covers every token of the stream but the last one,
-which the next block feeds first. A block's time runs from its start to its last token (a user's
-generation of `n` tokens after a prompt cache hit); after the clock stops, every stream the block
-used is synced (`sync_streams`), so the pending overlapped step never leaks into the other arm's
-block.
-
-Every setting of a context (plain decode, depth 1, 2, ...) continues one stream per arm, so the
-settings of a round are measured on the same text, one after the other, and compared within the
-round. Each round starts again from the prefilled context (greedy rounds then repeat the same
-text; sampled rounds draw new text from new seeds), so the context grows by one round's tokens at
-most. Each draft kind follows the stream: tokens emitted by plain decode (or by another kind's
-blocks) are fed to it (untimed) before its next speculative block.
+Every setting of a context continues one stream per arm, so a round's settings are measured on
+the same text and compared within the round; each round starts again from the prefilled
+context. Each draft kind follows the stream: tokens another setting emitted are fed to it
+(untimed) before its next block.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Plumbing every phase shares: the run's context, progress, prefills, timed steps, the L = 1 check.
 
 The orchestrating thread hands each arm one step at a time (A B B A ...); arms return plain
-numbers; events are emitted here, after the timed region has closed.
-
-The L = 1 check pooled over the run's contexts (`pool_checks`; mlatui.measure.estimates has the
-estimator and the rule) runs after the last context of a sweep (before its verdict) and of a
-decode or tune phase (its verify steps' quads included): every L = 1 quad of the pass so far, at
-every context, is pooled, and each inconclusive check the rule lets through gets a new Validity
-with basis pooled (emitted after the PooledValidity that decided it, so a replay folds the
-same). Under mlx.launch the decisions are rank 0's, shared in one collective, so every rank
-leaves out the same contexts.
+numbers; events are emitted here, after the timed region has closed. An inconclusive L = 1
+check may be decided on every L = 1 quad of the pass so far (`pool_checks`; the estimator and
+the rule are mlatui.measure.estimates'), after a phase's last context; under mlx.launch rank 0
+decides for every rank, so every rank leaves out the same contexts.
 """
 
 from __future__ import annotations
@@ -63,6 +58,7 @@ from mlatui.stream.events import (
     Event,
     LogMessage,
     PhaseStart,
+    PhaseSummary,
     PooledValidity,
     Progress,
     Step,
@@ -490,6 +486,23 @@ def _event(
         tuple(sorted(decided)),
         tuple(c for c in unsure if c not in decided),
     )
+
+
+def close_phase(
+    ctx: RunContext,
+    phase: Phase,
+    rows: list[dict],
+    checks: Sequence[Validity],
+    l1: L1Quads,
+    verdict_of: Callable[[list[dict]], str],
+) -> tuple[PhaseSummary, tuple[Validity, ...]]:
+    """The phase's checks pooled over `l1` (every L = 1 quad of the pass, its own included), its
+    rows marked with what that decided and its summary emitted; with its checks as they ended."""
+    pooled = pool_checks(ctx, phase.name, checks, l1)
+    rows = mark_rows(rows, pooled)
+    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict_of(rows))
+    ctx.emit(summary)
+    return summary, tuple(pooled.get(v.context, v) for v in checks)
 
 
 def mark_rows(rows: list[dict], decided: dict[int, Validity]) -> list[dict]:

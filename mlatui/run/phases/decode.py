@@ -60,9 +60,8 @@ from mlatui.run.phases.base import (
     RunContext,
     StepSite,
     cache_rounds_hook,
+    close_phase,
     emit_phase_start,
-    mark_rows,
-    pool_checks,
     sample_steps,
     share_context,
     validity,
@@ -80,7 +79,6 @@ from mlatui.stream.events import (
     ARMS,
     DecodeBlock,
     DecodeResult,
-    PhaseSummary,
     SpeedupBound,
     Validity,
     arm_label,
@@ -309,16 +307,13 @@ def run_decode(
         l1 = l1 + done.l1
         finals += done.finals
         added_s += done.added_s
-    pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
-    rows = mark_rows(rows, pooled)
-    verdict = (
-        tune_verdict(rows, TIE_PCT, phase.name)
-        if phase.kind.rules.compares_depths
-        else decode_verdict(rows, phase.name)
-    )
-    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
-    ctx.emit(summary)
-    ended = tuple(pooled.get(v.context, v) for v in checks)
+
+    def verdict_of(rows: list[dict]) -> str:
+        if phase.kind.rules.compares_depths:
+            return tune_verdict(rows, TIE_PCT, phase.name)
+        return decode_verdict(rows, phase.name)
+
+    summary, ended = close_phase(ctx, phase, rows, checks, inputs.l1 + l1, verdict_of)
     return PhaseResult(summary, l1, checks=ended, finals=tuple(finals), added_s=added_s)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates
 from mlatui.measure.plans import plan_for, sweep_segments
@@ -11,15 +13,14 @@ from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
     StepSite,
+    close_phase,
     emit_phase_start,
-    mark_rows,
-    pool_checks,
     sample_steps,
     share_context,
     validity,
 )
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult
-from mlatui.stream.events import ARMS, PhaseSummary, Validity, arm_label, ratio_label
+from mlatui.stream.events import ARMS, Validity, arm_label, ratio_label
 from mlatui.stream.phrases import ci_text
 
 NEEDS = frozenset({Need.L1_QUADS})  # the pooled check reads every quad of the pass
@@ -50,12 +51,8 @@ def run_sweep(
         check = validity(ctx, phase.name, length, run.final)
         rows += sweep_rows(length, run, check)
         checks.append(check)
-    pooled = pool_checks(ctx, phase.name, checks, inputs.l1 + l1)
-    rows = mark_rows(rows, pooled)
-    verdict = sweep_verdict(rows, phase.name)
-    summary = PhaseSummary(ctx.now(), phase.name, phase.kind, tuple(rows), verdict)
-    ctx.emit(summary)
-    ended = tuple(pooled.get(v.context, v) for v in checks)
+    verdict_of = functools.partial(sweep_verdict, phase=phase.name)
+    summary, ended = close_phase(ctx, phase, rows, checks, inputs.l1 + l1, verdict_of)
     finals = tuple((phase.name, length, e) for length, e in estimates)
     return PhaseResult(summary, l1, tuple(estimates), ended, finals, added_s)
 
