@@ -14,7 +14,6 @@ a source too: its flat names map back to the checkpoint's.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from mlatui.models.checkpoint_source import (
     read_header,
     read_tensors,
 )
+from mlatui.models.embedded import sha256
 from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_float, as_int, flat_arrays
 from mlatui.run.drafts import (
@@ -283,7 +283,7 @@ def extract(
         **_source_record(src, target.layer, digests),
         "written_tensors": sorted(tensors),
         "quantization": quant,
-        "sidecar_sha256": _file_sha256(sidecar),
+        "sidecar_sha256": sha256(sidecar),
         "extracted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "vlm_drafter": vlm,
     }
@@ -455,11 +455,3 @@ def _quant_label(layer: nn.Module) -> str:
     )
     base = str(dtype).removeprefix("mlx.core.") if dtype is not None else "?"
     return f"{' + '.join(kinds)}, {base}" if kinds else f"unquantized {base}"
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
