@@ -101,24 +101,6 @@ def _prepare_context(ctx: RunContext, context: int) -> tuple[int, dict[str, Deco
     return length, streams
 
 
-def _verify_ms(
-    ctx: RunContext,
-    phase: Phase,
-    length: int,
-    depths: list[int],
-    progress: ProgressTracker,
-    deadline: float | None,
-) -> tuple[ContextEstimates, L1Quads, float]:
-    """Synced steps at L = 1 .. max depth + 1 (the sweep's measurement) for the verify ms; the
-    L = 1 quads they measured and the seconds of their rounds past the planned ones."""
-    plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
-    label = verify_label(phase)
-    text = ctx.tokens_for(length + max(plan.widths))
-    site = StepSite(label, length, text[length:])
-    run = sample_steps(ctx, site, plan, progress, interim=False, deadline=deadline)
-    return run.final, L1Quads().plus(length, run.timings, plan.control_width), run.added_s
-
-
 def _sweep_verify(
     ctx: RunContext, phase: Phase, length: int, depths: list[int], inputs: PhaseInputs
 ) -> ContextEstimates | None:
@@ -213,10 +195,15 @@ def _verify_steps(
     verify = _sweep_verify(ctx, phase, length, depths, inputs) if phase.verify_from else None
     if verify is not None:
         return verify, L1Quads(), 0.0
+    plan = verify_plan(phase, depths, ctx.seed, length, ctx.settle)
     if phase.verify_from:  # the sweep was to serve: these steps were not planned
-        progress.grow(verify_plan(phase, depths, ctx.seed, length, ctx.settle).timed_calls())
-    deadline = inputs.slices.deadline(verify_label(phase), length)
-    return _verify_ms(ctx, phase, length, depths, progress, deadline)
+        progress.grow(plan.timed_calls())
+    label = verify_label(phase)
+    text = ctx.tokens_for(length + max(plan.widths))
+    deadline = inputs.slices.deadline(label, length)
+    site = StepSite(label, length, text[length:])
+    run = sample_steps(ctx, site, plan, progress, interim=False, deadline=deadline)
+    return run.final, L1Quads().plus(length, run.timings, plan.control_width), run.added_s
 
 
 def _sample_blocks(
