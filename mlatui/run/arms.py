@@ -12,7 +12,7 @@ import copy
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -94,21 +94,11 @@ def unpinned():
 
 
 class Baton:
-    """A lock that also remembers who held it, in order (tests check the A B B A pattern).
-    It also carries the CPUs that every arm sharing it is pinned to."""
+    """The lock the arms take turns with, and the CPUs every arm sharing it is pinned to."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.history: list[str] = []
-        self.keep_history = False
+        self.lock = threading.Lock()
         self.cpus = arm_cpus()
-
-    @contextlib.contextmanager
-    def hold(self, who: str) -> Iterator[None]:
-        with self._lock:
-            if self.keep_history:
-                self.history.append(who)
-            yield
 
 
 @dataclass(frozen=True)
@@ -196,7 +186,7 @@ class ArmWorker:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with self.baton.hold(arm.name):
+                with self.baton.lock:
                     result = fn(arm)
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 future.set_exception(e)
