@@ -16,8 +16,7 @@ checkpoint folder (or its sidecar) and build the head around one decoder layer o
 
 Target hidden: the final-norm output of the target trunk (`post_norm`, the default), which is what
 vLLM (`DeepSeekMultiTokenPredictor`), SGLang and MTPLX (`mtp_hidden_variant="post_norm"`) feed the
-head, i.e. the convention real acceptance rates were measured with. The paper's wording suggests the
-pre-norm output; `hidden_variant="pre_norm"` gives that. Depth > 1 chains the head on its own
+head, i.e. the convention real acceptance rates were measured with. Depth > 1 chains the head on its own
 pre-`shared_head.norm` output, as vLLM and MTPLX do.
 
 Only the first MTP layer is used (DeepSeek-V3 and GLM-4.7-Flash ship one); deeper drafts reuse it.
@@ -198,7 +197,6 @@ SUPPORTED = (
     "glm4_moe_lite",
     "mlatui_mla",
 )  # modules whose decoder layer the head reuses
-HIDDEN_VARIANTS = ("post_norm", "pre_norm")
 _REQUIRED = ("enorm.weight", "hnorm.weight", "shared_head.norm.weight")
 
 
@@ -283,13 +281,8 @@ class MTPDraft(DraftSource):
 
     needs_hidden = True
 
-    def __init__(self, head: MTPHead, hidden_variant: str = "post_norm", name: str = "mtp"):
-        if hidden_variant not in HIDDEN_VARIANTS:
-            raise MTPError(
-                f"hidden_variant must be one of {HIDDEN_VARIANTS}, got {hidden_variant!r}"
-            )
+    def __init__(self, head: MTPHead, name: str = "mtp"):
         self.head = head
-        self.hidden_variant = hidden_variant
         self.name = name
         self.cache: list[Any] = []
         self.reset()
@@ -298,7 +291,7 @@ class MTPDraft(DraftSource):
         """A second draft (e.g. for the other arm) sharing every weight array, with its own cache."""
         from mlatui.gate.mla import twin
 
-        return MTPDraft(twin(self.head), self.hidden_variant, self.name)
+        return MTPDraft(twin(self.head), self.name)
 
     def reset(self) -> None:
         self.cache = [self.head.make_cache()]
@@ -324,16 +317,8 @@ class MTPDraft(DraftSource):
     def target_forward(
         self, model: nn.Module, inputs: mx.array, cache: list[Any]
     ) -> tuple[mx.array, mx.array]:
-        trunk = model.model
-        if self.hidden_variant == "post_norm":
-            h = trunk(inputs, cache)  # (1, L, D), after the final norm
-            return _lm_head(model)(h), h
-        # mlx-lm's trunk without its final norm (single process: no pipeline stages)
-        h = trunk.embed_tokens(inputs)  # (1, L, D)
-        mask = create_attention_mask(h, cache[0], return_array=True)
-        for layer, c in zip(trunk.layers, cache, strict=True):
-            h = layer(h, mask, cache=c)
-        return _lm_head(model)(trunk.norm(h)), h
+        h = model.model(inputs, cache)  # (1, L, D), after the final norm
+        return _lm_head(model)(h), h
 
     def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None:
         if hidden is None or hidden.shape[1] != tokens.shape[1]:
@@ -443,7 +428,6 @@ def _no_mtp(ref: str | Path, layer: int, why: str, announced: bool = True) -> MT
 def load_mtp_draft(
     model_path: str | Path,
     model: nn.Module,
-    hidden_variant: str = "post_norm",
     required: bool = True,
     notes: list[str] | None = None,
 ) -> MTPDraft | None:
@@ -488,7 +472,7 @@ def load_mtp_draft(
     if notes is not None:
         notes.extend(said)
     evaluate_buffers(layer)
-    return MTPDraft(MTPHead(layer, model.model.embed_tokens, _lm_head(model)), hidden_variant)
+    return MTPDraft(MTPHead(layer, model.model.embed_tokens, _lm_head(model)))
 
 
 def sanitize_layer(model: nn.Module, local: dict[str, mx.array]) -> dict[str, mx.array]:
