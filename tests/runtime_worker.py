@@ -12,8 +12,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from random_models import build_model
 
 from mlatui.models import family_configs
-from mlatui.run.arm_plan import arm_settings, resolve_gates, runtime_gates
-from mlatui.run.arms import build_arms
+from mlatui.run.arms import arm_settings, build_arms, resolve_gates, runtime_gates
 
 F32_TOL = 1e-4  # as tests/test_mla.py: float32, the two branches differ by summation order
 

@@ -16,13 +16,15 @@ from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models import tree_model
-from mlatui.run.arm_plan import (
+from mlatui.run.arms import (
     SourceArmError,
+    build_arms,
     build_sources,
+    copy_cache,
     merge_source_settings,
     source_arms_text,
+    swap_caches,
 )
-from mlatui.run.arms import build_arms, copy_cache, swap_caches
 from mlatui.stream.run_settings import ArmSlot, ArmSource, RunSettings
 from tests.random_models import build_model
 from tests.test_mla import F32_TOL

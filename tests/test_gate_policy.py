@@ -27,8 +27,7 @@ from mlatui.gate.policy import (
     Geometry,
 )
 from mlatui.measure.records import environment
-from mlatui.run.arm_plan import gate_model, sparse_layers
-from mlatui.run.arms import Gates, Variant, build_arms
+from mlatui.run.arms import Gates, Variant, build_arms, gate_model, sparse_layers
 from tests.engine_run import run
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"

@@ -11,8 +11,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlatui.config.run_plan import RunConfig
 from mlatui.models.mlatui_mla import Model, ModelArgs
-from mlatui.run.arm_plan import sparse_layers
-from mlatui.run.arms import Gates, Variant, build_arms
+from mlatui.run.arms import Gates, Variant, build_arms, sparse_layers
 from mlatui.stream.events import Estimate, PhaseSummary, RunHeader, Step, Validity
 from mlatui.views.dashboard_state import DashboardState
 from tests.engine_run import run

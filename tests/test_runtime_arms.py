@@ -14,7 +14,7 @@ from mlatui.config.arm_settings import Threshold, ThresholdKind, parse_arms
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words
-from mlatui.run.arm_plan import RuntimeGates, arm_settings, resolve_gates, runtime_gates
+from mlatui.run.arms import RuntimeGates, arm_settings, resolve_gates, runtime_gates
 from mlatui.stream.run_settings import ArmSlot, RunSettings, RuntimeRecord
 from tests.random_models import build_model
 

@@ -255,8 +255,7 @@ def _handwritten_tree(dest: Path) -> Path:
 
 def test_a_handwritten_tree_runs_as_an_arm_counted_pre_fix_against_installed(tmp_path):
     from mlatui.gate.policy import Gates
-    from mlatui.run.arm_plan import build_sources
-    from mlatui.run.arms import build_arms, copy_cache
+    from mlatui.run.arms import build_arms, build_sources, copy_cache
 
     tree = _handwritten_tree(tmp_path)
     model = build_model("deepseek_v3", layers=1)

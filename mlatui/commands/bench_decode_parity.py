@@ -159,7 +159,7 @@ def _source_model(model, arm_sources: dict[str, str]):
     if not arm_sources:
         return None
     from mlatui.cli import UserError
-    from mlatui.run.arm_plan import SourceArmError, build_sources
+    from mlatui.run.arms import SourceArmError, build_sources
 
     try:
         return next(iter(build_sources(model, arm_sources).models.values()))

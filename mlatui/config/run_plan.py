@@ -92,7 +92,7 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
 @dataclass(frozen=True)
 class ArmsPlan:
     """What the two arm slots run, as asked. The gates themselves are decided once the model is
-    loaded (run.arm_plan.resolve_gates): the default pair follows the installed code's state."""
+    loaded (run.arms.resolve_gates): the default pair follows the installed code's state."""
 
     arms: str | None  # "A,B" (the flag's, else the scenario's); None: by the runtime's state
     threshold: str | None  # the patched slot's gate when `arms` is None; None: formula

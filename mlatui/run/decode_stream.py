@@ -39,8 +39,7 @@ from mlatui.measure.acceptance import VerifyStep, steps_from_flags
 from mlatui.measure.plans import Setting
 from mlatui.models.loading import NO_DRAFT, Draft, DraftKind, Loaded, vocab_size
 from mlatui.models.mx_typed import as_ints
-from mlatui.run.arm_plan import gate_model, sparse_layers
-from mlatui.run.arms import Arm, cache_len, recopy_in_place
+from mlatui.run.arms import Arm, cache_len, gate_model, recopy_in_place, sparse_layers
 from mlatui.run.drafts import DraftModelSource, MTPDraft, accept_sampled, require_trimmable
 
 

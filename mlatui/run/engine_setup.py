@@ -24,14 +24,20 @@ from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError
 from mlatui.models.vlm import indexer_notices
-from mlatui.run.arm_plan import (
+from mlatui.run.arms import (
+    PREFILL_SAID,
     RuntimeGates,
     SourceModels,
+    Variant,
+    arm_cpus,
     arm_settings,
+    build_sources,
+    cache_rounds,
+    merge_source_settings,
     resolve_gates,
     runtime_gates,
+    source_arms_text,
 )
-from mlatui.run.arms import Variant, arm_cpus, cache_rounds
 from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
 from mlatui.store import device_bandwidth
@@ -60,8 +66,6 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
     the patch (pre-fix code) or the pre-fix gate against it (fixed). Arms whose model code comes
     from another source tree are built on the loaded arrays and refused on the first parameter
     that differs, before anything is timed."""
-    from mlatui.run.arm_plan import build_sources, source_arms_text
-
     if plan.fill == "random-latents" and not loaded.random_weights:
         raise ScenarioError(
             "fill = random-latents is a timing-only fill for random weights; add --random-weights"
@@ -80,7 +84,6 @@ def arm_setup(plan: RunPlan, loaded: Loaded) -> ArmSetup:
 
 def header_settings(plan: RunPlan, loaded: Loaded, setup: ArmSetup) -> tuple[RunSettings, str]:
     """The header's settings, and the key its harness bias is stored under."""
-    from mlatui.run.arm_plan import PREFILL_SAID, merge_source_settings
     from mlatui.store import bias_key, kept_bias
 
     runtime = setup.runtime

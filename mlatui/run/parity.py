@@ -340,7 +340,7 @@ def run_parity(
     """Plain decode (and draft-model speculation at the plan's depth) against each side of
     `versus` in turn; with `max_seconds`, each side's share of what is left ends its rounds
     after a whole pair. `source`: another source tree's model on `model`'s weights, measured
-    instead (mlatui.run.arm_plan)."""
+    instead (mlatui.run.arms)."""
     arm = _parity_arm(model, make_draft, source)
     depth = plan.depth if arm.draft is not None else 0
     prefill(arm, plan.context_tokens)
