@@ -257,6 +257,7 @@ def test_record_replay_round_trip(tmp_path, tiny_run):
     assert [e.to_dict() for e in [back.header, *back.events]] == [e.to_dict() for e in written]
 
 
+@pytest.mark.slow  # the default run's test_signal_matrix[bench-SIGKILL] kills the same bench
 def test_killed_run_leaves_readable_file(tmp_path):
     out = tmp_path / "killed.jsonl"
     scenario = tmp_path / "long.toml"

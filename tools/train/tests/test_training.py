@@ -346,20 +346,30 @@ def test_unlikelihood_loss_is_minus_log_one_minus_p_on_the_masked_tokens_only():
     assert unlikelihood_loss(logits, tokens, mask).item() == pytest.approx(expect, rel=1e-5)
 
 
-def test_batched_greedy_continuations_are_each_rows_own_greedy_text_through_the_sparse_layer():
-    """1100-token prefixes: 275 pools of 4 > top-k 256, so the embedded model's sparse layer
-    selects while the batch decodes."""
+def test_batched_greedy_continuations_are_each_rows_own_greedy_text_through_the_sparse_layer(
+    tmp_path,
+):
+    """The embedded model's weights with its sparse layer's top-k at 32 (not 256): 200-token
+    prefixes, 50 pools of 4 > top-k 32, so the sparse layer selects while the batch decodes
+    (the 1100-token prefixes that top-k 256 needs cost 4 prefills of 2.6 s each on CPU)."""
     from mlatui.models.embedded import MODEL_PATH
     from mlatui.models.loading import load_checkpoint
     from tools.train.acceptance import greedy
     from tools.train.unlikelihood import greedy_continuations
 
-    model, tok, _ = load_checkpoint(str(MODEL_PATH))
+    folder = tmp_path / "topk-32"
+    folder.mkdir()
+    for f in MODEL_PATH.iterdir():
+        (folder / f.name).symlink_to(f)
+    config = json.loads((MODEL_PATH / "config.json").read_text()) | {"index_topk": 32}
+    (folder / "config.json").unlink()
+    (folder / "config.json").write_text(json.dumps(config))
+    model, tok, _ = load_checkpoint(str(folder))
     attn = model.layers[4].self_attn
-    assert 1100 // attn.indexer.kpool > attn.indexer.index_topk
+    assert attn.indexer.index_topk == 32 and 200 // attn.indexer.kpool > attn.indexer.index_topk
     text = (stdlib_root() / "json" / "decoder.py").read_text()
     ids = tok.encode(text)
-    rows = [ids[:1100], ids[200:1300]]
+    rows = [ids[:200], ids[300:500]]
     batched = greedy_continuations(model, mx.array(rows), 12).tolist()
     assert batched == [greedy(model, r, 12) for r in rows]
 
@@ -393,7 +403,7 @@ def test_finetune_pushes_down_its_loops_and_ships_the_target_with_its_mtp_head(
     assert loss_fn(net).item() < 0.8 * before  # the repeated tokens became less likely
     out = tmp_path / "ft"
     argv = ["--init", str(toy_run / "model"), "--data", str(corpus), "--out", str(out),
-            "--steps", "4", "--seq", "64", "--batch", "2", "--ul-batch", "2", "--ul-prefix",
+            "--steps", "2", "--seq", "64", "--batch", "2", "--ul-batch", "2", "--ul-prefix",
             "16", "--ul-tokens", "12", "--eval-every", "2", "--eval-batches", "1",
             "--eval-prompts", "1", "--select-prompts", "2", "--max-select-ce-rise", "0.5",
             "--greedy-tokens", "24"]  # fmt: skip
