@@ -45,6 +45,7 @@ from mlatui.measure.bandwidth import (
     published,
 )
 from mlatui.stream.events import Estimate
+from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.run_settings import HarnessBias, RunSettings
 
 # ---- the folder, the device's key, a file read and written whole ------------------------------
@@ -236,19 +237,19 @@ def save_crossovers(
 
 
 def summarise_bias(finals: Iterable[Estimate]) -> dict[str, Any] | None:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for e in finals:
         for row in e.rows:
-            if row["quantity"] == "ratio":
+            if row.quantity == Quantity.RATIO:
                 cells.append(
                     {
                         "phase": e.phase,
                         "context": e.context,
-                        "width": row["width"],
-                        "bias_pct": (row["median"] - 1) * 100,
-                        "low_pct": (row["low"] - 1) * 100,
-                        "high_pct": (row["high"] - 1) * 100,
-                        "quads": row["n"],
+                        "width": row.width,
+                        "bias_pct": (row.median - 1) * 100,
+                        "low_pct": (row.low - 1) * 100,
+                        "high_pct": (row.high - 1) * 100,
+                        "quads": row.n,
                     }
                 )
     if not cells:

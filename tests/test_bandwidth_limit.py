@@ -26,6 +26,7 @@ from mlatui.measure.bandwidth import (
     cpu_probe_bytes,
 )
 from mlatui.measure.records import BenchRecord
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.stream.recorder import read_recording
 from mlatui.views.bandwidth_pane import limit_check, mbu_line
 from mlatui.views.bandwidth_text import mbu_cell
@@ -162,10 +163,12 @@ def test_a_step_faster_than_the_limit_leaves_the_kept_limit_alone(fake_probe, ti
     fake_probe.reading = QUIET_GB_S
     first = store.measured_limit(CPU, T0)
     bandwidth = StepBandwidth(tiny_census, first.read_gb_s)
-    row = {"quantity": "step_ms", "arm": "stock", "width": 2, "median": 1e-6}
-    rows = bandwidth.rows(64, [{**row, "low": 1e-6, "high": 2e-6, "n": 6}])
-    rate = next(r for r in rows if r["quantity"] == "gb_s")
-    assert LimitCheck(first.read_gb_s, rate["median"]).contradicted
+    row = EstimateRow(
+        quantity=Quantity.STEP_MS, arm="stock", width=2, median=1e-6, low=1e-6, high=2e-6, n=6
+    )
+    rows = bandwidth.rows(64, [row])
+    rate = next(r for r in rows if r.quantity == "gb_s")
+    assert LimitCheck(first.read_gb_s, rate.median).contradicted
     assert store.kept_limit(CPU) == first
     assert store.measured_limit(CPU, T0 + 60) == first and fake_probe.calls == 1
     fake_probe.reading = LOADED_GB_S  # a day on, under load: probed again, the best kept
@@ -222,7 +225,7 @@ def test_mbu_against_a_limit_the_run_beat_is_unknown_on_every_surface(tmp_path):
     check = limit_check(state)
     assert check is not None and check.contradicted
     assert check.reached_gb_s == pytest.approx(228.83, abs=0.01)  # the final estimates
-    raw = [r["median"] for e in state.estimates.values() for r in e.rows if r["quantity"] == "mbu"]
+    raw = [r.median for e in state.estimates.values() for r in e.rows if r.quantity == "mbu"]
     assert max(raw) > 2  # what the run computed: over 200%
     summary = summarize(state)
     rows = [r for p in summary.phases for r in p.sweep]

@@ -3,6 +3,7 @@ plan's segments without them, and the tune verdict counting a rejected setting a
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from mlatui.measure.bound import (
@@ -16,6 +17,7 @@ from mlatui.measure.estimates import Interval
 from mlatui.measure.plans import Segment, Setting, verify_widths
 from mlatui.measure.sampler import Hooks, SamplerPlan, round_schedule, sample_context
 from mlatui.run.phases.decode_verdict import decode_verdict, tune_verdict
+from mlatui.stream.phase_rows import DecodeRow
 
 
 def iv(median: float, low: float, high: float) -> Interval:
@@ -135,7 +137,7 @@ def test_verify_steps_run_only_at_the_widths_of_the_depths_kept():
 # -- the verdicts -----------------------------------------------------------------------------
 
 
-def _row(arm: str, depth: int, kind: str = "mtp", **kw) -> dict:
+def _row(arm: str, depth: int, kind: str = "mtp", **kw) -> DecodeRow:
     row = {
         "context": 1024,
         "arm": arm,
@@ -151,16 +153,16 @@ def _row(arm: str, depth: int, kind: str = "mtp", **kw) -> dict:
         "measured": True,
         "bound": None,
     }
-    return row | kw
+    return msgspec.convert(row | kw, DecodeRow)
 
 
-def _rejected(arm: str, depth: int, value: float, kind: str = "mtp") -> dict:
+def _rejected(arm: str, depth: int, value: float, kind: str = "mtp") -> DecodeRow:
     bound = {"tokens": depth + 1, "plain_ms": 35.0, "verify_ms": 2000.0, "value": value}
     bound |= {"point": value / 1.5, "slack": 1.5}
     return _row(arm, depth, kind, measured=False, vs_plain_high=value, bound=bound)
 
 
-def _measured(arm: str, depth: int, ci: tuple[float, float, float], kind: str = "mtp") -> dict:
+def _measured(arm: str, depth: int, ci: tuple[float, float, float], kind: str = "mtp") -> DecodeRow:
     m, lo, hi = ci
     return _row(arm, depth, kind, tok_s=30.0 * m, vs_plain=m, vs_plain_low=lo, vs_plain_high=hi)
 

@@ -131,8 +131,8 @@ def test_the_verdict_counts_it_as_rejected(bound_run):
     summary = next(e for e in events if isinstance(e, PhaseSummary))
     assert summary.verdict.startswith("stock @ 64: speculation rejected, every setting by bound")
     assert "synthetic d1, synthetic d2 rejected by bound (at most 0.11×)" in summary.verdict
-    rows = [r for r in summary.rows if r["arm"] == "stock" and r["depth"]]
-    assert all(r["measured"] is False and r["bound"]["value"] < 0.2 for r in rows)
+    rows = [r for r in summary.rows if r.arm == "stock" and r.depth]
+    assert all(not r.measured and r.bound is not None and r.bound.value < 0.2 for r in rows)
     state = DashboardState()
     state.apply_all(events)
     assert "stock spec rejected (by bound at 64)" in verdict_line(state)

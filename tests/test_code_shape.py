@@ -83,10 +83,16 @@ def test_the_interval_check_sees_flattened_fields():
     assert _low_high_pairs(tree) == ["A.ratio_low/_high"]
 
 
+# a phase summary's rows are recorded as flat records of plain values (their keys are every
+# recording's own); the events themselves carry Interval
+FLAT_ROWS = "mlatui/stream/phase_rows.py"
+
+
 def test_events_carry_one_interval_type_not_low_and_high_fields():
     found = [
         f"{path.relative_to(ROOT).as_posix()} {pair}"
         for path in sorted((ROOT / ONE_INTERVAL_PACKAGE).rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() != FLAT_ROWS
         for pair in _low_high_pairs(ast.parse(path.read_text(encoding="utf-8")))
     ]
     assert not found, "use stream.interval.Interval for these:\n" + "\n".join(found)

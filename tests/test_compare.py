@@ -14,9 +14,10 @@ from test_import_hygiene import no_mlx_env
 
 from mlatui.cli import main
 from mlatui.stream.events import Estimate, PhaseStart, Validity
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.compare import Run, compare, compare_files
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.run_tables import Check, Quantity
+from mlatui.views.run_tables import Check
 from mlatui.widgets.compare_app import CompareApp
 from mlatui.widgets.help import HelpScreen
 
@@ -33,15 +34,7 @@ def _run(label: str, marginal: dict[str, tuple], valid: bool = True, **header) -
     """A run with one sweep context (2048) whose estimates are given by hand."""
     h = msgspec.structs.replace(ui_events.header(), **header)
     rows = tuple(
-        {
-            "quantity": "marginal_ms",
-            "arm": arm,
-            "width": 2,
-            "median": m,
-            "low": lo,
-            "high": hi,
-            "n": 8,
-        }
+        EstimateRow(quantity=Quantity.MARGINAL_MS, arm=arm, width=2, median=m, low=lo, high=hi, n=8)
         for arm, (m, lo, hi) in marginal.items()
     )
     s = DashboardState()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep, steps_from_flags
@@ -13,6 +14,7 @@ from mlatui.run.phases.decode_verdict import (
     pick,
     tune_verdict,
 )
+from mlatui.stream.phase_rows import DecodeRow
 
 # depth 3: accept all three (then the bonus), accept 1, accept 0, accept 2
 STEPS = [VerifyStep(3, 3, 4), VerifyStep(3, 1, 2), VerifyStep(3, 0, 1), VerifyStep(3, 2, 3)]
@@ -83,7 +85,7 @@ def _rows(arm, speedups, warnings=None, valid=True):
                 "valid": valid,
             }
         )
-    return rows
+    return [msgspec.convert(r, DecodeRow) for r in rows]
 
 
 def test_a_depth_wins_only_when_its_ci_lies_above_plain():

@@ -18,6 +18,7 @@ from mlatui.measure.progress import RunProgress
 from mlatui.run.budget import changes, fit_to_budget, reductions
 from mlatui.run.phases.decode_verdict import tune_verdict
 from mlatui.stream.events import SCHEMA_VERSION
+from mlatui.stream.phase_rows import DecodeRow
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import verdict_line
@@ -137,23 +138,23 @@ def test_over_budget_the_weaker_kind_keeps_one_depth_first_and_the_plan_says_so(
 
 
 def _row(kind, depth, m, lo, hi, warnings=()):
-    return {
-        "context": 1024,
-        "arm": "patched",
-        "depth": depth,
-        "draft_kind": kind,
-        "tok_s": 50.0 * m,
-        "vs_plain": m,
-        "vs_plain_low": lo,
-        "vs_plain_high": hi,
-        "warnings": list(warnings),
-        "valid": True,
-    }
+    return DecodeRow(
+        context=1024,
+        arm="patched",
+        depth=depth,
+        draft_kind=kind,
+        tok_s=50.0 * m,
+        vs_plain=m,
+        vs_plain_low=lo,
+        vs_plain_high=hi,
+        warnings=tuple(warnings),
+        valid=True,
+    )
 
 
 def test_the_tune_verdict_picks_the_best_kind_and_depth():
     rows = [
-        {"context": 1024, "arm": "patched", "depth": 0, "tok_s": 50.0, "valid": True},
+        DecodeRow(context=1024, arm="patched", depth=0, tok_s=50.0, valid=True),
         _row("mtp", 1, 1.4, 1.2, 1.6),
         _row("mtp", 2, 1.8, 1.6, 2.0),
         _row("draft-model", 1, 1.3, 1.1, 1.5),
@@ -196,7 +197,7 @@ def test_both_kinds_ran_on_both_arms_through_their_own_runtimes():
     blocks = [e for e in rec.events if e.type == "decode_block" and e.depth]
     assert {b.draft_kind for b in blocks} == {"mtp", "draft-model"}
     summary = next(e for e in rec.events if e.type == "phase_summary")
-    assert {r["draft_kind"] for r in summary.rows if r["depth"]} == {"mtp", "draft-model"}
+    assert {r.draft_kind for r in summary.rows if r.depth} == {"mtp", "draft-model"}
 
 
 def test_the_tables_and_exports_name_the_kind_of_every_result():
@@ -300,8 +301,8 @@ def test_both_kinds_continue_one_greedy_stream_on_the_embedded_model():
 
 
 def test_compare_matches_results_by_kind_never_mixing_them():
+    from mlatui.stream.phase_rows import Quantity
     from mlatui.views.compare import compare_files, width_label
-    from mlatui.views.run_tables import Quantity
 
     c = compare_files(TWO_KINDS, TWO_KINDS)
     rows = [r for r in c.rows if r.quantity == Quantity.VS_PLAIN and r.arm == "patched"]

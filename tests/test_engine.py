@@ -107,7 +107,7 @@ def test_warmup_excluded_and_rounds_of_abba_quads(tiny_run):
 def test_tune_phase_reports_every_depth(tiny_run):
     _, events = tiny_run
     summary = [e for e in events if isinstance(e, PhaseSummary) and e.kind == "tune"][0]
-    depths = {(r["arm"], r["depth"]) for r in summary.rows}
+    depths = {(r.arm, r.depth) for r in summary.rows}
     assert depths == {(a, d) for a in ("stock", "patched") for d in (0, 1, 2)}
     blocks = [e for e in events if isinstance(e, DecodeBlock)]
     results = {(e.arm, e.depth): e for e in events if isinstance(e, DecodeResult)}
@@ -233,7 +233,7 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
     assert all(v.patched_l1_ms > 1.3 * v.stock_l1_ms for v in verdicts)
     assert all(v.ratio.high < 0.98 for v in verdicts)  # stock/patched CI wholly below 1 - 2%
     sweep = next(e for e in events if isinstance(e, PhaseSummary) and e.kind == "sweep")
-    assert not any(r["valid"] for r in sweep.rows)
+    assert not any(r.valid for r in sweep.rows)
     assert "no valid context" in sweep.verdict
     assert set(events[-1].invalid_contexts) == {v.context for v in verdicts}
 
@@ -465,7 +465,7 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     }
     assert set(again) == set(finals) and finals
     for key, est in again.items():
-        sampled = tuple(r for r in finals[key].rows if r["quantity"] not in BANDWIDTH_QUANTITIES)
+        sampled = tuple(r for r in finals[key].rows if r.quantity not in BANDWIDTH_QUANTITIES)
         assert estimate_rows(est) == sampled  # GB/s and MBU rows derive from these and the bytes
         v = next(e for e in back.events if isinstance(e, Validity) and (e.phase, e.context) == key)
         assert est.control_outcome.value == v.outcome
@@ -520,7 +520,7 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
     finals = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"]
     assert finals
     for e in finals:
-        rows = {(r["quantity"], r["arm"], r["width"]): r for r in e.rows}
+        rows = {(r.quantity, r.arm, r.width): r for r in e.rows}
         assert sorted(map(int, e.step_bytes)) == [1, 2, 3]
         for (quantity, arm, width), step in rows.items():
             if quantity != "step_ms":
@@ -529,10 +529,10 @@ def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):
             total = needed["weights_low"] + needed["cache_low"]
             assert needed["cache_low"] == 2 * (e.context + width) * (512 + 16) * 4  # 2 layers, f32
             rate = rows["gb_s", arm, width]
-            assert rate["median"] == pytest.approx(total / step["median"] / 1e6)
-            assert rate["low"] == pytest.approx(total / step["high"] / 1e6)
+            assert rate.median == pytest.approx(total / step.median / 1e6)
+            assert rate.low == pytest.approx(total / step.high / 1e6)
             mbu = rows["mbu", arm, width]
-            assert mbu["median"] == pytest.approx(rate["median"] / limit)
+            assert mbu.median == pytest.approx(rate.median / limit)
 
 
 def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
@@ -551,7 +551,7 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
         state.apply(e)
     final = [e for e in events if isinstance(e, Estimate) and e.final and e.phase == "sweep"][-1]
     state.context = final.context
-    mbu = {(r["arm"], r["width"]): r for r in final.rows if r["quantity"] == "mbu"}
+    mbu = {(r.arm, r.width): r for r in final.rows if r.quantity == "mbu"}
     limit = limit_check(state)
     assert limit is not None
     if limit.contradicted:
@@ -561,7 +561,7 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     for arm in ("stock", "patched"):
         line = mbu_line(state, arm, narrow=True)
         assert line.startswith(f"MBU @{final.context} L=1 ")
-        assert f"L=3 {sig(mbu[arm, 3]['median'] * 100, 2)}%" in line
+        assert f"L=3 {sig(mbu[arm, 3].median * 100, 2)}%" in line
     summary = summarize(state)
     exported = [r for r in csv_rows(summary) if r.get("quantity") in ("gb_s", "mbu", "mbu_most")]
     assert {
@@ -575,4 +575,4 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     row = next(
         r for p in summary.phases for r in p.sweep if (r.context, r.width) == (final.context, 2)
     )
-    assert row.mbu["patched"].median == mbu["patched", 2]["median"]
+    assert row.mbu["patched"].median == mbu["patched", 2].median

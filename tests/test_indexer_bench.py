@@ -27,6 +27,7 @@ from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.models.sparse_mla import rewind
 from mlatui.run.phases.indexer import indexer_verdict
+from mlatui.stream.phase_rows import IndexerRow
 from tests.test_indexer import KPOOL, small_config
 
 OUTCOMES = {o.value for o in Outcome}
@@ -217,21 +218,21 @@ def _rows(context, outcome, ratio=(3.0, 2.8, 3.3), vs=(1.1, 1.0, 1.2)):
     for width in (1, 4):
         for arm in ("stock", "patched"):
             rows.append(
-                {
-                    "part": "indexer",
-                    "context": context,
-                    "width": width,
-                    "arm": arm,
-                    "median_ms": 1.0,
-                    "ratio": 1.0 if width == 1 else ratio[0],
-                    "ratio_low": 0.99 if width == 1 else ratio[1],
-                    "ratio_high": 1.01 if width == 1 else ratio[2],
-                    "vs_s1": 1.0 if width == 1 else vs[0],
-                    "vs_s1_low": 1.0 if width == 1 else vs[1],
-                    "vs_s1_high": 1.0 if width == 1 else vs[2],
-                    "outcome": outcome,
-                    "valid": outcome == "valid",
-                }
+                IndexerRow(
+                    part="indexer",
+                    context=context,
+                    width=width,
+                    arm=arm,
+                    median_ms=1.0,
+                    ratio=1.0 if width == 1 else ratio[0],
+                    ratio_low=0.99 if width == 1 else ratio[1],
+                    ratio_high=1.01 if width == 1 else ratio[2],
+                    vs_s1=1.0 if width == 1 else vs[0],
+                    vs_s1_low=1.0 if width == 1 else vs[1],
+                    vs_s1_high=1.0 if width == 1 else vs[2],
+                    outcome=outcome,
+                    valid=outcome == "valid",
+                )
             )
     return rows
 

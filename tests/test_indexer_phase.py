@@ -21,6 +21,7 @@ from mlatui.models.indexer import Indexer
 from mlatui.run.phases.indexer import parity_tolerance
 from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import key_figure
 from mlatui.views.run_tables import sweep_cells
@@ -128,7 +129,7 @@ def _summary(events, kind="indexer") -> PhaseSummary:
 
 
 def _rows(events, part):
-    return {(r["width"], r["arm"]): r for r in _summary(events).rows if r["part"] == part}
+    return {(r.width, r.arm): r for r in _summary(events).rows if r.part == part}
 
 
 @pytest.mark.parametrize("which", ["embedded", "glm5"])
@@ -140,14 +141,14 @@ def test_the_phase_runs_the_sparse_path_of_the_loaded_model(which, embedded_run,
     assert timing and layer in timing[0]
     for part in ("indexer", "sparse-layer"):
         rows = _rows(events, part)
-        assert {r["layer"] for r in rows.values()} == {layer}
+        assert {r.layer for r in rows.values()} == {layer}
         for w in (2, 4):  # stock re-pools the whole cache at S > 1; patched only the tail
-            assert rows[(w, "stock")]["pool_rebuilds"] == rows[(w, "stock")]["n"] > 0
-            assert rows[(w, "stock")]["pool_reuses"] == 0
-            assert rows[(w, "patched")]["pool_rebuilds"] == 0
-            assert rows[(w, "patched")]["pool_reuses"] == rows[(w, "patched")]["n"]
+            assert rows[(w, "stock")].pool_rebuilds == rows[(w, "stock")].n > 0
+            assert rows[(w, "stock")].pool_reuses == 0
+            assert rows[(w, "patched")].pool_rebuilds == 0
+            assert rows[(w, "patched")].pool_reuses == rows[(w, "patched")].n
         for arm in ("stock", "patched"):  # S = 1 reuses the pool in both arms
-            assert rows[(1, arm)]["pool_rebuilds"] == 0 < rows[(1, arm)]["pool_reuses"]
+            assert rows[(1, arm)].pool_rebuilds == 0 < rows[(1, arm)].pool_reuses
     layer_steps = [e for e in events if isinstance(e, Step) and e.phase == "indexer:layer"]
     wide = {
         arm: [s for s in layer_steps if s.arm == arm and s.width > 1]
@@ -166,11 +167,11 @@ def test_stock_and_patched_outputs_agree(which, embedded_run, glm5_run):
     tol = parity_tolerance(mx.float32 if which == "embedded" else mx.bfloat16)
     assert tol == (64 * 2.0**-23 if which == "embedded" else 64 * 2.0**-7)
     for (w, _), r in _rows(events, "indexer").items():
-        assert r["selection_agreement"] == 1.0, w  # the same windows: the same tokens chosen
+        assert r.selection_agreement == 1.0, w  # the same windows: the same tokens chosen
     layer = _rows(events, "sparse-layer")
     for (w, _), r in layer.items():
-        assert 0 <= r["parity_max_abs"] <= tol, (w, r["parity_max_abs"])
-    assert layer[(1, "stock")]["parity_max_abs"] == 0.0  # L = 1: the identical branch
+        assert 0 <= r.parity_max_abs <= tol, (w, r.parity_max_abs)
+    assert layer[(1, "stock")].parity_max_abs == 0.0  # L = 1: the identical branch
     assert not [e for e in events if isinstance(e, LogMessage) and "agree" in e.message]
 
 
@@ -292,7 +293,7 @@ def _synthetic(indexer_outcome: str) -> list:
         return Estimate(1.0, phase, 8192, 4, True, "valid", tuple(rows), 0, {})
 
     def row(q, arm, w, m):
-        return {"quantity": q, "arm": arm, "width": w, "median": m, "low": m, "high": m, "n": 4}
+        return EstimateRow(quantity=Quantity(q), arm=arm, width=w, median=m, low=m, high=m, n=4)
 
     events = [header(), PhaseStart(0.0, "sweep", "sweep", 0, 2, 8, (8192,))]
     for arm, one, two in (("stock", 10.0, 30.0), ("patched", 10.0, 11.0)):
@@ -388,10 +389,10 @@ def test_an_aa_run_gives_both_slots_the_same_pooling(tmp_path):
     summaries = {e.phase: e for e in events if isinstance(e, PhaseSummary)}
     assert set(summaries) == {"indexer/aa-stock", "indexer/aa-patched"}
     for name, summary in summaries.items():
-        wide = [r for r in summary.rows if r["width"] > 1]
+        wide = [r for r in summary.rows if r.width > 1]
         for arm in ("stock", "patched"):  # the slot named "patched" runs the pass's variant
-            mine = [r for r in wide if r["arm"] == arm]
+            mine = [r for r in wide if r.arm == arm]
             if name.endswith("aa-stock"):
-                assert all(r["pool_rebuilds"] == r["n"] and r["pool_reuses"] == 0 for r in mine)
+                assert all(r.pool_rebuilds == r.n and r.pool_reuses == 0 for r in mine)
             else:
-                assert all(r["pool_rebuilds"] == 0 and r["pool_reuses"] == r["n"] for r in mine)
+                assert all(r.pool_rebuilds == 0 and r.pool_reuses == r.n for r in mine)

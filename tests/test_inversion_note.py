@@ -2,28 +2,29 @@
 (an arm's L = 2 step significantly cheaper than its own L = 1 step, at a valid context)."""
 
 from mlatui.stream.events import PhaseStart, PhaseSummary
+from mlatui.stream.phase_rows import SweepRow
 from mlatui.views.report import inversion_note
 from tests.summaries import markdown
 
 
 def row(context, width, arm, ms, vs_l1=None, low=None, high=None, valid=True):
-    return {
-        "context": context,
-        "width": width,
-        "arm": arm,
-        "median_ms": ms,
-        "ci_low_ms": ms * 0.9,
-        "ci_high_ms": ms * 1.1,
-        "rounds": 6,
-        "ratio": 1.0,
-        "ratio_low": 0.9,
-        "ratio_high": 1.1,
-        "vs_l1": vs_l1 if width > 1 else 1.0,
-        "vs_l1_low": low if width > 1 else 1.0,
-        "vs_l1_high": high if width > 1 else 1.0,
-        "valid": valid,
-        "outcome": "valid" if valid else "inconclusive",
-    }
+    return SweepRow(
+        context=context,
+        width=width,
+        arm=arm,
+        median_ms=ms,
+        ci_low_ms=ms * 0.9,
+        ci_high_ms=ms * 1.1,
+        rounds=6,
+        ratio=1.0,
+        ratio_low=0.9,
+        ratio_high=1.1,
+        vs_l1=vs_l1 if width > 1 else 1.0,
+        vs_l1_low=low if width > 1 else 1.0,
+        vs_l1_high=high if width > 1 else 1.0,
+        valid=valid,
+        outcome="valid" if valid else "inconclusive",
+    )
 
 
 def summary(rows):

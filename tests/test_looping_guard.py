@@ -25,6 +25,7 @@ from mlatui.measure.acceptance import (
 from mlatui.measure.plans import Setting
 from mlatui.run.phases.decode_verdict import Guard, GuardSettings, guard_warnings, tune_verdict
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import DecodeRow
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import verdict_line
@@ -106,23 +107,23 @@ def test_the_guard_fires_on_a_looping_stream_and_not_on_a_varied_one():
     assert w.startswith("looping text: 77% distinct 4-grams (< 90%)")
 
 
-def _row(kind: str, depth: int, vs: tuple[float, float, float], warnings=()) -> dict:
-    return {
-        "context": 1024,
-        "arm": "patched",
-        "depth": depth,
-        "draft_kind": kind,
-        "tok_s": 60.0 * vs[0],
-        "vs_plain": vs[0],
-        "vs_plain_low": vs[1],
-        "vs_plain_high": vs[2],
-        "valid": True,
-        "warnings": list(warnings),
-    }
+def _row(kind: str, depth: int, vs: tuple[float, float, float], warnings=()) -> DecodeRow:
+    return DecodeRow(
+        context=1024,
+        arm="patched",
+        depth=depth,
+        draft_kind=kind,
+        tok_s=60.0 * vs[0],
+        vs_plain=vs[0],
+        vs_plain_low=vs[1],
+        vs_plain_high=vs[2],
+        valid=True,
+        warnings=tuple(warnings),
+    )
 
 
 def test_a_looping_row_is_left_out_of_the_tune_verdict():
-    plain = {"context": 1024, "arm": "patched", "depth": 0, "tok_s": 60.0, "valid": True}
+    plain = DecodeRow(context=1024, arm="patched", depth=0, tok_s=60.0, valid=True)
     looping = guard_warnings(DRAFTING, 1.3, SETTINGS, repetition_of([LOOP] * 8))
     varied = guard_warnings(DRAFTING, 1.1, SETTINGS, repetition_of(_varied(8)))
     rows = [
@@ -244,8 +245,8 @@ def test_a_sampled_tune_of_the_default_scenario_records_the_share_and_its_rules(
     rules = {(r.draft_kind, r.acceptance_rule) for r in results if r.depth}
     assert rules == {("mtp", "rejection-sampling"), ("draft-model", "exact-match")}
     summary = next(e for e in sampled if e.type == "phase_summary")
-    assert all(row["distinct_4gram_share"] is not None for row in summary.rows)
-    assert all(row["temperature"] == 0.8 for row in summary.rows)
+    assert all(row.distinct_4gram_share is not None for row in summary.rows)
+    assert all(row.temperature == 0.8 for row in summary.rows)
 
 
 def test_a_greedy_tune_on_looping_text_is_left_out(greedy):
@@ -260,7 +261,12 @@ def test_a_greedy_tune_on_looping_text_is_left_out(greedy):
     summary = next(e for e in greedy if e.type == "phase_summary")
     assert " wins " not in summary.verdict
     # whatever this CPU made of the L = 1 check, the warned rows are in no verdict
-    v = tune_verdict([dict(r, valid=True, outcome="valid") for r in summary.rows])
+    v = tune_verdict(
+        [
+            msgspec.structs.replace(r, valid=True, outcome="valid")
+            for r in summary.rows_of(DecodeRow)
+        ]
+    )
     for arm in ("stock", "patched"):
         assert f"{arm} @ 1024: no usable speculative result (mtp d1 left out: see warnings)" in v
 

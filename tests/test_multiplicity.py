@@ -10,6 +10,7 @@ import ui_events
 
 from mlatui.measure.multiplicity import binomial_tail, judge_null
 from mlatui.stream.events import Estimate, PhaseStart
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.report import null_bias_table
 from mlatui.views.summary import summarize
@@ -52,8 +53,10 @@ def _null_state(outside: int, cells: int = 12):
     for i in range(cells):
         lo, hi = (1.01, 1.05) if i < outside else (0.98, 1.02)
         rows.append(
-            {"quantity": "ratio", "arm": "stock", "width": 1 + i % 3, "median": (lo + hi) / 2,
-             "low": lo, "high": hi, "n": 8}
+            EstimateRow(
+                quantity=Quantity.RATIO, arm="stock", width=1 + i % 3, median=(lo + hi) / 2,
+                low=lo, high=hi, n=8,
+            )
         )  # fmt: skip
     events = [
         header,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx.core as mx
+import msgspec
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
@@ -13,6 +14,7 @@ from mlatui.config.run_plan import RunConfig
 from mlatui.models.mlatui_mla import Model, ModelArgs
 from mlatui.run.arms import Gates, Variant, build_arms, sparse_layers
 from mlatui.stream.events import Estimate, PhaseSummary, RunHeader, Step, Validity
+from mlatui.stream.phase_rows import SweepRow
 from mlatui.views.dashboard_state import DashboardState
 from tests.engine_run import run
 
@@ -161,9 +163,9 @@ def test_null_run_stores_the_bias_and_the_next_header_shows_it(null_run):
     bias = next(e for e in later if e.type == "header").settings.harness_bias
     assert bias is not None
     finals = [e for e in events if isinstance(e, Estimate) and e.final]
-    ratios = [(r, e) for e in finals for r in e.rows if r["quantity"] == "ratio"]
-    at_l1 = max(abs(r["median"] - 1) * 100 for r, _ in ratios if r["width"] == 1)
-    worst = max(abs(r["median"] - 1) * 100 for r, _ in ratios)
+    ratios = [(r, e) for e in finals for r in e.rows if r.quantity == "ratio"]
+    at_l1 = max(abs(r.median - 1) * 100 for r, _ in ratios if r.width == 1)
+    worst = max(abs(r.median - 1) * 100 for r, _ in ratios)
     assert bias.max_abs_bias_pct == pytest.approx(at_l1)  # the headline: the L = 1 control
     assert abs(bias.worst.bias_pct) == pytest.approx(worst)  # kept beside it
     assert bias.n_cells == len(ratios)
@@ -273,7 +275,10 @@ def test_an_aa_tune_reads_the_verify_steps_of_its_own_passs_sweep(tmp_path):
         tune = by[f"tune/{tag}"].verdict
         assert f"A ({variant}) @ 64" in tune and f"B ({variant}) @ 64" in tune, tune
         assert f"{other} @" not in tune and f"{variant} @" not in tune, tune
-        rows = [{**r, "valid": True} for r in by[f"sweep/{tag}"].rows]  # as if the check held
+        # as if the check held
+        rows = [
+            msgspec.structs.replace(r, valid=True) for r in by[f"sweep/{tag}"].rows_of(SweepRow)
+        ]
         sweep = sweep_verdict(rows, f"sweep/{tag}")
         assert f"A ({variant})" in sweep and "paired A/B" in sweep and other not in sweep, sweep
         section = md.split(f"## Phase tune/{tag} (tune)")[1].split("\n## ")[0]

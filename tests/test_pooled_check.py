@@ -22,6 +22,7 @@ from mlatui.run.phases.base import RunContext, mark_rows, pool_checks
 from mlatui.run.phases.results import Checks, L1Quads
 from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import SweepRow
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192)
 
@@ -190,10 +191,14 @@ def test_a_phase_emits_the_pooled_check_then_each_context_it_decided():
         assert v.ratio == mine.ratio
     assert run.invalid() == {8192}  # left out of verdicts: only the one it kept
     rows = mark_rows(
-        [{"context": c, "valid": False, "outcome": "inconclusive"} for c in CONTEXTS], decided
+        [
+            SweepRow(context=c, width=1, arm="stock", median_ms=1.0, outcome="inconclusive")
+            for c in CONTEXTS
+        ],
+        decided,
     )
-    assert [r["valid"] for r in rows] == [True, True, True, True, False]
-    assert rows[0]["basis"] == "pooled" and "basis" not in rows[-1]
+    assert [r.valid for r in rows] == [True, True, True, True, False]
+    assert rows[0].basis is Basis.POOLED and rows[-1].basis is Basis.OWN
 
 
 def test_a_phase_with_every_check_decided_emits_nothing():

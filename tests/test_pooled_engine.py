@@ -97,9 +97,9 @@ def test_the_sweeps_verdict_uses_the_pooled_decision(pooled_run):
     p = next(e for e in events if isinstance(e, PooledValidity))
     summary = next(e for e in events if isinstance(e, PhaseSummary))
     assert events.index(p) < events.index(summary)  # decided before the verdict
-    decided = {r["context"] for r in summary.rows if r["valid"]}
+    decided = {r.context for r in summary.rows if r.valid}
     assert decided == set(p.decided)
-    assert {r["basis"] for r in summary.rows if r["valid"]} == {"pooled"}
+    assert {r.basis for r in summary.rows if r.valid} == {"pooled"}
     assert summary.verdict.startswith(f"at context {max(p.decided)}, L = 2")
     state = DashboardState()
     state.apply_all(events)

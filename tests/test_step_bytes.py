@@ -12,6 +12,7 @@ from mlatui.bench.attention import attention_layer
 from mlatui.measure import byte_census as census
 from mlatui.models import step_bytes
 from mlatui.models.families import config_for
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 from tests.random_models import build_model
 
 F32 = 4
@@ -187,23 +188,17 @@ def test_moe_step_mbu_spans_the_routing_range():
     _, counted = built(1, None)
     bandwidth = StepBandwidth(counted, limit_gb_s=10.0)
     rows = [
-        {
-            "quantity": "step_ms",
-            "arm": "patched",
-            "width": w,
-            "median": 2.0,
-            "low": 1.0,
-            "high": 4.0,
-            "n": 6,
-        }
+        EstimateRow(
+            quantity=Quantity.STEP_MS, arm="patched", width=w, median=2.0, low=1.0, high=4.0, n=6
+        )
         for w in (1, 4)
     ]
-    out = {(r["quantity"], r["width"]): r for r in bandwidth.rows(100, rows)}
+    out = {(r.quantity, r.width): r for r in bandwidth.rows(100, rows)}
     for width in (1, 4):
         needed = counted.step(width, 100).total
-        assert out["gb_s", width]["median"] == pytest.approx(needed.low / 2.0 / 1e6)
-        assert out["mbu", width]["low"] == pytest.approx(needed.low / 4.0 / 1e6 / 10.0)
-        assert out["mbu_most", width]["median"] == pytest.approx(needed.high / 2.0 / 1e6 / 10.0)
-    assert out["mbu", 1]["median"] == out["mbu_most", 1]["median"]
-    assert out["mbu", 4]["median"] < out["mbu_most", 4]["median"]
+        assert out["gb_s", width].median == pytest.approx(needed.low / 2.0 / 1e6)
+        assert out["mbu", width].low == pytest.approx(needed.low / 4.0 / 1e6 / 10.0)
+        assert out["mbu_most", width].median == pytest.approx(needed.high / 2.0 / 1e6 / 10.0)
+    assert out["mbu", 1].median == out["mbu_most", 1].median
+    assert out["mbu", 4].median < out["mbu_most", 4].median
     assert bandwidth.step_bytes(100, [4])["4"] == counted.step(4, 100).to_dict()

@@ -242,9 +242,10 @@ def test_a_negative_marginal_cost_gets_no_ratio():
     """Under load a Δ2 median can come out below 0 (L = 2 cheaper than L = 1 by noise): the
     strip shows both figures but no "(-46×)" ratio."""
     from mlatui.stream.events import Estimate
+    from mlatui.stream.phase_rows import EstimateRow, Quantity
 
     def row(q, arm, w, m):
-        return {"quantity": q, "arm": arm, "width": w, "median": m, "low": m, "high": m, "n": 4}
+        return EstimateRow(quantity=Quantity(q), arm=arm, width=w, median=m, low=m, high=m, n=4)
 
     rows = [
         row("step_ms", "stock", 1, 10.0),

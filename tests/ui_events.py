@@ -24,6 +24,7 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import SweepRow
 
 CONTEXTS = (256, 512, 1024, 2048)
 INVALID = 1024
@@ -116,7 +117,13 @@ def events(error: bool = False) -> list:
             )
         )
     out.append(
-        PhaseSummary(t, "sweep", "sweep", ({"context": 256, "arm": "stock"},), "patched flat")
+        PhaseSummary(
+            t,
+            "sweep",
+            "sweep",
+            (SweepRow(context=256, width=1, arm="stock", median_ms=1.0),),
+            "patched flat",
+        )
     )
     out.append(LogMessage(t, "warning", "test warning"))
     out.append(PhaseStart(t, "decode", "decode", 1, 2, 20))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from mlatui.stream.events import ARMS
+from mlatui.stream.phase_rows import Quantity
 from mlatui.views.compare import (
     SECTIONS,
     TITLES,
@@ -18,7 +19,6 @@ from mlatui.views.compare import (
     width_label,
 )
 from mlatui.views.rounding import Ci, ci_text, fmt_context
-from mlatui.views.run_tables import Quantity
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 
 from . import palette

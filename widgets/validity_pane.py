@@ -150,7 +150,7 @@ def phase_marginal(state: DashboardState, phase: str, arm: str, context: int) ->
     e = state.estimates.get((phase, context))
     if e is not None:
         for r in e.rows:
-            if (r["quantity"], r["arm"], r["width"]) == ("marginal_ms", arm, 2):
-                return float(r["median"])
+            if (r.quantity, r.arm, r.width) == ("marginal_ms", arm, 2):
+                return float(r.median)
         return None
     return dict(state.marginal(arm)).get(context)

@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mlatui.measure.byte_census import ModelBytes
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import EstimateRow, Quantity
 
 # Past the last-level cache: 4x the largest cache the OS reports, and at least 512 MB, since Apple
 # silicon's system-level cache (up to 96 MB on Max/Ultra) is reported nowhere.
@@ -238,31 +238,21 @@ class StepBandwidth:
         """Per width (a string key, as JSON keeps it): the step's bytes at `context`."""
         return {str(w): self.census.step(w, context).to_dict() for w in widths}
 
-    def rows(self, context: int, step_ms_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def rows(self, context: int, step_ms_rows: list[EstimateRow]) -> list[EstimateRow]:
         """For each step_ms row of an estimate: effective GB/s and MBU over the fewest bytes the
         step must read, and MBU over the most (routing unrecorded: `mbu` .. `mbu_most`), each a
         row of the same shape with the interval from the same rounds."""
         out = []
         for row in step_ms_rows:
-            ms = Interval(row["median"], row["low"], row["high"], row["n"])
-            needed = self.census.step(row["width"], context).total
+            ms = row.interval
+            needed = self.census.step(row.width, context).total
             rate = effective_gb_s(ms, needed.low)
             figures = {
-                "gb_s": rate,
-                "mbu": utilisation(ms, needed.low, self.limit_gb_s),
-                "mbu_most": utilisation(ms, needed.high, self.limit_gb_s),
+                Quantity.GB_S: rate,
+                Quantity.MBU: utilisation(ms, needed.low, self.limit_gb_s),
+                Quantity.MBU_MOST: utilisation(ms, needed.high, self.limit_gb_s),
             }
             for quantity, iv in figures.items():
                 if iv is not None:
-                    out.append(
-                        {
-                            "quantity": quantity,
-                            "arm": row["arm"],
-                            "width": row["width"],
-                            "median": iv.median,
-                            "low": iv.low,
-                            "high": iv.high,
-                            "n": iv.n,
-                        }
-                    )
+                    out.append(EstimateRow.of(quantity, row.arm, row.width, iv))
         return out

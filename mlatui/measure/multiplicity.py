@@ -58,7 +58,7 @@ def judge_null(excluded: int, cells: int) -> NullJudgement:
 
 def judge_estimates(finals: Iterable[Estimate]) -> NullJudgement | None:
     """The judgement over every paired-ratio cell of these final estimates (None: no cell)."""
-    cells = [row for e in finals for row in e.rows if row["quantity"] == "ratio"]
+    cells = [row for e in finals for row in e.rows if row.quantity == "ratio"]
     if not cells:
         return None
-    return judge_null(sum(not r["low"] <= 1 <= r["high"] for r in cells), len(cells))
+    return judge_null(sum(not r.low <= 1 <= r.high for r in cells), len(cells))

@@ -10,7 +10,7 @@ Nothing here imports mlx or textual.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -29,7 +29,10 @@ from mlatui.stream.event_base import (
     ratio_label,
 )
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import EstimateRow, PhaseRow, read_rows
 from mlatui.stream.run_settings import BandwidthLimit, RunSettings
+
+R = TypeVar("R", bound=PhaseRow)
 
 __all__ = [
     "ARMS",
@@ -292,10 +295,10 @@ class PooledValidity(Event, frozen=True, tag="pooled_validity"):
 
 
 class Estimate(Event, frozen=True, tag="estimate"):
-    """A context's paired estimates after `rounds` rounds (`final` after the last). Each row:
-    {"quantity": step_ms | ratio | marginal_ms | vs_l1 | gb_s | mbu | mbu_most, "arm", "width",
-    "median", "low", "high", "n"}, a median over rounds with its 95% bootstrap CI; `estimators`
-    names how each was made. `step_bytes`, per width: the bytes a whole-model step must read
+    """A context's paired estimates after `rounds` rounds (`final` after the last). Each row
+    (EstimateRow: step_ms | ratio | marginal_ms | vs_l1 | gb_s | mbu | mbu_most of an arm at a
+    width) is a median over rounds with its 95% bootstrap CI; `estimators` names in words how
+    each quantity was made, and the CI (`ci`). `step_bytes`, per width: the bytes a whole-model step must read
     (mlatui.measure.byte_census.StepBytes.to_dict); gb_s and mbu rows are over its fewest bytes,
     mbu_most over its most (routing is not recorded), against the header's measured limit."""
 
@@ -305,9 +308,9 @@ class Estimate(Event, frozen=True, tag="estimate"):
     rounds: int
     final: bool
     outcome: str  # the L = 1 check so far ("" without a control width)
-    rows: tuple[dict[str, Any], ...]
+    rows: tuple[EstimateRow, ...]
     drifting_rounds: int = 0
-    estimators: dict[str, Any] = msgspec.field(default_factory=dict)
+    estimators: dict[str, str] = msgspec.field(default_factory=dict)
     step_bytes: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
@@ -324,13 +327,21 @@ class DriftEvent(Event, frozen=True, tag="drift"):
 
 
 class PhaseSummary(Event, frozen=True, tag="phase_summary"):
-    """Medians and spreads for a phase; `rows` are flat dicts of plain values."""
+    """Medians and spreads for a phase: `rows` are its kind's rows (mlatui.stream.phase_rows:
+    ROW_TYPES), written as flat records of plain values."""
 
     t: Seconds
     phase: str
     kind: str
-    rows: tuple[dict[str, Any], ...]
+    rows: tuple[PhaseRow, ...]
     verdict: str = ""
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "rows", read_rows(self.kind, self.rows))
+
+    def rows_of(self, row_type: type[R]) -> tuple[R, ...]:
+        """The rows, as the Struct its kind writes (none for another kind's type)."""
+        return tuple(r for r in self.rows if isinstance(r, row_type))
 
 
 class LogMessage(Event, frozen=True, tag="log"):

@@ -40,16 +40,3 @@ class Interval(msgspec.Struct, frozen=True):
         return Interval(
             numerator / self.median, numerator / self.high, numerator / self.low, self.n
         )
-
-
-def flat_interval(name: str, interval: Interval | None) -> dict[str, float | None]:
-    """`{name, name_low, name_high}`: the keys a phase summary's rows carry an interval under
-    (rows are plain dicts)."""
-    if interval is None:
-        return {name: None, f"{name}_low": None, f"{name}_high": None}
-    known = interval.known
-    return {
-        name: interval.median,
-        f"{name}_low": interval.low if known else None,
-        f"{name}_high": interval.high if known else None,
-    }

@@ -13,6 +13,7 @@ from typing import Any, Union
 import msgspec
 
 from mlatui.stream.events import EVENT_TYPES, Event
+from mlatui.stream.phase_rows import decode_hook
 
 
 class LineError(ValueError):
@@ -24,7 +25,7 @@ class LineError(ValueError):
         self.problem = problem
 
 
-_DECODER = msgspec.json.Decoder(Union[tuple(EVENT_TYPES.values())])  # noqa: UP007
+_DECODER = msgspec.json.Decoder(Union[tuple(EVENT_TYPES.values())], dec_hook=decode_hook)  # noqa: UP007
 
 _TYPE_WORDS = {
     "float": "a number",

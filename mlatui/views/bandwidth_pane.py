@@ -5,7 +5,6 @@ the run's own steps read (a step above it was served from cache), and an arm pan
 from __future__ import annotations
 
 from mlatui.measure.bandwidth import LimitCheck
-from mlatui.stream.interval import Interval
 from mlatui.views.bandwidth_text import above_limit, mbu_text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import fmt_context
@@ -18,10 +17,7 @@ def limit_check(state: DashboardState) -> LimitCheck | None:
     bandwidth = state.header.device.bandwidth if state.header is not None else None
     limit = bandwidth.measured_read_gb_s if bandwidth else None
     rates = [
-        float(r["median"])
-        for e in state.estimates.values()
-        for r in e.rows
-        if r["quantity"] == "gb_s"
+        float(r.median) for e in state.estimates.values() for r in e.rows if r.quantity == "gb_s"
     ]
     if not limit or not rates:
         return None
@@ -41,11 +37,11 @@ def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
         row = state.estimate("mbu", arm, context, width)
         if row is None:
             continue
-        mbu = Interval(row["median"], row["low"], row["high"], row["n"])
+        mbu = row.interval
         most = state.estimate("mbu_most", arm, context, width)
         text = percent_text(mbu.median * 100) if narrow else mbu_text(mbu)
-        if most is not None and most["median"] > row["median"] * 1.001:
-            text += f" .. {percent_text(most['median'] * 100)}"
+        if most is not None and most.median > row.median * 1.001:
+            text += f" .. {percent_text(most.median * 100)}"
         parts.append(f"L={width} {text}")
     if not parts:
         return None

@@ -32,6 +32,7 @@ from mlatui.stream.events import (
     Step,
     Validity,
 )
+from mlatui.stream.phase_rows import EstimateRow
 from mlatui.stream.phrases import check_mark, left_out_of_verdicts
 from mlatui.views.dashboard_decode import DecodeFold
 from mlatui.views.dashboard_views import (
@@ -315,17 +316,13 @@ class DashboardState(DecodeFold):
         ]
         return found[-1] if found else None
 
-    def estimate(self, quantity: str, arm: str, context: int, width: int) -> dict | None:
-        """The latest paired estimate row {median, low, high, n} of a sweep context, if any."""
+    def estimate(self, quantity: str, arm: str, context: int, width: int) -> EstimateRow | None:
+        """The latest paired estimate row of a sweep context, if any."""
         e = self._sweep_estimate(context)
         if e is None:
             return None
         return next(
-            (
-                r
-                for r in e.rows
-                if r["quantity"] == quantity and r["arm"] == arm and r["width"] == width
-            ),
+            (r for r in e.rows if r.quantity == quantity and r.arm == arm and r.width == width),
             None,
         )
 
@@ -341,8 +338,8 @@ class DashboardState(DecodeFold):
         if self.swept(phase):
             e = self.estimates.get((phase, context))
             for r in e.rows if e else ():
-                if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
-                    return float(r["median"])
+                if (r.quantity, r.arm, r.width) == ("step_ms", arm, width):
+                    return float(r.median)
             return None
         base = phase.split(":")[0]
         verified = {
@@ -363,7 +360,7 @@ class DashboardState(DecodeFold):
         plain median of the samples (before its first round ends, or a run without estimates)."""
         row = self.estimate("step_ms", arm, context, width)
         if row is not None:
-            return row["median"]
+            return row.median
         return _median(self.sweep_ms.get((arm, context, width), []))
 
     def marginal(self, arm: str) -> list[tuple[int, float]]:
@@ -373,11 +370,11 @@ class DashboardState(DecodeFold):
 
     def marginal_ci(self, arm: str) -> list[tuple[int, float, float | None, float | None]]:
         """(context, median, CI low, CI high) of the marginal cost; CI None without an estimate."""
-        out = []
+        out: list[tuple[int, float, float | None, float | None]] = []
         for c in self.contexts():
             row = self.estimate("marginal_ms", arm, c, 2)
             if row is not None:
-                out.append((c, row["median"], row["low"], row["high"]))
+                out.append((c, row.median, row.low, row.high))
                 continue
             l1, l2 = self.l_median(arm, c, 1), self.l_median(arm, c, 2)
             if l1 is not None and l2 is not None:

@@ -191,8 +191,8 @@ class IndexerView:
         """The sampler's median over rounds when an estimate exists, else the samples' median."""
         e = self.estimates.get((phase, context))
         for r in e.rows if e else ():
-            if (r["quantity"], r["arm"], r["width"]) == ("step_ms", arm, width):
-                return r["median"]
+            if (r.quantity, r.arm, r.width) == ("step_ms", arm, width):
+                return r.median
         return _median(self.samples.get((phase, arm, context, width), []))
 
     def contexts(self) -> list[int]:

@@ -16,6 +16,7 @@ from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, arm_label, ratio_label
 from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import IndexerRow, Quantity
 from mlatui.stream.phrases import check_mark
 from mlatui.views.bandwidth_text import mbu_cell
 from mlatui.views.mdtable import csv_text, table
@@ -31,7 +32,6 @@ from mlatui.views.report import (
 )
 from mlatui.views.rounding import Ci, sig
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
-from mlatui.views.run_tables import Quantity
 from mlatui.views.summary import DecodeRow, PhaseFigures, RunSummary, drift_line
 from mlatui.views.summary_doc import document, document_json
 from mlatui.views.units import ci_text, ms_text, ratio_text
@@ -303,18 +303,18 @@ def _decode_rows(phase: PhaseFigures) -> list[dict]:
 def _phase_rows(phase: PhaseFigures) -> list[dict]:
     """A kind shown by its own rows (the indexer's parts)."""
     rows = []
-    for r in phase.summary.rows if phase.summary is not None else ():
-        row = _row(phase.kind, phase.name, phase.kind, r.get("context", ""), r.get("width", ""), "")
-        row |= {"arm": r.get("arm", ""), "quantity": f"{r.get('part', phase.kind)}_ms"}
+    for r in phase.summary.rows_of(IndexerRow) if phase.summary is not None else ():
+        row = _row(phase.kind, phase.name, phase.kind, r.context, r.width, "")
+        row |= {"arm": r.arm, "quantity": f"{r.part}_ms"}
         row |= {
-            "median": sig(r.get("median_ms"), 4),
-            "low": sig(r.get("ci_low_ms"), 4),
-            "high": sig(r.get("ci_high_ms"), 4),
-            "n": r.get("n", ""),
-            "rounds": r.get("rounds", ""),
-            "text": r.get("layer", ""),
+            "median": sig(r.median_ms, 4),
+            "low": sig(r.ci_low_ms, 4),
+            "high": sig(r.ci_high_ms, 4),
+            "n": r.n,
+            "rounds": r.rounds,
+            "text": r.layer,
         }
-        outcome = r.get("outcome") or ("valid" if r.get("valid", True) else "invalid")
+        outcome = r.outcome or ("valid" if r.valid else "invalid")
         rows.append(row | {"check": outcome})
     return rows
 

@@ -147,17 +147,14 @@ def _pass_series(state: DashboardState) -> list[FigureSeries] | None:
                     (
                         r
                         for r in e.rows
-                        if p == phase
-                        and (r["quantity"], r["arm"], r["width"]) == ("marginal_ms", arm, 2)
+                        if p == phase and (r.quantity, r.arm, r.width) == ("marginal_ms", arm, 2)
                     ),
                     None,
                 )
-                if row is None or row["median"] <= 0:
+                if row is None or row.median <= 0:
                     continue
                 status = _status_of(state.validity.get((phase, c)))
-                points.append(
-                    FigurePoint(c, row["median"], row.get("low"), row.get("high"), status)
-                )
+                points.append(FigurePoint(c, row.median, row.low, row.high, status))
             colour = colours.get(variant, ("cyan", "magenta"))[min(slot, 1)]
             series.append(FigureSeries(f"{'AB'[min(slot, 1)]} {variant}", colour, tuple(points)))
     return series if any(s.points for s in series) else None

@@ -16,6 +16,7 @@ from mlatui.stream.events import (
     arm_label,
     ratio_label,
 )
+from mlatui.stream.phase_rows import IndexerRow, SweepRow
 from mlatui.views.mdtable import ci
 from mlatui.views.mdtable import table as _table
 from mlatui.views.rounding import Ci
@@ -51,15 +52,15 @@ def null_bias_table(finals: Sequence[Estimate]) -> str:
     rows = []
     for e in finals:
         for r in e.rows:
-            if r["quantity"] == "ratio":
+            if r.quantity == "ratio":
                 rows.append(
                     [
                         e.phase.rsplit("/", 1)[1],
                         e.context,
-                        r["width"],
-                        ratio_text(Ci(r["median"], r["low"], r["high"])),
-                        "yes" if r["low"] <= 1 <= r["high"] else "NO",
-                        r["n"],
+                        r.width,
+                        ratio_text(Ci(r.median, r.low, r.high)),
+                        "yes" if r.low <= 1 <= r.high else "NO",
+                        r.n,
                     ]
                 )
     from mlatui.measure.multiplicity import CELL_ALPHA, judge_estimates
@@ -109,23 +110,18 @@ def inversion_note(summary: PhaseSummary) -> str | None:
     significantly cheaper than its own L = 1 step (paired within rounds: the CI of L=2/L=1
     lies below 1), so a reader does not take it for a measuring fault."""
     found = []
-    for r in summary.rows:
-        high = r.get("vs_l1_high")
-        if r["width"] != 2 or not r.get("valid") or high is None or not high < 1:
+    rows = summary.rows_of(SweepRow)
+    for r in rows:
+        high = r.vs_l1_high
+        if r.width != 2 or not r.valid or high is None or r.vs_l1 is None or not high < 1:
             continue
         one = next(
-            (
-                o
-                for o in summary.rows
-                if (o["context"], o["width"], o["arm"]) == (r["context"], 1, r["arm"])
-            ),
+            (o for o in rows if (o.context, o.width, o.arm) == (r.context, 1, r.arm)),
             None,
         )
-        ms = f", {ms_text(r['median_ms'])} vs {ms_text(one['median_ms'])} ms" if one else ""
-        ratio = ratio_text(Ci(r["vs_l1"], r["vs_l1_low"], r["vs_l1_high"]))
-        found.append(
-            f"{arm_label(r['arm'], summary.phase)} at T={r['context']}: L=2/L=1 {ratio}{ms}"
-        )
+        ms = f", {ms_text(r.median_ms)} vs {ms_text(one.median_ms)} ms" if one else ""
+        ratio = ratio_text(Ci(r.vs_l1, r.vs_l1_low, r.vs_l1_high))
+        found.append(f"{arm_label(r.arm, summary.phase)} at T={r.context}: L=2/L=1 {ratio}{ms}")
     if not found:
         return None
     return (
@@ -159,32 +155,34 @@ def share_text(within: float | None, across: float | None) -> str:
 SHARE_HEAD = "distinct 4-grams (block / across)"
 
 
+def _or_dash(count: int | None) -> str:
+    return "-" if count is None else str(count)
+
+
 def indexer_table(summary: PhaseSummary) -> str:
     """The indexer phase's own table: one sparse layer of the model, per part, context, S, arm;
     the paired stock/patched (stock rows), the pool's rebuilds/reuses and the untimed output
     check; the S = 1 check (a row at S = 1 carries its paired ratio)."""
 
-    def agree(r):
-        if r.get("selection_agreement") is not None:
-            return f"{r['selection_agreement']:.0%} same"
-        return "-" if r.get("parity_max_abs") is None else f"max Δ {r['parity_max_abs']:.1e}"
+    def agree(r: IndexerRow) -> str:
+        if r.selection_agreement is not None:
+            return f"{r.selection_agreement:.0%} same"
+        return "-" if r.parity_max_abs is None else f"max Δ {r.parity_max_abs:.1e}"
 
     rows = [
         [
-            r.get("part", "indexer"),
-            r.get("layer", "-"),
-            r["context"],
-            r["width"],
-            arm_label(r["arm"], summary.phase),
-            ci(r["median_ms"], r.get("ci_low_ms"), r.get("ci_high_ms"), 3),
-            ci(r.get("ratio"), r.get("ratio_low"), r.get("ratio_high"), 3, "×")
-            if r["arm"] == "stock"
-            else "",
-            f"{r.get('pool_rebuilds', '-')}/{r.get('pool_reuses', '-')}",
+            r.part,
+            r.layer,
+            r.context,
+            r.width,
+            arm_label(r.arm, summary.phase),
+            ci(r.median_ms, r.ci_low_ms, r.ci_high_ms, 3),
+            ci(r.ratio, r.ratio_low, r.ratio_high, 3, "×") if r.arm == "stock" else "",
+            f"{_or_dash(r.pool_rebuilds)}/{_or_dash(r.pool_reuses)}",
             agree(r),
-            r.get("outcome") or ("valid" if r.get("valid", True) else "invalid"),
+            r.outcome or ("valid" if r.valid else "invalid"),
         ]
-        for r in summary.rows
+        for r in summary.rows_of(IndexerRow)
     ]
     head = ["part", "layer", "context", "S", "arm", "median ms [95% CI]"]
     head += [

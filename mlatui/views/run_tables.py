@@ -20,22 +20,10 @@ from dataclasses import dataclass
 
 from mlatui.config.phase_kind import rules_for
 from mlatui.stream.events import ARMS, DecodeResult, Estimate, Validity
+from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci
-
-
-class Quantity(enum.StrEnum):
-    STEP_MS = "step_ms"  # one arm's step at width L
-    RATIO = "ratio"  # stock/patched, paired within rounds
-    MARGINAL_MS = "marginal_ms"  # L=2 − L=1 of one arm (the key figure)
-    VS_L1 = "vs_l1"  # one arm's step at L over its step at L=1
-    TOK_S = "tok_s"  # decode throughput of one arm at one depth (0 = plain)
-    VS_PLAIN = "vs_plain"  # speculative tok/s over plain decode, paired within rounds
-    BOUND = "bound"  # rejected by bound: the most its speedup can be (not measured, no tok/s)
-    GB_S = "gb_s"  # one arm's step: its fewest necessary bytes over its time
-    MBU = "mbu"  # that against the device's measured limit (a fraction)
-    MBU_MOST = "mbu_most"  # over the most bytes the step may need (routing is not recorded)
 
 
 class Check(enum.StrEnum):
@@ -88,19 +76,16 @@ def sweep_phases(state: DashboardState) -> list[str]:
 def _estimate_cells(e: Estimate) -> list[Cell]:
     out = []
     for r in e.rows:
-        try:
-            q = Quantity(r["quantity"])
-        except ValueError:
-            continue
+        q = r.quantity
         out.append(
             Cell(
                 e.phase,
                 e.context,
-                int(r["width"]),
-                str(r.get("arm", "")),
+                int(r.width),
+                r.arm,
                 q,
-                Ci(r["median"], r.get("low"), r.get("high")),
-                r.get("n"),
+                Ci(r.median, r.low, r.high),
+                r.n,
                 e.rounds,
             )
         )

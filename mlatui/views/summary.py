@@ -28,6 +28,7 @@ from mlatui.stream.events import (
     RunHeader,
     Validity,
 )
+from mlatui.stream.phase_rows import Quantity
 from mlatui.views.bandwidth_pane import limit_check
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.phase_views import Table, view_of
@@ -36,7 +37,6 @@ from mlatui.views.run_tables import (
     Cell,
     Check,
     L1Figures,
-    Quantity,
     check,
     l1_figures,
     sweep_cells,

@@ -202,7 +202,7 @@ def _decode(phase: PhaseFigures) -> list[DecodeDoc]:
 
 def _phase(phase: PhaseFigures) -> PhaseDoc:
     own = phase.table not in (Table.SWEEP, Table.DECODE) and phase.summary is not None
-    rows = [dict(r) for r in phase.summary.rows] if own and phase.summary else []
+    rows = [msgspec.to_builtins(r) for r in phase.summary.rows] if own and phase.summary else []
     return PhaseDoc(phase.name, phase.kind, phase.table.value, rows)
 
 

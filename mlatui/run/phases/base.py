@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import mlx.core as mx
 import msgspec
@@ -27,7 +28,6 @@ from mlatui.measure.estimates import (
     POOLED_CI_METHOD,
     POOLED_ESTIMATOR,
     ContextEstimates,
-    Interval,
     Outcome,
     PooledCheck,
     Timing,
@@ -64,6 +64,9 @@ from mlatui.stream.events import (
     Step,
     Validity,
 )
+from mlatui.stream.phase_rows import DecodeRow, EstimateRow, Quantity, SweepRow
+
+Row = TypeVar("Row", SweepRow, DecodeRow)  # a summary row with its context's L = 1 check
 
 
 class Stopped(Exception):
@@ -257,29 +260,17 @@ def validity(ctx: RunContext, phase: str, context: int, estimates: ContextEstima
     return v
 
 
-def estimate_rows(estimates: ContextEstimates) -> tuple[dict, ...]:
+def estimate_rows(estimates: ContextEstimates) -> tuple[EstimateRow, ...]:
     rows = []
     for (arm, width), iv in sorted(estimates.step_ms.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rows.append(_row("step_ms", arm, width, iv))
+        rows.append(EstimateRow.of(Quantity.STEP_MS, arm, width, iv))
     for width, iv in sorted(estimates.ratio.items()):
-        rows.append(_row("ratio", "", width, iv))
+        rows.append(EstimateRow.of(Quantity.RATIO, "", width, iv))
     for arm, iv in estimates.marginal_ms.items():
-        rows.append(_row("marginal_ms", arm, 2, iv))
+        rows.append(EstimateRow.of(Quantity.MARGINAL_MS, arm, 2, iv))
     for (arm, width), iv in sorted(estimates.vs_l1.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rows.append(_row("vs_l1", arm, width, iv))
+        rows.append(EstimateRow.of(Quantity.VS_L1, arm, width, iv))
     return tuple(rows)
-
-
-def _row(quantity: str, arm: str, width: int, iv: Interval) -> dict:
-    return {
-        "quantity": quantity,
-        "arm": arm,
-        "width": width,
-        "median": iv.median,
-        "low": iv.low,
-        "high": iv.high,
-        "n": iv.n,
-    }
 
 
 class EstimateEmitter:
@@ -320,8 +311,8 @@ class EstimateEmitter:
         self.drifts_seen = len(estimates.drifts)
         event = estimate_event(self.ctx.now(), self.phase, self.context, estimates, final)
         if self.bandwidth is not None:
-            step_ms = [r for r in event.rows if r["quantity"] == "step_ms"]
-            widths = sorted({r["width"] for r in step_ms})
+            step_ms = [r for r in event.rows if r.quantity == Quantity.STEP_MS]
+            widths = sorted({r.width for r in step_ms})
             step_bytes = self.bandwidth.step_bytes(self.context, widths)
             rows = (*event.rows, *self.bandwidth.rows(self.context, step_ms))
             event = msgspec.structs.replace(event, rows=rows, step_bytes=step_bytes)
@@ -491,10 +482,10 @@ def _event(
 def close_phase(
     ctx: RunContext,
     phase: Phase,
-    rows: list[dict],
+    rows: list[Row],
     checks: Sequence[Validity],
     l1: L1Quads,
-    verdict_of: Callable[[list[dict]], str],
+    verdict_of: Callable[[list[Row]], str],
 ) -> tuple[PhaseSummary, tuple[Validity, ...]]:
     """The phase's checks pooled over `l1` (every L = 1 quad of the pass, its own included), its
     rows marked with what that decided and its summary emitted; with its checks as they ended."""
@@ -505,11 +496,11 @@ def close_phase(
     return summary, tuple(pooled.get(v.context, v) for v in checks)
 
 
-def mark_rows(rows: list[dict], decided: dict[int, Validity]) -> list[dict]:
+def mark_rows(rows: list[Row], decided: dict[int, Validity]) -> list[Row]:
     """A phase's rows with the pooled decisions in (`valid`, `outcome`, `basis`)."""
     return [
-        {**r, "valid": True, "outcome": Outcome.VALID.value, "basis": Basis.POOLED.value}
-        if r["context"] in decided
+        msgspec.structs.replace(r, valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED)
+        if r.context in decided
         else r
         for r in rows
     ]

@@ -25,8 +25,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-import msgspec
-
 from mlatui.config.scenario import Phase
 from mlatui.measure.acceptance import AcceptanceCounts, Repetition, repetition_of
 from mlatui.measure.bound import rejection_text, speedup_bound
@@ -84,7 +82,8 @@ from mlatui.stream.events import (
     arm_label,
     ratio_label,
 )
-from mlatui.stream.interval import Interval, flat_interval
+from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import DecodeRow, ci_parts
 from mlatui.stream.phrases import interval_text
 
 TIE_PCT = 2.0  # a deeper depth within 2% of the fastest wins (it amortises better at long outputs)
@@ -129,7 +128,7 @@ def _sweep_verify(
 class ContextDone:
     """A decode context's summary rows, its L = 1 check and the L = 1 quads it measured."""
 
-    rows: list[dict]
+    rows: list[DecodeRow]
     check: Validity
     l1: L1Quads
     finals: tuple[tuple[str, int, ContextEstimates], ...] = ()  # its verify steps', if measured
@@ -280,7 +279,7 @@ def run_decode(
         ctx, phase, index, total_phases, planned, decode_segments(phase, settings, ctx.settle)
     )
     progress = ProgressTracker(ctx, phase.name, planned)
-    rows: list[dict] = []
+    rows: list[DecodeRow] = []
     checks: list[Validity] = []
     l1 = L1Quads()  # this phase's own
     finals: list[tuple[str, int, ContextEstimates]] = []
@@ -295,7 +294,7 @@ def run_decode(
         finals += done.finals
         added_s += done.added_s
 
-    def verdict_of(rows: list[dict]) -> str:
+    def verdict_of(rows: list[DecodeRow]) -> str:
         if phase.kind.rules.compares_depths:
             return tune_verdict(rows, TIE_PCT, phase.name)
         return decode_verdict(rows, phase.name)
@@ -391,7 +390,7 @@ class DecodeResults:
         )
         self.synthetic = _synthetic(ctx)
 
-    def rows(self, check: Validity) -> list[dict]:
+    def rows(self, check: Validity) -> list[DecodeRow]:
         rows = []
         for width, st in enumerate(self.runner.settings, start=1):
             for arm in ARMS:
@@ -467,34 +466,39 @@ class DecodeResults:
         )
 
 
-def _row(r: DecodeResult, check: Validity) -> dict:
-    speedup = flat_interval("vs_plain", r.vs_plain)
+def _row(r: DecodeResult, check: Validity) -> DecodeRow:
+    tok_s, tok_s_low, tok_s_high = ci_parts(r.tok_s)
+    vs_plain, vs_plain_low, vs_plain_high = ci_parts(r.vs_plain)
     if not r.measured and r.bound is not None:  # the most it could have gained
-        speedup["vs_plain_high"] = r.bound.value
-    return {
-        "context": r.context,
-        "arm": r.arm,
-        "depth": r.depth,
-        "draft_kind": r.draft_kind,
-        **flat_interval("tok_s", r.tok_s),
-        **speedup,
-        "acceptance_conditional": list(r.acceptance_conditional),
-        "acceptance_by_position": list(r.acceptance_by_position),
-        "mean_accepted": r.mean_accepted,
-        "verify_ms_median": r.verify_ms_median,
-        "tokens": r.tokens,
-        "rounds": r.rounds,
-        "acceptance_rule": r.acceptance_rule,
-        "temperature": r.sampling.get("temperature", 0.0),
-        "distinct_4gram_share": r.distinct_4gram_share,
-        "distinct_4gram_share_across": r.distinct_4gram_share_across,
-        "warnings": list(r.warnings),
-        "valid": check.valid,
-        "outcome": check.verdict,
-        "basis": check.basis.value,
-        "measured": r.measured,
-        "bound": msgspec.to_builtins(r.bound) if r.bound is not None else None,
-    }
+        vs_plain_high = r.bound.value
+    return DecodeRow(
+        context=r.context,
+        arm=r.arm,
+        depth=r.depth,
+        draft_kind=r.draft_kind,
+        tok_s=tok_s,
+        tok_s_low=tok_s_low,
+        tok_s_high=tok_s_high,
+        vs_plain=vs_plain,
+        vs_plain_low=vs_plain_low,
+        vs_plain_high=vs_plain_high,
+        acceptance_conditional=tuple(r.acceptance_conditional),
+        acceptance_by_position=tuple(r.acceptance_by_position),
+        mean_accepted=r.mean_accepted,
+        verify_ms_median=r.verify_ms_median,
+        tokens=r.tokens,
+        rounds=r.rounds,
+        acceptance_rule=r.acceptance_rule,
+        temperature=r.sampling.get("temperature", 0.0),
+        distinct_4gram_share=r.distinct_4gram_share,
+        distinct_4gram_share_across=r.distinct_4gram_share_across,
+        warnings=tuple(r.warnings),
+        valid=check.valid,
+        outcome=check.verdict,
+        basis=check.basis,
+        measured=r.measured,
+        bound=r.bound,
+    )
 
 
 Key = tuple[str, Setting]  # (arm, setting)

@@ -17,6 +17,7 @@ from mlatui.measure.acceptance import LOOPING as LOOPING_TEXT
 from mlatui.measure.acceptance import AcceptanceCounts, Repetition, looping_warning
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, arm_label
+from mlatui.stream.phase_rows import DecodeRow
 from mlatui.stream.phrases import ci_text
 
 
@@ -103,57 +104,66 @@ def pick(speedups: dict[K, tuple[float, float, float]], tie_pct: float) -> K | N
     return max(close, key=lambda k: (_depth(k), winners[k][0]))
 
 
-def _setting(row: dict) -> Setting:
-    return Setting(row.get("draft_kind") or "", row["depth"])
+def _setting(row: DecodeRow) -> Setting:
+    return Setting(row.draft_kind, row.depth)
 
 
 def _name(st: Setting) -> str:
     return f"{st.kind} depth {st.depth}" if st.kind else f"depth {st.depth}"
 
 
-def _ci(median: float, low: float | None, high: float | None) -> str:
+def _ci(median: float | None, low: float | None, high: float | None) -> str:
     return ci_text(median, low, high, 2, "×")
 
 
-def tune_verdict(rows: list[dict], tie_pct: float = 2.0, phase: str = "") -> str:
+Speedup = tuple[float, float | None, float | None]  # median, CI low, CI high
+
+
+def _with_ci(speedups: dict[Setting, Speedup]) -> dict[Setting, tuple[float, float, float]]:
+    return {
+        k: (m, lo, hi) for k, (m, lo, hi) in speedups.items() if lo is not None and hi is not None
+    }
+
+
+def tune_verdict(rows: list[DecodeRow], tie_pct: float = 2.0, phase: str = "") -> str:
     """Per context and arm: the winning setting, or why none won. `phase` names the arms: in an
     A/A pass both slots run one variant and are named A and B (`arm_label`)."""
     parts = []
-    for context in sorted({r["context"] for r in rows}):
+    for context in sorted({r.context for r in rows}):
         for slot in ARMS:
             arm = arm_label(slot, phase)
-            mine = [r for r in rows if r["context"] == context and r["arm"] == slot]
-            plain = next((r for r in mine if r["depth"] == 0), None)
+            mine = [r for r in rows if r.context == context and r.arm == slot]
+            plain = next((r for r in mine if r.depth == 0), None)
             if plain is None:
                 continue
-            if not plain["valid"]:
+            if not plain.valid:
                 parts.append(
-                    f"{arm} @ {context}: left out (L = 1 check {plain.get('outcome', 'invalid')})"
+                    f"{arm} @ {context}: left out (L = 1 check {plain.outcome or 'invalid'})"
                 )
                 continue
-            spec = [r for r in mine if r["depth"] > 0]
+            spec = [r for r in mine if r.depth > 0]
             usable = {
-                _setting(r): (r["vs_plain"], r["vs_plain_low"], r["vs_plain_high"])
+                _setting(r): (r.vs_plain, r.vs_plain_low, r.vs_plain_high)
                 for r in spec
-                if not r.get("warnings") and r.get("vs_plain") is not None
+                if not r.warnings and r.vs_plain is not None
             }
             by_bound = [_setting(r) for r in spec if _rejected_by_bound(r)]
             bound_note = _bound_note(spec, by_bound)
-            warned = [_setting(r) for r in spec if r.get("warnings")]
+            warned = [_setting(r) for r in spec if r.warnings]
             if warned and all(not st.kind for st in warned):
                 note = f" (d{','.join(str(st.depth) for st in sorted(warned, key=_depth))} left out: see warnings)"
             elif warned:
                 note = f" ({', '.join(st.label for st in warned)} left out: see warnings)"
             else:
                 note = ""
-            plain_txt = f"{plain['tok_s']:.1f} tok/s plain"
+            plain_txt = f"{plain.tok_s:.1f} tok/s plain"
             also = f"; {bound_note}" if by_bound else ""
-            won = pick({k: v for k, v in usable.items() if v[1] is not None}, tie_pct)
+            won = pick(_with_ci(usable), tie_pct)
             if won is not None:
                 r = next(x for x in spec if _setting(x) == won)
                 parts.append(
                     f"{arm} @ {context}: {_name(won)} wins {_ci(*usable[won])} plain "
-                    f"({r['tok_s']:.1f} vs {plain_txt}{also}){note}"
+                    f"({r.tok_s:.1f} vs {plain_txt}{also}){note}"
                 )
             elif not usable and by_bound and not warned:
                 parts.append(
@@ -174,32 +184,31 @@ def tune_verdict(rows: list[dict], tie_pct: float = 2.0, phase: str = "") -> str
     return "; ".join(parts)
 
 
-def _rejected_by_bound(row: dict) -> bool:
-    b = row.get("bound")
-    return row.get("measured") is False and b is not None and b["value"] < 1.0
+def _rejected_by_bound(row: DecodeRow) -> bool:
+    return not row.measured and row.bound is not None and row.bound.value < 1.0
 
 
-def _bound_note(spec: list[dict], rejected: list[Setting]) -> str:
+def _bound_note(spec: list[DecodeRow], rejected: list[Setting]) -> str:
     """`mtp d1, mtp d2 rejected by bound (at most 0.05×)`: the largest bound among them."""
     if not rejected:
         return ""
-    top = max(r["bound"]["value"] for r in spec if _rejected_by_bound(r))
+    top = max(r.bound.value for r in spec if r.bound is not None and _rejected_by_bound(r))
     names = ", ".join(st.label for st in rejected)
     return f"{names} rejected by bound (at most {top:.2f}×)"
 
 
-def decode_verdict(rows: list[dict], phase: str = "") -> str:
+def decode_verdict(rows: list[DecodeRow], phase: str = "") -> str:
     parts = []
     for r in rows:
-        arm = arm_label(r["arm"], phase)
-        if r["depth"] > 0 and r["valid"] and _rejected_by_bound(r):
+        arm = arm_label(r.arm, phase)
+        if r.depth > 0 and r.valid and r.bound is not None and _rejected_by_bound(r):
             parts.append(
-                f"{arm} @ {r['context']} {_name(_setting(r))}: rejected by bound (at most "
-                f"{r['bound']['value']:.2f}× plain)"
+                f"{arm} @ {r.context} {_name(_setting(r))}: rejected by bound (at most "
+                f"{r.bound.value:.2f}× plain)"
             )
-        elif r["depth"] > 0 and r["valid"] and not r.get("warnings"):
+        elif r.depth > 0 and r.valid and not r.warnings and r.tok_s is not None:
             parts.append(
-                f"{arm} @ {r['context']} {_name(_setting(r))}: {r['tok_s']:.1f} tok/s "
-                f"({_ci(r['vs_plain'], r.get('vs_plain_low'), r.get('vs_plain_high'))} plain)"
+                f"{arm} @ {r.context} {_name(_setting(r))}: {r.tok_s:.1f} tok/s "
+                f"({_ci(r.vs_plain, r.vs_plain_low, r.vs_plain_high)} plain)"
             )
     return "; ".join(parts)

@@ -39,6 +39,7 @@ from mlatui.run.phases.base import (
 )
 from mlatui.run.phases.results import Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, PhaseSummary, Step, arm_label, ratio_label
+from mlatui.stream.phase_rows import IndexerRow
 from mlatui.stream.phrases import ci_text, interval_text
 
 
@@ -195,7 +196,7 @@ def run_indexer_phase(
         f"geometry" + (f"; not timed: {others}" if others else ""),
     )
     progress = ProgressTracker(ctx, phase.name, planned)
-    rows: list[dict] = []
+    rows: list[IndexerRow] = []
     finals: list[tuple[str, int, ContextEstimates]] = []
     for context in contexts:
         ctx.check_stop()
@@ -223,41 +224,58 @@ def run_indexer_phase(
     return PhaseResult(summary, finals=tuple(finals))
 
 
-ROW_ATTRS = (
-    *("context", "width", "arm", "median_ms", "ci_low_ms", "ci_high_ms", "ratio", "ratio_low"),
-    *("ratio_high", "vs_s1", "vs_s1_low", "vs_s1_high", "pool_rebuilds", "pool_reuses"),
-    *("outcome", "valid", "samples_ms"),
-)
-
-
-def record_row(r: IndexerRecord, site: SparseSite, parity: float | None) -> dict:
+def record_row(r: IndexerRecord, site: SparseSite, parity: float | None) -> IndexerRow:
     st = r.stats
-    row = {"part": r.bench, "layer": site.name, **{k: getattr(r, k) for k in ROW_ATTRS}}
-    row.update(p10_ms=st.p10, p90_ms=st.p90, n=st.n, rounds=r.n_rounds)
-    row["selection_agreement" if r.bench == IndexerPart.INDEXER else "parity_max_abs"] = parity
-    return row
+    indexer = r.bench == IndexerPart.INDEXER
+    return IndexerRow(
+        part=r.bench,
+        layer=site.name,
+        context=r.context,
+        width=r.width,
+        arm=r.arm,
+        median_ms=r.median_ms,
+        ci_low_ms=r.ci_low_ms,
+        ci_high_ms=r.ci_high_ms,
+        ratio=r.ratio,
+        ratio_low=r.ratio_low,
+        ratio_high=r.ratio_high,
+        vs_s1=r.vs_s1,
+        vs_s1_low=r.vs_s1_low,
+        vs_s1_high=r.vs_s1_high,
+        pool_rebuilds=r.pool_rebuilds,
+        pool_reuses=r.pool_reuses,
+        outcome=r.outcome,
+        valid=r.valid,
+        samples_ms=tuple(r.samples_ms),
+        p10_ms=st.p10,
+        p90_ms=st.p90,
+        n=st.n,
+        rounds=r.n_rounds,
+        selection_agreement=parity if indexer else None,
+        parity_max_abs=None if indexer else parity,
+    )
 
 
 def _finite(*xs: float | None) -> bool:
     return all(x is not None and math.isfinite(x) for x in xs)
 
 
-def indexer_verdict(rows: list[dict], phase: str = "") -> str:
+def indexer_verdict(rows: list[IndexerRow], phase: str = "") -> str:
     """Per context of the indexer part whose S = 1 check is valid: the paired stock/patched at
     the widest S with its CI, and the patched arm's worst S > 1 cost over its own S = 1 (paired
     within rounds) with its CI. Contexts whose check is invalid or inconclusive are named as
     excluded, with no figures. In an A/A pass the slots are named A and B (`arm_label`)."""
     pair = ratio_label(phase)
     second = arm_label("patched", phase)
-    cells = {(r["part"], r["context"], r["width"], r["arm"]): r for r in rows}
+    cells = {(r.part, r.context, r.width, r.arm): r for r in rows}
     parts, valid_any = [], False
     indexer = IndexerPart.INDEXER.value
-    for context in sorted({r["context"] for r in rows if r["part"] == indexer}):
+    for context in sorted({r.context for r in rows if r.part == indexer}):
         one = cells.get((indexer, context, 1, "stock"))
         if one is None:
             continue
-        if not one["valid"]:
-            parts.append(f"{context}: excluded (S=1 check {one['outcome'] or 'invalid'})")
+        if not one.valid:
+            parts.append(f"{context}: excluded (S=1 check {one.outcome or 'invalid'})")
             continue
         valid_any = True
         wide = sorted(
@@ -268,16 +286,16 @@ def indexer_verdict(rows: list[dict], phase: str = "") -> str:
             continue
         s = cells[(indexer, context, max(wide), "stock")]
         text = f"{context}: S={max(wide)} {pair}"
-        if _finite(s["ratio"], s["ratio_low"], s["ratio_high"]):
-            text += " " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "×")
+        if _finite(s.ratio, s.ratio_low, s.ratio_high):
+            text += " " + ci_text(s.ratio, s.ratio_low, s.ratio_high, 2, "×")
         patched = [cells[("indexer", context, w, "patched")] for w in wide]
-        patched = [r for r in patched if _finite(r["vs_s1"], r["vs_s1_low"], r["vs_s1_high"])]
+        patched = [r for r in patched if _finite(r.vs_s1, r.vs_s1_low, r.vs_s1_high)]
         if patched:
-            worst = max(patched, key=lambda r: r["vs_s1"])
+            worst = max(patched, key=lambda r: r.vs_s1 or 0.0)
             text += (
                 f", {second} S>1 at most "
-                + ci_text(worst["vs_s1"], worst["vs_s1_low"], worst["vs_s1_high"], 2, "×")
-                + f" S=1 (S={worst['width']})"
+                + ci_text(worst.vs_s1, worst.vs_s1_low, worst.vs_s1_high, 2, "×")
+                + f" S=1 (S={worst.width})"
             )
         parts.append(text)
     if parts and not valid_any:

@@ -21,6 +21,7 @@ from mlatui.run.phases.base import (
 )
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult
 from mlatui.stream.events import ARMS, Validity, arm_label, ratio_label
+from mlatui.stream.phase_rows import SweepRow
 from mlatui.stream.phrases import ci_text
 
 NEEDS = frozenset({Need.L1_QUADS})  # the pooled check reads every quad of the pass
@@ -36,7 +37,7 @@ def run_sweep(
     planned = sum(p.timed_calls() for p in plans.values())
     emit_phase_start(ctx, phase, index, total_phases, planned, sweep_segments(phase, ctx.settle))
     progress = ProgressTracker(ctx, phase.name, planned)
-    rows: list[dict] = []
+    rows: list[SweepRow] = []
     checks: list[Validity] = []
     l1 = L1Quads()
     estimates: list[tuple[int, ContextEstimates]] = []
@@ -72,7 +73,7 @@ def _sweep_context(
     return length, sample_steps(ctx, site, plan, progress, deadline=deadline)
 
 
-def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
+def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[SweepRow]:
     """Per (width, arm): the paired estimates with CIs, raw samples kept beside them."""
     est = run.final
     samples: dict[tuple[str, int], list[float]] = {}
@@ -85,44 +86,44 @@ def sweep_rows(length: int, run: SamplerRun, v: Validity) -> list[dict]:
         flat = est.vs_l1.get((arm, width))
         s = Stats.of(samples[(arm, width)])
         rows.append(
-            {
-                "context": length,
-                "width": width,
-                "arm": arm,
-                "median_ms": iv.median,
-                "ci_low_ms": iv.low,
-                "ci_high_ms": iv.high,
-                "p10_ms": s.p10,
-                "p90_ms": s.p90,
-                "rounds": run.rounds,
-                "n": s.n,
-                "ratio": ratio.median if ratio else None,
-                "ratio_low": ratio.low if ratio else None,
-                "ratio_high": ratio.high if ratio else None,
-                "marginal_ms": marginal.median if marginal else None,
-                "marginal_low_ms": marginal.low if marginal else None,
-                "marginal_high_ms": marginal.high if marginal else None,
-                "vs_l1": flat.median if flat else (1.0 if width == 1 else None),
-                "vs_l1_low": flat.low if flat else (1.0 if width == 1 else None),
-                "vs_l1_high": flat.high if flat else (1.0 if width == 1 else None),
-                "valid": v.valid,
-                "outcome": v.verdict,
-                "basis": v.basis.value,
-                "drifting_rounds": est.drifting_rounds,
-                "samples_ms": samples[(arm, width)],
-            }
+            SweepRow(
+                context=length,
+                width=width,
+                arm=arm,
+                median_ms=iv.median,
+                ci_low_ms=iv.low,
+                ci_high_ms=iv.high,
+                p10_ms=s.p10,
+                p90_ms=s.p90,
+                rounds=run.rounds,
+                n=s.n,
+                ratio=ratio.median if ratio else None,
+                ratio_low=ratio.low if ratio else None,
+                ratio_high=ratio.high if ratio else None,
+                marginal_ms=marginal.median if marginal else None,
+                marginal_low_ms=marginal.low if marginal else None,
+                marginal_high_ms=marginal.high if marginal else None,
+                vs_l1=flat.median if flat else (1.0 if width == 1 else None),
+                vs_l1_low=flat.low if flat else (1.0 if width == 1 else None),
+                vs_l1_high=flat.high if flat else (1.0 if width == 1 else None),
+                valid=v.valid,
+                outcome=v.verdict,
+                basis=v.basis,
+                drifting_rounds=est.drifting_rounds,
+                samples_ms=tuple(samples[(arm, width)]),
+            )
         )
     return rows
 
 
-def sweep_verdict(rows: list[dict], phase: str = "") -> str:
+def sweep_verdict(rows: list[SweepRow], phase: str = "") -> str:
     """The largest valid context's widest width: paired stock/patched with its CI (in an A/A
     pass, the paired A/B: both slots ran one variant)."""
-    valid = [r for r in rows if r["valid"]]
+    valid = [r for r in rows if r.valid]
     if not valid:
         return "no valid context (the L = 1 check was invalid or inconclusive everywhere)"
-    top = max(r["context"] for r in valid)
-    cell = {(r["width"], r["arm"]): r for r in valid if r["context"] == top}
+    top = max(r.context for r in valid)
+    cell = {(r.width, r.arm): r for r in valid if r.context == top}
     widths = sorted({w for w, _ in cell if w > 1})
     if not widths:
         return f"largest valid context {top}"
@@ -131,6 +132,6 @@ def sweep_verdict(rows: list[dict], phase: str = "") -> str:
     a, b = (arm_label(arm, phase) for arm in ARMS)
     pair = ratio_label(phase)
     return (
-        f"at context {top}, L = {w}: {a} {s['median_ms']:.2f} ms vs {b} {p['median_ms']:.2f} ms, "
-        f"paired {pair} " + ci_text(s["ratio"], s["ratio_low"], s["ratio_high"], 2, "×")
+        f"at context {top}, L = {w}: {a} {s.median_ms:.2f} ms vs {b} {p.median_ms:.2f} ms, "
+        f"paired {pair} " + ci_text(s.ratio, s.ratio_low, s.ratio_high, 2, "×")
     )
