@@ -178,7 +178,7 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     assert status == "completed"
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
     assert plan.probe_contexts == (128, 256) and not plan.changes
-    assert not any("left out" in e.message for e in events if isinstance(e, LogMessage))
+    assert not any("tokens left out" in e.message for e in events if isinstance(e, LogMessage))
     outcome = next(e for e in events if isinstance(e, BudgetOutcome))
     assert isinstance(events[-1], RunEnd)
     assert events.index(outcome) > max(i for i, e in enumerate(events) if e.type == "phase_summary")
