@@ -3,12 +3,13 @@ models from a scenario's config: mlatui.models.loading)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlatui.models.families import config_for
+from mlatui.models.families import VLM_FAMILIES, config_for, split_name
 from mlatui.models.loading import model_from_config, quantize
 
 
@@ -32,7 +33,7 @@ def build_model(
     if name.startswith(families.PREFIX):
         if layers is not None:
             raise ValueError("layers: mlx-vlm families are built at their own layer pattern")
-        config = {**families.vlm_config_for(name, size), "model_type": name}
+        config = {**vlm_config(name, size), "model_type": name}
         text_config(config).update(overrides)
     else:
         config = config_for(name, size, layers, **overrides)
@@ -44,3 +45,12 @@ def build_model(
     if evaluate:
         mx.eval(model.parameters())
     return model
+
+
+def vlm_config(name: str, size: str = "tiny") -> dict[str, Any]:
+    """mlx-vlm's family `name`'s ("glm5_next" or "mlx-vlm:glm5_next") config.json at `size`."""
+    fam = VLM_FAMILIES[split_name(name)[1]]
+    config = fam.full if size == "full" else fam.tiny
+    if config is None:
+        raise KeyError(f"no public full-size config known for {fam.name}")
+    return copy.deepcopy(config)

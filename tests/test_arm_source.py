@@ -11,6 +11,7 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
+from random_models import vlm_config
 
 from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
@@ -278,13 +279,13 @@ def test_mlx_vlm_pre_fix_release_against_the_fixed_one(tmp_path_factory, family)
     its first difference."""
     import vlm_sources
 
-    from mlatui.models import families, vlm
+    from mlatui.models import vlm
 
     folder = tmp_path_factory.mktemp("vlm")
     old = vlm_sources.source(vlm_sources.PRE_FIX, folder)
     new = vlm_sources.unpacked(vlm_sources.CURRENT, folder)
     mx.random.seed(0)
-    model = vlm.language_model(families.vlm_config_for(family), old)
+    model = vlm.language_model(vlm_config(family), old)
     model.set_dtype(mx.float32)
     mx.eval(model.parameters())
     if family == "glm5_next":

@@ -7,8 +7,9 @@ import mlx.core as mx
 import pytest
 import vlm_sources
 from mlx_lm.models.cache import make_prompt_cache
+from random_models import vlm_config
 
-from mlatui.models import families, family_configs, vlm
+from mlatui.models import family_configs, vlm
 from mlatui.models.cache_rewind import before_step
 from tests.random_models import build_model
 
@@ -63,6 +64,6 @@ def test_without_the_snapshot_a_hybrid_state_moves_on():
 @pytest.mark.parametrize("version", vlm_sources.VERSIONS)
 def test_mlx_vlm_glm5_next_caches_are_restored(version, vlm_dir):
     source = vlm_sources.source(version, vlm_dir)
-    model = vlm.language_model(families.vlm_config_for("glm5_next"), source)
+    model = vlm.language_model(vlm_config("glm5_next"), source)
     mx.eval(model.parameters())
     _undone_steps_leave_no_trace(model, model.make_cache())

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import vlm_sources
+from random_models import vlm_config
 from test_ui_app import pane_text, until
 
 from mlatui.cli import main
@@ -33,7 +34,7 @@ def current(vlm_dir, monkeypatch):
 
 def _scenario(tmp_path, name):
     family = families.PREFIX + name
-    config = families.vlm_config_for(name)
+    config = vlm_config(name)
     return vlm_sources.scenario(tmp_path / f"{name}.toml", family, config, SWEEP)
 
 

@@ -3,8 +3,9 @@ at S == 1 only (file:line of the gate), 0.7.10's pools at any width, so no compa
 
 import pytest
 import vlm_sources
+from random_models import vlm_config
 
-from mlatui.models import families, vlm
+from mlatui.models import vlm
 from mlatui.models.vlm import indexer_notices
 from tests.random_models import build_model
 
@@ -16,7 +17,7 @@ def vlm_dir(tmp_path_factory):
 
 def _glm5_next(version, vlm_dir):
     source = vlm_sources.source(version, vlm_dir)
-    return vlm.language_model(families.vlm_config_for("glm5_next"), source), source
+    return vlm.language_model(vlm_config("glm5_next"), source), source
 
 
 def test_the_fixed_glm5_next_indexer_is_said_to_need_no_comparison(vlm_dir):

@@ -6,6 +6,7 @@ import json
 import mlx.core as mx
 import pytest
 import vlm_sources
+from random_models import vlm_config
 
 from mlatui.cli import main
 from mlatui.config import model_inputs
@@ -44,7 +45,7 @@ def test_which_model_types_need_mlx_vlm():
 
 
 def test_a_vlm_only_checkpoint_without_mlx_vlm_names_the_extra(tmp_path, without_vlm):
-    (tmp_path / "config.json").write_text(json.dumps(families.vlm_config_for("glm5_next")))
+    (tmp_path / "config.json").write_text(json.dumps(vlm_config("glm5_next")))
     with pytest.raises(LoadError) as e:
         load_checkpoint(str(tmp_path))
     msg = str(e.value)
@@ -52,13 +53,13 @@ def test_a_vlm_only_checkpoint_without_mlx_vlm_names_the_extra(tmp_path, without
 
 
 def test_random_weights_of_a_vlm_family_without_mlx_vlm_name_the_extra(without_vlm):
-    spec = ModelSpec("random", None, "glm5_next", families.vlm_config_for("glm5_next"))
+    spec = ModelSpec("random", None, "glm5_next", vlm_config("glm5_next"))
     with pytest.raises(LoadError, match=r"^model type 'glm5_next' runs on mlx-vlm.*mlatui\[vlm\]"):
         build_random(spec, seed=0)
 
 
 def test_a_source_tree_builds_random_weights_but_loads_no_checkpoint(tmp_path, current):
-    (tmp_path / "config.json").write_text(json.dumps(families.vlm_config_for("youtu_vl")))
+    (tmp_path / "config.json").write_text(json.dumps(vlm_config("youtu_vl")))
     with pytest.raises(LoadError, match="installed mlx-vlm's loader") as e:
         load_checkpoint(str(tmp_path))
     assert "\n" not in str(e.value)
@@ -67,7 +68,7 @@ def test_a_source_tree_builds_random_weights_but_loads_no_checkpoint(tmp_path, c
 @pytest.mark.parametrize("family", ["glm5_next", "mlx-vlm:glm4_moe_lite"])
 def test_random_weights_build_mlx_vlms_language_model(family, current):
     _, bare = families.split_name(family)
-    config = {k: v for k, v in families.vlm_config_for(bare).items() if k != "model_type"}
+    config = {k: v for k, v in vlm_config(bare).items() if k != "model_type"}
     model, model_type = build_random(ModelSpec("random", None, family, config), seed=0)
     assert isinstance(model, vlm.TextModel) and model_type == bare
     assert model.runtime.startswith("mlx-vlm 0.7.10")
@@ -79,7 +80,7 @@ def test_random_weights_build_mlx_vlms_language_model(family, current):
 
 
 def test_the_same_family_builds_through_mlx_lm_unless_spelled_for_mlx_vlm(current):
-    lm = loading.model_from_config(families.vlm_config_for("glm4_moe_lite"))
+    lm = loading.model_from_config(vlm_config("glm4_moe_lite"))
     assert not isinstance(lm, vlm.TextModel)
     assert type(lm).__module__ == "mlx_lm.models.glm4_moe_lite"
 
@@ -94,7 +95,7 @@ def test_an_unknown_source_tree_is_a_one_line_error(tmp_path, monkeypatch):
 def test_thresholds_cover_the_mlx_vlm_families(family, capsys):
     assert main(["thresholds", "--family", f"mlx-vlm:{family}", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    g = families.vlm_config_for(family)
+    g = vlm_config(family)
     text = g.get("text_config", g)
     assert out["geometry"]["kv_lora_rank"] == text["kv_lora_rank"] == 512
     d = text["qk_nope_head_dim"] + text["v_head_dim"]
@@ -109,7 +110,7 @@ def test_thresholds_of_glm5_next_without_the_prefix(capsys):
 
 
 def _folder(tmp_path, family):
-    (tmp_path / "config.json").write_text(json.dumps(families.vlm_config_for(family)))
+    (tmp_path / "config.json").write_text(json.dumps(vlm_config(family)))
     mx.save_safetensors(str(tmp_path / "model.safetensors"), {"w": mx.zeros((2,))})
     return str(tmp_path)
 
@@ -134,7 +135,7 @@ def test_a_hub_id_goes_to_mlx_vlm_once_its_config_is_in_the_hub_cache(tmp_path, 
     import huggingface_hub
 
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(families.vlm_config_for("glm5_next")))
+    config.write_text(json.dumps(vlm_config("glm5_next")))
     cached = {"org/glm-5.3-flash": str(config)}
     monkeypatch.setattr(
         huggingface_hub, "try_to_load_from_cache", lambda repo, name: cached.get(repo)

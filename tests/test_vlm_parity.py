@@ -13,6 +13,7 @@ import copy
 import mlx.core as mx
 import pytest
 import vlm_sources
+from random_models import vlm_config
 from test_mla import F32_TOL, PROMPT_T, WIDTHS
 
 from mlatui.gate import mla
@@ -40,7 +41,7 @@ def vlm_dir(tmp_path_factory):
 def _build(version, name, vlm_dir):
     source = vlm_sources.source(version, vlm_dir)
     mx.random.seed(0)
-    model = vlm.language_model(families.vlm_config_for(name), source)
+    model = vlm.language_model(vlm_config(name), source)
     model.set_dtype(mx.float32)
     model.eval()
     mx.eval(model.parameters())
@@ -61,7 +62,7 @@ def test_each_arm_against_the_installed_code(version, name, vlm_dir):
     installed, arm, formula = mla.twin(stock), mla.twin(stock), mla.twin(stock)
     installed_report = mla.patch_model(installed, "installed")
     fixed = installed_report.installed_fixed
-    assert fixed == (families.vlm_family(name).fixed_from == version == vlm_sources.CURRENT)
+    assert fixed == (families.VLM_FAMILIES[name].fixed_from == version == vlm_sources.CURRENT)
     report = mla.patch_model(arm, "pre-fix" if fixed else "formula")
     mla.patch_model(formula, "formula")
     # mlx-vlm 0.7.10's cache-aware gate is the formula itself (glm5_next gates on its decode block)

@@ -179,25 +179,6 @@ def family(name: str) -> Family:
     return FAMILIES[name]
 
 
-def vlm_family(name: str) -> Family:
-    """mlx-vlm's family `name` ("glm5_next" or "mlx-vlm:glm5_next")."""
-    bare = split_name(name)[1]
-    if bare not in VLM_FAMILIES:
-        raise KeyError(f"unknown mlx-vlm MLA family {bare!r}: use one of {', '.join(VLM_FAMILIES)}")
-    return VLM_FAMILIES[bare]
-
-
-def vlm_config_for(name: str, size: str = "tiny") -> dict[str, Any]:
-    """mlx-vlm's family `name`'s config.json at `size` ("tiny" | "full")."""
-    fam = vlm_family(name)
-    if size not in ("tiny", "full"):
-        raise ValueError(f"size must be 'tiny' or 'full', got {size!r}")
-    config = fam.full if size == "full" else fam.tiny
-    if config is None:
-        raise KeyError(f"no public full-size config known for {fam.name}; use size='tiny'")
-    return copy.deepcopy(config)
-
-
 LAYER_KEYS = ("num_hidden_layers", "num_layers")
 
 
