@@ -194,7 +194,7 @@ def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_eng
         return real(config, scenario)
 
     monkeypatch.setattr(run_plan, "resolve_plan", counted)
-    monkeypatch.setattr("mlatui.commands.launch.gate_settings", lambda args: {})
+    monkeypatch.setattr("mlatui.commands.argtypes.gate_settings", lambda args: {})
     args = SimpleNamespace(
         scenario=str(TINY),
         model=None,

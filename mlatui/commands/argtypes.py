@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from mlatui.errors import UserError
 
@@ -255,6 +255,33 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         help="with --random-weights: fill caches with random latents instead of a prefill "
         "(timing only; long contexts in seconds instead of minutes)",
     )
+
+
+def resolve_request(args: argparse.Namespace, **request: Any):
+    """The request the flags make (`RunConfig`, with `request`'s fields beside the model, the
+    scenario, the gates, the budget and --force) and its plan, resolved once; bad input (a bad
+    gate, a bad file, a missing model, an unknown --phases name) is a one-line error here, before
+    anything loads."""
+    from mlatui.config.model_inputs import check_model_ref
+    from mlatui.config.run_plan import RunConfig, resolve_plan
+    from mlatui.config.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    gates = gate_settings(args)
+    if not args.random_weights:
+        check_model_ref(args.model)
+    check_model_ref(args.draft_model, "--draft-model")
+    config = RunConfig(
+        model=args.model,
+        draft_model=args.draft_model,
+        scenario=args.scenario,
+        random_weights=args.random_weights,
+        budget_s=args.budget,
+        force=args.force,
+        **gates,
+        **request,
+    )
+    return config, resolve_plan(config, scenario)
 
 
 def gate_settings(args: argparse.Namespace) -> dict:

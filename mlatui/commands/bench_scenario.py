@@ -13,11 +13,11 @@ from mlatui.commands.argtypes import (
     add_gate_options,
     add_overwrite,
     check_expectations,
-    gate_settings,
     int_at_least,
     int_list,
     non_negative_int,
     print_summary,
+    resolve_request,
 )
 from mlatui.errors import ExitStatus, shell_path
 from mlatui.stream.events import BudgetOutcome, ErrorEvent, Event
@@ -167,31 +167,16 @@ def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_plan(args: argparse.Namespace):
-    """The run's plan from the flags and the scenario, read once; bad input is a one-line error
-    here (an unknown --phases name, a bad file, a missing model), before anything loads."""
-    from mlatui.config.model_inputs import check_model_ref
-    from mlatui.config.run_plan import RunConfig, resolve_plan
-    from mlatui.config.scenario import load_scenario
-
-    scenario = load_scenario(args.scenario)
-    gates = gate_settings(args)
-    if not args.random_weights:
-        check_model_ref(args.model)
-    check_model_ref(args.draft_model, "--draft-model")
-    config = RunConfig(
-        model=args.model,
-        draft_model=args.draft_model,
-        scenario=args.scenario,
-        random_weights=args.random_weights,
+    """The run's plan from the flags and the scenario, read once (every check, before anything
+    loads)."""
+    _config, plan = resolve_request(
+        args,
         seed=args.seed,
         shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
         overrides=overrides_of(args),
         settle=not args.no_settle,
-        force=args.force,
-        budget_s=args.budget,
-        **gates,
     )
-    return resolve_plan(config, scenario)
+    return plan
 
 
 def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:

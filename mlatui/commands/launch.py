@@ -10,9 +10,9 @@ from mlatui.commands.argtypes import (
     add_force,
     add_gate_options,
     add_overwrite,
-    gate_settings,
     non_negative_int,
     positive_float,
+    resolve_request,
 )
 
 HELP = (
@@ -90,25 +90,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace):
     """The request the engine resolves (in this process or a child); its plan is resolved here
     first, so that bad input fails before the screen opens, as `bench` does."""
-    from mlatui.config.model_inputs import check_model_ref
-    from mlatui.config.run_plan import RunConfig, resolve_plan
-    from mlatui.config.scenario import load_scenario
-
-    scenario = load_scenario(args.scenario)
-    if not args.random_weights:
-        check_model_ref(args.model)
-    check_model_ref(args.draft_model, "--draft-model")
-    config = RunConfig(
-        model=args.model,
-        draft_model=args.draft_model,
-        scenario=args.scenario,
-        record=args.record,
-        random_weights=args.random_weights,
-        budget_s=args.budget,
-        force=args.force,
-        **gate_settings(args),
-    )
-    return config, resolve_plan(config, scenario)
+    return resolve_request(args, record=args.record)
 
 
 class TerminalState:
