@@ -11,7 +11,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlatui.bench.attention import random_cache
 from mlatui.config.arm_settings import Threshold, ThresholdKind, parse_arms
 from mlatui.gate import mla
-from mlatui.gate.compiled import COMPILED_KEY, unsupported
+from mlatui.gate.mla import COMPILED_KEY, unsupported
 from mlatui.gate.policy import CompiledPolicy, ForcedPolicy, Gates, Variant
 from mlatui.models import families
 from tests.random_models import build_model

@@ -70,7 +70,7 @@ class Geometry:
 class GatePolicy:
     """Decides the branch from (geometry, L, T); the base is the stock gate (absorbed iff
     L == 1). `name` is what reports and recordings show; `compiled`: absorbed calls run
-    mlatui's own compiled attention (mlatui/gate/compiled.py)."""
+    mlatui's own compiled attention (mlatui/gate/mla.py)."""
 
     name = "stock"
     compiled = False
@@ -123,7 +123,7 @@ class FormulaPolicy(LimitPolicy):
 
 class CompiledPolicy(FormulaPolicy):
     """The formula's gate; the layers' absorbed calls run mlatui's own compiled attention
-    (mlatui/gate/compiled.py) instead of the runtime's absorbed branch."""
+    (mlatui/gate/mla.py) instead of the runtime's absorbed branch."""
 
     name = "compiled"
     compiled = True
