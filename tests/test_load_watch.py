@@ -4,7 +4,7 @@ last event; the recorder writes them after the header."""
 import time
 from pathlib import Path
 
-from mlatui.models.load_watch import LoadWatch, Watched, files_read, watcher
+from mlatui.models.loading import LoadWatch, Watched, files_read, watcher
 from mlatui.stream.events import LoadProgress, LoadStart
 from mlatui.stream.recorder import Recorder, read_recording
 

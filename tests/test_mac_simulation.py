@@ -206,7 +206,7 @@ def test_a_linux_pane_keeps_its_words():
 def test_load_progress_counts_mlx_memory_where_psutil_has_no_io_counters(monkeypatch):
     import psutil
 
-    from mlatui.models.load_watch import read_counter
+    from mlatui.models.loading import read_counter
 
     if hasattr(psutil.Process, "io_counters"):  # Linux: psutil has them
         assert read_counter()[1] == "process read bytes"

@@ -209,7 +209,7 @@ class _Run:
             prebuild_checks,
             refuse_unless_fits,
         )
-        from mlatui.models.load_watch import GatedEmit, watcher
+        from mlatui.models.loading import GatedEmit, watcher
 
         scenario, dist, seed = plan.scenario, self.dist, plan.seed
         longest = largest_context(scenario)
