@@ -303,7 +303,8 @@ class Budget:
         forecast_s = self.costs.forecast_s(self.chosen[:i])
         pace = max(1.0, _pace(self.costs, done), took_s / forecast_s if forecast_s > 0 else 1.0)
         left_s = max(1.0, (self.planned.budget_s - ctx.now()) / FORECAST_MARGIN)
-        (over,) = ctx.leader_decides_each([pace * self.costs.forecast_s(self.chosen[i:]) > left_s])
+        rest_s = pace * self.costs.forecast_s(self.chosen[i:])  # inf: a phase with no cost model
+        (over,) = ctx.leader_decides_each([left_s < rest_s < float("inf")])
         if not over:
             return phases, self
         ran, budget = self.plan(ctx, i, pace, left_s)
