@@ -1,6 +1,7 @@
 """The time budget: the plan is scaled down in a fixed order only while the forecast is over,
 the changes are said, and the probe's costs give a forecast that grows with the plan."""
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -140,6 +141,13 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     steps = [e for e in events if isinstance(e, Step)]
     assert steps and max(e.rep for e in steps) == 1
     events = []
+    started = threading.Event()  # the phase as it starts is what is read: stopped there
+
+    def until_a_phase_starts(e) -> None:
+        events.append(e)
+        if isinstance(e, PhaseStart):
+            started.set()
+
     run(
         RunConfig(
             scenario=str(scenario),
@@ -147,7 +155,8 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
             overrides={"reps": 2, "only_phases": ["sweep"]},
             budget_s=0,
         ),
-        events.append,
+        until_a_phase_starts,
+        started,
     )
     assert not any(isinstance(e, BudgetPlanned) for e in events)
     assert next(e for e in events if isinstance(e, PhaseStart)).contexts == (128, 256, 384, 512)

@@ -172,6 +172,7 @@ def test_bench_json_and_expect_on_a_run(tmp_path, monkeypatch):
 
     monkeypatch.setenv("MLATUI_CACHE_DIR", str(tmp_path / "cache"))
     argv = ["bench", str(TINY), "--random-weights", "--seed", "0", "--format", "json"]
+    argv += ["--phases", "sweep"]  # the expectations read the sweep; the fake draws it first
     argv += ["--out", str(tmp_path / "run.jsonl")]
     for assertion in ("stock/patched@L=2,128 >= 0.5", "stock/patched@L=2,128 >= 2"):
         argv += ["--expect", assertion]
