@@ -42,7 +42,7 @@ FIELDS = (
     ("validity", "diff_pct", ('"1%"',)),
     ("phase_summary", "rows", ('{"context": 128}', '"rows"', "[1, 2]")),
     ("decode_result", "acceptance_by_position", ('"0.5"', '{"1": 0.5}')),
-    ("spec_step", "accepted_by_position", ("7",)),
+    ("decode_block", "accepted", ("7",)),
     ("memory", "mlx_active_bytes", ('"4MB"',)),
     ("progress", "total", ('"162"',)),
     ("run_end", "status", ("7", "null")),

@@ -16,7 +16,7 @@ from mlatui.widgets.app import MlatuiApp
 from tests.ui_settled import settled
 
 TINY = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
-LINES = TINY.read_text().splitlines(keepends=True)  # 290 lines, the run_end last
+LINES = TINY.read_text().splitlines(keepends=True)  # 226 lines, the run_end last
 
 
 def _with(line: int, **fields) -> list[str]:
@@ -34,10 +34,10 @@ DAMAGED = {  # kind: (the file's lines, what the screen and the dump say)
         ["recording ends here (truncated at line 151)", "no run_end: the run was cut off"],
     ),
     "cut-at-a-line": (LINES[:150], ["no run_end: the run was cut off (after line 150)"]),
-    "no-run-end": (LINES[:-1], ["no run_end: the run was cut off (after line 289)"]),
+    "no-run-end": (LINES[:-1], ["no run_end: the run was cut off (after line 225)"]),
     "negative-ms": (_with(5, ms=-7.1), ["negative step time at line 5"]),
     "reversed-times": (_with(101, t=0.01), ["timestamps go backwards at line 101"]),
-    "run-end-twice": ([*LINES, LINES[-1]], ["run_end twice (again at line 291)"]),
+    "run-end-twice": ([*LINES, LINES[-1]], ["run_end twice (again at line 227)"]),
 }
 
 

@@ -203,7 +203,7 @@ def test_observer_bench_counts_verify_shaped_forwards():
     evts = ui_events.events()
     got = verify_samples(evts)
     widths_ge2 = sum(1 for e in evts if e.type == "step" and e.width >= 2 and e.arm == "stock")
-    assert len(got["stock"]) == widths_ge2 + 10  # plus the 10 speculative verify steps
+    assert len(got["stock"]) == widths_ge2
 
 
 def test_the_validity_pane_shows_pooled_contexts_apart_from_valid_ones():

@@ -8,6 +8,7 @@ import time
 
 from mlatui.stream.events import (
     SCHEMA_VERSION,
+    DecodeBlock,
     DecodeResult,
     DeviceInfo,
     ErrorEvent,
@@ -18,7 +19,6 @@ from mlatui.stream.events import (
     Progress,
     RunEnd,
     RunHeader,
-    SpecStep,
     Step,
     Thresholds,
     Validity,
@@ -132,20 +132,19 @@ def events(error: bool = False) -> list:
             t += 0.05
             acc = (1, 1, 0) if i % 2 else (1, 0)
             out.append(
-                SpecStep(
+                DecodeBlock(
                     t,
                     "decode",
                     arm,
                     512,
                     3,
                     i,
-                    0.5,
-                    4.0 if arm == "stock" else 1.5,
-                    sum(acc),
-                    acc,
                     sum(acc) + 1,
-                    0 if arm == "stock" else 2,
-                    2 if arm == "stock" else 0,
+                    0.5 + (4.0 if arm == "stock" else 1.5),
+                    drafted=(3,),
+                    accepted=(sum(acc),),
+                    emitted=(sum(acc) + 1,),
+                    acceptance_rule="exact-match",
                 )
             )
         out.append(Progress(t, "decode", 2 * (i + 1), 20, round((9 - i) * 0.1, 2)))

@@ -52,13 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def verify_samples(events) -> dict[str, list[float]]:
-    """Verify-shaped forwards per arm: sweep steps with L >= 2 and speculative verify steps."""
+    """Verify-shaped forwards per arm: the sweep steps with L >= 2."""
     out: dict[str, list[float]] = {}
     for e in events:
         if e.type == "step" and e.width >= 2:
             out.setdefault(e.arm, []).append(e.ms)
-        elif e.type == "spec_step":
-            out.setdefault(e.arm, []).append(e.verify_ms)
     return out
 
 

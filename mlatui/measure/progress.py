@@ -34,7 +34,6 @@ from mlatui.stream.events import (
     PhaseStart,
     Progress,
     RunHeader,
-    SpecStep,
     Step,
 )
 
@@ -253,7 +252,7 @@ class RunProgress:
 
     def apply(self, e: Event) -> None:
         match e:
-            case Step() | DecodeBlock() | SpecStep():
+            case Step() | DecodeBlock():
                 self._timed(e)
             case PhaseStart():
                 self._phase_start(e)
@@ -312,13 +311,13 @@ class RunProgress:
         self.last_activity_t = e.t
         self._current = (i, -1)
 
-    def _timed(self, e: Step | DecodeBlock | SpecStep) -> None:
+    def _timed(self, e: Step | DecodeBlock) -> None:
         if isinstance(e, Step):
             self.costs.add_step(e.arm, e.context, e.width, e.ms)
         elif isinstance(e, DecodeBlock):
             setting = Setting(e.draft_kind, e.depth)
             self.costs.add_block(e.arm, e.context, setting, e.tokens, e.ms, len(e.accepted))
-        ms = e.draft_ms + e.verify_ms if isinstance(e, SpecStep) else e.ms
+        ms = e.ms
         run, prev_t = self._find(e.phase, e.context), self.last_activity_t
         self.last_activity_t = e.t
         if run is None:

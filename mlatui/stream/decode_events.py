@@ -11,25 +11,6 @@ from mlatui.stream.event_base import ArmName, Event, Finite, Seconds
 from mlatui.stream.interval import Interval
 
 
-class SpecStep(Event, frozen=True, tag="spec_step"):
-    """One speculative step: draft `depth` tokens, verify them at L = depth + 1."""
-
-    t: Seconds
-    phase: str
-    arm: ArmName
-    context: int
-    depth: int
-    step: int
-    draft_ms: Finite
-    verify_ms: Finite
-    accepted: int
-    accepted_by_position: tuple[int, ...]  # 1/0 per draft position, up to the first rejection
-    tokens: int  # tokens emitted this step (accepted + 1)
-    absorbed_calls: int = 0
-    materialised_calls: int = 0
-    draft_kind: str = ""  # "mtp" | "draft-model" | "synthetic"
-
-
 class DecodeBlock(Event, frozen=True, tag="decode_block"):
     """One arm decoding `tokens` tokens at one setting without interruption (depth 0 = plain
     decode through mlx-lm's generate_step; depth k through speculative_generate_step or the MTP

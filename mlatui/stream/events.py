@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpecStep, SpeedupBound
+from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpeedupBound
 from mlatui.stream.event_base import (
     ARMS,
     SCHEMA_VERSION,
@@ -44,7 +44,6 @@ __all__ = [
     "BandwidthLimit",
     "Interval",
     "RunSettings",
-    "SpecStep",
     "SpeedupBound",
     "arm_label",
     "ratio_label",
@@ -374,7 +373,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PhaseStart,
         Progress,
         Step,
-        SpecStep,
         DecodeBlock,
         DecodeResult,
         MemorySample,

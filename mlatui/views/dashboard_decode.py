@@ -14,7 +14,7 @@ from mlatui.measure.acceptance import (
     repetition_of,
 )
 from mlatui.measure.plans import PLAIN, Setting
-from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, SpecStep, arm_label
+from mlatui.stream.events import DecodeBlock, DecodeResult, RunHeader, arm_label
 from mlatui.stream.phrases import interval_text
 from mlatui.views.dashboard_views import ArmView, PhaseView, StepSeries, TextRepeat
 from mlatui.views.rounding import Ci
@@ -37,22 +37,6 @@ class DecodeFold:
 
     def _log(self, t: float | None, level: str, message: str) -> None:
         raise NotImplementedError
-
-    def _on_spec_step(self, e: SpecStep) -> None:
-        arm = self._arm(e.arm)
-        self.context = e.context
-        arm.verify_ms.append(e.verify_ms)
-        arm.verify_key.append((e.phase, e.context))
-        arm.phase_verify_ms.append(e.verify_ms)
-        self.steps.add(e.phase, e.arm, e.depth + 1, e.context, e.verify_ms)
-        arm.absorbed_calls += e.absorbed_calls
-        arm.materialised_calls += e.materialised_calls
-        st = Setting(e.draft_kind, e.depth)
-        arm.add_steps(st, [VerifyStep(e.depth, e.accepted, e.accepted + 1)])
-        live = arm.spec_live.setdefault(st, [0, 0.0])
-        live[0] += e.tokens
-        live[1] += e.draft_ms + e.verify_ms
-        self.changed.add("arms")
 
     @property
     def draft_kinds(self) -> tuple[str, ...]:
