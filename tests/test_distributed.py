@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.stream.recorder import iter_recording
+from mlatui.stream.run_settings import WorldRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -167,12 +168,9 @@ def test_scenario_under_mlx_launch_records_on_rank_0(tmp_path):
     assert proc.returncode in (0, 3), stderr  # 3: an L = 1 check not passed (contended CPU)
     events = events_of(out)
     header = events[0]
-    assert header.distributed == {
-        "world_size": 2,
-        "backend": "ring",
-        "shard": "tensor",
-        "hosts": [socket.gethostname()] * 2,
-    }
+    assert header.distributed == WorldRecord(
+        world_size=2, backend="ring", shard="tensor", hosts=(socket.gethostname(),) * 2
+    )
     assert header.geometry["num_heads"] == 1  # per rank
     assert events[-1].type == "run_end" and events[-1].status == "completed"
     kinds = {e.type for e in events}
@@ -216,7 +214,7 @@ def test_killing_rank_1_ends_rank_0_with_one_line_error(tmp_path):
     assert errors[0].startswith("mlatui: error: rank 0: ") and str(out) in errors[0]
     assert "lost rank 1" in errors[0] or "no answer from rank 1" in errors[0]
     events = events_of(out)  # replays: every line is whole
-    assert events[0].distributed["world_size"] == 2
+    assert events[0].distributed.world_size == 2
     assert events[-1].type == "run_end" and events[-1].status == "error"
     assert sum(e.type == "step" for e in events) >= 6
 

@@ -10,9 +10,10 @@ from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.host.distributed import ShardMode, World, describe_failure, launched, world_label
 from mlatui.models.fit import FitEstimate
 from mlatui.run.engine_dist import DistRun
+from mlatui.stream.run_settings import WorldRecord
 from tests.random_models import build_model
 
-WORLD = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["mac-a", "mac-b"]}
+WORLD = WorldRecord(world_size=2, backend="ring", shard="tensor", hosts=("mac-a", "mac-b"))
 
 
 def test_scenario_shard_key(tmp_path):
@@ -67,8 +68,10 @@ def test_per_rank_memory_splits_what_each_mode_splits():
 
 def test_labels_and_failures():
     assert world_label(WORLD) == "2 ranks · ring · tensor · mac-a, mac-b"
-    assert world_label({**WORLD, "hosts": ["vm", "vm"]}) == "2 ranks · ring · tensor · vm ×2"
-    assert world_label({}) == "" and world_label(None) == ""
+    assert world_label(msgspec.structs.replace(WORLD, hosts=("vm", "vm"))) == (
+        "2 ranks · ring · tensor · vm ×2"
+    )
+    assert world_label(WorldRecord()) == "" and world_label(None) == ""
     w = World(0, 3, "ring", ("a", "b", "c"))
     lost = describe_failure(RuntimeError("[ring] connection to a peer was lost"), w)
     assert lost == (

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from mlatui.stream.recorder import iter_recording
+from mlatui.stream.run_settings import WorldRecord
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.rounding import Ci, sig
 from mlatui.views.verdict_strip import verdict_line
@@ -196,7 +197,7 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
 
     events = [e for _, e in iter_recording(FIXTURE)]
     h = events[0]
-    world = {"world_size": 2, "backend": "ring", "shard": "tensor", "hosts": ["vm", "vm"]}
+    world = WorldRecord(world_size=2, backend="ring", shard="tensor", hosts=("vm", "vm"))
     seeded = msgspec.structs.replace(
         h,
         scenario={**h.scenario, "seed": 3},

@@ -108,7 +108,7 @@ def header_pieces(
         second.append(
             fit.piece(f"memory {limit_text(bandwidth)}", limit_short(bandwidth), priority=2)
         )
-    world = world_label(getattr(h, "distributed", None))
+    world = world_label(h.distributed)
     if world:
         second.append(fit.piece(world, priority=1, style="cyan"))
     budget = state.budget_text

@@ -332,8 +332,8 @@ def _memory_lines(state: DashboardState, width: int, dark: bool = True) -> list[
     level = pressure(mlx, limit)
     bar_w = max(6, min(30, width - 56))
     world = state.header.distributed if state.header is not None else None
-    if world and int(world.get("world_size", 1)) > 1:
-        t.append(f"rank 0 of {world['world_size']} ", style="cyan")
+    if world is not None and world.world_size > 1:
+        t.append(f"rank 0 of {world.world_size} ", style="cyan")
     t.append("MLX active+cache ", style="bold")
     t.append_text(bar(mlx / limit if limit else 0, bar_w, pressure_style(level, dark)))
     t.append(f" {bytes_text(mlx)} / {bytes_text(limit)} {limit_name}\n")

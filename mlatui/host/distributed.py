@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
+
+from mlatui.stream.run_settings import WorldRecord
 
 if TYPE_CHECKING:
     from mlx.core.distributed import Group
@@ -61,13 +63,11 @@ class World:
         peers = [str(r) for r in range(self.size) if r != self.rank]
         return f"rank {peers[0]}" if len(peers) == 1 else f"one of ranks {', '.join(peers)}"
 
-    def to_dict(self, shard: ShardMode | str) -> dict[str, Any]:
-        return {
-            "world_size": self.size,
-            "backend": self.backend,
-            "shard": str(shard),
-            "hosts": list(self.hosts),
-        }
+    def record(self, shard: ShardMode | str) -> WorldRecord:
+        """The world as the run header records it."""
+        return WorldRecord(
+            world_size=self.size, backend=self.backend, shard=str(shard), hosts=tuple(self.hosts)
+        )
 
 
 def launched() -> bool:
@@ -304,13 +304,13 @@ class Lockstep:
             raise RankLost(f"rank {self.world.rank}: ranks disagree on {what}; stopping all")
 
 
-def world_label(d: dict[str, Any] | None) -> str:
-    """A header's `distributed` dict in words: "2 ranks · ring · tensor · vm, vm" ("" alone)."""
-    if not d or int(d.get("world_size", 1) or 1) < 2:
+def world_label(d: WorldRecord | None) -> str:
+    """A header's `distributed` in words: "2 ranks · ring · tensor · vm, vm" ("" alone)."""
+    if d is None or d.world_size < 2:
         return ""
-    hosts = [str(h) for h in d.get("hosts") or []]
+    hosts = list(d.hosts)
     where = (
         ", ".join(hosts) if len(set(hosts)) > 1 else f"{hosts[0]} ×{len(hosts)}" if hosts else ""
     )
-    parts = [f"{d['world_size']} ranks", str(d.get("backend", "?")), str(d.get("shard", "?"))]
+    parts = [f"{d.world_size} ranks", d.backend or "?", d.shard or "?"]
     return " · ".join([*parts, where] if where else parts)

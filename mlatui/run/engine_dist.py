@@ -25,6 +25,7 @@ from mlatui.host.distributed import Lockstep, ShardMode, World
 from mlatui.models.fit import FitEstimate
 from mlatui.models.loading import Loaded, LoadError, Prepare
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
+from mlatui.stream.run_settings import WorldRecord
 
 
 @dataclass
@@ -43,8 +44,8 @@ class DistRun:
     def leader(self) -> bool:
         return self.world is None or self.world.leader
 
-    def describe(self) -> dict:
-        return self.world.to_dict(self.mode) if self.world else {}
+    def describe(self) -> WorldRecord:
+        return self.world.record(self.mode) if self.world else WorldRecord()
 
     def per_rank(self, e: FitEstimate) -> FitEstimate:
         """What one rank holds. Tensor parallel splits the weights (roughly: embeddings, norms

@@ -42,7 +42,13 @@ from mlatui.run.engine_dist import DistRun
 from mlatui.run.phases.indexer import load_warnings
 from mlatui.store import device_bandwidth
 from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, ErrorEvent, RunHeader, Thresholds
-from mlatui.stream.run_settings import ArmSlot, BandwidthLimit, RunSettings, RuntimeRecord
+from mlatui.stream.run_settings import (
+    ArmSlot,
+    BandwidthLimit,
+    RunSettings,
+    RuntimeRecord,
+    WorldRecord,
+)
 
 
 def pass_variants(run_pass: Pass) -> tuple[Variant, Variant]:
@@ -135,7 +141,7 @@ def header(
     loaded: Loaded | None,
     report: mla.PatchReport | None,
     settings: RunSettings,
-    distributed: dict | None = None,
+    distributed: WorldRecord | None = None,
 ) -> RunHeader:
     from mlatui import __version__
     from mlatui.measure.records import environment
@@ -173,7 +179,7 @@ def header(
         bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         settings,
-        distributed or {},
+        distributed or WorldRecord(),
     )
 
 

@@ -30,7 +30,7 @@ from mlatui.stream.event_base import (
 )
 from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import EstimateRow, PhaseRow, read_rows
-from mlatui.stream.run_settings import BandwidthLimit, RunSettings
+from mlatui.stream.run_settings import BandwidthLimit, RunSettings, WorldRecord
 
 R = TypeVar("R", bound=PhaseRow)
 
@@ -101,8 +101,7 @@ class RunHeader(Event, frozen=True, tag="header"):
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
     settings: RunSettings = msgspec.field(default_factory=RunSettings)
-    # under mlx.launch: world_size, backend, shard, hosts (rank order); empty for one process
-    distributed: dict[str, Any] = msgspec.field(default_factory=dict)
+    distributed: WorldRecord = msgspec.field(default_factory=WorldRecord)
     # every pass's phases as planned before the first starts (a budget may plan again)
     phase_plans: tuple[PhasePlan, ...] = ()
 

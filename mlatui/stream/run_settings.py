@@ -120,6 +120,17 @@ class RunSettings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
         return arm.source if arm is not None else None
 
 
+class WorldRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The header's `distributed`: under mlx.launch, how many ranks, their backend, how the
+    model is sharded and each rank's host (rank order); every field at its default for one
+    process."""
+
+    world_size: Count = 1
+    backend: str = ""
+    shard: str = ""  # tensor | pipeline
+    hosts: tuple[str, ...] = ()
+
+
 class BandwidthLimit(msgspec.Struct, frozen=True, kw_only=True):
     """The device's memory bandwidth (mlatui.store.device_bandwidth): the probe's
     measured read and copy, and the vendor's figure where the device is known."""

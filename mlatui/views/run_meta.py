@@ -203,7 +203,7 @@ def header_fields(h: RunHeader) -> list[Field]:
         Field("started", "started", h.started_at),
         *(
             [Field("world", "distributed", f"{world} (heads and memory: rank 0's)")]
-            if (world := world_label(getattr(h, "distributed", None)))
+            if (world := world_label(h.distributed))
             else []
         ),
         Field("schema", "schema", str(h.schema_version)),
