@@ -154,7 +154,7 @@ class Arm:
         return self.report.counters
 
     def draft_of(self, kind: str) -> Any:
-        """The draft source of `kind` ("": the only one, as before several kinds)."""
+        """The draft source of `kind` ("": the arm's single `draft`)."""
         return self.drafts.get(kind, self.draft) if kind else self.draft
 
     @property

@@ -388,7 +388,6 @@ class DecodeResults:
         self.guards = GuardSettings(
             phase.min_draft_share, phase.min_verify_steps, phase.min_distinct_4gram
         )
-        self.synthetic = _synthetic(ctx)
 
     def rows(self, check: Validity) -> list[DecodeRow]:
         rows = []
@@ -420,9 +419,9 @@ class DecodeResults:
             runner.counts.get((arm, st)),
             speedup.low if speedup else None,
             self.guards,
-            None if self.synthetic else rep,
+            None if runner.synthetic else rep,
         )
-        if runner.divergence is not None and not self.synthetic:
+        if runner.divergence is not None and not runner.synthetic:
             at, rnd = runner.divergence
             warnings.append(f"{Guard.DIVERGED} at token {at} (round {rnd + 1})")
         return warnings
