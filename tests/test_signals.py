@@ -266,7 +266,7 @@ def test_launch_refuses_a_missing_model_folder_before_the_screen_opens(tmp_path)
 def test_bench_observer_keeps_the_completed_and_the_stopped_mode_runs(tmp_path):
     scenario = tmp_path / "obs.toml"
     sweep_only = TINY.read_text().split('[[phase]]\nname = "tune"')[0]
-    scenario.write_text(sweep_only.replace("contexts = [128, 256]", "contexts = [64, 128]"))
+    scenario.write_text(sweep_only.replace("contexts = [128, 256]", "contexts = [64]"))
     out = tmp_path / "o.jsonl"
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # its per-mode recordings land here
     proc = mlatui(

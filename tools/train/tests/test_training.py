@@ -160,6 +160,7 @@ def test_trained_mtp_head_drafts_and_matches_greedy(toy_run):
         assert r.tokens == want and r.counts.verify_steps >= 16 // (depth + 1)
 
 
+@pytest.mark.slow  # the default run's test_looping_guard tune drafts with the trainer's MTP head
 def test_engine_drafts_through_the_mtp_path(toy_run, tmp_path):
     from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.run.engine import run
