@@ -284,6 +284,23 @@ def resolve_request(args: argparse.Namespace, **request: Any):
     return config, resolve_plan(config, scenario)
 
 
+def end_status(signals: Any, stopped: str, write_error: str | None = None) -> int | None:
+    """How a benchmark ends once its table is printed: its record file's write error (FAILED),
+    else the signal that stopped it, said with what that left (`stopped`), else None (it ran to
+    its end)."""
+    import sys
+
+    from mlatui.errors import ExitStatus, error_line
+
+    if write_error:
+        print(error_line(write_error), file=sys.stderr)
+        return ExitStatus.FAILED
+    if signals.received is not None:
+        print(f"mlatui: stopped by {signals.stopped_by.name}{stopped}", file=sys.stderr)
+        return signals.stopped_by.exit_status
+    return None
+
+
 def gate_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields; a bad threshold is a one-line error before anything loads."""
     from mlatui.config.arm_settings import Threshold

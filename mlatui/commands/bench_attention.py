@@ -21,6 +21,7 @@ from mlatui.commands.argtypes import (
     add_force,
     add_overwrite,
     bit_width,
+    end_status,
     int_at_least,
     int_list,
     positive_float,
@@ -322,7 +323,6 @@ def _part_a(
 
     from mlatui.bench import attention as attnbench
     from mlatui.config.outputs import JsonlSink
-    from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals, raise_if_set
 
     contexts, widths = args.contexts, args.widths
@@ -343,16 +343,10 @@ def _part_a(
     print(attention_report(summary, widths))
     if sink is not None:
         print(f"{len(records)} records written to {out}\n")
-        if sink.error:
-            print(error_line(sink.error), file=sys.stderr)
-            return ExitStatus.FAILED
-    if signals.received is not None:
-        print(
-            f"mlatui: stopped by {signals.stopped_by.name} after {len(summary)} of {len(contexts)} "
-            "contexts; the table holds the completed ones",
-            file=sys.stderr,
-        )
-        return signals.stopped_by.exit_status
+    done = f" after {len(summary)} of {len(contexts)} contexts; the table holds the completed ones"
+    status = end_status(signals, done, sink.error if sink else None)
+    if status is not None:
+        return status
     left = [c for c in contexts if c not in summary]
     if left:
         print(

@@ -7,6 +7,7 @@ import argparse
 from mlatui.commands.argtypes import (
     add_force,
     add_overwrite,
+    end_status,
     int_at_least,
     int_list,
     int_list_or_none,
@@ -202,13 +203,4 @@ def run(args: argparse.Namespace) -> int:
     print(indexer_report(records, hooks.skipped, args.max_seconds), end="")
     if sink is not None:
         print(f"\nwrote {len(records)} records to {out}")
-        if sink.error:
-            print(error_line(sink.error), file=sys.stderr)
-            return ExitStatus.FAILED
-    if signals.received is not None:
-        print(
-            f"mlatui: stopped by {signals.stopped_by.name}; the parts done are above",
-            file=sys.stderr,
-        )
-        return signals.stopped_by.exit_status
-    return 0
+    return end_status(signals, "; the parts done are above", sink.error if sink else None) or 0

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlatui.commands.argtypes import add_force, add_overwrite, positive_float, positive_int
+from mlatui.commands.argtypes import (
+    add_force,
+    add_overwrite,
+    end_status,
+    positive_float,
+    positive_int,
+)
 from mlatui.measure.timing import percentile
 from mlatui.views.bench_report import observer_table
 
@@ -111,13 +117,11 @@ def _completed(events) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
     import tempfile
     import threading
 
     from mlatui.commands.launch import _exit_app
     from mlatui.config.outputs import JsonlSink, claim_output, new_record_path
-    from mlatui.errors import ExitStatus, error_line
     from mlatui.host.signals import StopOnSignals
 
     config = _config(args)  # a bad file: one line, before anything loads
@@ -142,16 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 sink.write(row)
     print(observer_table(rows))
     print(f"\nper-mode samples: {out}; recordings: {tmp}")
-    if sink.error:
-        print(error_line(sink.error), file=sys.stderr)
-        return ExitStatus.FAILED
-    if signals.received is not None:
-        print(
-            f"mlatui: stopped by {signals.stopped_by.name}; the completed mode runs are in {out}",
-            file=sys.stderr,
-        )
-        return signals.stopped_by.exit_status
-    return 0
+    return end_status(signals, f"; the completed mode runs are in {out}", sink.error) or 0
 
 
 def _config(args: argparse.Namespace):

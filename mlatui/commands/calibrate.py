@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from mlatui.bench.attention_scenario import AttentionModel
-from mlatui.commands.argtypes import add_force, add_overwrite
+from mlatui.commands.argtypes import add_force, add_overwrite, end_status
 
 CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
 HELP = "measure the MLA absorbed/materialised crossover on this device (used by threshold='calibrated')"
@@ -161,11 +161,7 @@ def _store(model: AttentionModel, reps: int, geometry, crossovers: dict, env: di
 
 def _stopped_status(signals, what: str) -> int:
     """0 for a run no signal stopped; else says what the stop left, and its exit status."""
-    if signals.received is None:
-        return 0
-    sep = " " if what.startswith("before") else ": "
-    print(f"mlatui: stopped by {signals.stopped_by.name}{sep}{what}", file=sys.stderr)
-    return signals.stopped_by.exit_status
+    return end_status(signals, (" " if what.startswith("before") else ": ") + what) or 0
 
 
 def probe_line(context: int, probe, settings: dict) -> dict:
