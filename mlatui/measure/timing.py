@@ -93,13 +93,3 @@ class Stats:
             max(samples),
             statistics.median(abs(x - med) for x in samples),
         )
-
-
-def l1_check(
-    stock_ms: Sequence[float], patched_ms: Sequence[float], tolerance_pct: float = L1_TOLERANCE_PCT
-) -> tuple[float, float, float, bool]:
-    """Both arms take the identical branch at L = 1, so their medians must agree.
-    Returns (stock median, patched median, |diff| % of the smaller, valid)."""
-    s, p = statistics.median(stock_ms), statistics.median(patched_ms)
-    diff = abs(s - p) / min(s, p) * 100 if min(s, p) > 0 else math.inf
-    return s, p, diff, diff <= tolerance_pct
