@@ -25,8 +25,8 @@ def mla(r=512, n=128, rope=64, v=128, heads=2, q=64) -> dict[str, Any]:
     )
 
 
-DSV3_TINY = dict(
-    model_type="deepseek_v3",
+# what the tiny MoE configs share: everything small but the MLA ranks
+TINY_MOE = dict(
     vocab_size=VOCAB_TINY,
     hidden_size=64,
     intermediate_size=128,
@@ -35,6 +35,11 @@ DSV3_TINY = dict(
     n_shared_experts=1,
     n_routed_experts=4,
     num_experts_per_tok=2,
+)
+
+DSV3_TINY = dict(
+    model_type="deepseek_v3",
+    **TINY_MOE,
     n_group=2,
     topk_group=1,
     routed_scaling_factor=2.5,
@@ -348,14 +353,7 @@ BAILING_HYBRID_TINY = dict(
 
 MISTRAL4_TINY = dict(
     model_type="mistral4",
-    vocab_size=VOCAB_TINY,
-    hidden_size=64,
-    intermediate_size=128,
-    moe_intermediate_size=32,
-    num_hidden_layers=2,
-    n_shared_experts=1,
-    n_routed_experts=4,
-    num_experts_per_tok=2,
+    **TINY_MOE,
     routed_scaling_factor=1.0,
     norm_topk_prob=True,
     max_position_embeddings=1048576,  # = yarn factor x original length
@@ -397,14 +395,8 @@ GLM5_NEXT_TINY: dict[str, Any] = dict(
     model_type="glm5_next",
     text_config=dict(
         model_type="glm5_next_text",
-        vocab_size=VOCAB_TINY,
-        hidden_size=64,
-        intermediate_size=128,
-        moe_intermediate_size=32,
-        num_hidden_layers=4,  # layers 0-2 linear attention, layer 3 sparse MLA (the real pattern)
-        n_shared_experts=1,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
+        # layers 0-2 linear attention, layer 3 sparse MLA (the real pattern)
+        **{**TINY_MOE, "num_hidden_layers": 4},
         first_k_dense_replace=1,
         index_topk=32,
         index_head_dim=32,
@@ -459,14 +451,7 @@ YOUTU_VL_TINY: dict[str, Any] = dict(
 # hyper-connections; its gates are still `sequence_length == 1` in 0.7.10
 HY_V4_TINY: dict[str, Any] = dict(
     model_type="hy_v4",
-    vocab_size=VOCAB_TINY,
-    hidden_size=64,
-    intermediate_size=128,
-    moe_intermediate_size=32,
-    num_hidden_layers=2,
-    n_shared_experts=1,
-    n_routed_experts=4,
-    num_experts_per_tok=2,
+    **TINY_MOE,
     first_k_dense_replace=1,
     index_head_dim=64,  # the indexer ropes qk_rope_head_dim (64) of it
     index_n_heads=2,
