@@ -98,7 +98,7 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 
 
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
-    from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, RunHeader, Thresholds
+    from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, RunHeader, RunSettings, Thresholds
     from mlatui.views.run_meta import header_lines
     from mlatui.widgets.render import thresholds_text
 
@@ -116,7 +116,7 @@ def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
             "geometry": {},
             "thresholds": thresholds,
             "scenario": {"name": "x"},
-            "settings": {},
+            "settings": RunSettings(),
             "synthetic_acceptance": False,
         }
     )
