@@ -124,7 +124,7 @@ def test_a_segment_without_a_rejected_arm_halves_that_widths_calls():
     assert one.arms_at(2) == ("patched",) and one.arms_at(3) == ("stock", "patched")
     both = one.without("patched", 2)
     assert both.calls == ((1, 8), (3, 4)) and both.per_round == 12
-    assert Segment.from_dict(both.to_dict()) == both
+    assert msgspec.convert(msgspec.to_builtins(both), Segment) == both
     assert one.without("stock", 2) == one  # once is enough
 
 

@@ -2,7 +2,6 @@
 the changes are said, and the probe's costs give a forecast that grows with the plan."""
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -244,7 +243,7 @@ def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     known = costs.forecast_s(tune)
     # a phase with reject_by_bound = false runs every block: the forecast expects them all
     measured_all = tuple(structs.replace(p, reject_by_bound=False) for p in tune)
-    assert costs.expected(replace(blocks[0], bound_rejects=False)).skipped == ()
+    assert costs.expected(structs.replace(blocks[0], bound_rejects=False)).skipped == ()
     everything = costs.forecast_s(measured_all)
     assert everything > 3 * known
     monkeypatch.setattr(forecast, "likely_rejected", lambda *a: False)

@@ -115,7 +115,7 @@ def _steps(p: RunProgress, times: list[float], ms: float = 5.0) -> None:
 
 def _sweep_start(p: RunProgress) -> None:
     seg = Segment("sweep", 512, ((1, 4),), 2, 2)
-    p.apply(PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (512,), (seg.to_dict(),)))
+    p.apply(PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (512,), (seg,)))
 
 
 def test_stall_flag_with_injected_times():
@@ -136,7 +136,7 @@ def test_stall_flag_with_injected_times():
 def test_eta_counts_down_between_events_and_names_extra_rounds():
     p = RunProgress()
     seg = Segment("sweep", 512, ((1, 4),), 2, 6)
-    p.apply(PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (512,), (seg.to_dict(),)))
+    p.apply(PhaseStart(0.0, "sweep", "sweep", 0, 1, 8, (512,), (seg,)))
     _steps(p, [1.0, 1.1, 1.2, 1.3])
     phase, run = p.eta()
     assert run.extra_rounds == 4 and run.low < run.mid < run.high

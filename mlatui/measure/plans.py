@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
 
 from msgspec import structs
 
@@ -30,6 +28,8 @@ from mlatui.measure.sampler import SamplerPlan, round_schedule
 from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.stream.events import ARMS, PhasePlan, Validity
 from mlatui.stream.run_settings import RunSettings
+from mlatui.stream.segments import Segment as Segment
+from mlatui.stream.segments import Setting as Setting
 
 # The L = 1 control gets three quads per round, spread through it: it is the cheapest step and
 # the check needs a tight paired ratio (per-step jitter is ~5-9% on a small CPU).
@@ -42,20 +42,6 @@ CONTROL_QUADS = 3
 VERIFY_MIN_ROUNDS = DEFAULT_VERIFY_ROUNDS  # a phase's `verify_rounds` (the budget may lower it)
 VERIFY_MAX_ROUNDS = 18
 PLAIN_QUADS = 2
-
-
-@dataclass(frozen=True)
-class Setting:
-    """What a decode block runs: plain decode (kind "", depth 0) or one draft kind at a depth."""
-
-    kind: str = ""  # "mtp" | "draft-model" | "synthetic"; "" plain, or a recording before kinds
-    depth: int = 0
-
-    @property
-    def label(self) -> str:
-        if self.depth == 0:
-            return "plain"
-        return f"{self.kind} d{self.depth}" if self.kind else f"d{self.depth}"
 
 
 PLAIN = Setting()
@@ -135,93 +121,6 @@ def verify_plan(
     )
 
 
-@dataclass(frozen=True)
-class Segment:
-    """One sampler run: `part` is the phase label its events carry, `calls` the timed calls per
-    round of each width, `tokens` > 0 for decode blocks of that many tokens, `settings` the
-    (width, draft kind, depth) of each block width (empty: depth = width - 1, one kind)."""
-
-    part: str
-    context: int
-    calls: tuple[tuple[int, int], ...]
-    first_rounds: int
-    max_rounds: int
-    warmup: int = 1
-    tokens: int = 0
-    opens_context: bool = True  # starts with a prefill of `context` tokens
-    settings: tuple[tuple[int, str, int], ...] = ()
-    skipped: tuple[tuple[str, int], ...] = ()  # (arm, width) rejected by bound: never run
-    bound_rejects: bool = True  # the phase's reject_by_bound: its blocks may be rejected
-
-    def arms_at(self, width: int) -> tuple[str, ...]:
-        """The arms whose calls at `width` run."""
-        return tuple(a for a in ARMS if (a, width) not in self.skipped)
-
-    def without(self, arm: str, width: int) -> Segment:
-        """This segment once `arm`'s calls at `width` are rejected by bound: that width's calls
-        per round halve (each quad keeps the other arm's two), or go when neither arm is left."""
-        if (arm, width) in self.skipped or width not in dict(self.calls):
-            return self
-        left = len(self.arms_at(width)) - 1
-        calls = tuple((w, n * left // (left + 1) if w == width else n) for w, n in self.calls)
-        return replace(
-            self,
-            calls=tuple(c for c in calls if c[1] > 0),
-            skipped=(*self.skipped, (arm, width)),
-        )
-
-    def setting(self, width: int) -> Setting:
-        for w, kind, depth in self.settings:
-            if w == width:
-                return Setting(kind, depth)
-        return Setting("", width - 1)
-
-    @property
-    def per_round(self) -> int:
-        return sum(n for _, n in self.calls)
-
-    @property
-    def last_round(self) -> int:
-        """The most rounds the sampler can run: pairs are added while under `max_rounds`."""
-        extra = max(0, self.max_rounds - self.first_rounds)
-        return self.first_rounds + extra + extra % 2
-
-    @property
-    def planned_calls(self) -> int:
-        return self.first_rounds * self.per_round
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "part": self.part,
-            "context": self.context,
-            "calls": [list(c) for c in self.calls],
-            "first_rounds": self.first_rounds,
-            "max_rounds": self.max_rounds,
-            "warmup": self.warmup,
-            "tokens": self.tokens,
-            "opens_context": self.opens_context,
-            "settings": [list(s) for s in self.settings],
-            "skipped": [list(s) for s in self.skipped],
-            "bound_rejects": self.bound_rejects,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Segment:
-        return cls(
-            str(d["part"]),
-            int(d["context"]),
-            tuple((int(w), int(n)) for w, n in d["calls"]),
-            int(d["first_rounds"]),
-            int(d["max_rounds"]),
-            int(d.get("warmup", 1)),
-            int(d.get("tokens", 0)),
-            bool(d.get("opens_context", True)),
-            tuple((int(w), str(k), int(n)) for w, k, n in d.get("settings", ())),
-            tuple((str(a), int(w)) for a, w in d.get("skipped", ())),
-            bool(d.get("bound_rejects", True)),
-        )
-
-
 def segment(
     part: str,
     context: int,
@@ -268,7 +167,7 @@ def decode_segments(
             out.append(segment(f"{phase.name}:verify", c, verify_plan(phase, depths, 0, c, settle)))
         plan = block_plan(phase, settings, 0, c)
         seg = segment(phase.name, c, plan, phase.tokens, not measured, settings)
-        out.append(replace(seg, bound_rejects=phase.reject_by_bound))
+        out.append(structs.replace(seg, bound_rejects=phase.reject_by_bound))
     return tuple(out)
 
 
@@ -281,7 +180,7 @@ def phase_plans(
     for run_pass in passes:
         for p in phases:
             named = structs.replace(p, name=run_pass.phase_name(p.name))
-            segments = tuple(s.to_dict() for s in phase_segments(named, kinds, settle))
+            segments = phase_segments(named, kinds, settle)
             out.append(PhasePlan(named.name, p.kind.value, segments))
     return tuple(out)
 

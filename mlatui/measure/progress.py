@@ -227,7 +227,7 @@ class PhaseRun:
 
 
 def _planned_phase(p: PhasePlan) -> PhaseRun:
-    runs = [SegmentRun(Segment.from_dict(d)) for d in p.plan]
+    runs = [SegmentRun(seg) for seg in p.plan]
     return PhaseRun(p.phase, p.kind, runs, sum(r.seg.planned_calls for r in runs))
 
 
@@ -299,7 +299,7 @@ class RunProgress:
             p = PhaseRun(e.phase, e.kind, [])
             self.phases.append(p)
         if e.plan:
-            p.segments = [SegmentRun(Segment.from_dict(d)) for d in e.plan]
+            p.segments = [SegmentRun(seg) for seg in e.plan]
         if sum(r.seg.planned_calls for r in p.segments) != e.planned_steps:
             p.segments = []  # not the plan the engine ran: the phase's own rate
         p.planned, p.total, p.started_t = e.planned_steps, e.planned_steps, e.t

@@ -31,6 +31,7 @@ from mlatui.stream.event_base import (
 from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import EstimateRow, PhaseRow, read_rows
 from mlatui.stream.run_settings import BandwidthLimit, RunSettings, WorldRecord
+from mlatui.stream.segments import Segment
 
 R = TypeVar("R", bound=PhaseRow)
 
@@ -107,12 +108,12 @@ class RunHeader(Event, frozen=True, tag="header"):
 
 
 class PhasePlan(msgspec.Struct, frozen=True):
-    """A phase as the engine will run it: its name, kind and segments (mlatui.measure.plans
-    Segment dicts, in the order they run), as its PhaseStart will say them."""
+    """A phase as the engine will run it: its name, kind and segments (planned by
+    mlatui.measure.plans, in the order they run), as its PhaseStart will say them."""
 
     phase: str
     kind: str
-    plan: tuple[dict[str, Any], ...] = ()
+    plan: tuple[Segment, ...] = ()
 
 
 class PhaseStart(Event, frozen=True, tag="phase_start"):
@@ -123,9 +124,7 @@ class PhaseStart(Event, frozen=True, tag="phase_start"):
     total_phases: int
     planned_steps: int
     contexts: tuple[int, ...] = ()
-    plan: tuple[
-        dict[str, Any], ...
-    ] = ()  # mlatui.measure.plans.Segment dicts, in the order they run
+    plan: tuple[Segment, ...] = ()  # the segments it runs, in order
 
 
 class BudgetPlanned(Event, frozen=True, tag="budget_planned"):

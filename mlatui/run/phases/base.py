@@ -182,7 +182,7 @@ def emit_phase_start(
             total,
             planned,
             phase.contexts,
-            tuple(s.to_dict() for s in segments),
+            tuple(segments),
         )
     )
 

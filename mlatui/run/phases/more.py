@@ -91,7 +91,7 @@ class MoreRounds:
             shapes = {c: structs.replace(p, max_rounds=UNTIL_ROUNDS) for c, p in shapes.items()}
         plans = {c: plan_for(shapes[c], (1,), ctx.seed, c, ctx.settle) for c in contexts}
         planned = sum(p.timed_calls() for p in plans.values())
-        segments = [s.to_dict() for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
+        segments = [s for c in contexts for s in sweep_segments(shapes[c], ctx.settle)]
         index = self.phases_before + self.asked - 1
         start = PhaseStart(
             ctx.now(),
