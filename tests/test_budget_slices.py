@@ -262,4 +262,5 @@ def test_a_host_slower_than_its_probe_scales_the_phases_left_down_and_ends_on_ti
         replanned = next(e for e in ctx.events if isinstance(e, BudgetPlanned))
         assert [p["name"] for p in replanned.phases] == ["tune"] and replanned.changes
         said = next(e.message for e in ctx.events if isinstance(e, LogMessage))
-        assert f"at {slow:.2f}x the probe's pace so far" in said and "tune: rounds 8 -> " in said
+        assert "at this device's pace so far, the phases left would take ~" in said
+        assert "tune: rounds 8 -> " in said and f"{slow:.2f}x" not in said  # no ratio without a CI

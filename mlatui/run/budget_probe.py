@@ -284,7 +284,8 @@ class Budget:
             phase_plans=phase_plans(ran, kinds, self.settle),
         )
         ctx.emit(planned if i == 0 else structs.replace(planned, contexts_note=""))
-        ahead = f"at {pace:.2f}x the probe's pace so far, the phases left" if i else ""
+        # the pace itself is one median with no CI: said through the seconds it forecasts
+        ahead = "at this device's pace so far, the phases left" if i else ""
         ctx.emit(LogMessage(now, "warning" if plan.changes else "info", plan.describe(ahead)))
         chosen = (*self.chosen[:i], *plan.phases)
         forecast = None if i == 0 else self.planned.t + self.costs.forecast_s(chosen)
