@@ -222,6 +222,7 @@ def test_a_bad_reject_by_bound_is_refused_in_one_line(tmp_path, value):
 def test_reject_by_bound_defaults_on_and_reaches_the_segments():
     """On by default (the default scenario rejects); the phase's switch reaches its block
     segments, which the forecast reads (test_budget), and survives their recording."""
+    import msgspec
     from msgspec.structs import replace
 
     from mlatui.config.scenario import load_scenario
@@ -232,4 +233,4 @@ def test_reject_by_bound_defaults_on_and_reaches_the_segments():
     on = [s for s in phase_segments(tune, ("mtp",)) if s.tokens]
     off = [s for s in phase_segments(replace(tune, reject_by_bound=False), ("mtp",)) if s.tokens]
     assert all(s.bound_rejects for s in on) and not any(s.bound_rejects for s in off)
-    assert all(type(s).from_dict(s.to_dict()) == s for s in on + off)
+    assert all(msgspec.convert(msgspec.to_builtins(s), type(s)) == s for s in on + off)
