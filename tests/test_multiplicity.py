@@ -8,7 +8,7 @@ import msgspec
 import pytest
 import ui_events
 
-from mlatui.measure.multiplicity import binomial_tail, judge_null
+from mlatui.measure.estimates import binomial_tail, judge_null
 from mlatui.stream.events import Estimate, PhaseStart
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.dashboard_state import DashboardState

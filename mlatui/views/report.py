@@ -63,7 +63,7 @@ def null_bias_table(finals: Sequence[Estimate]) -> str:
                         r.n,
                     ]
                 )
-    from mlatui.measure.multiplicity import CELL_ALPHA, judge_estimates
+    from mlatui.measure.estimates import CELL_ALPHA, judge_estimates
 
     judged = judge_estimates(finals)
     if judged is None:

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mlatui.measure.multiplicity import judge_estimates
+from mlatui.measure.estimates import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.stream.phrases import check_mark
