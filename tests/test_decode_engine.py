@@ -39,11 +39,7 @@ def test_an_injected_barely_speculating_run_is_flagged_and_excluded(tmp_path):
         "left out" in part or "no usable speculative result" in part
         for part in summary.verdict.split("; ")
     ), summary.verdict
-    # the same run with real drafting is not flagged
-    events = []
-    run(RunConfig(scenario=str(_tiny_tune(tmp_path, 0.9)), random_weights=True), events.append)
-    good = [e for e in events if isinstance(e, DecodeResult) and e.depth > 0]
-    assert good and not any("barely" in w for r in good for w in r.warnings)
+    # a run that drafts (acceptance 0.75) is not flagged: test_engine's shared tiny run
 
 
 FORCED_TOKEN = 3  # the patched arm's stream is made to differ at this emitted token

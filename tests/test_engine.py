@@ -126,6 +126,7 @@ def test_tune_phase_reports_every_depth(tiny_run):
             assert r.tok_s.low <= r.tok_s.median <= r.tok_s.high
             assert r.vs_plain.low <= r.vs_plain.median <= r.vs_plain.high
             assert len(r.acceptance_conditional) == depth == len(r.acceptance_by_position)
+            assert not any("barely" in w for w in r.warnings)  # a drafting run is not flagged
         else:
             assert r.runtime == "mlx_lm.generate_step" and r.vs_plain.median == 1.0
     # same synthetic draws in both arms: identical acceptance
