@@ -44,6 +44,7 @@ from mlatui.measure.bandwidth import (
     probe,
     published,
 )
+from mlatui.measure.estimates import judge_estimates
 from mlatui.stream.events import Estimate
 from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.run_settings import HarnessBias, RunSettings
@@ -237,6 +238,7 @@ def save_crossovers(
 
 
 def summarise_bias(finals: Iterable[Estimate]) -> dict[str, Any] | None:
+    finals = list(finals)
     cells: list[dict[str, Any]] = []
     for e in finals:
         for row in e.rows:
@@ -252,7 +254,8 @@ def summarise_bias(finals: Iterable[Estimate]) -> dict[str, Any] | None:
                         "quads": row.n,
                     }
                 )
-    if not cells:
+    judged = judge_estimates(finals)  # the cells' CIs, counted as the verdict strip counts them
+    if judged is None:
         return None
     # The headline is the L = 1 control (the most quads, the tightest CIs); wider widths, with
     # a quarter of the quads, are kept beside it as "worst" and in the cells.
@@ -263,9 +266,9 @@ def summarise_bias(finals: Iterable[Estimate]) -> dict[str, Any] | None:
         "max_abs_bias_pct": abs(headline["bias_pct"]),
         "at": headline,
         "worst": worst,
-        "cis_containing_zero": sum(c["low_pct"] <= 0 <= c["high_pct"] for c in cells),
-        "n_cells": len(cells),
-        "all_ci_contain_zero": all(c["low_pct"] <= 0 <= c["high_pct"] for c in cells),
+        "cis_containing_zero": judged.cells - judged.excluded,
+        "n_cells": judged.cells,
+        "all_ci_contain_zero": judged.excluded == 0,
         "cells": cells,
     }
 
