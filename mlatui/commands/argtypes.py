@@ -208,6 +208,8 @@ def print_summary(summary, format_name: str, expected: list | None = None, end: 
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    from mlatui.config.scenario import FILLS
+
     parser.add_argument(
         "--threshold",
         default=None,
@@ -251,7 +253,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fill",
-        choices=("prefill", "random-latents"),
+        choices=FILLS,
         help="with --random-weights: fill caches with random latents instead of a prefill "
         "(timing only; long contexts in seconds instead of minutes)",
     )

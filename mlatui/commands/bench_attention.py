@@ -28,13 +28,10 @@ from mlatui.commands.argtypes import (
     positive_int,
 )
 from mlatui.config.model_inputs import PREFIX
-from mlatui.config.scenario import DTYPE_NAMES
+from mlatui.config.scenario import DTYPE_NAMES, FILLS
 
 HELP = "MLA attention: forced-branch sweep on one layer (a) and whole-model stock vs patched (b)"
 DEFAULT_MAX_SECONDS = 110.0  # about two minutes on a 2-core CPU, both parts together
-
-BITS = BIT_WIDTHS
-FILLS = ("prefill", "random-latents")
 
 
 # ---- argument parsing: argparse types (mlatui/commands/argtypes.py), one-line errors, exit status 2 --
@@ -52,7 +49,7 @@ def add_dtype_bits(parser: argparse.ArgumentParser) -> None:
         type=bit_width,
         default=None,
         metavar="N",
-        help=f"quantise the weights to N bits ({', '.join(map(str, BITS))}); default: not quantised",
+        help=f"quantise the weights to N bits ({', '.join(map(str, BIT_WIDTHS))}); default: not quantised",
     )
 
 
@@ -77,7 +74,6 @@ def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None
     from mlatui.errors import UserError
     from mlatui.models.families import from_config, lookup, missing_full_config
 
-    given = None
     if args.config or args.model:
         config, where = read_config(argparse.Namespace(family=None, **_own(args)))
         try:

@@ -16,6 +16,7 @@ DEFAULT_MAX_SECONDS = 110.0  # about two minutes of sampling on a 2-core CPU
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from mlatui.commands.argtypes import int_at_least, int_list, non_negative_int, positive_float
+    from mlatui.config.scenario import FILLS
 
     parser.add_argument(
         "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
@@ -41,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fill",
-        choices=("prefill", "random-latents"),
+        choices=FILLS,
         default="prefill",
         help="random-latents: timing only, each layer's cache filled with random latents",
     )

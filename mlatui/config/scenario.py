@@ -28,7 +28,7 @@ ModelSource = Literal["embedded", "random", "path"]
 Fill = Literal["prefill", "random-latents"]
 DtypeName = Literal["float32", "bfloat16", "float16"]  # mlatui.models.loading.DTYPES maps them
 ShardMode = Literal["tensor", "pipeline"]  # mlatui.host.distributed.ShardMode (no mlx here)
-DTYPE_NAMES = get_args(DtypeName)
+DTYPE_NAMES, FILLS = get_args(DtypeName), get_args(Fill)
 # decode / tune: rounds of synced verify steps before their L = 1 check may decide
 # (mlatui.measure.plans.VERIFY_MIN_ROUNDS says why 6)
 DEFAULT_VERIFY_ROUNDS = 6
