@@ -16,8 +16,16 @@ import os
 
 import pytest
 
-from mlatui.host.blas import choose_blas
+from mlatui.host.blas import THREAD_ENVS, choose_blas
 from mlatui.store import CACHE_ENV
+
+# One OpenBLAS thread in every test process and every command a test starts, unless the user chose
+# a count: three workers and their children share two cores, and a two-thread sgemm waits a
+# scheduler tick for its second thread whenever both cores are busy (the toy trainer's resume test
+# beside a cold mypy: 14.7 s on two threads, 3.2 s on one, the same 2 s of CPU). OpenBLAS reads it
+# as it loads, below.
+if not any(os.environ.get(name, "").strip() for name in THREAD_ENVS):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 # every test process (xdist's workers too) on the fast CPU BLAS before a test loads MLX: importing
 # mlatui chooses none, and pytest is not run again under LD_PRELOAD

@@ -234,7 +234,9 @@ print(json.dumps({"idle_cpu_s": idle, "threading": blas_threading()}))
 
 
 def idle_probe(**env: str) -> dict:
-    return run_probe(IDLE_PROBE, env, drop=("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT"))
+    # without the suite's one thread (conftest.py): the idle workers are what this probes
+    drop = ("MLATUI_BLAS", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_NUM_THREADS")
+    return run_probe(IDLE_PROBE, env, drop=drop)
 
 
 @linux_only
