@@ -200,9 +200,8 @@ def _run(scenario: Path, overrides: dict) -> list:
 
 @pytest.fixture(scope="module")
 def sampled() -> list:
-    """The shipped default scenario's tune (temperature 0.8 from the file), cut short: each
-    draft kind at depth 1 (the rules are the kinds', not the depths')."""
-    ov = {"reps": 2, "warmup": 1, "tokens": 8, "contexts": [64], "max_rounds": 2, "depths": [1]}
+    """The shipped default scenario's tune (temperature 0.8 from the file), cut short."""
+    ov = {"reps": 2, "warmup": 1, "tokens": 8, "contexts": [64], "max_rounds": 2}
     return _run(DEFAULT, ov | {"only_phases": ["tune"]})
 
 
@@ -233,11 +232,11 @@ def _results(events: list) -> list:
 
 def test_a_sampled_tune_of_the_default_scenario_records_the_share_and_its_rules(sampled):
     results = _results(sampled)
-    assert len(results) == 2 * 3  # plain, mtp d1, draft-model d1; both arms
+    assert len(results) == 2 * 4  # plain, mtp d1 and d2, draft-model d1; both arms
     # only the tune ran: no sweep rounds at 64 to take the verify steps from, so it measured
     # its own and said so
     said = [e.message for e in sampled if e.type == "log"]
-    assert any("did not measure L = 1, 2 at 64" in m for m in said), said
+    assert any("did not measure L = 1, 2, 3 at 64" in m for m in said), said
     for r in results:
         assert r.sampling["temperature"] == 0.8
         assert r.distinct_4gram_share is not None and 0 < r.distinct_4gram_share <= 1
