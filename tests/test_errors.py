@@ -279,14 +279,16 @@ async def test_dashboard_reports_a_failed_recording_and_goes_on(tmp_path, failin
 async def test_screenshot_to_an_unwritable_out_dir_is_a_notification(tmp_path, out_dir):
     from mlatui.stream.sources import ReplaySource
     from mlatui.widgets.app import MlatuiApp
+    from tests.ui_settled import until
 
     (tmp_path / "afile").write_text("a file, not a folder\n")
     out_dir = out_dir.format(tmp=tmp_path)
     app = MlatuiApp(ReplaySource(FIXTURES / "ui_tiny_run.jsonl"), out_dir=out_dir)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
-        await pilot.pause()
-        assert any("screenshot failed" in n.message for n in app._notifications)
+        await until(
+            pilot, lambda: any("screenshot failed" in n.message for n in app._notifications)
+        )
         assert app.is_running and app.unexpected is None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 
 import msgspec
@@ -17,18 +16,11 @@ from mlatui.stream.run_settings import RunSettings
 from mlatui.stream.sources import LiveSource, ReplaySource
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import HelpScreen
+from tests.ui_settled import until
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 PANES = ("header", "arm-stock", "arm-patched", "marginal", "validity", "memory", "log")
-
-
-async def until(pilot, cond, timeout_s=60.0):
-    end = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        await pilot.pause(0.02)
-    await pilot.pause()
 
 
 def replay_app(tmp_path, speed=1024.0, ui_hz=20, **kw) -> MlatuiApp:

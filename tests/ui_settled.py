@@ -4,6 +4,7 @@ out and painted (MlatuiApp.settled), rather than for a guessed number of pauses.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from mlatui.widgets.panes import HeaderPane
 
@@ -17,3 +18,13 @@ async def settled(pilot, timeout_s: float = 60.0) -> None:
     await pilot.pause()
     assert app.settled.is_set()
     assert app.query_one(HeaderPane).shows_every_line()
+
+
+async def until(pilot, cond, timeout_s: float = 60.0) -> None:
+    """Wait until `cond()` holds (the app handles messages in its own time: a loaded host takes
+    more than one pause), then one more pause."""
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        await pilot.pause(0.02)
+    await pilot.pause()
