@@ -323,12 +323,9 @@ def gate_settings(args: argparse.Namespace) -> dict:
         except ValueError as e:
             raise UserError(f"--{e}") from None
         arms = f"{baseline},{candidate}"
-    from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
+    from mlatui.config.arm_settings import parse_arm_sources
 
-    try:
-        arm_sources = parse_arm_sources(getattr(args, "arm_source", None))
-    except ArmSourceError as e:
-        raise UserError(str(e)) from None
+    arm_sources = parse_arm_sources(getattr(args, "arm_source", None))
     if args.fill == "random-latents" and not getattr(args, "random_weights", False):
         raise UserError("--fill random-latents is a timing-only fill: add --random-weights")
     return {

@@ -89,12 +89,9 @@ def _check(args: argparse.Namespace) -> None:
             "e.g. --versus mlx_lm-thread",
         )
     args.versus = versus
-    from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
+    from mlatui.config.arm_settings import parse_arm_sources
 
-    try:
-        args.arm_sources = parse_arm_sources([args.arm_source] if args.arm_source else None)
-    except ArmSourceError as e:
-        raise UserError(str(e)) from None
+    args.arm_sources = parse_arm_sources([args.arm_source] if args.arm_source else None)
     if args.out:
         claim_output(args.out, overwrite=args.overwrite)
 
@@ -158,13 +155,9 @@ def _source_model(model, arm_sources: dict[str, str]):
     """The model built from `--arm-source`'s tree on the loaded weights, or None."""
     if not arm_sources:
         return None
-    from mlatui.cli import UserError
-    from mlatui.run.arms import SourceArmError, build_sources
+    from mlatui.run.arms import build_sources
 
-    try:
-        return next(iter(build_sources(model, arm_sources).models.values()))
-    except SourceArmError as e:
-        raise UserError(str(e)) from None
+    return next(iter(build_sources(model, arm_sources).models.values()))
 
 
 def _records(results, model_type: str, context: int, settings: dict, env: dict) -> list:

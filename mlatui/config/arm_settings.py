@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from mlatui.errors import UserError
+
 
 class ThresholdKind(StrEnum):
     FORMULA = "formula"
@@ -90,8 +92,8 @@ PACKAGES = {"mlx_lm": "mlx-lm", "mlx_vlm": "mlx-vlm"}
 SLOT_NAMES = {"a": "stock", "stock": "stock", "b": "patched", "patched": "patched"}
 
 
-class ArmSourceError(ValueError):
-    """A bad arm source (one line saying what to give instead)."""
+class ArmSourceError(UserError, ValueError):
+    """A bad arm source (one line saying what to give instead): the command line's bad input."""
 
 
 def package_folder(path: str) -> tuple[Path, str]:

@@ -37,6 +37,7 @@ import mlx.nn as nn
 import msgspec
 
 from mlatui.config.arm_settings import Threshold, parse_arms
+from mlatui.errors import UserError
 from mlatui.gate import mla
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import DEFAULT_GATES, Gates, Geometry, Variant, arm_words, default_arms
@@ -518,8 +519,9 @@ PREFILL_SAID = (
 )
 
 
-class SourceArmError(ValueError):
-    """A bad --arm-source / [arms] source, or a tree that cannot share the weights (one line)."""
+class SourceArmError(UserError, ValueError):
+    """A bad --arm-source / [arms] source, or a tree that cannot share the weights (one line):
+    the command line's bad input."""
 
 
 @dataclass
