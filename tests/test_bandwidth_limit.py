@@ -28,14 +28,13 @@ from mlatui.measure.bandwidth import (
 from mlatui.measure.records import BenchRecord
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.stream.recorder import read_recording
-from mlatui.views.bandwidth_pane import limit_check, mbu_line
-from mlatui.views.bandwidth_text import mbu_cell
 from mlatui.views.bench_report import attention_report, forced_summary, read_record_file
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.export import csv_rows, summary_markdown
 from mlatui.views.key_figure import mbu_figure
-from mlatui.views.rounding import Ci
-from mlatui.views.summary import summarize
+from mlatui.views.summary import limit_check, summarize
+from mlatui.views.units import Ci, mbu_cell
+from mlatui.widgets.arm import mbu_line
 
 ROOT = Path(__file__).parents[1]
 H100 = ROOT / "docs" / "data" / "h100-mbu-long-context.jsonl.gz"  # carries step bytes and MBU

@@ -4,10 +4,9 @@ import msgspec
 
 from mlatui.stream.recorder import read_recording
 from mlatui.stream.run_settings import BandwidthLimit
-from mlatui.views.bandwidth_text import limit_short, limit_text, mbu_cell
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import Ci
 from mlatui.views.run_meta import header_fields
+from mlatui.views.units import Ci, limit_short, limit_text, mbu_cell
 from mlatui.widgets.header import header_pieces
 
 H100 = BandwidthLimit(

@@ -539,11 +539,11 @@ def test_mbu_reaches_the_arm_panes_and_the_export(tiny_run):
     """Against the limit the probe measured; where a step of the tiny run read faster than it (a
     probe on a busy box), every surface says it read from cache instead
     (tests/test_bandwidth_limit.py injects both cases)."""
-    from mlatui.views.bandwidth_pane import limit_check, mbu_line
     from mlatui.views.dashboard_state import DashboardState
     from mlatui.views.export import csv_rows
-    from mlatui.views.rounding import sig
-    from mlatui.views.summary import summarize
+    from mlatui.views.summary import limit_check, summarize
+    from mlatui.views.units import sig
+    from mlatui.widgets.arm import mbu_line
 
     _, events = tiny_run
     state = DashboardState()

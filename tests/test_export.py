@@ -13,7 +13,7 @@ import pytest
 from mlatui.stream.recorder import iter_recording
 from mlatui.stream.run_settings import WorldRecord
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import Ci, sig
+from mlatui.views.units import Ci, sig
 from mlatui.views.verdict_strip import verdict_line
 from tests import summaries
 

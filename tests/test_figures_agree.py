@@ -26,16 +26,17 @@ import pytest
 from mlatui.stream.recorder import read_recording
 from mlatui.stream.sources import ReplaySource
 from mlatui.views import export
-from mlatui.views.bandwidth_text import mbu_cell
 from mlatui.views.compare import Run, compare, compare_markdown
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import FigureView
-from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.run_tables import Check
 from mlatui.views.summary import RunSummary, summarize
 from mlatui.views.units import (
+    Ci,
     bound_ratio,
     bytes_text,
+    fmt_context,
+    mbu_cell,
     median_text,
     ms_text,
     percent_text,

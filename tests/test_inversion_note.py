@@ -3,7 +3,7 @@
 
 from mlatui.stream.events import PhaseStart, PhaseSummary
 from mlatui.stream.phase_rows import SweepRow
-from mlatui.views.report import inversion_note
+from mlatui.views.export import inversion_note
 from tests.summaries import markdown
 
 

@@ -24,7 +24,7 @@ from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
 from mlatui.stream.sources import LiveSource
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.more_offer import more_offer
+from mlatui.views.progress_view import more_offer
 from mlatui.views.verdict_strip import verdict_line
 from tests.engine_run import run
 from tests.summaries import markdown as summary_markdown

@@ -12,7 +12,7 @@ from mlatui.measure.estimates import binomial_tail, judge_null
 from mlatui.stream.events import Estimate, PhaseStart
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.report import null_bias_table
+from mlatui.views.export import null_bias_table
 from mlatui.views.summary import summarize
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
 

@@ -23,7 +23,7 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.recorder import Recorder, read_recording
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.report import invalid_contexts
+from mlatui.views.summary import invalid_contexts
 from mlatui.views.units import ratio_text
 from mlatui.views.verdict_strip import verdict_line
 from tests.engine_run import run

@@ -240,7 +240,7 @@ RSS_PROBE = textwrap.dedent(
     import contextlib, io, resource, sys
     from mlatui.cli import main
     from mlatui.widgets.app import MlatuiApp  # imported before the baseline: only the replay counts
-    import mlatui.stream.recorder, mlatui.views.report
+    import mlatui.stream.recorder, mlatui.views.export
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

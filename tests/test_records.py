@@ -10,7 +10,8 @@ import json
 import pytest
 
 from mlatui.measure.records import BenchRecord
-from mlatui.views.mdtable import ci, csv_text, env_line, jsonl, num, table
+from mlatui.stream.phrases import ci_text as ci
+from mlatui.views.mdtable import csv_text, env_line, jsonl, num, table
 
 
 def _records() -> list[BenchRecord]:

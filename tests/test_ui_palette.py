@@ -77,7 +77,7 @@ async def test_every_status_colour_reads_on_every_theme():
     from textual.app import App
     from textual.color import Color
 
-    from mlatui.widgets.controls import THEMES
+    from mlatui.widgets.app import THEMES
     from mlatui.widgets.palette import Status, status_colour
 
     app = App()

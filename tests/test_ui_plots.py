@@ -23,7 +23,7 @@ from mlatui.views.key_figure import (
     key_figure,
     threshold_mark,
 )
-from mlatui.widgets import axis, fit
+from mlatui.widgets import header, plot
 from mlatui.widgets.figure import key_figure_text
 from mlatui.widgets.keybar import Hint, fit_hints
 from mlatui.widgets.plot import LogAxes, even_log_axis
@@ -69,12 +69,12 @@ def test_log_axis_ticks_are_a_constant_ratio_and_rows_apart_and_hold_the_data():
 
 
 def test_tick_labels_are_compact():
-    got = [axis.fmt_tick(v) for v in (0.05, 0.5, 1, 2, 5, 20, 200, 1000, 5000, 20000, 2e6)]
+    got = [plot.fmt_tick(v) for v in (0.05, 0.5, 1, 2, 5, 20, 200, 1000, 5000, 20000, 2e6)]
     assert got == ["0.05", "0.5", "1", "2", "5", "20", "200", "1k", "5k", "20k", "2M"]
 
 
 def test_a_linear_axis_top_keeps_two_digits():
-    assert axis.nice_ceiling(272) == 280 and axis.nice_ceiling(9.3) == 9.3
+    assert plot.nice_ceiling(272) == 280 and plot.nice_ceiling(9.3) == 9.3
 
 
 # -- the key figure ------------------------------------------------------------------------
@@ -335,14 +335,14 @@ def test_bars_grey_failed_contexts_and_label_each_segment():
 
 def test_pieces_shorten_then_drop_never_cut():
     pieces = [
-        fit.piece("L* formula 170 (T→∞) · 157 at T=2000", "L* 170 157@2000"),
-        fit.piece("AMD EPYC x86_64 · BLAS openblas", "AMD EPYC · BLAS openblas"),
-        fit.piece("scenario default"),
-        fit.piece("draft draft-model:embedded", priority=3),
+        header.piece("L* formula 170 (T→∞) · 157 at T=2000", "L* 170 157@2000"),
+        header.piece("AMD EPYC x86_64 · BLAS openblas", "AMD EPYC · BLAS openblas"),
+        header.piece("scenario default"),
+        header.piece("draft draft-model:embedded", priority=3),
     ]
-    wide = fit.join(fit.fit(pieces, 200)).plain
+    wide = header.join_pieces(header.fit_pieces(pieces, 200)).plain
     assert "draft" in wide and "x86_64" in wide
-    narrow = fit.join(fit.fit(pieces, 78)).plain
+    narrow = header.join_pieces(header.fit_pieces(pieces, 78)).plain
     assert len(narrow) <= 78 and "BLAS openblas" in narrow and "scenario default" in narrow
     assert "draft" not in narrow
 
@@ -350,7 +350,7 @@ def test_pieces_shorten_then_drop_never_cut():
 def test_parts_wrap_between_parts():
     from rich.text import Text
 
-    lines = fit.wrap_parts([Text("a" * 10), Text("b" * 10), Text("c" * 10)], 27, 4)
+    lines = header.wrap_parts([Text("a" * 10), Text("b" * 10), Text("c" * 10)], 27, 4)
     assert [line.plain for line in lines] == ["a" * 10 + " · " + "b" * 10, "    " + "c" * 10]
 
 

@@ -173,7 +173,7 @@ def test_a_speculative_win_at_a_pooled_context_says_so():
 
 
 def test_the_bench_report_lists_each_check_once_with_its_basis_and_the_pooled_row():
-    from mlatui.views.report import invalid_contexts
+    from mlatui.views.summary import invalid_contexts
 
     _, events = _pooled_state(decided=(1024, 2048, 4096))
     md = summary_markdown(events)

@@ -1,32 +1,88 @@
-"""The mlatui dashboard app: one screen fed by any event source, drained on a fixed tick."""
+"""The mlatui dashboard app: one screen fed by any event source, drained on a fixed tick; its
+panes on three pages (side by side, or one at a time on a compact screen), `z` zooming the
+focused one, and what each key does (the same actions in the command palette)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Tab, Tabs
 
 from mlatui.errors import shell_path
 from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import Source
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.more_offer import more_offer
-from mlatui.views.report import SUMMARY_EVENT_TYPES
+from mlatui.views.key_figure import FigureView
+from mlatui.views.keys import KEYS, Key, Only
+from mlatui.views.progress_view import more_offer
+from mlatui.views.summary import SUMMARY_EVENT_TYPES
 
-from .controls import KEY_BINDINGS, ControlsMixin
-from .messages import RunFailed, RunFinished
-from .pages import PagesMixin
-from .panes import HeaderPane
+from .arm import ARM_TITLES
+from .figure import VIEW_TITLES
+from .help import HelpScreen, bindings, output_name, palette_commands, save_screenshot, unwritable
+from .keybar import KeyFooter
+from .panes import (
+    ArmPane,
+    ExplainPane,
+    HeaderPane,
+    LogPane,
+    MarginalPane,
+    MemoryPane,
+    Pane,
+    ScrollPane,
+    ValidityPane,
+)
 from .render import ViewInfo
-from .zoom import ZoomMixin
+from .symbols import symbols
 
 TIMELINE_MIN_HEIGHT = 24
 
+# on a compact screen the first page is the one that answers the question: the key figure and the
+# L = 1 checks (the verdict is in the header on every page)
+# (the tab labels carry their keys: the page keys' hints on a compact screen)
+PAGES = (
+    ("page-cost", "1 cost · validity"),
+    ("page-arms", "2 arms"),
+    ("page-sys", "3 memory · log"),
+)
+# below 120 columns the key figure beside the L = 1 table would get 40 columns: one page at a time
+COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
+TEXTUAL_TWINS = {"Theme", "Keys", "Screenshot", "Maximize", "Minimize"}
+THEMES = ("textual-dark", "nord", "gruvbox", "tokyo-night", "textual-light")
+KEY_BINDINGS = bindings(KEYS)
+WHERE = {k.action.split("(")[0]: k.only for k in KEYS}  # where each action works
 
-class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
+
+@dataclass
+class RunFinished(Message):
+    """The source has handed out its last event."""
+
+    status: str
+
+
+@dataclass
+class RunFailed(Message):
+    """An ErrorEvent arrived: the message is shown and the arms have stopped."""
+
+    message: str
+
+
+@dataclass
+class Exported(Message):
+    paths: list[str]
+
+
+class MlatuiApp(App):
     CSS_PATH = "app.tcss"
     AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
     TITLE = "mlatui"
@@ -75,8 +131,6 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
             self._exit_renderables.clear()
             return
         super()._print_error_renderables()
-
-    # -- layout -----------------------------------------------------------------------------
 
     # -- the tick: drain, fold, refresh what changed ----------------------------------------
 
@@ -204,7 +258,238 @@ class MlatuiApp(ControlsMixin, PagesMixin, ZoomMixin, App):
         for pane in self.panes():
             pane.redraw()
 
-    # -- actions ----------------------------------------------------------------------------
-
     def on_unmount(self) -> None:
         self.source.stop()
+
+    # -- layout: the pages ----------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield HeaderPane(id="header")
+        if self.mode == "demo":
+            yield ExplainPane(id="explain", title="what you are looking at")
+        tabs = Tabs(*(Tab(label, id=f"tab-{pid}") for pid, label in PAGES), id="pages")
+        tabs.can_focus = False  # 1/2/3 or a click switch pages; ←/→ stay replay seeks
+        yield tabs
+        with Horizontal(id="page-arms", classes="page"):
+            yield ArmPane("stock", id="arm-stock", title=ARM_TITLES["stock"])
+            yield ArmPane("patched", id="arm-patched", title=ARM_TITLES["patched"])
+        with Horizontal(id="page-cost", classes="page"):
+            yield MarginalPane(id="marginal", title=VIEW_TITLES[FigureView.MARGINAL])
+            yield ValidityPane(id="validity", title="L=1 check per context")
+        with Horizontal(id="page-sys", classes="page"):
+            yield MemoryPane(id="memory", title="memory")
+            yield LogPane(id="log", title="events")
+        yield KeyFooter(compact=True)
+
+    def on_mount(self) -> None:
+        self._layout(self.size.width, self.size.height)
+        self.source.start()
+        self._tick()
+        self.set_interval(1.0 / self.ui_hz, self._tick, name="drain")
+
+    def on_resize(self, event) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        self.compact = compact
+        self.screen.set_class(compact, "compact")
+        self._show_page(self.page)
+
+    def _show_page(self, index: int) -> None:
+        self.page = index % len(PAGES)
+        for i, (pid, _) in enumerate(PAGES):
+            self.query_one(f"#{pid}").set_class(self.compact and i != self.page, "hidden")
+        tabs = self.query_one("#pages", Tabs)
+        tab_id = f"tab-{PAGES[self.page][0]}"
+        if tabs.active != tab_id:
+            tabs.active = tab_id
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab is None:
+            return
+        ids = [f"tab-{pid}" for pid, _ in PAGES]
+        if event.tab.id in ids:
+            self.page = ids.index(event.tab.id)
+            for i, (pid, _) in enumerate(PAGES):
+                self.query_one(f"#{pid}").set_class(self.compact and i != self.page, "hidden")
+
+    # -- zoom ----------------------------------------------------------------------------
+
+    def panes(self) -> list[Pane | ScrollPane]:
+        return [*self.query(Pane), *self.query(ScrollPane)]
+
+    def zoom_target(self) -> Pane | ScrollPane | None:
+        """The focused pane, else the key figure when it is on screen, else the first pane of
+        the page shown."""
+        focused = self.focused
+        while focused is not None and not isinstance(focused, Pane | ScrollPane):
+            focused = focused.parent if isinstance(focused.parent, Widget) else None
+        if focused is not None:
+            return focused
+        shown = [
+            p
+            for p in self.panes()
+            if p.can_focus and p.display and p.parent is not None and p.parent.display and p.region
+        ]
+        marginal = [p for p in shown if p.id == "marginal"]
+        first = marginal or shown
+        return first[0] if first else None
+
+    def action_zoom(self) -> None:
+        """Zoom the focused pane to the whole screen (the footer stays), or back."""
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        target = self.zoom_target()
+        if target is not None:
+            target.focus()
+            self.screen.maximize(target, container=False)
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.works(WHERE.get(action, Only.ALWAYS))
+
+    def works(self, only: Only) -> bool:
+        replay = self.source.playback is not None
+        return {
+            Only.ALWAYS: True,
+            Only.REPLAY: replay,
+            Only.LIVE: not replay,
+            Only.COMPACT: self.compact,
+            Only.DEMO: self.mode == "demo",
+        }[only]
+
+    def keys_here(self) -> list[Key]:
+        """The listed keys that work in this app now (the help's rows)."""
+        return [k for k in KEYS if k.listed and self.works(k.only)]
+
+    def action_more_rounds(self) -> None:
+        """`+` in a live run: once it has ended with undecided L = 1 checks, more rounds of them
+        on the arms still loaded; otherwise a short notice of why nothing happens."""
+        ask = getattr(self.source, "request_more", None)
+        offer = more_offer(self.dash)
+        if offer is None:
+            why = (
+                "+ measures more rounds once the run has ended"
+                if self.dash.status in ("waiting", "running")
+                else "+: nothing undecided (every L = 1 check is decided)"
+            )
+            self.notify(why, timeout=3)
+        elif ask is None or not ask(offer.rounds):
+            self.notify("+: this run's arms are no longer loaded", timeout=3)
+        else:
+            where = ", ".join(map(str, offer.contexts))
+            self.notify(f"measuring {offer.rounds} more rounds at {where}", timeout=3)
+
+    def action_toggle_pause(self) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.toggle_pause()
+        else:
+            self.paused = not self.paused
+            if not self.paused:
+                self._tick()
+        self.query_one(HeaderPane).redraw()
+
+    def action_step(self) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.step()
+            self._tick()
+
+    def _set_speed(self, factor: float) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.set_speed(playback.speed * factor)
+            self.query_one(HeaderPane).redraw()
+
+    def action_faster(self) -> None:
+        self._set_speed(2.0)
+
+    def action_slower(self) -> None:
+        self._set_speed(0.5)
+
+    def _seek(self, sign: int) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.seek(sign * max(5.0, 0.05 * playback.duration_s))
+            self._tick()
+
+    def action_seek_back(self) -> None:
+        self._seek(-1)
+
+    def action_seek_forward(self) -> None:
+        self._seek(+1)
+
+    def action_seek_home(self) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.seek_to(0.0)
+            self._tick()
+
+    def action_seek_end(self) -> None:
+        if (playback := self.source.playback) is not None:
+            playback.seek_to(playback.duration_s)
+            self._tick()
+
+    def action_page(self, index: int) -> None:
+        self._show_page(int(index))
+
+    def action_hide_explain(self) -> None:
+        for w in self.query(ExplainPane):
+            w.display = not w.display
+
+    def summary(self) -> tuple[str, str]:
+        """(markdown, csv) of what the dashboard knows now (mlatui.views.export)."""
+        from mlatui.views import export
+        from mlatui.views.summary import summarize
+
+        summary = summarize(self.dash)
+        return export.summary_markdown(summary), export.summary_csv(summary)
+
+    def export_summary(self) -> list[str]:
+        """The run's summary as markdown, CSV and JSON (mlatui.views.export), one summary."""
+        from mlatui.views import export
+        from mlatui.views.summary import summarize
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        summary = summarize(self.dash)
+        printers = {"md": export.summary_markdown, "csv": export.summary_csv}
+        printers["json"] = export.summary_json
+        paths = []
+        for ext, printer in printers.items():
+            path = self.out_dir / output_name("summary", ext)
+            path.write_text(printer(summary), encoding="utf-8")
+            paths.append(str(path))
+        return paths
+
+    def action_export(self) -> None:
+        try:
+            self.post_message(Exported(self.export_summary()))
+        except OSError as e:
+            self.notify(unwritable("export", self.out_dir, e), severity="error")
+
+    def on_exported(self, message: Exported) -> None:
+        names = ", ".join(Path(p).name for p in message.paths)
+        self.notify(f"{names}\nin {self.out_dir.resolve()}", title="summary exported")
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        save_screenshot(self, Path(path) if path else self.out_dir, filename)
+
+    def action_next_theme(self) -> None:
+        themes = [t for t in THEMES if t in self.available_themes]
+        i = themes.index(self.theme) if self.theme in themes else -1
+        self.theme = themes[(i + 1) % len(themes)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_figure_view(self) -> None:
+        """`m`: the key figure's other view (the marginal cost of a 2nd query, or MBU)."""
+        for pane in self.query(MarginalPane):
+            pane.show_view(pane.view.other)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.keys_here(), symbols(self.current_theme.dark)))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # Textual's own theme, keys, screenshot and maximize commands do what ours below do
+        # (ours name their key): list each action once
+        yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_TWINS)
+        yield from palette_commands(KEYS, self.run_action, lambda k: self.works(k.only))

@@ -11,13 +11,21 @@ from rich.text import Text
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import ARMS
-from mlatui.views.bandwidth_pane import mbu_line
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import StepChart, step_chart
-from mlatui.views.rounding import Ci, fmt_context
 from mlatui.views.run_meta import slot_name, slot_words
-from mlatui.views.summary import acceptance_of
-from mlatui.views.units import bound_ratio, median_text, ratio_text
+from mlatui.views.summary import acceptance_of, limit_check
+from mlatui.views.units import (
+    Ci,
+    above_limit,
+    bound_ratio,
+    fmt_context,
+    mbu_text,
+    median_text,
+    most_suffix,
+    percent_text,
+    ratio_text,
+)
 from mlatui.views.verdict_strip import is_null_run, winner
 
 from .palette import Status, series_look, status_style
@@ -192,6 +200,32 @@ def _setting_text(a, setting: Setting, figures, bound, best, dark: bool = True) 
         if best and best.context == a.counts_context:
             t.append(" ★", style=status_style(Status.GOOD, dark, bold=True))
     return t
+
+
+def mbu_line(state: DashboardState, arm: str, narrow: bool) -> str | None:
+    """The MBU at the latest sweep context, per width (`mbu`; `..` the most where the routing
+    range makes it differ): `MBU @32K L=1 5.2% [4.9, 5.4] · L=2 4.1% .. 6.0%`; `MBU: a step read
+    … served from cache?` where a step of the run read faster than the measured memory limit;
+    None before a sweep estimate that carries it."""
+    context = state.context
+    if context is None:
+        return None
+    parts = []
+    for width in sorted({w for (a, c, w) in state.sweep_ms if (a, c) == (arm, context)}):
+        row = state.estimate("mbu", arm, context, width)
+        if row is None:
+            continue
+        most = state.estimate("mbu_most", arm, context, width)
+        text = percent_text(row.median * 100) if narrow else mbu_text(row.interval)
+        parts.append(
+            f"L={width} {text}{most_suffix(row.median, None if most is None else most.median)}"
+        )
+    if not parts:
+        return None
+    check = limit_check(state)
+    if check is not None and check.contradicted:
+        return "MBU: " + above_limit(check, narrow)
+    return f"MBU @{fmt_context(context)} " + " · ".join(parts)
 
 
 def gate_line(state: DashboardState, arm: str, narrow: bool) -> Text:

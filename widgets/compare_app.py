@@ -6,9 +6,13 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -16,9 +20,8 @@ from mlatui.views.compare import Comparison
 from mlatui.views.keys import Key, KeyGroup
 
 from . import compare_render as cr
-from .frozen_table import FrozenTable
-from .help import HelpScreen, Symbol, save_screenshot, unwritable
-from .keymap import bindings
+from .compare_render import TableLine
+from .help import HelpScreen, Symbol, bindings, save_screenshot, unwritable
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
 COMPARE_KEYS = [
@@ -31,6 +34,55 @@ COMPARE_KEYS = [
     Key("q", "quit", "quit", KeyGroup.RUN, "quit", label="quit"),
 ]  # fmt: skip
 COMPARE_SYMBOLS = (("compare", tuple(Symbol(g, "", m) for g, m in cr.SYMBOLS)),)
+
+
+class FrozenTable(ScrollView, can_focus=True):
+    """A table that scrolls both ways with its first columns fixed: its rows keep their keys
+    (ctx, width, arm) in view while the figures scroll sideways; titles and notes stay put."""
+
+    def __init__(self, lines: list[TableLine], frozen_cells: int, *, id: str | None = None):
+        super().__init__(id=id)
+        self.lines = lines
+        self.frozen_cells = frozen_cells
+        self._strips: list[Strip] | None = None
+
+    def on_mount(self) -> None:
+        widest = max((line.text.cell_len for line in self.lines), default=0)
+        self.virtual_size = Size(widest, len(self.lines))
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(line.text.plain for line in self.lines)
+
+    def _all_strips(self) -> list[Strip]:
+        if self._strips is None:
+            console = self.app.console
+            self._strips = [
+                Strip(list(line.text.render(console)), line.text.cell_len) for line in self.lines
+            ]
+        return self._strips
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        index = y + scroll_y
+        strips = self._all_strips()
+        if index >= len(strips):
+            return Strip.blank(width, self.rich_style)
+        strip, line = strips[index], self.lines[index]
+        if not line.row:  # titles and notes: from their start, whatever the scroll
+            shown = strip.crop(0, width)
+        else:
+            frozen = min(self.frozen_cells, width)
+            keys = strip.crop(0, frozen)
+            rest = strip.crop(frozen + scroll_x, scroll_x + width)
+            shown = Strip.join([keys, rest])
+        if strip.cell_length > (width if not line.row else width + scroll_x):
+            shown = shown.crop(0, width - 1)
+            segments = list(shown)
+            more = Segment("…", segments[-1].style if segments else None)
+            shown = Strip.join([shown, Strip([more], 1)])
+        return shown.extend_cell_length(width, self.rich_style)
 
 
 class CompareView(Widget):

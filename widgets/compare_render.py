@@ -18,7 +18,7 @@ from mlatui.views.compare import (
     ratio_text,
     width_label,
 )
-from mlatui.views.rounding import Ci, ci_text, fmt_context
+from mlatui.views.units import Ci, ci_text, fmt_context
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 
 from . import palette

@@ -11,8 +11,7 @@ import functools
 from rich.text import Text
 
 from mlatui.views.key_figure import FigurePoint, FigureView, KeyFigure, PointStatus
-from mlatui.views.rounding import fmt_context
-from mlatui.views.units import ms_text, percent_text
+from mlatui.views.units import fmt_context, ms_text, percent_text
 
 from .palette import GREY, SeriesLook, hex_colour, series_look
 from .plot import LogAxes, LogLogPlot, log_log_axes

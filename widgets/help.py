@@ -2,19 +2,22 @@
 files; generated from the one key table, mlatui.views.keys, and only the keys that work here)
 and Symbols (every glyph and colour on screen, drawn in its own style). Focused on open, so
 ↑/↓/PgUp/PgDn scroll at once; tab or ←/→ switch pages. And the one key action both apps share
-beside it, `s` (screenshot)."""
+beside it, `s` (screenshot), and the Textual bindings and command-palette entries both apps
+generate from their key table (mlatui.views.keys): the keys, the palette and the help never list
+different things."""
 
 from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from rich.text import Text
-from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -22,6 +25,8 @@ from textual.widgets import Static
 from mlatui.views.keys import Key, KeyGroup
 
 TEXT_WIDTH = 74  # readable inside the box at 80 columns
+# keys sharing one compact footer hint (`+ -`, `← →`)
+FOOTER_GROUPS = {name: Binding.Group(name, compact=True) for name in ("speed", "seek")}
 
 
 @dataclass(frozen=True)
@@ -173,3 +178,31 @@ def fold_path(path: str, width: int) -> str:
             line = ""
         line += piece
     return "\n".join([*lines, line])
+
+
+def bindings(keys: Iterable[Key]) -> list[BindingType]:
+    return [
+        Binding(
+            k.keys,
+            k.action,
+            k.label or k.title or k.description,
+            show=bool(k.label),
+            key_display=k.key if k.bind else None,
+            priority=k.priority,
+            id=k.id,
+            group=FOOTER_GROUPS.get(k.footer_group),
+        )
+        for k in keys
+        if not k.builtin
+    ]
+
+
+def palette_commands(
+    keys: Iterable[Key], run: Callable[[str], object], works: Callable[[Key], bool]
+) -> list[SystemCommand]:
+    """One palette entry per titled key that works here, naming its key."""
+    return [
+        SystemCommand(k.title, f"{k.description} · key {k.key}", lambda a=k.action: run(a))
+        for k in keys
+        if k.title and works(k)
+    ]

@@ -2,6 +2,8 @@
 (markers, braille lines, whiskers, gridline-free axes, ticks, text) and its output is turned
 into rich Text rows. Values go in as they are; the plot takes their log10, so plotext's linear
 axes are the log axes and every cell is where plotext's own mapping puts it (`col`, `row`).
+The axis arithmetic of every character plot lives here too: compact tick labels (`fmt_tick`)
+and a linear axis' top (`nice_ceiling`, the step bars').
 
 plotext keeps one global figure: plots are built on the UI thread only, one at a time."""
 
@@ -13,11 +15,28 @@ from dataclasses import dataclass
 import plotext as plx
 from rich.text import Text
 
-from mlatui.views.rounding import fmt_context
-
-from .axis import fmt_tick
+from mlatui.views.units import fmt_context
 
 RGB = tuple[int, int, int]
+
+
+def fmt_tick(value: float) -> str:
+    """Tick values compactly: 0.05, 0.5, 5, 50, 500, 5k, 50k, 500k, 5M."""
+    if value <= 0:
+        return "0"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:.6g}"
+
+
+def nice_ceiling(value: float) -> float:
+    """The next value >= `value` with two significant digits (a linear axis' top: 272 -> 280)."""
+    if value <= 0:
+        return 1.0
+    exp = math.floor(math.log10(value)) - 1
+    step = 10.0**exp
+    return math.ceil(value / step - 1e-9) * step
 
 
 def cell(value: float, low: float, high: float, cells: int) -> int:

@@ -13,14 +13,19 @@ from rich.text import Text
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import FigureView, key_figure, mbu_figure
-from mlatui.views.more_offer import MoreOffer
-from mlatui.views.progress_view import duration
+from mlatui.views.progress_view import MoreOffer, duration
 from mlatui.views.units import bytes_text
 from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
 
-from . import fit
 from .figure import key_figure_text
-from .header import header_pieces, thresholds_text  # noqa: F401 (thresholds_text: tests)
+from .header import (  # noqa: F401 (thresholds_text: tests)
+    SEPARATOR,
+    fit_pieces,
+    header_pieces,
+    join_pieces,
+    thresholds_text,
+    wrap_parts,
+)
 from .palette import Status, status_style, tone_style
 
 GREY = "grey42"
@@ -155,10 +160,10 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
                 )
         return t
     first, second = header_pieces(state, h, dark)
-    t.append(fit.SEPARATOR, style="dim")
-    t.append_text(fit.join(fit.fit(first, width - t.cell_len)))
+    t.append(SEPARATOR, style="dim")
+    t.append_text(join_pieces(fit_pieces(first, width - t.cell_len)))
     t.append("\n")
-    t.append_text(fit.join(fit.fit(second, width)))
+    t.append_text(join_pieces(fit_pieces(second, width)))
     for line in verdict_lines(state, width, dark):
         t.append("\n")
         t.append_text(line)
@@ -170,7 +175,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
             Text(n, style=status_style(Status.WARN, dark, bold=True))
             for n in ("⚠ " + view.notices[0], *view.notices[1:])
         ]
-        for line in fit.wrap_parts(parts, width, 2):
+        for line in wrap_parts(parts, width, 2):
             t.append("\n")
             t.append_text(line)
     if view.offer is not None:  # its own line: the verdict above it has every column it needs

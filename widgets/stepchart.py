@@ -6,10 +6,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from mlatui.views.dashboard_views import Panel, StepChart, priority_widths
-from mlatui.views.rounding import fmt_context
-from mlatui.views.units import ms_text
+from mlatui.views.units import fmt_context, ms_text
 
-from .axis import nice_ceiling
+from .plot import nice_ceiling
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 GREY = "grey42"

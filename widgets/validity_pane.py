@@ -10,12 +10,11 @@ from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
 from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context
 from mlatui.views.run_tables import Check, l1_figures
-from mlatui.views.units import ms_text, ratio_text
+from mlatui.views.units import fmt_context, ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 
-from . import fit
+from .header import wrap_parts
 from .palette import Status, status_style
 from .render import GREY
 
@@ -81,7 +80,7 @@ def validity_text(state: DashboardState, width: int, dark: bool = True) -> Text:
     summary = validity_summary(state, dark)
     if summary is not None:  # wrapped between its parts, never cut
         parts = list(summary.split(" · ", include_separator=False))
-        for line in fit.wrap_parts(parts, width, 2):
+        for line in wrap_parts(parts, width, 2):
             t.append_text(line)
             t.append("\n")
     a, b = ("A", "B") if is_null_run(state) else ("stock", "patched")  # A/A: one variant

@@ -224,7 +224,7 @@ def _report(args, events, out, recorder, signals, status) -> int:
 
 def _outcome(events, out, recorder, signals, status) -> int:
     from mlatui.errors import error_line
-    from mlatui.views.report import invalid_contexts
+    from mlatui.views.summary import invalid_contexts
 
     print(f"[mlatui] recording: {shell_path(out)}", file=sys.stderr)
     budget = next((e for e in events if isinstance(e, BudgetOutcome)), None)

@@ -4,7 +4,7 @@ compare.
 A kind's rules here are what the config, the plan, the fit and the budget read; each higher layer
 keeps its own per-kind parts in one registry keyed by `PhaseKind` (the runners:
 `mlatui.run.phases.registry`; the segments: `mlatui.measure.plans.SEGMENTS`; the tables, export
-rows and folds: `mlatui.views.phase_views`).
+rows and folds: `mlatui.views.dashboard_views`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ every draft kind (one kind: width = depth + 1, as before several kinds).
 The plan of `+`, the rounds a live run measures once it has ended with undecided L = 1
 checks: which checks are undecided, the phase that measures them, its name. One rule for the
 engine (mlatui.run.phases.more, which contexts it measures) and the screen
-(mlatui.views.more_offer, what the strip offers and how long it takes), so the two never disagree.
+(mlatui.views.progress_view.more_offer, what the strip offers and how long it takes), so the
+two never disagree.
 """
 
 from __future__ import annotations

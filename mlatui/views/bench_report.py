@@ -31,8 +31,8 @@ from mlatui.stream.phrases import ci_text, interval_text
 from mlatui.stream.record_kinds import RecordKind
 from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
 from mlatui.stream.run_settings import BandwidthLimit
-from mlatui.views.bandwidth_text import above_limit, gb_s_text, limit_text, mb_text, mbu_text
 from mlatui.views.mdtable import env_line, fmt, num, table
+from mlatui.views.units import above_limit, gb_s_text, limit_text, mb_text, mbu_text
 
 
 def indexer_report(
@@ -59,10 +59,6 @@ def indexer_report(
     return "\n".join(out) + "\n"
 
 
-def _ci(median: float | None, low: float | None, high: float | None, digits: int = 3) -> str:
-    return ci_text(median, low, high, digits)
-
-
 def summary_table(records: Sequence[IndexerRecord]) -> str:
     """One row per (bench, context, S): each arm's median over rounds with its 95% CI, the paired
     stock/patched with its CI, patched S over patched S=1 (paired within rounds), the S=1 check."""
@@ -75,10 +71,10 @@ def summary_table(records: Sequence[IndexerRecord]) -> str:
                 bench,
                 context,
                 width,
-                _ci(s.median_ms, s.ci_low_ms, s.ci_high_ms),
-                _ci(p.median_ms, p.ci_low_ms, p.ci_high_ms),
-                _ci(s.ratio, s.ratio_low, s.ratio_high, 2 if width > 1 else 4),
-                _ci(p.vs_s1, p.vs_s1_low, p.vs_s1_high, 2) if width > 1 else "1",
+                ci_text(s.median_ms, s.ci_low_ms, s.ci_high_ms, 3),
+                ci_text(p.median_ms, p.ci_low_ms, p.ci_high_ms, 3),
+                ci_text(s.ratio, s.ratio_low, s.ratio_high, 2 if width > 1 else 4),
+                ci_text(p.vs_s1, p.vs_s1_low, p.vs_s1_high, 2) if width > 1 else "1",
                 s.n_rounds,
                 s.outcome if s.outcome == "valid" else s.outcome.upper(),
             )
@@ -128,7 +124,7 @@ def verdict(records: Sequence[IndexerRecord]) -> list[str]:
     if len(s2) > 1:
         grows = all(b.ci_low_ms > a.ci_high_ms for a, b in zip(s2, s2[1:], strict=False))
         trend = ", ".join(
-            f"{r.context}: {_ci(r.median_ms, r.ci_low_ms, r.ci_high_ms, 2)} ms" for r in s2
+            f"{r.context}: {ci_text(r.median_ms, r.ci_low_ms, r.ci_high_ms, 2)} ms" for r in s2
         )
         lines.append(
             f"stock S=2 by context: {trend} ({'grows' if grows else 'does NOT clearly grow'})"

@@ -21,9 +21,9 @@ from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.recorder import RecordingError
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import table
-from mlatui.views.rounding import Ci, ci_text, sig
 from mlatui.views.run_meta import code_difference, header_fields
 from mlatui.views.run_tables import Cell, Check, check, decode_cells, latest_sweep_cells
+from mlatui.views.units import Ci, ci_text, sig
 from mlatui.views.verdict_strip import verdict_line
 
 SECTIONS = (

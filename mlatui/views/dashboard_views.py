@@ -1,4 +1,9 @@
-"""The per-arm and per-phase views DashboardState keeps (pure Python).
+"""The per-arm and per-phase views DashboardState keeps, and how each phase kind is shown
+(pure Python).
+
+`VIEWS` is the printers' and the fold's one lookup by kind: a kind's rules
+(`mlatui.config.phase_kind`) say what it measures; its view, which table presents it and how the
+dashboard folds its steps. A kind shown like an existing one is one line there.
 
 Timed steps for the arm panes' bar charts (`StepSeries`) never mix phases, widths or contexts:
 each (phase, arm, width, context) keeps its own samples in arrival order, and both arms are
@@ -10,7 +15,9 @@ import statistics
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from mlatui.config.phase_kind import PhaseKind
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
 from mlatui.stream.events import SpeedupBound, Validity
@@ -18,6 +25,37 @@ from mlatui.stream.phrases import check_mark
 from mlatui.views.units import ratio_text
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
+
+
+class Table(StrEnum):
+    """A phase's table in `bench`'s summary, the export and `replay --dump`."""
+
+    SWEEP = "sweep"  # per context and width: both arms' step ms, the paired ratio, Δ2
+    DECODE = "decode"  # per context, arm and setting: tok/s, acceptance, the verify step
+    ROWS = "rows"  # the phase summary's own rows (the indexer's parts)
+    NONE = "none"  # no table of its own (`+`: its checks join the L = 1 table)
+
+
+@dataclass(frozen=True)
+class KindView:
+    table: Table
+    layer_steps: bool = False  # its steps time one layer, not the model: its own pane
+
+
+VIEWS: dict[PhaseKind, KindView] = {
+    PhaseKind.SWEEP: KindView(Table.SWEEP),
+    PhaseKind.DECODE: KindView(Table.DECODE),
+    PhaseKind.TUNE: KindView(Table.DECODE),
+    PhaseKind.INDEXER: KindView(Table.ROWS, layer_steps=True),
+    PhaseKind.MORE: KindView(Table.NONE),
+}
+UNKNOWN_VIEW = KindView(Table.ROWS)
+
+
+def view_of(kind: str | None) -> KindView:
+    """How a kind as recorded is shown (a kind this tool does not know: its summary's rows)."""
+    known = PhaseKind.of(kind)
+    return VIEWS[known] if known is not None else UNKNOWN_VIEW
 
 
 @dataclass(frozen=True)

@@ -4,37 +4,35 @@ moment of a run (pure Python).
 
 Both carry the run metadata, the verdict strip, the L = 1 checks, the marginal cost of the
 second query, and one table per phase (sweep and tune/decode never share a table; the CSV has a
-`table` column to filter on). Numbers are rounded to what their CI supports (mlatui.views.rounding).
+`table` column to filter on). Numbers are rounded to what their CI supports (mlatui.views.units).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import ARMS, arm_label, ratio_label
-from mlatui.stream.interval import Interval
-from mlatui.stream.phase_rows import IndexerRow, Quantity
-from mlatui.stream.phrases import check_mark
-from mlatui.views.bandwidth_text import mbu_cell
-from mlatui.views.mdtable import csv_text, table
-from mlatui.views.phase_views import Table
-from mlatui.views.report import (
-    SHARE_HEAD,
-    indexer_table,
-    inversion_note,
-    null_bias_table,
-    pooled_note,
-    rule_text,
-    share_text,
+from mlatui.stream.events import (
+    ARMS,
+    Estimate,
+    PhaseSummary,
+    PooledValidity,
+    arm_label,
+    ratio_label,
 )
-from mlatui.views.rounding import Ci, sig
+from mlatui.stream.interval import Interval
+from mlatui.stream.phase_rows import IndexerRow, Quantity, SweepRow
+from mlatui.stream.phrases import check_mark
+from mlatui.stream.phrases import ci_text as fixed_ci_text
+from mlatui.views.dashboard_views import Table
+from mlatui.views.mdtable import csv_text, table
 from mlatui.views.run_meta import PATCH_QUESTION, header_fields, header_lines, is_patch_review
 from mlatui.views.summary import DecodeRow, PhaseFigures, RunSummary, drift_line
 from mlatui.views.summary_doc import document, document_json
-from mlatui.views.units import ci_text, ms_text, ratio_text
+from mlatui.views.units import Ci, ci_text, mbu_cell, ms_text, ratio_text, sig
 from mlatui.views.verdict_strip import parts_line
 
 CSV_COLUMNS = (
@@ -54,6 +52,143 @@ CSV_COLUMNS = (
     "text",
     "draft",
 )
+
+
+def null_bias_table(finals: Sequence[Estimate]) -> str:
+    """A/A runs: the harness's own bias per pass, context and width (the paired A/B ratio, whose
+    true value is 1), from the passes' final estimates."""
+    rows = []
+    for e in finals:
+        for r in e.rows:
+            if r.quantity == "ratio":
+                rows.append(
+                    [
+                        e.phase.rsplit("/", 1)[1],
+                        e.context,
+                        r.width,
+                        ratio_text(Ci(r.median, r.low, r.high)),
+                        "yes" if r.low <= 1 <= r.high else "NO",
+                        r.n,
+                    ]
+                )
+    from mlatui.measure.estimates import CELL_ALPHA, judge_estimates
+
+    judged = judge_estimates(finals)
+    if judged is None:
+        return ""
+    verdict = "consistent with no arm difference" if judged.consistent else "a harness difference"
+    return (
+        table(["pass", "context", "L", "A/B paired [95% CI]", "CI contains 1", "quads"], rows)
+        + f"\n\n{judged.excluded} of {judged.cells} 95% CIs exclude 1. With no arm difference "
+        f"each does so with {CELL_ALPHA:.0%} chance: {judged.excluded} or more of {judged.cells} "
+        f"in {judged.chance:.0%} of A/A runs (binomial; cells of one context share rounds, so a "
+        f"guide): **{verdict}**."
+    )
+
+
+def pooled_note(p: PooledValidity) -> str:
+    """What a pooled check pooled, how, and what it decided."""
+    text = (
+        f"Pooled L = 1 check after {p.phase}: {p.estimator}; {p.ci_method}; contexts "
+        f"{', '.join(map(str, p.contexts))} ({p.rounds} rounds, {p.quads} quads): {p.outcome}."
+    )
+    if p.decided:
+        text += (
+            f" Valid (pooled) at {', '.join(map(str, p.decided))}: inconclusive alone, own CI "
+            "contains 1.00."
+        )
+    if p.undecided:
+        why = "own CI excludes 1.00" if p.valid else f"the pooled check is {p.outcome}"
+        text += f" Still inconclusive at {', '.join(map(str, p.undecided))} ({why})."
+    return text
+
+
+def inversion_note(summary: PhaseSummary) -> str | None:
+    """The line a run gets when, at a context whose L = 1 check passed, an arm's L = 2 step is
+    significantly cheaper than its own L = 1 step (paired within rounds: the CI of L=2/L=1
+    lies below 1), so a reader does not take it for a measuring fault."""
+    found = []
+    rows = summary.rows_of(SweepRow)
+    for r in rows:
+        high = r.vs_l1_high
+        if r.width != 2 or not r.valid or high is None or r.vs_l1 is None or not high < 1:
+            continue
+        one = next(
+            (o for o in rows if (o.context, o.width, o.arm) == (r.context, 1, r.arm)),
+            None,
+        )
+        ms = f", {ms_text(r.median_ms)} vs {ms_text(one.median_ms)} ms" if one else ""
+        ratio = ratio_text(Ci(r.vs_l1, r.vs_l1_low, r.vs_l1_high))
+        found.append(f"{arm_label(r.arm, summary.phase)} at T={r.context}: L=2/L=1 {ratio}{ms}")
+    if not found:
+        return None
+    return (
+        "plain decode is slower than a 2-query verify here: the runtime's L = 1 path costs more "
+        f"than its L = 2 step ({'; '.join(found)}, paired within rounds). Both arms take the "
+        "runtime's own L = 1 branch, so this is the runtime's cost, not a measuring fault."
+    )
+
+
+RULE_WORDS = {"exact-match": "exact match", "rejection-sampling": "rejection sampling"}
+
+
+def rule_text(rule: str, temperature: float | None) -> str:
+    """The acceptance rule and the sampling it ran under ("rejection sampling, T=0.8",
+    "exact match, greedy"); "–" for plain decode and recordings without a rule."""
+    if not rule:
+        return "–"
+    words = RULE_WORDS.get(rule, rule)
+    if temperature is None:
+        return words
+    return f"{words}, " + (f"T={temperature:g}" if temperature else "greedy")
+
+
+def share_text(within: float | None, across: float | None) -> str:
+    """The distinct-4-gram shares of a result's text: within its blocks (pooled) / across them."""
+    if within is None:
+        return "–"
+    return f"{within:.0%}" + (f" / {across:.0%}" if across is not None else "")
+
+
+SHARE_HEAD = "distinct 4-grams (block / across)"
+
+
+def _or_dash(count: int | None) -> str:
+    return "-" if count is None else str(count)
+
+
+def indexer_table(summary: PhaseSummary) -> str:
+    """The indexer phase's own table: one sparse layer of the model, per part, context, S, arm;
+    the paired stock/patched (stock rows), the pool's rebuilds/reuses and the untimed output
+    check; the S = 1 check (a row at S = 1 carries its paired ratio)."""
+
+    def agree(r: IndexerRow) -> str:
+        if r.selection_agreement is not None:
+            return f"{r.selection_agreement:.0%} same"
+        return "-" if r.parity_max_abs is None else f"max Δ {r.parity_max_abs:.1e}"
+
+    rows = [
+        [
+            r.part,
+            r.layer,
+            r.context,
+            r.width,
+            arm_label(r.arm, summary.phase),
+            fixed_ci_text(r.median_ms, r.ci_low_ms, r.ci_high_ms, 3),
+            fixed_ci_text(r.ratio, r.ratio_low, r.ratio_high, 3, "×") if r.arm == "stock" else "",
+            f"{_or_dash(r.pool_rebuilds)}/{_or_dash(r.pool_reuses)}",
+            agree(r),
+            r.outcome or ("valid" if r.valid else "invalid"),
+        ]
+        for r in summary.rows_of(IndexerRow)
+    ]
+    head = ["part", "layer", "context", "S", "arm", "median ms [95% CI]"]
+    head += [
+        f"{ratio_label(summary.phase)} paired [95% CI]",
+        "pool rebuilds/reuses",
+        "arms' outputs",
+    ]
+    return table([*head, "S=1 check"], rows)
 
 
 def _slot_names(phases) -> tuple[str, str, str]:

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.byte_census import StepBytes
 from mlatui.stream.events import Thresholds
-from mlatui.views.bandwidth_pane import limit_check
-from mlatui.views.bandwidth_text import above_limit
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import Ci, fmt_context, sig
 from mlatui.views.run_tables import Check
-from mlatui.views.summary import RunSummary, SweepRow, summarize
+from mlatui.views.summary import RunSummary, SweepRow, limit_check, summarize
+from mlatui.views.units import Ci, above_limit, fmt_context, sig
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
 
@@ -204,10 +202,6 @@ STATUS_OF_CHECK = {
 }
 
 
-def _percent(v: float | None) -> float | None:
-    return None if v is None else v * 100
-
-
 def mbu_points(
     rows: Sequence[SweepRow], arm: str, width: int = MBU_WIDTH
 ) -> tuple[FigurePoint, ...]:
@@ -217,12 +211,9 @@ def mbu_points(
         ci: Ci | None = r.mbu.get(arm) if r.width == width else None
         if ci is None or ci.median <= 0:
             continue
+        pct = ci.scaled(100)
         points[r.context] = FigurePoint(
-            r.context,
-            ci.median * 100,
-            _percent(ci.low),
-            _percent(ci.high),
-            STATUS_OF_CHECK[r.check],
+            r.context, pct.median, pct.low, pct.high, STATUS_OF_CHECK[r.check]
         )
     return tuple(points[c] for c in sorted(points))
 

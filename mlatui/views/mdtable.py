@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from mlatui.stream.phrases import ci_text
-
 
 def fmt(v: Any, digits: int = 2) -> str:
     if v is None:
@@ -17,11 +15,6 @@ def fmt(v: Any, digits: int = 2) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     return str(v)
-
-
-def ci(median: Any, low: Any, high: Any, digits: int = 2, unit: str = "") -> str:
-    """`median[unit] [low, high]` at fixed digits; the median alone where a bound is missing."""
-    return ci_text(median, low, high, digits, unit)
 
 
 def num(v: Any) -> str:
@@ -59,11 +52,6 @@ def csv_text(
 def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
     """One compact JSON object a line."""
     return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
-
-
-def check(row: dict) -> str:
-    outcome = row.get("outcome") or ("valid" if row.get("valid") else "invalid")
-    return "ok" if outcome == "valid" else outcome.upper()
 
 
 def env_line(env: Mapping[str, Any]) -> str:

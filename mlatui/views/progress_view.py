@@ -1,6 +1,9 @@
 """A run's progress as text (pure): the header's progress and loading text, from RunProgress
 (widgets only style it), and a headless run's progress on stderr, one line per event that says
-something (`StderrProgress`: events in, text out; the stream is any file).
+something (`StderrProgress`: events in, text out; the stream is any file), and what `+` offers
+once a live run has ended with undecided L = 1 checks (`more_offer`: more rounds of L = 1 quads at
+those contexts on the arms still loaded, mlatui.measure.plans, the engine's rule too, and how long
+they would take on this run's own measured costs).
 
 `now_s` is the run's clock: the replay position in a replay (recorded time, never the wall
 clock), the engine's time since its start in a live run.
@@ -8,6 +11,7 @@ clock), the engine's time since its start in a live run.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Callable
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from mlatui.measure.loading import LoadView
+from mlatui.measure.plans import MORE_ROUNDS, last_pass, more_phase, undecided_checks
 from mlatui.measure.progress import Eta, RunProgress
 from mlatui.stream.events import (
     ErrorEvent,
@@ -30,6 +35,8 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.phrases import TOLERANCE_RULE, interval_text, pct_ends
+from mlatui.views.dashboard_state import DashboardState
+from mlatui.views.units import fmt_context
 
 
 @dataclass(frozen=True)
@@ -166,3 +173,38 @@ class StderrProgress:
             case PhaseSummary() if e.verdict:
                 return f"[mlatui]   {e.phase}: {e.verdict}"
         return None
+
+
+@dataclass(frozen=True)
+class MoreOffer:
+    contexts: tuple[int, ...]
+    rounds: int
+    seconds: float  # on the run's own costs; inf when it has none at these contexts yet
+
+    @property
+    def text(self) -> str:
+        return (
+            f"+ to measure {self.rounds} more rounds of the undecided contexts "
+            f"({', '.join(map(fmt_context, self.contexts))}, {self.time_text})"
+        )
+
+    @property
+    def short(self) -> str:
+        return f"+ {self.rounds} more L=1 rounds ({self.time_text})"
+
+    @property
+    def time_text(self) -> str:
+        return f"~{self.seconds:.0f} s" if math.isfinite(self.seconds) else "time unknown"
+
+
+def more_offer(state: DashboardState) -> MoreOffer | None:
+    """What `+` would measure now (a DashboardState of a run that completed), or None."""
+    if state.status != "completed" or state.header is None:
+        return None
+    checks = undecided_checks(state.validity, state.phase_kinds, last_pass(state.header.settings))
+    contexts = tuple(sorted({v.context for v in checks}))
+    if not contexts:
+        return None
+    phases = [more_phase("more", c) for c in contexts]
+    settle = state.header.settings.settles
+    return MoreOffer(contexts, MORE_ROUNDS, state.progress.forecast_s(phases, settle=settle))

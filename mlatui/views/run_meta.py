@@ -18,7 +18,7 @@ from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
 from mlatui.stream.events import RunHeader
 from mlatui.stream.run_settings import ArmSlot, ArmSource, RunSettings
-from mlatui.views.bandwidth_text import limit_text
+from mlatui.views.units import limit_text
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from mlatui.stream.events import ARMS, DecodeResult, Estimate, Validity
 from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import Ci
+from mlatui.views.units import Ci
 
 
 class Check(enum.StrEnum):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlatui.config.phase_kind import Pass
+from mlatui.measure.bandwidth import LimitCheck
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import (
     ARMS,
@@ -29,10 +30,8 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.phase_rows import Quantity
-from mlatui.views.bandwidth_pane import limit_check
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.phase_views import Table, view_of
-from mlatui.views.rounding import Ci
+from mlatui.views.dashboard_views import Table, view_of
 from mlatui.views.run_tables import (
     Cell,
     Check,
@@ -42,6 +41,7 @@ from mlatui.views.run_tables import (
     sweep_cells,
     sweep_phases,
 )
+from mlatui.views.units import Ci
 from mlatui.views.verdict_strip import Part, pane_setting, verdict_parts
 
 DRIFTS_LISTED = 12
@@ -75,7 +75,7 @@ class SweepRow:
     step over its L = 1 step (`vs_l1`), the rounds and how many of them drifted, and each arm's
     MBU (`mbu`: over the fewest bytes the step must read; `mbu_most`: the most; recordings
     without the bytes have neither, nor has a run whose steps read faster than its measured
-    limit: bandwidth_pane.limit_check) and effective GB/s (`gb_s`)."""
+    limit: limit_check) and effective GB/s (`gb_s`)."""
 
     context: int
     width: int
@@ -186,6 +186,19 @@ class RunSummary:
     acceptance: tuple[Acceptance, ...]  # per arm, the one setting both panes show
     progress: ProgressFigures
     memory: MemorySample | None  # the latest sample
+
+
+def limit_check(state: DashboardState) -> LimitCheck | None:
+    """The header's measured read limit against the most any step of the run read (the largest
+    median GB/s of every estimate so far); None without a limit or without a rate."""
+    bandwidth = state.header.device.bandwidth if state.header is not None else None
+    limit = bandwidth.measured_read_gb_s if bandwidth else None
+    rates = [
+        float(r.median) for e in state.estimates.values() for r in e.rows if r.quantity == "gb_s"
+    ]
+    if not limit or not rates:
+        return None
+    return LimitCheck(float(limit), max(rates))
 
 
 def _status_text(state: DashboardState) -> str:
@@ -336,3 +349,36 @@ def drift_line(drifts: Sequence[DriftEvent]) -> str:
         f"Device drift: {len(drifts)} step(s) of the L = 1 level > 10% between rounds "
         f"(both arms; paired figures cancel them): {shown}"
     )
+
+
+def invalid_contexts(events: Sequence[Event]) -> list[tuple[str, int, float, str]]:
+    """(phase, context, signed diff %, outcome) of every context whose L = 1 check was not valid."""
+    return [
+        (v.phase, v.context, v.diff_pct, v.verdict) for v in final_checks(events) if not v.valid
+    ]
+
+
+# The event types the summary folds: a replay keeps only these (not every step).
+SUMMARY_EVENT_TYPES = frozenset(
+    {
+        "header",
+        "phase_start",
+        "phase_summary",
+        "validity",
+        "pooled_validity",
+        "estimate",
+        "drift",
+        "decode_result",
+        "run_end",
+    }
+)
+
+
+def final_checks(events: Sequence[Event]) -> list[Validity]:
+    """Each (phase, context)'s L = 1 check as it ended: a pooled decision replaces the own one
+    (in the order the checks were first made)."""
+    out: dict[tuple[str, int], Validity] = {}
+    for v in events:
+        if isinstance(v, Validity):
+            out[(v.phase, v.context)] = v
+    return list(out.values())

@@ -15,11 +15,10 @@ import msgspec
 
 from mlatui.stream.events import ARMS, RunHeader
 from mlatui.stream.interval import Interval
-from mlatui.views.phase_views import Table
-from mlatui.views.rounding import Ci
+from mlatui.views.dashboard_views import Table
 from mlatui.views.run_meta import header_fields
 from mlatui.views.summary import PhaseFigures, RunSummary
-from mlatui.views.units import ci_text, ratio_text
+from mlatui.views.units import Ci, ci_text
 from mlatui.views.verdict_strip import parts_line
 
 SCHEMA_VERSION = 1
@@ -144,7 +143,7 @@ def figure(x: Ci | Interval | None, unit: str = "") -> Figure | None:
     ci = Ci.of(x) if isinstance(x, Interval) else x
     if not math.isfinite(ci.median):  # nothing measured
         return None
-    text = ratio_text(ci) if unit == "×" else ci_text(ci, unit)
+    text = ci_text(ci, unit)
     low, high = (ci.low, ci.high) if ci.has_ci else (None, None)
     return Figure(ci.median, low, high, text)
 

@@ -19,9 +19,8 @@ from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
 from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.rounding import fmt_context
 from mlatui.views.run_meta import slot_name
-from mlatui.views.units import ms_text, ratio_text
+from mlatui.views.units import fmt_context, ms_text, ratio_text
 
 
 class Tone(enum.StrEnum):
