@@ -11,7 +11,7 @@ from mlatui.config.scenario import load_scenario
 from mlatui.gate.policy import Variant
 from mlatui.models.loading import load_target
 from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
-from mlatui.run.prompts import text_tokens
+from mlatui.run.engine_setup import text_tokens
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 

@@ -16,7 +16,7 @@ from mlx_lm.models.cache import KVCache, make_prompt_cache
 from mlx_lm.utils import load_model
 
 from mlatui.cli import main
-from mlatui.models.checkpoint_source import read_header
+from mlatui.models.mtp_weights import read_header
 from mlatui.run.drafts import MTPHead, load_mtp_draft
 from mlatui.run.mtp_extract import NEAR_TIE_LOGITS, extract, judge
 from tests.mtp_folders import GROUP, OpenedFiles, Pair, embedded_pair, pair
@@ -276,7 +276,7 @@ def test_a_hub_id_folder_is_completed_in_the_hub_cache(glm, tmp_path, monkeypatc
     the sidecar, and a run given the same hub id finds the head there."""
     import huggingface_hub.constants as hfc
 
-    from mlatui.models.checkpoint_source import local_folder
+    from mlatui.models.mtp_weights import local_folder
 
     commit = "fedcba9876543210fedcba9876543210fedcba98"
     repo = tmp_path / "hub" / "models--mlx-community--GLM-tiny-4bit"

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.measure.records import environment
     from mlatui.models.loading import load_target
     from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
-    from mlatui.run.prompts import text_tokens
+    from mlatui.run.engine_setup import text_tokens
     from mlatui.views.bench_report import context_pair_header, context_pair_report
     from mlatui.views.mdtable import jsonl
 

@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.measure.records import environment
     from mlatui.models.loading import DraftKind, load_draft, load_target
     from mlatui.run.decode_stream import Sampling, draft_factory
+    from mlatui.run.engine_setup import text_tokens
     from mlatui.run.parity import ParityPlan, run_parity
-    from mlatui.run.prompts import text_tokens
     from mlatui.views.bench_report import parity_header, parity_report
     from mlatui.views.mdtable import jsonl
 

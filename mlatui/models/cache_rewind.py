@@ -22,14 +22,15 @@ def _trimmable(layer: Any) -> bool:
     return bool(check()) if check is not None else False
 
 
-def _arrays(obj: Any, depth: int = 0) -> list[mx.array]:
-    """The arrays a cache holds, nested caches and lists of them included."""
+def held_arrays(obj: Any, depth: int = 0) -> list[mx.array]:
+    """The arrays a cache holds, nested caches and lists of them included: a cache's `state`
+    leaves some out (a sparse layer's index pool, buffer capacity past the offset)."""
     if isinstance(obj, mx.array):
         return [obj]
     if isinstance(obj, (list, tuple)):
-        return [a for v in obj for a in _arrays(v, depth)]
+        return [a for v in obj for a in held_arrays(v, depth)]
     if depth < 3 and hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return [a for v in vars(obj).values() for a in _arrays(v, depth + 1)]
+        return [a for v in vars(obj).values() for a in held_arrays(v, depth + 1)]
     return []
 
 
@@ -39,7 +40,7 @@ def before_step(caches: list[Any]) -> Callable[[int], None]:
     evaluated now, so no copy runs inside the timed region)."""
     saved = {i: copy.deepcopy(layer) for i, layer in enumerate(caches) if not _trimmable(layer)}
     if saved:
-        mx.eval(_arrays(list(saved.values())))
+        mx.eval(held_arrays(list(saved.values())))
 
     def rewind(n: int) -> None:
         for i, layer in enumerate(caches):

@@ -8,10 +8,10 @@ same `mlx_lm.load` that loads real checkpoints, after `mlatui.models.register()`
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,18 +83,21 @@ def load_embedded(draft: bool = True) -> tuple[Any, Any, Any]:
 def _quiet_load(mlx_lm: Any, path: Path) -> tuple[Any, Any]:
     # transformers warns that it does not know the model type `mlatui_mla` while it reads
     # config.json for the tokenizer; the tokenizer itself is a plain PreTrainedTokenizerFast.
-    restore: Callable[[], None] = lambda: None  # noqa: E731
-    try:
-        from transformers.utils import logging as hf_logging
-
-        restore = functools.partial(hf_logging.set_verbosity, hf_logging.get_verbosity())
-        hf_logging.set_verbosity_error()
-    except ImportError:  # pragma: no cover
-        pass
-    try:
+    with transformers_quiet():
         return mlx_lm.load(str(path))
+
+
+@contextlib.contextmanager
+def transformers_quiet() -> Iterator[None]:
+    """transformers' warnings silenced, its verbosity put back after."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
     finally:
-        restore()
+        hf_logging.set_verbosity(level)
 
 
 # the MTP head's sampled acceptance (T = 0.8, position 1) a context must keep for the tune to run there

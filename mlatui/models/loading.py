@@ -32,7 +32,7 @@ from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.errors import UserError
-from mlatui.models.checkpoint_source import SafetensorsError, read_header
+from mlatui.models.mtp_weights import SafetensorsError, read_header
 from mlatui.models.mx_typed import evaluate_buffers
 from mlatui.stream.events import Event, LoadKind, LoadProgress, LoadStart
 

@@ -172,3 +172,14 @@ def runtime_of(module_name: str) -> tuple[str, str, str | None]:
         return runtime, metadata.version(runtime), None
     except metadata.PackageNotFoundError:
         return runtime, "?", None
+
+
+def tree_version(package_dir: Path) -> str:
+    """The `__version__` a package folder's _version.py or version.py writes ("?": neither)."""
+    for name in ("_version.py", "version.py"):
+        file = package_dir / name
+        text = file.read_text() if file.is_file() else ""
+        found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+        if found:
+            return found.group(1)
+    return "?"

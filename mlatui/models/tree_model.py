@@ -55,16 +55,6 @@ class TreeRuntime:
         return f"{self.runtime} {self.version} ({self.package_dir})"
 
 
-def _tree_version(package_dir: Path) -> str:
-    for name in ("_version.py", "version.py"):
-        file = package_dir / name
-        if file.is_file():
-            for line in file.read_text().splitlines():
-                if line.startswith("__version__"):
-                    return line.split("=", 1)[1].strip().strip("'\"")
-    return "?"
-
-
 @cache
 def open_tree(path: str) -> TreeRuntime:
     """Mount the tree at `path` (once per path)."""
@@ -72,7 +62,7 @@ def open_tree(path: str) -> TreeRuntime:
         package_dir, package = package_folder(path)
     except ArmSourceError as e:
         raise TreeError(str(e)) from None
-    version = _tree_version(package_dir)
+    version = source_tree.tree_version(package_dir)
     tree = source_tree.mount(package_dir, version)
     return TreeRuntime(path, package_dir, package, version, tree)
 
@@ -109,10 +99,8 @@ def _build(runtime: TreeRuntime, model_type: str, config: dict[str, Any]) -> nn.
             raise TreeError(f"{runtime.label}: has no model type {model_type!r}")
         text = {**config, "model_type": model_type}
         return vlm.language_model({**text, "text_config": dict(config)}, source)
-    try:
-        from mlx_lm.utils import MODEL_REMAPPING
-    except ImportError:  # pragma: no cover - every mlx-lm mlatui supports has it
-        MODEL_REMAPPING = {}
+    from mlx_lm.utils import MODEL_REMAPPING
+
     name = MODEL_REMAPPING.get(model_type, model_type)
     if not tree.has(f"models.{name}"):
         raise TreeError(f"{runtime.label}: has no model module models/{name}.py for {model_type!r}")

@@ -23,7 +23,6 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from mlatui.config.model_inputs import (
 )
 from mlatui.gate.forms import indexer_pool_gates
 from mlatui.models.families import VLM_FAMILIES
-from mlatui.models.source_tree import SourceTree, mount, runtime_of
+from mlatui.models.source_tree import SourceTree, mount, runtime_of, tree_version
 
 
 class VlmUnavailable(ImportError):
@@ -74,12 +73,6 @@ class VlmSource:
         return f"mlx-vlm {self.version} ({where})"
 
 
-def _tree_version(root: Path) -> str:
-    text = (root / "version.py").read_text() if (root / "version.py").is_file() else ""
-    found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
-    return found.group(1) if found else "unknown"
-
-
 def _package_folder(path: Path) -> Path:
     """The `mlx_vlm` folder itself, given it or a folder holding it."""
     found = package_folder(path)
@@ -93,7 +86,7 @@ def _package_folder(path: Path) -> Path:
 @cache
 def source_from_tree(path: str) -> VlmSource:
     root = _package_folder(Path(path).expanduser().resolve())
-    version = _tree_version(root)
+    version = tree_version(root)
     tree = mount(root, version)
     return VlmSource(tree.alias, root, version, tree)
 
@@ -105,7 +98,7 @@ def installed_source() -> VlmSource | None:
     try:
         version = importlib.metadata.version("mlx-vlm")
     except importlib.metadata.PackageNotFoundError:
-        version = _tree_version(root)
+        version = tree_version(root)
     return VlmSource("mlx_vlm", root, version)
 
 
@@ -125,10 +118,8 @@ def vlm_source(what: str = "this model") -> VlmSource:
 
 def mlx_lm_has(model_type: str) -> bool:
     """Whether the installed mlx-lm has a model module for `model_type` (after its remapping)."""
-    try:
-        from mlx_lm.utils import MODEL_REMAPPING
-    except ImportError:  # pragma: no cover - every mlx-lm mlatui supports has it
-        MODEL_REMAPPING = {}
+    from mlx_lm.utils import MODEL_REMAPPING
+
     name = MODEL_REMAPPING.get(model_type, model_type)
     return importlib.util.find_spec(f"mlx_lm.models.{name}") is not None
 

@@ -44,6 +44,7 @@ from mlatui.gate.policy import DEFAULT_GATES, Gates, Geometry, Variant, arm_word
 from mlatui.host.distributed import beat, local_rank
 from mlatui.host.memory import sync_streams
 from mlatui.models import tree_model
+from mlatui.models.cache_rewind import held_arrays
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
 from mlatui.stream.events import ARMS
@@ -343,20 +344,8 @@ def recopy_in_place(cache: list[Any]) -> None:
     transient is one layer's cache, never a second whole cache)."""
     for i, layer in enumerate(cache):
         new = copy.deepcopy(layer)
-        mx.eval(new.state, _held_arrays(new))
+        mx.eval(new.state, held_arrays(new))
         cache[i] = new
-
-
-def _held_arrays(obj: Any, depth: int = 0) -> list[mx.array]:
-    """Every array an object holds in its attributes, nested objects included: a cache's
-    `state` leaves some out (a sparse layer's index pool, buffer capacity past the offset)."""
-    out: list[mx.array] = []
-    for v in vars(obj).values() if hasattr(obj, "__dict__") else ():
-        if isinstance(v, mx.array):
-            out.append(v)
-        elif depth < 2 and hasattr(v, "__dict__") and not isinstance(v, type):
-            out += _held_arrays(v, depth + 1)
-    return out
 
 
 class CacheRounds(StrEnum):
@@ -399,7 +388,7 @@ def swap_caches(a: list[Any], b: list[Any]) -> None:
 def evaluate_held(cache: list[Any]) -> None:
     """Evaluate everything the cache's layers hold, on the calling (owning) thread: nothing lazy
     may cross to another thread's stream."""
-    mx.eval([_held_arrays(layer) for layer in cache])
+    mx.eval(held_arrays(cache))
 
 
 def cache_len(cache: list[Any]) -> int:

@@ -41,11 +41,11 @@ from mlx_lm.models.cache import (
     trim_prompt_cache,
 )
 
-from mlatui.models.checkpoint_source import local_folder
 from mlatui.models.mtp_weights import (
     EXTRACT_HINT,
     dequantize_weights,
     folder_quant,
+    local_folder,
     named_source,
     quantize_like,
     read_mtp_weights,

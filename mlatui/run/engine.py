@@ -47,12 +47,12 @@ from mlatui.run.engine_setup import (
     header_settings,
     opening_notices,
     pass_variants,
+    text_tokens,
 )
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import MoreRounds, serve_more
 from mlatui.run.phases.registry import runner
 from mlatui.run.phases.results import Checks, PassResults, Slices
-from mlatui.run.prompts import text_tokens
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Event, LogMessage, RunEnd
 

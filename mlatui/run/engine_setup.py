@@ -2,13 +2,17 @@
 against the installed code's state), the passes, the run header (the self-describing first record
 of every recording: machine, versions, model geometry, thresholds, scenario, settings, and the
 distributed world when there is one) and the log lines the run opens with after it (estimates,
-warnings, what kind of run); and how a run that never got that far, or failed, is still told in
-events."""
+warnings, what kind of run); how a run that never got that far, or failed, is still told in
+events; and the tokens contexts are cut from (shipped text for a model with a tokenizer, else
+seeded ids)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import platform
+import random
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +25,9 @@ from mlatui.config.scenario import Scenario, ScenarioError
 from mlatui.gate import mla
 from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
 from mlatui.measure.timing import timed_gc_paused
+from mlatui.models.embedded import prompts, transformers_quiet
 from mlatui.models.fit import context_warnings, largest_context
-from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError
+from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError, vocab_size
 from mlatui.models.vlm import indexer_notices
 from mlatui.run.arms import (
     PREFILL_SAID,
@@ -332,3 +337,57 @@ def _on_reference_blas() -> bool:
     from mlatui.host.blas import blas_in_use
 
     return mx.default_device() == mx.cpu and blas_in_use().startswith("bundled reference BLAS")
+
+
+CONTEXT_TEXT_MODULES = (
+    "textwrap",
+    "argparse",
+    "json.decoder",
+    "string",
+    "fractions",
+    "heapq",
+    "bisect",
+    "statistics",
+    "shlex",
+    "difflib",
+)
+
+
+@functools.cache
+def context_text() -> str:
+    """Deterministic text of a few hundred KB from Python standard library sources (the same on
+    every machine with this Python)."""
+    import importlib
+
+    parts = []
+    for name in CONTEXT_TEXT_MODULES:
+        try:
+            parts.append(inspect.getsource(importlib.import_module(name)))
+        except (OSError, ImportError):
+            continue
+    return "\n\n".join(parts)
+
+
+def text_tokens(loaded: Loaded, seed: int) -> Callable[[int], list[int]]:
+    """Context tokens: real text for a model with a tokenizer (the shipped prompts, repeated),
+    seeded random ids for random weights."""
+    vocab = vocab_size(loaded.model)
+    cache: list[int] = []
+    if loaded.tokenizer is not None:
+        text = context_text()
+        if loaded.name == "embedded":  # its held-out prompts first: text it never trained on
+            text = "\n\n".join(prompts()) + "\n\n" + text
+        with transformers_quiet():  # its warning that the text is longer than the model's maximum
+            cache = list(loaded.tokenizer.encode(text))
+    rng = random.Random(seed)
+
+    def tokens_for(n: int) -> list[int]:
+        nonlocal cache
+        while len(cache) < n:
+            if loaded.tokenizer is not None and cache:
+                cache += cache[: n - len(cache)]
+            else:
+                cache.append(rng.randrange(vocab))
+        return cache[:n]
+
+    return tokens_for

@@ -25,17 +25,19 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlatui.config.model_inputs import text_config
-from mlatui.models.checkpoint_source import (
+from mlatui.models.embedded import sha256
+from mlatui.models.mtp_weights import (
+    PROVENANCE,
     CheckpointSource,
     SafetensorsError,
     SourceError,
+    from_vlm_drafter,
     is_hub_id,
     local_folder,
     read_header,
     read_tensors,
+    vlm_drafter_family,
 )
-from mlatui.models.embedded import sha256
-from mlatui.models.mtp_weights import PROVENANCE, from_vlm_drafter, vlm_drafter_family
 from mlatui.models.mx_typed import as_float, as_int, flat_arrays
 from mlatui.run.drafts import (
     SUPPORTED,
