@@ -49,10 +49,10 @@ def test_launch_hands_force_to_the_run_and_overwrite_only_to_its_recording(force
     from pathlib import Path
 
     from mlatui.cli import build_parser
-    from mlatui.commands.launch import build_config
+    from mlatui.commands.argtypes import resolve_request
 
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     argv = ["launch", "--scenario", str(tiny), "--random-weights", "--overwrite"]
     args = build_parser().parse_args(argv + (["--force"] if force else []))
-    config, plan = build_config(args)
+    config, plan = resolve_request(args, record=args.record)
     assert config.force is force and plan.force is force  # --overwrite never implies it

@@ -183,7 +183,7 @@ def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_eng
     from types import SimpleNamespace
 
     import mlatui.config.run_plan as run_plan
-    from mlatui.commands.launch import build_config
+    from mlatui.commands.argtypes import resolve_request
     from mlatui.stream.sources import LiveSource
 
     calls: list[RunConfig] = []
@@ -204,7 +204,7 @@ def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_eng
         budget=0,
         force=False,
     )
-    _config, plan = build_config(args)
+    _config, plan = resolve_request(args, record=args.record)
     seen: list = []
     done = threading.Event()
 

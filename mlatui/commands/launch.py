@@ -87,12 +87,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_config(args: argparse.Namespace):
-    """The request the engine resolves (in this process or a child); its plan is resolved here
-    first, so that bad input fails before the screen opens, as `bench` does."""
-    return resolve_request(args, record=args.record)
-
-
 class TerminalState:
     """The tty settings before the dashboard starts, to put back if we must exit at once (a
     second signal) without Textual's own shutdown."""
@@ -181,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.config.outputs import check_out_dir, claim_output
     from mlatui.host.signals import StopOnSignals
 
-    config, plan = build_config(args)
+    # resolved here, so that bad input fails before the screen opens, as `bench` does
+    config, plan = resolve_request(args, record=args.record)
     if getattr(args, "plan", False):
         from mlatui.views.run_meta import print_plan
 
