@@ -94,7 +94,7 @@ def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
             for w in (2, 3, 4):
                 grow = 0.05 * ctx if arm == "stock" else 1.0
                 costs.costs.add_step(arm, ctx, w, l1 + grow)
-    costs.prefill = [(256, 0.2), (1024, 0.8)]
+    costs.costs.prefill = [(256, 0.2), (1024, 0.8)]
     phases = _phases()
     full = costs.forecast_s(phases)
     smaller = [costs.forecast_s(p) for p in reductions(phases)]
@@ -207,7 +207,7 @@ def _slow_device() -> RunProgress:
     for w in (1, 2, 3, 4):
         costs.costs.add_step("stock", 256, w, 19.0 if w == 1 else 540.0)
         costs.costs.add_step("patched", 256, w, 19.0 + 14.0 * (w - 1))
-    costs.prefill = [(256, 3.6)]
+    costs.costs.prefill = [(256, 3.6)]
     return costs
 
 
@@ -237,13 +237,13 @@ def test_the_forecast_knows_rejected_settings_run_no_blocks(monkeypatch):
     costs = _slow_device()
     tune = tuple(p for p in _phases() if p.kind == "tune")
     blocks = [s for s in phase_segments(tune[0], KINDS) if s.tokens]
-    expected = costs.expected(blocks[0])
+    expected = costs.costs.expected(blocks[0])
     spec_widths = {w for w, _, depth in blocks[0].settings if depth}
     assert set(expected.skipped) == {("stock", w) for w in spec_widths}  # patched: none
     known = costs.forecast_s(tune)
     # a phase with reject_by_bound = false runs every block: the forecast expects them all
     measured_all = tuple(structs.replace(p, reject_by_bound=False) for p in tune)
-    assert costs.expected(structs.replace(blocks[0], bound_rejects=False)).skipped == ()
+    assert costs.costs.expected(structs.replace(blocks[0], bound_rejects=False)).skipped == ()
     everything = costs.forecast_s(measured_all)
     assert everything > 3 * known
     monkeypatch.setattr(forecast, "likely_rejected", lambda *a: False)

@@ -10,9 +10,8 @@ from msgspec import structs
 
 from mlatui.config.scenario import ScenarioError, load_scenario
 from mlatui.measure.progress import RunProgress
-from mlatui.run.budget import fit_to_budget
+from mlatui.run.budget import Limits, choose_contexts, fit_to_budget, longest_context, with_contexts
 from mlatui.run.budget_probe import ProbeDevice, run_probe
-from mlatui.run.budget_story import Limits, choose_contexts, longest_context, with_contexts
 
 DEFAULT = Path(__file__).parent.parent / "scenarios" / "default.toml"
 KINDS = ("mtp", "draft-model")
@@ -76,11 +75,11 @@ def test_a_probe_whose_first_call_is_slow_forecasts_from_the_later_calls():
     got = run_probe(fake.device(), (256, 1024), (1, 2, 3), KINDS)
     assert got.lengths == (256, 1024) and got.compiles
     # every step's cost is its warm cost, never the compile's
-    assert got.costs.costs.step("stock", 256, 1)[1] == pytest.approx(3.3)
-    assert got.costs.costs.step("patched", 1024, 2)[1] == pytest.approx(4.8)
+    assert got.costs.costs.step("stock", 256, 1) == pytest.approx(3.3)
+    assert got.costs.costs.step("patched", 1024, 2) == pytest.approx(4.8)
     # the prefill is the second, warm one, plus the first use expected again at each new
     # context: the 1024-token length compiled its prefill and its 6 step shapes again
-    prefill = dict(got.costs.prefill)
+    prefill = dict(got.costs.costs.prefill)
     assert prefill[256] == pytest.approx(0.0256 + 7 * 5.0)
     # the first uses are a one-off said apart: 2 prefills and 6 step shapes per length
     assert got.first_use_s == pytest.approx(2 * 5.0 + 12 * 5.0)
@@ -88,7 +87,7 @@ def test_a_probe_whose_first_call_is_slow_forecasts_from_the_later_calls():
     plain = FakeDevice(compile_s=0.0, ms=_gpu_ms)
     quiet = run_probe(plain.device(), (256, 1024), (1, 2), KINDS)
     assert not quiet.compiles and quiet.first_use_s == 0.0
-    assert dict(quiet.costs.prefill)[1024] == pytest.approx(0.1024)
+    assert dict(quiet.costs.costs.prefill)[1024] == pytest.approx(0.1024)
 
 
 def test_the_probe_cut_for_the_budget_does_not_count_the_compiler():
@@ -111,24 +110,29 @@ def _table(ms, lengths=(256, 1024, 4096, 16384, 32768)) -> RunProgress:
         for w in (1, 2, 3):
             for arm in ("stock", "patched"):
                 costs.costs.add_step(arm, c, w, ms(arm, w, c))
-        costs.prefill.append((c, 1e-4 * c))
+        costs.costs.prefill.append((c, 1e-4 * c))
     return costs
 
 
-def _choose(costs: RunProgress, limits: Limits, budget_s: float = 1e9):
+class Chosen:
+    """The contexts `choose_contexts` put the default scenario's sweep and tune at, its note."""
+
+    def __init__(self, phases, note: str):
+        sweep, tune = phases
+        self.sweep_contexts, self.tune_context, self.note = sweep.contexts, tune.contexts[0], note
+
+
+def _choose(costs: RunProgress, limits: Limits, budget_s: float = 1e9) -> Chosen:
     scenario = load_scenario(str(DEFAULT))
     assert scenario.story is not None
-
-    def step_ms(arm, c, w):
-        got = costs.costs.step(arm, c, w)
-        return got[1] if got else None
 
     def fits(phases):
         plan = fit_to_budget(phases, budget_s, costs.forecast_s, KINDS)
         sweeps = [p.contexts for p in plan.phases if p.kind == "sweep"]
         return plan.fits and sweeps == [p.contexts for p in phases if p.kind == "sweep"]
 
-    return choose_contexts(scenario.phases, scenario.story, step_ms, fits, limits)
+    story = scenario.story
+    return Chosen(*choose_contexts(scenario.phases, story, costs.costs.step, fits, limits))
 
 
 def test_a_cpu_and_a_gpu_pick_different_contexts_for_the_same_story():

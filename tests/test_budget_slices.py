@@ -237,7 +237,7 @@ def _simulated_run(slow: float, replan: bool) -> tuple[float, ClockCtx]:
             if not seg.tokens:
                 ms = {
                     (arm, w): Interval(
-                        slow * costs.costs.step(arm, seg.context, w)[1], 0, 0, rounds
+                        slow * costs.costs.step(arm, seg.context, w), 0, 0, rounds
                     )
                     for arm in ("stock", "patched")
                     for w, _ in seg.calls

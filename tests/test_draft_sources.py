@@ -106,7 +106,7 @@ def _costs() -> RunProgress:
         for ctx, l1 in ((256, 10.0), (1024, 14.0)):
             for w in (1, 2, 3, 4):
                 costs.costs.add_step(arm, ctx, w, l1 + (0.05 * ctx if arm == "stock" else 1) * w)
-    costs.prefill = [(256, 0.2), (1024, 0.8)]
+    costs.costs.prefill = [(256, 0.2), (1024, 0.8)]
     return costs
 
 

@@ -375,7 +375,7 @@ OLD_CI = re.compile(rf"\[{NUMBER}-{NUMBER}\]|\(95% CI {NUMBER}-{NUMBER}\)|\({NUM
 
 
 # Recorded sentences whose ratio has no CI to give: the budget's story forecast (the probe's
-# L = 2 / L = 1 medians, run/budget_story.py, with its criteria `at 4×`, `within 1.5×`) and a
+# L = 2 / L = 1 medians, run/budget.py, with its criteria `at 4×`, `within 1.5×`) and a
 # schema-1 sweep's last line (recorded before the sampler kept CIs). Only these may stand bare.
 FORECAST = re.compile(
     rf"at {NUMBER}× its L = 1 step|within {NUMBER}×;|\(stock {NUMBER}×, patched {NUMBER}×\)"

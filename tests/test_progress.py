@@ -100,12 +100,13 @@ def test_the_phases_not_started_are_the_headers_plan_until_a_budget_plans_again(
 
 def test_extrapolation_along_the_context_axis():
     assert extrapolate([], 10) is None
-    assert extrapolate([(1000, 10.0)], 1000) == (10.0, 10.0, 10.0)
-    lo, mid, hi = extrapolate([(1000, 10.0)], 4000)  # one context: flat .. proportional
-    assert (lo, hi) == (10.0, 40.0) and lo < mid < hi
-    assert extrapolate([(1000, 10.0), (2000, 20.0)], 1500) == (15.0, 15.0, 15.0)
-    lo, mid, hi = extrapolate([(1000, 10.0), (2000, 14.0)], 4000)  # linear in T
-    assert mid == pytest.approx(22.0) and hi == pytest.approx(28.0)
+    assert extrapolate([(1000, 10.0)], 1000) == 10.0
+    assert extrapolate([(1000, 10.0)], 4000) == 25.0  # one context: flat .. proportional
+    assert extrapolate([(1000, 10.0), (2000, 20.0)], 1500) == 15.0
+    assert extrapolate([(1000, 10.0), (2000, 14.0)], 4000) == pytest.approx(22.0)  # linear in T
+    # beyond the points along the two nearest, never falling
+    assert extrapolate([(1000, 10.0), (2000, 14.0), (4000, 30.0)], 8000) == pytest.approx(62.0)
+    assert extrapolate([(1000, 10.0), (2000, 8.0)], 4000) == pytest.approx(8.0)
 
 
 def _steps(p: RunProgress, times: list[float], ms: float = 5.0) -> None:

@@ -1,5 +1,5 @@
 """A scenario's `[story]`: what its run is to show, so that a budgeted run can pick the contexts
-that show it on the device at hand (mlatui.run.budget_story).
+that show it on the device at hand (mlatui.run.budget).
 
 The story of the default scenario: the stock arm's verify step (L = 2) costs a clear multiple of
 its plain step (L = 1), because it re-expands the whole cache, while the patched arm's stays flat.

@@ -1,8 +1,7 @@
 """The budget's device side: a short probe of this device's step costs on the run's own arms, the
-contexts that show the story here (mlatui.run.budget_story), the plan and its time slices
-(mlatui.run.budget), said in the log and a BudgetPlanned before the first phase, and again at a
-phase boundary where the pace so far would end past the budget; at the end, the time left to
-the checks still undecided and a BudgetOutcome.
+contexts and the plan that fit (mlatui.run.budget), said in the log and a BudgetPlanned before
+the first phase, and again at a phase boundary where the pace so far would end past the budget;
+at the end, the time left to the checks still undecided and a BudgetOutcome.
 
 MLX compiles a kernel on a shape's first use (the H200's first 256-token probe took 28 s, then the
 whole scenario 26 s), so every shape runs once untimed and the forecast reads the warm runs; the
@@ -25,12 +24,14 @@ from mlatui.run.arms import Arm
 from mlatui.run.budget import (
     END_SHARE,
     FORECAST_MARGIN,
-    agreed,
+    Limits,
+    Plan,
+    choose_contexts,
     fit_to_budget,
+    longest_context,
     outcome_text,
     slices,
 )
-from mlatui.run.budget_story import Limits, choose, longest_context
 from mlatui.run.decode_stream import open_stream, rewind, run_block
 from mlatui.run.phases.base import RunContext, forward_and_trim, share_context
 from mlatui.run.phases.decode import sampling_of
@@ -95,8 +96,6 @@ class ProbeResult:
     lengths: tuple[int, ...] = ()
     first_use_s: float = 0.0  # the untimed first use of every shape, beyond its warm cost
     compiles: bool = False  # the first prefill took over twice the second: shapes compile
-    # (length, warm s, first use s beyond) of each length probed
-    done: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def run_probe(
@@ -111,50 +110,54 @@ def run_probe(
     mirrored rounds. With a budget, a length whose warm probe would take the probe past
     PROBE_BUDGET_SHARE of it is left out, and every longer one. On a device that compiles, a
     later length's first use is expected again at every new context of the run (in its prefill)."""
-    out = ProbeResult()
-    out.costs.draft_kinds = kinds
-    start = device.clock()
+    out, start, again = ProbeResult(), device.clock(), []  # again: later lengths' first use
+    out.costs.draft_kinds, table = kinds, out.costs.costs
+    done: list[tuple[int, float, float]] = []  # (length, warm s, first use s beyond)
     for context in lengths:
         device.check_stop()
-        if out.done and budget_s > 0 and _leaves_out(device, context, budget_s, start, out):
+        if done and budget_s > 0 and _leaves_out(device, context, budget_s, start, out, done):
             break
         once_s = setup_s = device.timed(partial(device.prefill, context))
         first_s = 0.0
-        if not out.done or out.compiles:
+        if not done or out.compiles:
             setup_s = device.timed(partial(device.prefill, context))
             first_s = max(0.0, once_s - setup_s)
-            if not out.done:
+            if not done:
                 (out.compiles,) = device.decide([once_s > 2 * setup_s + COMPILE_FLOOR_S])
         first_ms = {(a, w): device.step(a, w) for w in widths for a in ARMS}
         warm_s = setup_s
         for rep in range(PROBE_REPS):
             for w in reversed(widths) if rep % 2 else widths:
                 for arm in reversed(ARMS) if rep % 2 else ARMS:
-                    ms = device.step(arm, w)
-                    out.costs.costs.add_step(arm, context, w, ms)
+                    table.add_step(arm, context, w, ms := device.step(arm, w))
                     warm_s += (1 + 1 / PROBE_REPS) * ms / 1e3
                     first_s += max(0.0, first_ms[(arm, w)] - ms) / 1e3 / PROBE_REPS
-        out.costs.prefill.append((context, setup_s))
-        if not out.done and out.compiles and device.warm_decode is not None:
+        table.prefill.append((context, setup_s))
+        if not done and out.compiles and device.warm_decode is not None:
             out.first_use_s += device.warm_decode()
+        again += [first_s] if done else []
         out.first_use_s += first_s
-        out.done.append((context, warm_s, first_s))
-    out.lengths = tuple(c for c, _, _ in out.done)
-    if out.compiles and len(out.done) > 1:  # each new shape of the run compiles again, as these did
-        again_s = sum(f for _, _, f in out.done[1:]) / (len(out.done) - 1)
-        out.costs.prefill = [(c, s + again_s) for c, s in out.costs.prefill]
+        done.append((context, warm_s, first_s))
+    out.lengths = tuple(c for c, _, _ in done)
+    if out.compiles and again:  # each new shape of the run compiles again, as these did
+        table.prefill = [(c, s + sum(again) / len(again)) for c, s in table.prefill]
     return out
 
 
 def _leaves_out(
-    device: ProbeDevice, context: int, budget_s: float, start: float, out: ProbeResult
+    device: ProbeDevice,
+    context: int,
+    budget_s: float,
+    start: float,
+    out: ProbeResult,
+    done: list[tuple[int, float, float]],
 ) -> bool:
     """Whether `context`'s warm probe (the last length's in proportion, plus what a new shape
     costs again) would take the probe past its share of the budget (rank 0's answer; said)."""
-    last, warm_s, first_s = out.done[-1]
-    again_s = first_s if len(out.done) > 1 else 0.0  # the first length's is every kernel's compile
+    last, warm_s, first_s = done[-1]
+    again_s = first_s if len(done) > 1 else 0.0  # the first length's is every kernel's compile
     guess_s = warm_s * context / last + again_s
-    spent_s = device.clock() - start - out.first_use_s + again_s * (len(out.done) - 1)
+    spent_s = device.clock() - start - out.first_use_s + again_s * (len(done) - 1)
     (too_long,) = device.decide([spent_s + guess_s > PROBE_BUDGET_SHARE * budget_s])
     if too_long:
         device.log(
@@ -249,62 +252,68 @@ class Budget:
     planned: BudgetPlanned
     slices: Slices
     costs: RunProgress = field(default_factory=RunProgress)
-    chosen: tuple[Phase, ...] = ()
+    chosen: Plan = ()
     settle: bool = True
     forecast_s: float | None = None  # the probe's of the run as planned, after a re-plan
 
-    def plan(
-        self, ctx: RunContext, i: int, pace: float, left_s: float
-    ) -> tuple[tuple[Phase, ...], Budget]:
+    def plan(self, ctx: RunContext, i: int, pace: float, left_s: float) -> tuple[Plan, Budget]:
         """The chosen phases from `i` on, fitted to `left_s` at `pace` times the probe's forecast
         (rank 0's plan on every rank) and sliced from now, said in a BudgetPlanned and the log:
         those phases as they run, and the budget with their slices."""
-        now, kinds, budget_s = ctx.now(), ctx.draft_kinds, self.planned.budget_s
+        now, kinds, settle = ctx.now(), ctx.draft_kinds, self.settle
 
-        def forecast_s(ps: tuple[Phase, ...]) -> float:
-            return pace * self.costs.forecast_s(ps)
+        def forecast_s(ps: Plan) -> float:
+            return pace * self.costs.forecast_s(ps, settle)
 
-        plan = fit_to_budget(self.chosen[i:], left_s, forecast_s, kinds)
-        plan = agreed(ctx.leader_decides_each, plan, kinds, forecast_s)
-        plan = replace(plan, budget_s=budget_s, full_s=plan.full_s + now)
-        plan = replace(plan, predicted_s=plan.predicted_s + now)
-        segments = [s for p in plan.phases for s in phase_segments(p, kinds, self.settle)]
-        cut = slices([(s, self.costs.segment_s(s, self.settle)) for s in segments], now, budget_s)
+        fit = fit_to_budget(self.chosen[i:], left_s, forecast_s, kinds, ctx.leader_decides_each)
+        segments = [s for p in fit.phases for s in phase_segments(p, kinds, settle)]
+        costed = [(s, self.costs.segment_s(s, settle)) for s in segments]
+        cut = slices(costed, now, self.planned.budget_s)
         ran = tuple(  # with slices an undecided check's rounds end with its slice, not a count
             structs.replace(p, max_rounds=cut.grow_to) if cut.ends and p.kind.rules.run_check else p
-            for p in plan.phases
+            for p in fit.phases
         )
         planned = structs.replace(
             self.planned,
             t=now,
-            full_s=plan.full_s,
-            predicted_s=plan.predicted_s,
-            changes=plan.changes,
+            full_s=fit.full_s + now,
+            predicted_s=fit.predicted_s + now,
+            changes=fit.changes,
             phases=tuple(p.to_dict() for p in ran),
-            phase_plans=phase_plans(ran, kinds, self.settle),
+            contexts_note=self.planned.contexts_note if i == 0 else "",
+            phase_plans=phase_plans(ran, kinds, settle),
         )
-        ctx.emit(planned if i == 0 else structs.replace(planned, contexts_note=""))
+        ctx.emit(planned)
         # the pace itself is one median with no CI: said through the seconds it forecasts
         ahead = "at this device's pace so far, the phases left" if i else ""
-        ctx.emit(LogMessage(now, "warning" if plan.changes else "info", plan.describe(ahead)))
-        chosen = (*self.chosen[:i], *plan.phases)
-        forecast = None if i == 0 else self.planned.t + self.costs.forecast_s(chosen)
+        said = replace(fit, budget_s=planned.budget_s, full_s=planned.full_s)
+        said = replace(said, predicted_s=planned.predicted_s)
+        ctx.emit(LogMessage(now, "warning" if fit.changes else "info", said.describe(ahead)))
+        chosen = (*self.chosen[:i], *fit.phases)
+        forecast = None if i == 0 else self.planned.t + self.costs.forecast_s(chosen, settle)
         first = planned if i == 0 else self.planned
         return ran, replace(self, planned=first, slices=cut, chosen=chosen, forecast_s=forecast)
 
     def replan(
-        self, ctx: RunContext, phases: tuple[Phase, ...], i: int, done: PassResults
-    ) -> tuple[tuple[Phase, ...], Budget]:
+        self, ctx: RunContext, phases: Plan, i: int, done: PassResults
+    ) -> tuple[Plan, Budget]:
         """Before phase `i`: how much slower than forecast the device ran so far (the median of
         its synced steps' measured over forecast ms, or the phases' time over their forecast,
         the larger). Where the phases left, forecast at that pace, are over the time left (a
         loaded host ran 20-25% over; a slice's sampler runs at least a pair of rounds, and a
         planned pair when half of it fits), they are planned again."""
         took_s = ctx.now() - self.planned.t - done.added_s
-        forecast_s = self.costs.forecast_s(self.chosen[:i])
-        pace = max(1.0, _pace(self.costs, done), took_s / forecast_s if forecast_s > 0 else 1.0)
+        forecast_s = self.costs.forecast_s(self.chosen[:i], self.settle)
+        ratios = sorted(
+            interval.median / ms
+            for _, length, estimates in done.finals
+            for (arm, width), interval in estimates.step_ms.items()
+            if (ms := self.costs.costs.step(arm, length, width))
+        )  # how much slower the synced steps ran than the probe said (a loaded host)
+        steps_pace = ratios[len(ratios) // 2] if ratios else 1.0
+        pace = max(1.0, steps_pace, took_s / forecast_s if forecast_s > 0 else 1.0)
         left_s = max(1.0, (self.planned.budget_s - ctx.now()) / FORECAST_MARGIN)
-        rest_s = pace * self.costs.forecast_s(self.chosen[i:])  # inf: a phase with no cost model
+        rest_s = pace * self.costs.forecast_s(self.chosen[i:], self.settle)  # inf: no cost model
         (over,) = ctx.leader_decides_each([left_s < rest_s < float("inf")])
         if not over:
             return phases, self
@@ -342,16 +351,8 @@ class Budget:
         return done
 
 
-def _pace(costs: RunProgress, done: PassResults) -> float:
-    """The median of measured over forecast ms of the synced steps the phases so far measured:
-    how much slower the device runs than its probe said (a loaded host)."""
-    ratios = sorted(
-        interval.median / got[1]
-        for _, length, estimates in done.finals
-        for (arm, width), interval in estimates.step_ms.items()
-        if (got := costs.costs.step(arm, length, width)) and got[1] > 0
-    )
-    return ratios[len(ratios) // 2] if ratios else 1.0
+def _sweeps(phases: Plan) -> list[tuple[int, ...]]:
+    return [p.contexts for p in phases if p.kind.rules.model_widths]
 
 
 def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
@@ -363,12 +364,18 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     probed = probe(ctx, scenario, budget_s, longest)
     probe_s, costs = time.perf_counter() - start, probed.costs
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    fit = partial(fit_to_budget, budget_s=left_s, forecast_s=costs.forecast_s, kinds=kinds)
-    phases, note = choose(scenario, costs, fit, limits, ctx.leader_decides_each)
+    phases, note = scenario.phases, ""
+
+    def fits(ps: Plan) -> bool:  # with the sweep's contexts kept
+        fit = fit_to_budget(ps, left_s, partial(costs.forecast_s, settle=ctx.settle), kinds)
+        return fit.fits and _sweeps(fit.phases) == _sweeps(ps)
+
+    if scenario.story is not None:
+        story, decide = scenario.story, ctx.leader_decides_each
+        phases, note = choose_contexts(phases, story, costs.costs.step, fits, limits, decide)
     if note:
         ctx.emit(LogMessage(ctx.now(), "info", note))
     planned = BudgetPlanned(0.0, budget_s, 0.0, 0.0, (), (), probed.lengths, probe_s, 0.0, note)
     planned = structs.replace(planned, first_use_s=probed.first_use_s)
-    budget = Budget(planned, Slices(), costs, phases, ctx.settle)
-    ran, budget = budget.plan(ctx, 0, 1.0, left_s)
+    ran, budget = Budget(planned, Slices(), costs, phases, ctx.settle).plan(ctx, 0, 1.0, left_s)
     return run_plan.with_phases(ran), budget
