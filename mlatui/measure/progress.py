@@ -207,11 +207,17 @@ class Eta:
         low, mid, high = (max(0.0, x - s) for x in (self.low, self.mid, self.high))
         return Eta(low, mid, high, self.extra_rounds, self.partial)
 
+    def __add__(self, o: Eta) -> Eta:
+        sums = (self.low + o.low, self.mid + o.mid, self.high + o.high)
+        return Eta(*sums, self.extra_rounds + o.extra_rounds, self.partial or o.partial)
+
+
+NO_TIME = Eta(0.0, 0.0, 0.0)
+
 
 @dataclass
 class SegmentRun:
     seg: Segment
-    start_t: float | None = None
     last_t: float | None = None
     calls: int = 0
     done: bool = False
@@ -315,9 +321,8 @@ class RunProgress:
         if run is None:
             return
         seg, blocks = run.seg, bool(run.seg.tokens)
-        if run.calls == 0:
-            run.start_t = prev_t if prev_t is not None else e.t
-        gap_s = e.t - (run.last_t if run.last_t is not None else run.start_t or e.t)
+        since_t = run.last_t if run.calls else prev_t  # the first call: since the one before
+        gap_s = e.t - (since_t if since_t is not None else e.t)
         if run.calls == 0 and seg.opens_context:
             warm_s = (self.costs.warmup_ms(seg) or 0.0) / 1e3
             self.costs.prefill.append((seg.context, max(0.0, gap_s - warm_s)))
@@ -384,7 +389,7 @@ class RunProgress:
                 stops += rounds < seg.last_round
         return (more + 1) / (more + stops + 2)
 
-    def _segment_left(self, run: SegmentRun, settle: bool) -> tuple[Eta, int] | None:
+    def _segment_left(self, run: SegmentRun, settle: bool) -> Eta | None:
         """Seconds left in a segment (set-up included when not started), from its planned rounds
         to its most, and the rounds its check may still add: two more at each remaining decision,
         with the share this run's earlier segments took (none once its check reads decided)."""
@@ -408,47 +413,37 @@ class RunProgress:
         low, mid, high = (max(0.0, r * seg.per_round - run.calls) for r in (lo, mid, hi))
         high *= self.costs.growth(seg.context)
         low, mid, high = (setup_s + per_call_s * calls for calls in (low, mid, high))
-        return Eta(low, mid, high), hi - lo
+        return Eta(low, mid, high, hi - lo)
 
     def segment_s(self, seg: Segment, settle: bool = True) -> float:
         """Seconds a segment would take from scratch with the costs seen (inf without a cost
         model), its check decided after the planned rounds as often as this run's were."""
         got = self._segment_left(SegmentRun(seg), settle)
-        return got[0].mid if got is not None else math.inf
+        return got.mid if got is not None else math.inf
 
     def forecast_s(self, phases: Sequence[Phase], settle: bool = True) -> float:
         """Seconds the given phases would take from scratch (the budget's forecast)."""
         segs = (s for p in phases for s in phase_segments(p, self.draft_kinds, settle))
         return sum(self.segment_s(s, settle) for s in segs)
 
-    def _phase_left(self, p: PhaseRun, now_t: float) -> tuple[Eta, bool]:
-        """(seconds left, modelled) for one phase; one without a cost model yet, once started,
-        at its own rate (elapsed / done x left)."""
+    def _phase_left(self, p: PhaseRun, now_t: float) -> Eta:
+        """Seconds left in one phase; one without a cost model yet, once started, at its own rate
+        (elapsed / done x left), before: not estimated (`partial`)."""
         left = [self._segment_left(r, self._settle) for r in p.segments if not r.done]
         if p.segments and not self.costs.empty and None not in left:
-            got = [g for g in left if g is not None]
-            lo, mid, hi = (sum(getattr(e, k) for e, _ in got) for k in ("low", "mid", "high"))
-            return Eta(lo, mid, hi, sum(rounds for _, rounds in got)), True
+            return sum((e for e in left if e is not None), NO_TIME)
         if p.started_t is not None and p.done and p.total:
             rest = (now_t - p.started_t) / p.done * max(0, p.total - p.done)
-            return Eta(rest, rest, rest), True
-        return Eta(0.0, 0.0, 0.0), False
+            return Eta(rest, rest, rest)
+        return Eta(0.0, 0.0, 0.0, partial=True)
 
     def eta(self, now_t: float | None = None) -> tuple[Eta | None, Eta | None]:
         """(this phase, whole run) seconds left at `now_t` (the latest event when None)."""
         if self._current is None or self.costs.empty:
             return None, None
-        last = self.last_activity_t or 0.0
+        last, pi = self.last_activity_t or 0.0, self._current[0]
         if self._cache is None:
-            pi = self._current[0]
-            lefts = [
-                (i, *self._phase_left(p, last))
-                for i, p in enumerate(self.phases)
-                if not p.finished and i >= pi
-            ]
-            lo, mid, hi = (sum(getattr(e, k) for _, e, _ in lefts) for k in ("low", "mid", "high"))
-            extra = sum(e.extra_rounds for _, e, _ in lefts)
-            phase = next((e for i, e, _ in lefts if i == pi), Eta(0.0, 0.0, 0.0))
-            self._cache = phase, Eta(lo, mid, hi, extra, not all(m for _, _, m in lefts))
+            lefts = [self._phase_left(p, last) for p in self.phases[pi:] if not p.finished]
+            self._cache = lefts[0] if lefts else NO_TIME, sum(lefts, NO_TIME)
         since = max(0.0, (now_t if now_t is not None else last) - last)
         return self._cache[0].minus(since), self._cache[1].minus(since)
