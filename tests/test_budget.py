@@ -86,6 +86,16 @@ def test_a_budget_that_cannot_be_met_runs_the_smallest_plan_and_says_so():
     assert sum(c.startswith("tune: contexts") for c in plan.changes) == 1
 
 
+def test_a_plan_with_nothing_left_to_cut_does_not_say_it_fits():
+    """The phases left at a re-plan may already be the smallest plan: over the time left, the
+    log says so rather than that they fit."""
+    smallest = list(reductions(_phases()))[-1]
+    plan = fit_to_budget(smallest, 1.0, _size)
+    assert not plan.changes and not plan.fits
+    assert "over budget with nothing left to scale down" in plan.describe()
+    assert " fits " not in plan.describe()
+
+
 def test_the_forecast_from_probe_costs_grows_with_context_and_rounds():
     costs = RunProgress()
     for arm in ("stock", "patched"):

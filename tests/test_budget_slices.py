@@ -14,6 +14,7 @@ from mlatui.run.budget_probe import Budget
 from mlatui.run.phases.results import Checks, PassResults
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
 from mlatui.stream.interval import Interval
+from tests.test_budget_device import _cpu_ms, _table
 
 
 def _seg(part: str, context: int) -> Segment:
@@ -84,6 +85,9 @@ class FakeCtx:
     def now(self) -> float:
         return self.t
 
+    def leader_decides_each(self, wants: list[bool]) -> list[bool]:
+        return list(wants)
+
 
 class FakeMore:
     """The engine's last L = 1 rounds, faked: they decide every check, 1 s before the end."""
@@ -124,7 +128,8 @@ def _finish(t: float, added_s: float):
     done = PassResults(checks=Checks().plus([check], [("sweep", PhaseKind.SWEEP)]), added_s=added_s)
     more = FakeMore(ctx)
     cut = slices([(_seg("sweep", 512), 1.0)], 0.0, 100.0)
-    after = Budget(planned, cut).finish(ctx, done, more)
+    costs = _table(_cpu_ms)  # a prefill and a pair of L = 1 rounds at 512: ~0.35 s
+    after = Budget(planned, cut, costs).finish(ctx, done, more)
     return ctx, more, after, next(e for e in ctx.events if isinstance(e, BudgetOutcome))
 
 
@@ -136,7 +141,9 @@ def test_the_time_left_goes_to_the_undecided_checks_and_the_run_says_its_forecas
     assert out.took_s == pytest.approx(end - 1.0) and ctx.events[-1] == out
     assert out.extra_s == pytest.approx(10.0 + end - 1.0 - 60.0)  # the last rounds: past the plan
     assert out.planned_s == pytest.approx(50.0) and out.error_pct == pytest.approx(0.0)
-    # no time left: nothing measured; the error and what is still undecided are said
+    # no time left for a prefill and a pair (at 96.8 s: 0.2 s, where they take ~0.35 s): nothing
+    # measured; the error and what is still undecided are said
+    assert _finish(96.8, added_s=36.8)[1].asked == []
     ctx, more, after, out = _finish(99.0, added_s=39.0)
     assert more.asked == [] and out.undecided == ("sweep @ 512",) and out.first_use_s == 2.5
     assert out.error_pct == pytest.approx((50 - 60) / 60 * 100)
@@ -215,7 +222,6 @@ def _simulated_run(slow: float, replan: bool) -> tuple[float, ClockCtx]:
     from mlatui.measure.plans import phase_segments
     from mlatui.run.budget import FORECAST_MARGIN
     from mlatui.run.phases.results import Slices
-    from tests.test_budget_device import _cpu_ms, _table
 
     costs, kinds = _table(_cpu_ms, lengths=(256, 1024, 4096)), ClockCtx.draft_kinds
     phases = load_scenario(str(Path(__file__).parent.parent / "scenarios" / "default.toml")).phases

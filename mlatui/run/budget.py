@@ -76,8 +76,9 @@ class BudgetPlan:
     def describe(self, what: str = "") -> str:
         """The plan in one line; `what` is planned (default: the scenario as written)."""
         what, head = what or "the scenario as written", f"budget {self.budget_s:.0f} s: "
-        if not self.changes:
-            return head + f"{what} fits (forecast ~{self.full_s:.0f} s on this device)"
+        if not self.changes:  # as written, or nothing left to scale down
+            fits = "fits" if self.fits else "is over budget with nothing left to scale down"
+            return head + f"{what} {fits} (forecast ~{self.full_s:.0f} s on this device)"
         verdict = "fits" if self.fits else "still over budget: this device is slow"
         return (
             head + f"{what} would take ~{self.full_s:.0f} s on this device, so the plan was "

@@ -18,7 +18,13 @@ from msgspec import structs
 
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Phase, Scenario
-from mlatui.measure.plans import Setting, decode_settings, phase_plans, phase_segments
+from mlatui.measure.plans import (
+    Setting,
+    decode_settings,
+    more_phase,
+    phase_plans,
+    phase_segments,
+)
 from mlatui.measure.progress import RunProgress
 from mlatui.run.arms import Arm
 from mlatui.run.budget import (
@@ -46,7 +52,6 @@ PROBE_BUDGET_SHARE = 0.12
 COMPILE_FLOOR_S = 0.05  # a first prefill this much (plus twice the second's) slower: a compile
 WARM_BLOCK_TOKENS = 8
 PAIR = 2  # the rounds a check's last attempt plans: one pair, then more while it is undecided
-MORE_MIN_S = 2.0  # the least time left worth a prefill and a pair of rounds
 
 
 def probe_contexts(scenario: Scenario, longest: int | None = None) -> tuple[int, ...]:
@@ -294,14 +299,10 @@ class Budget:
         first = planned if i == 0 else self.planned
         return ran, replace(self, planned=first, slices=cut, chosen=chosen, forecast_s=forecast)
 
-    def replan(
-        self, ctx: RunContext, phases: Plan, i: int, done: PassResults
-    ) -> tuple[Plan, Budget]:
-        """Before phase `i`: how much slower than forecast the device ran so far (the median of
-        its synced steps' measured over forecast ms, or the phases' time over their forecast,
-        the larger). Where the phases left, forecast at that pace, are over the time left (a
-        loaded host ran 20-25% over; a slice's sampler runs at least a pair of rounds, and a
-        planned pair when half of it fits), they are planned again."""
+    def pace(self, ctx: RunContext, i: int, done: PassResults) -> float:
+        """How much slower than forecast the device ran phases 0..i-1 (the median of their synced
+        steps' measured over forecast ms, or their time over their forecast, the larger): a
+        loaded host ran 20-25% over."""
         took_s = ctx.now() - self.planned.t - done.added_s
         forecast_s = self.costs.forecast_s(self.chosen[:i], self.settle)
         ratios = sorted(
@@ -309,9 +310,17 @@ class Budget:
             for _, length, estimates in done.finals
             for (arm, width), interval in estimates.step_ms.items()
             if (ms := self.costs.costs.step(arm, length, width))
-        )  # how much slower the synced steps ran than the probe said (a loaded host)
+        )
         steps_pace = ratios[len(ratios) // 2] if ratios else 1.0
-        pace = max(1.0, steps_pace, took_s / forecast_s if forecast_s > 0 else 1.0)
+        return max(1.0, steps_pace, took_s / forecast_s if forecast_s > 0 else 1.0)
+
+    def replan(
+        self, ctx: RunContext, phases: Plan, i: int, done: PassResults
+    ) -> tuple[Plan, Budget]:
+        """Before phase `i`: where the phases left, forecast at this device's pace so far, are
+        over the time left (a slice's sampler runs at least a pair of rounds, and a planned pair
+        when half of it fits), they are planned again."""
+        pace = self.pace(ctx, i, done)
         left_s = max(1.0, (self.planned.budget_s - ctx.now()) / FORECAST_MARGIN)
         rest_s = pace * self.costs.forecast_s(self.chosen[i:], self.settle)  # inf: no cost model
         (over,) = ctx.leader_decides_each([left_s < rest_s < float("inf")])
@@ -322,14 +331,23 @@ class Budget:
 
     def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
         """The time left to more L = 1 rounds where a check is still undecided (`more`, a phase
-        of its own as `+`), to the budget's end; then the plan's forecast against what its
-        planned rounds took (the run less the rounds past them), in the log and a
-        BudgetOutcome. Returns the pass with those checks."""
-        end_s = self.planned.budget_s * (1 - END_SHARE)
-        undecided = done.checks.undecided()
-        if undecided and self.slices.ends and end_s - ctx.now() > MORE_MIN_S:
+        of its own as `+`), to the budget's end, at the contexts whose prefill and pair of rounds
+        fit it at this device's pace (smallest first: a loaded host's 2K prefill and pair took
+        39 s where 4 were left); then the plan's forecast against what its planned rounds took
+        (the run less the rounds past them), in the log and a BudgetOutcome. Returns the pass
+        with those checks."""
+        end_s, spent_s = self.planned.budget_s * (1 - END_SHARE), 0.0
+        pace, undecided = self.pace(ctx, len(self.chosen), done), done.checks.undecided()
+        affordable = set()
+        for c in sorted({v.context for v in undecided} if self.slices.ends else ()):
+            spent_s += pace * self.costs.forecast_s([more_phase("more", c, PAIR)], self.settle)
+            if ctx.now() + spent_s > end_s:
+                break
+            affordable.add(c)
+        flags = ctx.leader_decides_each([v.context in affordable for v in undecided])
+        if checks := [v for v, yes in zip(undecided, flags, strict=True) if yes]:
             start_s = ctx.now()
-            decided = more.measure(undecided, PAIR, until_s=end_s)
+            decided = more.measure(checks, PAIR, until_s=end_s)
             added_s = done.added_s + ctx.now() - start_s
             done = replace(done, checks=done.checks.plus(decided), added_s=added_s)
         took_s, p = ctx.now(), self.planned
