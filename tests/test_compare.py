@@ -17,7 +17,7 @@ from mlatui.stream.events import Estimate, PhaseStart, Validity
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.compare import Run, compare, compare_files
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.run_tables import Check
+from mlatui.views.summary import Check
 from mlatui.widgets.compare_app import CompareApp
 from mlatui.widgets.help import HelpScreen
 

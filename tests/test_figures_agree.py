@@ -29,8 +29,7 @@ from mlatui.views import export
 from mlatui.views.compare import Run, compare, compare_markdown
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import FigureView
-from mlatui.views.run_tables import Check
-from mlatui.views.summary import RunSummary, summarize
+from mlatui.views.summary import Check, RunSummary, summarize
 from mlatui.views.units import (
     Ci,
     bound_ratio,

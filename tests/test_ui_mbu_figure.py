@@ -26,8 +26,7 @@ from mlatui.views.key_figure import (
     mbu_points,
     sweep_rows,
 )
-from mlatui.views.run_tables import Check
-from mlatui.views.summary import SweepRow, summarize
+from mlatui.views.summary import Check, SweepRow, summarize
 from mlatui.views.units import Ci
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.figure import VIEW_TITLES, key_figure_text, value_text

@@ -85,4 +85,4 @@ async def test_launch_opens_on_an_mlx_vlm_model(current, tmp_path):
         assert app.dash.status == "completed"
         header = pane_text(app, "header")
         assert "glm4_moe_lite" in header and "r/n/v 512/192/256" in header
-        assert app.dash.arms["patched"].verify_ms
+        assert any(k[1] == "patched" and k[2] >= 2 for k in app.dash.steps.samples)

@@ -16,7 +16,6 @@ from mlatui.views.dashboard_views import StepChart, step_chart
 from mlatui.views.run_meta import slot_name, slot_words
 from mlatui.views.summary import acceptance_of, limit_check
 from mlatui.views.units import (
-    Ci,
     above_limit,
     bound_ratio,
     fmt_context,
@@ -178,7 +177,8 @@ def tok_s_text(a, setting: Setting, tok_s: float, live: bool) -> str:
     estimate, which has no CI yet, to three significant digits after `~`."""
     if live:
         return "~" + median_text(tok_s)
-    return median_text(a.tok_s_ci.get(setting, Ci(tok_s)))
+    result = a.results.get(setting)
+    return median_text(result.tok_s if result is not None and result.tok_s else tok_s)
 
 
 def _setting_text(a, setting: Setting, figures, bound, best, dark: bool = True) -> Text:
@@ -193,10 +193,11 @@ def _setting_text(a, setting: Setting, figures, bound, best, dark: bool = True) 
         return t
     tok_s, live = figures
     t.append(tok_s_text(a, setting, tok_s, live))
-    r, ci = a.spec_vs_plain.get(setting), a.spec_ci.get(setting)
-    if r and ci is not None:
-        status = Status.GOOD if ci[0] > 1 else Status.BAD if ci[1] < 1 else Status.WARN
-        t.append(" " + ratio_text(Ci(r, *ci)), style=status_style(status, dark, bold=True))
+    result = a.results.get(setting)
+    vs = result.vs_plain if result is not None else None
+    if vs is not None and vs.median and vs.known:
+        status = Status.GOOD if vs.low > 1 else Status.BAD if vs.high < 1 else Status.WARN
+        t.append(" " + ratio_text(vs), style=status_style(status, dark, bold=True))
         if best and best.context == a.counts_context:
             t.append(" ★", style=status_style(Status.GOOD, dark, bold=True))
     return t

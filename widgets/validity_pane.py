@@ -10,7 +10,7 @@ from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.stream.events import ARMS, Validity
 from mlatui.stream.phrases import check_mark
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.run_tables import Check, l1_figures
+from mlatui.views.summary import Check, l1_figures
 from mlatui.views.units import fmt_context, ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from mlatui.errors import UserError
 from mlatui.measure.plans import Setting
-from mlatui.stream.events import RunHeader
+from mlatui.stream.events import ARMS, RunHeader
 from mlatui.stream.phase_rows import Quantity
 from mlatui.stream.recorder import RecordingError
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.mdtable import table
 from mlatui.views.run_meta import code_difference, header_fields
-from mlatui.views.run_tables import Cell, Check, check, decode_cells, latest_sweep_cells
+from mlatui.views.summary import Check, RunSummary, summarize
 from mlatui.views.units import Ci, ci_text, sig
 from mlatui.views.verdict_strip import verdict_line
 
@@ -213,23 +213,45 @@ SWEEP = (Quantity.MARGINAL_MS, Quantity.STEP_MS, Quantity.RATIO)
 Key = tuple[Quantity, int, int, str, str]  # quantity, context, width, arm, draft kind
 
 
-def _keyed(state: DashboardState) -> dict[Key, tuple[Cell, Check]]:
-    out: dict[Key, tuple[Cell, Check]] = {}
-    for cell in [*latest_sweep_cells(state), *decode_cells(state)]:
-        if cell.quantity in SECTIONS:
-            key = (cell.quantity, cell.context, cell.width, cell.arm, cell.draft_kind)
-            out[key] = (cell, check(state, cell.phase, cell.context))
+def _keyed(s: RunSummary) -> dict[Key, tuple[Ci, Check]]:
+    """The run's figures by key: per sweep context, the latest sweep phase's (what the
+    dashboard's figure shows); every decode result measured."""
+    latest: dict[int, str] = {}  # context -> the last sweep phase that measured it
+    for p in s.phases:
+        marginal = {m.context for m in s.marginal if m.phase == p.name}
+        latest |= dict.fromkeys({r.context for r in p.sweep} | marginal, p.name)
+    out: dict[Key, tuple[Ci, Check]] = {}
+    for m in s.marginal:
+        for arm, ci in zip(ARMS, (m.stock, m.patched), strict=True):
+            if ci is not None and latest[m.context] == m.phase:
+                out[(Quantity.MARGINAL_MS, m.context, 2, arm, "")] = (ci, m.check)
+    for p in s.phases:
+        for r in p.sweep:
+            shown = (
+                (Quantity.STEP_MS, a, ci) for a, ci in zip(ARMS, (r.stock, r.patched), strict=True)
+            )
+            for q, arm, ci in [*shown, (Quantity.RATIO, "", r.ratio)]:
+                if ci is not None and latest[r.context] == p.name:
+                    out[(q, r.context, r.width, arm, "")] = (ci, r.check)
+        for row in p.decode:
+            d = row.result
+            if not d.measured or d.tok_s is None:
+                continue
+            key = (d.context, d.depth, d.arm, d.draft_kind)
+            out[(Quantity.TOK_S, *key)] = (Ci.of(d.tok_s), row.check)
+            if d.depth and d.vs_plain is not None:
+                out[(Quantity.VS_PLAIN, *key)] = (Ci.of(d.vs_plain), row.check)
     return out
 
 
 def compare(a: Run, b: Run) -> Comparison:
-    ka, kb = _keyed(a.state), _keyed(b.state)
+    ka, kb = _keyed(summarize(a.state)), _keyed(summarize(b.state))
     order = {q: i for i, q in enumerate(SECTIONS)}
     shared = sorted(
         set(ka) & set(kb),
         key=lambda k: (order[k[0]], k[1], k[4], k[2], {"stock": 0}.get(k[3], 1)),
     )
-    rows = [Row(*k[:4], ka[k][0].ci, kb[k][0].ci, ka[k][1], kb[k][1], k[4]) for k in shared]
+    rows = [Row(*k[:4], ka[k][0], kb[k][0], ka[k][1], kb[k][1], k[4]) for k in shared]
     return Comparison(a, b, header_diff(a.header, b.header), rows)
 
 

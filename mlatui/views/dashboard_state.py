@@ -47,7 +47,6 @@ from mlatui.stream.phrases import check_mark, interval_text, left_out_of_verdict
 from mlatui.views.dashboard_views import (
     SERIES_POINTS,
     ArmView,
-    IndexerView,
     PhaseView,
     StepSeries,
     TextRepeat,
@@ -55,10 +54,10 @@ from mlatui.views.dashboard_views import (
     view_of,
 )
 from mlatui.views.run_meta import l1_words
-from mlatui.views.units import Ci, ratio_text
+from mlatui.views.units import ratio_text
 
 LOG_LINES = 500
-SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "indexer", "log")
+SECTIONS = ("header", "phase", "arms", "marginal", "memory", "validity", "log")
 
 
 class DashboardState:
@@ -71,7 +70,6 @@ class DashboardState:
         self.steps = StepSeries()  # every timed step by (phase, arm, width, context)
         self.validity: dict[tuple[str, int], Validity] = {}  # (phase, context): model phases
         self.pooled: dict[str, PooledValidity] = {}  # phase -> the pooled L = 1 check after it
-        self.indexer = IndexerView()  # the indexer phases: their own view, never the sweep's
         self.estimates: dict[tuple[str, int], Estimate] = {}  # (phase, context): the latest
         self.drifts: list[DriftEvent] = []
         self.memory: MemorySample | None = None
@@ -140,14 +138,9 @@ class DashboardState:
             self.status = "running"
         self.phase = PhaseView(e.phase, e.kind, e.index, e.total_phases, 0, e.planned_steps)
         self.phase_kinds[e.phase] = e.kind
-        for arm in self.arms.values():
-            arm.phase_verify_ms = []
-            if rules_for(e.kind).decodes:
-                arm.spec_live, arm.spec_result, arm.plain_tok_s = {}, {}, None
-                arm.tok_s_ci = {}
-                arm.counts, arm.setting, arm.spec_vs_plain, arm.spec_ci = {}, None, {}, {}
-                arm.spec_bound = {}
-                arm.texts, arm.repeats = {}, {}
+        if rules_for(e.kind).decodes:
+            for arm in self.arms.values():
+                arm.start_phase()
         self.changed |= {"phase", "arms"}
         self._log(e.t, "info", f"phase {e.index + 1}/{e.total_phases}: {e.phase} ({e.kind})")
 
@@ -190,20 +183,13 @@ class DashboardState:
     def _on_step(self, e: Step) -> None:
         self.steps.add(e.phase, e.arm, e.width, e.context, e.ms)
         if view_of(self._kind(e.phase)).layer_steps:  # one layer's timings: not the model's
-            self.indexer.add_step(e.phase, e.arm, e.context, e.width, e.ms)
-            self.indexer.add_branches(e.arm, e.absorbed_calls, e.materialised_calls)
-            self.changed.add("indexer")
-            return
+            return  # the indexer phase's own figures are its summary's rows
         arm = self._arm(e.arm)
         self.context = e.context
         if rules_for(self._kind(e.phase)).model_widths:
             self.sweep_ms.setdefault((e.arm, e.context, e.width), []).append(e.ms)
         arm.absorbed_calls += e.absorbed_calls
         arm.materialised_calls += e.materialised_calls
-        if e.width >= 2:  # a verify-shaped forward
-            arm.verify_ms.append(e.ms)
-            arm.verify_key.append((e.phase, e.context))
-            arm.phase_verify_ms.append(e.ms)
         self.changed |= {"arms", "marginal"} if e.width <= 2 else {"arms"}
 
     def _on_memory(self, e: MemorySample) -> None:
@@ -216,8 +202,11 @@ class DashboardState:
 
     def _on_validity(self, e: Validity) -> None:
         if view_of(self._kind(e.phase)).layer_steps:
-            self.changed.add("indexer")
-            self._log(e.t, *self.indexer.add_check(e))
+            ci = "" if e.ratio is None else f", paired {ratio_text(e.ratio)}"
+            said = f"{check_mark(e.verdict)} {e.verdict}{ci} (the indexer's figures only)"
+            self._log(
+                e.t, "info" if e.valid else "warning", f"{e.phase} S=1 check at {e.context}: {said}"
+            )
             return
         self.validity[(e.phase, e.context)] = e
         self.changed |= {"validity", "marginal", "arms"}
@@ -262,8 +251,6 @@ class DashboardState:
 
     def _on_estimate(self, e: Estimate) -> None:
         if view_of(self._kind(e.phase)).layer_steps:
-            self.indexer.estimates[(e.phase, e.context)] = e
-            self.changed.add("indexer")
             return
         self.estimates[(e.phase, e.context)] = e
         self.changed |= {"marginal", "arms"}
@@ -327,7 +314,7 @@ class DashboardState:
         rep = repetition_of(texts, 4)
         if rep.within is None:
             return None
-        if setting in a.spec_result:  # a result that recorded no share: no guard looked at it
+        if setting in a.results:  # a result that recorded no share: no guard looked at it
             return TextRepeat(rep.within, rep.across, False, live=False)
         warning = looping_warning(rep, self.min_distinct_4gram(self.phase.name))
         return TextRepeat(rep.within, rep.across, warning is not None, live=True)
@@ -341,9 +328,7 @@ class DashboardState:
         arm = self._arm(e.arm)
         self.context = e.context
         if arm.counts_context != e.context:
-            arm.counts, arm.spec_live, arm.spec_bound = {}, {}, {}
-            arm.counts_context = e.context
-            arm.texts, arm.repeats = {}, {}
+            arm.start_context(e.context)
         st = self._setting(e)
         if e.token_ids:
             arm.texts.setdefault(st, []).append(e.token_ids)
@@ -365,8 +350,7 @@ class DashboardState:
         self.decode_results.append(e)
         if not e.measured:  # before the context's blocks: the tok/s lines start there
             if arm.counts_context != e.context:
-                arm.counts, arm.spec_live, arm.spec_bound = {}, {}, {}
-                arm.counts_context = e.context
+                arm.start_context(e.context, texts=False)
             if e.bound is not None:
                 arm.spec_bound[st] = e.bound
             self.changed.add("arms")
@@ -376,17 +360,8 @@ class DashboardState:
                     e.t, "info", f"{who}: {st.label} at {e.context}: not measured (no blocks run)"
                 )
             return
-        tok_s = e.tok_s.median if e.tok_s is not None else None
-        if e.tok_s is not None:
-            arm.tok_s_ci[st] = Ci.of(e.tok_s)
-        if e.depth == 0:
-            arm.plain_tok_s = tok_s
-        else:
-            arm.spec_result[st] = tok_s
-            if e.vs_plain is not None:
-                arm.spec_vs_plain[st] = e.vs_plain.median
-                if e.vs_plain.known:
-                    arm.spec_ci[st] = (e.vs_plain.low, e.vs_plain.high)
+        arm.results[st] = e
+        if e.depth:
             if e.counts:
                 arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
             if e.distinct_4gram_share is not None:

@@ -20,9 +20,7 @@ from enum import StrEnum
 from mlatui.config.phase_kind import PhaseKind
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
 from mlatui.measure.plans import PLAIN, Setting
-from mlatui.stream.events import SpeedupBound, Validity
-from mlatui.stream.phrases import check_mark
-from mlatui.views.units import ratio_text
+from mlatui.stream.events import SpeedupBound
 
 SERIES_POINTS = 240  # per-arm verify-ms history kept for the plot
 
@@ -72,15 +70,11 @@ class TextRepeat:
 
 @dataclass
 class ArmView:
-    """One arm's column: per-step verify ms, acceptance (per draft kind and depth, never mixed),
-    throughput and gate branch counts. Settings key the figures: a draft kind at a depth, or
-    plain decode (PLAIN)."""
+    """One arm's column: acceptance (per draft kind and depth, never mixed), throughput and
+    gate branch counts. Settings key the figures: a draft kind at a depth, or plain decode
+    (PLAIN). A decode phase starts them afresh; a new context its live figures."""
 
-    verify_ms: deque = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
-    verify_key: deque = field(  # (phase, context) of each sample
-        default_factory=lambda: deque(maxlen=SERIES_POINTS)
-    )
-    phase_verify_ms: list = field(default_factory=list)  # all samples of the current phase
+    results: dict = field(default_factory=dict)  # Setting -> its measured DecodeResult
     counts: dict = field(default_factory=dict)  # Setting -> AcceptanceCounts, this phase (live)
     setting: Setting | None = None  # the setting of the latest speculative block
     counts_context: int | None = None  # counts are per context too: a new one starts afresh
@@ -88,40 +82,35 @@ class ArmView:
     temperature: float = 0.0
     texts: dict = field(default_factory=dict)  # Setting -> [timed blocks' tokens], this context
     repeats: dict = field(default_factory=dict)  # Setting -> TextRepeat of its result, this context
-    spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this phase
-    spec_result: dict = field(default_factory=dict)  # Setting -> measured tok/s (DecodeResult)
-    # Setting (PLAIN too) -> the measured tok/s with its CI, which rounds what the panes print
-    tok_s_ci: dict = field(default_factory=dict)
-    spec_vs_plain: dict = field(default_factory=dict)  # Setting -> paired speedup (DecodeResult)
-    spec_ci: dict = field(default_factory=dict)  # Setting -> (low, high) of that speedup's CI
+    spec_live: dict = field(default_factory=dict)  # Setting -> [tokens, ms], this context
     spec_bound: dict = field(default_factory=dict)  # Setting -> SpeedupBound: rejected, not run
-    plain_tok_s: float | None = None
     absorbed_calls: int = 0
     materialised_calls: int = 0
 
-    @property
-    def median_ms(self) -> float | None:
-        return statistics.median(self.phase_verify_ms) if self.phase_verify_ms else None
+    def start_phase(self) -> None:
+        """A decode phase: its own results and live figures."""
+        self.results, self.spec_live, self.counts, self.setting = {}, {}, {}, None
+        self.spec_bound, self.texts, self.repeats = {}, {}, {}
+
+    def start_context(self, context: int, texts: bool = True) -> None:
+        self.counts, self.spec_live, self.spec_bound = {}, {}, {}
+        self.counts_context = context
+        if texts:
+            self.texts, self.repeats = {}, {}
 
     @property
-    def depth(self) -> int | None:
-        return self.setting.depth if self.setting is not None else None
+    def plain_tok_s(self) -> float | None:
+        r = self.results.get(PLAIN)
+        return r.tok_s.median if r is not None and r.tok_s is not None else None
 
     @property
-    def current_counts(self) -> AcceptanceCounts | None:
-        return self.counts.get(self.setting) if self.setting is not None else None
-
-    @property
-    def acceptance(self) -> list[float | None]:
-        """Conditional acceptance P(accept i | 1..i-1 accepted) by position, at the current
-        depth only (a depth-3 step's position 2 is not a depth-2 step's)."""
-        c = self.current_counts
-        return list(c.conditional) if c else []
-
-    @property
-    def mean_accepted(self) -> float | None:
-        c = self.current_counts
-        return c.mean_accepted if c else None
+    def spec_result(self) -> dict[Setting, float | None]:
+        """Setting -> the measured tok/s of each speculative result."""
+        return {
+            st: r.tok_s.median if r.tok_s is not None else None
+            for st, r in self.results.items()
+            if st.depth > 0
+        }
 
     def tok_s_by_setting(self) -> dict[Setting, tuple[float, bool]]:
         """setting -> (tok/s, is_live_estimate), in the run's order of kinds, then by depth:
@@ -155,15 +144,6 @@ class ArmView:
         tokens, ms = self.spec_live.get(PLAIN, (0, 0.0))
         return tokens / ms * 1e3 if ms > 0 else None
 
-    def ratio(self, setting: Setting) -> float | None:
-        """Speedup over plain decode: the result's paired estimate (median over rounds of the
-        within-round ratio), else the ratio of the running tok/s figures."""
-        if setting in self.spec_vs_plain:
-            return self.spec_vs_plain[setting]
-        v = self.tok_s_by_setting().get(setting)
-        plain = self.plain_tok_s or self.plain_live
-        return v[0] / plain if v and plain else None
-
     def add_steps(self, setting: Setting, steps: list[VerifyStep]) -> None:
         counts = self.counts.setdefault(setting, AcceptanceCounts(setting.depth))
         for step in steps:
@@ -196,45 +176,6 @@ def pressure(used: float, limit: float | None) -> str:
         return "ok"
     f = used / limit
     return "critical" if f >= 0.9 else "high" if f >= 0.75 else "ok"
-
-
-@dataclass
-class IndexerView:
-    """The indexer phases' own figures, kept apart from the sweep's tables, the key figure, the
-    arms' verify series and the model's L = 1 checks. Keys use the parts' phase names
-    (`<phase>:indexer`, `<phase>:layer`); checks the phase's name."""
-
-    samples: dict = field(default_factory=dict)  # (part phase, arm, context, width) -> [ms]
-    branches: dict = field(default_factory=dict)  # arm -> [absorbed, materialised] calls
-    estimates: dict = field(default_factory=dict)  # (part phase, context) -> latest Estimate
-    checks: dict = field(default_factory=dict)  # (phase, context) -> the S = 1 Validity
-
-    def add_step(self, phase: str, arm: str, context: int, width: int, ms: float) -> None:
-        self.samples.setdefault((phase, arm, context, width), []).append(ms)
-
-    def add_branches(self, arm: str, absorbed: int, materialised: int) -> None:
-        counts = self.branches.setdefault(arm, [0, 0])
-        counts[0] += absorbed
-        counts[1] += materialised
-
-    def add_check(self, e: Validity) -> tuple[str, str]:
-        """Keep the S = 1 check; its (level, log line)."""
-        self.checks[(e.phase, e.context)] = e
-        mark = check_mark(e.verdict)
-        ci = "" if e.ratio is None else f", paired {ratio_text(e.ratio)}"
-        line = f"{e.phase} S=1 check at {e.context}: {mark} {e.verdict}{ci} (the indexer's figures only)"
-        return ("info" if e.valid else "warning"), line
-
-    def median_ms(self, phase: str, arm: str, context: int, width: int) -> float | None:
-        """The sampler's median over rounds when an estimate exists, else the samples' median."""
-        e = self.estimates.get((phase, context))
-        for r in e.rows if e else ():
-            if (r.quantity, r.arm, r.width) == ("step_ms", arm, width):
-                return r.median
-        return _median(self.samples.get((phase, arm, context, width), []))
-
-    def contexts(self) -> list[int]:
-        return sorted({c for _, _, c, _ in self.samples} | {c for _, c in self.estimates})
 
 
 # (phase, arm, context, width) -> the sampler's median over rounds, or None before its estimate

@@ -23,8 +23,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from mlatui.views.run_tables import Check
-from mlatui.views.summary import RunSummary, SweepRow
+from mlatui.views.summary import Check, RunSummary, SweepRow
 from mlatui.views.units import Ci, ratio_text
 
 GRAMMAR = "RATIO@L=WIDTH,CONTEXT OP BOUND, e.g. 'stock/patched@L=2,32K >= 5'"

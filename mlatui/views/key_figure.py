@@ -18,8 +18,7 @@ from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.byte_census import StepBytes
 from mlatui.stream.events import Thresholds
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.run_tables import Check
-from mlatui.views.summary import RunSummary, SweepRow, limit_check, summarize
+from mlatui.views.summary import Check, RunSummary, SweepRow, limit_check, summarize
 from mlatui.views.units import Ci, above_limit, fmt_context, sig
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}

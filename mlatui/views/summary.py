@@ -11,10 +11,11 @@ no two surfaces can print different numbers for the same figure. Pure Python.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mlatui.config.phase_kind import Pass
+from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.bandwidth import LimitCheck
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import (
@@ -30,21 +31,101 @@ from mlatui.stream.events import (
     Validity,
 )
 from mlatui.stream.phase_rows import Quantity
+from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import Table, view_of
-from mlatui.views.run_tables import (
-    Cell,
-    Check,
-    L1Figures,
-    check,
-    l1_figures,
-    sweep_cells,
-    sweep_phases,
-)
 from mlatui.views.units import Ci
 from mlatui.views.verdict_strip import Part, pane_setting, verdict_parts
 
 DRIFTS_LISTED = 12
+
+
+class Check(enum.StrEnum):
+    """The L = 1 check of a (phase, context); PENDING before it is decided; POOLED: inconclusive
+    alone, made valid by the run's pooled check (in verdicts, never shown as plain valid)."""
+
+    VALID = "valid"
+    POOLED = "valid (pooled)"
+    INVALID = "invalid"
+    INCONCLUSIVE = "inconclusive"
+    PENDING = "pending"
+
+    @property
+    def mark(self) -> str:
+        return CHECK_MARKS[self.value]
+
+    @property
+    def usable(self) -> bool:
+        """Enters verdicts."""
+        return self in (Check.VALID, Check.POOLED)
+
+
+def check(state: DashboardState, phase: str, context: int) -> Check:
+    v = state.validity.get((phase, context))
+    if v is None:
+        return Check.PENDING
+    return Check.POOLED if v.valid and v.pooled else Check(v.verdict)
+
+
+def sweep_phases(state: DashboardState) -> list[str]:
+    return [p for p, kind in state.phase_kinds.items() if rules_for(kind).model_widths]
+
+
+@dataclass(frozen=True)
+class L1Figures:
+    """Both arms' L = 1 figure in a check's row, per step as the sweep's: a decode or tune phase
+    with a draft decides its check on synced verify steps; with no draft the check is decided on
+    plain-decode blocks, whose figures are block times (a 12-token block read 46.7 ms beside
+    the sweep's 4.03 ms step), so such a row shows the block time per token, said as such, or
+    nothing when the block's length is not known."""
+
+    stock_ms: float | None
+    patched_ms: float | None
+    block_tokens: int = 0  # > 0: per token of plain-decode blocks this long (not a step time)
+
+    @property
+    def per_token(self) -> bool:
+        return self.block_tokens > 0
+
+    @property
+    def note(self) -> str:
+        """What a marked row's figures are, for the table's legend."""
+        return (
+            f"per token of {self.block_tokens}-token plain-decode blocks (no draft: the check "
+            "was decided on them)"
+        )
+
+
+def decided_on_blocks(kind: str, results: Iterable[DecodeResult], phase: str, context: int) -> bool:
+    """A decode or tune check with no speculative result at its context: no verify steps."""
+    if not rules_for(kind).decodes:
+        return False
+    return not any(r.depth > 0 and r.phase == phase and r.context == context for r in results)
+
+
+def block_tokens(results: Iterable[DecodeResult], phase: str, context: int) -> int:
+    return next(
+        (
+            r.block_tokens
+            for r in results
+            if r.depth == 0 and r.phase == phase and r.context == context and r.block_tokens
+        ),
+        0,
+    )
+
+
+def l1_figures(
+    v: Validity, kind: str, results: Iterable[DecodeResult], phase: str, context: int
+) -> L1Figures:
+    """`v`'s two L = 1 figures as step times: its own (a sweep's, or a verify's), or its block
+    times per token (None for both when the blocks' length is unknown)."""
+    results = list(results)
+    if not decided_on_blocks(kind, results, phase, context):
+        return L1Figures(v.stock_l1_ms, v.patched_l1_ms)
+    n = block_tokens(results, phase, context)
+    if n <= 0:
+        return L1Figures(None, None)
+    return L1Figures(v.stock_l1_ms / n, v.patched_l1_ms / n, n)
 
 
 @dataclass(frozen=True)
@@ -226,48 +307,72 @@ def _checks(state: DashboardState) -> tuple[CheckRow, ...]:
     )
 
 
-def _by(cells: list[Cell], quantity: Quantity) -> dict[tuple[int, int, str], Cell]:
-    return {(c.context, c.width, c.arm): c for c in cells if c.quantity == quantity}
+# (quantity, context, width, arm): `arm` is "" for the paired ratio
+Figures = dict[tuple[Quantity, int, int, str], Ci]
 
 
-def _ci(cell: Cell | None) -> Ci | None:
-    return cell.ci if cell is not None else None
+def _figures(state: DashboardState, phase: str) -> Figures:
+    """`phase`'s figures: its paired estimates (medians over rounds with 95% CIs, from the first
+    round on, so a mid-run summary has them); a run without estimates: plain medians of the
+    samples, without a CI (the first sweep phase's: samples are not kept per phase)."""
+    found = sorted((c, e) for (p, c), e in state.estimates.items() if p == phase)
+    if found:
+        return {
+            (r.quantity, e.context, int(r.width), r.arm): Ci(r.median, r.low, r.high)
+            for _, e in found
+            for r in e.rows
+        }
+    if phase != (sweep_phases(state) or [phase])[0]:
+        return {}
+    out: Figures = {}
+    for arm, c, w in sorted(state.sweep_ms, key=lambda k: k[1:]):
+        if (m := state.l_median(arm, c, w)) is not None:
+            out[(Quantity.STEP_MS, c, w, arm)] = Ci(m)
+    for c in sorted({c for (_, c, _) in state.sweep_ms}):
+        for arm in ARMS:
+            one, two = state.l_median(arm, c, 1), state.l_median(arm, c, 2)
+            if one is not None and two is not None:
+                out[(Quantity.MARGINAL_MS, c, 2, arm)] = Ci(two - one)
+    return out
 
 
 def _marginal(state: DashboardState) -> tuple[MarginalRow, ...]:
     rows = []
     for phase in sweep_phases(state):
-        marg = _by(sweep_cells(state, phase), Quantity.MARGINAL_MS)
-        for context in sorted({c for c, _, _ in marg}):
-            s, p = marg.get((context, 2, "stock")), marg.get((context, 2, "patched"))
-            rows.append(MarginalRow(phase, context, _ci(s), _ci(p), check(state, phase, context)))
+        f = _figures(state, phase)
+        for c in sorted({c for q, c, _, _ in f if q == Quantity.MARGINAL_MS}):
+            s, p = (f.get((Quantity.MARGINAL_MS, c, 2, arm)) for arm in ARMS)
+            rows.append(MarginalRow(phase, c, s, p, check(state, phase, c)))
     return tuple(rows)
 
 
 def _sweep(state: DashboardState, phase: str) -> tuple[SweepRow, ...]:
-    cells = sweep_cells(state, phase)
-    step, ratio, vs_l1 = (_by(cells, q) for q in (Quantity.STEP_MS, Quantity.RATIO, Quantity.VS_L1))
-    mbu, most, rate = (_by(cells, q) for q in (Quantity.MBU, Quantity.MBU_MOST, Quantity.GB_S))
-    if (limit := limit_check(state)) is not None and limit.contradicted:
-        mbu, most = {}, {}  # against a limit the run's own steps beat: no figure (mbu_cell says)
+    f = _figures(state, phase)
+    # against a limit the run's own steps beat: no MBU (mbu_cell says so)
+    no_mbu = (limit := limit_check(state)) is not None and limit.contradicted
+
+    def by_arm(q: Quantity, c: int, w: int) -> dict[str, Ci]:
+        hidden = no_mbu and q in (Quantity.MBU, Quantity.MBU_MOST)
+        return {} if hidden else {a: f[(q, c, w, a)] for a in ARMS if (q, c, w, a) in f}
+
     rows = []
-    for context, width in sorted({(c, w) for c, w, _ in step}):
-        s, p = step.get((context, width, "stock")), step.get((context, width, "patched"))
-        estimate = state.estimates.get((phase, context))
+    for c, w in sorted({(c, w) for q, c, w, _ in f if q == Quantity.STEP_MS}):
+        e = state.estimates.get((phase, c))
+        stock, patched = (f.get((Quantity.STEP_MS, c, w, arm)) for arm in ARMS)
         rows.append(
             SweepRow(
-                context,
-                width,
-                _ci(s),
-                _ci(p),
-                _ci(ratio.get((context, width, ""))),
-                _ci(vs_l1.get((context, width, ARMS[1]))),
-                next((x.rounds for x in (s, p) if x and x.rounds), None),
-                estimate.drifting_rounds if estimate is not None else 0,
-                check(state, phase, context),
-                {a: c.ci for a in ARMS if (c := mbu.get((context, width, a))) is not None},
-                {a: c.ci for a in ARMS if (c := most.get((context, width, a))) is not None},
-                {a: c.ci for a in ARMS if (c := rate.get((context, width, a))) is not None},
+                c,
+                w,
+                stock,
+                patched,
+                f.get((Quantity.RATIO, c, w, "")),
+                f.get((Quantity.VS_L1, c, w, ARMS[1])),
+                (e.rounds or None) if e is not None else None,
+                e.drifting_rounds if e is not None else 0,
+                check(state, phase, c),
+                by_arm(Quantity.MBU, c, w),
+                by_arm(Quantity.MBU_MOST, c, w),
+                by_arm(Quantity.GB_S, c, w),
             )
         )
     return tuple(rows)
