@@ -100,7 +100,7 @@ def test_the_one_layer_benchmarks_refuse_what_cannot_fit_before_building(argv, t
 def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
     from mlatui.stream.events import SCHEMA_VERSION, DeviceInfo, RunHeader, RunSettings, Thresholds
     from mlatui.views.run_meta import header_lines
-    from mlatui.widgets.render import thresholds_text
+    from mlatui.widgets.header import thresholds_text
 
     unbounded = 2**63 - 1
     assert threshold_text(unbounded) == "always absorbed" and threshold_text(170) == "170"

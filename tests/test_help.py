@@ -15,7 +15,7 @@ from mlatui.cli import main
 from mlatui.config.outputs import new_record_path, runs_dir
 from mlatui.config.run_plan import RunConfig
 from mlatui.stream.sources import LiveSource, ReplaySource
-from mlatui.views.keys import KEYS, KeyGroup, keys_for
+from mlatui.views.keys import KEYS, KeyGroup, Only, keys_for
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import HelpScreen
 from mlatui.widgets.palette import Status, status_style
@@ -58,12 +58,12 @@ def test_launch_help_names_the_recording_path_and_the_live_keys(capsys):
     keys = out[out.index("keys in the dashboard:") :]
     for k in keys_for(replay=False):
         assert f"  {k.key} " in keys and k.description in keys, k
-    assert all(k.description not in keys for k in KEYS if k.replay_only)
+    assert all(k.description not in keys for k in KEYS if k.only is Only.REPLAY)
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
     keys = capsys.readouterr().out
     assert "seek back" in keys
-    assert all(k.description not in keys for k in KEYS if k.live_only)
+    assert all(k.description not in keys for k in KEYS if k.only is Only.LIVE)
 
 
 async def test_bindings_palette_and_help_come_from_the_one_key_table():

@@ -14,9 +14,11 @@ from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.keys import KEYS
+from mlatui.views.progress_view import duration
 from mlatui.views.summary import acceptance_of
 from mlatui.widgets import render as r
 from mlatui.widgets import validity_pane as vp
+from mlatui.widgets.header import thresholds_text
 from mlatui.widgets.help import keys_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
@@ -121,11 +123,9 @@ def test_header_names_geometry_threshold_device_and_synthetic(real):
 
 def test_threshold_shown_for_current_context():
     t = Thresholds(formula_inf=170, formula_at={128: 73, 1024: 146}, calibrated={1024: 900})
-    assert (
-        r.thresholds_text(t, 2000) == "L* formula 170 (T→∞) · 146 at T=1K · calibrated 900 at T=1K"
-    )
-    assert "73–146 at T=200" in r.thresholds_text(t, 200)  # between two entries: both
-    assert "73 at T=128" in r.thresholds_text(t, 100)  # below the table: its first entry
+    assert thresholds_text(t, 2000) == "L* formula 170 (T→∞) · 146 at T=1K · calibrated 900 at T=1K"
+    assert "73–146 at T=200" in thresholds_text(t, 200)  # between two entries: both
+    assert "73 at T=128" in thresholds_text(t, 100)  # below the table: its first entry
 
 
 def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
@@ -187,7 +187,7 @@ def test_memory_and_log_text(real):
 
 def test_formatters():
     assert vp.ms_text(None) == "–" and vp.ms_text(123.4) == "123" and vp.ms_text(0.1234) == "0.123"
-    assert r.bytes_text(2.5e9) == "2.5 GB" and r.fmt_duration(75) == "1m15s"
+    assert r.bytes_text(2.5e9) == "2.5 GB" and duration(75) == "1m15s"
     assert vp.fmt_context(2048) == "2K" and vp.fmt_context(300) == "300"
     assert r.bar(0.5, 10).plain == "█████░░░░░"
 

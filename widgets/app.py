@@ -23,7 +23,8 @@ from mlatui.stream.events import ErrorEvent, Event, LogMessage
 from mlatui.stream.sources import Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import FigureView
-from mlatui.views.keys import KEYS, Key, Only
+from mlatui.views.keys import KEYS, Key, Only, keys_for
+from mlatui.views.keys import works as key_works
 from mlatui.views.progress_view import more_offer
 from mlatui.views.summary import SUMMARY_EVENT_TYPES
 
@@ -352,18 +353,11 @@ class MlatuiApp(App):
         return self.works(WHERE.get(action, Only.ALWAYS))
 
     def works(self, only: Only) -> bool:
-        replay = self.source.playback is not None
-        return {
-            Only.ALWAYS: True,
-            Only.REPLAY: replay,
-            Only.LIVE: not replay,
-            Only.COMPACT: self.compact,
-            Only.DEMO: self.mode == "demo",
-        }[only]
+        return key_works(only, self.source.playback is not None, self.compact, self.mode == "demo")
 
     def keys_here(self) -> list[Key]:
         """The listed keys that work in this app now (the help's rows)."""
-        return [k for k in KEYS if k.listed and self.works(k.only)]
+        return keys_for(self.source.playback is not None, self.compact, self.mode == "demo")
 
     def action_more_rounds(self) -> None:
         """`+` in a live run: once it has ended with undecided L = 1 checks, more rounds of them
@@ -435,14 +429,6 @@ class MlatuiApp(App):
     def action_hide_explain(self) -> None:
         for w in self.query(ExplainPane):
             w.display = not w.display
-
-    def summary(self) -> tuple[str, str]:
-        """(markdown, csv) of what the dashboard knows now (mlatui.views.export)."""
-        from mlatui.views import export
-        from mlatui.views.summary import summarize
-
-        summary = summarize(self.dash)
-        return export.summary_markdown(summary), export.summary_csv(summary)
 
     def export_summary(self) -> list[str]:
         """The run's summary as markdown, CSV and JSON (mlatui.views.export), one summary."""

@@ -19,11 +19,12 @@ from mlatui.views.compare import (
     width_label,
 )
 from mlatui.views.units import Ci, ci_text, fmt_context
-from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
+from mlatui.views.verdict_strip import verdict_parts
 
 from . import palette
-from .palette import SeriesLook, Status, series_look, status_style, tone_style
+from .palette import SeriesLook, Status, series_look, status_style
 from .plot import LogLogPlot, log_log_axes
+from .render import strip_lines
 
 GREY = "grey42"
 PLOT_GREY = palette.GREY
@@ -95,25 +96,19 @@ def header_text(cmp: Comparison, width: int) -> Text:
 def verdicts_text(cmp: Comparison, width: int, dark: bool = True) -> Text:
     """Each run's verdict strip (mlatui.views.verdict_strip: as its replay and export say it),
     on two lines each where one cannot hold it whole: a part is shortened, never cut."""
-    t = Text(no_wrap=True)
-    for i, run in enumerate(cmp.runs):
-        if i:
-            t.append("\n")
-        t.append(f"{run.label} verdict ", style="bold reverse")
-        parts = verdict_parts(run.state)
-        if not parts:
-            t.append(" no result in this recording", style="dim")
-            continue
-        indent = len(run.label) + 10
-        forms = fit_forms(parts, width, indent, max_lines=2)
-        tones = iter(p.tone for p in parts)
-        for k, line in enumerate(wrap_forms(forms, width, indent)):
-            if k:
-                t.append("\n" + " " * (indent - 1))
-            for j, form in enumerate(line):
-                t.append(" · " if j else " ")
-                t.append(form, style=tone_style(next(tones), dark))
-    return t
+    lines = [
+        line
+        for run in cmp.runs
+        for line in strip_lines(
+            verdict_parts(run.state),
+            f"{run.label} verdict ",
+            width,
+            dark,
+            (2,),
+            "no result in this recording",
+        )
+    ]
+    return Text("\n", no_wrap=True).join(lines)
 
 
 # -- the key figure of both runs -------------------------------------------------------------

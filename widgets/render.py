@@ -15,17 +15,10 @@ from mlatui.views.dashboard_views import pressure
 from mlatui.views.key_figure import FigureView, key_figure, mbu_figure
 from mlatui.views.progress_view import MoreOffer, duration
 from mlatui.views.units import bytes_text
-from mlatui.views.verdict_strip import fit_forms, verdict_parts, wrap_forms
+from mlatui.views.verdict_strip import Part, fit_forms, verdict_parts, wrap_forms
 
 from .figure import key_figure_text
-from .header import (  # noqa: F401 (thresholds_text: tests)
-    SEPARATOR,
-    fit_pieces,
-    header_pieces,
-    join_pieces,
-    thresholds_text,
-    wrap_parts,
-)
+from .header import SEPARATOR, fit_pieces, header_pieces, join_pieces, wrap_parts
 from .palette import Status, status_style, tone_style
 
 GREY = "grey42"
@@ -94,9 +87,6 @@ class ViewInfo:
     notices: tuple[str, ...] = ()
 
 
-fmt_duration = duration  # one formatter of seconds, shared with the progress line
-
-
 def bar(fraction: float, width: int, style: str = "") -> Text:
     fraction = max(0.0, min(1.0, fraction))
     full = int(fraction * width)
@@ -155,7 +145,7 @@ def header_text(state: DashboardState, view: ViewInfo, width: int, dark: bool = 
             quiet = state.progress.stalled_s(view.now_s)
             if quiet is not None and not load.done:
                 t.append(
-                    f"  no bytes read for {fmt_duration(quiet)}",
+                    f"  no bytes read for {duration(quiet)}",
                     style=status_style(Status.WARN, dark, bold=True),
                 )
         return t
@@ -218,12 +208,24 @@ def verdict_lines(state: DashboardState, width: int, dark: bool = True) -> list[
     """The verdict strip (mlatui.views.verdict_strip: the same line `--dump` and exports print):
     each part in its longest form that lets the strip fit one line, else two, else three,
     wrapped between parts; the shortest forms keep each speedup's CI and both Δ2 figures."""
-    parts = verdict_parts(state)
-    label = Text("verdict ", style="bold reverse")
+    return strip_lines(verdict_parts(state), "verdict ", width, dark)
+
+
+def strip_lines(
+    parts: list[Part],
+    label: str,
+    width: int,
+    dark: bool = True,
+    tries: tuple[int, ...] = (1, 2, 3),
+    empty: str = "no result yet",
+) -> list[Text]:
+    """Verdict parts after `label`, each in the longest form that fits the fewest lines `tries`
+    allows, wrapped between parts under the first (`empty` when there are none)."""
+    head = Text(label, style="bold reverse")
     if not parts:
-        return [Text.assemble(label, (" no result yet", "dim"))]
+        return [Text.assemble(head, (f" {empty}", "dim"))]
     indent = len(label) + 1
-    for max_lines in (1, 2, 3):
+    for max_lines in tries:
         forms = fit_forms(parts, width, indent, max_lines)
         if len(wrap_forms(forms, width, indent)) <= max_lines:
             break
@@ -232,7 +234,7 @@ def verdict_lines(state: DashboardState, width: int, dark: bool = True) -> list[
     )
     lines = []
     for i, row in enumerate(wrap_forms(forms, width, indent)):
-        line = Text.assemble(label, " ") if i == 0 else Text(" " * indent)  # label alone reversed
+        line = Text.assemble(head, " ") if i == 0 else Text(" " * indent)  # label alone reversed
         for j, _ in enumerate(row):
             line.append(" · " if j else "")
             line.append_text(next(styled))

@@ -18,7 +18,7 @@ from mlatui.config.phase_kind import Pass, rules_for
 from mlatui.measure.byte_census import StepBytes
 from mlatui.stream.events import Thresholds
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.summary import Check, RunSummary, SweepRow, limit_check, summarize
+from mlatui.views.summary import Check, RunSummary, SweepRow, check, limit_check, summarize
 from mlatui.views.units import Ci, above_limit, fmt_context, sig
 
 ARM_COLOURS = {"stock": "red", "patched": "green"}
@@ -150,19 +150,11 @@ def _pass_series(state: DashboardState) -> list[FigureSeries] | None:
                 )
                 if row is None or row.median <= 0:
                     continue
-                status = _status_of(state.validity.get((phase, c)))
+                status = STATUS_OF_CHECK[check(state, phase, c)]
                 points.append(FigurePoint(c, row.median, row.low, row.high, status))
             colour = colours.get(variant, ("cyan", "magenta"))[min(slot, 1)]
             series.append(FigureSeries(f"{'AB'[min(slot, 1)]} {variant}", colour, tuple(points)))
     return series if any(s.points for s in series) else None
-
-
-def _status_of(v) -> PointStatus:
-    if v is None:
-        return PointStatus.PENDING
-    return {"valid": PointStatus.VALID, "inconclusive": PointStatus.INCONCLUSIVE}.get(
-        v.verdict, PointStatus.INVALID
-    )
 
 
 def key_figure(state: DashboardState) -> KeyFigure:
