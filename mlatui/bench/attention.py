@@ -41,10 +41,6 @@ from mlatui.stream.phrases import interval_text
 ARMS = BRANCHES
 
 
-def _sync(out: Any) -> None:
-    mx.eval(out)
-
-
 # ---- one attention layer, two forced branches -----------------------------------------------
 
 
@@ -189,11 +185,11 @@ def forced_measure(
         if _offset(held[0]) != offset:  # checked before the timed region opens
             raise RuntimeError(f"cache holds {_offset(held[0])} tokens, the steps expect {offset}")
         if not arms.own_caches:
-            ms = timed_ms(lambda: step(module, held[0]), _sync)
+            ms = timed_ms(lambda: step(module, held[0]), mx.eval)
             trim_prompt_cache(held, width)
             return ms
         rewind = before_step(held)
-        ms = timed_ms(lambda: step(module, held[0]), _sync)
+        ms = timed_ms(lambda: step(module, held[0]), mx.eval)
         rewind(width)
         return ms
 

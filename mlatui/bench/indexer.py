@@ -76,10 +76,6 @@ PARTS = tuple(IndexerPart)
 CONTROL_QUADS = 3
 
 
-def _sync(out: Any) -> None:
-    mx.eval(out)
-
-
 class BenchHooks:
     """What a caller sees of the sampling. Every call comes after the timed region has closed."""
 
@@ -129,7 +125,7 @@ def _sample(part: Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> P
         i = calls[(arm, width)] % INPUTS_PER_WIDTH
         calls[(arm, width)] += 1
         rebuilds, reuses = index.rebuilds, index.reuses
-        ms = timed_ms(lambda: part.forward(arm, width, i), _sync)
+        ms = timed_ms(lambda: part.forward(arm, width, i), mx.eval)
         rebuilt = index.rebuilds - rebuilds
         if modes[arm].indexer is IndexerMode.PATCHED and rebuilt:
             raise RuntimeError(

@@ -5,6 +5,7 @@ random-weight model of the family, from a scenario written next to the output.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,9 @@ def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None
     from mlatui.models.families import from_config, lookup, missing_full_config
 
     if args.config or args.model:
-        config, where = read_config(argparse.Namespace(family=None, **_own(args)))
+        config, where = read_config(
+            argparse.Namespace(family=None, config=args.config, model=args.model)
+        )
         try:
             given = from_config(args.family, config, where)
         except KeyError as e:
@@ -90,10 +93,6 @@ def resolve_family(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None
     if args.size == "full" and not fam.has_full:
         raise UserError(missing_full_config(args.family))
     return fam.name, None
-
-
-def _own(args: argparse.Namespace) -> dict[str, Any]:
-    return {"config": args.config, "model": args.model}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -257,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _claim_outputs(
     args: argparse.Namespace, model: AttentionModel, part_a: bool, part_b: bool
-) -> tuple[Path | None, ClaimedPartB | None]:
+) -> tuple[Path | None, PartB | None]:
     """Part (a)'s records file and part (b)'s scenario and recording, created before anything
     runs. Outputs first (cheap checks), then part (b)'s scenario (imports mlx-lm); a refused
     scenario takes back the file claimed for part (a)."""
@@ -374,15 +373,6 @@ class PartB:
     record: Path | None
 
 
-@dataclass(frozen=True)
-class ClaimedPartB:
-    """Part (b) with its two files created."""
-
-    text: str
-    scenario_path: Path
-    record: Path
-
-
 def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
     """The scenario of part (b) and where it and its recording go, checked (nothing written)."""
     import tomllib
@@ -402,27 +392,30 @@ def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
     return PartB(text, config, scenario_path, record)
 
 
-def claim_part_b(b: PartB, args) -> ClaimedPartB:
-    """Create part (b)'s scenario and recording files (refused: one line, before any run)."""
+def claim_part_b(b: PartB, args) -> PartB:
+    """Part (b) with its scenario and recording files created (refused: one line, before any
+    run)."""
     from mlatui.config.outputs import claim_output
     from mlatui.stream.sinks import default_record_path
 
     if b.record is not None and b.scenario_path is not None:
         claim_output(b.scenario_path, overwrite=args.overwrite, flag="part (b)'s scenario")
         claim_output(b.record, overwrite=args.overwrite, flag="part (b)'s recording")
-        return ClaimedPartB(b.text, b.scenario_path, b.record)
+        return b
     record = default_record_path(f"attention-{args.family}")
     scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
-    return ClaimedPartB(b.text, scenario_path, record)
+    return dataclasses.replace(b, scenario_path=scenario_path, record=record)
 
 
 def _part_b(
-    b: ClaimedPartB, family_name: str, layers: int | None, force: bool = False, budget_s: int = 0
+    b: PartB, family_name: str, layers: int | None, force: bool = False, budget_s: int = 0
 ) -> int:
-    """Write the scenario, then run it exactly as `mlatui bench SCENARIO.toml --random-weights`
-    does (same parser, same engine run, recorder, printers and exit codes)."""
+    """Write the (claimed) scenario, then run it exactly as `mlatui bench SCENARIO.toml
+    --random-weights` does (same parser, same engine run, recorder, printers and exit codes)."""
     from mlatui.commands import bench_scenario
     from mlatui.config.scenario import load_scenario
+
+    assert b.scenario_path is not None and b.record is not None
 
     b.scenario_path.parent.mkdir(parents=True, exist_ok=True)
     b.scenario_path.write_text(b.text, encoding="utf-8")

@@ -25,7 +25,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "scenario", nargs="?", default=None, help="scenario .toml (default: the shipped default)"
     )
-    parser.add_argument("--scenario", dest="scenario_opt", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help="a local mlx-lm folder or hub id")
     parser.add_argument("--draft-model", default=None, help="a draft model folder or hub id")
     parser.add_argument(
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.views.bench_report import parity_header, parity_report
     from mlatui.views.mdtable import jsonl
 
-    scenario = load_scenario(args.scenario or args.scenario_opt)
+    scenario = load_scenario(args.scenario)
     seed = scenario.run_seed(args.seed)
     loaded = load_target(args.model, scenario, args.random_weights, seed)
     load_draft(args.draft_model, scenario.draft, loaded, seed)

@@ -78,7 +78,6 @@ def _add_harness_arguments(parser: argparse.ArgumentParser) -> None:
         help="shared (default): both arms take turns on one worker thread and MLX stream; "
         "per-arm: a thread (and stream) each, the diagnostic that showed a slot bias on GPUs",
     )
-    parser.add_argument("--shared-arm-thread", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--no-settle",
         action="store_true",
@@ -172,7 +171,7 @@ def build_plan(args: argparse.Namespace):
     _config, plan = resolve_request(
         args,
         seed=args.seed,
-        shared_arm_thread=args.arm_threads == "shared" or args.shared_arm_thread,
+        shared_arm_thread=args.arm_threads == "shared",
         overrides=overrides_of(args),
         settle=not args.no_settle,
     )

@@ -66,24 +66,15 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
 
     from mlatui.stream.sources import ReplaySource
 
-    ui_hz = 20.0 if args.dump else args.ui_hz
     source = ReplaySource(
         path,
         speed=1e6 if args.dump else args.speed,
         skip_bad=getattr(args, "skip_bad", False),
-        max_gap_s=1.0 / max(0.2, min(ui_hz, 30.0)),  # the app's tick (it clamps ui_hz so)
+        max_gap_s=1.0 / max(0.2, min(_ui_hz(args), 30.0)),  # the app's tick (it clamps ui_hz so)
     )
     for w in source.warnings:
         print(f"mlatui: warning: {w}", file=sys.stderr)
-    from mlatui.widgets.app import MlatuiApp
-
-    app = MlatuiApp(source, mode=mode, ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump)
-    status = 0
-    if args.dump:
-        app.run(headless=True, size=(120, 40))
-        status = print_dump(app, args, "replayed", source.notices)
-    else:
-        app.run()
+    app, status = _show(source, args, mode, "replayed", source.notices)
     skipped = source.scan.skipped_note()
     if skipped:
         if args.dump:
@@ -92,6 +83,25 @@ def play(path, args: argparse.Namespace, mode: str) -> int:
     if args.dump and app.dash.status == "error":
         return recorded_error(path, app.dash.error)
     return status
+
+
+def _ui_hz(args: argparse.Namespace) -> float:
+    return 20.0 if args.dump else args.ui_hz
+
+
+def _show(source, args: argparse.Namespace, mode: str, verb: str, notices=()):
+    """The app on `source`, on screen or (--dump) headless with the summary printed after; the
+    app and the exit status --expect decided (0 on screen)."""
+    from mlatui.widgets.app import MlatuiApp
+
+    app = MlatuiApp(
+        source, mode=mode, ui_hz=_ui_hz(args), out_dir=args.out_dir, exit_when_done=args.dump
+    )
+    if not args.dump:
+        app.run()
+        return app, 0
+    app.run(headless=True, size=(120, 40))
+    return app, print_dump(app, args, verb, notices)
 
 
 def print_dump(app, args: argparse.Namespace, verb: str, notices=()) -> int:
@@ -207,16 +217,6 @@ def follow(path, args: argparse.Namespace) -> int:
     """The full dashboard on a recording that is still growing; it ends when `run_end` is read
     (--dump: then prints the summary)."""
     from mlatui.stream.follow_source import FollowSource
-    from mlatui.widgets.app import MlatuiApp
 
-    source = FollowSource(path)
-    ui_hz = 20.0 if args.dump else args.ui_hz
-    app = MlatuiApp(
-        source, mode="follow", ui_hz=ui_hz, out_dir=args.out_dir, exit_when_done=args.dump
-    )
-    if args.dump:
-        app.run(headless=True, size=(120, 40))
-        status = print_dump(app, args, "followed")
-        return 1 if app.dash.status == "error" else status
-    app.run()
-    return 0
+    app, status = _show(FollowSource(path), args, "follow", "followed")
+    return 1 if args.dump and app.dash.status == "error" else status

@@ -512,7 +512,12 @@ class PatchReport:
         )
 
 
-def _install(model: nn.Module, policy: GatePolicy) -> PatchReport:
+def patch_model(
+    model: nn.Module, threshold: Threshold | GatePolicy | str | int = "formula"
+) -> PatchReport:
+    """Gate this instance's MLA attention on the threshold policy. Other instances and mlx-lm's
+    classes stay stock."""
+    policy = as_policy(threshold)
     found = mla_modules(model)
     if not found:
         raise PatchError(
@@ -551,14 +556,6 @@ def model_gate_forms(model: nn.Module) -> dict[str, GateForm]:
         cls = getattr(type(attn), "_mlatui_stock_class", type(attn))
         out.setdefault(cls.__name__, installed_form(cls))
     return out
-
-
-def patch_model(
-    model: nn.Module, threshold: Threshold | GatePolicy | str | int = "formula"
-) -> PatchReport:
-    """Gate this instance's MLA attention on the threshold policy. Other instances and mlx-lm's
-    classes stay stock."""
-    return _install(model, as_policy(threshold))
 
 
 def branch_counters(model: nn.Module) -> BranchCounters | None:

@@ -32,6 +32,7 @@ from mlatui.config.draft_spec import DraftSource, DraftSpec
 from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.errors import UserError
+from mlatui.models import register
 from mlatui.models.mtp_weights import SafetensorsError, read_header
 from mlatui.models.mx_typed import evaluate_buffers
 from mlatui.stream.events import Event, LoadKind, LoadProgress, LoadStart
@@ -314,7 +315,7 @@ def load_checkpoint(
     `sharded_load` does: each rank then reads only its own part."""
     from mlx_lm import load
 
-    _register()
+    register()  # mlatui's own model types (the embedded model)
     local = Path(ref).expanduser()
     if local.exists() and not (local / "config.json").exists():
         raise LoadError(
@@ -354,15 +355,6 @@ def load_checkpoint(
     return model, tokenizer, model_type
 
 
-def _register() -> None:
-    """Make mlatui's own model types (the embedded model) loadable by mlx-lm."""
-    import mlatui.models
-
-    register = getattr(mlatui.models, "register", None)
-    if register is not None:
-        register()
-
-
 def _model_type(folder: Path | None, model: nn.Module) -> str:
     if folder is not None and (folder / "config.json").exists():
         return json.loads((folder / "config.json").read_text()).get("model_type", "?")
@@ -398,7 +390,7 @@ def build_random(
     `hooks.fit_check` sees the weights' size while they are still lazy; `hooks.prepare`
     (sharding) runs then too, so a rank only ever evaluates its own part."""
 
-    _register()
+    register()  # mlatui's own model types (the embedded model)
     config = dict(spec.config)
     config.setdefault("model_type", spec.family)
     mx.random.seed(seed)

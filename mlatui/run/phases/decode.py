@@ -530,7 +530,8 @@ class BoundDecision:
     rejected: dict[Key, DecodeResult] = field(default_factory=dict)
 
     def skipped_widths(self, settings: tuple[Setting, ...]) -> frozenset[tuple[str, int]]:
-        return skipped_widths(settings, self.rejected)
+        """The sampler's (arm, width) of the rejected settings (width = place in settings + 1)."""
+        return frozenset((arm, settings.index(st) + 1) for arm, st in self.rejected)
 
 
 def decide_bounds(ctx: RunContext, runner: BlockRunner, verify: ContextEstimates) -> BoundDecision:
@@ -579,13 +580,6 @@ def _rejected(
         "blocks are not run",
     )
     return r
-
-
-def skipped_widths(
-    settings: tuple[Setting, ...], rejected: dict[Key, DecodeResult]
-) -> frozenset[tuple[str, int]]:
-    """The sampler's (arm, width) of the rejected settings (width = place in settings + 1)."""
-    return frozenset((arm, settings.index(st) + 1) for arm, st in rejected)
 
 
 def sampling_of(phase: Phase) -> Sampling:
