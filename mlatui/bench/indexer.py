@@ -58,7 +58,7 @@ from mlatui.measure.estimates import (
 )
 from mlatui.measure.records import IndexerPart, IndexerRecord, PartRun, environment, part_records
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
-from mlatui.measure.timing import L1_TOLERANCE_PCT, timed_ms
+from mlatui.measure.timing import L1_TOLERANCE_PCT
 from mlatui.models.indexer import SparseMLAConfig
 from mlatui.models.loading import DTYPES, default_dtype
 from mlatui.models.sparse_mla import (
@@ -68,7 +68,7 @@ from mlatui.models.sparse_mla import (
     Part,
     indexer_part,
     layer_part,
-    rewind,
+    pool_step,
 )
 
 PARTS = tuple(IndexerPart)
@@ -114,27 +114,18 @@ def _sample(part: Part, plan: SamplerPlan, hooks: BenchHooks, modes: Modes) -> P
 
     def step(arm: str, width: int) -> tuple[float, int, int]:
         cache = part.caches[arm]
-        index = part.index(cache)
         lengths[(arm, width)].add(cache.offset)
-        if cache.offset != part.context or index.pool_length != part.context:
-            raise RuntimeError(
-                f"{part.name} @ {part.context}: {arm} cache at {cache.offset} "
-                f"(pool {index.pool_length}) before a step; every sample must start at the context"
-            )
         part.set_mode(arm)
         i = calls[(arm, width)] % INPUTS_PER_WIDTH
         calls[(arm, width)] += 1
-        rebuilds, reuses = index.rebuilds, index.reuses
-        ms = timed_ms(lambda: part.forward(arm, width, i), mx.eval)
-        rebuilt = index.rebuilds - rebuilds
-        if modes[arm].indexer is IndexerMode.PATCHED and rebuilt:
-            raise RuntimeError(
-                f"{part.name} @ {part.context}: the {arm} arm's patched pool was rebuilt at "
-                f"S={width}; the harness is measuring the rejection case, not consecutive "
-                "accepted steps"
-            )
-        rewind(cache, index, part.context)
-        return ms, rebuilt, index.reuses - reuses
+        return pool_step(
+            f"{part.name} @ {part.context} S={width}, {arm} arm",
+            cache,
+            part.index(cache),
+            part.context,
+            lambda: part.forward(arm, width, i),
+            modes[arm].indexer is IndexerMode.PATCHED,
+        )
 
     def measure(arm: str, width: int) -> float:
         ms, rebuilt, reused = step(arm, width)

@@ -225,18 +225,15 @@ def cblas_provider() -> tuple[str | None, str]:
     'got': read from libmlx's relocated GOT slot (what libmlx actually calls).
     'lookup': slot not bound yet (lazy binding); the linker's order replayed: global scope
     (main program, RTLD_GLOBAL libraries) first, then libmlx's own dependencies."""
-    mlx = [o for o in loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
-    if not mlx:
-        return None, "mlx.core not imported: libmlx is not loaded"
-    path, bias, l_ld = mlx[0]
-    me = os.path.realpath(path)
-    dyn_vaddr, slots = elf_slots(path, SYMBOL)
-    if bias + dyn_vaddr != l_ld:
-        return None, f"{path} on disk differs from the loaded libmlx"
+    try:
+        path, slots = libmlx_slots(SYMBOL)
+    except OSError as e:
+        return None, str(e)
     if not slots:
         return None, f"libmlx ({path}) does not import {SYMBOL}"
+    me = os.path.realpath(path)
     for slot in slots:
-        target = which_file(ctypes.c_void_p.from_address(bias + slot).value or 0)
+        target = which_file(ctypes.c_void_p.from_address(slot).value or 0)
         if target and target != me:
             return target, "got"
     # Lazy binding, not called yet: the slot still points at libmlx's own PLT.
@@ -250,6 +247,19 @@ def cblas_provider() -> tuple[str | None, str]:
             return None, f"{SYMBOL} is not bound in libmlx and no loaded library defines it"
     target = which_file(addr or 0)
     return (target, "lookup") if target else (None, f"dladdr found no file for {SYMBOL}")
+
+
+def libmlx_slots(symbol: str) -> tuple[str, list[int]]:
+    """The loaded libmlx's path and the run-time addresses of its relocation slots for
+    `symbol`. OSError when libmlx is not loaded, or the file on disk is not the one loaded."""
+    mlx = [o for o in loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
+    if not mlx:
+        raise OSError("mlx.core not imported: libmlx is not loaded")
+    path, bias, l_ld = mlx[0]
+    dyn_vaddr, slots = elf_slots(path, symbol)
+    if bias + dyn_vaddr != l_ld:
+        raise OSError(f"{path} on disk differs from the loaded libmlx")
+    return path, [bias + slot for slot in slots]
 
 
 GEMMS = ("cblas_sgemm", "cblas_dgemm", "cblas_cgemm")
@@ -280,21 +290,14 @@ def redirect_gemm(library: str) -> str:
     global _redirected
     lib = ctypes.CDLL(library, mode=os.RTLD_LAZY)
     one_thread_unless_chosen(lib, os.environ)
-    mlx = [o for o in loaded_objects() if os.path.basename(o[0]).startswith("libmlx")]
-    if not mlx:
-        raise OSError("libmlx is not loaded")
-    path, bias, l_ld = mlx[0]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     for name in GEMMS:
         target = ctypes.cast(getattr(lib, "scipy_" + name), ctypes.c_void_p).value
-        dyn_vaddr, slots = elf_slots(path, name)
-        if bias + dyn_vaddr != l_ld:
-            raise ValueError(f"{path} on disk differs from the loaded libmlx")
+        _, slots = libmlx_slots(name)
         if not slots:
             raise ValueError(f"libmlx does not import {name}")
-        for slot in slots:
-            addr = bias + slot
+        for addr in slots:
             page = addr - addr % PAGE
             # a slot under RELRO is read-only after relocation: open its page for the write
             if libc.mprotect(page, PAGE, PROT_READ | PROT_WRITE) != 0:
@@ -434,10 +437,11 @@ def exports(path: str, symbol: str) -> bool:
 
 def elf_slots(path: str, symbol: str) -> tuple[int, list[int]]:
     """From the ELF file: (vaddr of PT_DYNAMIC, link-time addresses of every relocation slot
-    that the dynamic linker fills with `symbol`'s address)."""
+    that the dynamic linker fills with `symbol`'s address). 64-bit little-endian only: the
+    machines mlx ships Linux wheels for (x86_64, aarch64)."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        if m[:4] != b"\x7fELF":
-            raise ValueError(f"{path} is not ELF")
+        if m[:6] != b"\x7fELF\x02\x01":
+            raise ValueError(f"{path} is not a 64-bit little-endian ELF file")
         elf, dynamic = _segments(m, path)
         tags = _dynamic_tags(elf, dynamic)
         return dynamic.vaddr, _relocation_slots(elf, tags, symbol.encode())
@@ -451,16 +455,14 @@ class _Segment(NamedTuple):
 
 @dataclass(frozen=True)
 class _Elf:
-    """An mmapped ELF file: its class (64-bit or not), byte order and PT_LOAD segments."""
+    """An mmapped ELF file and its PT_LOAD segments."""
 
     m: mmap.mmap
     path: str
-    is64: bool
-    order: str  # struct's byte-order prefix
     loads: tuple[_Segment, ...]
 
     def unpack(self, fmt: str, at: int) -> tuple[int, ...]:
-        return struct.unpack_from(self.order + fmt, self.m, at)
+        return struct.unpack_from("<" + fmt, self.m, at)
 
     def offset(self, vaddr: int) -> int:
         """The file offset of a link-time address."""
@@ -472,41 +474,28 @@ class _Elf:
 
 def _segments(m: mmap.mmap, path: str) -> tuple[_Elf, _Segment]:
     """The file read as ELF, and its PT_DYNAMIC segment, from the program headers."""
-    is64, order = m[4] == 2, "<" if m[5] == 1 else ">"
-    if is64:
-        phoff, phentsize, phnum = (
-            struct.unpack_from(order + "Q", m, 32)[0],
-            *struct.unpack_from(order + "HH", m, 54),
-        )
-    else:
-        phoff, phentsize, phnum = (
-            struct.unpack_from(order + "I", m, 28)[0],
-            *struct.unpack_from(order + "HH", m, 42),
-        )
+    (phoff,) = struct.unpack_from("<Q", m, 32)
+    phentsize, phnum = struct.unpack_from("<HH", m, 54)
     loads: list[_Segment] = []
     dynamic: _Segment | None = None
     for i in range(phnum):
-        at = phoff + i * phentsize
-        if is64:
-            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(order + "IIQQQQ", m, at)
-        else:
-            p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(order + "IIIII", m, at)
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(
+            "<IIQQQQ", m, phoff + i * phentsize
+        )
         if p_type == 1:  # PT_LOAD
             loads.append(_Segment(p_vaddr, p_offset, p_filesz))
         elif p_type == 2:  # PT_DYNAMIC
             dynamic = _Segment(p_vaddr, p_offset, p_filesz)
     if dynamic is None:
         raise ValueError(f"{path} has no dynamic section")
-    return _Elf(m, path, is64, order, tuple(loads)), dynamic
+    return _Elf(m, path, tuple(loads)), dynamic
 
 
 def _dynamic_tags(elf: _Elf, dynamic: _Segment) -> dict[int, int]:
     """The dynamic section's first value of each tag, up to DT_NULL."""
     tags: dict[int, int] = {}
-    fmt = "qQ" if elf.is64 else "iI"
-    step = struct.calcsize(elf.order + fmt)
-    for at in range(dynamic.offset, dynamic.offset + dynamic.size, step):
-        tag, val = elf.unpack(fmt, at)
+    for at in range(dynamic.offset, dynamic.offset + dynamic.size, 16):
+        tag, val = elf.unpack("qQ", at)
         if tag == 0:  # DT_NULL
             break
         tags.setdefault(tag, val)
@@ -516,7 +505,7 @@ def _dynamic_tags(elf: _Elf, dynamic: _Segment) -> dict[int, int]:
 def _relocation_slots(elf: _Elf, tags: dict[int, int], want: bytes) -> list[int]:
     """Link-time addresses of the RELA, REL and PLT relocations whose symbol is named `want`."""
     strtab, symtab = elf.offset(tags[5]), elf.offset(tags[6])  # DT_STRTAB, DT_SYMTAB
-    syment = tags.get(11, 24 if elf.is64 else 16)  # DT_SYMENT
+    syment = tags.get(11, 24)  # DT_SYMENT
     names: dict[int, bool] = {}
 
     def is_symbol(idx: int) -> bool:
@@ -529,15 +518,13 @@ def _relocation_slots(elf: _Elf, tags: dict[int, int], want: bytes) -> list[int]
     if 23 in tags:  # DT_JMPREL, of type DT_PLTREL (7 = RELA, 17 = REL)
         tables.append((tags[23], tags.get(2, 0), tags.get(20, 7) == 7))
     slots = []
-    fmt = "QQ" if elf.is64 else "II"
     for start, size, rela in tables:
         if not start or not size:
             continue
-        entry = (3 if rela else 2) * (8 if elf.is64 else 4)
         base = elf.offset(start)
-        for at in range(base, base + size, entry):
-            r_offset, r_info = elf.unpack(fmt, at)
-            idx = r_info >> 32 if elf.is64 else r_info >> 8
+        for at in range(base, base + size, 24 if rela else 16):
+            r_offset, r_info = elf.unpack("QQ", at)
+            idx = r_info >> 32
             if idx and is_symbol(idx):
                 slots.append(r_offset)
     return slots

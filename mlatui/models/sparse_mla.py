@@ -37,6 +37,7 @@ from mlatui.gate.policy import (
     Gates,
     Geometry,
 )
+from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import (
     INDEXER_MODES,
     Indexer,
@@ -428,6 +429,35 @@ def rewind(cache: Any, index: IndexerCache, length: int) -> None:
         )
     cache.trim(cache.offset - length)  # a SparseMLACache trims its indexer cache too
     index.pool_length = length
+
+
+def pool_step(
+    where: str,
+    cache: Any,
+    index: IndexerCache,
+    context: int,
+    forward: Callable[[], Any],
+    patched: bool,
+) -> tuple[float, int, int]:
+    """One timed step of a sparse part from exactly `context` tokens (`forward` returns what to
+    sync), rewound to it after: (ms, pool rebuilds, pool reuses). `cache` is what the step
+    appends to (the indexer's cache, or the layer's, which trims its indexer's too). A patched
+    pool that rebuilds is an error: the step would be measuring the rejection case."""
+    if cache.offset != context or index.pool_length != context:
+        raise RuntimeError(
+            f"{where}: cache at {cache.offset} (pool {index.pool_length}) before a step; every "
+            "sample must start at the context"
+        )
+    rebuilds, reuses = index.rebuilds, index.reuses
+    ms = timed_ms(forward, mx.eval)
+    rebuilt = index.rebuilds - rebuilds
+    if patched and rebuilt:
+        raise RuntimeError(
+            f"{where}: the patched pool was rebuilt; the harness is measuring the rejection "
+            "case, not consecutive accepted steps"
+        )
+    rewind(cache, index, context)
+    return ms, rebuilt, index.reuses - reuses
 
 
 def indexer_part(

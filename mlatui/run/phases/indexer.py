@@ -25,9 +25,8 @@ from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, stable_s
 from mlatui.measure.plans import plan_for
 from mlatui.measure.records import IndexerPart, IndexerRecord, PartRun, part_records
 from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
-from mlatui.measure.timing import timed_ms
 from mlatui.models.indexer import SparseMLAConfig
-from mlatui.models.sparse_mla import INPUTS_PER_WIDTH, rewind
+from mlatui.models.sparse_mla import INPUTS_PER_WIDTH, pool_step, rewind
 from mlatui.run.arms import Arm
 from mlatui.run.phases.base import (
     EstimateEmitter,
@@ -416,25 +415,19 @@ def step(s: ArmSite, arm: Arm, part: str, width: int) -> tuple[float, int, int, 
     """One timed step from the context, then rewound: (ms, pool rebuilds, pool reuses, absorbed
     calls, materialised calls)."""
     index = s.cache.index
-    if s.cache.offset != s.context or index.pool_length != s.context:
-        raise RuntimeError(
-            f"{part} @ {s.context}: {arm.name} cache at {s.cache.offset} (pool "
-            f"{index.pool_length}) before a step; every sample must start at the context"
-        )
     n = s.calls.get((part, width), 0)
     s.calls[(part, width)] = n + 1
-    rebuilds, reuses = index.rebuilds, index.reuses
     before = arm.counters.total()
-    ms = timed_ms(lambda: _forward(s, part, width, n % INPUTS_PER_WIDTH)[0], mx.eval)
+    ms, rebuilt, reused = pool_step(
+        f"{part} @ {s.context} S={width}, {arm.name} arm",
+        index if part == IndexerPart.INDEXER else s.cache,
+        index,
+        s.context,
+        lambda: _forward(s, part, width, n % INPUTS_PER_WIDTH)[0],
+        s.attn.indexer.mode == "patched",
+    )
     after = arm.counters.total()
-    rebuilt = index.rebuilds - rebuilds
-    if rebuilt and s.attn.indexer.mode == "patched":
-        raise RuntimeError(
-            f"{part} @ {s.context}: the {arm.name} arm's patched pool was rebuilt at S={width}; "
-            "the harness is measuring the rejection case, not consecutive accepted steps"
-        )
-    rewind(index if part == IndexerPart.INDEXER else s.cache, index, s.context)
-    return ms, rebuilt, index.reuses - reuses, after[0] - before[0], after[1] - before[1]
+    return ms, rebuilt, reused, after[0] - before[0], after[1] - before[1]
 
 
 def output(_arm: Arm, s: ArmSite, part: str, width: int) -> np.ndarray:
