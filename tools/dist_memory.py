@@ -10,8 +10,9 @@ import json
 
 from mlatui.config.scenario import load_scenario
 from mlatui.host.distributed import ShardMode, World
+from mlatui.models import register
 from mlatui.models.fit import estimate, largest_context, size
-from mlatui.models.loading import DTYPES, _register, model_from_config, quantize
+from mlatui.models.loading import DTYPES, model_from_config, quantize
 from mlatui.models.mx_typed import flat_arrays
 from mlatui.run.engine_dist import DistRun
 
@@ -51,7 +52,7 @@ def rows(name: str):
 
 
 if __name__ == "__main__":
-    _register()
+    register()
     for scenario in ("deepseek-v3", "glm47-flash", "glm53-flash-sparse", "default"):
         for row in rows(scenario):
             print("| " + " | ".join(str(x) for x in row) + " |")
