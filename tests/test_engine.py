@@ -308,7 +308,7 @@ def test_untrimmable_cache_is_refused_with_the_model_name():
 
 def test_a_hybrid_model_sweeps_and_its_tune_is_refused_with_its_name(monkeypatch):
     """kimi_linear's linear-attention state cannot be trimmed back: a sweep restores it from a
-    snapshot after each timed step (mlatui.models.cache_rewind), while speculative decoding (mlx-lm's,
+    snapshot after each timed step (mlatui.models.mx_typed), while speculative decoding (mlx-lm's,
     which trims) says so in one line instead of silently growing the context."""
     from mlatui.models.loading import Loaded
 

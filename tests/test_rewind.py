@@ -10,7 +10,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from random_models import vlm_config
 
 from mlatui.models import family_configs, vlm
-from mlatui.models.cache_rewind import before_step
+from mlatui.models.mx_typed import before_step
 from tests.random_models import build_model
 
 

@@ -136,10 +136,15 @@ def test_a_hub_id_goes_to_mlx_vlm_once_its_config_is_in_the_hub_cache(tmp_path, 
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(vlm_config("glm5_next")))
-    cached = {"org/glm-5.3-flash": str(config)}
-    monkeypatch.setattr(
-        huggingface_hub, "try_to_load_from_cache", lambda repo, name: cached.get(repo)
-    )
+    cached = {"org/glm-5.3-flash": str(tmp_path)}
+
+    def snapshot(repo, local_files_only):
+        assert local_files_only  # never the network
+        if repo not in cached:
+            raise huggingface_hub.errors.LocalEntryNotFoundError(repo)
+        return cached[repo]
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot)
     assert vlm.checkpoint_model_type("org/glm-5.3-flash") == "glm5_next"
     assert vlm.checkpoint_model_type("org/not-cached") is None
     assert vlm.checkpoint_model_type("./org/glm-5.3-flash") is None  # a path, not a hub id

@@ -34,8 +34,8 @@ from mlatui.measure.records import BRANCHES, BenchRecord, interval_dict, verdict
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
 from mlatui.measure.timing import timed_ms
 from mlatui.models import step_bytes
-from mlatui.models.cache_rewind import before_step
 from mlatui.models.loading import DTYPES, model_from_config, quantize
+from mlatui.models.mx_typed import before_step
 from mlatui.stream.phrases import interval_text
 
 ARMS = BRANCHES

@@ -33,7 +33,7 @@ from mlatui.config.model_inputs import text_config
 from mlatui.config.scenario import DTYPE_NAMES, ModelSpec, Scenario
 from mlatui.errors import UserError
 from mlatui.models import register
-from mlatui.models.mtp_weights import SafetensorsError, read_header
+from mlatui.models.mtp_weights import SafetensorsError, is_hub_id, read_header
 from mlatui.models.mx_typed import evaluate_buffers
 from mlatui.stream.events import Event, LoadKind, LoadProgress, LoadStart
 
@@ -321,7 +321,7 @@ def load_checkpoint(
         raise LoadError(
             f"{what} {ref!r}: folder has no config.json (expected an mlx-lm model folder)"
         )
-    if not local.exists() and (ref.startswith((".", "/", "~")) or ref.count("/") != 1):
+    if not local.exists() and not is_hub_id(ref):
         raise LoadError(
             f"{what} {ref!r}: no such folder (give a local mlx-lm folder or a hub id like org/name)"
         )

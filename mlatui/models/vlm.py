@@ -43,6 +43,7 @@ from mlatui.config.model_inputs import (
 )
 from mlatui.gate.forms import indexer_pool_gates
 from mlatui.models.families import VLM_FAMILIES
+from mlatui.models.mtp_weights import local_folder
 from mlatui.models.source_tree import SourceTree, mount, runtime_of, tree_version
 
 
@@ -207,17 +208,8 @@ def language_model(config: dict[str, Any], source: VlmSource) -> TextModel:
 def _config_of(ref: str) -> dict[str, Any] | None:
     """config.json of a local folder, or of a hub id already in the local hub cache (no network:
     an uncached hub id is fetched by the loader that fails on it, and is checked again then)."""
-    folder = Path(ref).expanduser()
-    path: Path | None = folder / "config.json" if folder.exists() else None
-    if path is None and ref.count("/") == 1 and not ref.startswith((".", "/", "~")):
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(ref, "config.json")
-        except Exception:  # noqa: BLE001 - no hub client, a malformed id: not ours to judge
-            cached = None
-        path = Path(cached) if isinstance(cached, str) else None
-    if path is None or not path.is_file():
+    path = local_folder(ref) / "config.json"
+    if not path.is_file():
         return None
     try:
         config = json.loads(path.read_text())

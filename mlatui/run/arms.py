@@ -44,7 +44,7 @@ from mlatui.gate.policy import DEFAULT_GATES, Gates, Geometry, Variant, arm_word
 from mlatui.host.distributed import beat, local_rank
 from mlatui.host.memory import sync_streams
 from mlatui.models import tree_model
-from mlatui.models.cache_rewind import held_arrays
+from mlatui.models.mx_typed import held_arrays
 from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
 from mlatui.stream.events import ARMS

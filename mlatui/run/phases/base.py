@@ -36,7 +36,7 @@ from mlatui.measure.estimates import (
     stable_seed,
 )
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, within
-from mlatui.models.cache_rewind import before_step
+from mlatui.models.mx_typed import before_step
 from mlatui.run.arms import (
     Arm,
     ArmWorker,
