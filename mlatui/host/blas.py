@@ -86,7 +86,7 @@ def choose_blas(reexec: bool = True) -> str | None:
     MLATUI_BLAS: unset, a system OpenBLAS (Debian's libopenblas0-pthread, ...) or else the
     `scipy-openblas32` wheel; `pip` the wheel; a path, that library; `reference` the bundled one.
     A system library is given to the dynamic loader: with `reexec` the process runs itself again
-    with it in LD_PRELOAD (once; nothing has run yet), else (the test session) it is loaded
+    with it in LD_PRELOAD (once; nothing has run yet), else (a test's probe) it is loaded
     RTLD_GLOBAL now, before mlx.core. The wheel prefixes its symbols, which no loader binds to
     libmlx's calls: its gemms are pointed at through libmlx's GOT once mlx.core loads
     (`install`)."""

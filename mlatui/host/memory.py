@@ -37,11 +37,10 @@ from mlatui.stream.events import MemorySample
 _process = psutil.Process()
 
 
-def device_limit_bytes(info: dict[str, Any] | None = None) -> int | None:
+def device_limit_bytes() -> int | None:
     """The accelerator's memory limit from `mx.device_info()`: Metal's recommended working set,
     CUDA's total memory, None on CPU (no separate device memory)."""
-    if info is None:
-        info = mx.device_info()
+    info = mx.device_info()
     for key in ("max_recommended_working_set_size", "total_memory"):
         value = info.get(key)
         if value:

@@ -147,13 +147,11 @@ class UntrimmableCacheError(ValueError):
     pass
 
 
-def require_trimmable(
-    cache: list[Any], model_name: str, purpose: str = "speculative decoding"
-) -> None:
+def require_trimmable(cache: list[Any], model_name: str) -> None:
     if not can_trim_prompt_cache(cache):
         raise UntrimmableCacheError(
             f"{model_name}: its cache cannot be trimmed (hybrid linear-attention layers keep a "
-            f"recurrent state), so {purpose} cannot roll back its steps on this model"
+            "recurrent state), so speculative decoding cannot roll back its steps on this model"
         )
 
 

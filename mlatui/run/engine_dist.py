@@ -136,14 +136,14 @@ class DistRun:
             self.lockstep.close()
 
 
-def _bounded(fn: Callable[[str], None], seconds: float = 10.0) -> Callable[[str], None]:
-    """`fn` on a thread of its own, waited for at most `seconds` (a sink's lock may be held by
-    the very thread that is stuck)."""
+def _bounded(fn: Callable[[str], None]) -> Callable[[str], None]:
+    """`fn` on a thread of its own, waited for at most 10 s (a sink's lock may be held by the
+    very thread that is stuck)."""
 
     def run(message: str) -> None:
         t = threading.Thread(target=fn, args=(message,), daemon=True)
         t.start()
-        t.join(seconds)
+        t.join(10.0)
 
     return run
 

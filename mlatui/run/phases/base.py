@@ -143,8 +143,8 @@ class ProgressTracker:
         self.start = time.monotonic()
         self.last_emit = 0.0
 
-    def advance(self, n: int = 1) -> None:
-        self.done += n
+    def advance(self) -> None:
+        self.done += 1
         self.total = max(self.total, self.done)  # rounds a budget's slice grew
         now = time.monotonic()
         if now - self.last_emit >= 0.5 or self.done >= self.total:
