@@ -242,9 +242,7 @@ def _simulated_run(slow: float, replan: bool) -> tuple[float, ClockCtx]:
                     break
             if not seg.tokens:
                 ms = {
-                    (arm, w): Interval(
-                        slow * costs.costs.step(arm, seg.context, w), 0, 0, rounds
-                    )
+                    (arm, w): Interval(slow * costs.costs.step(arm, seg.context, w), 0, 0, rounds)
                     for arm in ("stock", "patched")
                     for w, _ in seg.calls
                 }

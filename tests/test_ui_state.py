@@ -15,11 +15,12 @@ from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure
 from mlatui.views.keys import KEYS
 from mlatui.views.progress_view import duration
-from mlatui.views.summary import acceptance_of
+from mlatui.views.summary import acceptance_of, progress_of
 from mlatui.widgets import render as r
 from mlatui.widgets import validity_pane as vp
 from mlatui.widgets.header import thresholds_text
 from mlatui.widgets.help import keys_text
+from mlatui.widgets.palette import GREY_TEXT
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 
@@ -57,7 +58,7 @@ def test_validity_acceptance_throughput_and_counts():
     assert a.tok_s_by_setting() == {Setting("", 3): (80.0, False)}
     assert s.arms["patched"].tok_s_by_setting() == {Setting("", 3): (210.0, False)}
     assert a.materialised_calls > 0 and s.arms["patched"].materialised_calls < a.materialised_calls
-    assert s.status == "completed" and s.phase.fraction == 1.0
+    assert s.status == "completed" and progress_of(s).fraction == 1.0
 
 
 def test_live_tok_s_estimate_before_results():
@@ -141,7 +142,7 @@ def test_arm_text_labels_synthetic_acceptance_and_fits_width(real):
 def test_sparkline_scales_and_greys():
     t = r.sparkline([1.0, 2.0, 3.0], [False, True, False], 3, 1, "red")
     assert t.plain == "▁▅█"
-    grey = [span for span in t.spans if span.style == r.GREY]
+    grey = [span for span in t.spans if span.style == GREY_TEXT]
     assert [(g.start, g.end) for g in grey] == [(1, 2)]
     assert r.sparkline([1.0] * 10, [False] * 10, 4, 2).plain.count("\n") == 1
 

@@ -71,18 +71,6 @@ class RunFinished(Message):
     status: str
 
 
-@dataclass
-class RunFailed(Message):
-    """An ErrorEvent arrived: the message is shown and the arms have stopped."""
-
-    message: str
-
-
-@dataclass
-class Exported(Message):
-    paths: list[str]
-
-
 class MlatuiApp(App):
     CSS_PATH = "app.tcss"
     AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
@@ -213,8 +201,10 @@ class MlatuiApp(App):
             if t is not None and (self._clock_offset is None or received - t < self._clock_offset):
                 self._clock_offset = received - t
         for e in events:
-            if isinstance(e, ErrorEvent):
-                self.post_message(RunFailed(e.message))
+            if isinstance(e, ErrorEvent):  # the arms have stopped
+                self.notify(
+                    e.message, title="engine error: arms stopped", severity="error", timeout=30
+                )
             elif isinstance(e, LogMessage) and e.level == "error":  # e.g. the recording failed
                 self.notify(e.message, title="error", severity="error", timeout=30)
 
@@ -247,11 +237,6 @@ class MlatuiApp(App):
                 self.call_after_refresh(check)
 
         self.call_after_refresh(check)
-
-    def on_run_failed(self, message: RunFailed) -> None:
-        self.notify(
-            message.message, title="engine error: arms stopped", severity="error", timeout=30
-        )
 
     def watch_theme(self) -> None:
         """The status and series colours are the theme's (widgets.palette): every pane draws
@@ -448,12 +433,11 @@ class MlatuiApp(App):
 
     def action_export(self) -> None:
         try:
-            self.post_message(Exported(self.export_summary()))
+            paths = self.export_summary()
         except OSError as e:
             self.notify(unwritable("export", self.out_dir, e), severity="error")
-
-    def on_exported(self, message: Exported) -> None:
-        names = ", ".join(Path(p).name for p in message.paths)
+            return
+        names = ", ".join(Path(p).name for p in paths)
         self.notify(f"{names}\nin {self.out_dir.resolve()}", title="summary exported")
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from pathlib import Path
 
 from rich.segment import Segment
@@ -21,7 +20,7 @@ from mlatui.views.keys import Key, KeyGroup
 
 from . import compare_render as cr
 from .compare_render import TableLine
-from .help import HelpScreen, Symbol, bindings, save_screenshot, unwritable
+from .help import HelpScreen, Symbol, bindings, output_name, save_screenshot, unwritable
 
 NARROW_WIDTH = 170  # below: the table goes under the figure
 COMPARE_KEYS = [
@@ -138,7 +137,7 @@ class CompareApp(App):
         from mlatui.views.compare import compare_markdown
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        path = self.out_dir / f"mlatui-compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
+        path = self.out_dir / output_name("compare", "md")
         path.write_text(compare_markdown(self.cmp), encoding="utf-8")
         return path
 

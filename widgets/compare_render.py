@@ -22,11 +22,10 @@ from mlatui.views.units import Ci, ci_text, fmt_context
 from mlatui.views.verdict_strip import verdict_parts
 
 from . import palette
-from .palette import SeriesLook, Status, series_look, status_style
+from .palette import GREY_TEXT, SeriesLook, Status, series_look, status_style
 from .plot import LogLogPlot, log_log_axes
 from .render import strip_lines
 
-GREY = "grey42"
 PLOT_GREY = palette.GREY
 # each run's arms in their own colours and shapes (widgets.palette), so no two series share one
 RUN_STYLES = {
@@ -248,7 +247,7 @@ def table_lines(cmp: Comparison, dark: bool = True) -> list[TableLine]:
 
 def _row_text(r, unit: str, widths: tuple[str, int, int], looks) -> Text:
     ratio, ratio_w, ci_w = widths
-    style = "" if r.valid else GREY
+    style = "" if r.valid else GREY_TEXT
     w = "" if r.quantity == Quantity.MARGINAL_MS else width_label(r)
     t = Text(f"{fmt_context(r.context):>5} {w:>3} ", style=style)
     t.append(f"{r.arm or 's/p':<7}  ", style=style or "bold")

@@ -27,6 +27,7 @@ BLUE: RGB = (0, 114, 178)
 VERMILLION: RGB = (213, 94, 0)
 REDDISH_PURPLE: RGB = (204, 121, 167)
 GREY: RGB = (128, 128, 128)
+GREY_TEXT = "grey42"  # text of a context left out of every verdict
 
 # series in the order the figures list them: stock, patched (an A/A run: A and B of each pass)
 DARK = (ORANGE, SKY_BLUE, YELLOW, BLUISH_GREEN)

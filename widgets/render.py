@@ -19,11 +19,10 @@ from mlatui.views.verdict_strip import Part, fit_forms, verdict_parts, wrap_form
 
 from .figure import key_figure_text
 from .header import SEPARATOR, fit_pieces, header_pieces, join_pieces, wrap_parts
-from .palette import Status, status_style, tone_style
+from .palette import GREY_TEXT, Status, status_style, tone_style
+from .stepchart import BLOCKS
 
-GREY = "grey42"
 PRESSURE = {"ok": Status.GOOD, "high": Status.WARN, "critical": Status.BAD}
-BLOCKS = " ▁▂▃▄▅▆▇█"
 
 DEMO_TEXT = (
     "A recorded run of the real engine. Left: stock mlx-lm, whose MLA attention takes the cheap "
@@ -110,7 +109,7 @@ def sparkline(
     for row in range(height - 1, -1, -1):
         for lvl, g in zip(levels, grey, strict=True):
             eighths = max(0, min(8, lvl - row * 8))
-            text.append(BLOCKS[eighths], style=GREY if g else style)
+            text.append(BLOCKS[eighths], style=GREY_TEXT if g else style)
         if row:
             text.append("\n")
     return text

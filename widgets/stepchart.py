@@ -8,10 +8,10 @@ from rich.text import Text
 from mlatui.views.dashboard_views import Panel, StepChart, priority_widths
 from mlatui.views.units import fmt_context, ms_text
 
+from .palette import GREY_TEXT
 from .plot import nice_ceiling
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
-GREY = "grey42"
 MIN_SEGMENT = 2
 
 
@@ -85,7 +85,7 @@ def chart_lines(chart: StepChart, arm: str, width: int, rows: int, colour: str) 
         cols_by_row = [Text() for _ in range(height)]
         for j, c in enumerate(contexts):
             seg = segs[c]
-            style = GREY if seg.greyed else colour
+            style = GREY_TEXT if seg.greyed else colour
             for r, cells in enumerate(_bars(seg.samples, seg_w, height, scale, per_sample)):
                 if j:
                     cols_by_row[r].append(" ")

@@ -15,8 +15,7 @@ from mlatui.views.units import fmt_context, ms_text, ratio_text
 from mlatui.views.verdict_strip import is_null_run
 
 from .header import wrap_parts
-from .palette import Status, status_style
-from .render import GREY
+from .palette import GREY_TEXT, Status, status_style
 
 
 def check_style(check: str, dark: bool = True) -> str:
@@ -111,7 +110,7 @@ def validity_text(state: DashboardState, width: int, dark: bool = True) -> Text:
             if f.per_token:
                 short = f"{short[:5]}*"
                 notes += [] if f.note in notes else [f.note]
-        row_style = GREY if v is not None and not v.valid else ""
+        row_style = GREY_TEXT if v is not None and not v.valid else ""
         t.append("\n")
         t.append(
             f"{short:<6}{fmt_context(c):>5} {ms_text(s1):>5} {ms_text(p1):>{len(b)}}  ",

@@ -598,15 +598,11 @@ def _observer(lines: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _calibrate(lines: Sequence[dict[str, Any]]) -> str:
-    return calibrate_report(lines)
-
-
 DUMPS: dict[RecordKind, Callable[[Sequence[dict[str, Any]]], str]] = {
     RecordKind.ATTENTION: _attention,
     RecordKind.INDEXER: _indexer,
     RecordKind.CONTEXT_PAIR: _context_pair,
     RecordKind.DECODE_PARITY: _decode_parity,
     RecordKind.OBSERVER: _observer,
-    RecordKind.CALIBRATE: _calibrate,
+    RecordKind.CALIBRATE: calibrate_report,
 }

@@ -54,11 +54,6 @@ class Run:
     def name(self) -> str:
         return self.path.stem
 
-    @property
-    def title(self) -> str:
-        h = self.header
-        return f"{self.label} {self.name}: {h.model} · {h.device.name}"
-
 
 def _bench_record_error(path: Path) -> UserError | None:
     """A benchmark's record file (`mlatui bench attention` and friends) said as such."""

@@ -168,7 +168,7 @@ class DashboardState:
 
     def _on_progress(self, e: Progress) -> None:
         if e.phase == self.phase.name:
-            self.phase.done, self.phase.total, self.phase.eta_s = e.done, e.total, e.eta_s
+            self.phase.done, self.phase.total = e.done, e.total
             self.changed.add("phase")
 
     def _arm(self, name: str) -> ArmView:
@@ -274,7 +274,6 @@ class DashboardState:
     def _on_run_end(self, e: RunEnd) -> None:
         if self.status != "error" or e.status == "error":
             self.status = e.status
-        self.phase.eta_s = None
         self.changed |= {"header", "phase"}
         extra = f"; {left_out_of_verdicts(e.invalid_contexts)}" if e.invalid_contexts else ""
         self._log(e.t, "error" if e.status == "error" else "info", f"run {e.status}{extra}")
@@ -397,11 +396,6 @@ class DashboardState:
             not v.valid and c == context and rules_for(self._kind(p)).model_widths
             for (p, c), v in self.validity.items()
         )
-
-    def verdict(self, context: int) -> Validity | None:
-        """The sweep's check at this context if there is one, else any phase's."""
-        checks = [v for (p, c), v in self.validity.items() if c == context]
-        return next((v for v in checks if not v.valid), checks[0] if checks else None)
 
     def contexts(self) -> list[int]:
         """Sweep contexts: from their steps, or from their estimates when only those were kept."""

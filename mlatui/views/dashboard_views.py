@@ -159,11 +159,6 @@ class PhaseView:
     total_phases: int = 0
     done: int = 0
     total: int = 0
-    eta_s: float | None = None
-
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.done / self.total) if self.total else 0.0
 
 
 def _median(xs: list[float]) -> float | None:
@@ -188,7 +183,6 @@ WIDTH_PRIORITY = (2, 1)  # the key figure's widths first when rows are short
 @dataclass
 class StepSeries:
     samples: dict[tuple[str, str, int, int], deque] = field(default_factory=dict)
-    phase_order: list[str] = field(default_factory=list)
     last: dict[str, tuple[int, int]] = field(default_factory=dict)  # phase -> (context, seq)
     seq: int = 0
 
@@ -196,8 +190,6 @@ class StepSeries:
         key = (phase, arm, width, context)
         if key not in self.samples:
             self.samples[key] = deque(maxlen=SAMPLES_PER_KEY)
-            if phase not in self.phase_order:
-                self.phase_order.append(phase)
         self.samples[key].append(ms)
         self.seq += 1
         self.last[phase] = (context, self.seq)

@@ -36,7 +36,7 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.phrases import TOLERANCE_RULE, interval_text, pct_ends
 from mlatui.views.dashboard_state import DashboardState
-from mlatui.views.units import fmt_context
+from mlatui.views.units import bytes_text, fmt_context
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,11 @@ def duration(s: float | None) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
-
-
-def size(n: float, of: float | None = None) -> str:
-    """`1.2 GB`; with `of`, `1.2/3.4 GB` in the unit of `of`."""
-    top = of if of is not None else n
-    unit, scale = next(((u, s) for u, s in UNITS if abs(top) >= s), UNITS[-1])
+def size_of(n: float, of: float) -> str:
+    """`1.2/3.4 GB`: `n` of `of` in the unit `bytes_text` gives `of`."""
+    unit = bytes_text(of).split()[-1]
+    scale = {"GB": 1e9, "MB": 1e6, "kB": 1e3}.get(unit, 1.0)
     digits = 0 if unit == "B" else 1
-    if of is None:
-        return f"{n / scale:.{digits}f} {unit}"
     return f"{n / scale:.{digits}f}/{of / scale:.{digits}f} {unit}"
 
 
@@ -109,10 +104,10 @@ def loading_text(load: LoadView, now_s: float | None) -> str:
     if load.total_bytes:
         done = min(load.bytes_read, load.total_bytes)
         files = f" ({load.files_read}/{load.files} files)" if load.files else ""
-        amount = f"{est}{size(done, load.total_bytes)}"
+        amount = f"{est}{size_of(done, load.total_bytes)}"
     else:
         files = ""
-        amount = f"{est}{size(load.bytes_read)} read" if load.bytes_read else "fetching"
+        amount = f"{est}{bytes_text(load.bytes_read)} read" if load.bytes_read else "fetching"
     return f"loading {load.what}: {amount}{files}{took}"
 
 

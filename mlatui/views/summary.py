@@ -214,12 +214,8 @@ def acceptance_of(state: DashboardState, arm: str) -> Acceptance | None:
 
 @dataclass(frozen=True)
 class ProgressFigures:
-    """Where the run is: its phase, the phase's steps done of those planned, the status."""
+    """Where the run is: its phase's steps done of those planned, and the status."""
 
-    phase: str
-    kind: str
-    index: int
-    total_phases: int
     done: int
     total: int
     status: str
@@ -244,8 +240,7 @@ class ProgressFigures:
 
 
 def progress_of(state: DashboardState) -> ProgressFigures:
-    p = state.phase
-    return ProgressFigures(p.name, p.kind, p.index, p.total_phases, p.done, p.total, state.status)
+    return ProgressFigures(state.phase.done, state.phase.total, state.status)
 
 
 @dataclass(frozen=True)

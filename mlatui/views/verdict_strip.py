@@ -192,11 +192,8 @@ def _arm_verdict(state: DashboardState, mine: list[DecodeResult], arm: str) -> P
 
 
 def _marginal(state: DashboardState) -> list[Part]:
-    valid = [
-        c
-        for c in state.contexts()
-        if not state.sweep_invalid(c) and (v := state.verdict(c)) is not None and v.valid
-    ]
+    checked = {c for (_, c) in state.validity}  # and no check there failed, in any phase
+    valid = [c for c in state.contexts() if c in checked and not state.is_invalid(c)]
     if not valid:
         return []
     top = max(valid)
