@@ -15,6 +15,7 @@ from random_models import vlm_config
 
 from mlatui.config.arm_settings import ArmSourceError, parse_arm_sources
 from mlatui.config.run_plan import resolve_plan
+from mlatui.config.scenario import ScenarioRecord
 from mlatui.gate.policy import Gates, Variant
 from mlatui.models import tree_model
 from mlatui.run.arms import (
@@ -331,7 +332,7 @@ def _header(stock_files: dict, patched_files: dict, given: str = "/src/pr"):
         "deepseek_v3",
         {},
         Thresholds(),
-        {},
+        ScenarioRecord(name="?"),
         "none",
         True,
         "2026-01-01T00:00:00",

@@ -141,7 +141,7 @@ def test_a_run_over_its_budget_is_scaled_down_before_the_first_phase_and_says_so
     assert said and "scaled down" in said[0]
     starts = {e.phase: e.contexts for e in events if isinstance(e, PhaseStart)}
     assert starts["sweep"] == (128, 256)  # two contexts kept: the slope stays visible
-    planned = {p["name"]: tuple(p["contexts"]) for p in plan.phases}
+    planned = {p.name: p.contexts for p in plan.phases}
     assert planned["sweep"] == starts["sweep"]
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, PhaseStart))
     assert events.index(plan) < first_phase
@@ -202,7 +202,7 @@ def test_a_budget_that_affords_it_probes_two_lengths(tmp_path, monkeypatch):
     assert events.index(outcome) > max(i for i, e in enumerate(events) if e.type == "phase_summary")
     assert outcome.forecast_s == plan.predicted_s and outcome.planned_s > 0
     assert outcome.took_s == pytest.approx(outcome.planned_s + outcome.extra_s)
-    assert all(p["max_rounds"] == 4 for p in plan.phases)  # a budget's rounds end with its slices
+    assert all(p.max_rounds == 4 for p in plan.phases)  # a budget's rounds end with its slices
 
 
 KINDS = ("mtp", "draft-model")

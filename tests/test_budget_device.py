@@ -187,7 +187,7 @@ def test_a_story_table_is_checked(tmp_path):
     with pytest.raises(ScenarioError, match="unknown key 'speed'"):
         load_scenario(str(bad))
     plain = structs.replace(load_scenario(str(DEFAULT)), story=None)
-    assert plain.to_dict()["story"] is None
+    assert plain.record().story is None
 
 
 def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, monkeypatch):
@@ -217,7 +217,7 @@ def test_the_engine_runs_the_contexts_the_story_picked_and_says_why(tmp_path, mo
     assert run(config, events.append) == "completed"
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
     sweep = next(e for e in events if isinstance(e, PhaseStart))
-    assert sweep.contexts == (192, 256) and plan.phases[0]["contexts"] == [192, 256]
+    assert sweep.contexts == (192, 256) and plan.phases[0].contexts == (192, 256)
     assert plan.probe_contexts == (128, 256)  # the probe's ladder reaches the longest allowed
     assert "sweep 192, 256" in plan.contexts_note
     assert "max positions (4096)" in plan.contexts_note

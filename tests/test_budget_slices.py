@@ -183,7 +183,7 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
     config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
     assert run(config, events.append) == "completed"
     plan = next(e for e in events if isinstance(e, BudgetPlanned))
-    assert all(p["max_rounds"] == 64 for p in plan.phases)  # rounds end with the slices
+    assert all(p.max_rounds == 64 for p in plan.phases)  # rounds end with the slices
     outcome = next(e for e in events if isinstance(e, BudgetOutcome))
     assert outcome.took_s == pytest.approx(outcome.planned_s + outcome.extra_s)
     assert set(outcome.undecided) >= {"sweep @ 128", "sweep @ 256"}
@@ -264,7 +264,7 @@ def test_a_host_slower_than_its_probe_scales_the_phases_left_down_and_ends_on_ti
         after, ctx = _simulated_run(slow, replan=True)
         assert (before > 100.0) == overran and after <= 100.0 * (1 - END_SHARE), (slow, after)
         replanned = next(e for e in ctx.events if isinstance(e, BudgetPlanned))
-        assert [p["name"] for p in replanned.phases] == ["tune"] and replanned.changes
+        assert [p.name for p in replanned.phases] == ["tune"] and replanned.changes
         said = next(e.message for e in ctx.events if isinstance(e, LogMessage))
         assert "at this device's pace so far, the phases left would take ~" in said
         assert "tune: rounds 8 -> " in said and f"{slow:.2f}x" not in said  # no ratio without a CI

@@ -78,7 +78,7 @@ def _all_depths() -> tuple:
     its own verify steps (the shape these mechanisms were written for)."""
     sweep, tune = load_scenario(str(DEFAULT)).phases
     tune = structs.replace(
-        tune, depths=(1, 2, 3), kind_depths=(), contexts=(1024, 2048), verify_from=""
+        tune, depths=(1, 2, 3), kind_depths={}, contexts=(1024, 2048), verify_from=""
     )
     return sweep, tune
 

@@ -295,7 +295,7 @@ def test_killed_run_leaves_readable_file(tmp_path):
     rec = read_recording(out)
     steps = [e for e in rec.events if isinstance(e, Step)]
     assert len(steps) >= 10
-    assert rec.header.scenario["name"] == "tiny"
+    assert rec.header.scenario.name == "tiny"
     assert not any(isinstance(e, RunEnd) for e in rec.events)
 
 
@@ -507,7 +507,7 @@ def test_the_scenario_seed_plus_cli_seed_seeds_weights_draft_context_and_sampler
         ("load_target", "load_draft", "draft_factories", "text_tokens", "RunContext"), 7
     )
     h = next(e for e in events if e.type == "header")
-    assert h.scenario["seed"] == 3 and h.settings.seed == 4
+    assert h.scenario.seed == 3 and h.settings.seed == 4
 
 
 def test_sweep_estimates_carry_bytes_per_step_gb_s_and_mbu(tiny_run):

@@ -200,7 +200,7 @@ def test_the_metadata_block_names_the_run_seed_and_the_ranks():
     world = WorldRecord(world_size=2, backend="ring", shard="tensor", hosts=("vm", "vm"))
     seeded = msgspec.structs.replace(
         h,
-        scenario={**h.scenario, "seed": 3},
+        scenario=msgspec.structs.replace(h.scenario, seed=3),
         settings=msgspec.structs.replace(h.settings, seed=4),
         distributed=world,
     )

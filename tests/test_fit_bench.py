@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from mlatui.config.scenario import ScenarioRecord
 from mlatui.gate.policy import threshold_text
 from mlatui.models.fit import (
     attention_weights_bytes,
@@ -115,7 +116,7 @@ def test_always_absorbed_geometries_say_so_instead_of_a_64_bit_number():
             "device": DeviceInfo(),
             "geometry": {},
             "thresholds": thresholds,
-            "scenario": {"name": "x"},
+            "scenario": ScenarioRecord(name="x"),
             "settings": RunSettings(),
             "synthetic_acceptance": False,
         }

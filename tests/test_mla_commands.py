@@ -197,8 +197,8 @@ def test_bench_attention_both_parts(tmp_path, capsys):
     assert "## (a)" in text and "## (b)" in text and "## Phase sweep (sweep)" in text
     assert {r["bench"] for r in _records(out)} == {"attention-forced"}
     rec = _events(tmp_path / "attention-glm4_moe_lite.events.jsonl")
-    assert rec.header.scenario["model_source"] == "random"
-    assert rec.header.scenario["fill"] == "prefill"
+    assert rec.header.scenario.model_source == "random"
+    assert rec.header.scenario.fill == "prefill"
     assert rec.header.geometry["num_mla_layers"] == 1  # --layers 1 (the tiny config has 2)
     assert any(e.type == "run_end" and e.status == "completed" for e in rec.events)
 
@@ -223,8 +223,8 @@ def test_bench_attention_part_b_runs_the_engine_sweep(tmp_path, capsys):
     (phase,) = scenario.phases
     assert (phase.kind, phase.contexts, phase.widths, phase.reps) == ("sweep", (64, 128), (1,), 3)
     rec = _events(record)
-    assert rec.header.scenario["model_source"] == "random"
-    assert rec.header.scenario["fill"] == "random-latents"
+    assert rec.header.scenario.model_source == "random"
+    assert rec.header.scenario.fill == "random-latents"
     assert rec.header.model == "random:glm4_moe_lite"
     assert rec.header.geometry["num_mla_layers"] == 2
     steps = {(e.arm, e.context, e.width) for e in rec.events if e.type == "step"}

@@ -171,7 +171,7 @@ def test_the_engine_runs_the_plan_it_is_given_and_the_header_keeps_it(monkeypatc
     assert h.settings.seed == 2 and h.settings.overrides == {"reps": 4}
     written = json.loads(h.to_json())["settings"]
     assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(written)
-    assert [p["reps"] for p in h.scenario["phases"]] == [4, 4]
+    assert [p.reps for p in h.scenario.phases] == [4, 4]
 
 
 def test_launch_resolves_the_plan_once_and_its_source_hands_that_plan_to_the_engine(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.config.arm_settings import Threshold, ThresholdKind, parse_arms
-from mlatui.config.scenario import ScenarioError, load_scenario
+from mlatui.config.scenario import ScenarioError, ScenarioRecord, load_scenario
 from mlatui.gate.forms import GateForm
 from mlatui.gate.policy import Variant, arm_words
 from mlatui.run.arms import RuntimeGates, arm_settings, resolve_gates, runtime_gates
@@ -148,7 +148,7 @@ def test_header_fields_say_runtime_and_arms():
         "deepseek_v3",
         {},
         Thresholds(),
-        {},
+        ScenarioRecord(name="?"),
         "none",
         False,
         "now",

@@ -81,6 +81,15 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
             ("contexts = [256]", "contexts = [256]\nreps = 2"),
             "phase[0].reps: expected an integer >= 3 for a sweep phase, got 2",
         ),
+        (
+            ("contexts = [256]", 'contexts = [256]\nkind_depths = { "mtp" = [0] }'),
+            "phase[0].kind_depths: expected a table whose values are each an array of integers"
+            ' >= 1, got {"mtp": [0]}',
+        ),
+        (
+            ("contexts = [256]", 'contexts = [256]\nkind_depths = { "mtp" = [1], "x" = [1] }'),
+            'phase[0].kind_depths: expected keys among mtp, draft-model, got "x"',
+        ),
     ],
 )
 def test_errors_name_file_key_and_allowed_values(tmp_path, edit, message):
@@ -147,3 +156,53 @@ def test_shipped_scenarios_resolve_from_a_source_tree_without_the_package_data(m
     monkeypatch.setitem(sys.modules, "mlatui.scenarios", None)
     path = shipped("default")
     assert path.is_file() and path.parent.name == "scenarios"
+
+
+def test_a_recording_reads_the_phases_and_story_it_keeps_and_skips_a_key_it_does_not_know(tmp_path):
+    """The header's scenario and a BudgetPlanned's phases are the file's own Structs: a key a
+    newer tool writes is skipped there (a [[phase]] table refuses it), one an older recording
+    lacks reads as its default, and the kind depths keep the table's order."""
+    import msgspec
+
+    from mlatui.config.scenario import Phase
+    from mlatui.stream.events import BudgetPlanned, RunHeader
+    from mlatui.stream.recording_schema import decode_event
+    from tests.ui_events import header
+
+    f = tmp_path / "s.toml"
+    f.write_text(
+        GOOD.replace("[[phase]]", "[story]\ncontexts = [512, 256]\n[[phase]]").replace(
+            "contexts = [256]\n",
+            'contexts = [256]\nkind_depths = { "mtp" = [1], "draft-model" = [] }\n',
+        )
+    )
+    s = load_scenario(f)
+    line = msgspec.json.decode(msgspec.structs.replace(header(), scenario=s.record()).to_json())
+    line["scenario"]["phases"][0]["future_key"] = 1
+    del line["scenario"]["phases"][0]["min_distinct_4gram"]
+    line["scenario"]["story"]["future_key"] = 1
+    h = decode_event(msgspec.json.encode(line))
+    assert isinstance(h, RunHeader)
+    sweep = h.scenario.phases[0]
+    assert type(sweep) is Phase and sweep.min_distinct_4gram == 0.5
+    assert list(sweep.kind_depths.items()) == [("mtp", (1,)), ("draft-model", ())]
+    assert h.scenario.story is not None and h.scenario.story.contexts == (256, 512)
+    assert h.scenario.phase("sweep-1") == sweep and h.scenario.phase("x") is None
+    planned = BudgetPlanned(0.0, 100.0, 80.0, 50.0, (), s.phases, (256,), 1.0)
+    again = decode_event(planned.to_json())
+    assert isinstance(again, BudgetPlanned) and again.phases[0].kind_depths == sweep.kind_depths
+
+
+def test_an_override_the_schema_refuses_is_refused_in_one_line(tmp_path):
+    """A quick run's overrides are held to the file's schema, so every phase that runs reads
+    back from its recording."""
+    from mlatui.config.run_plan import RunConfig, resolve_plan
+
+    f = tmp_path / "s.toml"
+    f.write_text(GOOD)
+    with pytest.raises(ScenarioError) as e:
+        resolve_plan(RunConfig(scenario=str(f), overrides={"contexts": [8]}))
+    assert f"{f} (overridden): phase[0].contexts[0]: expected an integer >= 16, got 8" in str(
+        e.value
+    )
+    assert resolve_plan(RunConfig(scenario=str(f), overrides={"contexts": [16]})).phases

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from mlatui.config.run_plan import RunConfig, resolve_plan
@@ -42,10 +43,10 @@ def scenario_dump(path: Path) -> dict[str, Any]:
     m, d = s.model, s.draft
     plan = resolve_plan(RunConfig(scenario=str(path)), s)
     dump = {
-        "scenario": s.to_dict(),
+        "scenario": msgspec.to_builtins(s.record()),
         "model": [m.source, m.path, m.family, m.config, m.bits, m.dtype, m.fill, m.shard],
         "draft": [d.source.value, d.path, d.config, d.acceptance, [k.value for k in d.kinds]],
-        "story": s.story.to_dict() if s.story else None,
+        "story": msgspec.to_builtins(s.story),
         "arms": [s.arms, [list(a) for a in s.arm_sources]],
         "depths_for": [[p.depths_for(k) for k in ("mtp", "draft-model")] for p in s.phases],
         "plan": plan.to_dict(),
@@ -73,9 +74,9 @@ def recorded_phases(path: Path) -> list[dict[str, Any]]:
     return [p for p in found if isinstance(p, dict)]
 
 
-def phase_dump(raw: dict[str, Any]) -> dict[str, Any] | None:
-    phase = Phase.from_dict(raw)
-    return phase.to_dict() if phase is not None else None
+def phase_dump(raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(msgspec.json.encode(msgspec.convert(raw, Phase)))
+    return out
 
 
 def snapshot() -> dict[str, Any]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+from mlatui.config.phase_kind import PhaseKind
+from mlatui.config.scenario import Phase, ScenarioRecord
 from mlatui.stream.events import (
     SCHEMA_VERSION,
     DecodeBlock,
@@ -51,11 +53,14 @@ def header(synthetic: bool = True) -> RunHeader:
             "num_layers": 2,
         },
         thresholds=Thresholds(policy="formula", formula_inf=170, formula_at={2048: 160}),
-        scenario={
-            "name": "ui-test",
-            "path": "tests/ui_events.py",
-            "phases": [{"name": "sweep", "kind": "sweep"}, {"name": "decode", "kind": "decode"}],
-        },
+        scenario=ScenarioRecord(
+            name="ui-test",
+            path="tests/ui_events.py",
+            phases=(
+                Phase("sweep", PhaseKind.SWEEP, CONTEXTS),
+                Phase("decode", PhaseKind.DECODE, CONTEXTS, depths=(2,)),
+            ),
+        ),
         draft="none",
         synthetic_acceptance=synthetic,
         started_at="2026-11-30T00:00:00",

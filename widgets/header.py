@@ -177,7 +177,7 @@ def header_pieces(
             thresholds_short(h.thresholds, state.context),
         ),
         piece(device_long, device_short),
-        piece(f"scenario {h.scenario.get('name', '?')}"),
+        piece(f"scenario {h.scenario.name}"),
     ]
     if bandwidth:
         second.append(piece(f"memory {limit_text(bandwidth)}", limit_short(bandwidth), priority=2))

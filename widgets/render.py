@@ -314,7 +314,7 @@ def run_lines(state: DashboardState) -> list[Text]:
         Text(f"    {d.name} {d.architecture} · BLAS {d.blas}"),
         Text(
             f"    mlx {h.mlx_version} · mlx-lm {h.mlx_lm_version} · mlatui {h.mlatui_version}"
-            f" · scenario {h.scenario.get('name', '?')}"
+            f" · scenario {h.scenario.name}"
         ),
     ]
     if state.harness_bias:

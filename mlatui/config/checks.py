@@ -64,6 +64,8 @@ def _words(t: inspect.Type, plural: bool = False) -> str:
         noun = ("integer" if isinstance(t, inspect.IntType) else "number") + ("s" if plural else "")
         article = "" if plural else ("an " if noun[0] == "i" else "a ")
         return article + noun + _bounds(t)
+    if isinstance(t, inspect.DictType) and not isinstance(t.value_type, inspect.AnyType):
+        return f"a table whose values are each {_words(t.value_type)}"
     if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
         some = "a non-empty array" if t.min_length else "an array"
         if isinstance(t.item_type, inspect.AnyType):
@@ -72,12 +74,12 @@ def _words(t: inspect.Type, plural: bool = False) -> str:
         return f"{some}, each {each}" if each.startswith("one of") else f"{some} of {each}"
     simple = {
         inspect.BoolType: "true or false",
+        inspect.DictType: "tables" if plural else "a table",
         inspect.StrType: "strings"
         if plural
         else "a non-empty string"
         if _filled(t)
         else "a string",
-        inspect.DictType: "tables" if plural else "a table",
         inspect.StructType: "tables" if plural else "a table",
         inspect.TupleType: "pairs" if plural else "a pair",
     }
@@ -122,7 +124,7 @@ def _step(t: inspect.Type, segment: str) -> tuple[inspect.Type, str | None]:
     return inspect.AnyType(), None
 
 
-SEGMENT = re.compile(r"\.[^.\[]+|\[\d+\]")
+SEGMENT = re.compile(r"\.[^.\[]+|\[\d+\]|\[\.\.\.\]")
 
 
 def _walk(schema: type, raw: Any, path: str) -> tuple[str, inspect.Type, Any, str | None]:
@@ -130,20 +132,16 @@ def _walk(schema: type, raw: Any, path: str) -> tuple[str, inspect.Type, Any, st
     t: inspect.Type = inspect.type_info(schema)
     value, shown, hint = raw, "", None
     for segment in SEGMENT.findall(path):
+        if segment == "[...]":  # a value in a table (msgspec does not say which key): the table
+            break
         t, described = _step(t, segment)
         hint = described or hint
         if segment.startswith(".") and isinstance(value, dict):
             value, shown = value.get(segment[1:]), f"{shown}{segment}"
             continue
+        shown += segment
         i = int(segment[1:-1])
-        if isinstance(value, dict):  # a table read as (key, value) pairs, e.g. kind_depths
-            key = list(value)[i] if i < len(value) else None
-            shown, value = f"{shown}.{key}", (key, value.get(key))
-        elif isinstance(value, tuple):  # one of those pairs: [0] its key, [1] its value
-            value = value[i]
-        else:
-            shown += segment
-            value = value[i] if isinstance(value, list) and i < len(value) else None
+        value = value[i] if isinstance(value, list) and i < len(value) else None
     return shown.lstrip("."), t, value, hint
 
 

@@ -15,9 +15,10 @@ import pickle
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import msgspec
 from msgspec import structs
 
-from mlatui.config.checks import ScenarioError
+from mlatui.config.checks import ScenarioError, validation_error
 from mlatui.config.phase_kind import Pass, run_passes
 from mlatui.config.scenario import Phase, Scenario, load_scenario
 
@@ -77,7 +78,7 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
             raise ScenarioError(
                 f"{scenario.path}: no phase named {', '.join(sorted(unknown))} (phases: {', '.join(p.name for p in scenario.phases)})"
             )
-    for p in scenario.phases:
+    for i, p in enumerate(scenario.phases):
         if only and p.name not in only:
             continue
         changes: dict[str, Any] = {
@@ -85,8 +86,18 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
             for k, v in overrides.items()
             if hasattr(p, k)
         }
-        phases.append(structs.replace(p, **changes))
+        phases.append(_checked(scenario.path, f"phase[{i}]", structs.replace(p, **changes)))
     return structs.replace(scenario, phases=tuple(phases))
+
+
+def _checked(where: str, at: str, phase: Phase) -> Phase:
+    """A phase the overrides changed, held to the schema a file's is (its recording reads back)."""
+    raw = msgspec.json.decode(msgspec.json.encode(phase))
+    try:
+        msgspec.convert(raw, type(phase))
+    except msgspec.ValidationError as e:
+        raise validation_error(f"{where} (overridden)", type(phase), raw, e, at) from None
+    return phase
 
 
 @dataclass(frozen=True)
@@ -183,7 +194,7 @@ class RunPlan:
             "arm_threads": "shared" if self.shared_arm_thread else "one per arm",
             "force": self.force,
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in self.overrides},
-            "phases": [p.to_dict() for p in self.phases],
+            "phases": msgspec.json.decode(msgspec.json.encode(self.phases)),
         }
 
 

@@ -22,7 +22,7 @@ from mlatui.config.checks import fail, one_of, read_toml, toml_text
 from mlatui.config.draft_spec import LISTABLE_SOURCES, DraftSpec
 from mlatui.config.model_inputs import check_config_types
 from mlatui.config.phase_kind import SCENARIO_KINDS, PhaseKind
-from mlatui.config.story import Story
+from mlatui.config.story import Story, StoryTable
 
 ModelSource = Literal["embedded", "random", "path"]
 Fill = Literal["prefill", "random-latents"]
@@ -45,13 +45,17 @@ LISTABLE = Meta(extra={"one_of": tuple(LISTABLE_SOURCES)})
 Temperature = Annotated[float, Meta(ge=0, le=10, description="0 = greedy")]
 
 
-class Phase(Struct, frozen=True, forbid_unknown_fields=True):
+class Phase(Struct, frozen=True):
+    """A phase as the engine runs it and a recording keeps it (the header's scenario, a
+    BudgetPlanned): a key a recording lacks reads as its field's default, one this tool does not
+    know is skipped."""
+
     name: str
     kind: Annotated[PhaseKind, Meta(extra={"one_of": SCENARIO_KINDS})]  # `+`'s is never written
     contexts: Contexts
     widths: NonEmpty = (1, 2, 3, 4)
     reps: Positive = 9  # rounds before the L = 1 check may decide (each: every width, A B B A)
-    warmup: Positive = 2
+    warmup: Annotated[int, Meta(ge=0)] = 2  # untimed warm-up calls before the timed ones
     tokens: Annotated[int, Meta(ge=4)] = 32
     depths: NonEmpty = (1, 2, 3)
     max_rounds: Positive | None = None  # while the check is inconclusive, add rounds up to this
@@ -63,7 +67,7 @@ class Phase(Struct, frozen=True, forbid_unknown_fields=True):
     min_distinct_4gram: Fraction = 0.5  # guard: text whose distinct-4-gram share is lower loops
     # per draft kind, depths other than `depths` (the budget keeps a weaker kind at fewer; none:
     # the kind is left out); the file's `kind_depths = { "draft-model" = [1] }`
-    kind_depths: tuple[tuple[Annotated[str, LISTABLE], Ints], ...] = ()
+    kind_depths: dict[Annotated[str, LISTABLE], Ints] = msgspec.field(default_factory=dict)
     verify_rounds: Annotated[int, Meta(ge=2)] = DEFAULT_VERIFY_ROUNDS  # synced verify rounds
     # decode / tune: take the verify steps from this sweep phase's rounds at the same context
     # when it measured every width they need ("": measure them; the budget's last resort)
@@ -75,26 +79,12 @@ class Phase(Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "kind", PhaseKind(self.kind))  # "sweep" reads as one
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Phase | None:
-        """A phase as `to_dict` wrote it (a header's plan, a BudgetPlanned's phases); None for
-        a kind this tool does not know or a record that is not one."""
-        known = {k: v for k, v in d.items() if k in cls.__struct_fields__}
-        if isinstance(known.get("kind_depths"), dict):
-            known["kind_depths"] = list(known["kind_depths"].items())
-        try:
-            return msgspec.convert(known, cls)
-        except msgspec.ValidationError:
-            return None
-
     def depths_for(self, kind: str) -> tuple[int, ...]:
-        return dict(self.kind_depths).get(kind, self.depths)
+        return self.kind_depths.get(kind, self.depths)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **msgspec.json.decode(msgspec.json.encode(self), type=dict[str, Any]),
-            "kind_depths": {k: list(d) for k, d in self.kind_depths},
-        }
+
+class PhaseTable(Phase, frozen=True, forbid_unknown_fields=True):
+    """A scenario file's [[phase]] table: a key no Phase has is an error there."""
 
 
 class ModelSpec(Struct, frozen=True, forbid_unknown_fields=True):
@@ -137,10 +127,38 @@ class ScenarioFile(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     top_p: Fraction = 0.0
     model: ModelSpec = ModelSpec()
     draft: DraftSpec = DraftSpec()
-    phases: tuple[Phase, ...] = msgspec.field(default=(), name="phase")
+    phases: tuple[PhaseTable, ...] = msgspec.field(default=(), name="phase")
     # what the run is to show: a budgeted run picks the contexts that show it on this device
-    story: Story | None = None
+    story: StoryTable | None = None
     arms_table: Arms | None = msgspec.field(default=None, name="arms")
+
+
+class ScenarioRecord(Struct, frozen=True, kw_only=True):
+    """The header's `scenario` (Scenario.record): its names, where its model and drafts come
+    from, its phases as they run and its run-wide settings. A key an older recording lacks
+    reads as its field's default (`seed`: None, not recorded)."""
+
+    name: str
+    path: str = ""
+    description: str = ""
+    model_source: str = ""
+    model_family: str | None = None
+    draft_source: str = ""
+    draft_sources: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] = ()
+    seed: int | None = None
+    null: bool = False
+    threshold: str | None = None
+    arms: str | None = None  # "A,B" as --arms reads it
+    arm_sources: dict[str, str] = msgspec.field(default_factory=dict)  # slot -> source tree
+    indexer: str | None = None
+    budget_s: float = 0.0
+    fill: str = "prefill"
+    story: Story | None = None
+
+    def phase(self, name: str) -> Phase | None:
+        """The phase called `name` (an A/A pass's phase by its base name)."""
+        return next((p for p in self.phases if p.name == name), None)
 
 
 class Scenario(ScenarioFile, frozen=True, kw_only=True):
@@ -165,26 +183,27 @@ class Scenario(ScenarioFile, frozen=True, kw_only=True):
         synthetic draft, random-latent fills, sampling and every bootstrap CI draw from it."""
         return self.seed + offset
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "description": self.description,
-            "model_source": self.model.source,
-            "model_family": self.model.family,
-            "draft_source": self.draft.source.value,
-            "draft_sources": [k.value for k in self.draft.kinds],
-            "phases": [p.to_dict() for p in self.phases],
-            "seed": self.seed,
-            "null": self.null,
-            "threshold": self.threshold,
-            "arms": self.arms,
-            "arm_sources": dict(self.arm_sources),
-            "indexer": self.indexer,
-            "budget_s": self.budget_s,
-            "fill": self.model.fill,
-            "story": self.story.to_dict() if self.story else None,
-        }
+    def record(self) -> ScenarioRecord:
+        """What the header keeps of the scenario."""
+        return ScenarioRecord(
+            name=self.name,
+            path=self.path,
+            description=self.description,
+            model_source=self.model.source,
+            model_family=self.model.family,
+            draft_source=self.draft.source.value,
+            draft_sources=tuple(k.value for k in self.draft.kinds),
+            phases=self.phases,
+            seed=self.seed,
+            null=self.null,
+            threshold=self.threshold,
+            arms=self.arms,
+            arm_sources=dict(self.arm_sources),
+            indexer=self.indexer,
+            budget_s=self.budget_s,
+            fill=self.model.fill,
+            story=self.story,
+        )
 
 
 def shipped_dir() -> Path:
@@ -206,7 +225,7 @@ def shipped(name: str) -> Path:
 
 def _with_defaults(raw: dict[str, Any]) -> dict[str, Any]:
     """The file as the schema reads it: each phase with the defaults it takes from its kind and
-    from the file (a name, its kind's reps, the file's sampling), `kind_depths` as pairs."""
+    from the file (a name, its kind's reps, the file's sampling)."""
     phases = raw.get("phase")
     if not isinstance(phases, list):
         return raw
@@ -217,8 +236,6 @@ def _with_defaults(raw: dict[str, Any]) -> dict[str, Any]:
             kind = PhaseKind.of(p["kind"]) if isinstance(p.get("kind"), str) else None
             reps = {"reps": kind.rules.default_reps} if kind else {}
             p = {"name": f"{p.get('kind')}-{i + 1}", **reps, **sampling, **p}
-            if isinstance(p.get("kind_depths"), dict):
-                p["kind_depths"] = list(p["kind_depths"].items())
         out.append(p)
     return {**raw, "phase": out}
 
@@ -267,7 +284,7 @@ def _check_phase(where: Path, at: str, p: Phase, earlier: tuple[Phase, ...]) -> 
     rules = p.kind.rules
     if not rules.in_scenarios:
         raise one_of(where, f"{at}.kind", SCENARIO_KINDS, p.kind.value)
-    for k, _ in p.kind_depths:
+    for k in p.kind_depths:
         if k not in LISTABLE_SOURCES:
             raise one_of(where, f"{at}.kind_depths", LISTABLE_SOURCES, k, "keys among")
     if p.reps < rules.min_reps:

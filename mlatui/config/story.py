@@ -9,7 +9,7 @@ step is mostly fixed cost, only from 16-32K. The phases as written are what runs
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta, Struct
@@ -17,7 +17,10 @@ from msgspec import Meta, Struct
 Ratio = Annotated[float, Meta(ge=1, lt=1e6, description="a step's cost over the L = 1 step's")]
 
 
-class Story(Struct, frozen=True, forbid_unknown_fields=True):
+class Story(Struct, frozen=True):
+    """What the run is to show, as a recording's header keeps it (a key this tool does not
+    know is skipped)."""
+
     # the contexts a plan may pick from (ascending, each once)
     contexts: Annotated[
         tuple[Annotated[int, Meta(ge=16)], ...],
@@ -30,5 +33,6 @@ class Story(Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "contexts", tuple(sorted(set(self.contexts))))
 
-    def to_dict(self) -> dict[str, Any]:
-        return msgspec.json.decode(msgspec.json.encode(self), type=dict[str, Any])
+
+class StoryTable(Story, frozen=True, forbid_unknown_fields=True):
+    """A scenario file's [story] table: a key no Story has is an error there."""

@@ -97,7 +97,7 @@ def changes(written: Sequence[Phase], chosen: Sequence[Phase]) -> tuple[str, ...
     out = []
     for a, b in zip(written, chosen, strict=True):
         said = [(what, getattr(a, f), getattr(b, f)) for what, f in CHANGED]
-        kinds = dict.fromkeys(k for k, _ in (*a.kind_depths, *b.kind_depths))
+        kinds = dict.fromkeys((*a.kind_depths, *b.kind_depths))
         said += [(f"{k} depths", a.depths_for(k), b.depths_for(k)) for k in kinds]
         out += [
             f"{b.name}: {what} {_span(x)} -> {_span(y)}" + " tokens" * (what == "blocks of")
@@ -115,8 +115,8 @@ def changes(written: Sequence[Phase], chosen: Sequence[Phase]) -> tuple[str, ...
 def _depths(p: Phase, kind: str, depths: Sequence[int]) -> Phase:
     if not kind:
         return structs.replace(p, depths=tuple(depths))
-    kept = tuple(kd for kd in p.kind_depths if kd[0] != kind)
-    return structs.replace(p, kind_depths=(*kept, (kind, tuple(depths))))
+    kept = {k: d for k, d in p.kind_depths.items() if k != kind}
+    return structs.replace(p, kind_depths={**kept, kind: tuple(depths)})
 
 
 def _kept_depths(p: Phase, kinds: Sequence[str]) -> list[int]:

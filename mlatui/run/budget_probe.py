@@ -284,7 +284,7 @@ class Budget:
             full_s=fit.full_s + now,
             predicted_s=fit.predicted_s + now,
             changes=fit.changes,
-            phases=tuple(p.to_dict() for p in ran),
+            phases=ran,
             contexts_note=self.planned.contexts_note if i == 0 else "",
             phase_plans=phase_plans(ran, kinds, settle),
         )

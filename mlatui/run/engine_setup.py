@@ -179,7 +179,7 @@ def header(
         loaded.model_type if loaded else "?",
         geometry,
         thresholds,
-        scenario.to_dict(),
+        scenario.record(),
         loaded.draft_label if loaded else NO_DRAFT.label,
         bool(loaded and (loaded.random_weights or loaded.draft.kind is DraftKind.SYNTHETIC)),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

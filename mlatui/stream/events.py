@@ -10,10 +10,11 @@ Nothing here imports mlx or textual.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
 
+from mlatui.config.scenario import Phase, ScenarioRecord
 from mlatui.stream.decode_events import DecodeBlock, DecodeResult, SpeedupBound
 from mlatui.stream.event_base import (
     ARMS,
@@ -97,7 +98,7 @@ class RunHeader(Event, frozen=True, tag="header"):
     model_type: str
     geometry: dict[str, Count]  # kv_lora_rank, qk_nope_head_dim, v_head_dim, num_heads, num_layers
     thresholds: Thresholds
-    scenario: dict[str, Any]  # name, path, phases [{name, kind, ...}]
+    scenario: ScenarioRecord
     draft: str  # "draft-model:<path>", "mtp", "none"
     synthetic_acceptance: bool  # random weights: acceptance numbers mean nothing
     started_at: str  # ISO-8601 wall clock
@@ -137,7 +138,7 @@ class BudgetPlanned(Event, frozen=True, tag="budget_planned"):
     full_s: Finite  # forecast of the phases as written
     predicted_s: Finite  # forecast of the phases chosen
     changes: tuple[str, ...]
-    phases: tuple[dict[str, Any], ...]  # Phase.to_dict() of each phase that runs
+    phases: tuple[Phase, ...]  # each phase that runs
     probe_contexts: tuple[int, ...]
     probe_s: Finite  # what the probe itself took
     # the probe's first use of each shape, run untimed: a one-off cost (kernel compilation on a

@@ -311,7 +311,7 @@ def compare_markdown(cmp: Comparison) -> str:
         h = run.header
         lines.append(
             f"- **{run.label}** `{run.path}`: {h.model} · {h.device.name} · "
-            f"scenario {h.scenario.get('name', '?')} · started {h.started_at}"
+            f"scenario {h.scenario.name} · started {h.started_at}"
         )
         lines += [f"  - note: {n}" for n in run.notes]
     lines.append("")

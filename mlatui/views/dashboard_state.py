@@ -116,8 +116,9 @@ class DashboardState:
         self.header = e
         self.status = "running"
         self.changed |= {"header", "phase", "arms"}
-        scenario = e.scenario.get("name", "?")
-        self._log(0.0, "info", f"run started: {e.model} · scenario {scenario} · {e.started_at}")
+        self._log(
+            0.0, "info", f"run started: {e.model} · scenario {e.scenario.name} · {e.started_at}"
+        )
         if e.synthetic_acceptance:
             self._log(0.0, "warning", "random weights: acceptance numbers are synthetic")
 
@@ -292,12 +293,8 @@ class DashboardState:
 
     def min_distinct_4gram(self, phase: str) -> float:
         """The phase's looping-text threshold as its scenario set it (0.5 when not recorded)."""
-        phases = (self.header.scenario.get("phases") or []) if self.header else []
-        base = Pass.base_name(phase)
-        for p in phases:
-            if isinstance(p, dict) and p.get("name") == base:
-                return float(p.get("min_distinct_4gram", 0.5))
-        return 0.5
+        p = self.header.scenario.phase(Pass.base_name(phase)) if self.header else None
+        return p.min_distinct_4gram if p is not None else 0.5
 
     def text_repeat(self, arm: str, setting: Setting | None) -> TextRepeat | None:
         """The repetition of `setting`'s text on `arm` at the current context: its result's

@@ -52,8 +52,8 @@ def _threshold(h: RunHeader) -> str:
 
 def run_seed(h: RunHeader) -> int | None:
     """The seed the run used (Scenario.run_seed: the scenario's plus --seed); None if unrecorded."""
-    parts = [x for x in ((h.scenario or {}).get("seed"), h.settings.seed) if x is not None]
-    return sum(int(x) for x in parts) if parts else None
+    parts = [x for x in (h.scenario.seed, h.settings.seed) if x is not None]
+    return sum(parts) if parts else None
 
 
 def _runtime_fields(st: RunSettings) -> list[Field]:
@@ -163,7 +163,7 @@ def code_difference(a: RunHeader, b: RunHeader) -> str | None:
 
 
 def header_fields(h: RunHeader) -> list[Field]:
-    d, st, sc = h.device, h.settings, h.scenario or {}
+    d, st = h.device, h.settings
     seed = run_seed(h)
     flags = []
     if h.synthetic_acceptance:
@@ -196,7 +196,7 @@ def header_fields(h: RunHeader) -> list[Field]:
         *_runtime_fields(st),
         Field("mlatui", "mlatui", h.mlatui_version),
         Field("python", "python", h.python_version),
-        Field("scenario", "scenario", str(sc.get("name", "?"))),
+        Field("scenario", "scenario", h.scenario.name),
         Field("seed", "seed", "–" if seed is None else str(seed)),
         Field("threshold", "threshold", _threshold(h)),
         Field("flags", "run flags", "; ".join(flags) or "none"),
