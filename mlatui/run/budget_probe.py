@@ -382,7 +382,7 @@ def apply_budget(ctx: RunContext, run_plan: RunPlan) -> tuple[RunPlan, Budget]:
     probed = probe(ctx, scenario, budget_s, longest)
     probe_s, costs = time.perf_counter() - start, probed.costs
     left_s = max(1.0, (budget_s - ctx.now()) / FORECAST_MARGIN)
-    phases, note = scenario.phases, ""
+    phases, note = run_plan.phases, ""
 
     def fits(ps: Plan) -> bool:  # with the sweep's contexts kept
         fit = fit_to_budget(ps, left_s, partial(costs.forecast_s, settle=ctx.settle), kinds)
