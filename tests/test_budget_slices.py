@@ -194,6 +194,46 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
     assert isinstance(events[-1], RunEnd)
 
 
+@pytest.mark.system
+def test_a_tunes_blocks_may_grow_where_the_check_it_reports_is_decided(tmp_path, monkeypatch):
+    """The tiny model's sweep and tune under a budget, each run's own L = 1 check valid while the
+    same quads pooled (bootstrapped on another seed) straddle the tolerance, as the H100's sweep
+    check at 24576 did (valid at [0.987, 1.019], pooled [0.981, 1.020]): the tune reports its
+    check valid, so its blocks may grow past their plan while their slice lasts. Gated on the
+    pooled reading, they stopped at their plan and the run ended at 73 s of 100, the tune
+    undecided."""
+    import mlatui.measure.estimates as estimates
+    import mlatui.measure.sampler as sampler
+    import mlatui.run.phases.decode as decode
+    from mlatui.config.run_plan import RunConfig
+    from mlatui.measure.estimates import Outcome
+    from mlatui.run.budget import GROW_ROUNDS
+    from mlatui.run.phases.results import L1Quads
+    from tests.engine_run import run
+
+    valid = lambda ratio, tolerance_pct: Outcome.VALID  # noqa: E731
+    for module in (estimates, sampler):  # each sampler run's own reading; decode's rule is real
+        monkeypatch.setattr(module, "control_outcome", valid)
+    straddling = Interval(1.0038, 0.9814, 1.0201, 48)  # the H100's, pooled
+    monkeypatch.setattr(L1Quads, "pooled_ratio", lambda self, context, seed: straddling)
+    grow_to, real = [], decode._sample_blocks
+
+    def sample_blocks(ctx, runner, bounds, progress, slices):
+        grow_to.append(slices.grow_to)
+        return real(ctx, runner, bounds, progress, slices)
+
+    monkeypatch.setattr(decode, "_sample_blocks", sample_blocks)
+    tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
+    scenario = tmp_path / "tiny-budget.toml"
+    scenario.write_text(tiny.read_text().replace("seed = 0", "seed = 0\nbudget_s = 8.0", 1))
+    events: list = []
+    config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})
+    assert run(config, events.append) == "completed"
+    assert grow_to == [GROW_ROUNDS]
+    checks = [e for e in events if isinstance(e, Validity) and e.phase == "tune"]
+    assert [v.outcome for v in checks] == ["valid"]
+
+
 class ClockCtx:
     """A run's context on a fake clock: rank 0 alone, the default scenario's draft kinds."""
 

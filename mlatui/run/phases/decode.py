@@ -152,11 +152,8 @@ def decode_context(
     bounds = decide_bounds(ctx, runner, verify) if verify is not None else BoundDecision()
     # a budget's blocks grow only where the L = 1 check so far is decided: else no verdict
     # reads them, and the time is the check's (the engine's last rounds, mlatui.run.engine)
-    ratio = (inputs.l1 + l1).pooled_ratio(length, ctx.seed)
-    decided = (
-        ratio is not None and control_outcome(ratio, L1_TOLERANCE_PCT) is not Outcome.INCONCLUSIVE
-    )
-    slices = inputs.slices if decided else replace(inputs.slices, grow_to=0)
+    check = check_before_blocks(ctx.seed, length, verify, inputs.l1 + l1)
+    slices = replace(inputs.slices, grow_to=0) if check is Outcome.INCONCLUSIVE else inputs.slices
     run = _sample_blocks(ctx, runner, bounds, progress, slices)
     added_s += run.added_s
     if runner.divergence is not None:
@@ -331,9 +328,30 @@ def decode_validity(
     # 2-core CPU 4 rounds of blocks once read 1.094 [1.091, 1.120] where the steps read 1.00
     if blocks.control_outcome is Outcome.INVALID and blocks.rounds >= VERIFY_MIN_ROUNDS:
         return validity(ctx, phase.name, length, blocks)
-    if verify.control_outcome is Outcome.INCONCLUSIVE and l1.count(length) > 1:
+    if _pools(verify, l1, length):
         verify = _pooled(ctx, phase, length, verify, l1)
     return validity(ctx, phase.name, length, verify)
+
+
+def _pools(verify: ContextEstimates | None, l1: L1Quads, length: int) -> bool:
+    """Whether the check is decided again on every L = 1 quad of the pass: its verify steps'
+    own is undecided and more than one run measured this context."""
+    own = verify.control_outcome if verify is not None else None
+    return own is Outcome.INCONCLUSIVE and l1.count(length) > 1
+
+
+def check_before_blocks(
+    seed: int, length: int, verify: ContextEstimates | None, l1: L1Quads
+) -> Outcome:
+    """The L = 1 check as `decode_validity` reads it before any block: the verify steps' own
+    (the sweep's when borrowed), pooled only where it pools; without them, every quad pooled.
+    The same quads bootstrapped on another seed can read otherwise: the H100's sweep check at
+    24576, valid at [0.987, 1.019], read [0.981, 1.020] pooled."""
+    own = verify.control_outcome if verify is not None else None
+    if own is not None and not _pools(verify, l1, length):
+        return own
+    ratio = l1.pooled_ratio(length, seed)
+    return Outcome.INCONCLUSIVE if ratio is None else control_outcome(ratio, L1_TOLERANCE_PCT)
 
 
 def _pooled(

@@ -58,9 +58,10 @@ class L1Quads:
 
     def pooled_ratio(self, context: int, run_seed: int) -> Interval | None:
         """The paired stock/patched L = 1 ratio over every quad at `context`, bootstrapped on
-        one seed per context: the same quads give the same interval wherever they are read (a
-        sweep's check the budget decides again, the tune that borrows it, `+`), so one reading
-        never reads valid where another, on the very same rounds, reads inconclusive."""
+        one seed per context: the same quads give the same interval wherever they are pooled (a
+        sweep's check the budget decides again, the tune that borrows it, `+`). A sampler run's
+        own check is bootstrapped on its plan's seed and may read otherwise: what acts on a
+        check reads the one the run reports (mlatui.run.phases.decode.check_before_blocks)."""
         return control_ratio(self.pooled(context), ARMS, 1, stable_seed(run_seed, "l1", context))
 
 
