@@ -194,6 +194,32 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
     assert isinstance(events[-1], RunEnd)
 
 
+def test_the_h100s_tune_reads_the_check_its_sweep_reported():
+    """The cold H100 run's sweep steps at 24576 (16 rounds of L = 1 quads): the sweep reported
+    its check valid on its plan's seed, the same quads pooled read inconclusive, and the tune's
+    blocks read the check as reported."""
+    import json
+
+    from mlatui.measure.estimates import (
+        Outcome,
+        Timing,
+        control_outcome,
+        estimate_context,
+        stable_seed,
+    )
+    from mlatui.run.phases.decode import check_before_blocks
+    from mlatui.run.phases.results import L1Quads
+
+    kept = json.loads((Path(__file__).parent / "fixtures" / "h100_sweep_l1_24576.json").read_text())
+    arms, seed, context = {"s": "stock", "p": "patched"}, kept["seed"], kept["context"]
+    steps = [Timing(r, 1, arms[a], ms) for r, a, ms in kept["steps"]]
+    sweep = estimate_context(steps, seed=stable_seed(seed, "sweep", context))
+    l1 = L1Quads().plus(context, steps, 1)
+    assert sweep.control_outcome is Outcome.VALID and sweep.rounds == 16
+    assert control_outcome(l1.pooled_ratio(context, seed), 2.0) is Outcome.INCONCLUSIVE
+    assert check_before_blocks(seed, context, sweep, l1) is Outcome.VALID
+
+
 @pytest.mark.system
 def test_a_tunes_blocks_may_grow_where_the_check_it_reports_is_decided(tmp_path, monkeypatch):
     """The tiny model's sweep and tune under a budget, each run's own L = 1 check valid while the
