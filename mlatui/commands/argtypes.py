@@ -286,6 +286,13 @@ def resolve_request(args: argparse.Namespace, **request: Any):
     return config, resolve_plan(config, scenario)
 
 
+def progress_line(line: str) -> None:
+    """A benchmark's progress on stderr, indented under its title, as it happens."""
+    import sys
+
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
 def end_status(signals: Any, stopped: str, write_error: str | None = None) -> int | None:
     """How a benchmark ends once its table is printed: its record file's write error (FAILED),
     else the signal that stopped it, said with what that left (`stopped`), else None (it ran to

@@ -27,6 +27,7 @@ from mlatui.commands.argtypes import (
     int_list,
     positive_float,
     positive_int,
+    progress_line,
 )
 from mlatui.config.model_inputs import PREFIX
 from mlatui.config.scenario import DTYPE_NAMES, FILLS
@@ -300,10 +301,6 @@ def refuse_unless_layer_fits(
     )
 
 
-def _log(line: str) -> None:
-    print(f"  {line}", file=sys.stderr, flush=True)
-
-
 def _part_a(
     args: argparse.Namespace,
     model: AttentionModel,
@@ -325,7 +322,7 @@ def _part_a(
     sink = JsonlSink(out) if out else None
     with StopOnSignals(stop) as signals:
         hooks = attnbench.SweepHooks(
-            _log,
+            progress_line,
             sink.write_records if sink else lambda records: None,
             within(raise_if_set(stop), deadline),
         )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mlatui.commands.argtypes import add_overwrite
+from mlatui.commands.argtypes import add_overwrite, progress_line
 
 HELP = (
     "mlatui's plain and speculative decode beside a direct mlx_lm call on the same model, cache "
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         args.versus,
         args.max_seconds,
     )
-    results = run_parity(loaded.model, make_draft, plan, _progress, source)
+    results = run_parity(loaded.model, make_draft, plan, progress_line, source)
     records = _records(results, loaded.model_type, context, settings, env)
     print(parity_report(records), end="")
     if args.out:
@@ -144,10 +143,6 @@ def run(args: argparse.Namespace) -> int:
         write_output(args.out, jsonl(r.to_dict() for r in records))
     bad = [r for r in results if r.other.startswith("mlx_lm") and r.outcome.value != "valid"]
     return 3 if bad else 0
-
-
-def _progress(line: str) -> None:
-    print(f"  {line}", file=sys.stderr, flush=True)
 
 
 def _source_model(model, arm_sources: dict[str, str]):

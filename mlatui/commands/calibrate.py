@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from mlatui.bench.attention_scenario import AttentionModel
-from mlatui.commands.argtypes import add_force, add_overwrite, end_status
+from mlatui.commands.argtypes import add_force, add_overwrite, end_status, progress_line
 
 CACHE_HINT = "point XDG_CACHE_HOME (or MLATUI_CACHE_DIR) at a writable folder"
 HELP = "measure the MLA absorbed/materialised crossover on this device (used by threshold='calibrated')"
@@ -126,7 +126,7 @@ def _probe(model: AttentionModel, args: argparse.Namespace, sink, stop) -> tuple
         sink.write(line)
 
     hooks = attention.CalibrateHooks(
-        lambda s: print(f"  {s}", file=sys.stderr, flush=True),
+        progress_line,
         lambda context, probe: record(probe_line(context, probe, settings)),
         raise_if_set(stop),
     )

@@ -10,7 +10,6 @@ from typing import Any
 HELP = (
     "MLA geometry and absorbed-path thresholds (T->inf and at several cache lengths) from a config"
 )
-CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 GEOMETRY_KEYS = (
     "kv_lora_rank",
     "qk_nope_head_dim",
@@ -72,7 +71,7 @@ def read_config(args: argparse.Namespace) -> tuple[dict, str]:
 def thresholds(config: dict) -> dict:
     from mlatui.config.model_inputs import is_positive_int, text_config
     from mlatui.errors import UserError
-    from mlatui.gate.policy import UNBOUNDED, FormulaPolicy, Geometry
+    from mlatui.gate.policy import THRESHOLD_CONTEXTS, UNBOUNDED, FormulaPolicy, Geometry
 
     nested = config.get("text_config")
     if nested is not None and not isinstance(nested, dict):
@@ -113,7 +112,7 @@ def thresholds(config: dict) -> dict:
         "exact_limit": r * (n + v) / (2 * r - n - v) if 2 * r > n + v else None,
         "thresholds": {
             str(t): (None if w == UNBOUNDED else w)
-            for t in CONTEXTS
+            for t in THRESHOLD_CONTEXTS
             for w in [formula.limit(geometry, t)]
         },
     }

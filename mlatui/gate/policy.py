@@ -15,6 +15,8 @@ from enum import StrEnum
 from mlatui.config.arm_settings import IndexerMode, Threshold, ThresholdKind, parse_arms  # noqa: F401
 
 UNBOUNDED = sys.maxsize
+# the cache lengths a threshold is shown at (`thresholds`, every run's header)
+THRESHOLD_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
 
 
 def max_absorbed_queries(

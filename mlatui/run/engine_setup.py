@@ -23,7 +23,7 @@ from mlatui.config.phase_kind import Pass
 from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Scenario, ScenarioError
 from mlatui.gate import mla
-from mlatui.gate.policy import FormulaPolicy, Gates, stored_crossovers
+from mlatui.gate.policy import THRESHOLD_CONTEXTS, FormulaPolicy, Gates, stored_crossovers
 from mlatui.measure.timing import timed_gc_paused
 from mlatui.models.embedded import prompts, transformers_quiet
 from mlatui.models.fit import context_warnings, largest_context
@@ -137,9 +137,6 @@ def error_event(e: BaseException, dist: DistRun, now: Callable[[], float]) -> Er
     )
 
 
-HEADER_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 131072)
-
-
 def header(
     scenario: Scenario,
     model_ref: str | None,
@@ -210,7 +207,9 @@ def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, Thresh
         formula_inf=FormulaPolicy().limit(g),  # whatever the patched slot runs
         formula_at={
             t: FormulaPolicy().limit(g, t)
-            for t in sorted({*HEADER_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)})
+            for t in sorted(
+                {*THRESHOLD_CONTEXTS, *(c for p in scenario.phases for c in p.contexts)}
+            )
         },
         calibrated=dict(calibrated) if calibrated else None,
     )
