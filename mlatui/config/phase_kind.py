@@ -3,7 +3,7 @@ compare.
 
 A kind's rules here are what the config, the plan, the fit and the budget read; each higher layer
 keeps its own per-kind parts in one registry keyed by `PhaseKind` (the runners:
-`mlatui.run.phases.registry`; the segments: `mlatui.measure.plans.SEGMENTS`; the tables, export
+`mlatui.run.engine.RUNNERS`; the segments: `mlatui.measure.plans.SEGMENTS`; the tables, export
 rows and folds: `mlatui.views.dashboard_views`).
 """
 

@@ -4,6 +4,11 @@
 thread, or in a child process that receives the plan its parent resolved) and the tests. Every
 setting is read from the plan (config.run_plan), resolved once before anything loads. It never
 raises: failures become an ErrorEvent and a RunEnd with status "error".
+
+Each phase kind's runner and what it reads of the earlier phases are `RUNNERS`, the run layer's
+registry: adding a kind adds its runner module and one line there. A kind's rules (parsing, what
+the budget may cut) are `mlatui.config.phase_kind`'s; its plan segments
+`mlatui.measure.plans.SEGMENTS`; its tables, export rows and fold `mlatui.views`'s registry.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
 import msgspec
 from msgspec import structs
 
-from mlatui.config.phase_kind import Pass
+from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.config.run_plan import RunPlan
+from mlatui.config.scenario import Phase, ScenarioError
 from mlatui.gate.mla import PatchReport
 from mlatui.host.memory import MemorySampler, WiredLimit, wired_memory
 from mlatui.measure.estimates import ContextEstimates
@@ -49,15 +56,40 @@ from mlatui.run.engine_setup import (
     pass_variants,
     text_tokens,
 )
+from mlatui.run.phases import decode, indexer, sweep
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import MoreRounds, serve_more
-from mlatui.run.phases.registry import runner
-from mlatui.run.phases.results import Checks, PassResults, Slices
+from mlatui.run.phases.results import Checks, Need, PassResults, PhaseInputs, PhaseResult, Slices
 from mlatui.stream.control import RunControl
 from mlatui.stream.events import Event, LogMessage, RunEnd
 
 if TYPE_CHECKING:
     from mlatui.run.budget_probe import Budget
+
+Runner = Callable[[RunContext, Phase, int, int, PhaseInputs], PhaseResult]
+
+
+@dataclass(frozen=True)
+class KindRunner:
+    run: Runner
+    needs: frozenset[Need]  # what of the pass so far the engine hands it (PhaseInputs)
+
+
+RUNNERS: dict[PhaseKind, KindRunner] = {
+    PhaseKind.SWEEP: KindRunner(sweep.run_sweep, sweep.NEEDS),
+    PhaseKind.DECODE: KindRunner(decode.run_decode, decode.NEEDS),
+    PhaseKind.TUNE: KindRunner(decode.run_decode, decode.NEEDS),
+    PhaseKind.INDEXER: KindRunner(indexer.run_indexer_phase, indexer.NEEDS),
+}
+
+
+def runner(kind: PhaseKind) -> KindRunner:
+    """The kind's runner; a kind no scenario may name (`+`'s) has none."""
+    found = RUNNERS.get(kind)
+    if found is None:
+        raise ScenarioError(f"phase kind {kind.value!r} runs only after a run (`+`)")
+    return found
+
 
 NULL_BUDGET_NOTICE = (
     "budget {:.0f} s not applied: an A/A (--null) runs the phases as written, the same plan in "
