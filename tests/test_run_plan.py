@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from tiny_scenario import TINY
 
-from mlatui.config.run_plan import RunConfig, RunPlan, resolve_plan
+from mlatui.config.run_plan import PlanRecord, RunConfig, RunPlan, resolve_plan
 from mlatui.config.scenario import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def test_flags_override_the_scenario_exactly_once(tmp_path):
     assert plan.seed == 10 and plan.seed_offset == 3 and plan.null
     assert [(p.name, p.reps, p.contexts) for p in plan.phases] == [("tune", 5, (256,))]
     # resolving is idempotent: the plan's phases are the overridden ones, applied once
-    assert plan.to_dict()["overrides"] == {"contexts": [256], "only_phases": ["tune"], "reps": 5}
+    assert plan.recorded().overrides == {"contexts": [256], "only_phases": ["tune"], "reps": 5}
 
 
 def test_a_patch_review_pools_alike_in_both_arms_unless_asked(tmp_path):
@@ -70,20 +70,22 @@ def test_the_same_inputs_give_an_equal_plan(tmp_path):
     config = RunConfig(scenario=str(path), overrides={"reps": 4, "widths": [1, 2]}, seed=2)
     a, b = resolve_plan(config), resolve_plan(RunConfig.from_json(config.to_json()))
     assert a == b
-    assert json.loads(json.dumps(a.to_dict())) == b.to_dict()
+    said = msgspec.json.encode(a.recorded())
+    assert said == msgspec.json.encode(b.recorded())
+    assert msgspec.json.encode(msgspec.json.decode(said, type=PlanRecord)) == said
     assert a != resolve_plan(dataclasses.replace(config, seed=3))
 
 
 def test_a_replan_is_a_new_value_and_the_old_one_stays(tmp_path):
     plan = resolve_plan(RunConfig(scenario=str(_scenario(tmp_path))))
-    before = plan.to_dict()
+    before = plan.recorded()
     cut = tuple(
         msgspec.structs.replace(p, reps=3, contexts=p.contexts[:1]) for p in plan.phases[:1]
     )
     replanned = plan.with_phases(cut)
     assert isinstance(replanned, RunPlan) and replanned is not plan
     assert replanned.phases == cut and len(plan.phases) == 2
-    assert plan.to_dict() == before
+    assert plan.recorded() == before
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.budget_s = 1.0  # type: ignore[misc]
 
@@ -167,7 +169,7 @@ def test_the_engine_runs_the_plan_it_is_given_and_the_header_keeps_it(monkeypatc
     events: list = []
     assert engine.run(plan, events.append) == "interrupted"
     h = next(e for e in events if e.type == "header")
-    assert json.loads(json.dumps(h.settings.plan)) == plan.to_dict()
+    assert h.settings.plan == plan.recorded()
     assert h.settings.seed == 2 and h.settings.overrides == {"reps": 4}
     written = json.loads(h.to_json())["settings"]
     assert {"threshold", "indexer", "null", "passes", "fill", "settle", "arms"} <= set(written)

@@ -49,8 +49,10 @@ def scenario_dump(path: Path) -> dict[str, Any]:
         "story": msgspec.to_builtins(s.story),
         "arms": [s.arms, [list(a) for a in s.arm_sources]],
         "depths_for": [[p.depths_for(k) for k in ("mtp", "draft-model")] for p in s.phases],
-        "plan": plan.to_dict(),
-        "quick_plan": resolve_plan(RunConfig(scenario=str(path), overrides=QUICK), s).to_dict(),
+        "plan": msgspec.to_builtins(plan.recorded()),
+        "quick_plan": msgspec.to_builtins(
+            resolve_plan(RunConfig(scenario=str(path), overrides=QUICK), s).recorded()
+        ),
     }
     return json.loads(json.dumps(dump).replace(str(ROOT), "ROOT"))
 

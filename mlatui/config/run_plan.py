@@ -23,6 +23,9 @@ from mlatui.config.phase_kind import Pass, run_passes
 from mlatui.config.scenario import Phase, Scenario, load_scenario
 
 DEFAULT_FILL = "prefill"
+# a quick run's overrides of every phase (`apply_overrides`): counts, or lists of contexts,
+# widths or phase names
+OverrideValue = int | float | list[int | str]
 
 
 @dataclass
@@ -100,8 +103,7 @@ def _checked(where: str, at: str, phase: Phase) -> Phase:
     return phase
 
 
-@dataclass(frozen=True)
-class ArmsPlan:
+class ArmsPlan(msgspec.Struct, frozen=True):
     """What the two arm slots run, as asked. The gates themselves are decided once the model is
     loaded (run.arms.resolve_gates): the default pair follows the installed code's state."""
 
@@ -110,20 +112,39 @@ class ArmsPlan:
     # the patched slot's indexer pooling; None: patched (a patch review: stock, so that
     # mlatui's own sparse layers, not the tree's, pool alike in both arms)
     indexer: str | None
-    sources: tuple[tuple[str, str], ...] = ()  # (slot, source tree), the flag's over the file's
+    # slot -> source tree, the flag's over the file's (by slot name)
+    sources: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def review(self) -> bool:
         """A patch review: an arm runs another source tree's model code."""
         return bool(self.sources)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arms": self.arms,
-            "threshold": self.threshold,
-            "indexer": self.indexer,
-            "sources": dict(self.sources),
-        }
+
+class ScenarioName(msgspec.Struct, frozen=True):
+    name: str
+    path: str
+
+
+class PlanRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The plan as the header keeps it (`settings.plan`) and `bench --plan --format json` prints
+    it (RunPlan.recorded): its settings, the scenario by name and the phases as they run."""
+
+    scenario: ScenarioName
+    model: str | None
+    draft_model: str | None
+    random_weights: bool
+    arms: ArmsPlan
+    null: bool
+    fill: str
+    budget_s: float
+    seed: int
+    seed_offset: int
+    settle: bool
+    arm_threads: str  # shared | one per arm
+    force: bool
+    overrides: dict[str, OverrideValue]
+    phases: tuple[Phase, ...]
 
 
 @dataclass(frozen=True)
@@ -177,25 +198,29 @@ class RunPlan:
         """A new plan with these phases (a budget's re-plan); this one stays as it was."""
         return replace(self, scenario=structs.replace(self.scenario, phases=tuple(phases)))
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values: the header's `settings.plan` and `bench --plan --format json`."""
-        return {
-            "scenario": {"name": self.scenario.name, "path": self.scenario.path},
-            "model": self.model,
-            "draft_model": self.draft_model,
-            "random_weights": self.random_weights,
-            "arms": self.arms.to_dict(),
-            "null": self.null,
-            "fill": self.fill,
-            "budget_s": self.budget_s,
-            "seed": self.seed,
-            "seed_offset": self.seed_offset,
-            "settle": self.settle,
-            "arm_threads": "shared" if self.shared_arm_thread else "one per arm",
-            "force": self.force,
-            "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in self.overrides},
-            "phases": msgspec.json.decode(msgspec.json.encode(self.phases)),
-        }
+    @property
+    def arm_threads(self) -> str:
+        return "shared" if self.shared_arm_thread else "one per arm"
+
+    def recorded(self) -> PlanRecord:
+        """The plan as the header keeps it and `bench --plan --format json` prints it."""
+        return PlanRecord(
+            scenario=ScenarioName(self.scenario.name, self.scenario.path),
+            model=self.model,
+            draft_model=self.draft_model,
+            random_weights=self.random_weights,
+            arms=self.arms,
+            null=self.null,
+            fill=self.fill,
+            budget_s=self.budget_s,
+            seed=self.seed,
+            seed_offset=self.seed_offset,
+            settle=self.settle,
+            arm_threads=self.arm_threads,
+            force=self.force,
+            overrides={k: list(v) if isinstance(v, tuple) else v for k, v in self.overrides},
+            phases=self.phases,
+        )
 
 
 def _frozen(value: Any) -> Any:
@@ -216,7 +241,7 @@ def resolve_plan(config: RunConfig, scenario: Scenario | None = None) -> RunPlan
         config.arms or scenario.arms,
         config.threshold or scenario.threshold,
         config.indexer or scenario.indexer or ("stock" if sources else None),
-        tuple(sorted(sources.items())),
+        dict(sorted(sources.items())),
     )
     return RunPlan(
         scenario=phased,

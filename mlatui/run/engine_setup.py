@@ -219,7 +219,7 @@ def _geometry(scenario: Scenario, report: mla.PatchReport) -> tuple[dict, Thresh
 def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str]) -> RunSettings:
     """The header's `settings`: every choice that shapes the figures (and keys the harness bias),
     and the run's plan as resolved before anything loaded (`plan`)."""
-    said = plan.to_dict()
+    said = plan.recorded()
     return RunSettings(
         threshold=str(gates.threshold),
         indexer=gates.indexer.value,
@@ -230,9 +230,9 @@ def run_settings(plan: RunPlan, loaded: Loaded, gates: Gates, passes: list[str])
         cache_rounds=cache_rounds().value,
         timed_gc="on" if not timed_gc_paused() else "paused",
         seed=plan.seed_offset,
-        overrides=said["overrides"],
+        overrides=said.overrides,
         random_weights=loaded.random_weights,
-        arm_threads="shared" if plan.shared_arm_thread else "one per arm",
+        arm_threads=plan.arm_threads,
         arm_cpus=tuple(sorted(arm_cpus() or [])),
         draft_kinds=tuple(d.kind.value for d in loaded.draft_kinds),
         mtp_missing=loaded.mtp_missing or "",

@@ -7,15 +7,10 @@ without a setting records no key for it. Nothing here imports mlx or textual.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
+from mlatui.config.run_plan import OverrideValue, PlanRecord
 from mlatui.stream.event_base import Count, Finite
-
-# a quick run's overrides of every phase (mlatui.config.run_plan.apply_overrides): counts, or lists of
-# contexts, widths or phase names
-OverrideValue = int | float | list[int | str]
 
 
 class ArmSource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -103,7 +98,7 @@ class RunSettings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     arm_cpus: tuple[int, ...] | None = None
     draft_kinds: tuple[str, ...] | None = None  # None: not recorded (the header's draft says)
     mtp_missing: str = ""  # why an MTP draft had no head to run
-    plan: dict[str, Any] = msgspec.field(default_factory=dict)  # config.run_plan.RunPlan.to_dict
+    plan: PlanRecord | None = None  # None: not recorded
     arms: dict[str, ArmSlot] = msgspec.field(default_factory=dict)  # by slot: stock, patched
     prefill: str = ""  # how a source-tree arm shares the prefill
     runtime: RuntimeRecord | None = None

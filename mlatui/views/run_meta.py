@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import msgspec
+
 from mlatui.config.run_plan import RunPlan
 from mlatui.gate.policy import threshold_text
 from mlatui.host.distributed import world_label
@@ -279,7 +281,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
         + (" (A/A: both arms the same, each in turn)" if plan.null else ""),
         f"indexer   {arms.indexer or 'patched'}",
     ]
-    lines += [f"source    {slot}: {path}" for slot, path in arms.sources]
+    lines += [f"source    {slot}: {path}" for slot, path in arms.sources.items()]
     budget = f"{plan.budget_s:.0f} s" if plan.budget_s > 0 else "none (the phases as written)"
     if plan.budget_s > 0 and plan.null:
         budget += ", not applied to an A/A"
@@ -287,8 +289,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
         f"budget    {budget}",
         f"seed      {plan.seed} (scenario {s.seed} + --seed {plan.seed_offset})",
         f"fill      {plan.fill}",
-        f"settle    {_on_off(plan.settle)}; arm threads: "
-        + ("shared" if plan.shared_arm_thread else "one per arm"),
+        f"settle    {_on_off(plan.settle)}; arm threads: {plan.arm_threads}",
         f"phases    {len(plan.phases)}",
     ]
     for p in plan.phases:
@@ -306,7 +307,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
 def print_plan(plan: RunPlan, fmt: str = "md") -> int:
     """Print the plan (JSON for `--format json`); nothing loads. Returns the exit status 0."""
     if fmt == "json":
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(msgspec.to_builtins(plan.recorded()), indent=2))
     else:
         print("\n".join(plan_lines(plan)))
     return 0
