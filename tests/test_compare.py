@@ -224,7 +224,7 @@ def test_compare_never_imports_mlx_and_its_core_never_imports_textual():
 async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_their_own_styles(
     tmp_path,
 ):
-    from mlatui.widgets.compare_render import RUN_STYLES, _differing
+    from mlatui.widgets.compare_render import _differing, series_looks
 
     app = CompareApp(compare_files(DEMO, REFBLAS), out_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -246,8 +246,9 @@ async def test_the_table_scrolls_sideways_on_a_small_screen_and_the_runs_have_th
         row = next(line for line in shown().splitlines() if "[46.8, 53.8]" in line)
         assert row.startswith("│   512     stock"), row
         assert "A [95% CI]" not in shown() and "  ctx     arm" in shown()
+    looks = series_looks(app.cmp)  # each run's arms in their own colours and shapes
     for arm in ("stock", "patched"):
-        assert RUN_STYLES["A"][arm] != RUN_STYLES["B"][arm]
+        assert looks["A", arm].style != looks["B", arm].style
     a = "openblas (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)"
     b = "openblas (/opt/venv/lib/python3.11/site-packages/scipy_openblas32/lib/libblas.so)"
     shown_a, shown_b = _differing(a, b, 26)

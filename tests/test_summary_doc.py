@@ -31,6 +31,11 @@ CHECK = {"phase", "context", "check", "ratio", "rounds", "stock_l1_ms", "patched
 FIGURE = {"median", "low", "high", "text"}
 
 
+def read_document(text: str | bytes) -> summary_doc.RunDocument:
+    """A document back, checked against the schema (msgspec.ValidationError when it does not fit)."""
+    return msgspec.json.decode(text, type=summary_doc.RunDocument)
+
+
 def _document(path) -> dict:
     rec = read_recording(path)
     return json.loads(export.summary_json(summarize_events([rec.header, *rec.events])))
@@ -46,7 +51,7 @@ def test_the_schema_names_every_field():
 @pytest.mark.parametrize("path", recordings(), ids=lambda p: p.name)
 def test_every_kept_recording_gives_a_document_that_fits_the_schema(path):
     text = export.summary_json(summarize_events([*_events(path)]))
-    doc = summary_doc.read_document(text)  # raises when a field is missing or mistyped
+    doc = read_document(text)  # raises when a field is missing or mistyped
     raw = json.loads(text)
     assert set(raw) == DOCUMENT
     assert doc.header is not None and doc.header["type"] == "header"
@@ -66,14 +71,14 @@ def _events(path):
 
 
 def test_the_document_carries_the_markdowns_figures():
-    doc = summary_doc.read_document(export.summary_json(summarize_events(_events(_demo()))))
+    doc = read_document(export.summary_json(summarize_events(_events(_demo()))))
     md = export.summary_markdown(summarize_events(_events(_demo())))
     assert doc.verdict in md
     row = next(r for r in doc.sweep if r.context == 4096 and r.width == 2)
     assert row.ratio is not None and row.ratio.low < row.ratio.median < row.ratio.high
     assert row.ratio.text in md and row.check == "valid (pooled)"
     with pytest.raises(msgspec.ValidationError):
-        summary_doc.read_document(json.dumps({k: v for k, v in json.loads(
+        read_document(json.dumps({k: v for k, v in json.loads(
             summary_doc.document_json(doc)).items() if k != "verdict"}))  # fmt: skip
 
 
@@ -127,7 +132,7 @@ def test_expect_on_a_recording(assertion, status, line):
 def test_replay_dump_json_is_the_document_with_its_expectations():
     code, out, err = _replay("--format", "json", "--expect", "stock/patched@L=2,4K >= 5")
     assert code == 3
-    doc = summary_doc.read_document(out)
+    doc = read_document(out)
     (e,) = doc.expectations
     assert (
         e.outcome == "undecided" and e.measured is not None and e.measured.low < 5 < e.measured.high
@@ -181,7 +186,7 @@ def test_bench_json_and_expect_on_a_run(tmp_path, monkeypatch):
     with fake_device(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv)
     assert status == 1  # one failed
-    doc = summary_doc.read_document(out.getvalue())
+    doc = read_document(out.getvalue())
     outcomes = [e.outcome for e in doc.expectations]
     assert outcomes == ["passed", "failed", "undecided"]
     assert "the L = 1 check at 256 is inconclusive" in doc.expectations[2].line

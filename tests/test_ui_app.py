@@ -153,9 +153,11 @@ async def test_export_and_screenshot_write_files(tmp_path):
         (exported_json,) = tmp_path.glob("mlatui-summary-*.json")
         assert md and csv
         # the document `bench --format json` and `replay --dump --format json` print
-        from mlatui.views.summary_doc import read_document
+        import msgspec
 
-        doc = read_document(exported_json.read_text())
+        from mlatui.views.summary_doc import RunDocument
+
+        doc = msgspec.json.decode(exported_json.read_text(), type=RunDocument)
         text = md[0].read_text()
         assert doc.verdict in text and doc.sweep
         assert all(r.ratio.text in text for r in doc.sweep if r.ratio is not None)

@@ -27,11 +27,6 @@ from .plot import LogLogPlot, log_log_axes
 from .render import strip_lines
 
 PLOT_GREY = palette.GREY
-# each run's arms in their own colours and shapes (widgets.palette), so no two series share one
-RUN_STYLES = {
-    run: {arm: series_look(2 * i + j).style for j, arm in enumerate(ARMS)}
-    for i, run in enumerate("AB")
-}
 COLUMN_STYLES = {"A": "", "B": "italic"}  # the table's A and B columns
 
 

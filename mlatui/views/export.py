@@ -2,9 +2,11 @@
 `bench` prints, the `e` export writes and `replay --dump` prints, and the export's CSV, at any
 moment of a run (pure Python).
 
-Both carry the run metadata, the verdict strip, the L = 1 checks, the marginal cost of the
-second query, and one table per phase (sweep and tune/decode never share a table; the CSV has a
-`table` column to filter on). Numbers are rounded to what their CI supports (mlatui.views.units).
+Both carry the run metadata, the verdict strip, the L = 1 checks (with the pooled check's note),
+the marginal cost of the second query, one table per phase (sweep and tune/decode never share a
+table; the indexer's parts have their own; the CSV has a `table` column to filter on) and an A/A
+run's harness bias. Numbers are rounded to what their CI supports (mlatui.views.units); invalid
+contexts (failed L = 1 check) are marked, never mixed in.
 """
 
 from __future__ import annotations
@@ -157,6 +159,10 @@ def _or_dash(count: int | None) -> str:
     return "-" if count is None else str(count)
 
 
+def _outcome(r: IndexerRow) -> str:
+    return r.outcome or ("valid" if r.valid else "invalid")
+
+
 def indexer_table(summary: PhaseSummary) -> str:
     """The indexer phase's own table: one sparse layer of the model, per part, context, S, arm;
     the paired stock/patched (stock rows), the pool's rebuilds/reuses and the untimed output
@@ -178,7 +184,7 @@ def indexer_table(summary: PhaseSummary) -> str:
             fixed_ci_text(r.ratio, r.ratio_low, r.ratio_high, 3, "×") if r.arm == "stock" else "",
             f"{_or_dash(r.pool_rebuilds)}/{_or_dash(r.pool_reuses)}",
             agree(r),
-            r.outcome or ("valid" if r.valid else "invalid"),
+            _outcome(r),
         ]
         for r in summary.rows_of(IndexerRow)
     ]
@@ -449,8 +455,7 @@ def _phase_rows(phase: PhaseFigures) -> list[dict]:
             "rounds": r.rounds,
             "text": r.layer,
         }
-        outcome = r.outcome or ("valid" if r.valid else "invalid")
-        rows.append(row | {"check": outcome})
+        rows.append(row | {"check": _outcome(r)})
     return rows
 
 

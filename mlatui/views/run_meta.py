@@ -258,10 +258,6 @@ DEFAULT_ARMS = (
 )
 
 
-def _on_off(value: bool) -> str:
-    return "on" if value else "off"
-
-
 def plan_lines(plan: RunPlan) -> list[str]:
     """The plan in words: one setting a line, then one line per phase."""
     s = plan.scenario
@@ -289,7 +285,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
         f"budget    {budget}",
         f"seed      {plan.seed} (scenario {s.seed} + --seed {plan.seed_offset})",
         f"fill      {plan.fill}",
-        f"settle    {_on_off(plan.settle)}; arm threads: {plan.arm_threads}",
+        f"settle    {'on' if plan.settle else 'off'}; arm threads: {plan.arm_threads}",
         f"phases    {len(plan.phases)}",
     ]
     for p in plan.phases:

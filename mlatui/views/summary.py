@@ -7,6 +7,12 @@ parts they show through the same functions (`acceptance_of`, `progress_of`, `ver
 Every printer renders it (`bench`'s stdout, the `e` export, `replay --dump`, `compare`: the one
 `summary_markdown` in mlatui.views.export), with one formatter per unit (mlatui.views.units), so
 no two surfaces can print different numbers for the same figure. Pure Python.
+
+Sweep figures come from the paired estimates (medians over rounds with 95% CIs), available from
+the first round on, so a mid-run summary has them; a run without estimates gives plain medians
+of the samples, without a CI. Beside the summary: each (phase, context)'s L = 1 check (`Check`)
+and its two L = 1 figures (`l1_figures`), and what a headless run reads of its events alone (the
+checks as they ended, `invalid_contexts`; the event types a replay keeps for it).
 """
 
 from __future__ import annotations

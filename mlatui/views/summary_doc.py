@@ -253,8 +253,3 @@ def document(s: RunSummary, expectations: list[ExpectationDoc] | None = None) ->
 
 def document_json(doc: RunDocument) -> str:
     return msgspec.json.format(msgspec.json.encode(doc), indent=1).decode() + "\n"
-
-
-def read_document(text: str | bytes) -> RunDocument:
-    """A document back, checked against the schema (msgspec.ValidationError when it does not fit)."""
-    return msgspec.json.decode(text, type=RunDocument)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlatui.measure.estimates import judge_estimates
 from mlatui.measure.plans import Setting
 from mlatui.stream.events import ARMS, DecodeResult
-from mlatui.stream.phrases import check_mark
+from mlatui.stream.phrases import CHECK_MARKS
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.run_meta import slot_name
 from mlatui.views.units import fmt_context, ms_text, ratio_text
@@ -224,8 +224,7 @@ def _checks(state: DashboardState) -> list[Part]:
     unsure = sum(v.verdict == "inconclusive" for v in checks)
     bad = len(checks) - ok - pooled - unsure
     valid, by_pool, undecided, invalid = (
-        check_mark(v, pooled=p)
-        for v, p in (("valid", False), ("valid", True), ("inconclusive", False), ("invalid", False))
+        CHECK_MARKS[v] for v in ("valid", "valid (pooled)", "inconclusive", "invalid")
     )
     text = f"L=1 {valid} {ok}/{len(checks)}"
     if pooled:
