@@ -13,7 +13,7 @@ appends S tokens and the pool cache is exactly as long as the cache, so patched 
 tail while stock re-pools all T tokens whenever S > 1. Three ways to keep that state over a
 context's samples were weighed:
 
-- One cache per arm that keeps every step's tokens (what this bench used to do). Both arms would
+- One cache per arm that keeps every step's tokens. Both arms would
   still see the same length at each quad (each quad gives both arms two steps of one width), but
   under rotating rounds a width's length depends on its position in the round and on the widths
   measured before it, and the context drifts upward through the run, so a later round compares a
