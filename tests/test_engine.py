@@ -20,12 +20,7 @@ from mlatui.config.run_plan import RunConfig
 from mlatui.measure.acceptance import AcceptanceCounts
 from mlatui.measure.sampler import round_schedule
 from mlatui.run.arms import ArmWorker, Baton, build_arms
-from mlatui.run.drafts import (
-    DraftModelSource,
-    UntrimmableCacheError,
-    plain_step,
-    require_trimmable,
-)
+from mlatui.run.drafts import UntrimmableCacheError, plain_step, require_trimmable
 from mlatui.stream.events import (
     DecodeBlock,
     DecodeResult,
@@ -40,7 +35,7 @@ from mlatui.stream.events import (
 from mlatui.stream.recorder import Recorder, read_recording
 from tests.engine_run import run
 from tests.random_models import build_model
-from tools.train.acceptance import speculative_step
+from tools.train.acceptance import SteppedDraftModel, speculative_step
 
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
 QUICK = {"reps": 3, "warmup": 1, "tokens": 8}
@@ -188,7 +183,7 @@ def test_greedy_speculative_equals_plain(depth):
     def speculative():
         cache = make_prompt_cache(target)
         target(mx.array([prompt[:-1]]), cache=cache)
-        draft = DraftModelSource(draft_model)
+        draft = SteppedDraftModel(draft_model)
         draft.prefill(mx.array([prompt[:-1]]))
         last, out, hidden = prompt[-1], [], None
         while len(out) < n:

@@ -1,8 +1,8 @@
-"""Speculative decoding's draft sources and step: a separate draft model, an MTP head, and the
-speculative step, gpt-fast style: the step is pure (draft, verify, accept, roll back) and
-returns plain numbers; counting acceptance per position happens outside, in the phases.
+"""Speculative decoding's draft sources: a separate draft model (run by mlx-lm's own
+speculative loop) and an MTP head (run by mlatui's loop of the same shape,
+mlatui.run.decode_stream.mtp_block); rejection sampling's acceptance rule.
 
-State convention shared by the sources and the step: the target's cache covers every token
+State convention shared by the sources and the loops: the target's cache covers every token
 except the last emitted one (`last`), which is fed first in the next verify. A draft source keeps
 its own cache aligned the same way.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import random
 import time
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -54,49 +53,16 @@ from mlatui.models.mtp_weights import (
 from mlatui.models.mx_typed import as_float, as_int, as_ints, evaluate_buffers
 
 
-class DraftSource(ABC):
-    name: str = "draft"
-    needs_hidden: bool = False  # True: the target forward must also return hidden states
+class DraftModelSource:
+    """A separate small model sharing the target's tokenizer (mlx-lm's `--draft-model`): its
+    `model` and `cache` go to mlx-lm's speculative loop."""
 
-    @abstractmethod
-    def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None:
-        """Consume the context: `tokens` (1, T) = everything but `last`; `hidden` (1, T, D) the
-        target's hidden states at those positions (MTP heads only)."""
-
-    @abstractmethod
-    def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
-        """Greedy-draft k tokens following `last`. `hidden` (1, 1, D): the target's hidden state
-        at the position before `last` (MTP heads only)."""
-
-    @abstractmethod
-    def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
-        """The verify accepted `accepted` of the k drafts: roll back the rest. `hidden`
-        (1, accepted + 1, D): target hidden at positions last, d1..d_accepted (MTP only)."""
-
-    def target_forward(
-        self, model: nn.Module, inputs: mx.array, cache: list[Any]
-    ) -> tuple[mx.array, mx.array | None]:
-        """Target logits (1, L, V) and, if needs_hidden, hidden states (1, L, D)."""
-        return model(inputs, cache=cache), None
-
-    def reset(self) -> None:  # noqa: B027 - optional hook; stateless sources need nothing
-        """Forget all state (a new context follows)."""
-
-    def sync_arrays(self) -> list[mx.array]:
-        """Arrays to include in the sync point after drafting."""
-        return []
-
-
-class DraftModelSource(DraftSource):
-    """A separate small model sharing the target's tokenizer (mlx-lm's `--draft-model`)."""
+    needs_hidden = False  # the target forward need not return hidden states
 
     def __init__(self, model: nn.Module, name: str = "draft-model"):
         self.model = model
         self.name = name
         self.cache: list[Any] | None = None
-        self.pending: list[int] = []  # accepted tokens not yet in the draft cache
-        self._fed = 0
-        self._last_draft = 0
 
     @property
     def caches(self) -> list[Any]:
@@ -110,37 +76,14 @@ class DraftModelSource(DraftSource):
             raise ValueError(
                 f"draft model {self.name}: its cache cannot be trimmed, so it cannot roll back rejected drafts"
             )
-        self.pending = []
 
     def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None:
+        """Consume the context: `tokens` (1, T) = everything but the last emitted token."""
         self.reset()
         step = 512
         for start in range(0, tokens.shape[1], step):
             self.model(tokens[:, start : start + step], cache=self.cache)
             mx.eval([c.state for c in self.caches])
-
-    def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
-        feed = self.pending + [last]
-        self.pending = []
-        drafts: list[int] = []
-        y = mx.array([feed])  # (1, len(feed))
-        for i in range(k):
-            logits = self.model(y, cache=self.cache)
-            tok = mx.argmax(logits[:, -1, :], axis=-1)
-            drafts.append(as_int(tok))
-            if i + 1 < k:
-                y = tok[None]  # (1, 1)
-        self._fed = k  # cache now holds last, d1..d_{k-1}
-        self._last_draft = drafts[-1]
-        return drafts
-
-    def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
-        keep = accepted + 1  # last, d1..d_accepted
-        if keep <= self._fed:
-            trim_prompt_cache(self.caches, self._fed - keep)
-        else:  # every draft accepted: d_k was never fed
-            self.pending = [self._last_draft]
-        self._fed = 0
 
 
 class UntrimmableCacheError(ValueError):
@@ -268,7 +211,7 @@ def _lm_head(model: nn.Module) -> Any:
     return head if head is not None else model.model.embed_tokens.as_linear
 
 
-class MTPDraft(DraftSource):
+class MTPDraft:
     """Draft source backed by an MTP head.
 
     State (the convention above): the target cache holds t_0..t_{n-1}, `last` = t_n. Slot j of the

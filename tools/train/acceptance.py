@@ -26,16 +26,80 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from mlatui.models.mx_typed import as_int, as_ints
 from mlatui.measure.acceptance import AcceptanceCounts, VerifyStep
-from mlatui.run.drafts import DraftModelSource, DraftSource
+from mlatui.run.drafts import DraftModelSource
 from mlatui.measure.acceptance import distinct_ngram_share
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+
+class DraftSource(Protocol):
+    """What `speculative_step` drafts with: `SteppedDraftModel` or mlatui's MTPDraft."""
+
+    def prefill(self, tokens: mx.array, hidden: mx.array | None = None) -> None: ...
+
+    def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
+        """Greedy-draft k tokens following `last`. `hidden` (1, 1, D): the target's hidden
+        state at the position before `last` (MTP heads only)."""
+        ...
+
+    def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
+        """The verify accepted `accepted` of the k drafts: roll back the rest. `hidden`
+        (1, accepted + 1, D): target hidden at positions last, d1..d_accepted (MTP only)."""
+        ...
+
+    def target_forward(
+        self, model: nn.Module, inputs: mx.array, cache: list[Any]
+    ) -> tuple[mx.array, mx.array | None]:
+        """Target logits (1, L, V) and, for an MTP head, hidden states (1, L, D)."""
+        ...
+
+
+class SteppedDraftModel(DraftModelSource):
+    """mlatui's draft model, drafting one greedy step at a time for `speculative_step`."""
+
+    def __init__(self, model: nn.Module, name: str = "draft-model"):
+        super().__init__(model, name)
+        self.pending: list[int] = []  # accepted tokens not yet in the draft cache
+        self._fed = 0
+        self._last_draft = 0
+
+    def reset(self) -> None:
+        super().reset()
+        self.pending = []
+
+    def target_forward(
+        self, model: nn.Module, inputs: mx.array, cache: list[Any]
+    ) -> tuple[mx.array, mx.array | None]:
+        return model(inputs, cache=cache), None
+
+    def propose(self, last: int, k: int, hidden: mx.array | None = None) -> list[int]:
+        feed = self.pending + [last]
+        self.pending = []
+        drafts: list[int] = []
+        y = mx.array([feed])  # (1, len(feed))
+        for i in range(k):
+            logits = self.model(y, cache=self.cache)
+            tok = mx.argmax(logits[:, -1, :], axis=-1)
+            drafts.append(as_int(tok))
+            if i + 1 < k:
+                y = tok[None]  # (1, 1)
+        self._fed = k  # cache now holds last, d1..d_{k-1}
+        self._last_draft = drafts[-1]
+        return drafts
+
+    def commit(self, accepted: int, hidden: mx.array | None = None) -> None:
+        keep = accepted + 1  # last, d1..d_accepted
+        if keep <= self._fed:
+            trim_prompt_cache(self.caches, self._fed - keep)
+        else:  # every draft accepted: d_k was never fed
+            self.pending = [self._last_draft]
+        self._fed = 0
 
 
 @dataclass(frozen=True)
@@ -67,7 +131,6 @@ def speculative_step(
     Returns the result and the target hidden state at the position before the new `last`."""
     t0 = time.perf_counter_ns()
     drafts = draft.propose(last, depth, hidden)
-    mx.eval(draft.sync_arrays())
     inputs = mx.array([[last, *drafts]])  # (1, depth + 1)
     t1 = time.perf_counter_ns()
     logits, new_hidden = draft.target_forward(model, inputs, cache)
@@ -154,7 +217,7 @@ def speculate(model: Any, source: DraftSource, prompt: list[int], n: int, depth:
 
 def speculative(model: Any, draft: Any, prompt: list[int], n: int, depth: int) -> SpecResult:
     """`speculate` with a separate draft model."""
-    return speculate(model, DraftModelSource(draft), prompt, n, depth)
+    return speculate(model, SteppedDraftModel(draft), prompt, n, depth)
 
 
 def _rounded(values: tuple) -> list[float | None]:
@@ -280,7 +343,7 @@ def run(a: argparse.Namespace) -> dict:
         else:
             draft, _, _ = load_checkpoint(str(draft_dir), what="draft model")
             gate_model(draft, variant)
-            sources["model"] = DraftModelSource(draft)
+            sources["model"] = SteppedDraftModel(draft)
     if "mtp" in kinds:
         head = load_mtp_draft(model_dir, model, required=False)
         if head is None:
