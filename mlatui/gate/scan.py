@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import asdict, dataclass
 from enum import StrEnum
+from functools import lru_cache
 from pathlib import Path
 
 from mlatui.gate.forms import (
@@ -58,16 +59,32 @@ class Site:
         return out
 
 
+@lru_cache(maxsize=512)
+def _parse_once(path: Path, mtime_ns: int, size: int) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return None
+
+
+def parsed(path: Path) -> ast.Module | None:
+    """A source file's syntax tree, None where it does not parse. A gated file is read by its
+    scan, its constants and its config defaults, and a sibling by every module importing it:
+    each is parsed once while it stays unchanged (same mtime and size). Callers only read it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parse_once(path, stat.st_mtime_ns, stat.st_size)
+
+
 def _config_defaults(path: Path) -> dict[str, int]:
     """Integer defaults of the head dims in the family's config dataclasses: the module's own
     (mlx-lm) or its folder's config.py (mlx-vlm)."""
     found: dict[str, int] = {}
     for source in (path, path.parent / "config.py"):
-        if not source.is_file():
-            continue
-        try:
-            tree = ast.parse(source.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
+        tree = parsed(source) if source.is_file() else None
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if (
@@ -96,9 +113,8 @@ def module_constants(path: Path, depth: int = 1) -> dict[str, int]:
     """The integer constants a module defines at its top level (`_ABSORBED_MAX_L = 8`), and
     those it imports by name from a sibling module of the same tree (`from ..linear import
     DECODE_BLOCK_SIZE`)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError):
+    tree = parsed(path)
+    if tree is None:
         return {}
     found: dict[str, int] = {}
     for node in tree.body:
@@ -243,9 +259,8 @@ def _pool_sites(cls: ast.ClassDef, fn: ast.FunctionDef, where: str, name: str) -
 def scan_file(path: Path, shown: str | None = None) -> list[Site]:
     """Every MLA gate, width path, sparse gather guard and indexer pooling gate in one source
     file. `shown` is the path the sites carry (default: the path as given)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError):
+    tree = parsed(path)
+    if tree is None:
         return []
     ctx: _FileContext | None = None
     sites: list[Site] = []
