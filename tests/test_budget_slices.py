@@ -107,11 +107,11 @@ def msgspec_replace(v, **changes):
     return msgspec.structs.replace(v, **changes)
 
 
-def _finish(t: float, added_s: float):
+def _finish(t: float, added_s: float, plan_t: float = 0.0):
     from mlatui.config.phase_kind import PhaseKind
 
     ctx = FakeCtx(t)
-    planned = BudgetPlanned(0.0, 100.0, 80.0, 50.0, (), (), (512,), 1.0, 2.5)
+    planned = BudgetPlanned(plan_t, 100.0, 80.0, 50.0, (), (), (512,), 1.0, 2.5)
     check = Validity(
         1.0,
         "sweep",
@@ -150,6 +150,16 @@ def test_the_time_left_goes_to_the_undecided_checks_and_the_run_says_its_forecas
     said = next(e for e in ctx.events if isinstance(e, LogMessage))
     assert "(forecast error -17%)" in said.message
     assert "still undecided: sweep @ 512" in said.message and "compilation" in said.message
+
+
+def test_the_forecast_error_leaves_out_the_time_before_the_plan():
+    """A cold GPU's probe compiles for ~46 s before the plan: the error is the phases' forecast
+    against what the phases took, not diluted by the seconds both share."""
+    ctx, _, _, out = _finish(99.0, added_s=39.0, plan_t=40.0)  # phases forecast 10 s, took 20 s
+    assert out.plan_t == 40.0 and out.planned_s == pytest.approx(60.0)
+    assert out.error_pct == pytest.approx((50 - 60) / (60 - 40) * 100)  # -50%, not -17%
+    said = next(e for e in ctx.events if isinstance(e, LogMessage)).message
+    assert "forecast the phases at ~10 s and they took 20 s (forecast error -50%)" in said
 
 
 def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch):

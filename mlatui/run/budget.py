@@ -431,7 +431,7 @@ def outcome_text(o: BudgetOutcome) -> str:
     still = f"; L = 1 checks still undecided: {', '.join(o.undecided)}" if o.undecided else ""
     first = f"; the probe's first use of each shape (compilation) took {o.first_use_s:.1f} s"
     return (
-        f"budget {o.budget_s:.0f} s: the run took {o.took_s:.0f} s; its plan forecast "
-        f"~{o.forecast_s:.0f} s for what took {o.planned_s:.0f} s (forecast error "
-        f"{o.error_pct:+.0f}%){extra}{still}{first * (o.first_use_s >= 0.5)}"
+        f"budget {o.budget_s:.0f} s: the run took {o.took_s:.0f} s; its plan forecast the "
+        f"phases at ~{o.forecast_s - o.plan_t:.0f} s and they took {o.planned_s - o.plan_t:.0f} s "
+        f"(forecast error {o.error_pct:+.0f}%){extra}{still}{first * (o.first_use_s >= 0.5)}"
     )

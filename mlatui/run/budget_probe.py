@@ -332,9 +332,10 @@ class Budget:
     def finish(self, ctx: RunContext, done: PassResults, more: MoreRounds) -> PassResults:
         """The time left to more L = 1 rounds where a check is still undecided (`more`, a phase
         of its own as `+`), to the budget's end, at the contexts whose prefill and pair of rounds
-        fit it at this device's pace (smallest first: a loaded host's 2K prefill and pair took
-        39 s where 4 were left); then the plan's forecast against what its planned rounds took
-        (the run less the rounds past them), in the log and a BudgetOutcome. Returns the pass
+        fit it at this device's pace (smallest first: on a loaded host one long prefill and pair
+        can take many times the seconds left); then the plan's forecast against what its planned rounds took
+        (the run less the rounds past them, and less the time before the plan: load, probe and
+        its compilation), in the log and a BudgetOutcome. Returns the pass
         with those checks."""
         end_s, spent_s = self.planned.budget_s * (1 - END_SHARE), 0.0
         pace, undecided = self.pace(ctx, len(self.chosen), done), done.checks.undecided()
@@ -352,7 +353,7 @@ class Budget:
             done = replace(done, checks=done.checks.plus(decided), added_s=added_s)
         took_s, p = ctx.now(), self.planned
         forecast_s = p.predicted_s if self.forecast_s is None else self.forecast_s
-        planned_s = max(1e-9, took_s - done.added_s)
+        planned_s = took_s - done.added_s
         outcome = BudgetOutcome(
             took_s,
             p.budget_s,
@@ -360,9 +361,10 @@ class Budget:
             planned_s,
             done.added_s,
             took_s,
-            (forecast_s - planned_s) / planned_s * 100,
+            (forecast_s - planned_s) / max(1e-9, planned_s - p.t) * 100,
             p.first_use_s,
             tuple(f"{v.phase} @ {v.context}" for v in done.checks.undecided()),
+            p.t,
         )
         ctx.emit(LogMessage(took_s, "info", outcome_text(outcome)))
         ctx.emit(outcome)

@@ -158,9 +158,12 @@ class BudgetOutcome(Event, frozen=True, tag="budget_outcome"):
     planned_s: Finite  # what the run took less `extra_s`: what that forecast forecast
     extra_s: Finite  # spent on undecided L = 1 checks and rounds added for the time left
     took_s: Finite  # the whole run so far
-    error_pct: Finite  # (forecast_s - planned_s) / planned_s, in %
+    # (forecast_s - planned_s) / (planned_s - plan_t), in %: the phases' forecast against what
+    # they took, the time before the plan (load, probe and its compilation) left out
+    error_pct: Finite
     first_use_s: Finite = 0.0  # the probe's first use of each shape (not forecast)
     undecided: tuple[str, ...] = ()  # "phase @ context" of each L = 1 check still undecided
+    plan_t: Finite = 0.0  # run seconds when the first plan was made
 
 
 class LoadKind(StrEnum):
