@@ -89,9 +89,10 @@ def _rows(arm, speedups, warnings=None, valid=True):
 
 
 def test_a_depth_wins_only_when_its_ci_lies_above_plain():
-    assert pick({1: (1.3, 1.1, 1.5), 2: (1.6, 0.9, 2.2)}, 2.0) == 1  # d2 faster but not significant
-    assert pick({1: (1.3, 1.1, 1.5), 2: (1.31, 1.2, 1.4)}, 2.0) == 2  # within 2%: the deeper
-    assert pick({1: (1.05, 0.97, 1.1)}, 2.0) is None
+    d1, d2 = Setting(depth=1), Setting(depth=2)
+    assert pick({d1: (1.3, 1.1, 1.5), d2: (1.6, 0.9, 2.2)}, 2.0) == d1  # d2 faster, not significant
+    assert pick({d1: (1.3, 1.1, 1.5), d2: (1.31, 1.2, 1.4)}, 2.0) == d2  # within 2%: the deeper
+    assert pick({d1: (1.05, 0.97, 1.1)}, 2.0) is None
     rows = _rows("patched", {1: (1.3, 1.1, 1.5)}) + _rows("stock", {1: (0.6, 0.55, 0.65)})
     v = tune_verdict(rows)
     assert "patched @ 1024: depth 1 wins 1.30× [1.10, 1.50] plain" in v

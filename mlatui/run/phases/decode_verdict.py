@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeVar
 
 from mlatui.measure.acceptance import LOOPING as LOOPING_TEXT
 from mlatui.measure.acceptance import AcceptanceCounts, Repetition, looping_warning
@@ -85,23 +84,16 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None
 
 
-K = TypeVar("K", int, Setting)
-
-
-def _depth(key: int | Setting) -> int:
-    return key.depth if isinstance(key, Setting) else key
-
-
-def pick(speedups: dict[K, tuple[float, float, float]], tie_pct: float) -> K | None:
-    """The winning setting (a depth, or a draft kind at a depth) among those whose speedup CI
-    lies above 1, or None. Within tie_pct of the fastest median the deeper one wins (it
-    amortises better at long outputs); at one depth, the faster kind."""
+def pick(speedups: dict[Setting, tuple[float, float, float]], tie_pct: float) -> Setting | None:
+    """The winning setting (a draft kind at a depth) among those whose speedup CI lies above 1,
+    or None. Within tie_pct of the fastest median the deeper one wins (it amortises better at
+    long outputs); at one depth, the faster kind."""
     winners = {k: v for k, v in speedups.items() if v[1] > 1.0}
     if not winners:
         return None
     best = max(v[0] for v in winners.values())
     close = [k for k, v in winners.items() if v[0] >= best * (1 - tie_pct / 100)]
-    return max(close, key=lambda k: (_depth(k), winners[k][0]))
+    return max(close, key=lambda k: (k.depth, winners[k][0]))
 
 
 def _setting(row: DecodeRow) -> Setting:
@@ -151,7 +143,7 @@ def tune_verdict(rows: list[DecodeRow], tie_pct: float = 2.0, phase: str = "") -
             bound_note = _bound_note(spec, by_bound)
             warned = [_setting(r) for r in spec if r.warnings]
             if warned and all(not st.kind for st in warned):
-                note = f" (d{','.join(str(st.depth) for st in sorted(warned, key=_depth))} left out: see warnings)"
+                note = f" (d{','.join(str(st.depth) for st in sorted(warned, key=lambda st: st.depth))} left out: see warnings)"
             elif warned:
                 note = f" ({', '.join(st.label for st in warned)} left out: see warnings)"
             else:
