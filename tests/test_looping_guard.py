@@ -152,7 +152,7 @@ def test_a_bad_min_distinct_4gram_is_refused_in_one_line(tmp_path, value):
 def test_the_threshold_is_a_phase_key_with_a_default():
     f = DEFAULT.parent / "default.toml"
     tune = next(p for p in load_scenario(f).phases if p.kind == "tune")
-    assert tune.min_distinct_4gram == 0.5 and tune.to_dict()["min_distinct_4gram"] == 0.5
+    assert tune.min_distinct_4gram == 0.5 and msgspec.to_builtins(tune)["min_distinct_4gram"] == 0.5
 
 
 def test_the_default_scenarios_tune_samples():
