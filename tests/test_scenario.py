@@ -82,9 +82,11 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
             "phase[0].reps: expected an integer >= 3 for a sweep phase, got 2",
         ),
         (
-            ("contexts = [256]", 'contexts = [256]\nkind_depths = { "mtp" = [0] }'),
-            "phase[0].kind_depths: expected a table whose values are each an array of integers"
-            ' >= 1, got {"mtp": [0]}',
+            (
+                "contexts = [256]",
+                'contexts = [256]\nkind_depths = { "mtp" = [1], "draft-model" = [0] }',
+            ),
+            "phase[0].kind_depths.draft-model[0]: expected an integer >= 1, got 0",
         ),
         (
             ("contexts = [256]", 'contexts = [256]\nkind_depths = { "mtp" = [1], "x" = [1] }'),

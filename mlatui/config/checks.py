@@ -8,8 +8,11 @@ integer beyond 64 bits get the same one-line error everywhere, before anything l
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import math
+import operator
 import re
 import tomllib
 from pathlib import Path
@@ -119,6 +122,8 @@ def _step(t: inspect.Type, segment: str) -> tuple[inspect.Type, str | None]:
         return f.type, (meta.extra_json_schema or {}).get("description") if meta else None
     if isinstance(t, (inspect.ListType, inspect.VarTupleType)):
         return t.item_type, None
+    if isinstance(t, inspect.DictType):
+        return t.value_type, None
     if isinstance(t, inspect.TupleType):
         return t.item_types[int(segment[1:-1])], None
     return inspect.AnyType(), None
@@ -130,19 +135,42 @@ SEGMENT = re.compile(r"\.[^.\[]+|\[\d+\]|\[\.\.\.\]")
 def _walk(schema: type, raw: Any, path: str) -> tuple[str, inspect.Type, Any, str | None]:
     """(the key path as the file spells it, the schema type there, the value found, a hint)."""
     t: inspect.Type = inspect.type_info(schema)
-    value, shown, hint = raw, "", None
+    value, shown, hint, trail = raw, "", None, list[str | int]()
     for segment in SEGMENT.findall(path):
-        if segment == "[...]":  # a value in a table (msgspec does not say which key): the table
-            break
+        if segment == "[...]":  # a value in a table: msgspec does not say which key
+            key = _failing_key(schema, raw, trail, value, path)
+            if key is None:
+                break
+            segment = f".{key}"
         t, described = _step(t, segment)
         hint = described or hint
         if segment.startswith(".") and isinstance(value, dict):
             value, shown = value.get(segment[1:]), f"{shown}{segment}"
+            trail.append(segment[1:])
             continue
         shown += segment
         i = int(segment[1:-1])
         value = value[i] if isinstance(value, list) and i < len(value) else None
+        trail.append(i)
     return shown.lstrip("."), t, value, hint
+
+
+def _failing_key(
+    schema: type, raw: Any, trail: list[str | int], table: Any, path: str
+) -> str | None:
+    """The key of the table entry that fails at `path` on its own (the file with only that
+    entry in the table), the first in the table's order, as msgspec checks them."""
+    if not trail or not isinstance(table, dict):
+        return None
+    for key, entry in table.items():
+        trial = copy.deepcopy(raw)
+        functools.reduce(operator.getitem, trail[:-1], trial)[trail[-1]] = {key: entry}
+        try:
+            msgspec.convert(trial, schema)
+        except msgspec.ValidationError as e:
+            if str(e).endswith(f"`${path}`"):
+                return str(key)
+    return None
 
 
 def validation_error(
