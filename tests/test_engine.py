@@ -447,8 +447,8 @@ def _reestimate(events):
 
 
 def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
-    from mlatui.measure.bandwidth import BANDWIDTH_QUANTITIES
     from mlatui.run.phases.base import estimate_rows
+    from mlatui.stream.phase_rows import Quantity
 
     _, events = tiny_run
     back = recorded(tmp_path, events)
@@ -460,7 +460,11 @@ def test_replay_reproduces_the_recorded_estimates_exactly(tmp_path, tiny_run):
     }
     assert set(again) == set(finals) and finals
     for key, est in again.items():
-        sampled = tuple(r for r in finals[key].rows if r.quantity not in BANDWIDTH_QUANTITIES)
+        sampled = tuple(
+            r
+            for r in finals[key].rows
+            if r.quantity not in (Quantity.GB_S, Quantity.MBU, Quantity.MBU_MOST)
+        )
         assert estimate_rows(est) == sampled  # GB/s and MBU rows derive from these and the bytes
         v = next(e for e in back.events if isinstance(e, Validity) and (e.phase, e.context) == key)
         assert est.control_outcome.value == v.outcome

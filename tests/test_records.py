@@ -62,7 +62,7 @@ def test_markdown_table_shape_and_bench_number_cells():
 
 
 def test_observer_table_uses_the_shared_percentile():
-    from mlatui.measure.timing import percentile
+    from mlatui.measure.records import percentile
     from mlatui.views.bench_report import observer_table as summary_table
 
     xs = [float(x) for x in range(1, 21)]

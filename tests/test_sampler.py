@@ -223,7 +223,7 @@ def test_timed_calls_run_with_the_collector_paused(monkeypatch, setting, paused_
 def test_gc_pause_nests_and_restores_only_what_it_changed():
     import gc
 
-    from mlatui.measure.timing import gc_paused
+    from mlatui.measure.sampler import gc_paused
 
     with gc_paused():
         with gc_paused():

@@ -82,7 +82,7 @@ class ViewInfo:
     timeline: tuple[tuple[float, str], ...] = ()
     fraction: float | None = None
     offer: MoreOffer | None = None  # live, ended with undecided checks: what `+` would measure
-    # replay: what is wrong with the recording (mlatui.stream.recording_state), said on screen
+    # replay: what is wrong with the recording (mlatui.stream.recorder), said on screen
     notices: tuple[str, ...] = ()
 
 

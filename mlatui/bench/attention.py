@@ -31,8 +31,7 @@ from mlatui.measure.bandwidth import effective_gb_s, utilisation
 from mlatui.measure.byte_census import ModelBytes
 from mlatui.measure.estimates import Interval, stable_seed
 from mlatui.measure.records import BRANCHES, BenchRecord, interval_dict, verdict, within_noise
-from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context
-from mlatui.measure.timing import timed_ms
+from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, timed_ms
 from mlatui.models import step_bytes
 from mlatui.models.loading import DTYPES, model_from_config, quantize
 from mlatui.models.mx_typed import before_step

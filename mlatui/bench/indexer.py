@@ -57,8 +57,7 @@ from mlatui.measure.estimates import (
     stable_seed,
 )
 from mlatui.measure.records import IndexerPart, IndexerRecord, PartRun, environment, part_records
-from mlatui.measure.sampler import Hooks, SamplerPlan, sample_context
-from mlatui.measure.timing import L1_TOLERANCE_PCT
+from mlatui.measure.sampler import L1_TOLERANCE_PCT, Hooks, SamplerPlan, sample_context
 from mlatui.models.indexer import SparseMLAConfig
 from mlatui.models.loading import DTYPES, default_dtype
 from mlatui.models.sparse_mla import (

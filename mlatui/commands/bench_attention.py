@@ -392,14 +392,13 @@ def part_b_scenario(args: argparse.Namespace, model: AttentionModel) -> PartB:
 def claim_part_b(b: PartB, args) -> PartB:
     """Part (b) with its scenario and recording files created (refused: one line, before any
     run)."""
-    from mlatui.config.outputs import claim_output
-    from mlatui.stream.sinks import default_record_path
+    from mlatui.config.outputs import claim_output, new_record_path
 
     if b.record is not None and b.scenario_path is not None:
         claim_output(b.scenario_path, overwrite=args.overwrite, flag="part (b)'s scenario")
         claim_output(b.record, overwrite=args.overwrite, flag="part (b)'s recording")
         return b
-    record = default_record_path(f"attention-{args.family}")
+    record = new_record_path(f"attention-{args.family}")
     scenario_path = claim_output(record.with_suffix(".toml"), flag="part (b)'s scenario")
     return dataclasses.replace(b, scenario_path=scenario_path, record=record)
 

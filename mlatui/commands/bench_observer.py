@@ -20,7 +20,7 @@ from mlatui.commands.argtypes import (
     positive_float,
     positive_int,
 )
-from mlatui.measure.timing import percentile
+from mlatui.measure.records import percentile
 from mlatui.views.bench_report import observer_table
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"

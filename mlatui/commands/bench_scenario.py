@@ -135,15 +135,10 @@ def run(args: argparse.Namespace) -> int:
         return _follower(plan, rank, stop)
     from dataclasses import replace
 
-    from mlatui.config.outputs import claim_output
-    from mlatui.stream.sinks import default_record_path
+    from mlatui.config.outputs import claim_output, new_record_path
 
     # the output last: a refused argument leaves no empty file behind
-    out = (
-        claim_output(args.out, overwrite=args.overwrite)
-        if args.out
-        else default_record_path("bench")
-    )
+    out = claim_output(args.out, overwrite=args.overwrite) if args.out else new_record_path("bench")
     return _record(args, replace(plan, record=str(out)), out, stop)
 
 
@@ -182,8 +177,7 @@ def _record(args: argparse.Namespace, plan, out, stop: threading.Event) -> int:
     """Rank 0: the engine's events to the recording, the progress on stderr, then the tables."""
     from mlatui.host.signals import StopOnSignals
     from mlatui.run.engine import run as run_engine  # imports mlx: after every check
-    from mlatui.stream.recorder import Recorder
-    from mlatui.stream.sinks import tee
+    from mlatui.stream.recorder import Recorder, tee
     from mlatui.views.progress_view import StderrProgress
 
     events: list[Event] = []

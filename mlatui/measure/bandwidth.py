@@ -223,9 +223,6 @@ def utilisation(step_ms: Interval, step_bytes: int, limit_gb_s: float) -> Interv
     return rate.scaled(1 / limit_gb_s)
 
 
-BANDWIDTH_QUANTITIES = ("gb_s", "mbu", "mbu_most")
-
-
 @dataclass(frozen=True)
 class StepBandwidth:
     """What a run's estimates need to say how much bandwidth each step used: the target model's

@@ -69,13 +69,10 @@ def _ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
 
 
-def bound_text(b: SpeedupBound) -> str:
-    """`at most 0.05× (2 × plain ≤ 31.0 ms / verify ≥ 2.08 s, ×1.5 runtime allowance)`: the
-    plain step's CI high end over the verify step's low end (not the medians a table shows)."""
+def rejection_text(b: SpeedupBound) -> str:
+    """`rejected by bound: at most 0.05× (2 × plain ≤ 31.0 ms / verify ≥ 2.08 s, ×1.5 runtime
+    allowance)`: the plain step's CI high end over the verify step's low end (not the medians a
+    table shows)."""
     allowance = f", ×{b.slack:g} runtime allowance" if b.slack != 1 else ""
     steps = f"plain ≤ {_ms(b.plain_ms)} / verify ≥ {_ms(b.verify_ms)}"
-    return f"at most {b.value:.2f}× ({b.tokens} × {steps}{allowance})"
-
-
-def rejection_text(b: SpeedupBound) -> str:
-    return f"rejected by bound: {bound_text(b)}"
+    return f"rejected by bound: at most {b.value:.2f}× ({b.tokens} × {steps}{allowance})"

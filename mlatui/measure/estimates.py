@@ -106,6 +106,15 @@ def stable_seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
 
+def _percentile_interval(median: float, draws: Iterable[float], n: int) -> Interval:
+    """`median` with the CONFIDENCE percentile interval of the bootstrap's `draws`."""
+    ordered = sorted(draws)
+    tail = (1 - CONFIDENCE) / 2
+    low = ordered[int(math.floor(tail * (len(ordered) - 1)))]
+    high = ordered[int(math.ceil((1 - tail) * (len(ordered) - 1)))]
+    return Interval(median, low, high, n)
+
+
 def bootstrap_median(
     values: Sequence[float], seed: int, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> Interval:
@@ -117,11 +126,7 @@ def bootstrap_median(
     med = statistics.median(xs)
     if n == 1:
         return Interval(med, med, med, 1)
-    draws = sorted(resampled_medians(xs, seed, resamples))
-    tail = (1 - CONFIDENCE) / 2
-    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
-    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
-    return Interval(med, lo, hi, n)
+    return _percentile_interval(med, resampled_medians(xs, seed, resamples), n)
 
 
 def bootstrap_median_blocks(
@@ -138,11 +143,7 @@ def bootstrap_median_blocks(
     med = statistics.median(xs)
     if len(blocks) == 1:
         return bootstrap_median(xs, seed, resamples)
-    draws = sorted(resampled_block_medians(blocks, seed, resamples))
-    tail = (1 - CONFIDENCE) / 2
-    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
-    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
-    return Interval(med, lo, hi, len(xs))
+    return _percentile_interval(med, resampled_block_medians(blocks, seed, resamples), len(xs))
 
 
 def control_outcome(ratio: Interval, tolerance_pct: float) -> Outcome:
@@ -224,14 +225,6 @@ def _quad_ratios(
         if sb > 0:
             by_round[quad[0].round].append(sa / sb)
     return [by_round[r] for r in sorted(by_round)]
-
-
-def quad_ratios_by_round(
-    timings: Sequence[Timing], arms: Sequence[str], width: int
-) -> list[list[float]]:
-    """The ratio estimator's inputs at `width`: each complete A B B A quad's sum ratio
-    stock/patched, one list per round (the unit the bootstrap resamples)."""
-    return _quad_ratios(_quads(timings), width, arms)
 
 
 def _ratio(
@@ -473,14 +466,11 @@ def stratified_bootstrap_median(
     if all(len(s) == 1 for s in clean):  # one round per context: nothing to resample
         return Interval(med, med, med, len(xs))
     rng = random.Random(seed)
-    draws = sorted(
+    draws = [
         statistics.median([v for s in clean for b in rng.choices(s, k=len(s)) for v in b])
         for _ in range(resamples)
-    )
-    tail = (1 - CONFIDENCE) / 2
-    lo = draws[int(math.floor(tail * (len(draws) - 1)))]
-    hi = draws[int(math.ceil((1 - tail) * (len(draws) - 1)))]
-    return Interval(med, lo, hi, len(xs))
+    ]
+    return _percentile_interval(med, draws, len(xs))
 
 
 def pooled_check(
@@ -497,7 +487,7 @@ def pooled_check(
     strata = {
         c: rounds
         for c, ts in sorted(by_context.items())
-        if (rounds := quad_ratios_by_round(ts, arms, control_width))
+        if (rounds := _quad_ratios(_quads(ts), control_width, arms))
     }
     if len(strata) < MIN_CONTEXTS:
         return None

@@ -25,8 +25,7 @@ from msgspec import structs
 from mlatui.config.phase_kind import Pass, PhaseKind, rules_for
 from mlatui.config.scenario import DEFAULT_VERIFY_ROUNDS, Phase
 from mlatui.measure.estimates import stable_seed
-from mlatui.measure.sampler import SamplerPlan, round_schedule
-from mlatui.measure.timing import L1_TOLERANCE_PCT
+from mlatui.measure.sampler import L1_TOLERANCE_PCT, SamplerPlan, round_schedule
 from mlatui.stream.events import ARMS, PhasePlan, Validity
 from mlatui.stream.run_settings import RunSettings
 from mlatui.stream.segments import Segment as Segment

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.bound import likely_rejected
-from mlatui.measure.loading import LoadView
 from mlatui.measure.plans import PLAIN, Segment, Setting, phase_segments
 from mlatui.stream.events import (
     ARMS,
@@ -44,6 +43,52 @@ PRIOR_DRAFT_SHARE = 0.25  # a drafted token, as a share of the target's L = 1 st
 PRIOR_OVERHEAD = {False: 1.06, True: 1.05}
 STALL_MIN_S = 10.0
 STALL_FACTOR = 5.0  # times the slowest gap between steps seen
+
+
+@dataclass
+class LoadView:
+    """Model loading as a phase of its own: the latest load, what loads and how far (bytes read
+    are an estimate when `measure` is not "exact")."""
+
+    what: str = ""
+    source: str = ""
+    random_build: bool = False
+    files: int = 0
+    total_bytes: int = 0
+    params: int = 0
+    bytes_read: int = 0
+    files_read: int = 0
+    measure: str = ""
+    started_t: float = 0.0
+    last_t: float = 0.0  # the last time bytes moved
+    done: bool = False
+
+    @classmethod
+    def start(cls, e: LoadStart) -> LoadView:
+        return cls(
+            e.what,
+            e.source,
+            e.random_build,
+            e.files,
+            e.total_bytes,
+            e.params,
+            started_t=e.t,
+            last_t=e.t,
+        )
+
+    def progress(self, e: LoadProgress) -> None:
+        if e.bytes_read != self.bytes_read or e.files_read != self.files_read or e.done:
+            self.last_t = e.t
+        self.bytes_read, self.files_read, self.measure, self.done = (
+            e.bytes_read,
+            e.files_read,
+            e.measure,
+            e.done,
+        )
+
+    @property
+    def seconds(self) -> float:
+        return self.last_t - self.started_t
 
 
 def extrapolate(points: Sequence[tuple[float, float]], x: float) -> float | None:

@@ -30,8 +30,45 @@ from mlatui.measure.estimates import (
     stable_seed,
 )
 from mlatui.measure.sampler import SamplerRun
-from mlatui.measure.timing import Stats
 from mlatui.stream.phrases import interval_text
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    xs = sorted(samples)
+    if not xs:
+        return math.nan
+    k = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    n: int
+    median: float
+    p10: float
+    p90: float
+    p95: float
+    min: float
+    max: float
+    mad: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stats:
+        if not samples:
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan, nan, nan, nan)
+        med = statistics.median(samples)
+        return cls(
+            len(samples),
+            med,
+            percentile(samples, 10),
+            percentile(samples, 90),
+            percentile(samples, 95),
+            min(samples),
+            max(samples),
+            statistics.median(abs(x - med) for x in samples),
+        )
 
 
 def environment() -> dict[str, Any]:

@@ -15,10 +15,13 @@ inside one arm's sample; it runs in the untimed calls between samples.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from mlatui.measure.estimates import (
     BOOTSTRAP_RESAMPLES,
@@ -30,8 +33,51 @@ from mlatui.measure.estimates import (
     control_ratio,
     estimate_context,
 )
-from mlatui.measure.timing import gc_paused, timed_gc_paused
 from mlatui.stream.events import ARMS
+
+L1_TOLERANCE_PCT = 2.0
+
+_gc_lock = threading.Lock()
+_gc_paused_depth = 0
+_gc_was_enabled = False
+
+
+def timed_gc_paused() -> bool:
+    """Whether timed calls run with Python's cyclic collector paused: yes unless
+    MLATUI_TIMED_GC=keep (a diagnostic). A collection that lands inside one arm's timed step
+    costs that sample milliseconds the other arm's neighbour does not pay; paused, collections
+    happen between samples (in the untimed settle steps and hand-overs) instead."""
+    return os.environ.get("MLATUI_TIMED_GC", "pause").strip().lower() != "keep"
+
+
+@contextlib.contextmanager
+def gc_paused(enabled: bool = True) -> Iterator[None]:
+    """Cyclic garbage collection off for the block, then back as it was. Nestable and safe
+    across threads (the collector is process-wide: the outermost block restores it)."""
+    global _gc_paused_depth, _gc_was_enabled
+    if not enabled:
+        yield
+        return
+    with _gc_lock:
+        if _gc_paused_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_paused_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_paused_depth -= 1
+            if _gc_paused_depth == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def timed_ms(step: Callable[[], object], sync: Callable[[object], None]) -> float:
+    """Run `step` and `sync` its result; the wall time between the two sync points, in ms.
+    The caller must have synced everything `step` depends on before calling."""
+    start = time.perf_counter_ns()
+    sync(step())
+    return (time.perf_counter_ns() - start) / 1e6
 
 
 def quad(arms: Sequence[str], mirrored: bool) -> tuple[str, str, str, str]:
@@ -109,7 +155,7 @@ class SamplerPlan:
     warmup: int = 1
     control_width: int | None = 1  # None: no L = 1 check (e.g. forced branches)
     control_quads: int = 1
-    tolerance_pct: float = 2.0
+    tolerance_pct: float = L1_TOLERANCE_PCT
     arms: tuple[str, str] = ARMS
     seed: int = 0
     # Before every quad, one untimed step per arm at the smallest width (the opening arm last).
@@ -167,38 +213,6 @@ class SamplerRun:
         return self.estimates
 
 
-class Harness(Protocol):
-    """What the sampler drives: `measure(arm, width)` is the caller's timed step (it runs the
-    forward on the arm's thread, syncs, and returns plain milliseconds); the rest are its hooks,
-    all run outside the timed calls. `Hooks` makes one from plain functions."""
-
-    def measure(self, arm: str, width: int) -> float: ...
-
-    def warm(self, arm: str, width: int) -> object:
-        """An untimed step (warm-up and settle steps)."""
-
-    def clock(self) -> float:
-        """Run seconds, stamped on each Timing."""
-
-    def on_timing(self, timing: Timing) -> None: ...
-
-    def on_round(self, estimates: ContextEstimates) -> None: ...
-
-    def check_stop(self) -> None:
-        """Raises to stop between calls."""
-
-    def decide_more(self, wants_more: bool) -> bool:
-        """Overrules the sampler's wish for another round (rank 0 decides for every rank)."""
-
-    def between_rounds(self, done: int) -> None:
-        """Before every round after the first, untimed: fresh copies of each arm's state, so
-        what one copy's placement in memory costs is a round-to-round effect the CIs see."""
-
-    def on_skip(self, arm: str, width: int) -> None:
-        """Where a call in `plan.skip` would have been, untimed (decode blocks keep the skipped
-        arm's stream as long as the other's)."""
-
-
 def _nothing(*_: object) -> None:
     return None
 
@@ -211,31 +225,33 @@ def _no_clock() -> float:
     return 0.0
 
 
-def _measure_again(arm: str, width: int) -> object:
-    raise AssertionError("replaced by `measure` when the Hooks are made")
-
-
 @dataclass(frozen=True)
 class Hooks:
-    """A Harness from plain functions: `measure`, and whichever hooks the caller has (`warm`
-    defaults to `measure`, untimed)."""
+    """What the sampler drives: `measure(arm, width)` is the caller's timed step (it runs the
+    forward on the arm's thread, syncs, and returns plain milliseconds); the rest are its hooks,
+    all run outside the timed calls, each a no-op unless given."""
 
     measure: Callable[[str, int], float]
-    warm: Callable[[str, int], object] = _measure_again
-    clock: Callable[[], float] = _no_clock
+    # an untimed step (warm-up and settle steps); None: `measure`, untimed
+    warm: Callable[[str, int], object] | None = None
+    clock: Callable[[], float] = _no_clock  # run seconds, stamped on each Timing
     on_timing: Callable[[Timing], None] = _nothing
     on_round: Callable[[ContextEstimates], None] = _nothing
-    check_stop: Callable[[], None] = _nothing
+    check_stop: Callable[[], None] = _nothing  # raises to stop between calls
+    # overrules the sampler's wish for another round (rank 0 decides for every rank)
     decide_more: Callable[[bool], bool] = _as_wanted
+    # before every round after the first, untimed: fresh copies of each arm's state, so what one
+    # copy's placement in memory costs is a round-to-round effect the CIs see
     between_rounds: Callable[[int], None] = _nothing
+    # where a call in `plan.skip` would have been, untimed (decode blocks keep the skipped arm's
+    # stream as long as the other's)
     on_skip: Callable[[str, int], None] = _nothing
 
-    def __post_init__(self) -> None:
-        if self.warm is _measure_again:
-            object.__setattr__(self, "warm", self.measure)
+    def untimed(self, arm: str, width: int) -> object:
+        return (self.warm or self.measure)(arm, width)
 
 
-def sample_context(plan: SamplerPlan, harness: Harness) -> SamplerRun:
+def sample_context(plan: SamplerPlan, harness: Hooks) -> SamplerRun:
     """Warm up every width in both arms, then run rounds until the control is decided (valid or
     invalid) after at least `min_rounds`, or `max_rounds` are done (`harness.decide_more` may
     overrule either)."""
@@ -254,17 +270,17 @@ def sample_context(plan: SamplerPlan, harness: Harness) -> SamplerRun:
             return run
 
 
-def _warm_up(plan: SamplerPlan, h: Harness) -> None:
+def _warm_up(plan: SamplerPlan, h: Hooks) -> None:
     for width in plan.widths:  # the first call at a new width compiles: never timed
         for _ in range(plan.warmup):
             for arm in quad(plan.arms, False)[:2]:
                 if (arm, width) in plan.skip:
                     continue
                 h.check_stop()
-                h.warm(arm, width)
+                h.untimed(arm, width)
 
 
-def _sample_round(run: SamplerRun, h: Harness, settle_width: int, pause_gc: bool) -> None:
+def _sample_round(run: SamplerRun, h: Hooks, settle_width: int, pause_gc: bool) -> None:
     """One round's quads, each opened by an untimed settle step per arm when the plan asks."""
     plan = run.plan
     quads = round_quads(plan.widths, run.rounds, plan.arms, plan.control_width, plan.control_quads)
@@ -274,8 +290,8 @@ def _sample_round(run: SamplerRun, h: Harness, settle_width: int, pause_gc: bool
             if plan.settle and i == 0:  # untimed: every arm's last step is a light one
                 first = next((a for w, a in calls if (a, w) not in plan.skip), arm)
                 for other in (a for a in plan.arms if a != first):
-                    h.warm(other, settle_width)
-                h.warm(first, settle_width)
+                    h.untimed(other, settle_width)
+                h.untimed(first, settle_width)
             if (arm, width) in plan.skip:
                 h.on_skip(arm, width)  # untimed, in the skipped call's place
                 continue
@@ -286,7 +302,7 @@ def _sample_round(run: SamplerRun, h: Harness, settle_width: int, pause_gc: bool
             h.on_timing(timing)
 
 
-def _estimate_round(run: SamplerRun, h: Harness) -> bool:
+def _estimate_round(run: SamplerRun, h: Hooks) -> bool:
     """The estimates after a round (handed to `on_round`); whether to sample another."""
     plan = run.plan
     control = (

@@ -37,7 +37,7 @@ from mlatui.gate.policy import (
     Gates,
     Geometry,
 )
-from mlatui.measure.timing import timed_ms
+from mlatui.measure.sampler import timed_ms
 from mlatui.models.indexer import (
     INDEXER_MODES,
     Indexer,

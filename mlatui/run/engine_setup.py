@@ -24,7 +24,7 @@ from mlatui.config.run_plan import RunPlan
 from mlatui.config.scenario import Scenario, ScenarioError
 from mlatui.gate import mla
 from mlatui.gate.policy import THRESHOLD_CONTEXTS, FormulaPolicy, Gates, stored_crossovers
-from mlatui.measure.timing import timed_gc_paused
+from mlatui.measure.sampler import timed_gc_paused
 from mlatui.models.embedded import prompts, transformers_quiet
 from mlatui.models.fit import context_warnings, largest_context
 from mlatui.models.loading import NO_DRAFT, DraftKind, Loaded, LoadError, vocab_size

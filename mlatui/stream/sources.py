@@ -1,6 +1,9 @@
 """Event sources for the dashboard: a recording, the engine in a worker thread, or the engine in a
 child process. None of them touches the UI: producers append to a deque, and the UI calls
 `drain()` on its own fixed tick. All expose start(), drain(), stop() and `finished`.
+A source says what it can do besides handing out events: `playback` (a recording's own clock,
+with pause, single step, speed and seek) or nothing, and `live` (events come from a run as it
+goes); the app asks these, never which class a source is.
 Nothing here imports mlx or textual (the live source imports the engine only when started).
 """
 
@@ -17,13 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from mlatui.config.outputs import new_record_path
 from mlatui.config.run_plan import RunConfig, RunPlan
 from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
-from mlatui.stream.playback import Playback
-from mlatui.stream.recorder import Recorder, parse_line
+from mlatui.stream.recorder import Recorder, RecordingNotice, parse_line
 from mlatui.stream.replay_source import ReplaySource
-from mlatui.stream.sinks import default_record_path
 
 Request = RunConfig | RunPlan  # a plan resolved once by the caller, or a request to resolve
 Engine = Callable[[Request, Callable[[Event], None], threading.Event], str]
@@ -34,6 +36,38 @@ def load_engine(spec: str = ENGINE) -> Engine:
     module, _, name = spec.partition(":")
     engine: Engine = getattr(importlib.import_module(module), name or "run")
     return engine
+
+
+class Playback(Protocol):
+    """A replay's controls and its clock (mlatui.stream.replay_source.ReplaySource)."""
+
+    speed: float
+    paused: bool
+    duration_s: float
+    phases: list[tuple[float, str]]  # (replay position, name) of each phase start
+    notices: tuple[RecordingNotice, ...]  # what is wrong with the recording (nothing: whole)
+
+    @property
+    def position_s(self) -> float: ...
+
+    @property
+    def recorded_s(self) -> float: ...
+
+    @property
+    def recorded_end_s(self) -> float: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def toggle_pause(self) -> bool: ...
+
+    def step(self) -> None: ...
+
+    def set_speed(self, speed: float) -> None: ...
+
+    def seek(self, delta_s: float) -> None: ...
+
+    def seek_to(self, position_s: float) -> None: ...
 
 
 class Source(Protocol):
@@ -70,7 +104,7 @@ class _Buffered:
     record_path: Path
 
     def __init__(self, record: str | os.PathLike[str] | None):
-        self.record_path = Path(record) if record else default_record_path()
+        self.record_path = Path(record) if record else new_record_path()
         self._buffer: deque[Event] = deque()
         self._recorder: Recorder | None = None
         self._saw_end = False
@@ -339,6 +373,5 @@ __all__ = [
     "ProcessSource",
     "ReplaySource",
     "Source",
-    "default_record_path",
     "load_engine",
 ]

@@ -27,7 +27,7 @@ from mlatui.measure.records import (
     interval_of,
 )
 from mlatui.stream.interval import Interval
-from mlatui.stream.phrases import ci_text, interval_text
+from mlatui.stream.phrases import check_word, ci_text, interval_text
 from mlatui.stream.record_kinds import RecordKind
 from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
 from mlatui.stream.run_settings import BandwidthLimit
@@ -76,7 +76,7 @@ def summary_table(records: Sequence[IndexerRecord]) -> str:
                 ci_text(s.ratio, s.ratio_low, s.ratio_high, 2 if width > 1 else 4),
                 ci_text(p.vs_s1, p.vs_s1_low, p.vs_s1_high, 2) if width > 1 else "1",
                 s.n_rounds,
-                s.outcome if s.outcome == "valid" else s.outcome.upper(),
+                check_word(s.outcome),
             )
         )
     return table(

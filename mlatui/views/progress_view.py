@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from mlatui.measure.loading import LoadView
 from mlatui.measure.plans import MORE_ROUNDS, last_pass, more_phase, undecided_checks
-from mlatui.measure.progress import Eta, RunProgress
+from mlatui.measure.progress import Eta, LoadView, RunProgress
 from mlatui.stream.events import (
     ErrorEvent,
     Event,

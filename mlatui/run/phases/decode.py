@@ -39,8 +39,7 @@ from mlatui.measure.plans import (
     verify_plan,
     verify_widths,
 )
-from mlatui.measure.sampler import Hooks, SamplerRun, sample_context
-from mlatui.measure.timing import L1_TOLERANCE_PCT
+from mlatui.measure.sampler import L1_TOLERANCE_PCT, Hooks, SamplerRun, sample_context
 from mlatui.run.arms import Arm, unpinned
 from mlatui.run.decode_stream import (
     BlockResult,

@@ -7,8 +7,8 @@ import functools
 from mlatui.config.scenario import Phase
 from mlatui.measure.estimates import ContextEstimates
 from mlatui.measure.plans import plan_for, sweep_segments
+from mlatui.measure.records import Stats
 from mlatui.measure.sampler import SamplerPlan, SamplerRun
-from mlatui.measure.timing import Stats
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
