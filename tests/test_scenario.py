@@ -50,6 +50,10 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
             ("contexts = [256]", "contexts = [0]"),
             "phase[0].contexts[0]: expected an integer >= 16, got 0",
         ),
+        (  # a file warms every width before timing it (the first call compiles)
+            ("contexts = [256]", "contexts = [256]\nwarmup = 0"),
+            "phase[0].warmup: expected an integer >= 1, got 0",
+        ),
         (
             ("contexts = [256]", "contexts = [256]\nrepz = 3"),
             "phase[0]: unknown key 'repz' — allowed: name, kind, contexts,",

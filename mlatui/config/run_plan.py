@@ -94,12 +94,12 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
 
 
 def _checked(where: str, at: str, phase: Phase) -> Phase:
-    """A phase the overrides changed, held to the schema a file's is (its recording reads back)."""
+    """A phase the overrides changed, held to the schema its recording is read back with."""
     raw = msgspec.json.decode(msgspec.json.encode(phase))
     try:
-        msgspec.convert(raw, type(phase))
+        msgspec.convert(raw, Phase)
     except msgspec.ValidationError as e:
-        raise validation_error(f"{where} (overridden)", type(phase), raw, e, at) from None
+        raise validation_error(f"{where} (overridden)", Phase, raw, e, at) from None
     return phase
 
 

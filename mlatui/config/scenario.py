@@ -84,7 +84,11 @@ class Phase(Struct, frozen=True):
 
 
 class PhaseTable(Phase, frozen=True, forbid_unknown_fields=True):
-    """A scenario file's [[phase]] table: a key no Phase has is an error there."""
+    """A scenario file's [[phase]] table: a key no Phase has is an error there, and every width
+    is warmed before it is timed (its first call compiles). Tests' overrides may skip the
+    warm-up (`Phase`'s floor, which their recordings read back with)."""
+
+    warmup: Positive = 2
 
 
 class ModelSpec(Struct, frozen=True, forbid_unknown_fields=True):
