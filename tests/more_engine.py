@@ -6,8 +6,8 @@ import threading
 
 from ui_events import header
 
-from mlatui.stream.control import RunControl
 from mlatui.stream.events import LogMessage, RunEnd
+from mlatui.stream.sources import RunControl
 
 
 def engine(config, emit, stop: threading.Event) -> str:

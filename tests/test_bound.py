@@ -12,10 +12,10 @@ from mlatui.measure.bound import (
     rejection_text,
     speedup_bound,
 )
-from mlatui.measure.estimates import Interval
 from mlatui.measure.plans import Segment, Setting, verify_widths
 from mlatui.measure.sampler import Hooks, SamplerPlan, round_schedule, sample_context
 from mlatui.run.phases.decode_verdict import decode_verdict, tune_verdict
+from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import DecodeRow
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 import pytest
 
@@ -29,7 +31,7 @@ def test_conditional_acceptance_matches_a_hand_computed_example():
     assert c.unconditional == pytest.approx((3 / 4, 2 / 4, 1 / 4))
     assert c.mean_accepted == pytest.approx(6 / 4)
     assert c.draft_share == pytest.approx(6 / 10) and c.emitted_per_verify == pytest.approx(2.5)
-    assert AcceptanceCounts.from_dict(c.to_dict()) == c
+    assert AcceptanceCounts(**dataclasses.asdict(c)) == c  # as an event carries them
 
 
 def test_depths_never_mix():
@@ -250,7 +252,8 @@ def test_training_acceptance_uses_the_same_definitions():
 
 
 def _estimates(outcome, median, low, high, rounds=6):
-    from mlatui.measure.estimates import ContextEstimates, Interval
+    from mlatui.measure.estimates import ContextEstimates
+    from mlatui.stream.interval import Interval
 
     iv = Interval(median, low, high, rounds)
     est = ContextEstimates(rounds, ratio={1: iv}, control_outcome=outcome)

@@ -21,12 +21,13 @@ from mlatui.bench.indexer import (
     run_indexer_bench,
 )
 from mlatui.gate.policy import STOCK_GATES
-from mlatui.measure.estimates import Interval, Outcome, Timing, control_outcome, estimate_context
+from mlatui.measure.estimates import Outcome, Timing, control_outcome, estimate_context
 from mlatui.measure.records import IndexerRecord
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.models.sparse_mla import rewind
 from mlatui.run.phases.indexer import indexer_verdict
+from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import IndexerRow
 from tests.test_indexer import KPOOL, small_config
 

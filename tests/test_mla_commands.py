@@ -15,9 +15,9 @@ from mlatui.bench import attention as attnbench
 from mlatui.cli import main
 from mlatui.gate import mla
 from mlatui.measure import records as forced
-from mlatui.measure.estimates import Interval
 from mlatui.measure.sampler import round_schedule
 from mlatui.models import families
+from mlatui.stream.interval import Interval
 from tests.random_models import build_model
 
 

@@ -20,9 +20,8 @@ from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.measure.estimates import Outcome
 from mlatui.run.phases import base, sweep
-from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import LogMessage, PhaseStart, RunEnd, Step, Validity
-from mlatui.stream.sources import LiveSource
+from mlatui.stream.sources import LiveSource, RunControl, parse_ask
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.progress_view import more_offer
 from mlatui.views.verdict_strip import verdict_line

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mlatui.cli import main
-from mlatui.stream.record_kinds import RecordKind, record_kind
+from mlatui.stream.recorder import RecordKind, record_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "tests" / "fixtures" / "recordings"

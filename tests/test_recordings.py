@@ -17,8 +17,7 @@ import pytest
 
 from mlatui.cli import main
 from mlatui.stream.events import SCHEMA_VERSION, RunHeader
-from mlatui.stream.record_kinds import record_kind
-from mlatui.stream.recorder import RecordingError, read_recording
+from mlatui.stream.recorder import RecordingError, read_recording, record_kind
 from mlatui.stream.sources import ReplaySource
 
 ROOT = Path(__file__).resolve().parents[1]

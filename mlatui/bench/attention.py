@@ -29,12 +29,13 @@ from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, Geometry
 from mlatui.measure.bandwidth import effective_gb_s, utilisation
 from mlatui.measure.byte_census import ModelBytes
-from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.measure.estimates import stable_seed
 from mlatui.measure.records import BRANCHES, BenchRecord, interval_dict, verdict, within_noise
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, timed_ms
 from mlatui.models import step_bytes
 from mlatui.models.loading import DTYPES, model_from_config, quantize
 from mlatui.models.mx_typed import before_step
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
 ARMS = BRANCHES

@@ -155,7 +155,7 @@ def show_record_file(file: str, dump: bool, skip_bad: bool = False) -> int | Non
     of those (the recording reader takes it)."""
     from pathlib import Path
 
-    from mlatui.stream.record_kinds import record_kind
+    from mlatui.stream.recorder import record_kind
 
     kind = record_kind(file)
     if kind is None:
@@ -177,7 +177,7 @@ def refuse_summary_options(args: argparse.Namespace) -> None:
     """--format json and --expect read a run's summary: a benchmark's record file has none, and
     both need --dump."""
     from mlatui.errors import UserError
-    from mlatui.stream.record_kinds import record_kind
+    from mlatui.stream.recorder import record_kind
 
     asked = [
         f for f, on in (("--format json", args.format == "json"), ("--expect", args.expect)) if on

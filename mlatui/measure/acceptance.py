@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,8 @@ class VerifyStep:
 
 @dataclass
 class AcceptanceCounts:
-    """Per-position counts of one depth's verify steps."""
+    """Per-position counts of one depth's verify steps (an event carries them as
+    `dataclasses.asdict` writes them; `AcceptanceCounts(**counts)` reads them back)."""
 
     depth: int
     drafted_at: list[int] = field(default_factory=list)
@@ -113,29 +113,6 @@ class AcceptanceCounts:
     @property
     def emitted_per_verify(self) -> float | None:
         return self.emitted_tokens / self.verify_steps if self.verify_steps else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "depth": self.depth,
-            "drafted_at": list(self.drafted_at),
-            "reached_at": list(self.reached_at),
-            "accepted_at": list(self.accepted_at),
-            "verify_steps": self.verify_steps,
-            "accepted_tokens": self.accepted_tokens,
-            "emitted_tokens": self.emitted_tokens,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AcceptanceCounts:
-        return cls(
-            int(d["depth"]),
-            list(d["drafted_at"]),
-            list(d["reached_at"]),
-            list(d["accepted_at"]),
-            int(d["verify_steps"]),
-            int(d["accepted_tokens"]),
-            int(d["emitted_tokens"]),
-        )
 
 
 def steps_from_flags(from_draft: list[bool], depth: int, budget: int) -> list[VerifyStep]:

@@ -1,13 +1,12 @@
-"""Necessary bytes per step, as arithmetic on a model's byte census (pure Python: recordings
-carry the census in their header, so any printer can compute a step's bytes without mlx).
+"""Necessary bytes per step, as arithmetic on a model's byte census (pure Python: estimates
+carry each step's bytes, `StepBytes.to_dict`, so any printer reads them back without mlx).
 mlatui.models.step_bytes takes the census of a built model; what each figure counts is said
 there."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -132,22 +131,3 @@ class ModelBytes:
             cache += c.read(rows, width)
         extra = sum(c.materialised_extra(rows) for c in self.caches)
         return StepBytes(weights, cache, extra)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelBytes:
-        return cls(
-            tuple(
-                LayerWeights(
-                    layer["whole_bytes"],
-                    RoutedExperts(**layer["routed"]) if layer.get("routed") else None,
-                )
-                for layer in data["layers"]
-            ),
-            data["other_bytes"],
-            data["embedding_row_bytes"],
-            tuple(AttentionCache(**c) for c in data["caches"]),
-            data.get("embedding_bytes", 0),
-        )

@@ -65,8 +65,6 @@ import numpy.typing as npt
 from mlatui.stream.events import ARMS, Basis, Estimate
 from mlatui.stream.interval import Interval
 
-__all__ = ["Interval"]  # the events' interval type, made here
-
 BOOTSTRAP_RESAMPLES = 2000
 INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000
 CONFIDENCE = 0.95

@@ -23,13 +23,11 @@ from typing import Any
 
 from mlatui.measure.estimates import (
     ContextEstimates,
-    Interval,
     Outcome,
     Timing,
-    bootstrap_median,
-    stable_seed,
 )
 from mlatui.measure.sampler import SamplerRun
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
 
@@ -255,20 +253,6 @@ class IndexerRecord(BenchRecord):
         return d
 
 
-def _per_round_ratio(timings: Sequence[Timing], arm: str, width: int, seed: int) -> Interval | None:
-    """Median over rounds of this arm's mean at `width` over its mean at S = 1, same round."""
-    by: dict[tuple[int, int], list[float]] = {}
-    for t in timings:
-        if t.arm == arm and t.width in (1, width):
-            by.setdefault((t.round, t.width), []).append(t.ms)
-    ratios = [
-        statistics.fmean(by[(r, width)]) / statistics.fmean(by[(r, 1)])
-        for r in sorted({r for r, _ in by})
-        if (r, width) in by and (r, 1) in by and statistics.fmean(by[(r, 1)]) > 0
-    ]
-    return bootstrap_median(ratios, stable_seed(seed, "vs_s1", arm, width)) if ratios else None
-
-
 def control_note(result: PartRun) -> str:
     est = result.estimates
     ratio = est.control_ratio
@@ -301,7 +285,7 @@ def part_records(
         for arm in plan.arms:
             ts = cells.get((arm, width), [])
             iv = est.step_ms.get((arm, width))
-            vs = _per_round_ratio(result.run.timings, arm, width, plan.seed) if width > 1 else None
+            vs = est.vs_l1.get((arm, width))
             records.append(
                 IndexerRecord(
                     result.part,

@@ -5,7 +5,7 @@ that takes one).
 Events go to the original stdout as JSONL, one flushed line each; anything else that writes to
 stdout (libraries, prints) is redirected to stderr so the event pipe stays clean. The parent
 closes our stdin to ask for a stop; SIGTERM, SIGINT and SIGHUP do the same. With --offer-more, a `more N` line on
-stdin is the `+` key's request (mlatui.stream.control).
+stdin is the `+` key's request (mlatui.stream.sources.RunControl).
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import time
 
 from mlatui.config.run_plan import RunConfig, RunPlan
 from mlatui.host.blas import choose_blas
-from mlatui.stream.control import RunControl, parse_ask
 from mlatui.stream.events import ErrorEvent, Event, RunEnd
-from mlatui.stream.sources import ENGINE, load_engine
+from mlatui.stream.sources import ENGINE, RunControl, load_engine, parse_ask
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlatui.gate.policy import Variant
-from mlatui.measure.estimates import Interval, stable_seed
+from mlatui.measure.estimates import stable_seed
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
     Arm,
@@ -32,6 +32,7 @@ from mlatui.run.arms import (
     prefill,
 )
 from mlatui.run.phases.base import forward_and_trim
+from mlatui.stream.interval import Interval
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,8 @@ from mlatui.run.phases import decode, indexer, sweep
 from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import MoreRounds, serve_more
 from mlatui.run.phases.results import Checks, Need, PassResults, PhaseInputs, PhaseResult, Slices
-from mlatui.stream.control import RunControl
 from mlatui.stream.events import Event, LogMessage, RunEnd
+from mlatui.stream.sources import RunControl
 
 if TYPE_CHECKING:
     from mlatui.run.budget_probe import Budget

@@ -29,7 +29,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
 from mlatui.gate.policy import Gates, Variant
-from mlatui.measure.estimates import Interval, Outcome, control_outcome, stable_seed
+from mlatui.measure.estimates import Outcome, control_outcome, stable_seed
 from mlatui.measure.plans import Setting
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, until
 from mlatui.run.arms import (
@@ -60,6 +60,7 @@ from mlatui.run.decode_stream import (
     run_block,
 )
 from mlatui.run.drafts import MTPDraft, plain_step
+from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0

@@ -99,10 +99,6 @@ class ReplaySource:
     def warnings(self) -> list[str]:
         return self.scan.warnings
 
-    @property
-    def skipped(self) -> int:
-        return self.scan.skipped
-
     def __len__(self) -> int:
         return len(self._offsets)
 

@@ -2,8 +2,8 @@
 child process. None of them touches the UI: producers append to a deque, and the UI calls
 `drain()` on its own fixed tick. All expose start(), drain(), stop() and `finished`.
 A source says what it can do besides handing out events: `playback` (a recording's own clock,
-with pause, single step, speed and seek) or nothing, and `live` (events come from a run as it
-goes); the app asks these, never which class a source is.
+with pause, single step, speed and seek: the ReplaySource itself) or nothing, and `live` (events
+come from a run as it goes); the app asks these, never which class a source is.
 Nothing here imports mlx or textual (the live source imports the engine only when started).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -22,10 +23,46 @@ from typing import IO, Any, Protocol
 
 from mlatui.config.outputs import new_record_path
 from mlatui.config.run_plan import RunConfig, RunPlan
-from mlatui.stream.control import MORE_LINE, RunControl
 from mlatui.stream.events import ErrorEvent, Event, LogMessage, RunEnd
-from mlatui.stream.recorder import Recorder, RecordingNotice, parse_line
+from mlatui.stream.recorder import Recorder, parse_line
 from mlatui.stream.replay_source import ReplaySource
+
+WAIT_S = 0.25  # how often a waiting engine looks at its stop flag
+
+
+class RunControl(threading.Event):
+    """A live run's stop flag, with the one request a user can make of a run that has ended:
+    more rounds of its undecided L = 1 checks (`+`). The engine takes it as its stop event; with
+    `offer_more` it keeps the last arms loaded after its RunEnd and waits for a request or a
+    stop."""
+
+    def __init__(self, offer_more: bool = False) -> None:
+        super().__init__()
+        self.offer_more = offer_more
+        self._asks: queue.Queue[int] = queue.Queue()
+
+    def ask_more(self, rounds: int) -> None:
+        """From the UI's thread: measure `rounds` more rounds of each undecided check."""
+        self._asks.put(int(rounds))
+
+    def next_ask(self, timeout_s: float = WAIT_S) -> int | None:
+        """The next request's rounds, or None when none came within `timeout_s`."""
+        try:
+            return self._asks.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+
+MORE_LINE = "more"  # `launch --isolate`: the parent writes "more N" to the child's stdin
+
+
+def parse_ask(line: str) -> int | None:
+    """The rounds of a "more N" line, or None for anything else."""
+    word, _, rounds = line.strip().partition(" ")
+    if word != MORE_LINE or not rounds.strip().isdigit():
+        return None
+    return int(rounds)
+
 
 Request = RunConfig | RunPlan  # a plan resolved once by the caller, or a request to resolve
 Engine = Callable[[Request, Callable[[Event], None], threading.Event], str]
@@ -36,38 +73,6 @@ def load_engine(spec: str = ENGINE) -> Engine:
     module, _, name = spec.partition(":")
     engine: Engine = getattr(importlib.import_module(module), name or "run")
     return engine
-
-
-class Playback(Protocol):
-    """A replay's controls and its clock (mlatui.stream.replay_source.ReplaySource)."""
-
-    speed: float
-    paused: bool
-    duration_s: float
-    phases: list[tuple[float, str]]  # (replay position, name) of each phase start
-    notices: tuple[RecordingNotice, ...]  # what is wrong with the recording (nothing: whole)
-
-    @property
-    def position_s(self) -> float: ...
-
-    @property
-    def recorded_s(self) -> float: ...
-
-    @property
-    def recorded_end_s(self) -> float: ...
-
-    @property
-    def finished(self) -> bool: ...
-
-    def toggle_pause(self) -> bool: ...
-
-    def step(self) -> None: ...
-
-    def set_speed(self, speed: float) -> None: ...
-
-    def seek(self, delta_s: float) -> None: ...
-
-    def seek_to(self, position_s: float) -> None: ...
 
 
 class Source(Protocol):
@@ -90,7 +95,7 @@ class Source(Protocol):
     def finished(self) -> bool: ...
 
     @property
-    def playback(self) -> Playback | None:
+    def playback(self) -> ReplaySource | None:
         """A recording's controls (pause, step, speed, seek); None for a run as it goes."""
 
     @property

@@ -28,8 +28,7 @@ from mlatui.measure.records import (
 )
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import check_word, ci_text, interval_text
-from mlatui.stream.record_kinds import RecordKind
-from mlatui.stream.recorder import SKIP_HINT, RecordingError, open_recording, read_lines
+from mlatui.stream.recorder import SKIP_HINT, RecordingError, RecordKind, open_recording, read_lines
 from mlatui.stream.run_settings import BandwidthLimit
 from mlatui.views.mdtable import env_line, fmt, num, table
 from mlatui.views.units import above_limit, gb_s_text, limit_text, mb_text, mbu_text

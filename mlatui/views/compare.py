@@ -57,7 +57,7 @@ class Run:
 
 def _bench_record_error(path: Path) -> UserError | None:
     """A benchmark's record file (`mlatui bench attention` and friends) said as such."""
-    from mlatui.stream.record_kinds import record_kind
+    from mlatui.stream.recorder import record_kind
     from mlatui.views.bench_report import record_file_line
 
     kind = record_kind(path)

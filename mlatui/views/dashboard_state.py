@@ -359,7 +359,7 @@ class DashboardState:
         arm.results[st] = e
         if e.depth:
             if e.counts:
-                arm.counts[st] = AcceptanceCounts.from_dict(e.counts)
+                arm.counts[st] = AcceptanceCounts(**e.counts)
             if e.distinct_4gram_share is not None:
                 looping = any(w.startswith(LOOPING) for w in e.warnings)
                 share, across = e.distinct_4gram_share, e.distinct_4gram_share_across

@@ -24,7 +24,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -252,7 +252,7 @@ def measure(
         "acceptance_conditional": _rounded(counts.conditional),
         "acceptance_unconditional": _rounded(counts.unconditional),
         "mean_accepted_per_verify": round(counts.mean_accepted or 0.0, 4),
-        "counts": counts.to_dict(),
+        "counts": asdict(counts),
         "distinct_4gram_share": round(sum(shares) / len(shares), 4) if shares else None,
         "matches_plain_greedy": same if check else None,
         "seconds": round(time.perf_counter() - t0, 1),

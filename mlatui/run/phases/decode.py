@@ -23,7 +23,7 @@ rejected (arm, setting) runs no blocks, and its DecodeResult says so (`measured`
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from mlatui.config.scenario import Phase
 from mlatui.measure.acceptance import AcceptanceCounts, Repetition, repetition_of
@@ -468,7 +468,7 @@ class DecodeResults:
             speedup,
             counts.conditional if counts else (),
             counts.mean_accepted if counts else None,
-            counts.to_dict() if counts else {},
+            asdict(counts) if counts else {},
             runner.rule_of(arm, st.kind).value if depth else "",
             runner.sampling.to_dict(),
             tuple(self._warnings(arm, st, speedup)),

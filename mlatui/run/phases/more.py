@@ -30,7 +30,6 @@ from mlatui.run.phases.base import (
     share_context,
 )
 from mlatui.run.phases.results import Checks, L1Quads
-from mlatui.stream.control import RunControl
 from mlatui.stream.events import (
     Basis,
     PhaseStart,
@@ -40,6 +39,7 @@ from mlatui.stream.events import (
 )
 from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
+from mlatui.stream.sources import RunControl
 
 UNTIL_ROUNDS = 64  # the most rounds one context takes before a budget's end
 
