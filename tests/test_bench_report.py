@@ -65,7 +65,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
     against the measured limit and, where the device is known, the published one."""
     from mlatui.bench.attention import bandwidth_figures
     from mlatui.measure.byte_census import ByteRange, StepBytes
-    from mlatui.stream.interval import Interval as I
+    from mlatui.stream.event_base import Interval as I
     from mlatui.views.bench_report import attention_report
 
     limit = {
@@ -106,7 +106,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
 
 
 def test_the_attention_bench_part_a_table_and_crossovers():
-    from mlatui.stream.interval import Interval as I
+    from mlatui.stream.event_base import Interval as I
     from mlatui.views.bench_report import attention_report
 
     cells = {

@@ -15,7 +15,7 @@ from mlatui.measure.bound import (
 from mlatui.measure.plans import Segment, Setting, verify_widths
 from mlatui.measure.sampler import Hooks, SamplerPlan, round_schedule, sample_context
 from mlatui.run.phases.decode_verdict import decode_verdict, tune_verdict
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phase_rows import DecodeRow
 
 

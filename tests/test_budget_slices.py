@@ -12,8 +12,8 @@ from mlatui.measure.sampler import within
 from mlatui.run.budget import END_SHARE, slices
 from mlatui.run.budget_probe import Budget
 from mlatui.run.phases.results import Checks, PassResults
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import BudgetOutcome, BudgetPlanned, LogMessage, Validity
-from mlatui.stream.interval import Interval
 from tests.test_budget_device import _cpu_ms, _table
 
 

@@ -95,7 +95,7 @@ def test_events_carry_one_interval_type_not_low_and_high_fields():
         if path.relative_to(ROOT).as_posix() != FLAT_ROWS
         for pair in _low_high_pairs(ast.parse(path.read_text(encoding="utf-8")))
     ]
-    assert not found, "use stream.interval.Interval for these:\n" + "\n".join(found)
+    assert not found, "use stream.event_base.Interval for these:\n" + "\n".join(found)
 
 
 def test_the_run_context_is_frozen_and_accumulates_nothing():

@@ -253,7 +253,7 @@ def test_training_acceptance_uses_the_same_definitions():
 
 def _estimates(outcome, median, low, high, rounds=6):
     from mlatui.measure.estimates import ContextEstimates
-    from mlatui.stream.interval import Interval
+    from mlatui.stream.event_base import Interval
 
     iv = Interval(median, low, high, rounds)
     est = ContextEstimates(rounds, ratio={1: iv}, control_outcome=outcome)

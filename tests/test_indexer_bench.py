@@ -27,7 +27,7 @@ from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer, IndexerCache, pool_windows
 from mlatui.models.sparse_mla import rewind
 from mlatui.run.phases.indexer import indexer_verdict
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phase_rows import IndexerRow
 from tests.test_indexer import KPOOL, small_config
 

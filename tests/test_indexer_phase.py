@@ -19,8 +19,8 @@ from mlatui.measure.estimates import Outcome
 from mlatui.measure.sampler import round_schedule
 from mlatui.models.indexer import Indexer
 from mlatui.run.phases.indexer import parity_tolerance
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import Estimate, LogMessage, PhaseStart, PhaseSummary, Step, Validity
-from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import key_figure

@@ -24,7 +24,7 @@ from mlatui.measure.acceptance import (
 )
 from mlatui.measure.plans import Setting
 from mlatui.run.phases.decode_verdict import Guard, GuardSettings, guard_warnings, tune_verdict
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phase_rows import DecodeRow
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState

@@ -17,7 +17,7 @@ from mlatui.gate import mla
 from mlatui.measure import records as forced
 from mlatui.measure.sampler import round_schedule
 from mlatui.models import families
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from tests.random_models import build_model
 
 

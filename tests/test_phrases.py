@@ -6,7 +6,7 @@ import math
 import re
 from pathlib import Path
 
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phrases import (
     check_mark,
     check_not_passed,

@@ -20,8 +20,8 @@ from mlatui.measure.estimates import (
 )
 from mlatui.run.phases.base import RunContext, mark_rows, pool_checks
 from mlatui.run.phases.results import Checks, L1Quads
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import ARMS, Basis, PooledValidity, Validity
-from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import SweepRow
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192)

@@ -125,7 +125,7 @@ def test_rounds_are_whole_pairs_and_warmup_is_not_timed():
 
 
 def test_outcome_bounds():
-    from mlatui.stream.interval import Interval
+    from mlatui.stream.event_base import Interval
 
     assert control_outcome(Interval(1.0, 0.99, 1.01, 8), 2.0) is Outcome.VALID
     assert control_outcome(Interval(1.05, 1.03, 1.07, 8), 2.0) is Outcome.INVALID

@@ -8,8 +8,8 @@ import pytest
 import ui_events
 
 from mlatui.measure.plans import Setting
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import RunEnd, Thresholds
-from mlatui.stream.interval import Interval
 from mlatui.stream.recorder import read_recording
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.dashboard_views import pressure

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import ui_events
 
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import DecodeResult, PhaseStart, Validity
-from mlatui.stream.interval import Interval
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.verdict_strip import Tone, verdict_line, verdict_parts
 from tests.summaries import markdown as summary_markdown

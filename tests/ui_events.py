@@ -8,6 +8,7 @@ import time
 
 from mlatui.config.phase_kind import PhaseKind
 from mlatui.config.scenario import Phase, ScenarioRecord
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import (
     SCHEMA_VERSION,
     DecodeBlock,
@@ -25,7 +26,6 @@ from mlatui.stream.events import (
     Thresholds,
     Validity,
 )
-from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import SweepRow
 
 CONTEXTS = (256, 512, 1024, 2048)

@@ -35,7 +35,7 @@ from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_contex
 from mlatui.models import step_bytes
 from mlatui.models.loading import DTYPES, model_from_config, quantize
 from mlatui.models.mx_typed import before_step
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phrases import interval_text
 
 ARMS = BRANCHES

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlatui.measure.byte_census import ModelBytes
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phase_rows import EstimateRow, Quantity
 
 # Past the last-level cache: 4x the largest cache the OS reports, and at least 512 MB, since Apple

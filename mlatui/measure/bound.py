@@ -24,8 +24,8 @@ allowance)".
 
 from __future__ import annotations
 
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import SpeedupBound
-from mlatui.stream.interval import Interval
 
 RUNTIME_SLACK = 1.5
 # The forecast predicts a rejection from mean costs (no CIs yet) only with this much room: a

@@ -62,8 +62,8 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import ARMS, Basis, Estimate
-from mlatui.stream.interval import Interval
 
 BOOTSTRAP_RESAMPLES = 2000
 INTERIM_RESAMPLES = 200  # the per-round estimates a live view shows; decisions and finals use 2000

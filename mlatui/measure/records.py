@@ -27,7 +27,7 @@ from mlatui.measure.estimates import (
     Timing,
 )
 from mlatui.measure.sampler import SamplerRun
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phrases import interval_text
 
 

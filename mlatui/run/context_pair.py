@@ -32,7 +32,7 @@ from mlatui.run.arms import (
     prefill,
 )
 from mlatui.run.phases.base import forward_and_trim
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 
 
 @dataclass(frozen=True)

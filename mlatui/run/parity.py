@@ -60,7 +60,7 @@ from mlatui.run.decode_stream import (
     run_block,
 )
 from mlatui.run.drafts import MTPDraft, plain_step
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phrases import interval_text
 
 TOLERANCE_PCT = 3.0

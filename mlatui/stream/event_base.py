@@ -1,5 +1,7 @@
 """What every event shares: the base Struct, its JSON form, the schema version, the arm names,
-and the checked types of its fields (what a recording's line must hold, checked on read).
+and the checked types of its fields (what a recording's line must hold, checked on read),
+among them the nested records: the one confidence-interval type (`Interval`; the sampler makes
+it) and a speculative setting's bound (`SpeedupBound`).
 
 Nothing here imports mlx or textual.
 """
@@ -38,6 +40,60 @@ class Basis(StrEnum):
 
     OWN = "own"
     POOLED = "pooled"
+
+
+class Interval(msgspec.Struct, frozen=True):
+    """`median` with its interval [`low`, `high`] over `n` values (rounds, or quads for a paired
+    ratio). `n` = 0: no interval, either nothing was measured (NaN median) or the run kept the
+    median alone (then `low` = `high` = `median`, and `known` is False)."""
+
+    median: Finite
+    low: Finite
+    high: Finite
+    n: Count
+
+    @property
+    def known(self) -> bool:
+        """The interval was measured (not only its median)."""
+        return self.n > 0
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def scaled(self, factor: float) -> Interval:
+        """Every end times a positive `factor` (e.g. ms -> s)."""
+        return Interval(self.median * factor, self.low * factor, self.high * factor, self.n)
+
+    def reciprocal(self, numerator: float = 1.0) -> Interval | None:
+        """`numerator / x` of every end (the ends swap); None unless every end is > 0 (a figure
+        whose interval reaches 0 has no finite reciprocal)."""
+        if not (self.low > 0 and self.median > 0 and self.high > 0):
+            return None
+        return Interval(
+            numerator / self.median, numerator / self.high, numerator / self.low, self.n
+        )
+
+
+class SpeedupBound(msgspec.Struct, frozen=True):
+    """The most a speculative setting can gain over plain decode, from synced steps alone
+    (mlatui.measure.bound): a verify step at L = depth + 1 emits at most `tokens` = depth + 1
+    tokens, so the speedup is at most tokens x plain_ms / verify_ms. `plain_ms` is the plain
+    step's CI high end, `verify_ms` the verify step's CI low end (or the paired ratio's, if that
+    is higher); `slack` is the allowance for what the runtime does that synced steps do not, and
+    `value` = the bound with it: the upper end the setting is judged by. `point`: from the
+    medians, without the allowance."""
+
+    tokens: int
+    plain_ms: Finite
+    verify_ms: Finite
+    value: Finite
+    point: Finite
+    slack: Finite
+
+    @property
+    def rejects(self) -> bool:
+        """The setting cannot win: even its bound's upper end is below plain decode."""
+        return self.value < 1.0
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="type"):

@@ -13,9 +13,7 @@ from typing import Any
 import msgspec
 
 from mlatui.config.phase_kind import PhaseKind
-from mlatui.stream.decode_events import SpeedupBound
-from mlatui.stream.event_base import Basis, Count
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Basis, Count, Interval, SpeedupBound
 
 
 class Quantity(enum.StrEnum):

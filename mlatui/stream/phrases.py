@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 
 
 def ci_text(

@@ -26,7 +26,7 @@ from mlatui.measure.records import (
     crossover,
     interval_of,
 )
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.phrases import check_word, ci_text, interval_text
 from mlatui.stream.recorder import SKIP_HINT, RecordingError, RecordKind, open_recording, read_lines
 from mlatui.stream.run_settings import BandwidthLimit

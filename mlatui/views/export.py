@@ -17,6 +17,7 @@ from typing import Any
 from mlatui.config.phase_kind import Pass
 from mlatui.measure.bound import rejection_text
 from mlatui.measure.plans import Setting
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import (
     ARMS,
     Estimate,
@@ -25,7 +26,6 @@ from mlatui.stream.events import (
     arm_label,
     ratio_label,
 )
-from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import IndexerRow, Quantity, SweepRow
 from mlatui.stream.phrases import check_mark
 from mlatui.stream.phrases import ci_text as fixed_ci_text

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import ARMS, RunHeader
-from mlatui.stream.interval import Interval
 from mlatui.views.dashboard_views import Table
 from mlatui.views.run_meta import header_fields
 from mlatui.views.summary import PhaseFigures, RunSummary

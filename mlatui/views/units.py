@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from mlatui.measure.bandwidth import LimitCheck
-from mlatui.stream.interval import Interval
+from mlatui.stream.event_base import Interval
 from mlatui.stream.run_settings import BandwidthLimit
 
 MAX_DECIMALS = 6

@@ -72,6 +72,7 @@ from mlatui.run.phases.decode_verdict import (
     tune_verdict,
 )
 from mlatui.run.phases.results import L1Quads, Need, PhaseInputs, PhaseResult, Slices
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import (
     ARMS,
     DecodeBlock,
@@ -81,7 +82,6 @@ from mlatui.stream.events import (
     arm_label,
     ratio_label,
 )
-from mlatui.stream.interval import Interval
 from mlatui.stream.phase_rows import DecodeRow, ci_parts
 from mlatui.stream.phrases import interval_text
 

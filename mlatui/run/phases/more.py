@@ -30,6 +30,7 @@ from mlatui.run.phases.base import (
     share_context,
 )
 from mlatui.run.phases.results import Checks, L1Quads
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import (
     Basis,
     PhaseStart,
@@ -37,7 +38,6 @@ from mlatui.stream.events import (
     RunEnd,
     Validity,
 )
-from mlatui.stream.interval import Interval
 from mlatui.stream.phrases import interval_text
 from mlatui.stream.sources import RunControl
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import ContextEstimates, Timing, control_ratio, stable_seed
 from mlatui.measure.plans import undecided_checks
+from mlatui.stream.event_base import Interval
 from mlatui.stream.events import ARMS, PhaseSummary, Validity
-from mlatui.stream.interval import Interval
 
 
 @dataclass(frozen=True)
