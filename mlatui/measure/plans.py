@@ -192,17 +192,13 @@ def phase_segments(phase: Phase, kinds: Sequence[str], settle: bool = True) -> t
     return segments(phase, kinds, settle) if segments is not None else ()
 
 
-# each kind's segments, for the kinds the estimator models (an indexer phase: its own rate)
-def _sweep_kind(phase: Phase, _kinds: Sequence[str], settle: bool) -> tuple[Segment, ...]:
-    return sweep_segments(phase, settle)
-
-
 def _decode_kind(phase: Phase, kinds: Sequence[str], settle: bool) -> tuple[Segment, ...]:
     return decode_segments(phase, decode_settings(phase, kinds), settle)
 
 
+# each kind's segments, for the kinds the estimator models (an indexer phase: its own rate)
 SEGMENTS: dict[PhaseKind, Callable[[Phase, Sequence[str], bool], tuple[Segment, ...]]] = {
-    PhaseKind.SWEEP: _sweep_kind,
+    PhaseKind.SWEEP: lambda phase, _kinds, settle: sweep_segments(phase, settle),
     PhaseKind.DECODE: _decode_kind,
     PhaseKind.TUNE: _decode_kind,
 }

@@ -104,12 +104,16 @@ class Source(Protocol):
 
 
 class _Buffered:
-    """Shared by the live sources: a deque the producer appends to, teed into a Recorder."""
+    """Shared by the live sources: a deque the producer appends to, teed into a Recorder.
+    `offer_more`: the engine keeps its arms after the run ends, for `+` (request_more)."""
 
     record_path: Path
+    live = True
+    playback = None
 
-    def __init__(self, record: str | os.PathLike[str] | None):
+    def __init__(self, record: str | os.PathLike[str] | None, offer_more: bool):
         self.record_path = Path(record) if record else new_record_path()
+        self.offer_more = offer_more
         self._buffer: deque[Event] = deque()
         self._recorder: Recorder | None = None
         self._saw_end = False
@@ -149,13 +153,23 @@ class _Buffered:
         if self._recorder is not None:
             self._recorder.close()
 
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def _ask_more(self, rounds: int) -> bool:
+        raise NotImplementedError
+
+    def request_more(self, rounds: int) -> bool:
+        """Ask the ended run for `rounds` more rounds of its undecided checks; False when the
+        engine is not waiting for one."""
+        return self.offer_more and self.alive and self._saw_end and self._ask_more(rounds)
+
 
 class LiveSource(_Buffered):
     """The engine on an in-process worker thread. `engine` defaults to mlatui.run.engine.run."""
 
     kind = "live"
-    live = True
-    playback = None
 
     def __init__(
         self,
@@ -164,10 +178,9 @@ class LiveSource(_Buffered):
         record: str | os.PathLike[str] | None = None,
         offer_more: bool = False,
     ):
-        super().__init__(record if record is not None else config.record)
+        super().__init__(record if record is not None else config.record, offer_more)
         self.config = config  # a plan when the caller resolved it (launch): the engine runs it
         self._engine = engine
-        # offer_more: the engine keeps its arms after the run ends, for `+` (request_more)
         self._stop = RunControl(offer_more)
         self._thread: threading.Thread | None = None
 
@@ -200,15 +213,7 @@ class LiveSource(_Buffered):
             self._thread.join(timeout_s)  # one MLX step cannot be interrupted
         self._close_recorder()
 
-    @property
-    def offer_more(self) -> bool:
-        return self._stop.offer_more
-
-    def request_more(self, rounds: int) -> bool:
-        """Ask the ended run for `rounds` more rounds of its undecided checks; False when the
-        engine is not waiting for one."""
-        if not (self._stop.offer_more and self.alive and self._saw_end):
-            return False
+    def _ask_more(self, rounds: int) -> bool:
         self._stop.ask_more(rounds)
         return True
 
@@ -219,7 +224,7 @@ class LiveSource(_Buffered):
     @property
     def finished(self) -> bool:
         # with offer_more the engine outlives its RunEnd, waiting for `+`: the run has ended
-        ended = self._saw_end if self._stop.offer_more else not self.alive
+        ended = self._saw_end if self.offer_more else not self.alive
         return self._thread is not None and ended and not self._buffer
 
 
@@ -228,8 +233,6 @@ class ProcessSource(_Buffered):
     Closing the child's stdin asks it to stop; it is terminated if it does not."""
 
     kind = "isolated"
-    live = True
-    playback = None
 
     def __init__(
         self,
@@ -239,10 +242,9 @@ class ProcessSource(_Buffered):
         env: dict[str, Any] | None = None,
         offer_more: bool = False,
     ):
-        super().__init__(record if record is not None else config.record)
+        super().__init__(record if record is not None else config.record, offer_more)
         self.config = config
         self.engine = engine
-        self.offer_more = offer_more
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_tail: deque[str] = deque(maxlen=50)
@@ -345,16 +347,14 @@ class ProcessSource(_Buffered):
                     pass
         self._close_recorder()
 
-    def request_more(self, rounds: int) -> bool:
-        """As LiveSource.request_more, as a line on the child's stdin."""
-        proc = self.proc
-        if not (self.offer_more and self.alive and self._saw_end) or proc is None:
-            return False
+    def _ask_more(self, rounds: int) -> bool:
+        """As a line on the child's stdin."""
+        stdin = self.proc.stdin if self.proc is not None else None
         try:
-            if proc.stdin is None:
+            if stdin is None:
                 return False
-            proc.stdin.write(f"{MORE_LINE} {int(rounds)}\n")
-            proc.stdin.flush()
+            stdin.write(f"{MORE_LINE} {int(rounds)}\n")
+            stdin.flush()
         except (OSError, ValueError):
             return False
         return True
