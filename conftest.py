@@ -15,6 +15,7 @@
 import compileall
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,29 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in ("mlatui", "widgets", "tools"):  # mlatui/widgets is a link, which compileall skips
         compileall.compile_dir(ROOT / name, quiet=2, rx=NOT_IMPORTED_PLAIN)
     compileall.compile_dir(ROOT / "tests", maxlevels=0, quiet=2, rx=NOT_IMPORTED_PLAIN)
+    if getattr(config.option, "numprocesses", None):
+        threading.Thread(target=_rewrite_tests, args=(config,), daemon=True).start()
+
+
+def _rewrite_tests(config: pytest.Config) -> None:
+    """Under pytest-xdist every worker imports every test module, and pytest rewrites each one's
+    asserts on import (3.3-5 CPU-s a worker) unless it finds the rewritten module cached, which
+    it writes only where Python writes bytecode. Written here while the workers start, in the
+    order they collect, each worker finds most modules done. pytest's own rewrite and cache
+    format (private: any change there leaves the workers rewriting, as before)."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        modules = [*ROOT.glob("tests/test_*.py"), *ROOT.glob("tools/train/tests/test_*.py")]
+        for source in sorted(modules):
+            cache = rewrite.get_cache_dir(source)
+            pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(cache):
+                source_stat, code = rewrite._rewrite_test(source, config)
+                rewrite._write_pyc(state, code, source_stat, pyc)
+    except Exception:  # a speed-up only: the workers rewrite what is not written
+        return
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own reading of -n
