@@ -64,7 +64,7 @@ def test_the_attention_bench_part_a_bandwidth_columns():
     """GB/s and MBU beside the ms: bytes over each end of the time interval (the ends swap),
     against the measured limit and, where the device is known, the published one."""
     from mlatui.bench.attention import bandwidth_figures
-    from mlatui.measure.byte_census import ByteRange, StepBytes
+    from mlatui.measure.bandwidth import ByteRange, StepBytes
     from mlatui.stream.event_base import Interval as I
     from mlatui.views.bench_report import attention_report
 

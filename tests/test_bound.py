@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from mlatui.measure.bound import (
+from mlatui.measure.acceptance import (
     RUNTIME_SLACK,
     likely_rejected,
     rejection_text,

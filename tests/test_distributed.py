@@ -290,7 +290,7 @@ def test_replay_follow_shows_a_run_still_being_written_and_ends_with_it(growing)
 
 
 def test_follow_source_reads_whole_lines_and_finishes_at_run_end(growing):
-    from mlatui.stream.follow_source import FollowSource
+    from mlatui.stream.replay_source import FollowSource
 
     target, lines, _ = growing
     source = FollowSource(target)

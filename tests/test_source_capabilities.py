@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mlatui.stream.follow_source import FollowSource
+from mlatui.stream.replay_source import FollowSource
 from mlatui.stream.sources import LiveSource, ProcessSource, ReplaySource
 
 ROOT = Path(__file__).resolve().parent.parent

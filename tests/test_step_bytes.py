@@ -9,7 +9,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 from mlatui.bench.attention import attention_layer
-from mlatui.measure import byte_census as census
+from mlatui.measure import bandwidth as census
 from mlatui.models import step_bytes
 from mlatui.models.families import config_for
 from mlatui.stream.phase_rows import EstimateRow, Quantity

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_ui_plots import drawn_axes, expected_row, plot_rows
 
-from mlatui.measure.byte_census import StepBytes
+from mlatui.measure.bandwidth import StepBytes
 from mlatui.stream.recorder import read_recording
 from mlatui.stream.sources import ReplaySource
 from mlatui.views.dashboard_state import DashboardState

@@ -27,8 +27,7 @@ from mlx_lm.models.cache import CacheList, KVCache, trim_prompt_cache
 from mlatui.bench.attention_scenario import AttentionModel
 from mlatui.gate import mla
 from mlatui.gate.policy import ForcedPolicy, Geometry
-from mlatui.measure.bandwidth import effective_gb_s, utilisation
-from mlatui.measure.byte_census import ModelBytes
+from mlatui.measure.bandwidth import ModelBytes, effective_gb_s, utilisation
 from mlatui.measure.estimates import stable_seed
 from mlatui.measure.records import BRANCHES, BenchRecord, interval_dict, verdict, within_noise
 from mlatui.measure.sampler import Hooks, SamplerPlan, SamplerRun, sample_context, timed_ms

@@ -216,7 +216,7 @@ def refuse_missing(file: str) -> None:
 def follow(path, args: argparse.Namespace) -> int:
     """The full dashboard on a recording that is still growing; it ends when `run_end` is read
     (--dump: then prints the summary)."""
-    from mlatui.stream.follow_source import FollowSource
+    from mlatui.stream.replay_source import FollowSource
 
     app, status = _show(FollowSource(path), args, "follow", "followed")
     return 1 if args.dump and app.dash.status == "error" else status

@@ -72,8 +72,8 @@ class Phase(Struct, frozen=True):
     # decode / tune: take the verify steps from this sweep phase's rounds at the same context
     # when it measured every width they need ("": measure them; the budget's last resort)
     verify_from: Annotated[str, Meta(description="an earlier sweep phase's name")] = ""
-    # decode / tune: a setting whose bound says it cannot win runs no blocks (mlatui.measure.bound);
-    # false measures every setting (a test that needs measured blocks whatever the machine's speed)
+    # decode / tune: a setting whose bound says it cannot win runs no blocks
+    # (mlatui.measure.acceptance); false measures every setting (a test that needs measured blocks whatever the machine's speed)
     reject_by_bound: bool = True
 
     def __post_init__(self) -> None:

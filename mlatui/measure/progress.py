@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.bound import likely_rejected
+from mlatui.measure.acceptance import likely_rejected
 from mlatui.measure.plans import PLAIN, Segment, Setting, phase_segments
 from mlatui.stream.events import (
     ARMS,

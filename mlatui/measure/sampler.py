@@ -119,7 +119,7 @@ def round_quads(
 ) -> list[list[tuple[int, str]]]:
     """Round `round_index`'s quads in order, each its (width, arm) calls. An (arm, width) in
     `skip` is never measured: its width's quads keep only the other arm's two calls (a setting
-    rejected by bound for one arm: mlatui.measure.bound)."""
+    rejected by bound for one arm: mlatui.measure.acceptance)."""
     mirrored = round_index % 2 == 1
     out = []
     for w in round_slots(widths, round_index, control_width, control_quads):

@@ -22,12 +22,12 @@ from typing import Any
 
 import mlx.nn as nn
 
-from mlatui.measure.bandwidth import StepBandwidth
-from mlatui.measure.byte_census import (
+from mlatui.measure.bandwidth import (
     AttentionCache,
     LayerWeights,
     ModelBytes,
     RoutedExperts,
+    StepBandwidth,
 )
 from mlatui.models.mx_typed import flat_arrays
 

@@ -76,7 +76,7 @@ class Interval(msgspec.Struct, frozen=True):
 
 class SpeedupBound(msgspec.Struct, frozen=True):
     """The most a speculative setting can gain over plain decode, from synced steps alone
-    (mlatui.measure.bound): a verify step at L = depth + 1 emits at most `tokens` = depth + 1
+    (mlatui.measure.acceptance): a verify step at L = depth + 1 emits at most `tokens` = depth + 1
     tokens, so the speedup is at most tokens x plain_ms / verify_ms. `plain_ms` is the plain
     step's CI high end, `verify_ms` the verify step's CI low end (or the paired ratio's, if that
     is higher); `slack` is the allowance for what the runtime does that synced steps do not, and

@@ -300,7 +300,7 @@ class Estimate(Event, frozen=True, tag="estimate"):
     (EstimateRow: step_ms | ratio | marginal_ms | vs_l1 | gb_s | mbu | mbu_most of an arm at a
     width) is a median over rounds with its 95% bootstrap CI; `estimators` names in words how
     each quantity was made, and the CI (`ci`). `step_bytes`, per width: the bytes a whole-model step must read
-    (mlatui.measure.byte_census.StepBytes.to_dict); gb_s and mbu rows are over its fewest bytes,
+    (mlatui.measure.bandwidth.StepBytes.to_dict); gb_s and mbu rows are over its fewest bytes,
     mbu_most over its most (routing is not recorded), against the header's measured limit."""
 
     t: Seconds

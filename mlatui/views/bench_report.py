@@ -16,8 +16,7 @@ import msgspec
 
 from mlatui.gate.policy import FormulaPolicy, Geometry, threshold_text
 from mlatui.measure import records as forced
-from mlatui.measure.bandwidth import LimitCheck
-from mlatui.measure.byte_census import StepBytes
+from mlatui.measure.bandwidth import LimitCheck, StepBytes
 from mlatui.measure.records import (
     BRANCHES,
     BenchRecord,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlatui.config.phase_kind import Pass
-from mlatui.measure.bound import rejection_text
+from mlatui.measure.acceptance import rejection_text
 from mlatui.measure.plans import Setting
 from mlatui.stream.event_base import Interval
 from mlatui.stream.events import (

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlatui.config.phase_kind import Pass, rules_for
-from mlatui.measure.byte_census import StepBytes
+from mlatui.measure.bandwidth import StepBytes
 from mlatui.stream.events import Thresholds
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.summary import Check, RunSummary, SweepRow, check, limit_check, summarize

@@ -16,7 +16,7 @@ blocks may veto, and an undecided check pools every L = 1 quad the pass measured
 
 A decode block is the sampler's unit of work (`BlockRunner`): one arm decodes `tokens` tokens at
 one setting, its acceptance is counted and its block recorded. Settings rejected by bound
-(mlatui.measure.bound) are decided after a context's verify rounds and before its blocks: a
+(mlatui.measure.acceptance) are decided after a context's verify rounds and before its blocks: a
 rejected (arm, setting) runs no blocks, and its DecodeResult says so (`measured` False, `bound`).
 """
 
@@ -26,8 +26,13 @@ import functools
 from dataclasses import asdict, dataclass, field, replace
 
 from mlatui.config.scenario import Phase
-from mlatui.measure.acceptance import AcceptanceCounts, Repetition, repetition_of
-from mlatui.measure.bound import rejection_text, speedup_bound
+from mlatui.measure.acceptance import (
+    AcceptanceCounts,
+    Repetition,
+    rejection_text,
+    repetition_of,
+    speedup_bound,
+)
 from mlatui.measure.estimates import ContextEstimates, Outcome, Timing, control_outcome, stable_seed
 from mlatui.measure.plans import (
     VERIFY_MIN_ROUNDS,
