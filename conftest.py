@@ -7,10 +7,9 @@
   carry `@pytest.mark.system` itself. `pytest -m "not system"` is the quick loop for development.
 - With pytest-xdist installed (the dev extra), the whole suite (`pytest` with no paths) runs on
   three workers, a test file per worker at a time (module fixtures stay shared). Many tests wait
-  on child processes, timers and the app's pauses: on two workers the tree had fewer than two
-  runnable processes most of the time, and a third worker on the 2-core box took the suite from
-  268 s to 243 s (the same CPU seconds). Paths on the command line, `-n N` or `-p no:xdist`
-  choose otherwise."""
+  on child processes, timers and the app's pauses: two workers leave fewer than two runnable
+  processes most of the time, so a third keeps both cores of a 2-core box busy for the same CPU
+  seconds. Paths on the command line, `-n N` or `-p no:xdist` choose otherwise."""
 
 import compileall
 import os
@@ -61,10 +60,9 @@ NOT_IMPORTED_PLAIN = re.compile(r"(^|/)(test_\w+|conftest)\.py$")  # pytest rewr
 def pytest_configure(config: pytest.Config) -> None:
     """Byte-compile the checkout's sources once, before any worker starts: every test process and
     each of the ~100 commands the tests start imports mlatui from here, and where Python writes
-    no bytecode itself (PYTHONDONTWRITEBYTECODE) each compiled every module it imported again
-    (0.1 CPU-s a command: the bad-input sample's 32 commands took 15.8-17.6 CPU-s, 13.1-13.8
-    with these files). Files already compiled and unchanged are skipped; pytest's rewritten test
-    modules are its own."""
+    no bytecode itself (PYTHONDONTWRITEBYTECODE) each would compile every module it imports
+    (about 0.1 CPU-s a command). Files already compiled and unchanged are skipped; pytest's
+    rewritten test modules are its own."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         return
     for name in ("mlatui", "widgets", "tools"):  # mlatui/widgets is a link, which compileall skips

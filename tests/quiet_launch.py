@@ -4,9 +4,10 @@
 mlx.launch's thread per rank waits in `select(outputs, [rank's stdin], [], 1.0)`; a pipe with
 room is always writable, so that select returns at once and the thread spins whether or not it
 has input to pass on, and its main loop polls its own stdin, which returns at once at end of file
-(/dev/null under pytest-xdist): the parity launch's launcher took 6.1 CPU-s, each rank 2.9. Here
-those selects see neither stdin: the ranks' output is relayed as before, no input reaches them,
-and a rank's exit or a stop is seen within the select's timeout, as before."""
+(/dev/null under pytest-xdist): under mlx.launch the parity launch's launcher takes 6.1 CPU-s,
+each rank 2.9. Here those selects see neither stdin: the ranks' output is relayed as mlx.launch
+relays it, no input reaches them, and a rank's exit or a stop is seen within the select's
+timeout."""
 
 from __future__ import annotations
 

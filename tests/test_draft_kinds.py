@@ -100,7 +100,7 @@ def test_scenario_draft_source_is_the_enum(tmp_path):
     scenario.write_text('[draft]\nsource = "none"\n[[phase]]\nkind = "sweep"\ncontexts = [64]\n')
     loaded = load_scenario(str(scenario))
     assert loaded.draft.source is DraftSource.NONE
-    assert loaded.record().draft_source == "none"  # recorded as before
+    assert loaded.record().draft_source == "none"  # the recorded form is the plain word
     scenario.write_text('[draft]\nsource = "eagle"\n[[phase]]\nkind = "sweep"\ncontexts = [64]\n')
     with pytest.raises(
         ValueError,
