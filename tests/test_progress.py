@@ -90,7 +90,7 @@ def test_the_phases_not_started_are_the_headers_plan_until_a_budget_plans_again(
         ("tune:verify", 2000),
         ("tune", 2000),
     ]
-    # blocks no longer add rounds when drafts exist: the verify steps decide the L = 1 check
+    # blocks add no rounds when drafts exist: the verify steps decide the L = 1 check
     assert tune[1].seg.tokens == 16 and tune[1].seg.last_round == 4
     assert tune[0].seg.first_rounds == 6
     budget = old.header.phase_plans[1]  # a budget that keeps the tune alone

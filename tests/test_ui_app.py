@@ -217,7 +217,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
         await pilot.pause()
         await pilot.press(*"export")
         await pilot.pause(0.3)
-        # the key hint is on screen (square brackets used to be eaten as markup)
+        # the key hint is on screen (its square brackets are not read as markup)
         from textual.command import CommandList
 
         assert app.screen.query_one(CommandList).option_count >= 1
