@@ -77,7 +77,7 @@ def _rewrite_tests(config: pytest.Config) -> None:
     asserts on import (3.3-5 CPU-s a worker) unless it finds the rewritten module cached, which
     it writes only where Python writes bytecode. Written here while the workers start, in the
     order they collect, each worker finds most modules done. pytest's own rewrite and cache
-    format (private: any change there leaves the workers rewriting, as before)."""
+    format (private: where a pytest changes it, the workers rewrite each module themselves)."""
     try:
         from _pytest.assertion import rewrite
 

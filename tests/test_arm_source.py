@@ -351,7 +351,7 @@ def test_exports_and_compare_say_what_code_ran():
     assert fields["code_diff"] == "the arms ran different code in models/deepseek_v3.py"
     assert l1_words(review.settings, "invalid") == "does this patch change plain decode? it does"
     same = _header(installed, installed, given="installed")
-    assert "code_patched" not in {f.key for f in header_fields(same)}  # no tree: as before
+    assert "code_patched" not in {f.key for f in header_fields(same)}  # no tree: no code fields
     assert l1_words(same.settings, "invalid") == ""
     said = code_difference(same, review)
     assert said is not None and "patched slot: models/deepseek_v3.py" in said

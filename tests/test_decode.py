@@ -301,7 +301,7 @@ def test_decode_l1_check_is_decided_on_the_synced_steps_blocks_only_veto():
     blocks = _estimates(Outcome.VALID, 1.0, 0.99, 1.01)
     v = decode_validity(ctx, phase, 1024, synced_open, blocks, L1Quads())
     assert v.outcome == "inconclusive" and not v.valid
-    # no drafts, so no verify steps: the blocks decide alone, as before
+    # no drafts, so no verify steps: the blocks decide alone
     ctx, events = _validity_ctx()
     blocks = _estimates(Outcome.INCONCLUSIVE, 1.02, 0.96, 1.07)
     v = decode_validity(ctx, phase, 1024, None, blocks, L1Quads())

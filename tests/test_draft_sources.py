@@ -92,7 +92,7 @@ def test_settings_run_every_depth_of_every_kind_and_one_kind_keeps_its_widths():
         *("draft-model d1", "draft-model d2", "draft-model d3"),
     ]
     one = decode_settings(tune, ("draft-model",))
-    assert [s.depth for s in one] == [0, 1, 2, 3]  # width = depth + 1, as before kinds
+    assert [s.depth for s in one] == [0, 1, 2, 3]  # one kind: width = depth + 1
     blocks = [s for s in phase_segments(tune, ("mtp", "draft-model")) if s.tokens]
     assert blocks[0].setting(5) == Setting("draft-model", 1)
 

@@ -154,8 +154,8 @@ def test_each_aa_pairing_gets_fresh_sides_so_warm_up_history_cancels():
 
 
 def test_a_warm_second_side_would_have_moved_the_aa():
-    """The fake's teeth: a pairing whose second side arrives warm, as it did when the A/A's
-    direct side was kept from the pairing before (`--versus mlx_lm-thread,mlx_lm-aa`), reads
+    """The fake's teeth: a pairing whose second side arrives warm, as where the A/A's direct
+    side is kept from the pairing before it (`--versus mlx_lm-thread,mlx_lm-aa`), reads
     about 0.98 with a CI that excludes 1 (the H100 gave 0.976 [0.958, 0.987])."""
     rng = random.Random(0)
 

@@ -6,7 +6,7 @@ context's synced verify steps, then its decode blocks). A segment is run in roun
 makes a fixed number of timed calls per width, and while the L = 1 check is inconclusive the
 sampler adds rounds in pairs up to `max_rounds`. A decode block's width is its setting's place
 in `decode_settings` plus one: width 1 is plain decode (the L = 1 control), then every depth of
-every draft kind (one kind: width = depth + 1, as before several kinds).
+every draft kind (one kind: width = depth + 1).
 
 The plan of `+`, the rounds a live run measures once it has ended with undecided L = 1
 checks: which checks are undecided, the phase that measures them, its name. One rule for the
