@@ -237,8 +237,9 @@ def test_mtp_blocks_continue_the_greedy_stream(tmp_path):
 
 
 def test_training_acceptance_uses_the_same_definitions():
-    """training/acceptance.py's counts are mlatui.measure.acceptance's: its per-position 'proposed' is the
-    conditional denominator (reached), and the three forms come from one AcceptanceCounts."""
+    """tools/train/acceptance.py's counts are mlatui.measure.acceptance's: its per-position
+    'proposed' is the conditional denominator (reached), and the three forms come from one
+    AcceptanceCounts."""
     from tools.train.acceptance import speculative
 
     target = build_model("deepseek_v3", seed=1)
