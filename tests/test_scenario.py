@@ -92,6 +92,14 @@ def test_sweep_always_measures_the_l1_control(tmp_path):
             ),
             "phase[0].kind_depths.draft-model[0]: expected an integer >= 1, got 0",
         ),
+        (  # the key is found on the file as the schema reads it: the sweep before has no name
+            (
+                "contexts = [256]",
+                'contexts = [256]\n[[phase]]\nkind = "tune"\ncontexts = [64]\n'
+                'kind_depths = { "mtp" = [1], "draft-model" = [0] }',
+            ),
+            "phase[1].kind_depths.draft-model[0]: expected an integer >= 1, got 0",
+        ),
         (
             ("contexts = [256]", 'contexts = [256]\nkind_depths = { "mtp" = [1], "x" = [1] }'),
             'phase[0].kind_depths: expected keys among mtp, draft-model, got "x"',

@@ -246,10 +246,11 @@ def _with_defaults(raw: dict[str, Any]) -> dict[str, Any]:
 
 def parse_scenario(path: Path, raw: dict[str, Any]) -> Scenario:
     """The scenario a parsed TOML file holds, checked; a ScenarioError in one line."""
+    read = _with_defaults(raw)  # msgspec's key paths and values are this document's
     try:
-        file = msgspec.convert(_with_defaults(raw), ScenarioFile)
+        file = msgspec.convert(read, ScenarioFile)
     except msgspec.ValidationError as e:
-        raise checks.validation_error(path, ScenarioFile, raw, e) from None
+        raise checks.validation_error(path, ScenarioFile, read, e) from None
     fields = {**msgspec.structs.asdict(file), "path": str(path), "name": file.name or path.stem}
     scenario = Scenario(**fields)
     return replace(
