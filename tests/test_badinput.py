@@ -111,6 +111,11 @@ def test_corpus_covers_every_class():
 
 
 BENCH_TARGETS = ("attention", "indexer", "observer", "context-pair", "decode-parity")
+# behaviours another default-run test already starts a command for: a scenario bench that cannot
+# fit (each such case loads the engine, ~3 CPU-s) is test_fit's
+# test_a_run_that_cannot_fit_is_refused_before_loading_in_one_line (`bench --contexts 1000000000`,
+# its one-line refusal and exit 2); the whole corpus keeps them all
+RUN_ELSEWHERE = {(badinput.CaseClass.MEMORY, ("bench",), False)}
 
 
 def one_per_behaviour(cases: list[badinput.Case]) -> list[badinput.Case]:
@@ -120,7 +125,8 @@ def one_per_behaviour(cases: list[badinput.Case]) -> list[badinput.Case]:
     for case in cases:
         argv = list(case.argv)
         command = tuple(argv[:2] if argv[1:2] and argv[1] in BENCH_TARGETS else argv[:1])
-        chosen.setdefault((case.kind, command, case.deliberate), case)
+        if (case.kind, command, case.deliberate) not in RUN_ELSEWHERE:
+            chosen.setdefault((case.kind, command, case.deliberate), case)
     return list(chosen.values())
 
 
