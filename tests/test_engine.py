@@ -127,7 +127,7 @@ def test_tune_phase_reports_every_depth(tiny_run):
     # same synthetic draws in both arms: identical acceptance
     assert results[("stock", 2)].counts == results[("patched", 2)].counts
     # the synthetic draft accepts each reached position with probability 0.75
-    counts = AcceptanceCounts.from_dict(results[("stock", 1)].counts)
+    counts = AcceptanceCounts(**results[("stock", 1)].counts)
     assert 0.55 < counts.conditional[0] < 0.95
     assert "stock @" in summary.verdict and "patched @" in summary.verdict
 
