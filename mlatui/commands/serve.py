@@ -8,7 +8,6 @@ authentication."""
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 import socket
 import sys
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     command, shown = replay_command(args.file, args.speed)
     try:
-        from textual_serve.server import Server
+        from mlatui.widgets.serve import serve
     except ImportError as e:
         raise UserError(
             "mlatui serve needs textual-serve, which is not installed",
@@ -119,15 +118,12 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    class ReplayServer(Server):  # greets once the server listens
-        async def on_startup(self, app) -> None:
-            greet(self.public_url)
-
-    for name in ("textual-serve", "aiohttp.access"):  # no line per connection or request
-        logging.getLogger(name).setLevel(logging.WARNING)
-    title = f"mlatui {shown}"
-    command_line = shlex.join(command)
-    ReplayServer(
-        command_line, host=args.host, port=port, title=title, public_url=public_url
-    ).serve()
+    serve(
+        shlex.join(command),
+        host=args.host,
+        port=port,
+        title=f"mlatui {shown}",
+        public_url=public_url,
+        greet=greet,
+    )
     return 0
