@@ -86,3 +86,59 @@ def test_env_line_names_device_backend_blas_and_versions():
     line = env_line(env)
     assert line.startswith("H200 (cuda, blas: n/a (gpu)), mlx 0.32.4, mlx-lm 0.32.2")
     assert line.endswith("mlatui 0.1.0, python 3.11.7") and "\n" not in line
+
+
+def _l1_steps(ratios, context=512):
+    """Step events of L = 1 quads (A B B A, two per round) whose stock/patched sums are `ratios`."""
+    from mlatui.stream.events import Step
+
+    out = []
+    for i, ratio in enumerate(ratios):
+        rep = i // 2
+        for arm in ("stock", "patched", "patched", "stock"):
+            ms = 20.0 * ratio if arm == "stock" else 20.0
+            out.append(Step(0.0, "sweep", arm, context, 1, rep, ms, 6, 0))
+        out.append(Step(0.0, "sweep", "stock", context, 2, rep, 140.0, 6, 0))  # not L = 1
+    return out
+
+
+def test_observer_reads_the_l1_quads_each_context_on_its_own():
+    from mlatui.commands.bench_observer import l1_quad_ratios
+
+    a, b = [1.0, 1.1, 0.9, 1.05], [1.2, 0.8]
+    got = l1_quad_ratios(_l1_steps(a, 512) + _l1_steps(b, 1024))
+    assert got == pytest.approx(a + b)
+
+
+def test_observer_spread_detects_a_noisier_mode_and_an_aa_comes_out_null():
+    import random
+
+    from mlatui.commands.bench_observer import spread_ratio
+
+    rng = random.Random(1)
+    quiet = [rng.lognormvariate(0, 0.02) for _ in range(150)]
+    quiet_too = [rng.lognormvariate(0, 0.02) for _ in range(150)]
+    noisy = [rng.lognormvariate(0, 0.08) for _ in range(150)]
+    worse = spread_ratio(noisy, quiet)
+    assert worse is not None and worse.low > 2.0  # four times the spread, clearly found
+    same = spread_ratio(quiet_too, quiet)
+    assert same is not None and same.low < 1.0 < same.high
+    assert spread_ratio(noisy[:3], quiet) is None  # under four quads: no figure
+
+
+def test_observer_table_shows_each_modes_l1_spread_with_its_ci():
+    from mlatui.commands.bench_observer import summary_rows
+    from mlatui.views.bench_report import observer_table
+
+    verify = {"stock": [100.0, 110.0], "patched": [20.0, 21.0]}
+    samples = {"headless": verify, "tui": verify, "isolated": verify}
+    quads = {"headless": [1.0, 1.01, 0.99, 1.0, 1.02], "tui": [1.0, 1.2, 0.8, 1.1, 0.9]}
+    quads["isolated"] = [1.0]  # too few for a spread: no row
+    text = observer_table(summary_rows(samples, quads, 4.0))
+    spread_lines = text.split("quad ratios, whose spread")[1].splitlines()
+    rows = [line for line in spread_lines if line.startswith("| ") and "mode" not in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| headless", "| tui"]
+    assert "| 1.0% | 1.00× [" in rows[0]  # headless against itself
+    tui_spread = float(rows[1].split(" | ")[2].rstrip("%"))
+    assert tui_spread == pytest.approx(100 * (1.1 / 0.9 - 1), abs=0.1)
+    assert f"| {(1.1 / 0.9 - 1) / (1.01 / 1.0 - 1):.2f}× [" in rows[1]  # over headless

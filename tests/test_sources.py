@@ -15,7 +15,7 @@ from mlatui.config.run_plan import RunConfig, resolve_plan
 from mlatui.stream.events import RunEnd, RunHeader
 from mlatui.stream.recorder import RecordingError, read_recording
 from mlatui.stream.replay_source import UNSEEN
-from mlatui.stream.sources import LiveSource, ProcessSource, ReplaySource
+from mlatui.stream.sources import DrawTurns, LiveSource, ProcessSource, ReplaySource
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ui_tiny_run.jsonl"
 TINY = str(Path(__file__).parent / "fixtures" / "tiny.toml")
@@ -224,3 +224,71 @@ def test_process_source_runs_the_real_engine(tmp_path):
         -5:
     ]
     assert any(e.type == "decode_block" and e.depth > 0 for e in events)
+
+
+# -- the dashboard's drawing turns (DrawTurns) -------------------------------------------------
+
+
+def test_a_draw_waits_for_the_arm_call_in_progress_and_holds_the_next_one():
+    turns = DrawTurns(wait_s=30, hold_s=30)
+    log: list[str] = []
+    in_call, release = threading.Event(), threading.Event()
+
+    def arm() -> None:
+        with turns.arm_call():
+            log.append("call 1")
+            in_call.set()
+            release.wait(30)
+        with turns.arm_call():  # after the draw's turn
+            log.append("call 2")
+
+    arm_thread = threading.Thread(target=arm)
+    arm_thread.start()
+    assert in_call.wait(30)
+    drawer = threading.Thread(target=lambda: log.append(f"draw held={turns.begin_draw()}"))
+    drawer.start()
+    wait_until(lambda: turns._wanted)
+    assert log == ["call 1"] and turns.busy  # the draw waits for the call to end
+    release.set()
+    drawer.join(30)
+    assert log == ["call 1", "draw held=True"] and turns.drawing
+    time.sleep(0.1)
+    assert "call 2" not in log  # no call starts while the draw has its turn
+    turns.end_draw()
+    arm_thread.join(30)
+    assert log == ["call 1", "draw held=True", "call 2"] and not turns.busy
+
+
+def test_a_draw_that_finds_a_long_arm_call_draws_beside_it_and_holds_nothing():
+    turns = DrawTurns(wait_s=0.05, hold_s=30)
+    in_call, release = threading.Event(), threading.Event()
+
+    def arm() -> None:
+        with turns.arm_call():
+            in_call.set()
+            release.wait(30)
+        with turns.arm_call():
+            pass
+
+    arm_thread = threading.Thread(target=arm)
+    arm_thread.start()
+    assert in_call.wait(30)
+    assert turns.begin_draw() is False and not turns.drawing
+    release.set()
+    arm_thread.join(30)  # the next call did not wait for an end_draw that never comes
+    assert not arm_thread.is_alive()
+
+
+def test_a_draw_that_never_ends_loses_its_turn_and_the_arms_go_on():
+    turns = DrawTurns(wait_s=30, hold_s=0.05)
+    assert turns.begin_draw() is True and turns.drawing  # no call in progress: held at once
+    done = threading.Event()
+
+    def arm() -> None:
+        with turns.arm_call():
+            pass
+        with turns.arm_call():
+            done.set()
+
+    threading.Thread(target=arm).start()
+    assert done.wait(30) and not turns.drawing

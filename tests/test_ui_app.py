@@ -12,8 +12,9 @@ import pytest
 import ui_events
 
 from mlatui.config.run_plan import RunConfig, resolve_plan
+from mlatui.stream.recorder import read_recording
 from mlatui.stream.run_settings import RunSettings
-from mlatui.stream.sources import LiveSource, ReplaySource
+from mlatui.stream.sources import DASHBOARD_IN_TURNS, LiveSource, ReplaySource
 from mlatui.widgets.app import MlatuiApp
 from mlatui.widgets.help import HelpScreen
 from tests.ui_settled import until
@@ -287,9 +288,22 @@ async def test_short_live_run_on_a_tiny_model(tmp_path):
     )
     src = LiveSource(resolve_plan(config), record=tmp_path / "live.jsonl")
     app = MlatuiApp(src, ui_hz=4, out_dir=tmp_path)
+    arm_call_in_progress: list[bool] = []  # at each draw while the run goes
+    draw = app._draw
+
+    def watched_draw() -> None:
+        if not src.finished:
+            arm_call_in_progress.append(src.turns.busy)
+        draw()
+
+    app._draw = watched_draw
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._done, 240)
         assert app.dash.status == "completed"
+        # the dashboard drew in its turns: never while an arm call (a timed step) ran
+        assert arm_call_in_progress and not any(arm_call_in_progress)
+        header = read_recording(tmp_path / "live.jsonl").header
+        assert header.settings.dashboard == DASHBOARD_IN_TURNS
         assert app.dash.marginal("stock") and any(
             k[1] == "patched" and k[2] >= 2 for k in app.dash.steps.samples
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from textual.widgets import Tab, Tabs
 
 from mlatui.errors import shell_path
 from mlatui.stream.events import ErrorEvent, Event, LogMessage
-from mlatui.stream.sources import Source
+from mlatui.stream.sources import DrawTurns, Source
 from mlatui.views.dashboard_state import DashboardState
 from mlatui.views.key_figure import FigureView
 from mlatui.views.keys import KEYS, Key, Only, keys_for
@@ -71,6 +72,14 @@ class RunFinished(Message):
     status: str
 
 
+@dataclass
+class TurnHeld(Message):
+    """A drawing turn has come (`held`: the arms wait for the frame; False: the wait ran out)."""
+
+    turns: DrawTurns
+    held: bool
+
+
 class MlatuiApp(App):
     CSS_PATH = "app.tcss"
     AUTO_FOCUS = None  # no pane is focused until the user picks one (tab, click)
@@ -105,6 +114,7 @@ class MlatuiApp(App):
         self.compact = False
         self.page = 0
         self.ticks = 0
+        self._turn_asked = False  # a drawing turn is asked for or held (live, in process)
         self._clock_offset: float | None = None  # live: monotonic - engine time, smallest seen
         self.unexpected: BaseException | None = None  # the command line reports it in one line
 
@@ -158,6 +168,36 @@ class MlatuiApp(App):
         )
 
     def _tick(self) -> None:
+        """The UI's fixed tick. With an engine in this process, the drawing waits for its turn
+        between the arms' calls (mlatui.stream.sources.DrawTurns), asked for on a thread of its
+        own: the wait may last one arm call, which the event loop must not."""
+        turns = self.source.turns
+        if turns is None or self.source.finished:
+            self._draw()
+        elif not self._turn_asked:
+            self._turn_asked = True
+            threading.Thread(
+                target=self._ask_turn, args=(turns,), name="mlatui-draw-turn", daemon=True
+            ).start()
+
+    def _ask_turn(self, turns: DrawTurns) -> None:
+        held = turns.begin_draw()
+        if not self.post_message(TurnHeld(turns, held)):  # the app has closed meanwhile
+            turns.end_draw()
+
+    def on_turn_held(self, message: TurnHeld) -> None:
+        def drawn() -> None:  # the frame is on the screen: the arms go on
+            if message.held:
+                message.turns.end_draw()
+            self._turn_asked = False
+
+        try:
+            self._draw()
+        finally:
+            self.call_after_refresh(drawn)
+
+    def _draw(self) -> None:
+        """Drain the source, fold what came, redraw the panes whose sections changed."""
         self.ticks += 1
         epoch = getattr(self.source, "epoch", 0)
         if epoch != self._epoch:  # a replay seeked backwards: rebuild from the header
@@ -245,6 +285,8 @@ class MlatuiApp(App):
             pane.redraw()
 
     def on_unmount(self) -> None:
+        if self.source.turns is not None:  # a turn held at exit must not hold the arms
+            self.source.turns.end_draw()
         self.source.stop()
 
     # -- layout: the pages ----------------------------------------------------------------

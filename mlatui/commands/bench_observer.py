@@ -9,9 +9,12 @@ the compositor renders every tick as in a terminal, only the final write to the 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from mlatui.commands.argtypes import (
     add_force,
@@ -21,6 +24,7 @@ from mlatui.commands.argtypes import (
     positive_int,
 )
 from mlatui.measure.records import percentile
+from mlatui.stream.event_base import Interval
 from mlatui.views.bench_report import observer_table
 
 HELP = "observer effect: the scenario headless vs under the dashboard (in-process and isolated)"
@@ -64,6 +68,18 @@ def verify_samples(events) -> dict[str, list[float]]:
         if e.type == "step" and e.width >= 2:
             out.setdefault(e.arm, []).append(e.ms)
     return out
+
+
+def l1_quad_ratios(events) -> list[float]:
+    """Every complete L = 1 quad's stock/patched sum ratio, context by context: the samples the
+    L = 1 check's CI comes from, so their spread is what an observer costs a verdict."""
+    from mlatui.measure.estimates import Timing, quad_ratios
+
+    by_context: dict[tuple[str, int], list[Timing]] = {}
+    for e in events:
+        if e.type == "step" and e.width == 1:
+            by_context.setdefault((e.phase, e.context), []).append(Timing(e.rep, 1, e.arm, e.ms))
+    return [r for timings in by_context.values() for r in quad_ratios(timings)]
 
 
 def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
@@ -139,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=_exit_app, args=(app, sig.exit_status), daemon=True).start()
 
     with JsonlSink(out) as sink, StopOnSignals(stop, on_first=on_first) as signals:
-        samples = _measure(args, config, _Run(sink, signals, stop, current, tmp))
-        rows = summary_rows(samples, args.ui_hz)
+        samples, l1_quads = _measure(args, config, _Run(sink, signals, stop, current, tmp))
+        rows = summary_rows(samples, l1_quads, args.ui_hz)
         if signals.received is None:
             for row in rows:
                 sink.write(row)
@@ -178,15 +194,19 @@ class _Run:
     tmp: Path
 
 
-def _measure(args: argparse.Namespace, config, where: _Run) -> dict[str, dict[str, list[float]]]:
+def _measure(
+    args: argparse.Namespace, config, where: _Run
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
     """Every mode once per round, in whole rounds while the time limit allows (the modes stay
-    paired); each mode run's samples written as they come. Returns mode -> arm -> samples."""
+    paired); each mode run's samples written as they come. Returns mode -> arm -> verify ms, and
+    mode -> L = 1 quad ratios."""
     import time
 
     from mlatui.errors import UserError
 
     deadline = time.monotonic() + args.max_seconds
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
+    l1_quads: dict[str, list[float]] = {m: [] for m in MODES}
     signals = where.signals
     for r in range(args.rounds):
         if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
@@ -208,7 +228,7 @@ def _measure(args: argparse.Namespace, config, where: _Run) -> dict[str, dict[st
                     f"{mode} run did not complete" + (f": {why}" if why else ""),
                     f"see {record}",
                 )
-            measured = verify_samples(events)
+            measured, quads = verify_samples(events), l1_quad_ratios(events)
             where.sink.write(
                 {
                     "type": "mode_run",
@@ -218,20 +238,25 @@ def _measure(args: argparse.Namespace, config, where: _Run) -> dict[str, dict[st
                     "ui_hz": args.ui_hz,
                     "recording": str(record),
                     "samples_ms": measured,
+                    "l1_quad_ratios": quads,
                 }
             )
             if stopped:
                 break
             for arm, xs in measured.items():
                 samples[mode].setdefault(arm, []).extend(xs)
+            l1_quads[mode].extend(quads)
             print(f"round {r + 1}/{args.rounds}: {mode} done", flush=True)
         if signals.received is not None:
             break
-    return samples
+    return samples, l1_quads
 
 
-def summary_rows(samples: dict[str, dict[str, list[float]]], ui_hz: float) -> list[dict]:
-    """Per mode and arm: the median and p95 verify ms, and their ratio to the headless run's."""
+def summary_rows(
+    samples: dict[str, dict[str, list[float]]], l1_quads: dict[str, list[float]], ui_hz: float
+) -> list[dict]:
+    """Per mode and arm: the median and p95 verify ms, and their ratio to the headless run's;
+    per mode, the spread of its L = 1 quad ratios against the headless runs'."""
     import statistics
 
     rows = []
@@ -253,4 +278,45 @@ def summary_rows(samples: dict[str, dict[str, list[float]]], ui_hz: float) -> li
                     "samples_ms": xs,
                 }
             )
+    for mode in MODES:
+        quads = l1_quads[mode]
+        if (spread := quad_spread_pct(quads)) is not None:
+            vs = spread_ratio(quads, l1_quads["headless"])
+            rows.append(
+                {
+                    "type": "l1_spread",
+                    "mode": mode,
+                    "quads": len(quads),
+                    "spread_pct": spread,
+                    "spread_ratio": None if vs is None else msgspec.to_builtins(vs),
+                    "ui_hz": ui_hz,
+                }
+            )
     return rows
+
+
+def spread_ratio(quads: list[float], base: list[float], resamples: int = 1000) -> Interval | None:
+    """`quads`' spread over `base`'s, with a 95% percentile bootstrap (each set of quads
+    resampled on its own, seeded); None when either has under four quads or no spread."""
+    import random
+
+    spread, base_spread = quad_spread_pct(quads), quad_spread_pct(base)
+    if spread is None or not base_spread:
+        return None
+    rng = random.Random(0)
+    draws = []
+    for _ in range(resamples):
+        b = quad_spread_pct(rng.choices(base, k=len(base)))
+        if b:
+            draws.append(quad_spread_pct(rng.choices(quads, k=len(quads))) / b)
+    draws.sort()
+    low, high = draws[int(0.025 * (len(draws) - 1))], draws[math.ceil(0.975 * (len(draws) - 1))]
+    return Interval(spread / base_spread, low, high, len(quads))
+
+
+def quad_spread_pct(ratios: list[float]) -> float | None:
+    """How far apart the middle half of the quad ratios lies: 75th over 25th percentile - 1, in
+    percent (None under four quads)."""
+    if len(ratios) < 4:
+        return None
+    return 100.0 * (percentile(ratios, 75) / percentile(ratios, 25) - 1.0)

@@ -225,6 +225,14 @@ def _quad_ratios(
     return [by_round[r] for r in sorted(by_round)]
 
 
+def quad_ratios(
+    timings: Iterable[Timing], width: int = 1, arms: Sequence[str] = ARMS
+) -> list[float]:
+    """Every complete quad's sum ratio a/b at `width` (one context's timings), in round order:
+    the samples a paired ratio's median is taken over, whose spread decides how soon it is sure."""
+    return [r for by_round in _quad_ratios(_quads(timings), width, arms) for r in by_round]
+
+
 def _ratio(
     quads: dict[int, list[list[Timing]]], width: int, arms: Sequence[str], seed: int, resamples: int
 ) -> Interval | None:

@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
 from queue import SimpleQueue
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -49,6 +49,9 @@ from mlatui.models.source_tree import tree_of
 from mlatui.models.tree_model import make_cache
 from mlatui.stream.events import ARMS
 from mlatui.stream.run_settings import ArmSlot, ArmSource
+
+if TYPE_CHECKING:
+    from mlatui.stream.sources import DrawTurns
 
 T = TypeVar("T")
 
@@ -113,11 +116,22 @@ def unpinned():
 
 
 class Baton:
-    """The lock the arms take turns with, and the CPUs every arm sharing it is pinned to."""
+    """The lock the arms take turns with, the CPUs every arm sharing it is pinned to, and the
+    turns an in-process dashboard draws in between their calls (None: nothing draws here)."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: DrawTurns | None = None) -> None:
         self.lock = threading.Lock()
         self.cpus = arm_cpus()
+        self.turns = turns
+
+    def call(self) -> contextlib.AbstractContextManager:
+        """Held around each arm call: after any draw has had its turn, the lock."""
+        if self.turns is None:
+            return self.lock
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.turns.arm_call())
+        stack.enter_context(self.lock)
+        return stack
 
 
 @dataclass(frozen=True)
@@ -205,7 +219,7 @@ class ArmWorker:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with self.baton.lock:
+                with self.baton.call():
                     result = fn(arm)
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 future.set_exception(e)

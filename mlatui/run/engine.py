@@ -61,7 +61,7 @@ from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import MoreRounds, serve_more
 from mlatui.run.phases.results import Checks, Need, PassResults, PhaseInputs, PhaseResult, Slices
 from mlatui.stream.events import Event, LogMessage, RunEnd
-from mlatui.stream.sources import RunControl
+from mlatui.stream.sources import DASHBOARD_IN_TURNS, RunControl
 
 if TYPE_CHECKING:
     from mlatui.run.budget_probe import Budget
@@ -293,6 +293,8 @@ class _Run:
         settings, key = header_settings(plan, loaded, setup)
         if self.wired.limit_bytes is not None:
             settings = msgspec.structs.replace(settings, wired_limit=self.wired.describe())
+        if isinstance(self.stop, RunControl) and self.stop.turns is not None:
+            settings = msgspec.structs.replace(settings, dashboard=DASHBOARD_IN_TURNS)
         scenario = plan.scenario
         head = header(scenario, plan.model, loaded, report, settings, self.dist.describe())
         planned = phase_plans(plan.phases, self.draft_kinds, plan.settle, setup.passes)
@@ -322,7 +324,7 @@ class _Run:
         plan, (stock, patched) = self.plan, arms
         for arm in arms:
             arm.model_name = loaded.name
-        baton = Baton()
+        baton = Baton(self.stop.turns if isinstance(self.stop, RunControl) else None)
         workers = {"stock": ArmWorker(stock, baton)}
         host = workers["stock"] if plan.shared_arm_thread else None
         workers["patched"] = ArmWorker(patched, baton, host=host)

@@ -45,6 +45,7 @@ class ReplaySource:
     kind = "replay"
     record_path: Path | None = None
     live = False
+    turns = None  # no engine runs here
 
     @property
     def playback(self) -> ReplaySource:
@@ -224,6 +225,7 @@ class FollowSource:
     kind = "follow"
     live = True  # a recording still being written: no seeking in what has not happened
     playback = None
+    turns = None
 
     def __init__(self, path: str | os.PathLike[str], poll_s: float = 0.25):
         self.path = Path(path)

@@ -96,6 +96,7 @@ class RunSettings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     random_weights: bool | None = None  # None: a checkpoint
     arm_threads: str = ""  # shared | one per arm
     arm_cpus: tuple[int, ...] | None = None
+    dashboard: str = ""  # a dashboard in the run's process, and when it drew ("": none there)
     draft_kinds: tuple[str, ...] | None = None  # None: not recorded (the header's draft says)
     mtp_missing: str = ""  # why an MTP draft had no head to run
     plan: PlanRecord | None = None  # None: not recorded

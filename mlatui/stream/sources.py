@@ -30,16 +30,95 @@ from mlatui.stream.replay_source import ReplaySource
 WAIT_S = 0.25  # how often a waiting engine looks at its stop flag
 
 
+class DrawTurns:
+    """The turns an in-process dashboard takes between the arms' calls: while it draws, no arm
+    call starts (and it starts drawing only once the call in progress has ended), so no timed
+    step shares the interpreter and the host with a redraw. On the 2-core CPU an L = 1 step that
+    overlapped a redraw (36 ms median, up to 230 ms) took 1.8x its median, which doubled the
+    spread of the L = 1 quads against headless and left the launch's L = 1 checks undecided.
+
+    Either side waits a bounded time, so neither can stall the other: a draw that finds a long
+    call (a decode block) draws beside it after `wait_s`, and arms held longer than `hold_s` by
+    a draw that never ended (a stuck or closed UI) go on and end its turn."""
+
+    def __init__(self, wait_s: float = 1.0, hold_s: float = 1.0) -> None:
+        self.wait_s = wait_s
+        self.hold_s = hold_s
+        self._cond = threading.Condition()
+        self._wanted = False
+        self._drawing = False
+        self._calls = 0  # arm calls in progress
+
+    @property
+    def busy(self) -> bool:
+        """An arm call is in progress."""
+        with self._cond:
+            return self._calls > 0
+
+    @property
+    def drawing(self) -> bool:
+        """A draw has its turn: no arm call starts."""
+        with self._cond:
+            return self._drawing
+
+    def arm_call(self) -> _ArmCall:
+        """An arm's call, entered before it takes the baton: waits while a draw has its turn."""
+        return _ArmCall(self)
+
+    def _enter_call(self) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: not (self._wanted or self._drawing), self.hold_s):
+                self._wanted = self._drawing = False  # a draw that never ended loses its turn
+            self._calls += 1
+
+    def _leave_call(self) -> None:
+        with self._cond:
+            self._calls -= 1
+            self._cond.notify_all()
+
+    def begin_draw(self) -> bool:
+        """From a thread that may block (never the UI's event loop): wait until no arm call is in
+        progress and hold the next ones; False when `wait_s` passed first (draw anyway)."""
+        with self._cond:
+            self._wanted = True
+            held = self._cond.wait_for(lambda: self._calls == 0, self.wait_s)
+            self._wanted = False
+            self._drawing = held
+            self._cond.notify_all()
+            return held
+
+    def end_draw(self) -> None:
+        """The drawing is on the screen: the arms go on."""
+        with self._cond:
+            self._drawing = False
+            self._cond.notify_all()
+
+
+DASHBOARD_IN_TURNS = "in process, drawing only between arm calls"  # the header's settings.dashboard
+
+
+class _ArmCall:
+    def __init__(self, turns: DrawTurns) -> None:
+        self.turns = turns
+
+    def __enter__(self) -> None:
+        self.turns._enter_call()
+
+    def __exit__(self, *exc: object) -> None:
+        self.turns._leave_call()
+
+
 class RunControl(threading.Event):
     """A live run's stop flag, with the one request a user can make of a run that has ended:
     more rounds of its undecided L = 1 checks (`+`). The engine takes it as its stop event; with
     `offer_more` it keeps the last arms loaded after its RunEnd and waits for a request or a
-    stop."""
+    stop. `turns`: those of a dashboard drawing in the engine's process (its arms keep them)."""
 
-    def __init__(self, offer_more: bool = False) -> None:
+    def __init__(self, offer_more: bool = False, turns: DrawTurns | None = None) -> None:
         super().__init__()
         self.offer_more = offer_more
         self._asks: queue.Queue[int] = queue.Queue()
+        self.turns = turns
 
     def ask_more(self, rounds: int) -> None:
         """From the UI's thread: measure `rounds` more rounds of each undecided check."""
@@ -102,6 +181,11 @@ class Source(Protocol):
     def live(self) -> bool:
         """Events come from a run as it goes (in this process, a child, a growing file)."""
 
+    @property
+    def turns(self) -> DrawTurns | None:
+        """The turns the dashboard draws in, between the arms' calls; None where no engine runs
+        in this process."""
+
 
 class _Buffered:
     """Shared by the live sources: a deque the producer appends to, teed into a Recorder.
@@ -110,6 +194,7 @@ class _Buffered:
     record_path: Path
     live = True
     playback = None
+    turns: DrawTurns | None = None
 
     def __init__(self, record: str | os.PathLike[str] | None, offer_more: bool):
         self.record_path = Path(record) if record else new_record_path()
@@ -181,7 +266,8 @@ class LiveSource(_Buffered):
         super().__init__(record if record is not None else config.record, offer_more)
         self.config = config  # a plan when the caller resolved it (launch): the engine runs it
         self._engine = engine
-        self._stop = RunControl(offer_more)
+        self.turns = DrawTurns()
+        self._stop = RunControl(offer_more, self.turns)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

@@ -155,15 +155,39 @@ def undecided_lines(
 
 
 def observer_table(rows: Sequence[dict[str, Any]]) -> str:
-    """`mlatui bench observer`'s table: each mode's verify-shaped step times against headless."""
+    """`mlatui bench observer`'s tables: each mode's verify-shaped step times against headless,
+    then (where the rows have it) the spread of each mode's L = 1 quad ratios."""
     head = ["mode", "arm", "n", "median ms", "p95 ms", "median / headless", "p95 / headless"]
-    return table(
+    verify = table(
         head,
         (
             [r["mode"], r["arm"], r["n"], fmt(r["median_ms"]), fmt(r["p95_ms"])]
             + [fmt(r["median_ratio"], 3), fmt(r["p95_ratio"], 3)]
             for r in rows
+            if r.get("type", "summary") == "summary"
         ),
+    )
+    spread = [r for r in rows if r.get("type") == "l1_spread"]
+    if not spread:
+        return verify
+    head = [
+        "mode",
+        "L = 1 quads",
+        "quad ratio spread (p75 / p25 - 1)",
+        "spread / headless [95% CI]",
+    ]
+    return (
+        verify
+        + "\n\nThe L = 1 check's samples: stock/patched quad ratios, whose spread decides how "
+        "soon its CI is within tolerance.\n\n"
+        + table(
+            head,
+            (
+                [r["mode"], r["quads"], f"{fmt(r['spread_pct'], 1)}%"]
+                + [interval_text(msgspec.convert(r["spread_ratio"], Interval | None), 2, "×")]
+                for r in spread
+            ),
+        )
     )
 
 
@@ -529,7 +553,7 @@ def _holds(kind: RecordKind, lines: Sequence[dict[str, Any]]) -> str:
 
 
 def _summary_rows(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [line for line in lines if line.get("type") == "summary"]
+    return [line for line in lines if line.get("type") in ("summary", "l1_spread")]
 
 
 def record_file_dump(path: Path, kind: RecordKind, skip_bad: bool = False) -> str:
