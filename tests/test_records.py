@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,22 @@ def test_observer_table_shows_each_modes_l1_spread_with_its_ci():
     tui_spread = float(rows[1].split(" | ")[2].rstrip("%"))
     assert tui_spread == pytest.approx(100 * (1.1 / 0.9 - 1), abs=0.1)
     assert f"| {(1.1 / 0.9 - 1) / (1.01 / 1.0 - 1):.2f}× [" in rows[1]  # over headless
+
+
+def test_observer_runs_every_later_mode_on_the_first_runs_fitted_plan():
+    import msgspec
+
+    from mlatui.commands.bench_observer import one_plan
+    from mlatui.config.run_plan import RunConfig, resolve_plan
+    from mlatui.stream.events import BudgetPlanned
+
+    tiny = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+    plan = resolve_plan(RunConfig(scenario=tiny, random_weights=True, budget_s=20.0))
+    first = plan.phases[0]
+    fitted = (msgspec.structs.replace(first, contexts=first.contexts[:1], reps=2),)
+    planned = BudgetPlanned(1.0, 20.0, 30.0, 19.0, ("fewer rounds",), fitted, (64,), 0.5)
+    again, compared = one_plan(plan, [planned])
+    assert again.phases == fitted and again.budget_s == 0 and not again.budgeted
+    assert compared == {first.name}  # a budget's `more` rounds are not compared
+    unbudgeted, names = one_plan(plan, [])  # a first run that fitted nothing: its phases as given
+    assert unbudgeted.phases == plan.phases and names == {p.name for p in plan.phases}

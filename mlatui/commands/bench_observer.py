@@ -1,8 +1,10 @@
 """`mlatui bench observer`: measures whether watching a run (the dashboard) changes its figures.
 
-Runs one scenario headless, under the dashboard in-process (LiveSource), and under the dashboard
-with the engine in a child process (ProcessSource), in rounds (H T I H T I ...), and compares
-median and p95 verify ms per arm against headless. The dashboard runs Textual's headless driver:
+Runs one plan headless, under the dashboard in-process (LiveSource), and under the dashboard
+with the engine in a child process (ProcessSource), in rounds (H T I H T I ...): the first run
+fits the scenario to its share of the time limit, every later run runs the phases it fitted. It
+compares median and p95 verify ms per arm, and the spread of the L = 1 quad ratios, against
+headless. The dashboard runs Textual's headless driver:
 the compositor renders every tick as in a terminal, only the final write to the tty is skipped.
 """
 
@@ -82,13 +84,11 @@ def l1_quad_ratios(events) -> list[float]:
     return [r for timings in by_context.values() for r in quad_ratios(timings)]
 
 
-def run_mode(mode: str, config, ui_hz: float, record: str, stop, current: list) -> list:
-    """One run of the scenario in `mode`; `stop` ends a headless run after its step, and the
-    app running a dashboard mode is kept in `current` (a signal asks it to exit)."""
-    from mlatui.config.run_plan import resolve_plan
+def run_mode(mode: str, plan, ui_hz: float, record: str, stop, current: list) -> list:
+    """One run of `plan` in `mode`; `stop` ends a headless run after its step, and the app
+    running a dashboard mode is kept in `current` (a signal asks it to exit)."""
     from mlatui.stream.sources import LiveSource, ProcessSource
 
-    plan = resolve_plan(config)
     if mode == "headless":
         from mlatui.run.engine import run
         from mlatui.stream.recorder import Recorder
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from mlatui.config.outputs import JsonlSink, claim_output, new_record_path
     from mlatui.host.signals import StopOnSignals
 
-    config = _config(args)  # a bad file: one line, before anything loads
+    plan = _first_plan(args)  # a bad file: one line, before anything loads
     out = (
         claim_output(args.out, overwrite=args.overwrite)
         if args.out
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=_exit_app, args=(app, sig.exit_status), daemon=True).start()
 
     with JsonlSink(out) as sink, StopOnSignals(stop, on_first=on_first) as signals:
-        samples, l1_quads = _measure(args, config, _Run(sink, signals, stop, current, tmp))
+        samples, l1_quads = _measure(args, plan, _Run(sink, signals, stop, current, tmp))
         rows = summary_rows(samples, l1_quads, args.ui_hz)
         if signals.received is None:
             for row in rows:
@@ -165,9 +165,10 @@ def run(args: argparse.Namespace) -> int:
     return end_status(signals, f"; the completed mode runs are in {out}", sink.error) or 0
 
 
-def _config(args: argparse.Namespace):
-    """The request every mode runs; its plan is resolved here so that bad input (the file, its
-    phases) is refused before anything loads."""
+def _first_plan(args: argparse.Namespace):
+    """The first run's plan, resolved here so that bad input (the file, its phases) is refused
+    before anything loads: fitted to a run's share of the time limit by that run's probe, and
+    then run as fitted in every mode (`one_plan`)."""
     from mlatui.config.run_plan import RunConfig, resolve_plan
     from mlatui.config.scenario import load_scenario
 
@@ -179,8 +180,20 @@ def _config(args: argparse.Namespace):
         budget_s=args.max_seconds / (args.rounds * len(MODES)),
         force=args.force,
     )
-    resolve_plan(config, scenario)
-    return config
+    return resolve_plan(config, scenario)
+
+
+def one_plan(plan, events) -> tuple[Any, frozenset[str]]:
+    """The plan every later mode run runs: the phases the first run's budget fitted, as fitted
+    (no budget, so no probe picks other contexts for another mode); and the names of those
+    phases, the only ones whose steps are compared (a budget's last rounds, `more`, are not)."""
+    import dataclasses
+
+    fitted = next((e.phases for e in events if e.type == "budget_planned"), plan.phases)
+    return (
+        dataclasses.replace(plan.with_phases(fitted), budget_s=0.0),
+        frozenset(p.name for p in fitted),
+    )
 
 
 @dataclass
@@ -195,7 +208,7 @@ class _Run:
 
 
 def _measure(
-    args: argparse.Namespace, config, where: _Run
+    args: argparse.Namespace, plan, where: _Run
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
     """Every mode once per round, in whole rounds while the time limit allows (the modes stay
     paired); each mode run's samples written as they come. Returns mode -> arm -> verify ms, and
@@ -208,6 +221,7 @@ def _measure(
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     l1_quads: dict[str, list[float]] = {m: [] for m in MODES}
     signals = where.signals
+    compared: frozenset[str] | None = None  # the fitted plan's phases, once the first run ends
     for r in range(args.rounds):
         if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
             print(
@@ -218,7 +232,9 @@ def _measure(
             break
         for mode in MODES:
             record = where.tmp / f"{mode}-{r}.jsonl"
-            events = run_mode(mode, config, args.ui_hz, str(record), where.stop, where.current)
+            events = run_mode(mode, plan, args.ui_hz, str(record), where.stop, where.current)
+            if compared is None:
+                plan, compared = one_plan(plan, events)
             stopped = signals.received is not None
             if stopped:  # the recording has every step, the dashboard only what it drew
                 events = _recorded(record, events)
@@ -228,7 +244,8 @@ def _measure(
                     f"{mode} run did not complete" + (f": {why}" if why else ""),
                     f"see {record}",
                 )
-            measured, quads = verify_samples(events), l1_quad_ratios(events)
+            steps = [e for e in events if e.type == "step" and e.phase in compared]
+            measured, quads = verify_samples(steps), l1_quad_ratios(steps)
             where.sink.write(
                 {
                     "type": "mode_run",
