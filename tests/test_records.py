@@ -150,15 +150,20 @@ def test_observer_runs_every_later_mode_on_the_first_runs_fitted_plan():
 
     from mlatui.commands.bench_observer import one_plan
     from mlatui.config.run_plan import RunConfig, resolve_plan
-    from mlatui.stream.events import BudgetPlanned
+    from mlatui.stream.events import BudgetPlanned, Step
 
     tiny = str(Path(__file__).parent / "fixtures" / "tiny.toml")
     plan = resolve_plan(RunConfig(scenario=tiny, random_weights=True, budget_s=20.0))
     first = plan.phases[0]
     fitted = (msgspec.structs.replace(first, contexts=first.contexts[:1], reps=2),)
     planned = BudgetPlanned(1.0, 20.0, 30.0, 19.0, ("fewer rounds",), fitted, (64,), 0.5)
-    again, compared = one_plan(plan, [planned])
-    assert again.phases == fitted and again.budget_s == 0 and not again.budgeted
+    ran = [Step(2.0, first.name, "stock", 64, 1, r, 1.0, 6, 0) for r in range(7)]  # rounds 0-6
+    ran.append(Step(3.0, "more", "stock", 64, 1, 11, 1.0, 6, 0))  # the budget's last rounds
+    again, compared = one_plan(plan, [planned, *ran])
+    assert again.budget_s == 0 and not again.budgeted
+    assert [p.contexts for p in again.phases] == [first.contexts[:1]]  # as the budget fitted
+    assert again.phases[0].reps == again.phases[0].max_rounds == 8  # 7 rounds, made a pair
     assert compared == {first.name}  # a budget's `more` rounds are not compared
     unbudgeted, names = one_plan(plan, [])  # a first run that fitted nothing: its phases as given
-    assert unbudgeted.phases == plan.phases and names == {p.name for p in plan.phases}
+    assert [p.contexts for p in unbudgeted.phases] == [p.contexts for p in plan.phases]
+    assert names == {p.name for p in plan.phases}

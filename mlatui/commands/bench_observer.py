@@ -184,14 +184,25 @@ def _first_plan(args: argparse.Namespace):
 
 
 def one_plan(plan, events) -> tuple[Any, frozenset[str]]:
-    """The plan every later mode run runs: the phases the first run's budget fitted, as fitted
-    (no budget, so no probe picks other contexts for another mode); and the names of those
-    phases, the only ones whose steps are compared (a budget's last rounds, `more`, are not)."""
+    """The plan every later mode run runs: the phases the first run's budget fitted, each for
+    exactly as many rounds as the first run gave it (no budget: no probe picks other contexts,
+    no sampler stops sooner or later, for another mode); and the names of those phases, the only
+    ones whose steps are compared (a budget's last rounds, `more`, are not)."""
     import dataclasses
 
     fitted = next((e.phases for e in events if e.type == "budget_planned"), plan.phases)
+    done: dict[str, int] = {}
+    for e in events:
+        if e.type == "step" or e.type == "decode_block":
+            index = e.rep if e.type == "step" else e.round
+            done[e.phase] = max(done.get(e.phase, 0), index + 1)
+    fixed = []
+    for p in fitted:
+        rounds = max(2, done.get(p.name, p.reps))
+        rounds += rounds % 2  # rounds come in mirrored pairs
+        fixed.append(msgspec.structs.replace(p, reps=rounds, max_rounds=rounds))
     return (
-        dataclasses.replace(plan.with_phases(fitted), budget_s=0.0),
+        dataclasses.replace(plan.with_phases(tuple(fixed)), budget_s=0.0),
         frozenset(p.name for p in fitted),
     )
 
