@@ -334,9 +334,9 @@ def spread_ratio(quads: list[float], base: list[float], resamples: int = 1000) -
     rng = random.Random(0)
     draws = []
     for _ in range(resamples):
-        b = quad_spread_pct(rng.choices(base, k=len(base)))
+        b = _spread_pct(rng.choices(base, k=len(base)))
         if b:
-            draws.append(quad_spread_pct(rng.choices(quads, k=len(quads))) / b)
+            draws.append(_spread_pct(rng.choices(quads, k=len(quads))) / b)
     draws.sort()
     low, high = draws[int(0.025 * (len(draws) - 1))], draws[math.ceil(0.975 * (len(draws) - 1))]
     return Interval(spread / base_spread, low, high, len(quads))
@@ -345,6 +345,8 @@ def spread_ratio(quads: list[float], base: list[float], resamples: int = 1000) -
 def quad_spread_pct(ratios: list[float]) -> float | None:
     """How far apart the middle half of the quad ratios lies: 75th over 25th percentile - 1, in
     percent (None under four quads)."""
-    if len(ratios) < 4:
-        return None
+    return _spread_pct(ratios) if len(ratios) >= 4 else None
+
+
+def _spread_pct(ratios: list[float]) -> float:
     return 100.0 * (percentile(ratios, 75) / percentile(ratios, 25) - 1.0)
