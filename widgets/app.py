@@ -168,11 +168,12 @@ class MlatuiApp(App):
         )
 
     def _tick(self) -> None:
-        """The UI's fixed tick. With an engine in this process, the drawing waits for its turn
-        between the arms' calls (mlatui.stream.sources.DrawTurns), asked for on a thread of its
-        own: the wait may last one arm call, which the event loop must not."""
+        """The UI's fixed tick. With an engine in this process (running, or waiting for `+` and
+        running the rounds it asks for), the drawing waits for its turn between the arms' calls
+        (mlatui.stream.sources.DrawTurns), asked for on a thread of its own: the wait may last
+        one arm call, which the event loop must not."""
         turns = self.source.turns
-        if turns is None or self.source.finished:
+        if turns is None:
             self._draw()
         elif not self._turn_asked:
             self._turn_asked = True
