@@ -4,8 +4,10 @@ arms still loaded, in the same recording.
 A noisy host often ends a run with inconclusive checks and so with no verdict. Both arms take the
 same branch at L = 1, so more paired quads at the same context narrow the same ratio's CI: each
 `+` is a phase of its own (a PhaseStart of kind `l1`, its steps, its estimates), after which every
-check at a measured context is decided again on all the L = 1 quads the run measured there and emitted as a new Validity of its phase and
-context, which the dashboard folds in place of the old one; then a new RunEnd.
+check at a measured context is decided again on all the L = 1 quads the run measured there (those
+still inconclusive then with the check pooled over every context, as at a phase's end) and emitted
+as a new Validity of its phase and context, which the dashboard folds in place of the old one;
+then a new RunEnd. A budget's end measures its last rounds the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
     StepSite,
+    pool_checks,
     sample_steps,
     share_context,
 )
@@ -121,8 +124,23 @@ class MoreRounds:
             new = _decide_again(ctx, name, here, length, self.l1)
             out += new
             said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
+        out = pool_after(ctx, name, out, self.l1)
         ctx.emit(PhaseSummary(ctx.now(), name, PhaseKind.MORE, (), "; ".join(said)))
         return out
+
+
+def pool_after(ctx: RunContext, phase: str, checks: list[Validity], l1: L1Quads) -> list[Validity]:
+    """The checks decided again after more rounds (under mlx.launch the same list on every
+    rank), those still inconclusive decided once more with the check pooled over every L = 1 quad the run measured, the new rounds included (as a
+    phase's end decides its own: `pool_checks`): each one that makes valid (pooled) in its
+    place. A context whose own CI, narrowed by the rounds, now contains 1.00 can pass this way."""
+    decided = pool_checks(ctx, phase, checks, l1)  # every check: one collective per check
+    return [
+        structs.replace(v, valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED)
+        if v.context in decided and v.verdict == Outcome.INCONCLUSIVE.value
+        else v
+        for v in checks
+    ]
 
 
 def _decide_again(
