@@ -167,3 +167,29 @@ def test_observer_runs_every_later_mode_on_the_first_runs_fitted_plan():
     unbudgeted, names = one_plan(plan, [])  # a first run that fitted nothing: its phases as given
     assert [p.contexts for p in unbudgeted.phases] == [p.contexts for p in plan.phases]
     assert names == {p.name for p in plan.phases}
+
+
+def test_observer_later_runs_run_the_phases_as_re_planned_and_not_the_ones_dropped():
+    import msgspec
+
+    from mlatui.commands.bench_observer import one_plan
+    from mlatui.config.run_plan import RunConfig, resolve_plan
+    from mlatui.stream.events import BudgetPlanned, PhaseStart, Step
+
+    tiny = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+    plan = resolve_plan(RunConfig(scenario=tiny, random_weights=True, budget_s=20.0))
+    first, *rest = plan.phases
+    assert rest  # the fixture has a phase after the first: the one a re-plan drops or shrinks
+    second = rest[0]
+    planned = BudgetPlanned(1.0, 20.0, 30.0, 19.0, (), (first, *rest), (64,), 0.5)
+    shrunk = msgspec.structs.replace(second, contexts=second.contexts[:1])
+    again = BudgetPlanned(5.0, 20.0, 30.0, 19.0, ("fewer contexts",), (shrunk,), (64,), 0.5)
+    ran = [PhaseStart(2.0, first.name, first.kind, 0, 2, 8)]
+    ran += [Step(2.0, first.name, "stock", 64, 1, r, 1.0, 6, 0) for r in range(4)]
+    later = [again, PhaseStart(6.0, second.name, second.kind, 1, 2, 4)]
+    replanned, compared = one_plan(plan, [planned, *ran, *later])
+    assert [p.name for p in replanned.phases] == [first.name, second.name]
+    assert replanned.phases[1].contexts == second.contexts[:1]  # as the re-plan fitted it
+    assert compared == {first.name, second.name}
+    dropped, names = one_plan(plan, [planned, *ran])  # the run ended before the second phase
+    assert [p.name for p in dropped.phases] == [first.name] and names == {first.name}

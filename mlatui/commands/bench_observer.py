@@ -190,12 +190,15 @@ def one_plan(plan, events) -> tuple[Any, frozenset[str]]:
     ones whose steps are compared (a budget's last rounds, `more`, are not)."""
     import dataclasses
 
-    fitted = next((e.phases for e in events if e.type == "budget_planned"), plan.phases)
+    fitted = _fitted(plan, events)
     done: dict[str, int] = {}
     for e in events:
         if e.type == "step" or e.type == "decode_block":
             index = e.rep if e.type == "step" else e.round
             done[e.phase] = max(done.get(e.phase, 0), index + 1)
+    started = {e.phase for e in events if e.type == "phase_start"} | set(done)
+    if started:  # a phase the budget dropped at a re-plan did not run: no later run runs it
+        fitted = [p for p in fitted if p.name in started]
     fixed = []
     for p in fitted:
         rounds = max(2, done.get(p.name, p.reps))
@@ -205,6 +208,17 @@ def one_plan(plan, events) -> tuple[Any, frozenset[str]]:
         dataclasses.replace(plan.with_phases(tuple(fixed)), budget_s=0.0),
         frozenset(p.name for p in fitted),
     )
+
+
+def _fitted(plan, events) -> list:
+    """The phases as the first run ran them: its budget's first fit, each phase the budget
+    planned again at a phase boundary (BudgetPlanned again: the phases left, scaled down) as
+    planned last; the plan's own without a budget."""
+    planned = [e.phases for e in events if e.type == "budget_planned"]
+    if not planned:
+        return list(plan.phases)
+    last = {p.name: p for phases in planned for p in phases}
+    return [last[p.name] for p in planned[0]]
 
 
 @dataclass
