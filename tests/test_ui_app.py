@@ -297,11 +297,20 @@ async def test_short_live_run_on_a_tiny_model(tmp_path):
         draw()
 
     app._draw = watched_draw
+    turns_taken: list[int] = []  # arm calls that went through the turns (the engine's Baton)
+    enter_call = src.turns._enter_call
+
+    def counted_enter_call() -> None:
+        turns_taken.append(1)
+        enter_call()
+
+    src.turns._enter_call = counted_enter_call
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app._done, 240)
         assert app.dash.status == "completed"
         # the dashboard drew in its turns: never while an arm call (a timed step) ran
         assert arm_call_in_progress and not any(arm_call_in_progress)
+        assert len(turns_taken) > 10  # the arms' calls took them (an unwired Baton: none)
         header = read_recording(tmp_path / "live.jsonl").header
         assert header.settings.dashboard == DASHBOARD_IN_TURNS
         assert app.dash.marginal("stock") and any(
