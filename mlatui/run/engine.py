@@ -61,7 +61,7 @@ from mlatui.run.phases.base import RunContext, Stopped, estimate_event
 from mlatui.run.phases.more import MoreRounds, serve_more
 from mlatui.run.phases.results import Checks, Need, PassResults, PhaseInputs, PhaseResult, Slices
 from mlatui.stream.events import Event, LogMessage, RunEnd
-from mlatui.stream.sources import DASHBOARD_IN_TURNS, RunControl
+from mlatui.stream.sources import DASHBOARD_IN_TURNS, DrawTurns, RunControl
 
 if TYPE_CHECKING:
     from mlatui.run.budget_probe import Budget
@@ -293,7 +293,7 @@ class _Run:
         settings, key = header_settings(plan, loaded, setup)
         if self.wired.limit_bytes is not None:
             settings = msgspec.structs.replace(settings, wired_limit=self.wired.describe())
-        if isinstance(self.stop, RunControl) and self.stop.turns is not None:
+        if self._turns() is not None:
             settings = msgspec.structs.replace(settings, dashboard=DASHBOARD_IN_TURNS)
         scenario = plan.scenario
         head = header(scenario, plan.model, loaded, report, settings, self.dist.describe())
@@ -313,6 +313,14 @@ class _Run:
             self.sampler.start()
         return key
 
+    def _turns(self) -> DrawTurns | None:
+        """The turns a dashboard in this process draws in (the arms wait through its turn);
+        none under mlx.launch: a rank held there after the step's barrier would start its clock
+        late while the others' clocks already run, waiting for it in their collectives."""
+        if not isinstance(self.stop, RunControl) or self.dist.lockstep is not None:
+            return None
+        return self.stop.turns
+
     def _start_pass(
         self,
         loaded: Loaded,
@@ -324,7 +332,7 @@ class _Run:
         plan, (stock, patched) = self.plan, arms
         for arm in arms:
             arm.model_name = loaded.name
-        baton = Baton(self.stop.turns if isinstance(self.stop, RunControl) else None)
+        baton = Baton(self._turns())
         workers = {"stock": ArmWorker(stock, baton)}
         host = workers["stock"] if plan.shared_arm_thread else None
         workers["patched"] = ArmWorker(patched, baton, host=host)
