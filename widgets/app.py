@@ -194,8 +194,9 @@ class MlatuiApp(App):
 
         try:
             self._draw()
-        finally:
-            self.call_after_refresh(drawn)
+        finally:  # after the refresh that the callbacks of the draw's own refresh ask for
+            # (a log pane's scroll to its end): the second pass is drawn in the turn too
+            self.call_after_refresh(self.call_after_refresh, drawn)
 
     def _draw(self) -> None:
         """Drain the source, fold what came, redraw the panes whose sections changed."""

@@ -93,7 +93,7 @@ class ScrollPane(_Section, VerticalScroll):
             return
         bodies.first(Static).update(self.content())
         if self.follow and self._pinned:
-            self.call_after_refresh(self.scroll_end, animate=False)
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
 
 
 @dataclass(frozen=True)
