@@ -386,3 +386,24 @@ async def test_an_aa_run_names_its_arms_by_what_ran(tmp_path):
     async with plain.run_test(size=(160, 50)) as pilot:
         await until(pilot, lambda: plain._done)
         assert plain.query_one("#arm-patched").border_title == "patched · gate L ≤ L*"
+
+
+async def test_a_drawing_turn_whose_frame_never_came_back_is_given_up(tmp_path):
+    import time
+
+    from mlatui.widgets.app import TURN_LOST_S
+
+    src = LiveSource(
+        RunConfig(overrides={"delay_s": 0.05}),
+        engine=ui_events.fake_engine,
+        record=tmp_path / "lost.jsonl",
+    )
+    app = MlatuiApp(src, ui_hz=20, out_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.dash.events > 3)
+        # a turn held whose frame's callback never comes (as when its screen closed first)
+        assert src.turns.begin_draw()
+        app._turn_asked = time.monotonic() - TURN_LOST_S - 1
+        ticks = app.ticks
+        await until(pilot, lambda: app.ticks > ticks + 2)  # the dashboard draws again
+        await pilot.press("q")

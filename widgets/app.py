@@ -78,6 +78,10 @@ class TurnHeld(Message):
 
     turns: DrawTurns
     held: bool
+    asked_at: float  # the turn's (monotonic): a turn given up on meanwhile ends nothing
+
+
+TURN_LOST_S = 10.0  # a drawing turn takes at most DrawTurns' 1 s wait and a frame
 
 
 class MlatuiApp(App):
@@ -114,7 +118,7 @@ class MlatuiApp(App):
         self.compact = False
         self.page = 0
         self.ticks = 0
-        self._turn_asked = False  # a drawing turn is asked for or held (live, in process)
+        self._turn_asked: float | None = None  # when the turn in flight asked (None: none)
         self._clock_offset: float | None = None  # live: monotonic - engine time, smallest seen
         self.unexpected: BaseException | None = None  # the command line reports it in one line
 
@@ -175,22 +179,33 @@ class MlatuiApp(App):
         turns = self.source.turns
         if turns is None:
             self._draw()
-        elif not self._turn_asked:
-            self._turn_asked = True
+            return
+        now = time.monotonic()
+        if self._turn_asked is not None and now - self._turn_asked > TURN_LOST_S:
+            self._turn_asked = None  # its frame's callback never came (its screen closed first)
+            turns.end_draw()
+        if self._turn_asked is None:
+            self._turn_asked = now
             threading.Thread(
-                target=self._ask_turn, args=(turns,), name="mlatui-draw-turn", daemon=True
+                target=self._ask_turn, args=(turns, now), name="mlatui-draw-turn", daemon=True
             ).start()
 
-    def _ask_turn(self, turns: DrawTurns) -> None:
+    def _ask_turn(self, turns: DrawTurns, asked_at: float) -> None:
         held = turns.begin_draw()
-        if not self.post_message(TurnHeld(turns, held)):  # the app has closed meanwhile
+        try:
+            posted = self.post_message(TurnHeld(turns, held, asked_at))
+        except RuntimeError:  # the app's event loop has closed
+            posted = False
+        if not posted:  # the app has closed meanwhile
             turns.end_draw()
 
     def on_turn_held(self, message: TurnHeld) -> None:
         def drawn() -> None:  # the frame is on the screen: the arms go on
+            if self._turn_asked != message.asked_at:
+                return  # given up on (TURN_LOST_S): the arms went on long ago
             if message.held:
                 message.turns.end_draw()
-            self._turn_asked = False
+            self._turn_asked = None
 
         try:
             self._draw()
