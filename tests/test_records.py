@@ -193,3 +193,24 @@ def test_observer_later_runs_run_the_phases_as_re_planned_and_not_the_ones_dropp
     assert compared == {first.name, second.name}
     dropped, names = one_plan(plan, [planned, *ran])  # the run ended before the second phase
     assert [p.name for p in dropped.phases] == [first.name] and names == {first.name}
+
+
+def test_observer_compares_each_context_over_the_rounds_the_first_run_measured_there():
+    from mlatui.commands.bench_observer import compared_steps, first_rounds
+    from mlatui.config.run_plan import RunConfig, resolve_plan
+    from mlatui.stream.events import Step
+
+    tiny = str(Path(__file__).parent / "fixtures" / "tiny.toml")
+    plan = resolve_plan(RunConfig(scenario=tiny, random_weights=True, budget_s=0.0))
+    name = plan.phases[0].name
+    first = [Step(1.0, name, "stock", 64, 1, r, 1.0, 6, 0) for r in range(2)]
+    first += [Step(1.0, name, "stock", 128, 1, r, 1.0, 6, 0) for r in range(6)]  # undecided longer
+    first.append(Step(2.0, "more", "stock", 64, 1, 0, 1.0, 6, 0))  # a budget's last rounds
+    fixed, rounds = first_rounds(plan, first)
+    assert rounds == {(name, 64): 2, (name, 128): 6}
+    assert fixed.phases[0].reps == 6  # a later run gives every context of the phase 6 rounds
+    later = [Step(1.0, name, "stock", c, 1, r, 1.0, 6, 0) for c in (64, 128) for r in range(6)]
+    kept = compared_steps(later, rounds)
+    assert sorted((e.context, e.rep) for e in kept) == sorted(
+        (e.context, e.rep) for e in first if e.phase == name
+    )  # as the first run weighed its contexts

@@ -221,6 +221,23 @@ def _fitted(plan, events) -> list:
     return [last[p.name] for p in planned[0]]
 
 
+def first_rounds(plan, events) -> tuple[Any, dict[tuple[str, int], int]]:
+    """`one_plan`, and the rounds the first run measured at each context of its phases: every
+    mode run's steps are compared up to them, so every mode weighs each context alike (the
+    fixed plan gives every context of a phase the most rounds one of them took)."""
+    fixed, names = one_plan(plan, events)
+    rounds: dict[tuple[str, int], int] = {}
+    for e in events:
+        if e.type == "step" and e.phase in names:
+            rounds[(e.phase, e.context)] = max(rounds.get((e.phase, e.context), 0), e.rep + 1)
+    return fixed, rounds
+
+
+def compared_steps(events, rounds: dict[tuple[str, int], int]) -> list:
+    """The steps of the first run's phases and contexts, in the rounds it measured there."""
+    return [e for e in events if e.type == "step" and e.rep < rounds.get((e.phase, e.context), 0)]
+
+
 @dataclass
 class _Run:
     """Where the mode runs write (the samples file, the recordings' folder) and what stops them."""
@@ -246,7 +263,7 @@ def _measure(
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     l1_quads: dict[str, list[float]] = {m: [] for m in MODES}
     signals = where.signals
-    compared: frozenset[str] | None = None  # the fitted plan's phases, once the first run ends
+    compared: dict[tuple[str, int], int] | None = None  # the first run's rounds per context
     for r in range(args.rounds):
         if r and time.monotonic() > deadline:  # whole rounds only: the modes stay paired
             print(
@@ -259,7 +276,7 @@ def _measure(
             record = where.tmp / f"{mode}-{r}.jsonl"
             events = run_mode(mode, plan, args.ui_hz, str(record), where.stop, where.current)
             if compared is None:
-                plan, compared = one_plan(plan, events)
+                plan, compared = first_rounds(plan, events)
             stopped = signals.received is not None
             if stopped:  # the recording has every step, the dashboard only what it drew
                 events = _recorded(record, events)
@@ -269,7 +286,7 @@ def _measure(
                     f"{mode} run did not complete" + (f": {why}" if why else ""),
                     f"see {record}",
                 )
-            steps = [e for e in events if e.type == "step" and e.phase in compared]
+            steps = compared_steps(events, compared)
             measured, quads = verify_samples(steps), l1_quad_ratios(steps)
             where.sink.write(
                 {
