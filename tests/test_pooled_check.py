@@ -298,7 +298,7 @@ def test_the_pooled_event_round_trips_through_a_recording_line(outcome):
 
 
 def test_after_more_rounds_an_inconclusive_check_whose_ci_contains_one_is_valid_pooled():
-    from mlatui.run.phases.more import pool_after
+    from mlatui.run.phases.more import _said, pool_after
 
     by_context = run_of()  # noisy: each context inconclusive alone, its CI around 1.00
     by_context[8192] = quads(6, 0.05, 101, 1 / 1.035)  # its CI lies above 1.00: stays out
@@ -306,13 +306,18 @@ def test_after_more_rounds_an_inconclusive_check_whose_ci_contains_one_is_valid_
     run = _Run(by_context)
     sweep_checks = _checks(run, "sweep", by_context)
     tune_512 = next(v for v in _checks(run, "tune", {512: by_context[512]}))
-    redecided = pool_after(run.ctx, "more", [*sweep_checks, tune_512], run.l1)
+    tune_8192 = next(v for v in _checks(run, "tune", {8192: by_context[8192]}))
+    redecided = pool_after(run.ctx, "more", [*sweep_checks, tune_512, tune_8192], run.l1)
     got = {(v.phase, v.context): (v.verdict, v.basis) for v in redecided}
     assert got[("sweep", 512)] == got[("tune", 512)] == ("valid", Basis.OWN)  # kept as it was
     for c in (1024, 2048, 4096):
         assert got[("sweep", c)] == ("valid", Basis.POOLED)
     assert got[("sweep", 8192)] == ("inconclusive", Basis.OWN)
     pooled = next(e for e in run.events if isinstance(e, PooledValidity))
-    assert pooled.phase == "more" and pooled.valid and pooled.undecided == (8192,)
+    assert pooled.phase == "more" and pooled.valid
+    assert pooled.undecided == (8192,)  # once, though the sweep's and the tune's check it
     emitted = [e for e in run.events if isinstance(e, Validity)]
     assert sorted(e.context for e in emitted) == [1024, 2048, 4096]  # each pooled one, emitted
+    assert _said([512, 1024, 8192, 16384], redecided) == (
+        "valid at 512; valid (pooled) at 1024; inconclusive at 8192; no ratio at 16384"
+    )  # the phase's summary: each context as the rounds and the pooled check left it

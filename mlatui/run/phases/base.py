@@ -475,7 +475,7 @@ def _event(
         POOLED_ESTIMATOR,
         POOLED_CI_METHOD,
         tuple(sorted(decided)),
-        tuple(c for c in unsure if c not in decided),
+        tuple(dict.fromkeys(c for c in unsure if c not in decided)),  # each context once
     )
 
 

@@ -109,7 +109,6 @@ class MoreRounds:
         ctx.emit(start)
         progress = ProgressTracker(ctx, name, planned)
         out: list[Validity] = []
-        said: list[str] = []
         for i, context in enumerate(contexts):
             ctx.check_stop()
             text = ctx.tokens_for(context + 1)
@@ -121,20 +120,30 @@ class MoreRounds:
             run = sample_steps(ctx, site, plans[context], progress, interim=False, deadline=end)
             self.l1 = self.l1.plus(length, run.timings, plans[context].control_width)
             here = [v for v in checks if v.context == context]
-            new = _decide_again(ctx, name, here, length, self.l1)
-            out += new
-            said.append(f"{new[0].verdict} at {context}" if new else f"no ratio at {context}")
+            out += _decide_again(ctx, name, here, length, self.l1)
         out = pool_after(ctx, name, out, self.l1)
-        ctx.emit(PhaseSummary(ctx.now(), name, PhaseKind.MORE, (), "; ".join(said)))
+        ctx.emit(PhaseSummary(ctx.now(), name, PhaseKind.MORE, (), _said(contexts, out)))
         return out
+
+
+def _said(contexts: Sequence[int], checks: Sequence[Validity]) -> str:
+    """Each context's check as the rounds left it, the pooled check included."""
+    first = {v.context: v for v in reversed(checks)}
+    return "; ".join(
+        f"{v.verdict}{' (pooled)' if v.pooled else ''} at {c}"
+        if (v := first.get(c)) is not None
+        else f"no ratio at {c}"
+        for c in contexts
+    )
 
 
 def pool_after(ctx: RunContext, phase: str, checks: list[Validity], l1: L1Quads) -> list[Validity]:
     """The checks decided again after more rounds (under mlx.launch the same list on every
-    rank), those still inconclusive decided once more with the check pooled over every L = 1 quad the run measured, the new rounds included (as a
-    phase's end decides its own: `pool_checks`): each one that makes valid (pooled) in its
-    place. A context whose own CI, narrowed by the rounds, now contains 1.00 can pass this way."""
-    decided = pool_checks(ctx, phase, checks, l1)  # every check: one collective per check
+    rank), those still inconclusive decided once more with the check pooled over every L = 1
+    quad the run measured, the new rounds included (as a phase's end decides its own:
+    `pool_checks`): each one that makes valid (pooled) in its place. A context whose own CI,
+    narrowed by the rounds, contains 1.00 can pass this way."""
+    decided = pool_checks(ctx, phase, checks, l1)  # one collective: a yes/no per check
     return [
         structs.replace(v, valid=True, outcome=Outcome.VALID.value, basis=Basis.POOLED)
         if v.context in decided and v.verdict == Outcome.INCONCLUSIVE.value
