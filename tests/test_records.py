@@ -108,7 +108,7 @@ def test_observer_reads_the_l1_quads_each_context_on_its_own():
 
     a, b = [1.0, 1.1, 0.9, 1.05], [1.2, 0.8]
     got = l1_quad_ratios(_l1_steps(a, 512) + _l1_steps(b, 1024))
-    assert got == pytest.approx(a + b)
+    assert got == [pytest.approx(r) for r in ([1.0, 1.1], [0.9, 1.05], [1.2, 0.8])]  # by round
 
 
 def test_observer_spread_detects_a_noisier_mode_and_an_aa_comes_out_null():
@@ -117,14 +117,18 @@ def test_observer_spread_detects_a_noisier_mode_and_an_aa_comes_out_null():
     from mlatui.commands.bench_observer import spread_ratio
 
     rng = random.Random(1)
-    quiet = [rng.lognormvariate(0, 0.02) for _ in range(150)]
-    quiet_too = [rng.lognormvariate(0, 0.02) for _ in range(150)]
-    noisy = [rng.lognormvariate(0, 0.08) for _ in range(150)]
+
+    def rounds(sigma: float) -> list[list[float]]:  # 50 rounds of 3 quads
+        return [[rng.lognormvariate(0, sigma) for _ in range(3)] for _ in range(50)]
+
+    quiet, quiet_too, noisy = rounds(0.02), rounds(0.02), rounds(0.08)
     worse = spread_ratio(noisy, quiet)
     assert worse is not None and worse.low > 2.0  # four times the spread, clearly found
+    assert worse.n == 150
     same = spread_ratio(quiet_too, quiet)
     assert same is not None and same.low < 1.0 < same.high
-    assert spread_ratio(noisy[:3], quiet) is None  # under four quads: no figure
+    assert spread_ratio([noisy[0]], quiet) is None  # under four quads: no figure
+    assert spread_ratio(noisy, [[1.0, 1.0], [1.0, 1.0]]) is None  # a base without spread
 
 
 def test_observer_table_shows_each_modes_l1_spread_with_its_ci():
@@ -133,8 +137,8 @@ def test_observer_table_shows_each_modes_l1_spread_with_its_ci():
 
     verify = {"stock": [100.0, 110.0], "patched": [20.0, 21.0]}
     samples = {"headless": verify, "tui": verify, "isolated": verify}
-    quads = {"headless": [1.0, 1.01, 0.99, 1.0, 1.02], "tui": [1.0, 1.2, 0.8, 1.1, 0.9]}
-    quads["isolated"] = [1.0]  # too few for a spread: no row
+    quads = {"headless": [[1.0, 1.01, 0.99], [1.0, 1.02]], "tui": [[1.0, 1.2, 0.8], [1.1, 0.9]]}
+    quads["isolated"] = [[1.0]]  # too few for a spread: no row
     text = observer_table(summary_rows(samples, quads, 4.0))
     spread_lines = text.split("quad ratios, whose spread")[1].splitlines()
     rows = [line for line in spread_lines if line.startswith("| ") and "mode" not in line]

@@ -72,16 +72,19 @@ def verify_samples(events) -> dict[str, list[float]]:
     return out
 
 
-def l1_quad_ratios(events) -> list[float]:
-    """Every complete L = 1 quad's stock/patched sum ratio, context by context: the samples the
-    L = 1 check's CI comes from, so their spread is what an observer costs a verdict."""
+def l1_quad_ratios(events) -> list[list[float]]:
+    """Every complete L = 1 quad's stock/patched sum ratio, a list per round of each context:
+    the samples the L = 1 check's CI comes from, so their spread is what an observer costs a
+    verdict (a round's quads share its moment on the device, so rounds are resampled whole)."""
     from mlatui.measure.estimates import Timing, quad_ratios
 
-    by_context: dict[tuple[str, int], list[Timing]] = {}
+    by_round: dict[tuple[str, int, int], list[Timing]] = {}
     for e in events:
         if e.type == "step" and e.width == 1:
-            by_context.setdefault((e.phase, e.context), []).append(Timing(e.rep, 1, e.arm, e.ms))
-    return [r for timings in by_context.values() for r in quad_ratios(timings)]
+            key = (e.phase, e.context, e.rep)
+            by_round.setdefault(key, []).append(Timing(e.rep, 1, e.arm, e.ms))
+    rounds = (quad_ratios(timings) for timings in by_round.values())
+    return [r for r in rounds if r]
 
 
 def run_mode(mode: str, plan, ui_hz: float, record: str, stop, current: list) -> list:
@@ -251,17 +254,17 @@ class _Run:
 
 def _measure(
     args: argparse.Namespace, plan, where: _Run
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[list[float]]]]:
     """Every mode once per round, in whole rounds while the time limit allows (the modes stay
     paired); each mode run's samples written as they come. Returns mode -> arm -> verify ms, and
-    mode -> L = 1 quad ratios."""
+    mode -> L = 1 quad ratios by round."""
     import time
 
     from mlatui.errors import UserError
 
     deadline = time.monotonic() + args.max_seconds
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
-    l1_quads: dict[str, list[float]] = {m: [] for m in MODES}
+    l1_quads: dict[str, list[list[float]]] = {m: [] for m in MODES}
     signals = where.signals
     compared: dict[tuple[str, int], int] | None = None  # the first run's rounds per context
     for r in range(args.rounds):
@@ -312,7 +315,7 @@ def _measure(
 
 
 def summary_rows(
-    samples: dict[str, dict[str, list[float]]], l1_quads: dict[str, list[float]], ui_hz: float
+    samples: dict[str, dict[str, list[float]]], l1_quads: dict[str, list[list[float]]], ui_hz: float
 ) -> list[dict]:
     """Per mode and arm: the median and p95 verify ms, and their ratio to the headless run's;
     per mode, the spread of its L = 1 quad ratios against the headless runs'."""
@@ -338,14 +341,14 @@ def summary_rows(
                 }
             )
     for mode in MODES:
-        quads = l1_quads[mode]
-        if (spread := quad_spread_pct(quads)) is not None:
-            vs = spread_ratio(quads, l1_quads["headless"])
+        rounds = l1_quads[mode]
+        if (spread := quad_spread_pct(rounds)) is not None:
+            vs = spread_ratio(rounds, l1_quads["headless"])
             rows.append(
                 {
                     "type": "l1_spread",
                     "mode": mode,
-                    "quads": len(quads),
+                    "quads": sum(len(r) for r in rounds),
                     "spread_pct": spread,
                     "spread_ratio": None if vs is None else msgspec.to_builtins(vs),
                     "ui_hz": ui_hz,
@@ -354,12 +357,15 @@ def summary_rows(
     return rows
 
 
-def spread_ratio(quads: list[float], base: list[float], resamples: int = 1000) -> Interval | None:
-    """`quads`' spread over `base`'s, with a 95% percentile bootstrap (each set of quads
-    resampled on its own, seeded); None when either has under four quads or no spread."""
+def spread_ratio(
+    rounds: list[list[float]], base: list[list[float]], resamples: int = 1000
+) -> Interval | None:
+    """The spread of `rounds`' quads over `base`'s, with a 95% percentile bootstrap (each set's
+    rounds resampled whole, on their own, seeded); None when either has under four quads, no
+    spread, or no resample of `base` with a spread."""
     import random
 
-    spread, base_spread = quad_spread_pct(quads), quad_spread_pct(base)
+    spread, base_spread = quad_spread_pct(rounds), quad_spread_pct(base)
     if spread is None or not base_spread:
         return None
     rng = random.Random(0)
@@ -367,17 +373,20 @@ def spread_ratio(quads: list[float], base: list[float], resamples: int = 1000) -
     for _ in range(resamples):
         b = _spread_pct(rng.choices(base, k=len(base)))
         if b:
-            draws.append(_spread_pct(rng.choices(quads, k=len(quads))) / b)
+            draws.append(_spread_pct(rng.choices(rounds, k=len(rounds))) / b)
+    if not draws:
+        return None
     draws.sort()
     low, high = draws[int(0.025 * (len(draws) - 1))], draws[math.ceil(0.975 * (len(draws) - 1))]
-    return Interval(spread / base_spread, low, high, len(quads))
+    return Interval(spread / base_spread, low, high, sum(len(r) for r in rounds))
 
 
-def quad_spread_pct(ratios: list[float]) -> float | None:
+def quad_spread_pct(rounds: list[list[float]]) -> float | None:
     """How far apart the middle half of the quad ratios lies: 75th over 25th percentile - 1, in
     percent (None under four quads)."""
-    return _spread_pct(ratios) if len(ratios) >= 4 else None
+    return _spread_pct(rounds) if sum(len(r) for r in rounds) >= 4 else None
 
 
-def _spread_pct(ratios: list[float]) -> float:
+def _spread_pct(rounds: list[list[float]]) -> float:
+    ratios = [q for r in rounds for q in r]
     return 100.0 * (percentile(ratios, 75) / percentile(ratios, 25) - 1.0)
