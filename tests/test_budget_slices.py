@@ -133,6 +133,39 @@ def _finish(t: float, added_s: float, plan_t: float = 0.0):
     return ctx, more, after, next(e for e in ctx.events if isinstance(e, BudgetOutcome))
 
 
+class FollowerCtx(FakeCtx):
+    """A rank under mlx.launch: rank 0's answers (`leaders`), whatever this rank wanted."""
+
+    def __init__(self, t: float, leaders: list[bool]) -> None:
+        super().__init__(t)
+        self.leaders, self.asked = leaders, []
+
+    def leader_decides_each(self, wants: list[bool]) -> list[bool]:
+        self.asked.append(list(wants))
+        return list(self.leaders)
+
+
+def test_under_mlx_launch_the_end_asks_over_every_check_and_measures_rank_0s_choice():
+    from mlatui.config.phase_kind import PhaseKind
+
+    def check(context: int, outcome: str) -> Validity:
+        iv = Interval(1.005, 0.97, 1.03, 8) if outcome != "valid" else Interval(1.0, 0.99, 1.01, 8)
+        return Validity(
+            1.0, "sweep", context, 20.0, 20.1, 0.5, 2.0, outcome == "valid", outcome, iv, 8
+        )
+
+    # this rank read 512 valid and 1024 undecided; rank 0 read them the other way round
+    mine = [check(512, "valid"), check(1024, "inconclusive")]
+    ctx = FollowerCtx(60.0, leaders=[True, False])
+    planned = BudgetPlanned(0.0, 100.0, 80.0, 50.0, (), (), (512,), 1.0, 2.5)
+    done = PassResults(checks=Checks().plus(mine, [("sweep", PhaseKind.SWEEP)]))
+    more = FakeMore(ctx)
+    cut = slices([(_seg("sweep", 512), 1.0), (_seg("sweep", 1024), 1.0)], 0.0, 100.0)
+    Budget(planned, cut, _table(_cpu_ms)).finish(ctx, done, more)
+    assert ctx.asked == [[False, True]]  # one entry per check, the same list on every rank
+    assert [contexts for contexts, _ in more.asked] == [[512]]  # rank 0's choice, measured here
+
+
 def test_the_time_left_goes_to_the_undecided_checks_and_the_run_says_its_forecasts_error():
     ctx, more, after, out = _finish(60.0, added_s=10.0)
     end = 100.0 * (1 - END_SHARE)

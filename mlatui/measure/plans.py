@@ -216,12 +216,18 @@ def undecided_checks(
 ) -> list[Validity]:
     """The latest checks still inconclusive, of model phases, by context then phase. In an A/A
     run only the last pass's (`last_pass`): its arms are the ones still loaded."""
+    return [v for v in run_checks(validity, kinds, last_pass) if v.verdict == "inconclusive"]
+
+
+def run_checks(
+    validity: Mapping[tuple[str, int], Validity], kinds: Mapping[str, str], last_pass: Pass
+) -> list[Validity]:
+    """The latest checks of model phases of `last_pass`, whatever they read, by context then
+    phase: the same list on every rank under mlx.launch (each rank reads its own timings)."""
     out = [
         v
         for (phase, _), v in validity.items()
-        if v.verdict == "inconclusive"
-        and rules_for(kinds.get(phase)).run_check
-        and Pass.of(phase) is last_pass
+        if rules_for(kinds.get(phase)).run_check and Pass.of(phase) is last_pass
     ]
     return sorted(out, key=lambda v: (v.context, v.phase))
 

@@ -345,8 +345,11 @@ class Budget:
             if ctx.now() + spent_s > end_s:
                 break
             affordable.add(c)
-        flags = ctx.leader_decides_each([v.context in affordable for v in undecided])
-        if checks := [v for v, yes in zip(undecided, flags, strict=True) if yes]:
+        # asked over every check, not this rank's undecided ones: each rank decides its checks
+        # on its own timings, and the collective needs the same list on every rank
+        every = done.checks.of_run()
+        flags = ctx.leader_decides_each([v in undecided and v.context in affordable for v in every])
+        if checks := [v for v, yes in zip(every, flags, strict=True) if yes]:
             start_s = ctx.now()
             decided = more.measure(checks, PAIR, until_s=end_s)
             added_s = done.added_s + ctx.now() - start_s

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from mlatui.config.phase_kind import Pass, PhaseKind
 from mlatui.measure.estimates import ContextEstimates, Timing, control_ratio, stable_seed
-from mlatui.measure.plans import undecided_checks
+from mlatui.measure.plans import run_checks, undecided_checks
 from mlatui.stream.event_base import Interval
 from mlatui.stream.events import ARMS, PhaseSummary, Validity
 
@@ -103,6 +103,11 @@ class Checks:
         (an A/A run's arms still loaded are its last pass's), by context then phase."""
         latest = {(v.phase, v.context): v for v in self.latest}
         return undecided_checks(latest, dict(self.kinds), last_pass)
+
+    def of_run(self, last_pass: Pass = Pass.AB) -> list[Validity]:
+        """Every check of those phases, whatever it reads: the same list on every rank."""
+        latest = {(v.phase, v.context): v for v in self.latest}
+        return run_checks(latest, dict(self.kinds), last_pass)
 
     def invalid_contexts(self) -> tuple[int, ...]:
         """The contexts a model phase's latest check leaves out of every verdict (invalid or
