@@ -321,3 +321,41 @@ def test_after_more_rounds_an_inconclusive_check_whose_ci_contains_one_is_valid_
     assert _said([512, 1024, 8192, 16384], redecided) == (
         "valid at 512; valid (pooled) at 1024; inconclusive at 8192; no ratio at 16384"
     )  # the phase's summary: each context as the rounds and the pooled check left it
+
+
+def test_a_budgets_last_rounds_go_on_while_the_check_on_every_quad_is_undecided(monkeypatch):
+    """The sampler stops once its own pair of rounds decides; at a budget's end the rounds go on
+    while the check on all the quads measured at the context (the phase's and every run's of the
+    end) still reads inconclusive, and stop once it decides."""
+    from types import SimpleNamespace
+
+    from mlatui.config.phase_kind import Pass
+    from mlatui.measure.plans import more_phase, plan_for
+    from mlatui.run.phases import more as more_module
+    from mlatui.run.phases.base import StepSite
+
+    noisy = quads(6, 0.15, 3)  # the phase's own: inconclusive
+    run = _Run({512: noisy, 1024: quads(6, 0.05, 4)})
+    assert own(noisy)[1] is Outcome.INCONCLUSIVE
+    calls = []
+
+    def sampler(ctx, site, plan, progress, interim, deadline):  # a pair of steady rounds
+        calls.append(deadline)
+        return SimpleNamespace(timings=quads(2, 0.0005, len(calls)))
+
+    monkeypatch.setattr(more_module, "sample_steps", sampler)
+    rounds = more_module.MoreRounds(run.ctx, Pass.AB, 1, run.l1)
+    plan = plan_for(more_phase("more", 512, 2), (1,), 0, 512)
+    site = StepSite("more", 512, [])
+    rounds._rounds_at(site, plan, None, None)  # `+`: the rounds asked for, once
+    assert len(calls) == 1
+    calls.clear()
+    rounds.l1 = run.l1
+    rounds._rounds_at(site, plan, None, run.ctx.now() + 3600)  # a budget's end
+    assert len(calls) > 1  # each pair alone reads valid, all of them did not yet
+    ratio = rounds.l1.pooled_ratio(512, run.ctx.seed)
+    assert control_outcome(ratio, 2.0) is Outcome.VALID  # it stopped once they decided
+    rounds.l1 = run.l1
+    calls.clear()
+    rounds._rounds_at(site, plan, None, run.ctx.now() - 1)  # past the end: one run, no more
+    assert len(calls) == 1

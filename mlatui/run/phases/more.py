@@ -24,6 +24,7 @@ from mlatui.measure.plans import (
     plan_for,
     sweep_segments,
 )
+from mlatui.measure.sampler import SamplerPlan
 from mlatui.run.phases.base import (
     ProgressTracker,
     RunContext,
@@ -117,13 +118,32 @@ class MoreRounds:
             end = (
                 None if until_s is None else ctx.now() + (until_s - ctx.now()) / (len(contexts) - i)
             )
-            run = sample_steps(ctx, site, plans[context], progress, interim=False, deadline=end)
-            self.l1 = self.l1.plus(length, run.timings, plans[context].control_width)
+            self._rounds_at(site, plans[context], progress, end)
             here = [v for v in checks if v.context == context]
             out += _decide_again(ctx, name, here, length, self.l1)
         out = pool_after(ctx, name, out, self.l1)
         ctx.emit(PhaseSummary(ctx.now(), name, PhaseKind.MORE, (), _said(contexts, out)))
         return out
+
+    def _rounds_at(
+        self, site: StepSite, plan: SamplerPlan, progress: ProgressTracker, end: float | None
+    ) -> None:
+        """Rounds at one context into the run's L = 1 quads. With a deadline (a budget's end),
+        further runs of them while the check on every quad the run measured there is still
+        undecided: the sampler stops once its own run's quads decide, which may be a pair of
+        rounds that reads valid while all of them together still read inconclusive."""
+        ctx = self.ctx
+        while True:
+            run = sample_steps(ctx, site, plan, progress, interim=False, deadline=end)
+            self.l1 = self.l1.plus(site.length, run.timings, plan.control_width)
+            if end is None or not run.timings:
+                return
+            ratio = self.l1.pooled_ratio(site.length, ctx.seed)
+            undecided = ratio is not None and control_outcome(ratio, plan.tolerance_pct) is (
+                Outcome.INCONCLUSIVE
+            )
+            if not ctx.leader_decides_each([undecided and ctx.now() < end])[0]:  # rank 0's
+                return
 
 
 def _said(contexts: Sequence[int], checks: Sequence[Validity]) -> str:
