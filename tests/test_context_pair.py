@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from mlatui.config.scenario import load_scenario
@@ -61,16 +59,26 @@ def test_stock_variant_and_random_latents_and_a_time_limit():
     assert {r.width for r in results} == {1, 3}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "mlatui", "bench", "context-pair", str(TINY), "--random-weights"]
-    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=300)
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`mlatui bench context-pair` on the tiny scenario through the CLI's main() in this process:
+    its exit status, stdout and stderr."""
+    from mlatui.cli import main
+
+    try:
+        code = main(["bench", "context-pair", str(TINY), "--random-weights", *args])
+    except SystemExit as e:  # argparse's refusals
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_cli_prints_the_paired_table_and_keeps_raw_samples(tmp_path):
+def test_cli_prints_the_paired_table_and_keeps_raw_samples(tmp_path, capsys):
     out = tmp_path / "pair.jsonl"
-    p = _cli("--contexts", "32,96", "--widths", "1,2", "--rounds", "2", "--out", str(out))
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "| L | 32 ms [95% CI] | 96 ms [95% CI] | 96 / 32 paired [95% CI] |" in p.stdout
+    code, stdout, stderr = _cli(
+        capsys, "--contexts", "32,96", "--widths", "1,2", "--rounds", "2", "--out", str(out)
+    )
+    assert code == 0, stderr[-2000:]
+    assert "| L | 32 ms [95% CI] | 96 ms [95% CI] | 96 / 32 paired [95% CI] |" in stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {(r["context"], r["width"]) for r in records} == {(32, 1), (96, 1), (32, 2), (96, 2)}
     assert all(r["bench"] == "context-pair" and r["arm"] == "patched" for r in records)
@@ -80,7 +88,7 @@ def test_cli_prints_the_paired_table_and_keeps_raw_samples(tmp_path):
     assert records[0]["env"]["blas_threading"]
 
 
-def test_cli_refuses_bad_contexts_in_one_line():
-    p = _cli("--contexts", "96,32")
-    assert p.returncode == 2 and "give two lengths, short first" in p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+def test_cli_refuses_bad_contexts_in_one_line(capsys):
+    code, _, stderr = _cli(capsys, "--contexts", "96,32")
+    assert code == 2 and "give two lengths, short first" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr

@@ -123,24 +123,40 @@ def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
     assert streams[0] != streams[2]
 
 
-def _parity(*args: str):
-    import subprocess
-    import sys
+def _parity(capsys, *args: str) -> tuple[int, str, str]:
+    """`mlatui bench decode-parity` on the tiny scenario through the CLI's main() in this process
+    (the run's tables, records and refusals; the process boundary is test_signals'): its exit
+    status, stdout and stderr."""
+    from mlatui.cli import main
 
-    argv = [sys.executable, "-m", "mlatui", "bench", "decode-parity", str(TINY), "--random-weights"]
-    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=300)
+    try:
+        code = main(["bench", "decode-parity", str(TINY), "--random-weights", *args])
+    except SystemExit as e:  # argparse's refusals
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
+def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path, capsys):
     import json
 
     out = tmp_path / "parity.jsonl"
-    p = _parity(
-        "--context", "64", "--tokens", "6", "--depth", "2", "--rounds", "2", "--out", str(out)
+    code, stdout, stderr = _parity(
+        capsys,
+        "--context",
+        "64",
+        "--tokens",
+        "6",
+        "--depth",
+        "2",
+        "--rounds",
+        "2",
+        "--out",
+        str(out),
     )
-    assert p.returncode in (0, 3), p.stderr[-2000:]
-    assert "| plain | mlx_lm |" in p.stdout and "| depth 2 | mlx_lm |" in p.stdout
-    assert "| plain | sync-loop |" in p.stdout and "| plain | mlx_lm-thread |" in p.stdout
+    assert code in (0, 3), stderr[-2000:]
+    assert "| plain | mlx_lm |" in stdout and "| depth 2 | mlx_lm |" in stdout
+    assert "| plain | sync-loop |" in stdout and "| plain | mlx_lm-thread |" in stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     sides = {(r["arm"], r["settings"]["versus"], r["width"]) for r in records}
     assert sides == {
@@ -162,34 +178,32 @@ def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path):
         for r in records
     )
     # `--out` never overwrites
-    again = _parity("--context", "64", "--tokens", "6", "--rounds", "2", "--out", str(out))
-    assert (
-        again.returncode == 2
-        and "already exists" in again.stderr
-        and "Traceback" not in again.stderr
+    code, _, stderr = _parity(
+        capsys, "--context", "64", "--tokens", "6", "--rounds", "2", "--out", str(out)
     )
+    assert code == 2 and "already exists" in stderr and "Traceback" not in stderr
 
 
-def test_decode_parity_versus_runs_only_the_named_side(tmp_path):
+def test_decode_parity_versus_runs_only_the_named_side(tmp_path, capsys):
     import json
 
     # one side named, and a time limit that ends the rounds early, after a whole pair, and
     # still leaves the records
     quick = tmp_path / "quick.jsonl"
-    p = _parity(
-        "--context", "64", "--tokens", "6", "--rounds", "40", "--versus", "mlx_lm-thread",
+    code, stdout, stderr = _parity(
+        capsys, "--context", "64", "--tokens", "6", "--rounds", "40", "--versus", "mlx_lm-thread",
         "--max-seconds", "0.01", "--out", str(quick),
     )  # fmt: skip
-    assert p.returncode in (0, 3), p.stderr[-2000:]
-    assert "| plain | mlx_lm-thread |" in p.stdout and "| depth 2 | mlx_lm-thread |" in p.stdout
-    assert "| mlx_lm |" not in p.stdout and "sync-loop |" not in p.stdout
+    assert code in (0, 3), stderr[-2000:]
+    assert "| plain | mlx_lm-thread |" in stdout and "| depth 2 | mlx_lm-thread |" in stdout
+    assert "| mlx_lm |" not in stdout and "sync-loop |" not in stdout
     records = [json.loads(line) for line in quick.read_text().splitlines()]
     assert {r["settings"]["versus"] for r in records} == {"mlx_lm-thread"}
     assert {r["settings"]["rounds_done"] for r in records} == {2}
     assert all(len(r["samples_ms"]) == 4 for r in records)  # 2 rounds x 2 blocks per side
-    bad = _parity("--versus", "mlx_lm,vllm")
-    assert bad.returncode == 2 and "--versus 'mlx_lm,vllm'" in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    code, _, stderr = _parity(capsys, "--versus", "mlx_lm,vllm")
+    assert code == 2 and "--versus 'mlx_lm,vllm'" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
 
 
 def test_a_draft_with_another_vocabulary_is_refused_in_one_line(tmp_path):

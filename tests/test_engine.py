@@ -224,7 +224,8 @@ def test_injected_l1_slowdown_is_flagged(monkeypatch):
 
     monkeypatch.setattr(mlatui.run.engine, "build_arms", slow_patched)
     events = []
-    run(RunConfig(scenario=TINY, random_weights=True, overrides=QUICK), events.append)
+    sweep_only = QUICK | {"only_phases": ["sweep"]}  # the checks are the sweep's
+    run(RunConfig(scenario=TINY, random_weights=True, overrides=sweep_only), events.append)
     verdicts = [e for e in events if isinstance(e, Validity)]
     assert verdicts and not any(v.valid for v in verdicts)
     assert all(v.outcome == "invalid" for v in verdicts)
