@@ -220,7 +220,7 @@ def test_undecided_checks_take_the_time_their_slices_leave(tmp_path, monkeypatch
         monkeypatch.setattr(module, "control_outcome", undecided)
     tiny = Path(__file__).parent / "fixtures" / "tiny.toml"
     scenario = tmp_path / "tiny-budget.toml"
-    budget_s = 16.0
+    budget_s = 8.0
     scenario.write_text(tiny.read_text().replace("seed = 0", f"seed = 0\nbudget_s = {budget_s}", 1))
     events: list = []
     config = RunConfig(scenario=str(scenario), random_weights=True, overrides={"reps": 2})

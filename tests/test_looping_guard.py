@@ -202,7 +202,7 @@ def _run(scenario: Path, overrides: dict) -> list:
 def sampled() -> list:
     """The shipped default scenario's tune (temperature 0.8 from the file), cut short."""
     ov = {"reps": 2, "warmup": 1, "tokens": 8, "contexts": [64], "max_rounds": 2}
-    return _run(DEFAULT, ov | {"only_phases": ["tune"]})
+    return _run(DEFAULT, ov | {"only_phases": ["tune"], "verify_rounds": 2})
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +222,7 @@ def greedy(tmp_path_factory) -> list:
         '[[phase]]\nname = "tune"\nkind = "tune"\ncontexts = [1024]\ndepths = [1]\n'
         "temperature = 0\ntokens = 16\n"
     )
-    ov = {"reps": 2, "warmup": 1, "contexts": [1024], "max_rounds": 2}
+    ov = {"reps": 2, "warmup": 1, "contexts": [1024], "max_rounds": 2, "verify_rounds": 2}
     return _run(path, ov)
 
 
