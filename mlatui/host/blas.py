@@ -39,6 +39,7 @@ every L = 1 check undecided.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.abc
 import importlib.util
 import mmap
@@ -438,13 +439,21 @@ def exports(path: str, symbol: str) -> bool:
 def elf_slots(path: str, symbol: str) -> tuple[int, list[int]]:
     """From the ELF file: (vaddr of PT_DYNAMIC, link-time addresses of every relocation slot
     that the dynamic linker fills with `symbol`'s address). 64-bit little-endian only: the
-    machines mlx ships Linux wheels for (x86_64, aarch64)."""
+    machines mlx ships Linux wheels for (x86_64, aarch64). Read once while the file is
+    unchanged: a run's header asks for the BLAS in use several times (8 ms a read of libmlx)."""
+    st = os.stat(path)
+    dyn_vaddr, slots = _elf_slots(path, symbol, st.st_mtime_ns, st.st_size)
+    return dyn_vaddr, list(slots)
+
+
+@functools.lru_cache(maxsize=16)
+def _elf_slots(path: str, symbol: str, mtime_ns: int, size: int) -> tuple[int, tuple[int, ...]]:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         if m[:6] != b"\x7fELF\x02\x01":
             raise ValueError(f"{path} is not a 64-bit little-endian ELF file")
         elf, dynamic = _segments(m, path)
         tags = _dynamic_tags(elf, dynamic)
-        return dynamic.vaddr, _relocation_slots(elf, tags, symbol.encode())
+        return dynamic.vaddr, tuple(_relocation_slots(elf, tags, symbol.encode()))
 
 
 class _Segment(NamedTuple):
