@@ -271,6 +271,8 @@ def test_bench_observer_keeps_the_completed_and_the_stopped_mode_runs(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # its per-mode recordings land here
     proc = mlatui(
         *("bench", "observer", "--scenario", str(scenario), "--random-weights", "--out", str(out)),
+        "--max-seconds",
+        "12",  # 2 s a mode run: the headless one is not what it checks
         env=env,
     )
 
