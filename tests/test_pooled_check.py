@@ -345,7 +345,10 @@ def test_a_budgets_last_rounds_go_on_while_the_check_on_every_quad_is_undecided(
 
     monkeypatch.setattr(more_module, "sample_steps", sampler)
     rounds = more_module.MoreRounds(run.ctx, Pass.AB, 1, run.l1)
-    plan = plan_for(more_phase("more", 512, 2), (1,), 0, 512)
+    import msgspec
+
+    end_phase = msgspec.structs.replace(more_phase("more", 512, 2), max_rounds=64)  # as the end's
+    plan = plan_for(end_phase, (1,), 0, 512)
     site = StepSite("more", 512, [])
     rounds._rounds_at(site, plan, None, None)  # `+`: the rounds asked for, once
     assert len(calls) == 1
@@ -359,3 +362,13 @@ def test_a_budgets_last_rounds_go_on_while_the_check_on_every_quad_is_undecided(
     calls.clear()
     rounds._rounds_at(site, plan, None, run.ctx.now() - 1)  # past the end: one run, no more
     assert len(calls) == 1
+    # a check that never decides: runs until the end's rounds at the context are spent
+    monkeypatch.setattr(
+        more_module,
+        "sample_steps",
+        lambda *a, **k: (calls.append(1), SimpleNamespace(timings=quads(2, 0.3, len(calls))))[1],
+    )
+    calls.clear()
+    capped = plan_for(msgspec.structs.replace(end_phase, max_rounds=8), (1,), 0, 512)
+    rounds._rounds_at(site, capped, None, run.ctx.now() + 3600)
+    assert len(calls) == 4  # 8 rounds in pairs, then no more however far the deadline

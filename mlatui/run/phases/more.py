@@ -12,6 +12,7 @@ then a new RunEnd. A budget's end measures its last rounds the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from msgspec import structs
@@ -129,15 +130,18 @@ class MoreRounds:
         self, site: StepSite, plan: SamplerPlan, progress: ProgressTracker, end: float | None
     ) -> None:
         """Rounds at one context into the run's L = 1 quads. With a deadline (a budget's end),
-        further runs of them while the check on every quad the run measured there is still
-        undecided: the sampler stops once its own run's quads decide, which may be a pair of
-        rounds that reads valid while all of them together still read inconclusive."""
-        ctx = self.ctx
+        further runs of them, up to `plan.max_rounds` rounds in all, while the check on every
+        quad the run measured there is still undecided: the sampler stops once its own run's
+        quads decide, which may be a pair of rounds that reads valid while all of them together
+        still read inconclusive."""
+        ctx, left = self.ctx, plan.max_rounds
         while True:
             run = sample_steps(ctx, site, plan, progress, interim=False, deadline=end)
             self.l1 = self.l1.plus(site.length, run.timings, plan.control_width)
-            if end is None or not run.timings:
+            left -= len({t.round for t in run.timings})
+            if end is None or not run.timings or left < plan.min_rounds:
                 return
+            plan = dataclasses.replace(plan, max_rounds=left)
             ratio = self.l1.pooled_ratio(site.length, ctx.seed)
             undecided = ratio is not None and control_outcome(ratio, plan.tolerance_pct) is (
                 Outcome.INCONCLUSIVE
