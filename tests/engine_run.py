@@ -17,3 +17,17 @@ def run(
 ) -> str:
     plan = request if isinstance(request, RunPlan) else resolve_plan(request)
     return engine.run(plan, emit, stop)
+
+
+def cli_in_process(capsys, *argv: str) -> tuple[int, str, str]:
+    """`mlatui ARGV` through the CLI's main() in this process (a test about a command's tables,
+    records and refusals, not the process boundary, which test_signals checks): its exit status,
+    stdout and stderr."""
+    from mlatui.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as e:  # argparse's refusals
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -10,6 +10,7 @@ from mlatui.gate.policy import Variant
 from mlatui.models.loading import load_target
 from mlatui.run.context_pair import ContextPairPlan, measure_context_pair
 from mlatui.run.engine_setup import text_tokens
+from tests.engine_run import cli_in_process
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
@@ -60,16 +61,8 @@ def test_stock_variant_and_random_latents_and_a_time_limit():
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
-    """`mlatui bench context-pair` on the tiny scenario through the CLI's main() in this process:
-    its exit status, stdout and stderr."""
-    from mlatui.cli import main
-
-    try:
-        code = main(["bench", "context-pair", str(TINY), "--random-weights", *args])
-    except SystemExit as e:  # argparse's refusals
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    """`mlatui bench context-pair` on the tiny scenario, in this process."""
+    return cli_in_process(capsys, "bench", "context-pair", str(TINY), "--random-weights", *args)
 
 
 def test_cli_prints_the_paired_table_and_keeps_raw_samples(tmp_path, capsys):

@@ -11,7 +11,7 @@ import mlatui.run.engine
 from mlatui.config.run_plan import RunConfig
 from mlatui.run.arms import cache_len
 from mlatui.stream.events import DecodeBlock, DecodeResult, LogMessage, PhaseSummary
-from tests.engine_run import run
+from tests.engine_run import cli_in_process, run
 
 TINY = Path(__file__).parent / "fixtures" / "tiny.toml"
 
@@ -124,17 +124,8 @@ def test_sampled_runs_reproduce_exactly_from_the_seed(tmp_path):
 
 
 def _parity(capsys, *args: str) -> tuple[int, str, str]:
-    """`mlatui bench decode-parity` on the tiny scenario through the CLI's main() in this process
-    (the run's tables, records and refusals; the process boundary is test_signals'): its exit
-    status, stdout and stderr."""
-    from mlatui.cli import main
-
-    try:
-        code = main(["bench", "decode-parity", str(TINY), "--random-weights", *args])
-    except SystemExit as e:  # argparse's refusals
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    """`mlatui bench decode-parity` on the tiny scenario, in this process."""
+    return cli_in_process(capsys, "bench", "decode-parity", str(TINY), "--random-weights", *args)
 
 
 def test_decode_parity_bench_prints_paired_ratios_and_keeps_records(tmp_path, capsys):

@@ -124,14 +124,9 @@ class Baton:
         self.cpus = arm_cpus()
         self.turns = turns
 
-    def call(self) -> contextlib.AbstractContextManager:
-        """Held around each arm call: after any draw has had its turn, the lock."""
-        if self.turns is None:
-            return self.lock
-        stack = contextlib.ExitStack()
-        stack.enter_context(self.turns.arm_call())
-        stack.enter_context(self.lock)
-        return stack
+    def turn(self) -> contextlib.AbstractContextManager:
+        """Entered around each arm call before the lock: waits while a draw has its turn."""
+        return contextlib.nullcontext() if self.turns is None else self.turns.arm_call()
 
 
 @dataclass(frozen=True)
@@ -219,7 +214,7 @@ class ArmWorker:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with self.baton.call():
+                with self.baton.turn(), self.baton.lock:
                     result = fn(arm)
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 future.set_exception(e)
